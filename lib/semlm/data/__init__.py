@@ -1,0 +1,1 @@
+"""Corpora, vocabularies and dataset paths."""

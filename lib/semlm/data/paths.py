@@ -1,0 +1,37 @@
+"""Where datasets live: ``$SEMLM_DATA_DIR`` (default: the repository's ``data/``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+#: How to obtain each dataset; shown when a file is missing (details in data/README.md).
+HOW_TO_GET = {
+    "sst2": "GLUE SST-2 (datasets: load_dataset('glue', 'sst2')); see data/README.md",
+    "sst-phrases": "Stanford Sentiment Treebank phrase trees; see data/README.md",
+    "wikitext-2": "WikiText-2 tokenised release (datasets: load_dataset('wikitext', 'wikitext-2-v1')); see data/README.md",
+    "wikitext-2-raw": "WikiText-2 raw release (datasets: load_dataset('wikitext', 'wikitext-2-raw-v1')); see data/README.md",
+    "fineweb-edu-sample": "a FineWeb-Edu sample (datasets: HuggingFaceFW/fineweb-edu); see data/README.md",
+}
+
+
+def data_dir() -> Path:
+    """The data directory: ``$SEMLM_DATA_DIR`` if set (relative paths resolve against the cwd), else ``data/``."""
+    env = os.environ.get("SEMLM_DATA_DIR")
+    return Path(env).expanduser().resolve() if env else REPO_ROOT / "data"
+
+
+def dataset_file(dataset: str, filename: str) -> Path:
+    """Path of ``<data dir>/<dataset>/<filename>``; raises one clear line if it is missing."""
+    if dataset not in HOW_TO_GET:
+        raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(sorted(HOW_TO_GET))}")
+    root = data_dir()
+    path = root / dataset / filename
+    if not path.is_file():
+        where = "SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "the default data dir (set SEMLM_DATA_DIR to change it)"
+        raise FileNotFoundError(
+            f"missing dataset file {path} (looked in {where}); get it from {HOW_TO_GET[dataset]}"
+        )
+    return path

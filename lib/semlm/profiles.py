@@ -1,0 +1,72 @@
+"""Named scales for every chapter: ``smoke`` (seconds; tests and CI), ``cpu`` (the default book
+build on a 2-core laptop) and ``paper`` (the papers' own scale; a GPU for paper B).
+
+For the synthetic task of paper A the paper's scale is small enough for a laptop, so
+``cpu`` and ``paper`` are the same; they will differ for the WikiText and LoRA chapters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .data.synthetic import SyntheticConfig
+from .train import TrainConfig
+
+PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
+
+
+@dataclass(frozen=True)
+class BackboneSize:
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 256
+    dropout: float = 0.1
+
+
+@dataclass(frozen=True)
+class SyntheticProfile:
+    name: str
+    corpus: SyntheticConfig
+    backbone: BackboneSize
+    train: TrainConfig
+
+
+def check_profile(profile) -> str:
+    if not isinstance(profile, str) or profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+    return profile
+
+
+def check_parameters(**params) -> None:
+    """Validate a notebook's papermill parameters: ``profile`` (str) and ``seed`` (int) when given.
+
+    Raises a one-line ``ValueError`` naming the parameter, the bad value and what is expected.
+    """
+    for name, value in params.items():
+        if name == "profile":
+            check_profile(value)
+        elif name == "seed":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"parameter seed must be a non-negative int, got {value!r} ({type(value).__name__}); "
+                                 f"pass e.g. -p seed 111")
+        elif name == "workers":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"parameter workers must be an int >= 1, got {value!r}")
+        else:
+            raise ValueError(f"unknown parameter {name!r}; notebooks take profile, seed and workers")
+
+
+def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
+    """Corpus, backbone size and training config of the synthetic experiment for ``profile``."""
+    check_profile(profile)
+    check_parameters(seed=seed)
+    paper = SyntheticProfile(profile, SyntheticConfig(), BackboneSize(), TrainConfig(seed=seed))
+    if profile == "smoke":
+        return SyntheticProfile(
+            profile,
+            SyntheticConfig(n_train=384, n_val=96),
+            BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
+            replace(paper.train, epochs=2, batch_size=64),
+        )
+    return replace(paper, name=profile)
