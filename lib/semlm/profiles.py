@@ -67,6 +67,6 @@ def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
             profile,
             SyntheticConfig(n_train=384, n_val=96),
             BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
-            replace(paper.train, epochs=2, batch_size=64),
+            replace(paper.train, epochs=8, batch_size=64, lr=3e-3),
         )
     return replace(paper, name=profile)

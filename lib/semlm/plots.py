@@ -1,0 +1,132 @@
+"""Every figure of the book, in one place and one style (seaborn).
+
+Functions take plain data (arrays, dicts, data frames) and return the matplotlib
+``Figure`` so notebooks stay one line per figure and tests can call them headlessly.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib
+
+if matplotlib.get_backend().lower() not in {"module://matplotlib_inline.backend_inline", "agg"}:
+    matplotlib.use("Agg")  # headless by default (tests, CI); notebooks keep their inline backend
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from .fuzzy import CENTRES, FEATURE_NAMES, TAU, triangular_memberships
+
+PALETTE = {"baseline": "#7f7f7f", "fusion": "#1f77b4", "paper": "#d62728"}
+SETTING_STYLE = {"causal": "-", "published": "--"}
+
+
+def use_book_style() -> None:
+    sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)
+    plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold"})
+
+
+use_book_style()
+
+
+def plot_memberships(centres: Sequence[float] = CENTRES, tau: float = TAU, marks: Mapping[str, float] | None = None):
+    """The low / med / high power-kernel memberships over x in [0, 1] (paper Eq. 1).
+
+    ``marks`` (label -> x) draws vertical lines, e.g. the intensifier strengths.
+    """
+    x = np.linspace(0, 1, 401)
+    tri = triangular_memberships(x, centres, tau)
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    for j, (label, c) in enumerate(zip(("low", "med", "high"), centres)):
+        ax.plot(x, tri[:, j], lw=2, label=f"{label} (c = {c})")
+    for name, value in (marks or {}).items():
+        ax.axvline(value, color="0.5", lw=0.8, ls=":")
+        ax.text(value, 1.005, name, rotation=90, va="bottom", ha="center", fontsize=8, color="0.3")
+    ax.set(xlabel="signal x", ylabel=r"membership $\mu(x; c, \tau)$", ylim=(0.6, 1.02),
+           title=rf"Power-kernel memberships, $\tau$ = {tau}")
+    ax.legend(loc="lower center", ncols=3, frameon=False)
+    return fig
+
+
+def plot_semantic_matrix(features: np.ndarray, tokens: Sequence[str], title: str = "", ax=None,
+                         feature_names: Sequence[str] = FEATURE_NAMES, vmin: float = 0.0, vmax: float = 1.0,
+                         cmap: str = "mako_r", annotate: bool = False):
+    """Heatmap of a sentence's semantic matrix S (tokens x predicates)."""
+    features = np.asarray(features)
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(0.42 * len(feature_names) + 1.5, 0.32 * len(tokens) + 1.2))
+    sns.heatmap(pd.DataFrame(features, index=list(tokens), columns=list(feature_names)), ax=ax, cmap=cmap,
+                vmin=vmin, vmax=vmax, linewidths=0.3, linecolor="white", cbar_kws={"shrink": 0.6},
+                annot=annotate, fmt=".2f", annot_kws={"fontsize": 6})
+    ax.set(title=title, xlabel="", ylabel="")
+    ax.tick_params(axis="x", labelrotation=90, labelsize=8)
+    ax.tick_params(axis="y", labelrotation=0, labelsize=9)
+    return ax.figure
+
+
+def plot_future_sensitivity(changes: Mapping[str, np.ndarray], tokens: Sequence[str], changed_at: int,
+                            feature_names: Sequence[str] = FEATURE_NAMES):
+    """Side-by-side heatmaps of |S(a) - S(b)| for two sentences that differ only from ``changed_at`` on.
+
+    In a causal featurizer every row above the dashed line must be zero. The colour scale
+    is set by the largest change *above* the line, so a small leak stands out (the changed
+    rows below it saturate).
+    """
+    fig, axes = plt.subplots(1, len(changes), figsize=(7.2 * len(changes), 0.34 * len(tokens) + 1.6), sharey=True)
+    axes = np.atleast_1d(axes)
+    vmax = max(float(np.max(v[:changed_at])) for v in changes.values()) or 1.0
+    for ax, (title, diff) in zip(axes, changes.items()):
+        plot_semantic_matrix(diff, tokens, title=title, ax=ax, feature_names=feature_names,
+                             vmin=0.0, vmax=vmax, cmap="rocket_r")
+        ax.axhline(changed_at, color="#d62728", lw=1.5, ls="--")
+    fig.tight_layout()
+    return fig
+
+
+def plot_validation_curves(curves: Mapping[tuple[str, str], Sequence[float]],
+                           paper: Mapping[str, Mapping[int, float]] | None = None):
+    """Validation perplexity per epoch; keys are (setting, model). ``paper`` adds the published points.
+
+    One panel per setting: the published (non-causal) setting's perplexities are not
+    language-model perplexities, so the two never share an axis.
+    """
+    settings = list(dict.fromkeys(s for s, _ in curves))
+    fig, axes = plt.subplots(1, len(settings), figsize=(5.6 * len(settings), 3.6), squeeze=False)
+    for ax, setting in zip(axes[0], settings):
+        for (s, model), values in curves.items():
+            if s != setting:
+                continue
+            epochs = np.arange(1, len(values) + 1)
+            ax.plot(epochs, values, marker="o", color=PALETTE.get(model), label=f"{model} (this build)")
+        if paper and setting == "published":
+            for model, points in paper.items():
+                ax.scatter(list(points), list(points.values()), marker="x", s=60, color=PALETTE.get(model),
+                           label=f"{model} (paper)", zorder=3)
+        ax.set(yscale="log", xlabel="epoch", ylabel="validation perplexity (log scale)",
+               title="causal (language model)" if setting == "causal" else "published setting (non-causal)")
+        ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_table1_comparison(frame: pd.DataFrame, metric: str = "ppl"):
+    """Grouped bars of one metric: rows of ``frame`` have columns source, model, value."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    sns.barplot(frame, x="source", y="value", hue="model", palette=PALETTE, ax=ax)
+    for container in ax.containers:
+        ax.bar_label(container, fmt="%.3f", fontsize=8, padding=2)
+    ax.set(xlabel="", ylabel=metric, title=f"{metric}: paper vs this build")
+    ax.legend(frameon=False)
+    return fig
+
+
+def plot_focus_ce(frame: pd.DataFrame):
+    """Focus-token cross-entropy (nats), one bar per token and model; ``frame``: token, model, setting, ce."""
+    g = sns.catplot(frame, x="token", y="ce", hue="model", col="setting", kind="bar", palette=PALETTE,
+                    height=3.4, aspect=1.4, sharey=False)
+    g.set_axis_labels("gold next token", "cross-entropy (nats)")
+    g.set_titles("{col_name}")
+    return g.figure

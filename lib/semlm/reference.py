@@ -1,0 +1,23 @@
+"""Numbers reported in the papers, for side-by-side tables. Never results of this build.
+
+Semantic fusion (arXiv 2509.13357): Table 1 (synthetic, validation), Section 3.2 text
+(validation PPL at epochs 1, 3, 4 and 6), Table 6 (focus-token CE, nats).
+All of them come from the published, non-causal setting (see chapter 2).
+"""
+
+PAPER_A_TABLE1 = {
+    "baseline": {"ppl": 2.249, "ppl_seen_only": 1.511},
+    "fusion": {"ppl": 2.152, "ppl_seen_only": 1.431, "sem_mse": 0.0087},
+}
+
+PAPER_A_VAL_PPL_BY_EPOCH = {
+    "baseline": {1: 8.346, 6: 2.249},
+    "fusion": {1: 5.474, 3: 2.208, 4: 2.213, 6: 2.152},
+}
+
+PAPER_A_FOCUS_CE = {
+    "baseline": {"good": 0.00258, "great": 6.86868, "terrible": 7.02154, "slightly": 0.00309,
+                 "very": 0.00277, "!": 4.42129, "?": 3.94640, ",": 0.00293},
+    "fusion": {"good": 0.00177, "great": 8.94856, "terrible": 6.98764, "slightly": 0.00254,
+               "very": 0.00191, "!": 2.88172, "?": 2.91456, ",": 0.00354},
+}

@@ -1,0 +1,192 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 1. The fuzzy feature bank
+#
+# *Paper A, Section 2 ("Fuzzy semantic features") and Appendix B.*
+#
+# Semantic fusion gives a small language model a second input stream: for every token,
+# a vector of 22 interpretable predicates (is it a verb? is it a positive adjective? how
+# strong is the intensifier before it?). Binary predicates are 0 or 1; graded ones are
+# *fuzzy memberships*, degrees in (0, 1] of how close a scalar signal is to "low",
+# "medium" or "high". This chapter builds that feature bank, draws it, and checks the
+# property the rest of the book depends on: **the features at position t use only the
+# tokens up to t**, so feeding them to a language model leaks nothing about the future.
+#
+# Everything here is imported from `semlm`; the notebook only calls it and draws.
+
+# %% tags=["parameters"]
+profile = "cpu"
+seed = 111
+
+# %%
+import numpy as np
+import pandas as pd
+import torch
+from myst_nb import glue
+
+from semlm import fuzzy, plots
+from semlm.data import synthetic
+from semlm.data.vocab import Vocabulary
+from semlm.features import SyntheticFeatures
+from semlm.profiles import check_parameters
+from semlm.report import ChapterTimer, write_chapter_metrics
+
+check_parameters(profile=profile, seed=seed)
+timer = ChapterTimer()
+
+# %% [markdown]
+# ## Memberships
+#
+# A graded predicate compares a signal $x \in [0, 1]$ with a centre $c$ through a power
+# kernel with bandwidth $\tau$:
+#
+# $$\mu(x; c, \tau) = 0.9^{|x - c| / \tau}, \qquad c \in \{0.2, 0.6, 1.0\}, \quad \tau = 0.35 .$$
+#
+# The three centres give a low / med / high *triplet*. Because the base is 0.9, the
+# kernel decays slowly: even a point at the far end of the scale keeps a membership
+# well above one half. The dotted lines mark the strengths the corpus gives its four
+# intensifiers.
+
+# %%
+fig = plots.plot_memberships(marks=synthetic.INTENSITY)
+
+# %%
+strengths = {"(none)": 0.0, **synthetic.INTENSITY}
+triplets = pd.DataFrame(
+    fuzzy.triangular_memberships(list(strengths.values())),
+    index=pd.Index(list(strengths), name="preceding word"), columns=["str_low", "str_med", "str_high"],
+)
+glue("mu_zero_low", float(triplets.loc["(none)", "str_low"]), display=False)
+glue("mu_zero_high", float(triplets.loc["(none)", "str_high"]), display=False)
+triplets.style.format("{:.3f}").background_gradient(cmap="Blues", axis=None)
+
+# %% [markdown]
+# A word with no intensifier before it gets strength 0, yet its triplet is
+# ({glue:text}`mu_zero_low:.3f`, ..., {glue:text}`mu_zero_high:.3f`): the channel
+# never says "absent", it says "closest to low". The model has to learn what the
+# small differences mean, which the auxiliary reconstruction loss of chapter 2 helps with.
+#
+# ## The 22 predicates
+#
+# The paper fixes the names and their order. Where it leaves a definition open we
+# choose the simplest causal reading and say so (details in `semlm.features`):
+
+# %%
+groups = {
+    "part of speech (word lookup)": ["is_noun", "is_verb", "is_adj"],
+    "shallow roles (position in the clause so far)": ["is_subject", "is_object", "is_head"],
+    "boundaries (word lookup)": ["is_bos", "is_eos", "is_comma", "is_question"],
+    "polarity triplets (adjective lexicon)": ["pos_low", "pos_med", "pos_high", "neg_low", "neg_med", "neg_high"],
+    "strength triplet (the word before t)": ["str_low", "str_med", "str_high"],
+    "discourse / style": ["coref_subject", "is_capitalized", "is_pronoun"],
+}
+bank = pd.DataFrame(
+    [(fuzzy.feature_index(n), n, g, "graded" if n in fuzzy.GRADED_FEATURES else "binary")
+     for g, names in groups.items() for n in names],
+    columns=["column", "predicate", "group (source)", "values"],
+).sort_values("column").set_index("column")
+assert list(bank.predicate) == list(fuzzy.FEATURE_NAMES)
+bank
+
+# %% [markdown]
+# ## The semantic matrix of a sentence
+#
+# Stacking the per-token vectors gives the sentence's semantic matrix
+# $S \in [0,1]^{L \times 22}$, the thing the fusion model reads next to the token
+# embeddings. Below: one sentence from the training corpus and one with a second,
+# coreferent clause. Read a row as "what the model is told about this token".
+
+# %%
+vocab = Vocabulary.build(synthetic.LEXICON)
+featurize = SyntheticFeatures(vocab)
+
+
+def semantic_matrix(words, featurizer=featurize):
+    ids = torch.tensor(vocab.encode(words))
+    return featurizer(ids).numpy(), vocab.decode(ids, skip_special=False)
+
+
+one_clause = "Carol starts the model , extremely pleasant !".split()
+two_clauses = "Bob cooks the meal , slightly bad but he trains the task , very good .".split()
+S, tokens = semantic_matrix(one_clause)
+fig = plots.plot_semantic_matrix(S, tokens, title=" ".join(one_clause))
+
+# %%
+S2, tokens2 = semantic_matrix(two_clauses)
+fig = plots.plot_semantic_matrix(S2, tokens2, title=" ".join(two_clauses))
+
+# %% [markdown]
+# Things to notice: the adjective rows light up `pos_high` or `neg_high`; the strength
+# triplet moves on the row *after* an intensifier (the adjective it modifies);
+# `coref_subject` fires on "he" because a name came earlier; `is_head` marks only the
+# main clause's verb.
+#
+# ## Are the features causal?
+#
+# A feature vector is causal if changing any token after position $t$ leaves rows
+# $0..t$ unchanged. We take two sentences that agree up to the final punctuation and
+# compare their semantic matrices, first with our causal featurizer and then with the
+# **published** featurizer, which reproduces the authors' "+0.2 strength when the
+# sentence ends with '!'" rule. That rule looks at the end of the sentence, so in the
+# published setting every row can change when only the last word does.
+
+# %%
+sentence_a = "Alice reviews the paper , very good !".split()
+sentence_b = "Alice reviews the paper , very good ?".split()
+changed_at = 1 + next(i for i, (a, b) in enumerate(zip(sentence_a, sentence_b)) if a != b)  # +1 for <bos>
+published = SyntheticFeatures(vocab, published=True)
+diffs = {}
+for name, fx in {"causal featurizer": featurize, "published featurizer (reads the future)": published}.items():
+    A, tokens_a = semantic_matrix(sentence_a, fx)
+    B, _ = semantic_matrix(sentence_b, fx)
+    diffs[name] = np.abs(A - B)
+fig = plots.plot_future_sensitivity(diffs, [f"{a} / {b}" if a != b else a for a, b in
+                                            zip(tokens_a, vocab.decode(torch.tensor(vocab.encode(sentence_b)), False))],
+                                    changed_at=changed_at)
+
+# %%
+prefix_change = {name: float(d[:changed_at].max()) for name, d in diffs.items()}
+glue("causal_prefix_change", prefix_change["causal featurizer"], display=False)
+glue("published_prefix_change", prefix_change["published featurizer (reads the future)"], display=False)
+pd.Series(prefix_change, name="largest change above the dashed line")
+
+# %% [markdown]
+# Above the dashed line (positions before the change) the causal featurizer's rows are
+# identical: the largest difference is {glue:text}`causal_prefix_change:.3g`. The
+# published featurizer changes the strength triplet of *every* row, by up to
+# {glue:text}`published_prefix_change:.3f`, because the final "!" feeds back into all
+# positions. A model trained on such features can read the sentence's ending before
+# it gets there. Chapter 2 measures what that, together with the missing causal mask,
+# does to perplexity.
+#
+# The same check runs over random sentences and every cut point in the test suite
+# (`tests/test_features.py`), and over the model's logits in `tests/test_causality.py`.
+
+# %%
+write_chapter_metrics(
+    "01_feature_bank", profile, seed,
+    {
+        "n_features": fuzzy.NUM_FEATURES,
+        "feature_names": list(fuzzy.FEATURE_NAMES),
+        "centres": list(fuzzy.CENTRES),
+        "tau": fuzzy.TAU,
+        "strength_triplets": triplets.round(6).to_dict(orient="index"),
+        "causality_demo": {"sentence_a": " ".join(sentence_a), "sentence_b": " ".join(sentence_b),
+                           "changed_at": changed_at,
+                           "causal_max_prefix_change": prefix_change["causal featurizer"],
+                           "published_max_prefix_change": prefix_change["published featurizer (reads the future)"]},
+    },
+    timer.seconds,
+)
