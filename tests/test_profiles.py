@@ -1,0 +1,39 @@
+import pytest
+
+from semlm.models import BackboneConfig, LMConfig
+from semlm.profiles import PROFILES, check_parameters, synthetic_profile
+
+
+def test_every_profile_builds():
+    for name in PROFILES:
+        assert synthetic_profile(name).name == name
+
+
+def test_cpu_and_paper_profiles_use_the_papers_scale():
+    p = synthetic_profile("cpu")
+    assert (p.corpus.n_train, p.corpus.n_val, p.backbone.d_model, p.backbone.n_layers, p.train.epochs) == (8000, 1200, 128, 4, 6)
+    assert (p.train.lr, p.train.batch_size, p.train.label_smoothing, p.train.aux_weight, p.train.uniformizer_weight) == (3e-4, 64, 0.02, 0.5, 0.01)
+
+
+def test_unknown_profile_names_the_choices():
+    with pytest.raises(ValueError, match="unknown profile 'gpu'; choose one of: smoke, cpu, paper"):
+        synthetic_profile("gpu")
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"seed": "111"}, "parameter seed must be a non-negative int, got '111'"),
+    ({"seed": 1.5}, "parameter seed"),
+    ({"profile": 3}, "unknown profile 3"),
+    ({"workers": 0}, "parameter workers"),
+    ({"epochs": 3}, "unknown parameter 'epochs'"),
+])
+def test_wrong_notebook_parameters_get_one_clear_error(params, message):
+    with pytest.raises(ValueError, match=message):
+        check_parameters(**params)
+
+
+def test_model_config_rejects_unknown_kind_and_bad_heads():
+    with pytest.raises(ValueError, match="unknown model kind 'gpt'"):
+        LMConfig(BackboneConfig(10), kind="gpt")
+    with pytest.raises(ValueError, match="divisible by n_heads"):
+        BackboneConfig(10, d_model=30, n_heads=4)

@@ -1,0 +1,92 @@
+import json
+
+import pytest
+import torch
+
+from semlm.experiment import model_config, prepare_data
+from semlm.models import build_model
+from semlm.profiles import synthetic_profile
+from semlm.train import CheckpointMismatch, TrainConfig, set_seed, train
+
+
+@pytest.fixture(scope="module")
+def setup():
+    profile = synthetic_profile("smoke", seed=3)
+    data = prepare_data(profile.corpus, "causal")
+    return profile, data
+
+
+def fresh(setup, kind="fusion"):
+    profile, data = setup
+    set_seed(profile.train.seed)
+    return build_model(model_config(profile, kind, len(data.vocab), "causal"))
+
+
+def run(setup, run_dir=None, config=None, **kwargs):
+    profile, data = setup
+    model = fresh(setup)
+    result = train(model, data.train, data.val, config or profile.train, data.adjective_classes,
+                   run_dir=run_dir, progress=False, **kwargs)
+    return model, result
+
+
+def test_training_lowers_validation_perplexity(setup):
+    _, result = run(setup)
+    ppl = result.val_ppl_per_epoch
+    assert ppl[-1] < ppl[0] / 10
+
+
+def test_same_seed_gives_identical_runs(setup):
+    model_a, a = run(setup)
+    model_b, b = run(setup)
+    assert a.val_ppl_per_epoch == b.val_ppl_per_epoch
+    for (name, pa), (_, pb) in zip(model_a.state_dict().items(), model_b.state_dict().items()):
+        assert torch.equal(pa, pb), name
+
+
+def test_different_seed_gives_a_different_run(setup):
+    profile, _ = setup
+    _, a = run(setup)
+    _, b = run(setup, config=TrainConfig(**{**vars(profile.train), "seed": 99}))
+    assert a.val_ppl_per_epoch != b.val_ppl_per_epoch
+
+
+def test_interrupted_run_resumes_to_the_same_result(setup, tmp_path):
+    reference_model, reference = run(setup)
+    _, partial = run(setup, tmp_path / "run", stop_after_epoch=3)
+    assert partial.status == "interrupted" and len(partial.history) == 3
+    assert (tmp_path / "run" / "checkpoint" / "model.safetensors").exists()
+    assert not (tmp_path / "run" / "final").exists()  # a partial run never looks finished
+    resumed_model, resumed = run(setup, tmp_path / "run")
+    assert resumed.status == "resumed"
+    assert resumed.val_ppl_per_epoch == reference.val_ppl_per_epoch
+    for (name, pa), (_, pb) in zip(reference_model.state_dict().items(), resumed_model.state_dict().items()):
+        assert torch.equal(pa, pb), name
+
+
+def test_finished_run_is_loaded_not_overwritten(setup, tmp_path):
+    trained_model, first = run(setup, tmp_path / "run")
+    weights = (tmp_path / "run" / "final" / "model.safetensors").read_bytes()
+    loaded_model, second = run(setup, tmp_path / "run")
+    assert second.status == "loaded" and second.history == first.history
+    assert (tmp_path / "run" / "final" / "model.safetensors").read_bytes() == weights
+    for (name, pa), (_, pb) in zip(trained_model.state_dict().items(), loaded_model.state_dict().items()):
+        assert torch.equal(pa, pb), name
+
+
+def test_run_folder_from_another_config_is_refused_and_kept(setup, tmp_path):
+    profile, _ = setup
+    run(setup, tmp_path / "run")
+    before = json.loads((tmp_path / "run" / "run.json").read_text())
+    other = TrainConfig(**{**vars(profile.train), "lr": 1e-3})
+    with pytest.raises(CheckpointMismatch, match=r"different configuration \(differs in: train_config\)"):
+        run(setup, tmp_path / "run", config=other)
+    assert json.loads((tmp_path / "run" / "run.json").read_text()) == before
+    assert (tmp_path / "run" / "final" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("kwargs, message", [({"epochs": 0}, "epochs"), ({"lr": -1.0}, "lr"),
+                                             ({"warmup_fraction": 1.5}, "warmup_fraction")])
+def test_bad_train_config_is_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**kwargs)
