@@ -7,3 +7,10 @@ Paper A (semantic fusion): :mod:`semlm.fuzzy`, :mod:`semlm.features`, :mod:`seml
 """
 
 __version__ = "0.1.0"
+
+import logging as _logging
+
+# transformers imports bitsandbytes, whose CPU backend logs a warning at import when the
+# optional `kernels` package (a hub download) is absent. It falls back to its own kernel,
+# so the message is noise in every notebook; silence that one logger only.
+_logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(_logging.ERROR)

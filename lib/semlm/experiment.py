@@ -19,6 +19,7 @@ import hashlib
 import multiprocessing as mp
 import os
 import queue
+import resource
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -94,6 +95,11 @@ def source_hash() -> str:
     return h.hexdigest()[:12]
 
 
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def default_runs_dir(profile: str) -> Path:
     return Path(os.environ.get("SEMLM_RUNS_DIR", REPO_ROOT / "book" / "_build" / "runs")) / profile
 
@@ -111,6 +117,7 @@ class ModelRun:
     train_seconds: float
     status: str
     run_dir: str
+    peak_rss_mb: float = 0.0  # peak resident memory of the process that trained it
 
     @property
     def val_ppl_per_epoch(self) -> list[float]:
@@ -143,7 +150,7 @@ def train_model(profile: SyntheticProfile, kind: str, setting: str, runs_dir: st
                                     on_step=on_step)
         metrics = evaluate_language_model(model, data.val, data.vocab, data.held_out_ids)
         return ModelRun(kind, setting, profile.train.seed, config.to_dict(), result.history, metrics,
-                        result.train_seconds, result.status, str(run_dir))
+                        result.train_seconds, result.status, str(run_dir), peak_rss_mb())
     finally:
         torch.set_num_threads(previous_threads)
 
