@@ -28,7 +28,7 @@ from typing import Sequence
 
 import torch
 from safetensors.torch import load_file
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .data.dataset import LMTensors, encode_corpus
 from .data.paths import REPO_ROOT

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 from transformers import get_cosine_schedule_with_warmup
 
 from .data.dataset import LMTensors

@@ -1,0 +1,391 @@
+"""Build the book: execute every chapter with papermill, then render the HTML with Jupyter Book.
+
+    python -m semlm.book run --profile {smoke,cpu,paper} [--only CHAPTER] [--html]
+                             [--build-dir DIR] [--fresh] [--allow-downloads]
+
+Chapters are the jupytext (py:percent) files ``notebooks/NN_name.py``. Each is converted to
+``.ipynb`` and executed with ``profile`` as its papermill parameter; the result lands in
+``<build>/executed/<chapter>.ipynb`` only when every cell ran, so a failing chapter never
+replaces a good one (its partial notebook is kept as ``<chapter>.failed.ipynb``).
+
+The HTML is built from a staged copy of the book (``<build>/source/``: the configuration,
+``book/*.md``, the executed notebooks and a local MathJax), so the repository never holds
+generated notebooks and the book reads offline. It replaces ``<build>/html`` only when
+Jupyter Book succeeds.
+
+Exit status: 0 on success, 1 when a chapter or the HTML build fails, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from .data.paths import REPO_ROOT
+
+#: The profile names of :data:`semlm.profiles.PROFILES`, repeated here because importing that
+#: module pulls in torch: seconds that the CLI's usage errors should not cost.
+PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+BOOK_DIR = REPO_ROOT / "book"
+DEFAULT_BUILD_DIR = BOOK_DIR / "_build"
+KERNEL_NAME = "python3"
+#: Set (to 1) for the chapters unless --allow-downloads: a chapter must never fetch silently.
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+#: Static folder of the staged source that holds MathJax; see the comment in _config.yml for
+#: why it is not called ``_static``.
+VENDOR_DIR = "_vendor"
+#: Encrypt the kernel's local sockets (CurveZMQ) where its kernelspec supports it; without this,
+#: ipykernel warns on stderr about plain-text TCP for every chapter.
+ENCRYPTED_KERNEL = {"KernelManager": {"transport_encryption": "auto"}}
+PLACEHOLDER = """# {chapter} (not executed)
+
+This chapter was not executed in this build; run `python -m semlm.book run --profile cpu`.
+"""
+
+
+class BookError(Exception):
+    """A failure shown to the user as one ``error:`` line; ``exit_code`` is the CLI's status."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# --- chapters ---------------------------------------------------------------------------------
+
+
+def list_chapters() -> list[str]:
+    """Chapter names (file stems of ``notebooks/NN_name.py``), in reading order."""
+    return sorted(path.stem for path in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.py"))
+
+
+def resolve_chapter(name: str, chapters: list[str]) -> str:
+    """The chapter meant by ``name``: a chapter name, with or without ``.py``, or a unique prefix."""
+    name = Path(name).name.removesuffix(".py")
+    if name in chapters:
+        return name
+    matches = [chapter for chapter in chapters if chapter.startswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    choices = ", ".join(chapters) or f"none found in {NOTEBOOKS_DIR}"
+    problem = "ambiguous" if matches else "unknown"
+    raise BookError(f"{problem} chapter {name!r}; choose one of: {choices}", exit_code=2)
+
+
+def check_profile(profile: str) -> None:
+    if profile not in PROFILES:
+        raise BookError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}", exit_code=2)
+
+
+# --- executing chapters -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def chapter_environment(build_dir: Path, allow_downloads: bool):
+    """Set the variables the chapters read, for the duration of the build only.
+
+    The kernels inherit this process's environment; restoring it afterwards keeps ``run()``
+    free of side effects when tests call it in-process.
+    """
+    updates = {"SEMLM_METRICS_DIR": str(build_dir / "metrics"), "SEMLM_RUNS_DIR": str(build_dir / "runs")}
+    data_dir = os.environ.get("SEMLM_DATA_DIR")
+    if data_dir:
+        # The kernels run in the repository root, not in the caller's cwd.
+        updates["SEMLM_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
+    if not allow_downloads:
+        updates.update(dict.fromkeys(OFFLINE_VARS, "1"))
+    saved = {name: os.environ.get(name) for name in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def kernel_python(name: str = KERNEL_NAME) -> str | None:
+    """The interpreter the Jupyter kernel ``name`` would start, or None if there is no such kernel.
+
+    jupyter_client starts ``sys.executable`` for a kernelspec whose command is a bare
+    ``python``/``python3``/``python3.X``; mirror that rule.
+    """
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        command = KernelSpecManager().get_kernel_spec(name).argv[0]
+    except NoSuchKernel:
+        return None
+    bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    return sys.executable if command in bare else command
+
+
+def ensure_kernel() -> None:
+    """Make the ``python3`` kernel run this interpreter, so chapters see this venv's semlm and pins.
+
+    A kernelspec from elsewhere on the Jupyter path (say a user-level install) could start another
+    Python; if so, or if there is none, install one into this environment (writes under sys.prefix).
+    """
+    if _same_environment(kernel_python(), sys.executable):
+        return
+    install = subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME],
+                             capture_output=True, text=True)
+    if install.returncode != 0:
+        raise BookError(f"could not install the Jupyter kernel {KERNEL_NAME!r}: {_last_meaningful_line(install.stderr)}")
+    found = kernel_python()
+    if not _same_environment(found, sys.executable):
+        raise BookError(f"Jupyter kernel {KERNEL_NAME!r} starts {found}, not {sys.executable}; "
+                        "remove that kernelspec (see `jupyter kernelspec list`) or set JUPYTER_PREFER_ENV_PATH=1")
+
+
+def _same_environment(python: str | None, reference: str) -> bool:
+    """Whether ``python`` lives in the same bin directory as ``reference`` (not resolving the venv's symlink)."""
+    return python is not None and Path(os.path.abspath(python)).parent == Path(os.path.abspath(reference)).parent
+
+
+def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
+    """Execute one chapter; its notebook replaces ``<build>/executed/<chapter>.ipynb`` only if every cell ran."""
+    # Imported here: together about two seconds that the CLI's usage errors should not cost.
+    import jupytext
+    import nbformat
+    import papermill
+    from traitlets.config import Config
+
+    work, executed = build_dir / "work", build_dir / "executed"
+    work.mkdir(parents=True, exist_ok=True)
+    executed.mkdir(parents=True, exist_ok=True)
+    notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
+    notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
+    source, running = work / f"{chapter}.source.ipynb", work / f"{chapter}.ipynb"
+    nbformat.write(notebook, source)
+    running.unlink(missing_ok=True)
+    failed = executed / f"{chapter}.failed.ipynb"
+    try:
+        papermill.execute_notebook(str(source), str(running), parameters={"profile": profile},
+                                   kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT),
+                                   progress_bar=False, log_output=False, config=Config(ENCRYPTED_KERNEL))
+    except Exception as exc:  # a failing cell, or a kernel that died or never started
+        partial = _keep_partial(running, failed)
+        raise BookError(f"chapter {chapter} failed: {_describe(exc)}{partial}") from exc
+    failed.unlink(missing_ok=True)
+    return running.replace(executed / f"{chapter}.ipynb")
+
+
+def _describe(exc: Exception) -> str:
+    """``Name: message`` of the error, on one line; for a failing cell, the error raised in the kernel."""
+    name, message = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+    return f"{name}: {' '.join(str(message).split())}"
+
+
+def _keep_partial(running: Path, failed: Path) -> str:
+    """Move a partially executed notebook (if papermill wrote one) to ``failed``; the note for the error line."""
+    if not running.exists():
+        return ""
+    running.replace(failed)
+    return f" (partial notebook: {_show(failed)})"
+
+
+# --- the HTML ---------------------------------------------------------------------------------
+
+
+def stage_sources(build_dir: Path) -> Path:
+    """Assemble ``<build>/source/``: what Jupyter Book builds.
+
+    A toc entry ``notebooks/<chapter>`` with no executed notebook (after ``--only``, say) gets a
+    placeholder page so the build still succeeds; an executed chapter the toc does not name is
+    reported, because Jupyter Book (only_build_toc_files) would leave it out silently.
+    """
+    source = build_dir / "source"
+    shutil.rmtree(source, ignore_errors=True)
+    (source / "book").mkdir(parents=True)
+    (source / "notebooks").mkdir()
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(REPO_ROOT / name, source / name)
+    for page in sorted([*BOOK_DIR.glob("*.md"), *BOOK_DIR.glob("*.bib")]):
+        shutil.copy2(page, source / "book" / page.name)
+    for notebook in sorted((build_dir / "executed").glob("*.ipynb")):
+        if not notebook.name.endswith(".failed.ipynb"):
+            shutil.copy2(notebook, source / "notebooks" / notebook.name)
+    toc = _toc_files(source / "_toc.yml")
+    for notebook in sorted((source / "notebooks").glob("*.ipynb")):
+        if f"notebooks/{notebook.stem}" not in toc:
+            print(f"note: {notebook.stem} is not in _toc.yml, so the HTML leaves it out")
+    for entry in toc:
+        page = source / entry
+        missing = not any(page.with_name(page.name + suffix).exists() for suffix in (".ipynb", ".md"))
+        if entry.startswith("notebooks/") and missing:
+            page.with_name(page.name + ".md").write_text(PLACEHOLDER.format(chapter=page.name))
+    shutil.copytree(mathjax_dir(), source / VENDOR_DIR / "mathjax")
+    return source
+
+
+def _toc_files(toc_path: Path) -> list[str]:
+    """Every page (``root`` and ``file`` entries) a jb-book toc names, at any depth."""
+
+    def walk(node) -> list[str]:
+        if isinstance(node, list):
+            return [page for item in node for page in walk(item)]
+        if isinstance(node, dict):
+            own = [node[key] for key in ("root", "file") if key in node]
+            return own + [page for value in node.values() for page in walk(value)]
+        return []
+
+    return walk(yaml.safe_load(toc_path.read_text()))
+
+
+def mathjax_dir() -> Path:
+    """The es5 build of MathJax 3 shipped by the pinned ``django-static-mathjax`` wheel (package ``mathjax``)."""
+    spec = importlib.util.find_spec("mathjax")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    es5 = Path(locations[0], "static", "mathjax", "es5") if locations else None
+    if es5 is None or not (es5 / "tex-chtml.js").is_file():
+        raise BookError("MathJax not found (python package django-static-mathjax, pinned in requirements.txt); "
+                        "run `make venv`")
+    return es5
+
+
+def build_html(build_dir: Path) -> Path:
+    """Build the staged source with Jupyter Book; on success swap the result in as ``<build>/html``."""
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    if not jupyter_book.exists():
+        raise BookError(f"jupyter-book not found next to {sys.executable}; run `make venv`")
+    source, output, log = stage_sources(build_dir), build_dir / "jb", build_dir / "jupyter-book.log"
+    shutil.rmtree(output, ignore_errors=True)  # a clean build: no stale pages or warnings hidden by caching
+    result = subprocess.run([str(jupyter_book), "build", str(source), "--path-output", str(output)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output_text = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # Sphinx colours its output even into a pipe
+    log.write_text(output_text)
+    if result.returncode != 0:
+        raise BookError(f"jupyter-book build failed: {_last_meaningful_line(output_text)} (full log: {_show(log)})")
+    print(f"jupyter-book: {_warning_count(output_text)} warning(s) (log: {_show(log)})")
+    html = build_dir / "html"
+    _swap_in(output / "_build" / "html", html)
+    return html / "index.html"
+
+
+def _last_meaningful_line(log: str) -> str:
+    """The line of a failure log that names the problem: the last ``SomeError: message`` line of a
+    traceback if there is one, else the last line with words in it (not a rule or a ``^`` marker)."""
+    lines = [line.strip() for line in log.splitlines()]
+    errors = [line for line in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception): ", line)]
+    worded = [line for line in lines if re.search(r"[A-Za-z]{2}", line)]
+    return (errors or worded or ["(no output)"])[-1]
+
+
+def _warning_count(log: str) -> int:
+    """Sphinx's own count from ``build succeeded, N warnings.``; warnings do not fail the build."""
+    found = re.search(r"build succeeded, (\d+) warnings?", log)
+    return int(found.group(1)) if found else 0
+
+
+def _swap_in(new: Path, target: Path) -> None:
+    """Replace the directory ``target`` by ``new`` with two renames, so the old book stays until the new one is whole."""
+    old = target.with_name(target.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _show(path: Path) -> str:
+    """``path`` relative to the cwd when it is under it (shorter messages), else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path.resolve())
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+
+def run(profile: str, only: str | None = None, build_dir: Path | str | None = None, fresh: bool = False,
+        html: bool = True, allow_downloads: bool = False) -> Path:
+    """Execute the chapters (all, or ``only`` one) with ``profile``, then build the HTML if ``html``.
+
+    Returns the build directory (the book is ``<build>/html/index.html``). Raises
+    :class:`BookError` on usage errors (``exit_code`` 2) and on failures (1).
+    """
+    check_profile(profile)
+    chapters = list_chapters()
+    if only is not None:
+        chapters = [resolve_chapter(only, chapters)]
+    build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
+    if fresh:
+        shutil.rmtree(build_dir / "runs", ignore_errors=True)
+    with chapter_environment(build_dir, allow_downloads):
+        ensure_kernel()
+        for number, chapter in enumerate(chapters, 1):
+            _run_chapter(number, len(chapters), chapter, profile, build_dir)
+        if html:
+            print("jupyter-book: building HTML ...", flush=True)
+            print(f"book: {_show(build_html(build_dir))}")
+        else:
+            print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
+    return build_dir
+
+
+def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir: Path) -> None:
+    """Execute one chapter, printing ``[i/n] chapter ... ok (12.3 s)``."""
+    print(f"[{number}/{total}] {chapter} ...", end=" ", flush=True)
+    start = time.perf_counter()
+    try:
+        execute_chapter(chapter, profile, build_dir)
+    except BookError:
+        print(f"FAILED ({time.perf_counter() - start:.1f} s)", flush=True)
+        raise
+    print(f"ok ({time.perf_counter() - start:.1f} s)", flush=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors become one ``error:`` line and exit status 2 returned by main()."""
+
+    def error(self, message: str):
+        raise BookError(f"{message} (see `python -m semlm.book run --help`)", exit_code=2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m semlm.book", description="Execute the book's chapters and build its HTML.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="run")
+    run_cmd = commands.add_parser("run", help="execute the chapters, then build the HTML",
+                                  description="Execute the chapters with papermill, then build the HTML with Jupyter Book.")
+    run_cmd.add_argument("--profile", required=True, metavar="{" + ",".join(PROFILES) + "}",
+                         help="scale of every experiment: smoke (seconds), cpu (the default book), paper")
+    run_cmd.add_argument("--only", metavar="CHAPTER",
+                         help="execute one chapter (name, name.py or unique prefix such as 01); skips the HTML unless --html")
+    run_cmd.add_argument("--html", action="store_true", help="with --only: build the HTML as well")
+    run_cmd.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD_DIR, metavar="DIR",
+                         help="where executed notebooks, metrics, trained models and the HTML go (default: book/_build)")
+    run_cmd.add_argument("--fresh", action="store_true", help="delete the trained-model cache (<build>/runs) first")
+    run_cmd.add_argument("--allow-downloads", action="store_true",
+                         help="let chapters reach the Hugging Face Hub (default: HF_*_OFFLINE=1)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``semlm-book`` command; returns the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+        run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
+            html=args.only is None or args.html, allow_downloads=args.allow_downloads)
+    except BookError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The whole book builds with the smoke profile: every chapter through papermill, then Jupyter Book."""
+
+import json
+import os
+from pathlib import Path
+
+import jupytext
+import nbformat
+import papermill
+import pytest
+
+from semlm import book
+from semlm.data.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+CHAPTER_02_KEYS = ["ppl", "ppl_seen_only", "focus_ce", "val_ppl_per_epoch"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    build_dir = tmp_path_factory.mktemp("book-build")
+    saved = dict(os.environ)
+    try:
+        book.run("smoke", build_dir=build_dir)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return build_dir
+
+
+def test_every_chapter_is_executed_without_errors(built):
+    chapters = book.list_chapters()
+    assert {"01_feature_bank", "02_fusion_training"} <= set(chapters)
+    for chapter in chapters:
+        nb = nbformat.read(built / "executed" / f"{chapter}.ipynb", as_version=4)
+        errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, chapter
+
+
+def test_chapters_write_metrics_with_provenance(built):
+    for chapter in ("01_feature_bank", "02_fusion_training"):
+        record = json.loads((built / "metrics" / f"{chapter}.json").read_text())
+        assert record["profile"] == "smoke" and record["seed"] == 111
+        assert {"wall_seconds", "git_commit", "packages"} <= set(record)
+    record = json.loads((built / "metrics" / "02_fusion_training.json").read_text())
+    for setting in ("causal", "published"):
+        for kind in ("baseline", "fusion"):
+            assert set(CHAPTER_02_KEYS) <= set(record[setting][kind]), (setting, kind)
+        assert record[setting]["fusion"]["sem_mse"] > 0
+    assert record["causal"]["fusion"]["future_sensitivity"] < 1e-5
+    assert record["published"]["fusion"]["future_sensitivity"] > 1e-3
+
+
+def test_html_has_every_chapter_and_renders_math_offline(built):
+    html = built / "html"
+    assert (html / "index.html").exists()
+    for chapter in ("01_feature_bank", "02_fusion_training"):
+        page = (html / "notebooks" / f"{chapter}.html").read_text()
+        assert "mathjax/tex-chtml.js" in page
+        assert "cdn.jsdelivr.net" not in page
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
+
+
+def test_wrong_parameter_type_fails_with_one_clear_error(tmp_path):
+    notebook = jupytext.read(REPO_ROOT / "notebooks" / "01_feature_bank.py")
+    source = tmp_path / "01.ipynb"
+    nbformat.write(notebook, source)
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        papermill.execute_notebook(source, tmp_path / "out.ipynb", parameters={"profile": "smoke", "seed": "abc"},
+                                   kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False)
+    assert info.value.ename == "ValueError"
+    assert "parameter seed must be a non-negative int, got 'abc'" in info.value.evalue
