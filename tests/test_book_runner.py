@@ -102,3 +102,11 @@ def test_a_failed_build_is_summarised_by_its_error_line():
 
 def test_the_html_loads_mathjax_from_the_installed_package():
     assert (book.mathjax_dir() / "tex-chtml.js").is_file()
+
+
+def test_missing_data_directory_exits_2_before_running_anything(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(tmp_path / "no-such-dir"))
+    assert book.main(["run", "--profile", "smoke", "--build-dir", str(tmp_path / "build")]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("error: SEMLM_DATA_DIR=") and "is not a directory" in line and "data/README.md" in line
+    assert not (tmp_path / "build").exists()

@@ -88,6 +88,14 @@ def check_profile(profile: str) -> None:
         raise BookError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}", exit_code=2)
 
 
+def check_data_dir() -> None:
+    """A ``SEMLM_DATA_DIR`` that does not exist is a typo: say so before any chapter runs."""
+    data_dir = os.environ.get("SEMLM_DATA_DIR")
+    if data_dir and not Path(data_dir).expanduser().is_dir():
+        raise BookError(f"SEMLM_DATA_DIR={data_dir} is not a directory; point it at the data folder "
+                        "(see data/README.md) or unset it to use data/", exit_code=2)
+
+
 # --- executing chapters -----------------------------------------------------------------------
 
 
@@ -320,6 +328,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     :class:`BookError` on usage errors (``exit_code`` 2) and on failures (1).
     """
     check_profile(profile)
+    check_data_dir()
     chapters = list_chapters()
     if only is not None:
         chapters = [resolve_chapter(only, chapters)]
