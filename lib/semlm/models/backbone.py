@@ -108,6 +108,22 @@ class Backbone(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.positions = SinusoidalPositions(config.d_model, config.max_positions)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self._init_like_torch_encoder()
+
+    @torch.no_grad()
+    def _init_like_torch_encoder(self) -> None:
+        """Start from the weights ``nn.TransformerEncoder`` would give the authors' model.
+
+        ``nn.MultiheadAttention`` draws its input projection with Xavier-uniform and zeroes
+        both attention biases, and ``nn.TransformerEncoder`` deep-copies one layer, so every
+        block starts identical (dropout makes them diverge). We do the same.
+        """
+        first = self.blocks[0]
+        nn.init.xavier_uniform_(first.attention.qkv.weight)
+        nn.init.zeros_(first.attention.qkv.bias)
+        nn.init.zeros_(first.attention.out.bias)
+        for block in self.blocks[1:]:
+            block.load_state_dict(first.state_dict())
 
     def encode(self, h0: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """Run the blocks on already-embedded inputs ``h0`` [B, L, d]; ``padding_mask`` is True on real tokens.
