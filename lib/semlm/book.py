@@ -113,6 +113,8 @@ def chapter_environment(build_dir: Path, allow_downloads: bool):
         updates["SEMLM_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
     if not allow_downloads:
         updates.update(dict.fromkeys(OFFLINE_VARS, "1"))
+    # Progress bars are for people watching a run; in a rendered page they are noise.
+    updates["TQDM_DISABLE"] = "1"
     saved = {name: os.environ.get(name) for name in updates}
     os.environ.update(updates)
     try:

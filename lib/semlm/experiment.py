@@ -167,16 +167,13 @@ def run_models(profile: SyntheticProfile, setting: str, kinds: Sequence[str] = (
     with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
         updates = manager.Queue()
         futures = {k: pool.submit(train_model, profile, k, setting, runs_dir, 1, updates) for k in kinds}
-        steps = -(-profile.corpus.n_train // profile.train.batch_size) * profile.train.epochs
-        bars = {k: tqdm(total=steps, desc=f"{k} ({setting})", position=i, disable=not progress,
-                        mininterval=1.0, leave=True) for i, k in enumerate(kinds)}
-        while not all(f.done() for f in futures.values()):
-            try:
-                bars[updates.get(timeout=0.2)].update(1)
-            except queue.Empty:
-                pass
-        while not updates.empty():
-            bars[updates.get()].update(1)
-        for bar in bars.values():
-            bar.close()
+        steps = -(-profile.corpus.n_train // profile.train.batch_size) * profile.train.epochs * len(kinds)
+        with tqdm(total=steps, desc=f"{' + '.join(kinds)} ({setting})", disable=not progress, mininterval=2.0) as bar:
+            while not all(f.done() for f in futures.values()):
+                try:
+                    updates.get(timeout=0.2)
+                    bar.update(1)
+                except queue.Empty:
+                    pass
+            bar.update(updates.qsize())
         return {k: f.result() for k, f in futures.items()}

@@ -30,6 +30,7 @@ from transformers import get_cosine_schedule_with_warmup
 
 from .data.dataset import LMTensors
 from .losses import adjective_uniformizer, auxiliary_bce, label_smoothed_cross_entropy
+from .metrics import perplexity, score_tokens
 
 
 @dataclass(frozen=True)
@@ -100,19 +101,12 @@ def training_loss(model: nn.Module, batch: LMTensors, config: TrainConfig,
     return loss, parts
 
 
-@torch.no_grad()
-def validation_perplexity(model: nn.Module, data: LMTensors, batch_size: int = 256) -> float:
-    """exp(mean CE) over non-pad positions, no label smoothing."""
+def validation_perplexity(model: nn.Module, data: LMTensors) -> float:
+    """exp(mean CE) over non-pad positions, no label smoothing (the metric of ``semlm.metrics``)."""
     was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for batch in data.batches(batch_size):
-        logits = model(batch.input_ids, batch.features, batch.mask).logits
-        ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), reduction="none")
-        total += ce[batch.mask.flatten()].sum().item()
-        count += int(batch.mask.sum())
+    ppl = perplexity(score_tokens(model, data))
     model.train(was_training)
-    return math.exp(total / max(count, 1))
+    return ppl
 
 
 def fingerprint(*parts) -> str:
