@@ -90,3 +90,11 @@ def test_run_folder_from_another_config_is_refused_and_kept(setup, tmp_path):
 def test_bad_train_config_is_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**kwargs)
+
+
+def test_progress_bars_are_off_when_the_book_runner_says_so(monkeypatch):
+    from semlm.train import progress_bar
+
+    assert not progress_bar(10, "x").disable
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    assert progress_bar(10, "x").disable

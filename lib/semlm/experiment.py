@@ -28,7 +28,6 @@ from typing import Sequence
 
 import torch
 from safetensors.torch import load_file
-from tqdm import tqdm
 
 from .data.dataset import LMTensors, encode_corpus
 from .data.paths import REPO_ROOT
@@ -38,7 +37,7 @@ from .features import SyntheticFeatures
 from .metrics import evaluate_language_model
 from .models import BackboneConfig, LMConfig, build_model
 from .profiles import SyntheticProfile
-from .train import TrainResult, fingerprint, set_seed, train
+from .train import TrainResult, fingerprint, progress_bar, set_seed, train
 
 SETTINGS: tuple[str, ...] = ("causal", "published")
 SETTING_LABELS = {
@@ -168,7 +167,7 @@ def run_models(profile: SyntheticProfile, setting: str, kinds: Sequence[str] = (
         updates = manager.Queue()
         futures = {k: pool.submit(train_model, profile, k, setting, runs_dir, 1, updates) for k in kinds}
         steps = -(-profile.corpus.n_train // profile.train.batch_size) * profile.train.epochs * len(kinds)
-        with tqdm(total=steps, desc=f"{' + '.join(kinds)} ({setting})", disable=not progress, mininterval=2.0) as bar:
+        with progress_bar(steps, f"{' + '.join(kinds)} ({setting})", progress) as bar:
             while not all(f.done() for f in futures.values()):
                 try:
                     updates.get(timeout=0.2)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -69,6 +70,14 @@ class TrainResult:
 
 class CheckpointMismatch(ValueError):
     """A run folder holds a run made with another configuration."""
+
+
+def progress_bar(total: int, description: str, enabled: bool = True, **kwargs) -> tqdm:
+    """A tqdm bar that is also off when ``TQDM_DISABLE`` is set (the book runner sets it:
+    bars are for people watching a run, not for rendered pages). tqdm's own environment
+    defaults do not apply here because the bar's ``disable`` is always passed explicitly."""
+    env_off = os.environ.get("TQDM_DISABLE", "").strip().lower() in {"1", "true", "yes"}
+    return tqdm(total=total, desc=description, disable=not enabled or env_off, mininterval=1.0, **kwargs)
 
 
 def set_seed(seed: int) -> None:
@@ -189,8 +198,7 @@ def train(model: nn.Module, train_data: LMTensors, val_data: LMTensors, config: 
             status = "resumed"
 
     label = progress if isinstance(progress, str) else "train"
-    bar = tqdm(total=total_steps, initial=start_epoch * steps_per_epoch, desc=label,
-               disable=not progress, leave=True, mininterval=1.0, dynamic_ncols=True)
+    bar = progress_bar(total_steps, label, bool(progress), initial=start_epoch * steps_per_epoch, dynamic_ncols=True)
     generator = torch.Generator()
     model.train()
     for epoch in range(start_epoch, config.epochs):
