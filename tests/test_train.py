@@ -98,3 +98,18 @@ def test_progress_bars_are_off_when_the_book_runner_says_so(monkeypatch):
     assert not progress_bar(10, "x").disable
     monkeypatch.setenv("TQDM_DISABLE", "1")
     assert progress_bar(10, "x").disable
+
+
+def test_run_cache_key_ignores_presentation_modules_but_not_training_code(monkeypatch):
+    from semlm import experiment
+
+    real = experiment.source_hash()
+    original_read = experiment.Path.read_bytes
+
+    def patched(self, name):
+        return lambda: original_read(self) + (b"# edited" if self.name == name else b"")
+
+    monkeypatch.setattr(experiment.Path, "read_bytes", lambda self: patched(self, "plots.py")())
+    assert experiment.source_hash() == real
+    monkeypatch.setattr(experiment.Path, "read_bytes", lambda self: patched(self, "losses.py")())
+    assert experiment.source_hash() != real

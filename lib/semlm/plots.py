@@ -44,8 +44,8 @@ def plot_memberships(centres: Sequence[float] = CENTRES, tau: float = TAU, marks
     for name, value in (marks or {}).items():
         ax.axvline(value, color="0.5", lw=0.8, ls=":")
         ax.text(value, 1.005, name, rotation=90, va="bottom", ha="center", fontsize=8, color="0.3")
-    ax.set(xlabel="signal x", ylabel=r"membership $\mu(x; c, \tau)$", ylim=(0.6, 1.02),
-           title=rf"Power-kernel memberships, $\tau$ = {tau}")
+    ax.set(xlabel="signal x", ylabel=r"membership $\mu(x; c, \tau)$", ylim=(0.6, 1.02))
+    ax.set_title(rf"Power-kernel memberships, $\tau$ = {tau}", pad=48 if marks else 6)
     ax.legend(loc="lower center", ncols=3, frameon=False)
     return fig
 
