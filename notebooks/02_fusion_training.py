@@ -170,7 +170,7 @@ frame = pd.DataFrame(
 fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %% [markdown]
-# **Reading the table** (profile `{glue:text}`profile``, seed {glue:text}`seed`).
+# **Reading the table** (profile {glue:text}`profile`, seed {glue:text}`seed`).
 # In the causal setting the baseline reaches PPL {glue:text}`causal_baseline_ppl:.3f` and fusion
 # {glue:text}`causal_fusion_ppl:.3f` ({glue:text}`causal_ppl_change:+.1f`% relative). In the published
 # setting the same code gives {glue:text}`published_baseline_ppl:.3f` and {glue:text}`published_fusion_ppl:.3f`
@@ -181,8 +181,9 @@ fig = plots.plot_table1_comparison(frame, "ppl")
 # authors' encoder is PyTorch's `nn.TransformerEncoder`, which initialises attention
 # with Xavier weights and zero biases and starts every layer as a copy of the first.
 # With PyTorch's default `Linear` initialisation instead, our published-setting
-# perplexities came out about a fifth higher. Our backbone therefore initialises exactly
-# as the authors' encoder does (`Backbone._init_like_torch_encoder`), in both settings.
+# perplexities came out clearly higher in our development runs (that comparison is not
+# re-run in this build). Our backbone therefore initialises exactly as the authors'
+# encoder does (`Backbone._init_like_torch_encoder`), in both settings.
 #
 # The published numbers are lower for a reason that has nothing to do with fusion:
 # without a causal mask, the position that predicts a word attends to that very word.

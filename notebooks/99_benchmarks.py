@@ -60,7 +60,7 @@ summary.style.format("{:.1f}", na_rep="–")
 pd.DataFrame({"train seconds": record["train_seconds"], "peak MiB": {k: v for k, v in memory.items() if k != "runner"}})
 
 # %% [markdown]
-# With profile `{glue:text}`bench_profile``, the experiment took {glue:text}`bench_wall:.1f` s,
+# With profile {glue:text}`bench_profile`, the experiment took {glue:text}`bench_wall:.1f` s,
 # which {glue:text}`bench_verdict` the 60 s target.
 #
 # **Where the time goes.** The model is small (about 0.6 M parameters) but each optimiser
