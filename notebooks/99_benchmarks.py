@@ -59,14 +59,34 @@ summary.style.format("{:.1f}", na_rep="–")
 # %%
 pd.DataFrame({"train seconds": record["train_seconds"], "peak MiB": {k: v for k, v in memory.items() if k != "runner"}})
 
+# %%
+from semlm.experiment import model_config, prepare_data
+from semlm.models import build_model
+from semlm.profiles import synthetic_profile
+
+config = synthetic_profile(profile, seed)
+data = prepare_data(config.corpus)
+parameters = sum(p.numel() for p in build_model(model_config(config, "fusion", len(data.vocab), "causal")).parameters())
+tokens_per_step = config.train.batch_size * data.train.input_ids.shape[1]  # padded batch
+step_gflop = 6 * parameters * tokens_per_step / 1e9  # forward + backward, dense layers only
+steps = -(-len(data.train) // config.train.batch_size) * config.train.epochs
+padding_share = 1 - data.train.mask.float().mean().item()
+glue("bench_params_m", parameters / 1e6, display=False)
+glue("bench_step_gflop", step_gflop, display=False)
+glue("bench_steps", steps, display=False)
+glue("bench_total_tflop", 2 * steps * step_gflop / 1e3, display=False)
+glue("bench_padding", 100 * padding_share, display=False)
+
 # %% [markdown]
 # With profile {glue:text}`bench_profile`, the experiment took {glue:text}`bench_wall:.1f` s,
 # which {glue:text}`bench_verdict` the 60 s target.
 #
-# **Where the time goes.** The model is small (about 0.6 M parameters) but each optimiser
-# step processes 64 sentences of up to 17 tokens, about 3.4 GFLOP with the backward pass;
-# 750 steps per model put the work at roughly 5 TFLOP for the pair. On two cores that
-# costs about a minute however the code is written, so we are compute-bound: the two
+# **Where the time goes.** The fusion model is small ({glue:text}`bench_params_m:.2f` M
+# parameters) but each optimiser step runs a padded batch of 64 sentences, about
+# {glue:text}`bench_step_gflop:.1f` GFLOP with the backward pass; {glue:text}`bench_steps` steps per
+# model put the work at roughly {glue:text}`bench_total_tflop:.1f` TFLOP for the pair. A CPU
+# core does some tens of GFLOP per second on matrices this small, so two cores need about a
+# minute however the code is written: we are compute-bound. The two
 # models train side by side in one-thread workers (faster than one after the other with
 # two threads each), and attention goes through PyTorch's fused
 # `scaled_dot_product_attention`. What the authors' script spends beyond that goes to
@@ -74,6 +94,7 @@ pd.DataFrame({"train seconds": record["train_seconds"], "peak MiB": {k: v for k,
 # Python; we compute the features once, vectorised over the corpus.
 #
 # **What would still help, and why we have not done it.** Bucketing sentences by length
-# would remove about a fifth of the padding work, but it changes which sentences share a
+# would remove the padding, {glue:text}`bench_padding:.0f`% of the positions the model
+# computes, but it changes which sentences share a
 # batch and so the training trajectory; mixed precision (bf16) would change the
 # numerics the rest of the book reports. Both are left as options for a later issue.
