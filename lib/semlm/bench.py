@@ -17,7 +17,6 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from .experiment import peak_rss_mb, run_models
 from .profiles import PROFILES, synthetic_profile

@@ -20,9 +20,8 @@ import multiprocessing as mp
 import os
 import queue
 import resource
-import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 

@@ -15,7 +15,7 @@ tied to the input embedding because the fused input keeps width d.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import torch
