@@ -30,3 +30,33 @@ def test_focus_cross_entropy_averages_per_occurrence(vocab):
     out = focus_cross_entropy(s, vocab, ["good", "bad", "!"])
     assert out["good"] == pytest.approx(2.0) and out["bad"] == pytest.approx(2.0)
     assert math.isnan(out["!"])
+
+
+from semlm.metrics import control_accuracy, held_out_hit_rate, polarity_confusion, realised_polarity, wilson_interval
+
+POS = "Bob cooks the meal , very good !".split()
+NEG = "Eve starts the task , slightly awful ?".split()
+
+
+def test_realised_polarity_reads_the_adjective_slot():
+    assert realised_polarity(POS) == "POS" and realised_polarity(NEG) == "NEG"
+    assert realised_polarity(["Bob"]) == "OTHER"
+
+
+def test_control_accuracy_counts_adjective_and_punctuation():
+    out = control_accuracy([POS, NEG, POS], "POS", "!")
+    assert out["adj_acc"]["k"] == 2 and out["punct_acc"]["value"] == pytest.approx(2 / 3)
+    assert out["adj_acc"]["ci_low"] < 2 / 3 < out["adj_acc"]["ci_high"]
+
+
+def test_wilson_interval_matches_a_known_value_and_stays_in_range():
+    low, high = wilson_interval(200, 200)
+    assert high == 1.0 and low == pytest.approx(0.9812, abs=1e-4)
+    low, high = wilson_interval(10, 20)
+    assert (low, high) == pytest.approx((0.2993, 0.7007), abs=1e-4)
+
+
+def test_confusion_and_held_out_hits():
+    assert polarity_confusion({"POS": [POS, NEG], "NEG": [NEG]}) == {
+        "POS": {"POS": 1, "NEG": 1, "OTHER": 0}, "NEG": {"POS": 0, "NEG": 1, "OTHER": 0}}
+    assert held_out_hit_rate([POS, NEG], {"awful"})["value"] == 0.5

@@ -80,3 +80,58 @@ def evaluate_language_model(model: torch.nn.Module, data: LMTensors, vocab: Voca
     if scores.feature_squared_error is not None:
         result["sem_mse"] = scores.feature_squared_error.mean().item()
     return result
+
+
+# --- controllability (paper A, Tables 2-4) ------------------------------------------------------
+
+POLARITY_CLASSES: tuple[str, ...] = ("POS", "NEG", "OTHER")
+ADJECTIVE_SLOT, PUNCTUATION_SLOT = 6, 7  # word positions in a one-clause sentence
+
+
+def realised_polarity(sentence: Sequence[str]) -> str:
+    """POS / NEG / OTHER for the adjective slot of a one-clause sentence."""
+    from .data.synthetic import NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES
+
+    word = sentence[ADJECTIVE_SLOT] if len(sentence) > ADJECTIVE_SLOT else None
+    return "POS" if word in POSITIVE_ADJECTIVES else "NEG" if word in NEGATIVE_ADJECTIVES else "OTHER"
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion (well-behaved at 0 and 1, unlike the normal one)."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # At 0 and n successes the bounds are exactly 0 and 1; say so instead of 0.999999...
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+def proportion(successes: int, n: int) -> dict:
+    low, high = wilson_interval(successes, n)
+    return {"value": successes / n if n else float("nan"), "ci_low": low, "ci_high": high, "k": successes, "n": n}
+
+
+def control_accuracy(sentences: Sequence[Sequence[str]], polarity: str, punctuation: str | None) -> dict:
+    """Share of sentences whose adjective has the requested polarity (and whose punctuation matches)."""
+    adj = sum(realised_polarity(s) == polarity for s in sentences)
+    out = {"adj_acc": proportion(adj, len(sentences))}
+    if punctuation is not None:
+        punct = sum(len(s) > PUNCTUATION_SLOT and s[PUNCTUATION_SLOT] == punctuation for s in sentences)
+        out["punct_acc"] = proportion(punct, len(sentences))
+    return out
+
+
+def polarity_confusion(by_intended: dict[str, Sequence[Sequence[str]]]) -> dict[str, dict[str, int]]:
+    """Counts of realised POS / NEG / OTHER for each intended polarity (rows of the paper's Table 3)."""
+    return {intended: {c: sum(realised_polarity(s) == c for s in sentences) for c in POLARITY_CLASSES}
+            for intended, sentences in by_intended.items()}
+
+
+def held_out_hit_rate(sentences: Sequence[Sequence[str]], held_out: Iterable[str]) -> dict:
+    """Share of sentences whose adjective is a held-out (never trained on) adjective (Table 4)."""
+    held_out = set(held_out)
+    hits = sum(len(s) > ADJECTIVE_SLOT and s[ADJECTIVE_SLOT] in held_out for s in sentences)
+    return proportion(hits, len(sentences))
