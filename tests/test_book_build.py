@@ -51,6 +51,13 @@ def test_chapters_write_metrics_with_provenance(built):
             assert set(CHAPTER_02_KEYS) <= set(record[setting][kind]), (setting, kind)
         assert record[setting]["fusion"]["sem_mse"] > 0
     assert record["causal"]["fusion"]["future_sensitivity"] < 1e-5
+    control = json.loads((built / "metrics" / "03_controllable_decoding.json").read_text())
+    for cls in ("pos", "neg"):
+        assert control["control"]["hard"][cls] == {"adj_acc": 1.0, "punct_acc": 1.0}
+        assert set(control["control"]["soft"][cls]) == {"adj_acc", "punct_acc"}
+        assert 0.0 <= control["ood_hit"][cls] <= 1.0
+    assert control["confusion"]["hard"]["POS"]["POS"] == control["n_per_setting"]
+    assert control["generations_per_second"] > 0
     assert record["published"]["fusion"]["future_sensitivity"] > 1e-3
 
 

@@ -154,3 +154,16 @@ def test_prompted_generation_keeps_the_prompt(trained):
 def test_generation_is_reproducible_for_a_seed(trained):
     model, featurize, grammar = trained
     assert generate(model, featurize, grammar, 20, seed=7) == generate(model, featurize, grammar, 20, seed=7)
+
+
+def test_hard_control_masks_everything_but_the_requested_class_and_punctuation(grammar, vocab):
+    from semlm.decoding import HardControl
+    from semlm.decoding.grammar import ADJ, PUNCT
+
+    hard = HardControl(grammar, Controls({"neg_high": 0.9, "is_question": 1.0}))
+    for state, expected in ((ADJ, set(syn.NEGATIVE_ADJECTIVES)), (PUNCT, {"?"})):
+        ids = torch.full((1, state + 1), vocab.bos_id)
+        kept = torch.isfinite(hard(ids, torch.zeros(1, len(vocab))))[0].nonzero().flatten()
+        assert {vocab.tokens[i] for i in kept} & set(grammar.words(state)) == expected
+    weak = HardControl(grammar, Controls({"pos_high": 0.5}))  # below the threshold: nothing is restricted
+    assert weak.keep.all()

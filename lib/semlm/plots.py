@@ -130,3 +130,43 @@ def plot_focus_ce(frame: pd.DataFrame):
     g.set_axis_labels("gold next token", "cross-entropy (nats)")
     g.set_titles("{col_name}")
     return g.figure
+
+
+def plot_confusion(counts: Mapping[str, Mapping[str, int]], title: str = "intended vs realised polarity", ax=None):
+    """Heatmap of counts, rows = intended, columns = realised (POS / NEG / OTHER), annotated."""
+    frame = pd.DataFrame(counts).T
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(4.2, 2.8))
+    sns.heatmap(frame, annot=True, fmt="d", cmap="Blues", cbar=False, ax=ax, linewidths=0.5)
+    ax.set(xlabel="realised", ylabel="intended", title=title)
+    return ax.figure
+
+
+def plot_control_curve(frame: pd.DataFrame, reference: float | None = None):
+    """Accuracy (with its 95% interval) against control strength; ``frame``: strength, accuracy, low, high, series."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for name, rows in frame.groupby("series", sort=False):
+        line, = ax.plot(rows["strength"], rows["accuracy"], marker="o", label=name)
+        ax.fill_between(rows["strength"], rows["low"], rows["high"], color=line.get_color(), alpha=0.15)
+    if reference is not None:
+        ax.axhline(reference, color="0.4", ls=":", lw=1)
+    ax.set(xlabel="control value", ylabel="accuracy", ylim=(-0.02, 1.02), title="soft control (no class restriction)")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def plot_ood_sweep(frame: pd.DataFrame, reference: float, paper: Mapping[str, float] | None = None):
+    """Held-out hit rate against mixture weight alpha; ``frame``: alpha, rate, low, high, class."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for name, rows in frame.groupby("class", sort=False):
+        line, = ax.plot(rows["alpha"], rows["rate"], marker="o", label=f"{name} (this build)")
+        ax.fill_between(rows["alpha"], rows["low"], rows["high"], color=line.get_color(), alpha=0.15)
+        if paper and name in paper:
+            ax.scatter([paper[name][0]], [paper[name][1]], marker="x", s=70, color=line.get_color(),
+                       label=f"{name} (paper)", zorder=3)
+    ax.axhline(reference, color="0.3", ls="--", lw=1, label=f"class-uniform reference ({reference:.1f})")
+    ax.set(xlabel=r"mixture weight $\alpha$", ylabel="held-out adjective rate", ylim=(-0.02, 1.02),
+           title="out-of-distribution control")
+    ax.legend(frameon=False, fontsize=8)
+    return fig

@@ -1,0 +1,258 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3. Controllable decoding
+#
+# *Paper A, Section 2 ("Controllable decoding"), Section 3.2, Tables 2-5, Figure 2.*
+#
+# The same predicates the fusion model learned to reconstruct become knobs at decoding
+# time. A request such as `{pos_high: 0.95, str_high: 0.9}` acts in three ways, all in
+# `semlm.decoding`:
+#
+# 1. **through the feature channel**: the requested values overwrite those predicates in
+#    the feature vector of the newest position, the slot the next word is predicted from;
+# 2. **as logit steering** at the INTENS, ADJ and PUNCT states of the clause grammar
+#    *Subject verb the object , intensifier adjective punctuation*;
+# 3. optionally as **hard control**: the adjective is restricted to the requested class and
+#    the punctuation fixed; the adjective is then drawn from the group-uniform mixture
+#    $q = (1-\alpha)\,\mathrm{softmax}(\ell_C/T) + \alpha\,\mathrm{Unif}(C)$, truncated by nucleus
+#    sampling *after* mixing, so adjectives never seen in training keep some mass.
+#
+# Every decoding step is a processor with the `(input_ids, scores) -> scores` signature of
+# transformers' `LogitsProcessor`, stacked with transformers' own temperature, top-k and
+# top-p warpers; all N sentences of a setting decode as one batch. The models are the
+# causal ones of chapter 2 (re-used from its run cache) unless a table says otherwise.
+
+# %% tags=["parameters"]
+profile = "cpu"
+seed = 111
+workers = 2
+
+# %%
+import time
+
+import pandas as pd
+from myst_nb import glue
+
+from semlm import plots
+from semlm.decoding import BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
+from semlm.data.vocab import detokenize
+from semlm.experiment import SETTING_LABELS, SETTINGS, prepare_data, run_models
+from semlm.metrics import FOCUS_TOKENS, control_accuracy, held_out_hit_rate, polarity_confusion, proportion
+from semlm.profiles import check_parameters, synthetic_profile
+from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_HARD_CONTROL, PAPER_A_OOD_ALPHA, PAPER_A_OOD_HIT
+from semlm.report import ChapterTimer, write_chapter_metrics
+
+check_parameters(profile=profile, seed=seed, workers=workers)
+timer = ChapterTimer()
+config = synthetic_profile(profile, seed)
+N = 200  # generations per setting, as in the paper
+
+runs = {setting: run_models(config, setting, workers=workers, progress=False) for setting in SETTINGS}
+data = {setting: prepare_data(config.corpus, setting) for setting in SETTINGS}
+models = {(s, k): r.load() for s, by_kind in runs.items() for k, r in by_kind.items()}
+grammar = ClauseGrammar(data["causal"].vocab)
+split = data["causal"].corpus.split
+
+
+def decode(setting, kind, n, controls=None, prompt=None, decoding=FUSION_DEFAULT, seed_offset=0):
+    return generate(models[(setting, kind)], data[setting].featurizer, grammar, n, Controls(controls or {}),
+                    prompt=prompt, config=decoding, seed=seed + seed_offset)
+
+
+POSITIVE = {"pos_high": 0.95, "str_high": 0.9}
+NEGATIVE_QUESTION = {"neg_high": 0.95, "is_question": 1.0, "str_med": 0.6}
+HARD = {"pos": DecodingConfig(hard=True, mixture=PAPER_MIXTURE["positive"]),
+        "neg": DecodingConfig(hard=True, mixture=PAPER_MIXTURE["negative"])}
+
+# %% [markdown]
+# ## Generations (paper Figure 2 and Table 5)
+#
+# The "fair" baseline decodes under the same grammar with the paper's settings for it
+# (temperature 0.7, top-k 20, top-p 0.9, last-3 repetition penalty 2.5) but without
+# steering; the fusion model uses temperature 0.7, top-p 0.9 and penalty 1.5. Three samples
+# each, unprompted and continuing the prompt *Carol starts the model,*.
+
+# %%
+settings_shown = {
+    "baseline (fair)": ("baseline", None, BASELINE_FAIR),
+    "fusion (no control)": ("fusion", None, FUSION_DEFAULT),
+    "fusion (positive & strong, hard)": ("fusion", POSITIVE, HARD["pos"]),
+    "fusion (negative & question, hard)": ("fusion", NEGATIVE_QUESTION, HARD["neg"]),
+}
+examples = []
+for prompt in (None, "Carol starts the model,"):
+    for offset, (label, (kind, controls, decoding)) in enumerate(settings_shown.items()):
+        # a seed per setting: with one seed, similar models draw the same random numbers
+        for sentence in decode("causal", kind, 3, controls, prompt, decoding, seed_offset=11 + offset):
+            examples.append({"prompt": prompt or "(none)", "setting": label, "generation": detokenize(sentence)})
+pd.DataFrame(examples).set_index(["prompt", "setting"])
+
+# %% [markdown]
+# ## Hard control (paper Tables 2 and 3)
+#
+# N = 200 generations per request. Accuracy is the share whose adjective has the requested
+# polarity (and whose punctuation matches); brackets are 95% Wilson intervals.
+
+# %%
+hard = {(s, cls): decode(s, "fusion", N, POSITIVE if cls == "pos" else NEGATIVE_QUESTION, decoding=HARD[cls])
+        for s in SETTINGS for cls in ("pos", "neg")}
+hard_scores = {(s, cls): control_accuracy(out, "POS" if cls == "pos" else "NEG", "!" if cls == "pos" else "?")
+               for (s, cls), out in hard.items()}
+
+
+def fmt(p):
+    return f"{p['value']:.2f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}] ({p['k']}/{p['n']})"
+
+
+pd.DataFrame([{"setting": SETTING_LABELS[s], "request": cls, "adjective accuracy": fmt(v["adj_acc"]),
+               "punctuation accuracy": fmt(v["punct_acc"]),
+               "paper": f"{PAPER_A_HARD_CONTROL[cls]['adj_acc']:.2f} / {PAPER_A_HARD_CONTROL[cls]['punct_acc']:.2f}"}
+              for (s, cls), v in hard_scores.items()])
+
+# %%
+confusion = polarity_confusion({"POS": hard[("causal", "pos")], "NEG": hard[("causal", "neg")]})
+fig = plots.plot_confusion(confusion, "hard control, causal fusion model")
+
+# %% [markdown]
+# Hard control restricts the choice, so 100% here says that the restriction works rather
+# than that the model understood the request; the paper reports only this setting. The
+# next section removes the restriction.
+#
+# ## Soft control: how far do the knobs go on their own?
+#
+# No class restriction and no mixture: the request acts only through the feature channel
+# and the logit steering, with the fusion model's default sampling. We sweep the control
+# value from 0 to 1 (for the positive request `pos_high` = `str_high` = value; for the
+# negative one `neg_high` = `is_question` = value) and measure the same accuracies.
+
+# %%
+strengths = [0.0, 0.25, 0.5, 0.75, 1.0]
+curve = []
+for value in strengths:
+    for cls, controls, polarity, punct in (("pos", {"pos_high": value, "str_high": value}, "POS", "!"),
+                                           ("neg", {"neg_high": value, "is_question": value}, "NEG", "?")):
+        scores = control_accuracy(decode("causal", "fusion", N, controls, seed_offset=100), polarity, punct)
+        for what, key in (("adjective", "adj_acc"), ("punctuation", "punct_acc")):
+            p = scores[key]
+            curve.append({"strength": value, "series": f"{cls} {what} ({polarity if what == 'adjective' else punct})",
+                          "accuracy": p["value"], "low": p["ci_low"], "high": p["ci_high"]})
+curve = pd.DataFrame(curve)
+fig = plots.plot_control_curve(curve)
+
+# %%
+soft = {cls: control_accuracy(decode("causal", "fusion", N, controls, seed_offset=200), polarity, punct)
+        for cls, controls, polarity, punct in (("pos", POSITIVE, "POS", "!"), ("neg", NEGATIVE_QUESTION, "NEG", "?"))}
+glue("soft_pos_adj", soft["pos"]["adj_acc"]["value"], display=False)
+glue("soft_neg_adj", soft["neg"]["adj_acc"]["value"], display=False)
+glue("soft_pos_punct", soft["pos"]["punct_acc"]["value"], display=False)
+glue("soft_neg_punct", soft["neg"]["punct_acc"]["value"], display=False)
+pd.DataFrame({cls: {"adjective accuracy": fmt(v["adj_acc"]), "punctuation accuracy": fmt(v["punct_acc"])}
+              for cls, v in soft.items()}).T
+
+# %% [markdown]
+# With the paper's control values but no restriction, the adjective has the requested
+# polarity in {glue:text}`soft_pos_adj:.2f` (positive) and {glue:text}`soft_neg_adj:.2f` (negative)
+# of the generations, and the punctuation matches in {glue:text}`soft_pos_punct:.2f` and
+# {glue:text}`soft_neg_punct:.2f`. Together with the curve, this is the measure of control the
+# paper does not report.
+#
+# ## Out-of-distribution control (paper Table 4)
+#
+# Under hard control, how often is the adjective one of the three per class that never
+# appeared in training? A model that has learnt the *class* and samples uniformly within
+# it would pick a held-out word 3 times in 5. The paper's settings: positive $\alpha$ = 0.97,
+# T = 1.5, top-p = 1.0; negative $\alpha$ = 0.85, T = 1.3, top-p = 0.95. The sweep varies
+# $\alpha$ with the rest fixed.
+
+# %%
+held_out = {"pos": split.positive_held_out, "neg": split.negative_held_out}
+ood = {(s, cls): held_out_hit_rate(hard[(s, cls)], held_out[cls]) for s in SETTINGS for cls in ("pos", "neg")}
+sweep = []
+for cls, mixture in (("pos", PAPER_MIXTURE["positive"]), ("neg", PAPER_MIXTURE["negative"])):
+    for alpha in (0.0, 0.25, 0.5, 0.75, 0.85, 0.97, 1.0):
+        decoding = DecodingConfig(hard=True, mixture=type(mixture)(alpha, mixture.temperature, mixture.top_p))
+        out = decode("causal", "fusion", N, POSITIVE if cls == "pos" else NEGATIVE_QUESTION, decoding=decoding, seed_offset=300)
+        p = held_out_hit_rate(out, held_out[cls])
+        sweep.append({"class": cls, "alpha": alpha, "rate": p["value"], "low": p["ci_low"], "high": p["ci_high"]})
+sweep = pd.DataFrame(sweep)
+reference = len(split.positive_held_out) / (len(split.positive_held_out) + len(split.positive_train))
+fig = plots.plot_ood_sweep(sweep, reference, paper={c: (PAPER_A_OOD_ALPHA[c], PAPER_A_OOD_HIT[c]) for c in ("pos", "neg")})
+
+# %%
+glue("ood_pos", ood[("causal", "pos")]["value"], display=False)
+glue("ood_neg", ood[("causal", "neg")]["value"], display=False)
+pd.DataFrame([{"setting": SETTING_LABELS[s], "class": cls, "held-out hit rate": fmt(p), "paper": PAPER_A_OOD_HIT[cls]}
+              for (s, cls), p in ood.items()])
+
+# %% [markdown]
+# With the paper's settings the causal fusion model picks a held-out adjective in
+# {glue:text}`ood_pos:.2f` (positive) and {glue:text}`ood_neg:.2f` (negative) of the generations,
+# against the paper's 0.62 and 0.43 and the class-uniform 0.6. The sweep shows where that
+# comes from: with $\alpha$ near 1 the mixture is almost uniform over the class whatever the
+# model predicts, so the hit rate approaches 3/5 by construction; at $\alpha = 0$ it shows
+# what the model itself assigns to words it never saw.
+#
+# ## Focus-token cross-entropy (paper Table 6)
+#
+# From chapter 2's evaluation, repeated here because it measures the slots that control
+# acts on.
+
+# %%
+focus = pd.DataFrame({f"{s} {k}": r.metrics["focus_ce"] for s, by_kind in runs.items() for k, r in by_kind.items()})
+focus = focus.reindex(list(FOCUS_TOKENS)).join(pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper "))
+focus.style.format("{:.4f}", na_rep="–")
+
+# %% [markdown]
+# ## Speed
+#
+# All N sentences of a request decode as one batch.
+
+# %%
+times = []
+for repeat in range(4):
+    start = time.perf_counter()
+    decode("causal", "fusion", N, POSITIVE, decoding=HARD["pos"], seed_offset=repeat)
+    times.append(time.perf_counter() - start)
+generations_per_second = N / min(times[1:])
+glue("gen_per_s", generations_per_second, display=False)
+print(f"{N} hard-controlled sentences in {min(times[1:]):.3f} s ({generations_per_second:.0f} per second)")
+
+# %%
+def as_metrics(p):
+    return {"value": p["value"], "ci_low": p["ci_low"], "ci_high": p["ci_high"], "n": p["n"]}
+
+
+write_chapter_metrics(
+    "03_controllable_decoding", profile, seed,
+    {
+        "n_per_setting": N,
+        "control": {
+            "hard": {cls: {k: hard_scores[("causal", cls)][k]["value"] for k in ("adj_acc", "punct_acc")} for cls in ("pos", "neg")},
+            "hard_ci": {cls: {k: as_metrics(v) for k, v in hard_scores[("causal", cls)].items()} for cls in ("pos", "neg")},
+            "hard_published": {cls: {k: v["value"] for k, v in hard_scores[("published", cls)].items()} for cls in ("pos", "neg")},
+            "soft": {cls: {k: v["value"] for k, v in soft[cls].items()} for cls in ("pos", "neg")},
+            "soft_ci": {cls: {k: as_metrics(v) for k, v in soft[cls].items()} for cls in ("pos", "neg")},
+            "soft_curve": curve.to_dict(orient="records"),
+        },
+        "confusion": {"hard": confusion},
+        "ood_hit": {cls: ood[("causal", cls)]["value"] for cls in ("pos", "neg")},
+        "ood_hit_published": {cls: ood[("published", cls)]["value"] for cls in ("pos", "neg")},
+        "ood_alpha_sweep": sweep.to_dict(orient="records"),
+        "focus_ce": {col: focus[col].to_dict() for col in focus.columns},
+        "generations_per_second": generations_per_second,
+        "examples": examples,
+    },
+    timer.seconds,
+)
