@@ -38,7 +38,6 @@ workers = 2
 import math
 
 import pandas as pd
-import torch
 from myst_nb import glue
 
 from semlm import plots

@@ -49,7 +49,7 @@ from semlm import plots
 from semlm.decoding import BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
 from semlm.data.vocab import detokenize
 from semlm.experiment import SETTING_LABELS, SETTINGS, prepare_data, run_models
-from semlm.metrics import FOCUS_TOKENS, control_accuracy, held_out_hit_rate, polarity_confusion, proportion
+from semlm.metrics import FOCUS_TOKENS, control_accuracy, held_out_hit_rate, polarity_confusion
 from semlm.profiles import check_parameters, synthetic_profile
 from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_HARD_CONTROL, PAPER_A_OOD_ALPHA, PAPER_A_OOD_HIT
 from semlm.report import ChapterTimer, write_chapter_metrics
