@@ -21,7 +21,7 @@ import os
 import queue
 import resource
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -77,6 +77,32 @@ def prepare_data(corpus_config: SyntheticConfig, setting: str = "causal") -> Syn
         held_out_ids=vocab.ids(corpus.split.held_out),
         adjective_classes=[torch.tensor(vocab.ids(POSITIVE_ADJECTIVES)), torch.tensor(vocab.ids(NEGATIVE_ADJECTIVES))],
     )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named model to train: its class, the fusion gate, and loss weights that differ from the profile."""
+
+    kind: str
+    gate: bool = True
+    train_overrides: tuple[tuple[str, float], ...] = ()
+
+
+#: The paper's two models and the ablations it does not run (the leakage audit trains them).
+VARIANTS: dict[str, Variant] = {
+    "baseline": Variant("baseline"),
+    "fusion": Variant("fusion"),
+    "fusion_no_gate": Variant("fusion", gate=False),  # h0 = e + u
+    "fusion_no_aux": Variant("fusion", train_overrides=(("aux_weight", 0.0),)),
+    "fusion_no_uniformizer": Variant("fusion", train_overrides=(("uniformizer_weight", 0.0),)),
+}
+
+
+def check_variant(name: str) -> Variant:
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose from: {', '.join(VARIANTS)}") from None
 
 
 def model_config(profile: SyntheticProfile, kind: str, vocab_size: int, setting: str, gate: bool = True) -> LMConfig:
@@ -139,16 +165,18 @@ def train_model(profile: SyntheticProfile, kind: str, setting: str, runs_dir: st
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
+        variant = check_variant(kind)
         data = prepare_data(profile.corpus, setting)
-        config = model_config(profile, kind, len(data.vocab), setting)
+        config = model_config(profile, variant.kind, len(data.vocab), setting, gate=variant.gate)
+        train_config = replace(profile.train, **dict(variant.train_overrides))
         description = {"model": config.to_dict(), "corpus": asdict(profile.corpus), "source": source_hash(),
                        "threads": threads}
-        key = fingerprint(description, asdict(profile.train))
+        key = fingerprint(description, asdict(train_config))
         run_dir = Path(runs_dir) / setting / f"{kind}-seed{profile.train.seed}-{key}"
         set_seed(profile.train.seed)
         model = build_model(config)
         on_step = (lambda: progress_queue.put(kind)) if progress_queue is not None else None
-        result: TrainResult = train(model, data.train, data.val, profile.train, data.adjective_classes,
+        result: TrainResult = train(model, data.train, data.val, train_config, data.adjective_classes,
                                     run_dir=run_dir, run_description=description,
                                     progress=f"{kind} ({setting})" if progress and on_step is None else False,
                                     on_step=on_step)
@@ -161,8 +189,10 @@ def train_model(profile: SyntheticProfile, kind: str, setting: str, runs_dir: st
 
 def run_models(profile: SyntheticProfile, setting: str, kinds: Sequence[str] = ("baseline", "fusion"),
                runs_dir: str | Path | None = None, workers: int | None = None, progress: bool = True) -> dict[str, ModelRun]:
-    """Train every model in ``kinds`` (in parallel worker processes when ``workers > 1``)."""
+    """Train every model named in ``kinds`` (see ``VARIANTS``), in parallel worker processes when ``workers > 1``."""
     check_setting(setting)
+    for kind in kinds:
+        check_variant(kind)
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
     workers = min(len(kinds), workers or os.cpu_count() or 1)
     if workers <= 1:
