@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=111)
     parser.add_argument("--workers", type=int, default=None, help="parallel training processes (default: up to 2)")
     args = parser.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
     try:
         record = run_benchmark(args.profile, args.seed, args.workers)
     except ValueError as error:

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from .data.dataset import LMTensors
+from .data.synthetic import NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES
 from .data.vocab import Vocabulary
 
 #: The tokens of the paper's Table 6 plus those the foundation issue asks for.
@@ -90,8 +91,6 @@ ADJECTIVE_SLOT, PUNCTUATION_SLOT = 6, 7  # word positions in a one-clause senten
 
 def realised_polarity(sentence: Sequence[str]) -> str:
     """POS / NEG / OTHER for the adjective slot of a one-clause sentence."""
-    from .data.synthetic import NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES
-
     word = sentence[ADJECTIVE_SLOT] if len(sentence) > ADJECTIVE_SLOT else None
     return "POS" if word in POSITIVE_ADJECTIVES else "NEG" if word in NEGATIVE_ADJECTIVES else "OTHER"
 
