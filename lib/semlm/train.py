@@ -149,8 +149,15 @@ def _state_dict_for_save(model: nn.Module) -> dict[str, torch.Tensor]:
 def train(model: nn.Module, train_data: LMTensors, val_data: LMTensors, config: TrainConfig,
           adjective_classes: Sequence[torch.Tensor] = (), run_dir: str | Path | None = None,
           run_description: dict | None = None, progress: bool | str = True,
-          stop_after_epoch: int | None = None, on_step: Callable[[], None] | None = None) -> TrainResult:
+          stop_after_epoch: int | None = None, on_step: Callable[[], None] | None = None,
+          loss_fn: Callable[[nn.Module, object], tuple[torch.Tensor, dict]] | None = None,
+          validate: Callable[[nn.Module, object], float] | None = None) -> TrainResult:
     """Train ``model`` in place and return its per-epoch history.
+
+    The loop is shared by every chapter. By default it trains paper A's models on
+    ``LMTensors`` with Eq. 5; other chapters pass ``loss_fn(model, batch) -> (loss, parts)``
+    and ``validate(model, val_data) -> ppl``, and any data object with ``__len__``,
+    ``input_ids`` (hashed into the run key) and ``batches(batch_size, generator, shuffle)``.
 
     ``run_description`` (any JSON-able dict, e.g. the model config) goes into the run's
     fingerprint together with ``config`` and the training data, so that a folder cannot
@@ -207,7 +214,10 @@ def train(model: nn.Module, train_data: LMTensors, val_data: LMTensors, config: 
         generator.manual_seed(_epoch_seed(config.seed, epoch) + 1)
         running, n = 0.0, 0
         for batch in train_data.batches(config.batch_size, generator, shuffle=True):
-            loss, _ = training_loss(model, batch, config, adjective_classes)
+            if loss_fn is None:
+                loss, _ = training_loss(model, batch, config, adjective_classes)
+            else:
+                loss, _ = loss_fn(model, batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -217,7 +227,7 @@ def train(model: nn.Module, train_data: LMTensors, val_data: LMTensors, config: 
             bar.update(1)
             if on_step is not None:
                 on_step()
-        val_ppl = validation_perplexity(model, val_data)
+        val_ppl = (validate or validation_perplexity)(model, val_data)
         model.train()
         seconds = time.perf_counter() - t0
         spent += seconds
