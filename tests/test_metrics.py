@@ -60,3 +60,15 @@ def test_confusion_and_held_out_hits():
     assert polarity_confusion({"POS": [POS, NEG], "NEG": [NEG]}) == {
         "POS": {"POS": 1, "NEG": 1, "OTHER": 0}, "NEG": {"POS": 0, "NEG": 1, "OTHER": 0}}
     assert held_out_hit_rate([POS, NEG], {"awful"})["value"] == 0.5
+
+
+def test_mean_interval_matches_a_hand_computed_t_interval():
+    from semlm.metrics import mean_interval
+
+    got = mean_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.303
+    assert got["mean"] == pytest.approx(2.0)
+    assert got["ci_low"] == pytest.approx(2.0 - 4.303 / 3 ** 0.5)
+    assert got["ci_high"] == pytest.approx(2.0 + 4.303 / 3 ** 0.5)
+    assert mean_interval([5.0]) == {"mean": 5.0, "ci_low": 5.0, "ci_high": 5.0, "values": [5.0]}
+    with pytest.raises(ValueError, match="at least one"):
+        mean_interval([])

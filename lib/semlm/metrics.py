@@ -134,3 +134,36 @@ def held_out_hit_rate(sentences: Sequence[Sequence[str]], held_out: Iterable[str
     held_out = set(held_out)
     hits = sum(len(s) > ADJECTIVE_SLOT and s[ADJECTIVE_SLOT] in held_out for s in sentences)
     return proportion(hits, len(sentences))
+
+
+# --- statistics over seeds / samples ---------------------------------------------------------
+
+# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (standard tables); beyond 30
+# the normal quantile is within 2% and is used instead. Kept here to avoid a scipy dependency.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t_quantile_975(df: int) -> float:
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    return _T975[df - 1] if df <= len(_T975) else 1.959964
+
+
+def mean_interval(values: Sequence[float]) -> dict:
+    """Mean and two-sided 95% Student-t interval of independent replicates (e.g. seeds).
+
+    Returns ``{mean, ci_low, ci_high, values}``; with one value the interval is that value
+    (no spread can be estimated), which the book reports as n = 1.
+    """
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("mean_interval needs at least one value")
+    n = len(values)
+    mean = sum(values) / n
+    if n == 1:
+        return {"mean": mean, "ci_low": mean, "ci_high": mean, "values": values}
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t_quantile_975(n - 1) * sd / math.sqrt(n)
+    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "values": values}
