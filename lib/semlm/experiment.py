@@ -21,13 +21,14 @@ import os
 import queue
 import resource
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
 import torch
 from safetensors.torch import load_file
 
+from .control_codes import CODE_TOKENS, with_codes
 from .data.dataset import LMTensors, encode_corpus
 from .data.paths import REPO_ROOT
 from .data.synthetic import LEXICON, NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES, SyntheticConfig, SyntheticCorpus, make_corpus
@@ -60,22 +61,29 @@ class SyntheticData:
     val: LMTensors
     held_out_ids: list[int]
     adjective_classes: list[torch.Tensor]
+    code_ids: list[int] = field(default_factory=list)  # control-code tokens (never scored)
 
 
-def prepare_data(corpus_config: SyntheticConfig, setting: str = "causal") -> SyntheticData:
-    """Corpus, vocabulary (all grammar words), and tensors with features precomputed once."""
+def prepare_data(corpus_config: SyntheticConfig, setting: str = "causal", codes: bool = False) -> SyntheticData:
+    """Corpus, vocabulary (all grammar words), and tensors with features precomputed once.
+
+    ``codes=True`` prepends each sentence's CTRL-style control codes (``semlm.control_codes``)
+    and adds them to the vocabulary.
+    """
     check_setting(setting)
     corpus = make_corpus(corpus_config)
-    vocab = Vocabulary.build(LEXICON)
+    vocab = Vocabulary.build(LEXICON + (CODE_TOKENS if codes else ()))
     featurizer = SyntheticFeatures(vocab, published=setting == "published")
+    prepare = with_codes if codes else list
     return SyntheticData(
         vocab=vocab,
         corpus=corpus,
         featurizer=featurizer,
-        train=encode_corpus(corpus.train, vocab, featurizer),
-        val=encode_corpus(corpus.val, vocab, featurizer),
+        train=encode_corpus(prepare(corpus.train), vocab, featurizer),
+        val=encode_corpus(prepare(corpus.val), vocab, featurizer),
         held_out_ids=vocab.ids(corpus.split.held_out),
         adjective_classes=[torch.tensor(vocab.ids(POSITIVE_ADJECTIVES)), torch.tensor(vocab.ids(NEGATIVE_ADJECTIVES))],
+        code_ids=vocab.ids(CODE_TOKENS) if codes else [],
     )
 
 
@@ -86,6 +94,7 @@ class Variant:
     kind: str
     gate: bool = True
     train_overrides: tuple[tuple[str, float], ...] = ()
+    codes: bool = False  # CTRL-style control codes prepended to every sentence
 
 
 #: The paper's two models and the ablations it does not run (the leakage audit trains them).
@@ -95,6 +104,7 @@ VARIANTS: dict[str, Variant] = {
     "fusion_no_gate": Variant("fusion", gate=False),  # h0 = e + u
     "fusion_no_aux": Variant("fusion", train_overrides=(("aux_weight", 0.0),)),
     "fusion_no_uniformizer": Variant("fusion", train_overrides=(("uniformizer_weight", 0.0),)),
+    "control_code": Variant("baseline", codes=True),  # the standard alternative: CTRL-style codes
 }
 
 
@@ -110,18 +120,22 @@ def model_config(profile: SyntheticProfile, kind: str, vocab_size: int, setting:
     return LMConfig(backbone=backbone, kind=kind, gate=gate)
 
 
-#: Modules that cannot change a trained model (figures, reports, the book runner, references).
-NOT_IN_TRAINING = frozenset({"plots.py", "report.py", "book.py", "bench.py", "reference.py"})
+#: The modules a synthetic-task run depends on; their source is part of every run's cache key
+#: (other chapters' modules, figures, reports and the book runner cannot change these models).
+TRAINING_SOURCES = (
+    "fuzzy.py", "features.py", "losses.py", "train.py", "metrics.py", "experiment.py", "profiles.py",
+    "control_codes.py", "data/synthetic.py", "data/vocab.py", "data/dataset.py",
+    "models/__init__.py", "models/backbone.py", "models/fusion.py",
+)
 
 
 def source_hash() -> str:
     """Hash of the library source that training depends on: part of every run's cache key."""
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
-        if path.name in NOT_IN_TRAINING:
-            continue
-        h.update(path.relative_to(Path(__file__).parent).as_posix().encode())
-        h.update(path.read_bytes())
+    root = Path(__file__).parent
+    for name in TRAINING_SOURCES:
+        h.update(name.encode())
+        h.update((root / name).read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -166,7 +180,7 @@ def train_model(profile: SyntheticProfile, kind: str, setting: str, runs_dir: st
     torch.set_num_threads(threads)
     try:
         variant = check_variant(kind)
-        data = prepare_data(profile.corpus, setting)
+        data = prepare_data(profile.corpus, setting, codes=variant.codes)
         config = model_config(profile, variant.kind, len(data.vocab), setting, gate=variant.gate)
         train_config = replace(profile.train, **dict(variant.train_overrides))
         description = {"model": config.to_dict(), "corpus": asdict(profile.corpus), "source": source_hash(),
@@ -180,7 +194,7 @@ def train_model(profile: SyntheticProfile, kind: str, setting: str, runs_dir: st
                                     run_dir=run_dir, run_description=description,
                                     progress=f"{kind} ({setting})" if progress and on_step is None else False,
                                     on_step=on_step)
-        metrics = evaluate_language_model(model, data.val, data.vocab, data.held_out_ids)
+        metrics = evaluate_language_model(model, data.val, data.vocab, data.held_out_ids, never_scored=data.code_ids)
         return ModelRun(kind, setting, profile.train.seed, config.to_dict(), result.history, metrics,
                         result.train_seconds, result.status, str(run_dir), peak_rss_mb())
     finally:
@@ -190,24 +204,39 @@ def train_model(profile: SyntheticProfile, kind: str, setting: str, runs_dir: st
 def run_models(profile: SyntheticProfile, setting: str, kinds: Sequence[str] = ("baseline", "fusion"),
                runs_dir: str | Path | None = None, workers: int | None = None, progress: bool = True) -> dict[str, ModelRun]:
     """Train every model named in ``kinds`` (see ``VARIANTS``), in parallel worker processes when ``workers > 1``."""
-    check_setting(setting)
-    for kind in kinds:
+    runs = run_grid([(profile, kind, setting) for kind in kinds], runs_dir, workers, progress,
+                    label=f"{' + '.join(kinds)} ({setting})")
+    return dict(zip(kinds, runs))
+
+
+def run_grid(jobs: Sequence[tuple[SyntheticProfile, str, str]], runs_dir: str | Path | None = None,
+             workers: int | None = None, progress: bool = True, label: str | None = None) -> list[ModelRun]:
+    """Train (or reload) every ``(profile, kind, setting)`` job, e.g. several seeds of several
+    models, on ``workers`` one-thread processes; results come back in the order of ``jobs``."""
+    if not jobs:
+        return []
+    for profile, kind, setting in jobs:
+        check_setting(setting)
         check_variant(kind)
-    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-    workers = min(len(kinds), workers or os.cpu_count() or 1)
+    names = {profile.name for profile, _, _ in jobs}
+    if len(names) != 1:
+        raise ValueError(f"all jobs must share one profile, got {sorted(names)}")
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(names.pop())
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
     if workers <= 1:
-        return {k: train_model(profile, k, setting, runs_dir, progress=progress) for k in kinds}
+        return [train_model(profile, kind, setting, runs_dir, progress=progress) for profile, kind, setting in jobs]
     context = mp.get_context("spawn")
     with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
         updates = manager.Queue()
-        futures = {k: pool.submit(train_model, profile, k, setting, runs_dir, 1, updates) for k in kinds}
-        steps = -(-profile.corpus.n_train // profile.train.batch_size) * profile.train.epochs * len(kinds)
-        with progress_bar(steps, f"{' + '.join(kinds)} ({setting})", progress) as bar:
-            while not all(f.done() for f in futures.values()):
+        futures = [pool.submit(train_model, profile, kind, setting, runs_dir, 1, updates)
+                   for profile, kind, setting in jobs]
+        steps = sum(-(-p.corpus.n_train // p.train.batch_size) * p.train.epochs for p, _, _ in jobs)
+        with progress_bar(steps, label or f"{len(jobs)} models", progress) as bar:
+            while not all(f.done() for f in futures):
                 try:
                     updates.get(timeout=0.2)
                     bar.update(1)
                 except queue.Empty:
                     pass
             bar.update(updates.qsize())
-        return {k: f.result() for k, f in futures.items()}
+        return [f.result() for f in futures]

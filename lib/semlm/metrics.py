@@ -69,12 +69,17 @@ def focus_cross_entropy(scores: TokenScores, vocab: Vocabulary, tokens: Sequence
 
 
 def evaluate_language_model(model: torch.nn.Module, data: LMTensors, vocab: Vocabulary,
-                            held_out_ids: Iterable[int], focus_tokens: Sequence[str] = FOCUS_TOKENS) -> dict:
-    """Table-1 metrics of one model on one split, as a JSON-ready dict."""
+                            held_out_ids: Iterable[int], focus_tokens: Sequence[str] = FOCUS_TOKENS,
+                            never_scored: Iterable[int] = ()) -> dict:
+    """Table-1 metrics of one model on one split, as a JSON-ready dict.
+
+    ``never_scored`` are targets left out of every perplexity (control codes: inputs, not text).
+    """
     scores = score_tokens(model, data)
+    never_scored = list(never_scored)
     result = {
-        "ppl": perplexity(scores),
-        "ppl_seen_only": perplexity(scores, held_out_ids),
+        "ppl": perplexity(scores, never_scored),
+        "ppl_seen_only": perplexity(scores, list(held_out_ids) + never_scored),
         "focus_ce": focus_cross_entropy(scores, vocab, focus_tokens),
         "n_tokens": int(scores.targets.numel()),
     }

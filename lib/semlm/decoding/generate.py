@@ -74,14 +74,22 @@ def _processors(grammar: ClauseGrammar, controls: Controls, config: DecodingConf
 
 @torch.no_grad()
 def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
-             prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0) -> list[list[str]]:
-    """``n`` one-clause sentences (word lists, prompt included), decoded as one batch."""
+             prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
+             codes: tuple[str, ...] = ()) -> list[list[str]]:
+    """``n`` one-clause sentences (word lists, prompt included), decoded as one batch.
+
+    ``codes`` are control tokens placed after ``<bos>`` for a CTRL-style model; the grammar
+    must have been built with ``offset=len(codes)``. They are not part of the returned words.
+    """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
+    if len(codes) != grammar.offset:
+        raise ValueError(f"{len(codes)} control codes given but the grammar expects {grammar.offset}; "
+                         f"build it with ClauseGrammar(vocab, offset={len(codes)})")
     controls = controls or Controls()
     vocab = grammar.vocab
     prefix = grammar.parse_prefix(prompt) if prompt else None
-    start = [vocab.bos_id] + (vocab.ids(prefix.words) if prefix else [])
+    start = [vocab.bos_id] + vocab.ids(codes) + (vocab.ids(prefix.words) if prefix else [])
     ids = torch.tensor(start).repeat(n, 1)
     processors = _processors(grammar, controls, config)
     generator = torch.Generator().manual_seed(seed)
@@ -94,12 +102,12 @@ def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, 
         class_mask = torch.zeros(len(vocab), dtype=torch.bool)
         class_mask[vocab.ids(words)] = True
     model.eval()
-    while ids.shape[1] - 1 < END:
+    while ids.shape[1] - 1 - grammar.offset < END:
         features = featurize(ids)
         if config.feature_control and len(control_columns):
             features[:, -1, control_columns] = control_values
         logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
-        state = ids.shape[1] - 1
+        state = ids.shape[1] - 1 - grammar.offset
         if state == ADJ and class_mask is not None:
             mix = config.mixture
             next_ids = sample_mixture(logits, class_mask, mix.alpha, mix.temperature, mix.top_p, generator)
@@ -107,4 +115,4 @@ def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, 
             probs = torch.softmax(processors(ids, logits), dim=-1)
             next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
-    return [vocab.decode(row) for row in ids]
+    return [vocab.decode(row[1 + len(codes):]) for row in ids]

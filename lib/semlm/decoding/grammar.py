@@ -39,10 +39,17 @@ class ParsedPrefix:
 
 
 class ClauseGrammar:
-    """Allowed words per state, as a boolean table ``[n_states, V]`` (END allows only <eos>)."""
+    """Allowed words per state, as a boolean table ``[n_states, V]`` (END allows only <eos>).
 
-    def __init__(self, vocab: Vocabulary):
+    ``offset`` is the number of tokens between ``<bos>`` and the clause: the control codes
+    of a CTRL-style model (``<bos> <pos> <!> Alice ...``) shift every state by it.
+    """
+
+    def __init__(self, vocab: Vocabulary, offset: int = 0):
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
         self.vocab = vocab
+        self.offset = offset
         allowed = torch.zeros(len(STATES), len(vocab), dtype=torch.bool)
         for state, words in _WORDS_FOR_STATE.items():
             allowed[state, vocab.ids(words)] = True
@@ -53,8 +60,8 @@ class ClauseGrammar:
         return tuple(_WORDS_FOR_STATE.get(state, ("<eos>",)))
 
     def state_of(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """[B] state of each row: words after <bos>, capped at END (all rows share one length)."""
-        n_words = input_ids.shape[-1] - 1
+        """[B] state of each row: words after <bos> (and the codes), capped at END (all rows share one length)."""
+        n_words = max(input_ids.shape[-1] - 1 - self.offset, 0)
         return torch.full(input_ids.shape[:-1], min(n_words, END), dtype=torch.long, device=input_ids.device)
 
     def parse_prefix(self, text: str) -> ParsedPrefix:
