@@ -58,6 +58,18 @@ def test_chapters_write_metrics_with_provenance(built):
         assert 0.0 <= control["ood_hit"][cls] <= 1.0
     assert control["confusion"]["hard"]["POS"]["POS"] == control["n_per_setting"]
     assert control["generations_per_second"] > 0
+    audit = json.loads((built / "metrics" / "04_leakage_audit.json").read_text())
+    assert len(audit["seeds"]) >= 3
+    for setting in ("causal", "published"):
+        for kind in ("baseline", "fusion"):
+            for metric in ("ppl", "ppl_seen_only"):
+                summary = audit["table1"][setting][kind][metric]
+                assert len(summary["values"]) == len(audit["seeds"])
+                assert summary["ci_low"] <= summary["mean"] <= summary["ci_high"]
+    assert {"fusion_no_gate", "fusion_no_aux", "fusion_no_uniformizer"} <= set(audit["ablations"])
+    assert {"ppl", "soft", "hard", "ood_hit"} <= set(audit["control_code_baseline"])
+    # the corpus alone says no causal model goes below these; the causal models must not
+    assert audit["table1"]["causal"]["fusion"]["ppl_seen_only"]["mean"] > audit["floors"]["ppl_seen_only"]
     assert record["published"]["fusion"]["future_sensitivity"] > 1e-3
 
 

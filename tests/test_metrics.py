@@ -69,6 +69,8 @@ def test_mean_interval_matches_a_hand_computed_t_interval():
     assert got["mean"] == pytest.approx(2.0)
     assert got["ci_low"] == pytest.approx(2.0 - 4.303 / 3 ** 0.5)
     assert got["ci_high"] == pytest.approx(2.0 + 4.303 / 3 ** 0.5)
+    clipped = mean_interval([0.0, 1.0, 1.0], bounds=(0.0, 1.0))
+    assert clipped["ci_low"] == 0.0 and clipped["ci_high"] == 1.0
     assert mean_interval([5.0]) == {"mean": 5.0, "ci_low": 5.0, "ci_high": 5.0, "values": [5.0]}
     with pytest.raises(ValueError, match="at least one"):
         mean_interval([])

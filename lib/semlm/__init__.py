@@ -14,3 +14,9 @@ import logging as _logging
 # optional `kernels` package (a hub download) is absent. It falls back to its own kernel,
 # so the message is noise in every notebook; silence that one logger only.
 _logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(_logging.ERROR)
+
+import warnings as _warnings
+
+# transformers imports tqdm.auto, which in a Jupyter kernel without ipywidgets warns that it
+# falls back to text bars. Our bars are off in rendered chapters anyway (TQDM_DISABLE).
+_warnings.filterwarnings("ignore", message="IProgress not found")

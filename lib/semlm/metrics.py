@@ -156,11 +156,12 @@ def t_quantile_975(df: int) -> float:
     return _T975[df - 1] if df <= len(_T975) else 1.959964
 
 
-def mean_interval(values: Sequence[float]) -> dict:
+def mean_interval(values: Sequence[float], bounds: tuple[float, float] | None = None) -> dict:
     """Mean and two-sided 95% Student-t interval of independent replicates (e.g. seeds).
 
     Returns ``{mean, ci_low, ci_high, values}``; with one value the interval is that value
-    (no spread can be estimated), which the book reports as n = 1.
+    (no spread can be estimated), which the book reports as n = 1. ``bounds`` clips the
+    interval to the range the quantity can take (``(0, 1)`` for an accuracy).
     """
     values = [float(v) for v in values]
     if not values:
@@ -171,4 +172,7 @@ def mean_interval(values: Sequence[float]) -> dict:
         return {"mean": mean, "ci_low": mean, "ci_high": mean, "values": values}
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = t_quantile_975(n - 1) * sd / math.sqrt(n)
-    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "values": values}
+    low, high = mean - half, mean + half
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return {"mean": mean, "ci_low": low, "ci_high": high, "values": values}

@@ -170,3 +170,38 @@ def plot_ood_sweep(frame: pd.DataFrame, reference: float, paper: Mapping[str, fl
            title="out-of-distribution control")
     ax.legend(frameon=False, fontsize=8)
     return fig
+
+
+def plot_seed_intervals(frame: pd.DataFrame, title: str = "", references: Mapping[str, Mapping[str, float]] | None = None):
+    """One panel per metric: each seed as a dot and the mean with its 95% interval as a bar.
+
+    ``frame`` has columns metric, row (y label, e.g. "causal / fusion"), seed, value, mean,
+    ci_low, ci_high. ``references`` maps a label (e.g. "paper", "causal floor") to
+    {metric: value}, drawn as vertical lines.
+    """
+    metrics = list(dict.fromkeys(frame["metric"]))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 0.45 * frame["row"].nunique() + 1.6),
+                             sharey=True, squeeze=False)
+    styles = {"paper": ("#d62728", "--"), "causal floor": ("0.2", ":")}
+    for ax, metric in zip(axes[0], metrics):
+        rows = frame[frame["metric"] == metric]
+        order = list(dict.fromkeys(rows["row"]))
+        y = {name: i for i, name in enumerate(order)}
+        summary = rows.drop_duplicates("row")
+        ax.errorbar(summary["mean"], [y[r] for r in summary["row"]],
+                    xerr=[summary["mean"] - summary["ci_low"], summary["ci_high"] - summary["mean"]],
+                    fmt="o", color="black", capsize=3, ms=5, label="mean, 95% CI")
+        ax.scatter(rows["value"], [y[r] + 0.18 for r in rows["row"]], s=12, color=PALETTE["fusion"], alpha=0.7,
+                   label="one seed")
+        for label, values in (references or {}).items():
+            if metric in values and values[metric] is not None and np.isfinite(values[metric]):
+                color, ls = styles.get(label, ("0.5", "-."))
+                ax.axvline(values[metric], color=color, ls=ls, lw=1, label=label)
+        ax.set_yticks(range(len(order)), order)
+        ax.invert_yaxis()
+        ax.set(xlabel=metric, title=metric)
+    axes[0][-1].legend(frameon=False, fontsize=7, loc="best")
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    return fig

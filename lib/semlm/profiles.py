@@ -50,11 +50,11 @@ def check_parameters(**params) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"parameter seed must be a non-negative int, got {value!r} ({type(value).__name__}); "
                                  f"pass e.g. -p seed 111")
-        elif name == "workers":
+        elif name in ("workers", "n_seeds"):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"parameter workers must be an int >= 1, got {value!r}")
+                raise ValueError(f"parameter {name} must be an int >= 1, got {value!r}")
         else:
-            raise ValueError(f"unknown parameter {name!r}; notebooks take profile, seed and workers")
+            raise ValueError(f"unknown parameter {name!r}; notebooks take profile, seed, workers and n_seeds")
 
 
 def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
