@@ -83,6 +83,39 @@ def test_html_has_every_chapter_and_renders_math_offline(built):
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
 
 
+def test_built_site_has_no_broken_internal_links(built):
+    from semlm.sitecheck import broken_internal_links
+
+    assert broken_internal_links(built / "html") == []
+
+
+@pytest.mark.parametrize("page", ["index.html", "notebooks/02_fusion_training.html", "notebooks/99_reproducibility_report.html"])
+def test_pages_render_in_a_browser_with_math_typeset_and_images_loaded(built, chromium, page):
+    from semlm.sitecheck import render_check
+
+    report = render_check(built / "html" / page, chromium)
+    assert report.get("error") is None, report
+    assert report["raw_tex"] == [], report
+    assert report["broken_images"] == [], report
+    assert report["js_errors"] == [], report
+    if page.endswith("02_fusion_training.html"):
+        assert report["math_rendered"] > 0 and report["images"] > 0
+
+
+def test_report_judges_every_claim_from_this_build(built):
+    from semlm.claims import CLAIMS, STATUSES
+
+    report = json.loads((built / "metrics" / "report.json").read_text())
+    claims = {c["id"]: c for c in report["claims"]}
+    assert set(claims) == {c.id for c in CLAIMS}
+    assert all(c["status"] in STATUSES and c["reason"] for c in claims.values())
+    assert claims["A-T1-ppl-fusion"]["status"] == "not meaningful as published"
+    assert claims["A-T2-adj"]["status"] == "reproduced"
+    manifest = report["manifest"]
+    assert {"01_feature_bank", "04_leakage_audit"} <= set(manifest["chapters"])
+    assert manifest["hardware"]["CPU"] and manifest["packages"]["torch"]
+
+
 def test_wrong_parameter_type_fails_with_one_clear_error(tmp_path):
     notebook = jupytext.read(REPO_ROOT / "notebooks" / "01_feature_bank.py")
     source = tmp_path / "01.ipynb"

@@ -281,9 +281,31 @@ def build_html(build_dir: Path) -> Path:
     if result.returncode != 0:
         raise BookError(f"jupyter-book build failed: {_last_meaningful_line(output_text)} (full log: {_show(log)})")
     print(f"jupyter-book: {_warning_count(output_text)} warning(s) (log: {_show(log)})")
+    drop_duplicate_inline_scripts(output / "_build" / "html")
     html = build_dir / "html"
     _swap_in(output / "_build" / "html", html)
     return html / "index.html"
+
+
+def drop_duplicate_inline_scripts(html_dir: Path) -> int:
+    """Remove repeated identical inline ``<script>`` lines from every page; returns how many went.
+
+    Jupyter Book 1.0.4 emits sphinx-thebe's ``const THEBE_JS_URL = ...`` script twice per page,
+    so every page raised "Identifier 'THEBE_JS_URL' has already been declared" in the browser.
+    """
+    removed = 0
+    for page in Path(html_dir).rglob("*.html"):
+        seen, kept, changed = set(), [], False
+        for line in page.read_text(encoding="utf-8").splitlines(keepends=True):
+            key = line.strip()
+            if key.startswith("<script>") and key.endswith("</script>") and key in seen:
+                removed, changed = removed + 1, True
+                continue
+            seen.add(key)
+            kept.append(line)
+        if changed:
+            page.write_text("".join(kept), encoding="utf-8")
+    return removed
 
 
 def _last_meaningful_line(log: str) -> str:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .data.paths import REPO_ROOT
 
-PACKAGES = ("torch", "transformers", "numpy", "pandas", "matplotlib", "seaborn", "papermill", "jupyter-book")
+PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "peft", "bitsandbytes", "accelerate", "numpy", "pandas",
+            "matplotlib", "seaborn", "papermill", "jupyter-book")
 
 
 def metrics_dir() -> Path:
@@ -68,6 +69,35 @@ class ChapterTimer:
         return time.perf_counter() - self.start
 
 
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux ``/proc/cpuinfo``), else ``platform.processor()``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def gpu_name() -> str | None:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except Exception:  # a broken CUDA install must not stop a chapter from writing its record
+        return None
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process and of its finished children (worker pools), MiB."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, children) / 1024, 1)  # Linux reports KiB
+
+
 def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers: dict, wall_seconds: float,
                           directory: str | Path | None = None) -> Path:
     """Write ``<chapter>.json`` atomically (a crash never leaves a half-written file)."""
@@ -82,6 +112,9 @@ def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers: dict, 
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "gpu": gpu_name(),
+        "peak_memory_mb": peak_memory_mb(),
         "packages": package_versions(),
         **_clean(numbers),
     }
@@ -90,3 +123,38 @@ def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers: dict, 
     tmp.write_text(json.dumps(record, indent=2, sort_keys=False))
     tmp.replace(path)
     return path
+
+
+def load_metrics(directory: str | Path | None = None) -> dict[str, dict]:
+    """Every chapter record in the metrics directory, ``{chapter: record}`` (the report's input)."""
+    directory = Path(directory) if directory is not None else metrics_dir()
+    records = {}
+    for path in sorted(directory.glob("*.json")):
+        if path.stem == "report":
+            continue
+        try:
+            records[path.stem] = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); re-run that chapter to rewrite it") from None
+    return records
+
+
+def chapter_parameters(notebooks_dir: str | Path | None = None) -> dict[str, dict[str, object]]:
+    """The papermill parameters of every chapter with their defaults, read from the notebooks'
+    ``parameters`` cells (so the re-run page can never disagree with the notebooks)."""
+    import ast
+
+    import jupytext
+
+    notebooks_dir = Path(notebooks_dir) if notebooks_dir is not None else REPO_ROOT / "notebooks"
+    out = {}
+    for path in sorted(notebooks_dir.glob("[0-9][0-9]_*.py")):
+        notebook = jupytext.read(path)
+        cells = [c for c in notebook.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+        params = {}
+        for cell in cells:
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    params[node.targets[0].id] = ast.literal_eval(node.value)
+        out[path.stem] = params
+    return out
