@@ -186,12 +186,20 @@ def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
     try:
         papermill.execute_notebook(str(source), str(running), parameters={"profile": profile},
                                    kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT),
-                                   progress_bar=False, log_output=False, config=Config(ENCRYPTED_KERNEL))
+                                   progress_bar=_cell_progress(chapter), log_output=False, config=Config(ENCRYPTED_KERNEL))
     except Exception as exc:  # a failing cell, or a kernel that died or never started
         partial = _keep_partial(running, failed)
         raise BookError(f"chapter {chapter} failed: {_describe(exc)}{partial}") from exc
     failed.unlink(missing_ok=True)
     return running.replace(executed / f"{chapter}.ipynb")
+
+
+def _cell_progress(chapter: str):
+    """A cells-executed bar on a terminal (how far along a long chapter is); nothing in logs.
+    ``disable=False`` is explicit because the runner sets TQDM_DISABLE for the kernels' bars."""
+    if not sys.stderr.isatty():
+        return False
+    return {"desc": f"  {chapter}", "disable": False, "leave": False, "dynamic_ncols": True}
 
 
 def _describe(exc: Exception) -> str:
@@ -372,15 +380,17 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
 
 
 def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir: Path) -> None:
-    """Execute one chapter, printing ``[i/n] chapter ... ok (12.3 s)``."""
-    print(f"[{number}/{total}] {chapter} ...", end=" ", flush=True)
+    """Execute one chapter, printing ``[i/n] chapter ... ok (12.3 s)`` (on a terminal with a cell bar below)."""
+    label = f"[{number}/{total}] {chapter}"
+    terminal = sys.stderr.isatty()
+    print(f"{label} ...", end="\n" if terminal else " ", flush=True)
     start = time.perf_counter()
     try:
         execute_chapter(chapter, profile, build_dir)
     except BookError:
-        print(f"FAILED ({time.perf_counter() - start:.1f} s)", flush=True)
+        print(f"{label + ' ' if terminal else ''}FAILED ({time.perf_counter() - start:.1f} s)", flush=True)
         raise
-    print(f"ok ({time.perf_counter() - start:.1f} s)", flush=True)
+    print(f"{label + ' ' if terminal else ''}ok ({time.perf_counter() - start:.1f} s)", flush=True)
 
 
 class _Parser(argparse.ArgumentParser):
