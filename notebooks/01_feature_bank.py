@@ -174,6 +174,15 @@ pd.Series(prefix_change, name="largest change above the dashed line")
 # The same check runs over random sentences and every cut point in the test suite
 # (`tests/test_features.py`), and over the model's logits in `tests/test_causality.py`.
 
+# %% [markdown]
+# ## Key numbers
+
+# %%
+pd.Series({"features per token": fuzzy.NUM_FEATURES,
+           "largest change before the edit, causal featurizer": prefix_change["causal featurizer"],
+           "largest change before the edit, published featurizer": prefix_change["published featurizer (reads the future)"]},
+          name="value").to_frame()
+
 # %%
 write_chapter_metrics(
     "01_feature_bank", profile, seed,

@@ -248,6 +248,14 @@ sensitivity_table.to_frame().style.format("{:.3g}")
 # test suite checks the same property on untrained models of both kinds
 # (`tests/test_causality.py`).
 
+# %% [markdown]
+# ## Key numbers
+
+# %%
+pd.DataFrame({(SETTING_LABELS[s], k): {"PPL": r.metrics["ppl"], "seen-only PPL": r.metrics["ppl_seen_only"],
+                                       "max |Δ logit| from the future": sensitivity[(s, k)]}
+              for s, by_kind in runs.items() for k, r in by_kind.items()}).T.round(4)
+
 # %%
 numbers = {}
 for setting, by_kind in runs.items():

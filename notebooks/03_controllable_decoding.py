@@ -229,6 +229,15 @@ generations_per_second = N / min(times[1:])
 glue("gen_per_s", generations_per_second, display=False)
 print(f"{N} hard-controlled sentences in {min(times[1:]):.3f} s ({generations_per_second:.0f} per second)")
 
+# %% [markdown]
+# ## Key numbers (causal fusion model, N = 200 per request)
+
+# %%
+pd.DataFrame({cls: {"hard adjective / punctuation": f"{hard_scores[('causal', cls)]['adj_acc']['value']:.2f} / "
+                                                     f"{hard_scores[('causal', cls)]['punct_acc']['value']:.2f}",
+                    "soft adjective / punctuation": f"{soft[cls]['adj_acc']['value']:.2f} / {soft[cls]['punct_acc']['value']:.2f}",
+                    "held-out hit rate": f"{ood[('causal', cls)]['value']:.2f}"} for cls in ("pos", "neg")}).T
+
 # %%
 def as_metrics(p):
     return {"value": p["value"], "ci_low": p["ci_low"], "ci_high": p["ci_high"], "n": p["n"]}
