@@ -71,6 +71,16 @@ def test_chapters_write_metrics_with_provenance(built):
     # the corpus alone says no causal model goes below these; the causal models must not
     assert audit["table1"]["causal"]["fusion"]["ppl_seen_only"]["mean"] > audit["floors"]["ppl_seen_only"]
     assert record["published"]["fusion"]["future_sensitivity"] > 1e-3
+    idea = json.loads((built / "metrics" / "06_idea_gating.json").read_text())
+    assert {"val_ppl"} <= set(idea["baseline"]) and {"val_ppl", "val_ppl_ungated"} <= set(idea["gated"])
+    assert idea["step_time_ratio"] > 0 and idea["dataset"] == "wikitext-2"
+    for name, by_model in idea["domains"].items():
+        for model in ("baseline", "gated"):
+            assert {"stickiness", "unique_density", "distinct_2"} <= set(by_model[model]), (name, model)
+    sweeps = json.loads((built / "metrics" / "07_xray_and_sweeps.json").read_text())
+    assert {"alpha", "beta", "k"} <= set(sweeps["sweeps"])
+    assert [row["alpha"] for row in sweeps["sweeps"]["alpha"]] == [0.0, 0.25, 0.5, 0.75]
+    assert all({"boosted", "suppressed"} <= set(x) for x in sweeps["xray"].values())
 
 
 def test_html_has_every_chapter_and_renders_math_offline(built):

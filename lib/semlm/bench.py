@@ -76,6 +76,7 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         "generation": generation,
         "generations_per_second": generation["generations_per_second"],
     }
+    record["idea"] = run_idea_benchmark(profile, seed, threads=1)
     write_chapter_metrics("bench", profile, seed, record, wall)
     return record
 
@@ -102,9 +103,98 @@ def main(argv: list[str] | None = None) -> int:
     gen = record["generation"]
     print(f"controlled generation: {gen['sentences']} sentences in {gen['seconds']:.3f} s "
           f"({gen['generations_per_second']:.0f}/s; target <= {GENERATION_TARGET_SECONDS:.0f} s)")
+    idea = record["idea"]
+    print(f"idea-gated GPT ({args.profile}): step time ratio {idea['step_time_ratio']:.2f} (target <= 1.25), "
+          f"generation time ratio {idea['generation_time_ratio']:.2f} (target <= 1.1)")
     print(json.dumps(record, indent=2))
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- paper B: idea-gated GPT (chapter 6) ---------------------------------------------------------
+
+IDEA_STEP_TARGET, IDEA_GENERATION_TARGET = 1.25, 1.1
+
+
+def _best_time(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 8, repeats: int = 3,
+                       threads: int | None = None) -> dict:
+    """Gated / plain GPT time ratios at ``profile`` size: one training step (loss, backward, AdamW) and
+    ``generate()`` of a batch (idea gate inside the forward). Random weights and token ids: the cost of a
+    step does not depend on what the model has learnt. Targets: step <= 1.25, generation <= 1.1.
+    On CUDA it also reports training tokens/s with bf16 autocast and an estimate of model FLOPs utilisation
+    (6 x parameters x tokens per second over the device's dense bf16 peak, if known).
+    """
+    from .idea_experiment import TokenBlocks, autocast_for, idea_loss_fn, idea_profile, model_config
+    from .models.idea import IdeaGPTForCausalLM, parameter_count
+
+    config = idea_profile(profile, seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    previous = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        V, L, K, B = config.vocab_size, config.size.block_size, config.idea.window, config.train.batch_size
+        g = torch.Generator().manual_seed(seed)
+        blocks = TokenBlocks.from_stream(torch.randint(0, V, ((steps + 1) * B * L + K,), generator=g), L, K)
+        blocks.device = device
+        batches = list(blocks.batches(B))[:steps]
+        prompt = torch.randint(0, V, (16, 8), generator=g).to(device)
+        record = {"profile": profile, "device": device, "threads": torch.get_num_threads(), "vocab_size": V,
+                  "block_size": L, "batch_size": B}
+        for name, idea in (("plain", False), ("gated", True)):
+            torch.manual_seed(seed)
+            model = IdeaGPTForCausalLM(model_config(config, V, idea)).to(device)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            loss_fn = idea_loss_fn(config.idea, list(range(18)), idea, steps_done=10**6)
+
+            def train_steps():
+                model.train()
+                for batch in batches:
+                    loss, _ = loss_fn(model, batch)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                if device == "cuda":
+                    torch.cuda.synchronize()
+
+            def generate():
+                model.eval()
+                with torch.no_grad(), autocast_for(device):
+                    model.generate(prompt, max_new_tokens=32, do_sample=False, use_cache=False,
+                                   pad_token_id=0, eos_token_id=None)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+
+            step_seconds = _best_time(train_steps, repeats) / steps
+            record[name] = {"parameters": parameter_count(model), "step_seconds": step_seconds,
+                            "generate_seconds": _best_time(generate, repeats),
+                            "train_tokens_per_second": B * L / step_seconds}
+        record["step_time_ratio"] = record["gated"]["step_seconds"] / record["plain"]["step_seconds"]
+        record["generation_time_ratio"] = record["gated"]["generate_seconds"] / record["plain"]["generate_seconds"]
+        record["targets"] = {"step_time_ratio": IDEA_STEP_TARGET, "generation_time_ratio": IDEA_GENERATION_TARGET}
+        record["meets_targets"] = {"step_time_ratio": record["step_time_ratio"] <= IDEA_STEP_TARGET,
+                                   "generation_time_ratio": record["generation_time_ratio"] <= IDEA_GENERATION_TARGET}
+        if device == "cuda":
+            peak = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+            name = torch.cuda.get_device_name()
+            flops = next((v for k, v in peak.items() if k in name), None)
+            record["device_name"] = name
+            for kind in ("plain", "gated"):
+                achieved = 6 * record[kind]["parameters"] * record[kind]["train_tokens_per_second"]
+                record[kind]["model_flops_utilisation"] = achieved / flops if flops else None
+        return record
+    finally:
+        torch.set_num_threads(previous)

@@ -111,7 +111,9 @@ def chapter_environment(build_dir: Path, allow_downloads: bool):
     if data_dir:
         # The kernels run in the repository root, not in the caller's cwd.
         updates["SEMLM_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
-    if not allow_downloads:
+    if allow_downloads:
+        updates["SEMLM_ALLOW_DOWNLOADS"] = "1"  # the loaders' own opt-in (WikiText-103, FineWeb-Edu, Mistral)
+    else:
         updates.update(dict.fromkeys(OFFLINE_VARS, "1"))
     # Progress bars are for people watching a run; in a rendered page they are noise.
     updates["TQDM_DISABLE"] = "1"

@@ -176,3 +176,62 @@ def mean_interval(values: Sequence[float], bounds: tuple[float, float] | None = 
     if bounds is not None:
         low, high = max(low, bounds[0]), min(high, bounds[1])
     return {"mean": mean, "ci_low": low, "ci_high": high, "values": values}
+
+
+# --- domain retention and diversity (paper B, Section 5; the authors' evaluation script) -------
+
+def words_of(text: str) -> list[str]:
+    """Lower-cased words of a generation: letters, digits and inner hyphens/apostrophes; WikiText's
+    `` @-@ `` hyphen marker is joined back first."""
+    import re
+
+    text = text.replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".")
+    return re.findall(r"[a-z0-9]+(?:[-'][a-z0-9]+)*", text.lower())
+
+
+def content_words(words: Sequence[str], stopwords: Iterable[str]) -> list[str]:
+    stop = set(stopwords)
+    return [w for w in words if w not in stop]
+
+
+def stickiness(words: Sequence[str], domain_terms: Iterable[str], stopwords: Iterable[str]) -> float:
+    """Domain-word hits / content words (stopwords removed); NaN if there are no content words."""
+    content = content_words(words, stopwords)
+    terms = set(domain_terms)
+    return sum(w in terms for w in content) / len(content) if content else float("nan")
+
+
+def unique_domain_density(words: Sequence[str], domain_terms: Iterable[str]) -> float:
+    """Distinct domain terms per 100 words (NaN for an empty text)."""
+    terms = set(domain_terms)
+    return 100.0 * len({w for w in words if w in terms}) / len(words) if words else float("nan")
+
+
+def distinct_n(tokens: Sequence, n: int = 2) -> float:
+    """Distinct n-grams / n-grams of one text (NaN when shorter than n)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else float("nan")
+
+
+def repetition_rate(tokens: Sequence, n: int = 4) -> float:
+    """Share of n-grams of a text that already occurred earlier in it (0 = no repeats, near 1 = a loop)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    seen, repeats, total = set(), 0, 0
+    for i in range(len(tokens) - n + 1):
+        gram = tuple(tokens[i:i + n])
+        repeats += gram in seen
+        total += 1
+        seen.add(gram)
+    return repeats / total if total else float("nan")
+
+
+def summarise(values: Sequence[float]) -> dict:
+    """``mean_interval`` of the finite values (NaNs, e.g. empty texts, are dropped and counted)."""
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not finite:
+        return {"mean": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n": 0}
+    out = mean_interval(finite)
+    return {"mean": out["mean"], "ci_low": out["ci_low"], "ci_high": out["ci_high"], "n": len(finite)}

@@ -205,3 +205,149 @@ def plot_seed_intervals(frame: pd.DataFrame, title: str = "", references: Mappin
         fig.suptitle(title, fontweight="bold")
     fig.tight_layout()
     return fig
+
+
+def plot_sst2_control(frame: pd.DataFrame):
+    """Control accuracy on real text with 95% intervals; ``frame``: request, mode, series, value, low, high.
+
+    One panel per request (pos / neg); bars per decoding mode, one colour per series
+    (model and judge, e.g. "fusion, VADER").
+    """
+    requests = list(dict.fromkeys(frame["request"]))
+    fig, axes = plt.subplots(1, len(requests), figsize=(5.6 * len(requests), 3.6), sharey=True, squeeze=False)
+    for ax, request in zip(axes[0], requests):
+        rows = frame[frame["request"] == request]
+        modes, series = list(dict.fromkeys(rows["mode"])), list(dict.fromkeys(rows["series"]))
+        width = 0.8 / len(series)
+        for j, name in enumerate(series):
+            part = rows[rows["series"] == name].set_index("mode").reindex(modes)
+            x = np.arange(len(modes)) + (j - (len(series) - 1) / 2) * width
+            error = np.vstack([part["value"] - part["low"], part["high"] - part["value"]])
+            ax.bar(x, part["value"], width, yerr=error, capsize=3, label=name,
+                   color=sns.color_palette("Paired")[j % 12])
+        ax.set_xticks(np.arange(len(modes)), modes)
+        ax.set(ylim=(0, 1.02), xlabel="control", ylabel="share judged as requested",
+               title=f"requested polarity: {request}")
+    axes[0][-1].legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+# --- paper B: idea-gated Transformer (chapters 6 and 7) ----------------------------------------
+
+IDEA_PALETTE = {"baseline": "#7f7f7f", "gated": "#2ca02c", "gated (ungated logits)": "#98df8a", "paper": "#d62728"}
+
+
+def plot_gate_curves(alphas: Sequence[float] = (0.25, 0.5, 1.0), beta: float = -2.0, eps: float = 1e-8):
+    """The additive gate against the idea probability p, both published variants, for a few alphas."""
+    p = np.logspace(-6, 0, 400)
+    log_p = np.log(p + eps)
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.4), sharey=True)
+    for ax, (variant, title) in zip(axes, (("clamp_then_scale", r"v1: $\alpha\,\max(\log(p+\epsilon), \beta)$"),
+                                           ("scale_then_clamp", r"v2: $\max(\alpha\log(p+\epsilon), \beta)$"))):
+        for alpha in alphas:
+            gate = alpha * np.maximum(log_p, beta) if variant == "clamp_then_scale" else np.maximum(alpha * log_p, beta)
+            ax.plot(p, gate, lw=2, label=rf"$\alpha$ = {alpha}")
+        ax.axhline(beta, color="0.5", ls=":", lw=1)
+        ax.set(xscale="log", xlabel="idea probability p", title=title)
+    axes[0].set_ylabel("added to the token logit")
+    axes[0].legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_idea_curves(curves: Mapping[str, Sequence[float]]):
+    """Validation perplexity per epoch, one line per model (name -> values)."""
+    fig, ax = plt.subplots(figsize=(5.6, 3.4))
+    for name, values in curves.items():
+        ax.plot(np.arange(1, len(values) + 1), values, marker="o", color=IDEA_PALETTE.get(name), label=name)
+    ax.set(xlabel="epoch", ylabel="validation perplexity", title="WikiText validation perplexity")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def plot_domain_retention(frame: pd.DataFrame, metrics: Sequence[str] = ("stickiness", "unique_density", "distinct_2")):
+    """Bars with 95% intervals per domain and model; ``frame``: domain, model, metric, mean, ci_low, ci_high."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.3 * len(metrics), 3.5))
+    axes = np.atleast_1d(axes)
+    models = list(dict.fromkeys(frame["model"]))
+    for ax, metric in zip(axes, metrics):
+        rows = frame[frame["metric"] == metric]
+        domains = list(dict.fromkeys(rows["domain"]))
+        width = 0.8 / max(len(models), 1)
+        for j, model in enumerate(models):
+            sub = rows[rows["model"] == model].set_index("domain").reindex(domains)
+            x = np.arange(len(domains)) + (j - (len(models) - 1) / 2) * width
+            err = np.vstack([sub["mean"] - sub["ci_low"], sub["ci_high"] - sub["mean"]]).clip(min=0)
+            ax.bar(x, sub["mean"], width, yerr=err, capsize=2, color=IDEA_PALETTE.get(model), label=model)
+        ax.set_xticks(np.arange(len(domains)), domains, rotation=30)
+        ax.set(title=metric.replace("_", " "), ylabel="")
+    axes[0].legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_xray(xrays: Sequence[Mapping], top: int = 8):
+    """Change in log-probability (nats) of the tokens the gate boosts (green) and suppresses (red), per prompt."""
+    fig, axes = plt.subplots(1, len(xrays), figsize=(3.6 * len(xrays), 3.8), squeeze=False)
+    for ax, xr in zip(axes[0], xrays):
+        rows = list(xr["boosted"][:top]) + list(reversed(xr["suppressed"][:top]))
+        labels = [repr(r["token"]) for r in rows]
+        values = [r["delta_logprob"] for r in rows]
+        colours = ["#2ca02c" if v >= 0 else "#d62728" for v in values]
+        ax.barh(np.arange(len(rows)), values, color=colours)
+        ax.set_yticks(np.arange(len(rows)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.axvline(0, color="0.3", lw=0.8)
+        ax.set(xlabel=r"$\Delta \log p$ (gated - ungated)", title=xr["prompt"].strip()[:28] + "...")
+        ax.title.set_fontsize(8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sweep(frame: pd.DataFrame, x: str, metrics: Sequence[str], title: str = ""):
+    """One panel per metric against the swept parameter; ``frame`` has columns x, <metric>, and optionally
+    <metric>_low / <metric>_high for a 95% interval."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 3.0))
+    axes = np.atleast_1d(axes)
+    for ax, metric in zip(axes, metrics):
+        ax.plot(frame[x], frame[metric], marker="o", color=IDEA_PALETTE["gated"])
+        if f"{metric}_low" in frame:
+            ax.fill_between(frame[x], frame[f"{metric}_low"], frame[f"{metric}_high"], color=IDEA_PALETTE["gated"], alpha=0.2)
+        ax.set(xlabel=x, title=metric.replace("_", " "))
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    return fig
+
+
+def plot_loops(frame: pd.DataFrame):
+    """Repetition rate (mean, 95% interval) under greedy decoding against alpha, with and without the mitigation;
+    ``frame``: alpha, decoder, mean, ci_low, ci_high."""
+    fig, ax = plt.subplots(figsize=(5.6, 3.4))
+    for name, rows in frame.groupby("decoder", sort=False):
+        line, = ax.plot(rows["alpha"], rows["mean"], marker="o", label=name)
+        ax.fill_between(rows["alpha"], rows["ci_low"], rows["ci_high"], color=line.get_color(), alpha=0.15)
+    ax.set(xlabel=r"gate strength $\alpha$", ylabel="repeated 4-grams (share)", ylim=(-0.02, 1.02),
+           title="greedy decoding: repetition loops")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+# --- paper B, LoRA on a frozen backbone (chapter 8) ---------------------------------------------
+
+LORA_STYLE = {"nf4": "-", "none": "--"}
+
+
+def plot_lora_curves(frame: pd.DataFrame):
+    """Validation perplexity against the optimiser step; ``frame``: model (baseline / gated), quantization, step, val_ppl.
+
+    Colours follow the idea-gating chapters, line style the quantisation (solid NF4, dashed float32).
+    """
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for (model, quantization), rows in frame.groupby(["model", "quantization"], sort=False):
+        ax.plot(rows["step"], rows["val_ppl"], marker="o", ms=3, ls=LORA_STYLE.get(quantization, "-"),
+                color=IDEA_PALETTE.get(model), label=f"{model}, {'NF4' if quantization == 'nf4' else 'float32'}")
+    ax.set(xlabel="optimiser step", ylabel="validation perplexity", title="LoRA on the frozen backbone: FineWeb-Edu")
+    ax.legend(frameon=False, fontsize=8)
+    return fig

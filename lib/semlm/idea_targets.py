@@ -1,0 +1,146 @@
+"""Idea-head targets and loss (paper B, Section 3: the bag-of-words objective).
+
+For position t the idea head predicts *which* tokens occur among the next K tokens
+(not their order): the target is the multi-hot vector
+
+    y_idea[t, v] = 1  if v in {x_{t+1}, ..., x_{t+K}}                         (bag of the window)
+
+built from the ``future`` ids of a block, ``future[:, j] = x_{j+1}``, which may run past the
+block by up to K - 1 tokens (as in the authors' data pipeline) and is padded with
+``PAD_ID = -1`` where the text ends. Everything is one ``unfold`` + ``scatter`` on the batch:
+no Python loop over positions.
+
+Stopword masking: the columns of very frequent tokens ("the", ",", ".") are set to zero in the
+target, so the head does not spend its capacity predicting them and the gate does not reward
+them. The ids come either from an explicit list or from the N most frequent training tokens
+(:func:`top_frequent_ids`; the paper says "top-N", the authors' v1 code lists 18 tokens).
+
+The loss is BCE with logits, optionally with ``pos_weight`` on the rare positives, and
+either summed over the vocabulary and averaged over positions (authors' v1, weight 0.01) or
+averaged over both (v2, weight 0.1).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+PAD_ID = -1
+REDUCTIONS: tuple[str, ...] = ("sum_vocab", "mean")
+
+
+def top_frequent_ids(token_ids: torch.Tensor, n: int, exclude: Iterable[int] = ()) -> list[int]:
+    """The ``n`` most frequent ids of ``token_ids`` (ties broken by the smaller id), skipping ``exclude``."""
+    if n < 0:
+        raise ValueError(f"number of stopwords must be >= 0, got {n}")
+    ids = token_ids[token_ids >= 0].flatten()
+    exclude = [i for i in exclude if i >= 0]
+    counts = torch.bincount(ids, minlength=max(exclude, default=-1) + 1)
+    if exclude:
+        counts[exclude] = 0
+    # stable sort on -count keeps the smaller id first among equal counts (deterministic)
+    order = torch.sort(-counts, stable=True).indices
+    order = order[counts[order] > 0]
+    return order[:n].tolist()
+
+
+def idea_targets(future: torch.Tensor, window: int, vocab_size: int,
+                 stopword_ids: Sequence[int] | torch.Tensor = (), length: int | None = None) -> torch.Tensor:
+    """Multi-hot bags ``[B, L, V]`` of the next ``window`` tokens for each of ``length`` positions.
+
+    ``future``: [B, T] ids with ``future[:, j]`` the (j+1)-th next token of position 0, i.e. the
+    next-token targets continued past the block; ``PAD_ID`` marks "no token". ``length``
+    defaults to ``T - window + 1`` (every position sees a full window); positions near the end
+    of ``future`` get truncated windows. Stopword columns are zero.
+    """
+    if window < 1:
+        raise ValueError(f"window K must be >= 1, got {window}")
+    if future.dim() != 2:
+        raise ValueError(f"future must be [batch, time], got shape {tuple(future.shape)}")
+    B, T = future.shape
+    length = T - window + 1 if length is None else length
+    if not 1 <= length <= T:
+        raise ValueError(f"length must be in 1..{T} for future of length {T}, got {length}")
+    if future.numel() and (future.max() >= vocab_size or future.min() < PAD_ID):
+        raise ValueError(f"future ids must be in [0, {vocab_size}) or {PAD_ID} (padding)")
+    need = length + window - 1
+    padded = F.pad(future, (0, max(0, need - T)), value=PAD_ID)[:, :need]
+    windows = padded.unfold(1, window, 1)                      # [B, L, K]
+    index = torch.where(windows == PAD_ID, vocab_size, windows)  # padding goes to a spare column
+    bags = torch.zeros(B, length, vocab_size + 1, device=future.device)
+    bags.scatter_(2, index, 1.0)
+    bags = bags[..., :vocab_size]
+    stop = torch.as_tensor(stopword_ids, dtype=torch.long, device=future.device)
+    if stop.numel():
+        bags[..., stop] = 0.0
+    return bags
+
+
+def idea_bce(idea_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
+             pos_weight: float | None = None, reduction: str = "sum_vocab") -> torch.Tensor:
+    """BCE-with-logits of the idea head against multi-hot targets.
+
+    ``mask`` [B, L] marks the positions that count (all by default). ``reduction``:
+    ``"sum_vocab"`` sums over the vocabulary and averages over positions (authors' v1);
+    ``"mean"`` averages over both (v2).
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
+    if idea_logits.shape != targets.shape:
+        raise ValueError(f"idea logits {tuple(idea_logits.shape)} and targets {tuple(targets.shape)} differ in shape")
+    weight = None if pos_weight is None else torch.tensor(float(pos_weight), device=idea_logits.device)
+    per_entry = F.binary_cross_entropy_with_logits(idea_logits.float(), targets.float(), pos_weight=weight,
+                                                   reduction="none")
+    per_position = per_entry.sum(-1) if reduction == "sum_vocab" else per_entry.mean(-1)
+    if mask is None:
+        return per_position.mean()
+    mask = mask.to(per_position.dtype)
+    return (per_position * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+def window_ids(future: torch.Tensor, window: int, length: int,
+               stopword_ids: Sequence[int] | torch.Tensor = ()) -> torch.Tensor:
+    """The distinct non-stopword ids of each position's window, as ``[B, L, K]`` with ``PAD_ID`` elsewhere.
+
+    The sparse form of :func:`idea_targets`: ``idea_targets(...)[b, t, v] == 1`` exactly when
+    ``v`` is in ``window_ids(...)[b, t]``. A repeated id in a window is kept once.
+    """
+    if window < 1:
+        raise ValueError(f"window K must be >= 1, got {window}")
+    B, T = future.shape
+    need = length + window - 1
+    padded = F.pad(future, (0, max(0, need - T)), value=PAD_ID)[:, :need]
+    windows = padded.unfold(1, window, 1).sort(dim=-1).values          # [B, L, K], pads first
+    repeated = torch.zeros_like(windows, dtype=torch.bool)
+    repeated[..., 1:] = windows[..., 1:] == windows[..., :-1]
+    stop = torch.as_tensor(stopword_ids, dtype=torch.long, device=future.device)
+    drop = repeated | (torch.isin(windows, stop) if stop.numel() else torch.zeros_like(repeated))
+    return windows.masked_fill(drop, PAD_ID)
+
+
+def idea_bce_sparse(idea_logits: torch.Tensor, positives: torch.Tensor, mask: torch.Tensor | None = None,
+                    pos_weight: float | None = None, reduction: str = "sum_vocab") -> torch.Tensor:
+    """:func:`idea_bce` computed from :func:`window_ids` instead of a dense ``[B, L, V]`` target.
+
+    Per position, BCE summed over the vocabulary is sum_v softplus(z_v) (every token as a negative)
+    plus, for each positive v, w * softplus(-z_v) - softplus(z_v). One elementwise pass over the
+    logits and a gather of K entries, instead of several dense passes: the same value (a test
+    checks it), at a fraction of the cost.
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
+    z = idea_logits.float()
+    w = 1.0 if pos_weight is None else float(pos_weight)
+    negatives = F.softplus(z).sum(-1)                                   # [B, L]
+    valid = positives != PAD_ID
+    z_pos = z.gather(-1, positives.clamp_min(0))                        # [B, L, K]
+    correction = (w * F.softplus(-z_pos) - F.softplus(z_pos)) * valid
+    per_position = negatives + correction.sum(-1)
+    if reduction == "mean":
+        per_position = per_position / z.shape[-1]
+    if mask is None:
+        return per_position.mean()
+    mask = mask.to(per_position.dtype)
+    return (per_position * mask).sum() / mask.sum().clamp_min(1.0)

@@ -1,0 +1,129 @@
+"""The idea-gated GPT: gate laws, causality, transformers round trip and generate() (paper B, Section 3)."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import LogitsProcessorList
+
+from semlm.decoding.idea_gate import ConcentrationDecay, IdeaGateLogitsProcessor
+from semlm.models.idea import GATE_VARIANTS, IdeaGPTConfig, IdeaGPTForCausalLM, idea_gate
+
+
+def tiny(idea=True, **kw):
+    torch.manual_seed(0)
+    config = IdeaGPTConfig(vocab_size=61, n_positions=16, n_embd=24, n_layer=2, n_head=2, dropout=0.0,
+                           idea_head=idea, **kw)
+    return IdeaGPTForCausalLM(config).eval()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-60, 60), min_size=1, max_size=20), st.floats(0, 3), st.floats(-5, -0.01),
+       st.sampled_from(GATE_VARIANTS))
+def test_gate_is_bounded_below_and_nonpositive(z, alpha, beta, variant):
+    gate = idea_gate(torch.tensor(z), alpha, beta, variant)
+    floor = beta if variant == "scale_then_clamp" else alpha * beta
+    assert (gate >= floor - 1e-5).all()
+    assert (gate <= alpha * math.log1p(1e-8) + 1e-6).all()
+
+
+@pytest.mark.parametrize("variant", GATE_VARIANTS)
+def test_gate_is_zero_at_alpha_zero(variant):
+    assert torch.equal(idea_gate(torch.randn(50) * 30, 0.0, -2.0, variant), torch.zeros(50))
+
+
+def test_variants_follow_the_published_formulas():
+    z = torch.linspace(-12, 12, 97)
+    log_p = torch.log(torch.sigmoid(z) + 1e-8)
+    assert torch.allclose(idea_gate(z, 0.5, -2.0, "clamp_then_scale"), 0.5 * log_p.clamp(min=-2.0), atol=1e-6)
+    assert torch.allclose(idea_gate(z, 0.5, -2.0, "scale_then_clamp"), (0.5 * log_p).clamp(min=-2.0), atol=1e-6)
+
+
+def test_unknown_variant_is_rejected():
+    with pytest.raises(ValueError, match="unknown gate variant 'v3'"):
+        idea_gate(torch.zeros(2), 0.5, -2.0, "v3")
+    with pytest.raises(ValueError, match="unknown gate variant"):
+        IdeaGPTForCausalLM(IdeaGPTConfig(vocab_size=10, n_embd=8, n_head=2, n_layer=1, gate_variant="v3"))
+
+
+@pytest.mark.parametrize("variant", GATE_VARIANTS)
+def test_alpha_zero_gives_exactly_the_baseline_head(variant):
+    gated = tiny(gate_variant=variant)
+    baseline = tiny(idea=False)
+    baseline.load_state_dict({k: v for k, v in gated.state_dict().items() if not k.startswith("idea_head")})
+    x = torch.randint(0, 61, (3, 12))
+    out = gated(x, alpha=0.0)
+    assert torch.equal(out.logits, out.token_logits)
+    assert torch.equal(out.logits, baseline(x).logits)
+    assert not torch.equal(gated(x, alpha=0.5).logits, out.logits)
+
+
+def test_prediction_at_t_ignores_tokens_after_t():
+    model = tiny()
+    x = torch.randint(0, 61, (2, 14))
+    changed = x.clone()
+    changed[:, 9:] = (changed[:, 9:] + 7) % 61
+    a, b = model(x), model(changed)
+    for name in ("logits", "token_logits", "idea_logits"):
+        assert torch.allclose(getattr(a, name)[:, :9], getattr(b, name)[:, :9], atol=1e-6), name
+    assert not torch.allclose(a.logits[:, 9:], b.logits[:, 9:])
+
+
+def test_left_padding_does_not_change_the_real_tokens_logits():
+    model = tiny()
+    x = torch.randint(1, 61, (1, 6))
+    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), x], 1)
+    mask = torch.cat([torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 6, dtype=torch.long)], 1)
+    assert torch.allclose(model(padded, attention_mask=mask).logits[:, 3:], model(x).logits, atol=1e-5)
+
+
+def test_token_head_is_tied_and_idea_head_is_not():
+    model = tiny()
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert model.idea_head[2].weight.data_ptr() != model.lm_head.weight.data_ptr()
+    assert [type(m).__name__ for m in model.idea_head] == ["Linear", "ReLU", "Linear"]
+
+
+def test_save_and_from_pretrained_give_identical_logits(tmp_path):
+    model = tiny(alpha=0.7, gate_variant="scale_then_clamp", beta=-1.5)
+    model.save_pretrained(tmp_path)
+    again = IdeaGPTForCausalLM.from_pretrained(tmp_path).eval()
+    assert (again.config.alpha, again.config.gate_variant, again.config.beta) == (0.7, "scale_then_clamp", -1.5)
+    assert again.lm_head.weight is again.transformer.wte.weight
+    x = torch.randint(0, 61, (2, 10))
+    a, b = model(x), again(x)
+    assert torch.equal(a.logits, b.logits) and torch.equal(a.idea_logits, b.idea_logits)
+
+
+def test_generate_runs_with_the_gate_processor_and_matches_the_built_in_gate():
+    model = tiny(alpha=0.5)
+    x = torch.randint(1, 61, (2, 4))
+    built_in = model.generate(x, max_new_tokens=20, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None)
+    gate = IdeaGateLogitsProcessor(model, alpha=0.5)
+    processed = model.generate(x, max_new_tokens=20, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None,
+                               alpha=0.0, logits_processor=LogitsProcessorList([gate]))
+    gate.remove()
+    assert built_in.shape == (2, 24)  # longer than n_positions=16: the model crops its context
+    assert torch.equal(built_in, processed)
+
+
+def test_gate_processor_can_gate_another_model_and_decay_its_strength():
+    idea_model, baseline = tiny(), tiny(idea=False)
+    gate = IdeaGateLogitsProcessor(idea_model, alpha=1.0, decay=ConcentrationDecay(top_k=5, window=8))
+    out = baseline.generate(torch.randint(1, 61, (3, 3)), max_new_tokens=6, do_sample=True, use_cache=False,
+                            pad_token_id=0, eos_token_id=None, logits_processor=LogitsProcessorList([gate]))
+    assert out.shape == (3, 9)
+    assert len(gate.alphas) == 6 and all(((a >= 0) & (a <= 1.0)).all() for a in gate.alphas)
+    with pytest.raises(ValueError, match="needs a model with an idea head"):
+        IdeaGateLogitsProcessor(baseline, alpha=0.5)
+
+
+def test_concentration_is_one_when_the_plan_is_what_was_just_said():
+    decay = ConcentrationDecay(top_k=2, window=4)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    logits = torch.full((1, 10), -5.0)
+    logits[0, [7, 8]] = 5.0
+    assert decay.concentration(ids, logits).item() == 1.0
+    assert decay.strength(0.8, ids, logits).item() == 0.0
