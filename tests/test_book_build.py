@@ -71,6 +71,19 @@ def test_chapters_write_metrics_with_provenance(built):
     # the corpus alone says no causal model goes below these; the causal models must not
     assert audit["table1"]["causal"]["fusion"]["ppl_seen_only"]["mean"] > audit["floors"]["ppl_seen_only"]
     assert record["published"]["fusion"]["future_sensitivity"] > 1e-3
+    sst2 = json.loads((built / "metrics" / "05_sst2.json").read_text())
+    assert sst2["profile"] == "smoke" and sst2["seed"] == 111
+    for setting in ("causal", "published"):
+        for kind in ("baseline", "fusion"):
+            assert sst2[setting][kind]["ppl"] >= 1.0
+    assert sst2["fusion"]["sem_mse"] > 0
+    for mode in ("soft", "hard"):
+        for cls in ("pos", "neg"):
+            assert 0.0 <= sst2["control"][mode][cls]["acc"] <= 1.0
+            assert 0.0 <= sst2["control"][mode][cls]["classifier_acc"] <= 1.0
+    assert sst2["classifier"]["dev_acc"] > 0.65
+    assert sst2["causal"]["fusion"]["future_sensitivity"] < 1e-5
+    assert sst2["feature_leak"]["causal"] == 0.0
     idea = json.loads((built / "metrics" / "06_idea_gating.json").read_text())
     assert {"val_ppl"} <= set(idea["baseline"]) and {"val_ppl", "val_ppl_ungated"} <= set(idea["gated"])
     assert idea["step_time_ratio"] > 0 and idea["dataset"] == "wikitext-2"

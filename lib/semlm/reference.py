@@ -34,3 +34,17 @@ AUTHORS_SCRIPT_RERUN_TABLE1 = {
 PAPER_A_HARD_CONTROL = {"pos": {"adj_acc": 1.0, "punct_acc": 1.0}, "neg": {"adj_acc": 1.0, "punct_acc": 1.0}}
 PAPER_A_OOD_HIT = {"pos": 0.62, "neg": 0.43}
 PAPER_A_OOD_ALPHA = {"pos": 0.97, "neg": 0.85}
+
+
+#: Idea-gated Transformers (Fofadiya, arXiv 2512.03343) and its repository's README (NOTES.md):
+#: validation perplexity of Mistral-7B + LoRA on FineWeb-Edu and the stickiness of its generations
+#: in the authors' domains (other model, corpus and domains than the book's chapters 6 and 7).
+PAPER_B_VAL_PPL = {"baseline": 8.07, "gated": 7.78}
+PAPER_B_STICKINESS = {"chemistry": {"baseline": 0.082, "gated": 0.103}, "hardware": {"baseline": 0.008, "gated": 0.012},
+                      "medicine": {"baseline": 0.039, "gated": 0.048}, "finance": {"baseline": 0.052, "gated": 0.045}}
+
+#: Table 7 (SST-2, validation), published (non-causal) setting.
+PAPER_A_TABLE7 = {
+    "baseline": {"ppl": 3.885},
+    "fusion": {"ppl": 1.111, "sem_mse": 0.0039, "adj_ctrl_acc": 1.00, "punct_ctrl_acc": 1.00},
+}
