@@ -1,6 +1,7 @@
 """The whole book builds with the smoke profile: every chapter through papermill, then Jupyter Book."""
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -90,6 +91,15 @@ def test_chapters_write_metrics_with_provenance(built):
     for name, by_model in idea["domains"].items():
         for model in ("baseline", "gated"):
             assert {"stickiness", "unique_density", "distinct_2"} <= set(by_model[model]), (name, model)
+    lora = json.loads((built / "metrics" / "08_lora_4bit_idea_gating.json").read_text())
+    assert lora["dataset"] == "fineweb-edu-sample" and lora["quantization"] == "nf4"
+    assert lora["backbone"].startswith("book-mistral")
+    assert lora["trainable_params"]["gated_by_group"]["other"] == 0
+    assert lora["trainable_params"]["gated"] > lora["trainable_params"]["baseline"] > 0
+    for model in ("baseline", "gated"):
+        assert math.isfinite(lora[model]["val_ppl"]) and lora[model]["val_ppl"] > 1
+    assert lora["peak_memory_mb"]["fp32"] > 0 and lora["peak_memory_mb"]["nf4"] > 0
+    assert lora["weights_mb"]["nf4"] < lora["weights_mb"]["fp32"]
     sweeps = json.loads((built / "metrics" / "07_xray_and_sweeps.json").read_text())
     assert {"alpha", "beta", "k"} <= set(sweeps["sweeps"])
     assert [row["alpha"] for row in sweeps["sweeps"]["alpha"]] == [0.0, 0.25, 0.5, 0.75]
