@@ -119,11 +119,20 @@ alpha_sweep.round(3)
 #
 # $\beta$ enters the training loss (the token loss is on gated logits) and $K$ defines the
 # idea targets, so each value needs its own model. To fit the CPU budget these runs train on a
-# smaller budget than chapter 6 (see `sweep_train_tokens` in the profile, one epoch), and the
-# reference point ($\beta = -2$, $K = 20$) and a plain GPT are retrained at the same budget, so the
-# comparison within this table is fair; its perplexities are not comparable with chapter 6's.
+# much smaller budget than chapter 6: {glue:text}`sweep_tokens` training tokens for
+# {glue:text}`sweep_epochs` epoch(s), against {glue:text}`main_tokens` tokens for
+# {glue:text}`main_epochs` epochs there (`sweep_train_tokens` in the profile). The reference point
+# ($\beta = -2$, $K = 20$) and a plain GPT are retrained at the same budget, so the comparison within
+# this table is fair; its perplexities are not comparable with chapter 6's. All gated models use the
+# idea-loss form of chapter 6 for this profile ({glue:text}`sweep_loss_form`).
 
 # %%
+glue("sweep_tokens", f"{config.sweep_train_tokens:,}", display=False)
+glue("sweep_epochs", config.sweep_epochs, display=False)
+glue("main_tokens", f"{data.blocks('train', config).n_tokens:,}", display=False)
+glue("main_epochs", config.train.epochs, display=False)
+glue("sweep_loss_form", f"BCE reduced by {config.idea.idea_loss_reduction!r} over the vocabulary, "
+     f"lambda = {config.idea.idea_weight}", display=False)
 sweep_specs = [RunSpec("sweep-baseline", False, train_tokens=config.sweep_train_tokens, epochs=config.sweep_epochs)]
 for beta in (-2.0, -1.5, -1.0):
     sweep_specs.append(RunSpec(f"sweep-beta{beta}", True, replace(config.idea, beta=beta),

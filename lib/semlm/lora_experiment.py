@@ -50,13 +50,14 @@ from .models.idea import check_gate_variant
 from .models.lora_idea import LoraIdeaConfig, LoraIdeaModel, LoraSettings, check_quantization, load_backbone
 from .profiles import check_profile
 from .train import TrainConfig, fingerprint, set_seed, train
+from .reference import PAPER_B_VAL_PPL
 
 PAPER_BACKBONE = "mistralai/Mistral-7B-v0.1"
 BOOK_BACKBONE = "book-mistral (trained on WikiText-2 by this book)"
 
 #: Validation perplexity on FineWeb-Edu of the authors' Mistral-7B LoRA run (paper B, arXiv 2512.03343,
 #: FineWeb-Edu setting; recorded in /work/shared/papers/NOTES.md). Never a result of this build.
-PAPER_B_LORA_PPL = {"baseline": 8.07, "gated": 7.78}
+PAPER_B_LORA_PPL = PAPER_B_VAL_PPL  # FineWeb-Edu, Mistral-7B + LoRA (semlm.reference)
 
 
 class BackboneUnavailable(RuntimeError):
