@@ -116,6 +116,11 @@ def test_html_has_every_chapter_and_renders_math_offline(built):
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
 
 
+def test_every_glued_number_renders(built):
+    # myst-nb cannot format a glued value it cannot parse (e.g. numpy's ``np.float64(...)``)
+    assert "Failed to format" not in (built / "jupyter-book.log").read_text()
+
+
 def test_built_site_has_no_broken_internal_links(built):
     from semlm.sitecheck import broken_internal_links
 
