@@ -47,7 +47,7 @@ print(f"{len(metrics)} chapter records in {metrics_dir()}")
 # %% [markdown]
 # ## Claims
 
-# %%
+# %% tags=["remove-input", "full-width"]
 STATUS_COLOURS = {"reproduced": "#d8f0d8", "not reproduced": "#f6d5d5",
                   "not meaningful as published": "#fbecc8", "not run at this profile": "#e6e6e6"}
 
@@ -65,9 +65,11 @@ table = pd.DataFrame([{
     "profile": row["profile"] or "", "status": row["status"], "why": row["reason"]} for row in claims])
 (table.style.hide(axis="index")
  .map(lambda status: f"background-color: {STATUS_COLOURS[status]}", subset=["status"])
- .set_properties(**{"text-align": "left", "font-size": "0.85em"}))
+ .set_properties(**{"text-align": "left", "font-size": "0.8em", "vertical-align": "top"})
+ .set_properties(subset=["why"], **{"min-width": "20em"})
+ .set_properties(subset=["claim"], **{"min-width": "12em"}))
 
-# %%
+# %% tags=["remove-input"]
 counts = pd.Series([row["status"] for row in claims]).value_counts().reindex(STATUSES, fill_value=0)
 counts.rename("claims").to_frame()
 
@@ -78,21 +80,21 @@ counts.rename("claims").to_frame()
 # (the chapter's kernel and its finished worker processes), and the commit and packages it
 # ran with.
 
-# %%
+# %% tags=["remove-input"]
 chapters = pd.DataFrame([{
     "chapter": name, "profile": rec.get("profile"), "seed": rec.get("seed"), "wall time (s)": rec.get("wall_seconds"),
     "peak memory (MiB)": rec.get("peak_memory_mb"), "git commit": (rec.get("git_commit") or "")[:10]}
     for name, rec in metrics.items()]).set_index("chapter")
 chapters
 
-# %%
+# %% tags=["remove-input"]
 first = next(iter(metrics.values()), {})
 hardware = {"CPU": first.get("cpu_model"), "CPU cores": first.get("cpu_count"), "GPU": first.get("gpu") or "none",
             "machine": first.get("machine"), "python": first.get("python"),
             "total chapter wall time (min)": round(sum(r.get("wall_seconds", 0) for r in metrics.values()) / 60, 1)}
 pd.Series(hardware, name="value").to_frame()
 
-# %%
+# %% tags=["remove-input"]
 pd.Series(first.get("packages", {}), name="version").to_frame()
 
 # %% [markdown]
@@ -100,7 +102,7 @@ pd.Series(first.get("packages", {}), name="version").to_frame()
 #
 # The figures `make bench` prints, as recorded by the benchmark chapter of this build.
 
-# %%
+# %% tags=["remove-input"]
 bench_record = metrics.get("bench", {})
 bench_rows = {k: v for k, v in bench_record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
               and k not in ("seed", "cpu_count", "wall_seconds", "peak_memory_mb")}
@@ -125,7 +127,7 @@ pd.Series(bench_rows, name="value").to_frame() if bench_rows else print("no benc
 # `--allow-downloads`. On a GPU the paper-B chapters use CUDA and bf16 automatically;
 # multi-GPU training goes through `accelerate launch` (see chapter 6).
 
-# %%
+# %% tags=["remove-input"]
 params = chapter_parameters()
 pd.DataFrame([{"chapter": name, "parameter": key, "default": repr(value)}
               for name, values in params.items() for key, value in values.items()]).set_index(["chapter", "parameter"])
