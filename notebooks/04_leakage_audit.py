@@ -49,7 +49,8 @@ from myst_nb import glue
 
 from semlm import plots
 from semlm.audit import ABLATIONS, REQUESTS, audit_seeds, control_reports, train_audit_models
-from semlm.experiment import SETTING_LABELS, SETTINGS, prepare_data
+from semlm.data.synthetic import make_corpus
+from semlm.experiment import SETTING_LABELS, SETTINGS
 from semlm.leakage import causal_floors
 from semlm.metrics import FOCUS_TOKENS, mean_interval
 from semlm.profiles import check_parameters, synthetic_profile
@@ -60,7 +61,7 @@ check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
 timer = ChapterTimer()
 seeds = audit_seeds(seed, n_seeds)
 N = 200  # generations per request and model, as in the paper
-corpus = prepare_data(synthetic_profile(profile, seed).corpus).corpus
+corpus = make_corpus(synthetic_profile(profile, seed).corpus)  # the words only; models come later
 
 
 def fmt(summary, digits=3):

@@ -214,7 +214,7 @@ def test_profiles_follow_the_authors_lora_run_at_paper_scale():
     t = paper.training
     assert (t.lr, t.max_steps, t.eval_every, t.patience, t.block_size) == (2e-4, 5000, 200, 10, 512)
     assert (t.idea.alpha, t.idea.alpha_ramp_steps, t.idea.idea_weight, t.idea.window) == (0.5, 1000, 0.1, 20)
-    assert t.idea.gate_variant == "scale_then_clamp" and t.idea.reduction == "mean"
+    assert t.idea.gate_variant == "scale_then_clamp" and t.idea.idea_loss_reduction == "mean"
     for name in ("smoke", "cpu"):
         assert lora_profile(name).backbone == "book" and lora_profile(name).quantizations[0] == "nf4"
     with pytest.raises(ValueError, match="unknown profile"):

@@ -143,8 +143,7 @@ def _fusion_beats_baseline(metrics):
 def _hard_control(key: str):
     @_guard
     def judge(metrics):
-        values = {cls: _get(metrics, AUDIT, "control", s, "hard", cls, key)
-                  for s in ("causal",) for cls in ("pos", "neg")}
+        values = {cls: _get(metrics, AUDIT, "control", "causal", "hard", cls, key) for cls in ("pos", "neg")}
         published = {cls: _get(metrics, AUDIT, "control", "published", "hard", cls, key) for cls in ("pos", "neg")}
         worst = min(_mean(v) for v in values.values())
         return Verdict(REPRODUCED if worst == 1.0 else NOT_REPRODUCED,

@@ -44,9 +44,8 @@ from .data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
 from .data.fineweb import FineWebDocuments, load_fineweb
 from .data.wikitext import downloads_allowed, load_corpus
 from .experiment import default_runs_dir
-from .idea_experiment import GenerationSettings, TokenBlocks, quiet_transformers
-from .idea_targets import PAD_ID, REDUCTIONS, idea_bce_sparse, window_ids
-from .models.idea import check_gate_variant
+from .idea_experiment import GenerationSettings, IdeaSettings, TokenBlocks, alpha_at, quiet_transformers
+from .idea_targets import PAD_ID, idea_bce_sparse, window_ids
 from .models.lora_idea import LoraIdeaConfig, LoraIdeaModel, LoraSettings, check_quantization, load_backbone
 from .profiles import check_profile
 from .train import TrainConfig, fingerprint, set_seed, train
@@ -94,38 +93,11 @@ class BookBackboneSpec:
                              bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, tie_word_embeddings=False)
 
 
-@dataclass(frozen=True)
-class IdeaObjective:
-    """The idea head's loss and gate in the authors' LoRA run (NOTES.md: v2).
-
-    Our own small dataclass rather than ``idea_experiment.IdeaSettings`` (chapters 6-7), whose
-    fields were still changing while this chapter was written; the targets, the BCE and the gate
-    themselves are imported from ``semlm.idea_targets`` and ``semlm.models.idea``.
-    """
-
-    window: int = 20                 # K: the bag of the next K tokens
-    idea_weight: float = 0.1         # lambda
-    pos_weight: float | None = None
-    reduction: str = "mean"          # BCE averaged over the vocabulary (v2), no stopword mask
-    alpha: float = 0.5
-    alpha_ramp_steps: int = 1000
-    beta: float = -2.0
-    gate_variant: str = "scale_then_clamp"
-    eps: float = 1e-8
-
-    def __post_init__(self):
-        check_gate_variant(self.gate_variant)
-        if self.reduction not in REDUCTIONS:
-            raise ValueError(f"unknown reduction {self.reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
-        if self.window < 1 or self.alpha < 0 or self.beta > 0 or self.alpha_ramp_steps < 0 or self.idea_weight < 0:
-            raise ValueError(f"need window >= 1, alpha >= 0, beta <= 0, ramp >= 0, lambda >= 0; got {self}")
-
-
-def gate_strength_at(step: int, objective: IdeaObjective) -> float:
-    """alpha after ``step`` optimiser steps: a linear ramp from 0 to ``objective.alpha``."""
-    if objective.alpha_ramp_steps == 0:
-        return objective.alpha
-    return objective.alpha * min(1.0, step / objective.alpha_ramp_steps)
+#: The idea head's loss and gate in the authors' LoRA run (NOTES.md, v2): BCE averaged over the
+#: vocabulary with lambda 0.1, no pos_weight and no stopword mask, gate max(alpha log p, beta),
+#: alpha ramped to 0.5 over 1000 steps. The same settings class as chapters 6-7.
+LORA_IDEA = IdeaSettings(window=20, stopwords_top_n=0, idea_weight=0.1, pos_weight=None, idea_loss_reduction="mean",
+                         alpha=0.5, alpha_ramp_steps=1000, gate_variant="scale_then_clamp")
 
 
 @dataclass(frozen=True)
@@ -142,7 +114,7 @@ class LoraTraining:
     grad_clip: float = 1.0
     eval_every: int = 200
     patience: int = 10              # evaluations without improvement before stopping
-    idea: IdeaObjective = IdeaObjective()
+    idea: IdeaSettings = LORA_IDEA
     train_tokens: int | None = None
     eval_tokens: int | None = None
 
@@ -399,14 +371,14 @@ def _to(batch, device):
     return type(batch)(batch.inputs.to(device), batch.targets.to(device), batch.future.to(device))
 
 
-def lora_loss(model: LoraIdeaModel, batch, settings: IdeaObjective, alpha: float) -> tuple[torch.Tensor, dict]:
+def lora_loss(model: LoraIdeaModel, batch, settings: IdeaSettings, alpha: float) -> tuple[torch.Tensor, dict]:
     """Token CE on the gated logits + lambda * mean idea BCE (the authors' LoRA objective; no stopword mask)."""
     out = model(batch.inputs, alpha=alpha)
     ce = F.cross_entropy(out.logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
     if out.idea_logits is None:
         return ce, {"token_ce": ce.item()}
     positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
-    bce = idea_bce_sparse(out.idea_logits, positives, batch.targets != PAD_ID, settings.pos_weight, settings.reduction)
+    bce = idea_bce_sparse(out.idea_logits, positives, batch.targets != PAD_ID, settings.pos_weight, settings.idea_loss_reduction)
     return ce + settings.idea_weight * bce, {"token_ce": ce.item(), "idea_bce": bce.item()}
 
 
@@ -496,7 +468,7 @@ def train_lora(profile: LoraProfile, backbone: Backbone, data: LoraData, quantiz
     model.train()
     start = time.perf_counter()
     for batch in batches():
-        alpha = gate_strength_at(step, t.idea) if idea else 0.0
+        alpha = alpha_at(step, t.idea) if idea else 0.0
         optimizer.zero_grad(set_to_none=True)
         pieces = _micro_batches(batch, t.accumulation)
         logged = []
@@ -512,7 +484,7 @@ def train_lora(profile: LoraProfile, backbone: Backbone, data: LoraData, quantiz
         bar.update(1)
         if step % t.eval_every == 0 or step == t.max_steps:
             spent += time.perf_counter() - start
-            eval_alpha = gate_strength_at(step, t.idea) if idea else 0.0
+            eval_alpha = alpha_at(step, t.idea) if idea else 0.0
             val = lora_perplexity(model, data.validation, alpha=eval_alpha)
             row = {"step": step, "alpha": eval_alpha, "val_ppl": val, "train_seconds": spent,
                    **{k: sum(r[k] for r in running) / len(running) for k in running[0]}}
