@@ -47,3 +47,38 @@ def test_second_clause_subject_is_the_pronoun_of_the_first():
 def test_a_non_grammatical_prefix_is_refused():
     with pytest.raises(ValueError, match="not a prefix"):
         validation_oracle().next_word(["Alice", "cooks", "the", "meal", ",", "very", "good", "good"])
+
+
+def _val_data(n_val=60):
+    from semlm.data.synthetic import SyntheticConfig
+    from semlm.experiment import prepare_data
+
+    return prepare_data(SyntheticConfig(n_train=8, n_val=n_val))
+
+
+def test_a_model_equal_to_the_causal_oracle_scores_exactly_the_floor():
+    from semlm.leakage import OracleLM
+    from semlm.metrics import evaluate_language_model
+
+    data = _val_data()
+    floors = causal_floors(data.corpus.val, data.corpus.split, ["!", "good"])
+    metrics = evaluate_language_model(OracleLM(validation_oracle(), data.vocab), data.val, data.vocab, data.held_out_ids)
+    assert metrics["ppl"] == pytest.approx(floors["ppl"], rel=1e-6)  # float32 logits
+    assert metrics["ppl_authors_denominator"] == pytest.approx(floors["ppl_authors_denominator"], rel=1e-6)  # float32 logits
+    assert metrics["n_pad_targets"] == len(data.corpus.val)  # one <eos> -> <pad> target per sentence
+    trained = evaluate_language_model(OracleLM(training_oracle(data.corpus.split), data.vocab), data.val, data.vocab,
+                                      data.held_out_ids)
+    assert trained["ppl_seen_only"] == pytest.approx(floors["ppl_seen_only"], rel=1e-6)  # float32 logits
+    assert trained["focus_ce"]["!"] == pytest.approx(floors["focus_ce"]["!"], rel=1e-6)  # float32 logits
+
+
+def test_counting_the_pad_after_eos_would_put_the_oracle_below_the_floor():
+    # The bug this guards against: scoring <eos> -> <pad> adds near-free targets.
+    from semlm.leakage import OracleLM
+    from semlm.metrics import evaluate_language_model
+
+    data = _val_data()
+    floors = causal_floors(data.corpus.val, data.corpus.split, [])
+    metrics = evaluate_language_model(OracleLM(validation_oracle(), data.vocab), data.val, data.vocab, data.held_out_ids)
+    assert metrics["ppl_authors_denominator"] < floors["ppl"] - 0.05
+    assert metrics["ppl"] >= floors["ppl"] - 1e-9

@@ -80,7 +80,7 @@ def prepare_data(corpus_config: SyntheticConfig, setting: str = "causal", codes:
         corpus=corpus,
         featurizer=featurizer,
         train=encode_corpus(prepare(corpus.train), vocab, featurizer),
-        val=encode_corpus(prepare(corpus.val), vocab, featurizer),
+        val=encode_corpus(prepare(corpus.val), vocab, featurizer, trailing_pad=True),  # the authors' denominator too
         held_out_ids=vocab.ids(corpus.split.held_out),
         adjective_classes=[torch.tensor(vocab.ids(POSITIVE_ADJECTIVES)), torch.tensor(vocab.ids(NEGATIVE_ADJECTIVES))],
         code_ids=vocab.ids(CODE_TOKENS) if codes else [],

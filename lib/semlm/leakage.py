@@ -15,16 +15,22 @@ Two oracles:
   has probability 0 under it (infinite cross-entropy).
 * the **validation oracle** knows the validation generator (all 5 adjectives per class);
   its perplexity is the floor of the full validation perplexity for any causal model.
+
+Floors and model perplexities share one denominator: every word of a sentence and its final
+``<eos>``, never the ``<pad>`` after it (``LMTensors.scored``). ``OracleLM`` wraps an oracle as
+a model, so ``semlm.metrics`` can score it like any trained model and land exactly on the floor.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
+
+import torch
 
 from .data import synthetic as syn
-from .data.vocab import EOS
+from .data.vocab import EOS, PAD, Vocabulary
 
 _CLAUSE_LENGTH = 7  # subject verb the object , intensifier adjective
 
@@ -106,7 +112,9 @@ def causal_floors(sentences: Sequence[Sequence[str]], split: syn.AdjectiveSplit,
     ``ppl``: the validation oracle's perplexity (all targets). ``ppl_seen_only``: the training
     oracle's perplexity without held-out targets. ``focus_ce``: the training oracle's mean
     cross-entropy per focus token (``inf`` for a held-out adjective) and, as
-    ``focus_ce_validation_oracle``, the validation oracle's.
+    ``focus_ce_validation_oracle``, the validation oracle's. ``ppl_authors_denominator``: the
+    validation oracle's perplexity with one more, free target per sentence (the ``<pad>`` after
+    ``<eos>``, which the authors' evaluation counts), to compare with their numbers.
     """
     held_out = set(split.held_out)
     trained = [pair for s in sentences for pair in training_oracle(split, second_clause_prob).cross_entropies(s)]
@@ -117,9 +125,47 @@ def causal_floors(sentences: Sequence[Sequence[str]], split: syn.AdjectiveSplit,
         return sum(values) / len(values) if values else math.nan
 
     focus_tokens = list(focus_tokens)
+    n_sentences = len(sentences)
     return {
         "ppl": math.exp(mean(full)),
+        "ppl_authors_denominator": math.exp(sum(ce for _, ce in full) / (len(full) + n_sentences)),
         "ppl_seen_only": math.exp(mean(trained, lambda t: t not in held_out)),
         "focus_ce": {tok: mean(trained, lambda t, tok=tok: t == tok) for tok in focus_tokens},
         "focus_ce_validation_oracle": {tok: mean(full, lambda t, tok=tok: t == tok) for tok in focus_tokens},
     }
+
+
+class OracleOutput(NamedTuple):
+    logits: torch.Tensor
+    feature_pred: None = None
+    hidden: None = None
+
+
+class OracleLM(torch.nn.Module):
+    """An oracle as a causal "model": logits = log P(next word | words so far) under the generator.
+
+    After ``<eos>`` it predicts ``<pad>`` with certainty (the generator stops there); a word the
+    oracle gives probability 0 gets logit -inf (infinite cross-entropy, e.g. a held-out adjective
+    under the training oracle). Same call signature as the trained models, so ``semlm.metrics``
+    scores it unchanged: its perplexity is the floor.
+    """
+
+    def __init__(self, oracle: Oracle, vocab: Vocabulary):
+        super().__init__()
+        self.oracle, self.vocab = oracle, vocab
+
+    def forward(self, input_ids: torch.Tensor, features=None, mask=None) -> OracleOutput:
+        B, L = input_ids.shape
+        logits = torch.full((B, L, len(self.vocab)), -math.inf)
+        for b in range(B):
+            words = self.vocab.decode(input_ids[b], skip_special=False)
+            for t in range(L):
+                if words[t] == PAD:
+                    logits[b, t] = 0.0  # never scored
+                    continue
+                if words[t] == EOS:
+                    logits[b, t, self.vocab.pad_id] = 0.0
+                    continue
+                for word, p in self.oracle.next_word(words[1:t + 1]).items():
+                    logits[b, t, self.vocab.id(word)] = math.log(p)
+        return OracleOutput(logits)

@@ -1,7 +1,9 @@
 """Evaluation metrics of the semantic-fusion paper (Section 3.1, Appendices B and C).
 
-All of them derive from one pass that records, for every non-pad position, the
-cross-entropy of the gold next token (no label smoothing):
+All of them derive from one pass that records, for every position whose *target* is a real
+token (``LMTensors.scored``: not the ``<eos> -> <pad>`` position), the cross-entropy of the
+gold next token (no label smoothing). Models, losses and the causal floors of
+``semlm.leakage`` share that one denominator: text tokens and the final ``<eos>``.
 
 * perplexity: exp(mean CE);
 * seen-only perplexity: the same after dropping positions whose *target* is a
@@ -29,25 +31,44 @@ FOCUS_TOKENS: tuple[str, ...] = ("good", "great", "terrible", "slightly", "very"
 
 @dataclass
 class TokenScores:
-    """Per-position gold-token cross-entropy and the matching targets, non-pad positions only."""
+    """Per-position gold-token cross-entropy and the matching targets, scored positions only.
+
+    ``pad_cross_entropy`` holds the CE of ``<pad>`` at the input-``<eos>`` positions (one per
+    sentence when the tensors carry a trailing pad column): the extra target the authors'
+    evaluation counts because it masks only pad *inputs*.
+    """
 
     cross_entropy: torch.Tensor            # [N] float64
     targets: torch.Tensor                  # [N] long
-    feature_squared_error: torch.Tensor | None  # [N] mean over features, fusion models only
+    feature_squared_error: torch.Tensor | None  # [N'] mean over features at non-pad inputs, fusion only
+    pad_cross_entropy: torch.Tensor | None = None  # [S] float64
 
 
 @torch.no_grad()
 def score_tokens(model: torch.nn.Module, data: LMTensors, batch_size: int = 256) -> TokenScores:
     model.eval()
-    ce, tgt, sq = [], [], []
+    ce, tgt, sq, pad_ce = [], [], [], []
     for batch in data.batches(batch_size):
         out = model(batch.input_ids, batch.features, batch.mask)
-        m = batch.mask
-        ce.append(F.cross_entropy(out.logits[m], batch.targets[m], reduction="none").double())
-        tgt.append(batch.targets[m])
+        m, scored = batch.mask, batch.scored
+        ce.append(F.cross_entropy(out.logits[scored], batch.targets[scored], reduction="none").double())
+        tgt.append(batch.targets[scored])
+        extra = m & ~scored  # input is a real token (<eos>), target is <pad>
+        pad_ce.append(F.cross_entropy(out.logits[extra], batch.targets[extra], reduction="none").double())
         if out.feature_pred is not None:
             sq.append(((out.feature_pred[m] - batch.features[m]) ** 2).mean(-1).double())
-    return TokenScores(torch.cat(ce), torch.cat(tgt), torch.cat(sq) if sq else None)
+    return TokenScores(torch.cat(ce), torch.cat(tgt), torch.cat(sq) if sq else None, torch.cat(pad_ce))
+
+
+def perplexity_authors_denominator(scores: TokenScores) -> float:
+    """exp(mean CE) with the ``<eos> -> <pad>`` targets counted too, as the authors' evaluation does.
+
+    Their code pads every sentence to 28 tokens and masks pad *inputs* only, so the position
+    whose input is ``<eos>`` and whose target is ``<pad>`` (one per sentence, nearly free to
+    predict) enters the mean and lowers the perplexity. Shown only to compare with their numbers.
+    """
+    pad = scores.pad_cross_entropy if scores.pad_cross_entropy is not None else scores.cross_entropy.new_zeros(0)
+    return math.exp((scores.cross_entropy.sum() + pad.sum()).item() / (scores.cross_entropy.numel() + pad.numel()))
 
 
 def perplexity(scores: TokenScores, exclude_targets: Iterable[int] = ()) -> float:
@@ -82,6 +103,8 @@ def evaluate_language_model(model: torch.nn.Module, data: LMTensors, vocab: Voca
         "ppl_seen_only": perplexity(scores, list(held_out_ids) + never_scored),
         "focus_ce": focus_cross_entropy(scores, vocab, focus_tokens),
         "n_tokens": int(scores.targets.numel()),
+        "ppl_authors_denominator": perplexity_authors_denominator(scores),
+        "n_pad_targets": int(scores.pad_cross_entropy.numel()) if scores.pad_cross_entropy is not None else 0,
     }
     if scores.feature_squared_error is not None:
         result["sem_mse"] = scores.feature_squared_error.mean().item()

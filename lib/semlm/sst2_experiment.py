@@ -162,11 +162,11 @@ class TrimmedLMTensors(LMTensors):
         mask = self.mask[index]
         length = max(int(mask.sum(1).max().item()), 1) if mask.numel() else 1
         return TrimmedLMTensors(self.input_ids[index][:, :length], self.targets[index][:, :length],
-                                self.features[index][:, :length], mask[:, :length])
+                                self.features[index][:, :length], mask[:, :length], self.scored[index][:, :length])
 
 
 def trimmed(data: LMTensors) -> TrimmedLMTensors:
-    return TrimmedLMTensors(data.input_ids, data.targets, data.features, data.mask)
+    return TrimmedLMTensors(data.input_ids, data.targets, data.features, data.mask, data.scored)
 
 
 @dataclass
@@ -185,7 +185,7 @@ class SST2Data:
     def unk_rate(self, split: str = "dev") -> float:
         data = self.tensors["causal"][split]
         unk = self.vocab.id("<unk>")
-        return (data.targets[data.mask] == unk).float().mean().item()
+        return (data.targets[data.scored] == unk).float().mean().item()
 
 
 def subsample(n_available: int, n: int | None, seed: int) -> list[int]:

@@ -97,10 +97,10 @@ def training_loss(model: nn.Module, batch: LMTensors, config: TrainConfig,
     """Eq. 5 for one batch; the auxiliary term only exists for models with an aux head."""
     out = model(batch.input_ids, batch.features, batch.mask)
     eps = config.label_smoothing if label_smoothing is None else label_smoothing
-    lm = label_smoothed_cross_entropy(out.logits, batch.targets, batch.mask, eps)
+    lm = label_smoothed_cross_entropy(out.logits, batch.targets, batch.scored, eps)  # no <pad> targets
     loss, parts = lm, {"lm": lm.item()}
     if config.uniformizer_weight and adjective_classes:
-        uni = adjective_uniformizer(out.logits, batch.targets, batch.mask, adjective_classes)
+        uni = adjective_uniformizer(out.logits, batch.targets, batch.scored, adjective_classes)
         loss = loss + config.uniformizer_weight * uni
         parts["uniformizer"] = uni.item()
     if out.feature_pred is not None and config.aux_weight:
@@ -111,7 +111,7 @@ def training_loss(model: nn.Module, batch: LMTensors, config: TrainConfig,
 
 
 def validation_perplexity(model: nn.Module, data: LMTensors) -> float:
-    """exp(mean CE) over non-pad positions, no label smoothing (the metric of ``semlm.metrics``)."""
+    """exp(mean CE) over positions with a real (non-pad) target, no label smoothing (the metric of ``semlm.metrics``)."""
     was_training = model.training
     ppl = perplexity(score_tokens(model, data))
     model.train(was_training)

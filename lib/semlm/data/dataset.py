@@ -16,19 +16,28 @@ class LMTensors:
 
     ``input_ids[b, t]`` is token t of ``<bos> w1 .. wn <eos>`` (without the final <eos>),
     ``targets[b, t]`` the token after it and ``features[b, t]`` the semantic vector of
-    ``input_ids[b, t]``; ``mask`` marks non-pad inputs (these are the scored positions).
+    ``input_ids[b, t]``; ``mask`` marks non-pad inputs (attention and the feature loss).
+    ``scored`` marks the positions whose *target* is a real token: the position after
+    ``<eos>`` (input ``<eos>``, target ``<pad>``) is an input but not a prediction of text,
+    so no loss, perplexity or floor counts it. Without ``scored`` it defaults to ``mask``.
     """
 
     input_ids: torch.Tensor  # [N, L] long
     targets: torch.Tensor    # [N, L] long
     features: torch.Tensor   # [N, L, F] float
     mask: torch.Tensor       # [N, L] bool
+    scored: torch.Tensor | None = None  # [N, L] bool: mask & (target is not <pad>)
+
+    def __post_init__(self):
+        if self.scored is None:
+            self.scored = self.mask
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
     def batch(self, index: torch.Tensor | slice) -> "LMTensors":
-        return LMTensors(self.input_ids[index], self.targets[index], self.features[index], self.mask[index])
+        return LMTensors(self.input_ids[index], self.targets[index], self.features[index], self.mask[index],
+                         self.scored[index])
 
     def batches(self, batch_size: int, generator: torch.Generator | None = None, shuffle: bool = False):
         """Yield mini-batches; with ``shuffle`` the order comes from ``generator`` (reproducible)."""
@@ -38,14 +47,20 @@ class LMTensors:
 
 
 def encode_corpus(sentences: Sequence[Sequence[str]], vocab: Vocabulary,
-                  featurize: Callable[[torch.Tensor], torch.Tensor]) -> LMTensors:
-    """Encode word lists as ``<bos> .. <eos>``, pad, and compute features once for the whole corpus."""
+                  featurize: Callable[[torch.Tensor], torch.Tensor], trailing_pad: bool = False) -> LMTensors:
+    """Encode word lists as ``<bos> .. <eos>``, pad, and compute features once for the whole corpus.
+
+    ``trailing_pad=True`` adds one padding column, so every row (the longest included) has
+    the ``<eos> -> <pad>`` position that a fixed-length padding (the authors' 28) always has;
+    it is never scored, but it lets ``semlm.metrics`` report the authors' denominator.
+    """
     if not sentences:
         raise ValueError("cannot encode an empty corpus")
     encoded = [vocab.encode(s) for s in sentences]
-    length = max(len(e) for e in encoded)
+    length = max(len(e) for e in encoded) + int(trailing_pad)
     full = torch.full((len(encoded), length), vocab.pad_id, dtype=torch.long)
     for row, ids in enumerate(encoded):
         full[row, :len(ids)] = torch.tensor(ids)
     input_ids, targets = full[:, :-1].contiguous(), full[:, 1:].contiguous()
-    return LMTensors(input_ids, targets, featurize(input_ids), input_ids != vocab.pad_id)
+    mask = input_ids != vocab.pad_id
+    return LMTensors(input_ids, targets, featurize(input_ids), mask, mask & (targets != vocab.pad_id))
