@@ -127,3 +127,114 @@ def test_concentration_is_one_when_the_plan_is_what_was_just_said():
     logits[0, [7, 8]] = 5.0
     assert decay.concentration(ids, logits).item() == 1.0
     assert decay.strength(0.8, ids, logits).item() == 0.0
+
+
+# --- KV cache ------------------------------------------------------------------------------------
+
+
+def fed_lengths(model):
+    """Record how many tokens each forward call feeds (a hook on the token embedding)."""
+    lengths = []
+    handle = model.transformer.wte.register_forward_hook(lambda m, i, o: lengths.append(i[0].shape[1]))
+    return lengths, handle
+
+
+def greedy(model, x, n, use_cache, **kw):
+    return model.generate(x, max_new_tokens=n, do_sample=False, use_cache=use_cache, pad_token_id=0,
+                          eos_token_id=None, **kw)
+
+
+@pytest.mark.parametrize("new_tokens", [8, 20])  # 4 + 20 > n_positions = 16: the crop is exercised too
+@pytest.mark.parametrize("variant", GATE_VARIANTS)
+def test_cached_and_uncached_greedy_generate_give_identical_tokens(new_tokens, variant):
+    model = tiny(alpha=0.8, gate_variant=variant)
+    x = torch.randint(1, 61, (3, 4))
+    lengths, handle = fed_lengths(model)
+    cached = greedy(model, x, new_tokens, use_cache=True)
+    handle.remove()
+    assert torch.equal(cached, greedy(model, x, new_tokens, use_cache=False))
+    # prefill with the prompt, one token per step while the sequence fits n_positions = 16, then the
+    # last 16 tokens afresh each step (the crop)
+    assert lengths == [4 if i == 0 else 1 if 4 + i <= 16 else 16 for i in range(new_tokens)]
+
+
+def test_generate_uses_the_cache_by_default():
+    model = tiny()
+    lengths, handle = fed_lengths(model)
+    model.generate(torch.randint(1, 61, (1, 5)), max_new_tokens=4, do_sample=False, pad_token_id=0, eos_token_id=None)
+    handle.remove()
+    assert lengths == [5, 1, 1, 1]
+
+
+def test_cached_step_logits_equal_the_full_forward():
+    """Feed a sequence as prefix + chunks + single tokens through one cache: every position's gated,
+    token and idea logits match one uncached forward of the whole sequence."""
+    from transformers import DynamicCache
+
+    model = tiny(alpha=0.5)
+    x = torch.randint(0, 61, (2, 15))
+    full = model(x)
+    cache, outs = DynamicCache(), []
+    for start, stop in [(0, 5), (5, 9), *[(t, t + 1) for t in range(9, 15)]]:
+        outs.append(model(x[:, start:stop], past_key_values=cache, use_cache=True))
+        assert cache.get_seq_length() == stop
+    for name in ("logits", "token_logits", "idea_logits"):
+        stepped = torch.cat([getattr(o, name) for o in outs], 1)
+        assert torch.allclose(stepped, getattr(full, name), atol=1e-5), name
+
+
+def test_cached_prediction_at_t_ignores_tokens_after_t():
+    """The causality law of tests/test_causality.py, on the cached path: changing tokens after t
+    leaves the logits at t (computed through the cache) unchanged and changes later ones."""
+    from transformers import DynamicCache
+
+    model = tiny()
+    x = torch.randint(0, 61, (2, 14))
+    changed = x.clone()
+    changed[:, 9:] = (changed[:, 9:] + 7) % 61
+
+    def stepped(ids):
+        cache = DynamicCache()
+        outs = [model(ids[:, :6], past_key_values=cache, use_cache=True)]
+        outs += [model(ids[:, t:t + 1], past_key_values=cache, use_cache=True) for t in range(6, 14)]
+        return {n: torch.cat([getattr(o, n) for o in outs], 1) for n in ("logits", "token_logits", "idea_logits")}
+
+    a, b = stepped(x), stepped(changed)
+    for name in a:
+        assert torch.allclose(a[name][:, :9], b[name][:, :9], atol=1e-6), name
+    assert not torch.allclose(a["logits"][:, 9:], b["logits"][:, 9:])
+
+
+def test_cached_forward_rejects_a_mask_of_the_wrong_length():
+    from transformers import DynamicCache
+
+    model, cache = tiny(), DynamicCache()
+    model(torch.randint(1, 61, (1, 4)), past_key_values=cache, use_cache=True)
+    with pytest.raises(ValueError, match="attention_mask covers 1 positions, expected past \\+ new = 5"):
+        model(torch.randint(1, 61, (1, 1)), attention_mask=torch.ones(1, 1, dtype=torch.long),
+              past_key_values=cache, use_cache=True)
+
+
+def test_batched_left_padded_generation_matches_each_prompt_alone_with_and_without_cache():
+    model = tiny(alpha=0.5)
+    prompts = [torch.randint(1, 61, (n,)) for n in (2, 5, 3)]
+    width = max(len(p) for p in prompts)
+    ids = torch.stack([torch.cat([torch.zeros(width - len(p), dtype=torch.long), p]) for p in prompts])
+    mask = torch.stack([torch.cat([torch.zeros(width - len(p), dtype=torch.long), torch.ones(len(p), dtype=torch.long)])
+                        for p in prompts])
+    cached = greedy(model, ids, 8, use_cache=True, attention_mask=mask)
+    assert torch.equal(cached, greedy(model, ids, 8, use_cache=False, attention_mask=mask))
+    for row, prompt in enumerate(prompts):
+        alone = greedy(model, prompt[None], 8, use_cache=True)
+        assert torch.equal(cached[row, width:], alone[0, len(prompt):]), row
+
+
+def test_gate_processor_on_the_cached_path_matches_the_built_in_gate():
+    model = tiny(alpha=0.5)
+    x = torch.randint(1, 61, (2, 4))
+    built_in = greedy(model, x, 10, use_cache=True)
+    gate = IdeaGateLogitsProcessor(model, alpha=0.5)
+    processed = greedy(model, x, 10, use_cache=True, alpha=0.0, logits_processor=LogitsProcessorList([gate]))
+    gate.remove()
+    assert torch.equal(built_in, processed)
+    assert torch.equal(built_in, greedy(model, x, 10, use_cache=False))

@@ -20,8 +20,15 @@ At alpha = 0 both gates are exactly zero and the gated logits equal the token he
 
 ``IdeaGPTForCausalLM`` is a ``PreTrainedModel`` with ``GenerationMixin``: ``save_pretrained`` /
 ``from_pretrained`` / ``generate()`` work, and the gate then acts inside ``generate()`` through the
-model's own forward (``config.alpha``). There is no KV cache: every step re-reads the last
-``n_positions`` tokens, which keeps the model short and is fast enough at our sizes.
+model's own forward (``config.alpha``).
+
+KV cache: ``generate()`` keeps the keys and values of past positions in a transformers
+``DynamicCache`` and feeds only the new token each step, so a step costs one position of the
+network instead of the whole prefix. The gate is a function of the last hidden state only, so it
+is the same with and without the cache. The position embeddings are learned for ``n_positions``
+slots; once a sequence is longer than that, the model re-reads the last ``n_positions`` tokens
+each step without the cache (nanoGPT's crop), exactly as the uncached path does, so cached and
+uncached decoding agree token for token at every length.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationConfig, GenerationMixin, PreTrainedConfig, PreTrainedModel
+from transformers import DynamicCache, GenerationConfig, GenerationMixin, PreTrainedConfig, PreTrainedModel
+from transformers.cache_utils import Cache
 from transformers.utils import ModelOutput
 
 GATE_VARIANTS: tuple[str, ...] = ("clamp_then_scale", "scale_then_clamp")
@@ -89,7 +97,7 @@ class IdeaGPTConfig(PreTrainedConfig):
     beta: float = -2.0
     eps: float = 1e-8
     initializer_range: float = 0.02
-    use_cache: bool = False
+    use_cache: bool = False      # forward() builds a cache only when asked; generate() asks (its own config)
     bos_token_id: int | None = 0
     eos_token_id: int | None = 0
     pad_token_id: int | None = 0
@@ -105,23 +113,29 @@ class IdeaGPTOutput(ModelOutput):
     token_logits: torch.Tensor | None = None
     idea_logits: torch.Tensor | None = None
     hidden_states: torch.Tensor | None = None
+    past_key_values: Cache | None = None
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, config: IdeaGPTConfig):
+    def __init__(self, config: IdeaGPTConfig, layer_idx: int = 0):
         super().__init__()
-        self.n_head, self.dropout = config.n_head, config.dropout
+        self.n_head, self.dropout, self.layer_idx = config.n_head, config.dropout, layer_idx
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.c_proj._is_residual = True  # GPT-2 init: scaled by 1/sqrt(2 * n_layer)
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: Cache | None = None,
+                is_causal: bool = True) -> torch.Tensor:
         B, L, d = x.shape
         q, k, v = self.c_attn(x).view(B, L, 3, self.n_head, d // self.n_head).permute(2, 0, 3, 1, 4)
+        if cache is not None:  # keys and values of the past positions, then this call's appended
+            k, v = cache.update(k, v, self.layer_idx)
         dropout = self.dropout if self.training else 0.0
-        # Position t attends to positions <= t only (is_causal), or to an explicit causal & padding mask.
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout)
+        # Position t attends to positions <= t only: is_causal (no cache, no padding), an explicit causal
+        # & padding mask, or nothing when one new token reads a cache of its own past.
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal and mask is None,
+                                           dropout_p=dropout)
         return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, L, d)))
 
 
@@ -140,13 +154,14 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-LN: x + Attn(LN(x)), then x + MLP(LN(x))."""
 
-    def __init__(self, config: IdeaGPTConfig):
+    def __init__(self, config: IdeaGPTConfig, layer_idx: int = 0):
         super().__init__()
         self.ln_1, self.ln_2 = nn.LayerNorm(config.n_embd), nn.LayerNorm(config.n_embd)
-        self.attn, self.mlp = CausalSelfAttention(config), MLP(config)
+        self.attn, self.mlp = CausalSelfAttention(config, layer_idx), MLP(config)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: Cache | None = None,
+                is_causal: bool = True) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), mask, cache, is_causal)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -156,24 +171,39 @@ class GPTBody(nn.Module):
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.n_positions, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
-        self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.h = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                cache: Cache | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Final hidden states of the ``input_ids`` (the new tokens when ``cache`` holds a past).
+
+        ``attention_mask`` covers past and new tokens ([B, past + L], transformers' convention).
+        """
         B, L = input_ids.shape
-        if L > self.wpe.num_embeddings:
-            raise ValueError(f"sequence of length {L} exceeds n_positions={self.wpe.num_embeddings}; crop the input")
-        mask, positions = None, torch.arange(L, device=input_ids.device).expand(B, L)
-        if attention_mask is not None and not bool(attention_mask.all()):
-            keep = attention_mask.bool()
-            # left padding: real tokens count positions from 0, and never attend to pads
-            positions = (keep.long().cumsum(-1) - 1).clamp_min(0)
-            causal = torch.ones(L, L, dtype=torch.bool, device=input_ids.device).tril()
-            mask = (causal[None] & keep[:, None, :])[:, None]
-            mask = mask | torch.eye(L, dtype=torch.bool, device=input_ids.device)  # a pad query attends to itself
-        x = self.drop(self.wte(input_ids) + self.wpe(positions))
+        past = cache.get_seq_length() if cache is not None else 0
+        total, device = past + L, input_ids.device
+        if total > self.wpe.num_embeddings:
+            raise ValueError(f"sequence of length {total} exceeds n_positions={self.wpe.num_embeddings}; crop the input")
+        if attention_mask is not None and attention_mask.shape[-1] != total:
+            raise ValueError(f"attention_mask covers {attention_mask.shape[-1]} positions, expected past + new = {total}")
+        padded = attention_mask is not None and not bool(attention_mask.all())
+        mask, is_causal = None, past == 0  # one new token after a cache reads every cached key: no mask
+        if padded or (past > 0 and L > 1):
+            query = torch.arange(past, total, device=device)
+            allowed = torch.arange(total, device=device)[None, :] <= query[:, None]        # [L, total] causal
+            if padded:  # left padding: never attend to pads; a pad query attends to itself (no empty row)
+                allowed = (allowed[None] & attention_mask.bool()[:, None, :]) | (
+                    torch.arange(total, device=device)[None, :] == query[:, None])[None]
+            mask = allowed[:, None] if allowed.dim() == 3 else allowed
+        if position_ids is None:
+            if padded:  # real tokens count positions from 0
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp_min(0)[:, past:]
+            else:
+                position_ids = torch.arange(past, total, device=device).expand(B, L)
+        x = self.drop(self.wte(input_ids) + self.wpe(position_ids))
         for block in self.h:
-            x = block(x, mask)
+            x = block(x, mask, cache, is_causal)
         return self.ln_f(x)
 
 
@@ -198,7 +228,7 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
                                         nn.Linear(config.n_embd, config.vocab_size))
                           if config.idea_head else None)
         self.post_init()
-        self.generation_config = GenerationConfig(use_cache=False, bos_token_id=config.bos_token_id,
+        self.generation_config = GenerationConfig(use_cache=True, bos_token_id=config.bos_token_id,
                                                   eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id)
 
     @torch.no_grad()
@@ -230,13 +260,22 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, alpha: float | None = None,
-                return_dict: bool | None = None, **kwargs) -> IdeaGPTOutput:
+                past_key_values: Cache | None = None, use_cache: bool | None = None,
+                position_ids: torch.Tensor | None = None, return_dict: bool | None = None,
+                **kwargs) -> IdeaGPTOutput:
         """Gated and ungated logits plus idea logits. ``alpha`` overrides ``config.alpha`` (training ramps it).
 
         ``labels`` (optional, -100 = ignore) are the input ids as in transformers' causal LMs: the
         loss is the cross-entropy of the gated logits at t against labels at t + 1.
+        ``use_cache=True`` (or a ``past_key_values`` cache) makes the forward read and extend a
+        ``DynamicCache``; ``input_ids`` are then only the tokens not yet in the cache, and
+        ``attention_mask`` covers cached and new tokens. Training never builds a cache.
         """
-        hidden = self.transformer(input_ids, attention_mask)
+        use_cache = past_key_values is not None if use_cache is None else use_cache
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache()
+        cache = past_key_values if use_cache else None
+        hidden = self.transformer(input_ids, attention_mask, cache, position_ids)
         token_logits = self.lm_head(hidden)
         idea_logits, logits = None, token_logits
         if self.idea_head is not None:
@@ -249,19 +288,33 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
         return IdeaGPTOutput(loss=loss, logits=logits, token_logits=token_logits, idea_logits=idea_logits,
-                             hidden_states=hidden)
+                             hidden_states=hidden, past_key_values=cache)
 
-    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, past_key_values: Cache | None = None,
+                                      attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
                                       **kwargs) -> dict:
-        """No cache: feed the last ``n_positions`` tokens (nanoGPT's crop) and their mask.
+        """The tokens ``forward`` has not seen yet, with the cache and the full attention mask.
 
-        ``generate(..., alpha=a)`` reaches ``forward`` (``alpha=0.0`` switches the built-in gate off,
-        e.g. when an ``IdeaGateLogitsProcessor`` applies it instead).
+        With a cache (``generate(use_cache=True)``, the default) only the tokens after the cached
+        ones are fed. Without one, or once the sequence no longer fits ``n_positions``, the model
+        reads the last ``n_positions`` tokens afresh (nanoGPT's crop) and leaves the cache alone,
+        so both paths compute the same logits. What transformers passes to locate the new tokens
+        (``cache_position`` in 4.x, ``next_sequence_length`` in 5.x) is not needed: the cache's own
+        length says it. ``generate(..., alpha=a)`` reaches ``forward`` (``alpha=0.0`` switches the
+        built-in gate off, e.g. when an ``IdeaGateLogitsProcessor`` applies it instead).
         """
         window = self.config.n_positions
-        inputs = {"input_ids": input_ids[:, -window:]}
-        if attention_mask is not None:
-            inputs["attention_mask"] = attention_mask[:, -window:]
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache()
+        past = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if use_cache is not False and past_key_values is not None and input_ids.shape[1] <= window:
+            inputs = {"input_ids": input_ids[:, past:], "past_key_values": past_key_values, "use_cache": True}
+            if attention_mask is not None:
+                inputs["attention_mask"] = attention_mask
+        else:
+            inputs = {"input_ids": input_ids[:, -window:], "use_cache": False}
+            if attention_mask is not None:
+                inputs["attention_mask"] = attention_mask[:, -window:]
         if kwargs.get("alpha") is not None:
             inputs["alpha"] = kwargs["alpha"]
         return inputs
