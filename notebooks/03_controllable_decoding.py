@@ -20,8 +20,11 @@
 # time. A request such as `{pos_high: 0.95, str_high: 0.9}` acts in three ways, all in
 # `semlm.decoding`:
 #
-# 1. **through the feature channel**: the requested values overwrite those predicates in
-#    the feature vector of the newest position, the slot the next word is predicted from;
+# 1. **through the feature channel** (ours, optional): the requested values overwrite those
+#    predicates in the feature vector of the newest position, the slot the next word is
+#    predicted from. The authors' `SemanticFusion.py` (github.com/YongchaoHuang/semantic_fusion)
+#    defines this step (`apply_control`) but never calls it, so their decoder steers only
+#    through 2 and 3; a table below measures control with and without it;
 # 2. **as logit steering** at the INTENS, ADJ and PUNCT states of the clause grammar
 #    *Subject verb the object , intensifier adjective punctuation*;
 # 3. optionally as **hard control**: the adjective is restricted to the requested class and
@@ -33,6 +36,13 @@
 # transformers' `LogitsProcessor`, stacked with transformers' own temperature, top-k and
 # top-p warpers; all N sentences of a setting decode as one batch. The models are the
 # causal ones of chapter 2 (re-used from its run cache) unless a table says otherwise.
+#
+# In the **published setting** every generation below uses the authors' decoder
+# (`published_decoding`): their nucleus rule (keep words while the cumulative mass is at most
+# top-p, so the word that crosses it is dropped), their steering (strength = max(`str_high`,
+# `str_med`), an equal, hence ineffective, boost to every intensifier) and no controls in
+# the features. The causal setting uses the standard nucleus rule (keep the smallest set
+# whose mass reaches top-p, as transformers' `TopPLogitsWarper` does).
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -46,7 +56,10 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from semlm.decoding import BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
+from dataclasses import replace
+
+from semlm.decoding import (BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate,
+                            published_decoding)
 from semlm.data.vocab import detokenize
 from semlm.experiment import SETTING_LABELS, SETTINGS, prepare_data, run_models
 from semlm.metrics import FOCUS_TOKENS, control_accuracy, held_out_hit_rate, polarity_confusion
@@ -66,7 +79,10 @@ grammar = ClauseGrammar(data["causal"].vocab)
 split = data["causal"].corpus.split
 
 
-def decode(setting, kind, n, controls=None, prompt=None, decoding=FUSION_DEFAULT, seed_offset=0):
+def decode(setting, kind, n, controls=None, prompt=None, decoding=FUSION_DEFAULT, seed_offset=0, authors_rules=None):
+    """``authors_rules`` (default: in the published setting) decodes with ``published_decoding``."""
+    if setting == "published" if authors_rules is None else authors_rules:
+        decoding = published_decoding(decoding)
     return generate(models[(setting, kind)], data[setting].featurizer, grammar, n, Controls(controls or {}),
                     prompt=prompt, config=decoding, seed=seed + seed_offset)
 
@@ -83,6 +99,12 @@ HARD = {"pos": DecodingConfig(hard=True, mixture=PAPER_MIXTURE["positive"]),
 # (temperature 0.7, top-k 20, top-p 0.9, last-3 repetition penalty 2.5) but without
 # steering; the fusion model uses temperature 0.7, top-p 0.9 and penalty 1.5. Three samples
 # each, unprompted and continuing the prompt *Carol starts the model,*.
+#
+# Two of these knobs cannot act under the clause grammar. The last-3 repetition penalty
+# only lowers the three previous words, and each grammar state draws from a word class that
+# none of them belongs to, so they are already excluded; top-k 20 keeps every allowed word,
+# since no state allows more than ten. The cell below checks it: decoding with and without
+# them from the same random seed gives the same sentences.
 
 # %%
 settings_shown = {
@@ -98,6 +120,12 @@ for prompt in (None, "Carol starts the model,"):
         for sentence in decode("causal", kind, 3, controls, prompt, decoding, seed_offset=11 + offset):
             examples.append({"prompt": prompt or "(none)", "setting": label, "generation": detokenize(sentence)})
 pd.DataFrame(examples).set_index(["prompt", "setting"])
+
+# %%
+no_ops = all(decode(s, kind, N, decoding=d, seed_offset=7) == decode(s, kind, N, decoding=replace(d, top_k=0, repetition_penalty=1.0), seed_offset=7)
+             for s in SETTINGS for kind, d in (("baseline", BASELINE_FAIR), ("fusion", FUSION_DEFAULT)))
+glue("no_ops", "identical" if no_ops else "NOT identical", display=False)
+print(f"with and without top-k 20 / last-3 repetition penalty: {'identical' if no_ops else 'different'} generations")
 
 # %% [markdown]
 # ## Hard control (paper Tables 2 and 3)
@@ -204,6 +232,53 @@ pd.DataFrame([{"setting": SETTING_LABELS[s], "class": cls, "held-out hit rate": 
 # model predicts, so the hit rate approaches 3/5 by construction; at $\alpha = 0$ it shows
 # what the model itself assigns to words it never saw.
 #
+# ### The nucleus rule and the feature channel, side by side
+#
+# Two decoder choices change these rates. The **nucleus rule**: at the negative setting the
+# mixture gives each of the five class words at least 0.17, the trained ones more; the
+# authors' rule (keep while the cumulative mass is at most 0.95) drops the last word, usually
+# a held-out one, while the standard rule keeps all five. The **feature channel**: whether
+# the controls are also written into the newest position's features (ours) or not (the
+# authors' decoder). Each row below is the same model, the same requests and N.
+
+# %%
+side = []
+for s in SETTINGS:
+    for rule in ("reach", "authors"):
+        for features in (True, False):
+            row = {"setting": s, "nucleus rule": rule, "controls in features": features}
+            for offset, (cls, controls, polarity, punct) in enumerate((("pos", POSITIVE, "POS", "!"),
+                                                                       ("neg", NEGATIVE_QUESTION, "NEG", "?"))):
+                mixture = replace(HARD[cls].mixture, nucleus_rule=rule)
+                hard_config = replace(HARD[cls], mixture=mixture, nucleus_rule=rule, feature_control=features)
+                out = decode(s, "fusion", N, controls, decoding=hard_config, seed_offset=400 + offset, authors_rules=False)
+                row[f"OOD hit {cls}"] = held_out_hit_rate(out, held_out[cls])
+                soft_config = replace(FUSION_DEFAULT, nucleus_rule=rule, feature_control=features)
+                row[f"soft adj {cls}"] = control_accuracy(decode(s, "fusion", N, controls, decoding=soft_config,
+                                                                 seed_offset=410 + offset, authors_rules=False),
+                                                          polarity, punct)["adj_acc"]
+            side.append(row)
+side_table = pd.DataFrame([{k: (fmt(v) if isinstance(v, dict) else v) for k, v in row.items()} for row in side])
+side_table.set_index(["setting", "nucleus rule", "controls in features"])
+
+# %%
+def side_value(setting, rule, features, key):
+    return next(r[key]["value"] for r in side if (r["setting"], r["nucleus rule"], r["controls in features"]) == (setting, rule, features))
+
+
+glue("ood_neg_reach", side_value("causal", "reach", True, "OOD hit neg"), display=False)
+glue("ood_neg_authors", side_value("causal", "authors", True, "OOD hit neg"), display=False)
+glue("soft_pos_with", side_value("causal", "reach", True, "soft adj pos"), display=False)
+glue("soft_pos_without", side_value("causal", "reach", False, "soft adj pos"), display=False)
+
+# %% [markdown]
+# For the causal model, the authors' nucleus rule moves the negative held-out rate from
+# {glue:text}`ood_neg_reach:.2f` (standard rule) to {glue:text}`ood_neg_authors:.2f`; with
+# uniform mass on four of five words, two of them held out, it cannot exceed about 0.4.
+# Writing the controls into the features changes soft positive control from
+# {glue:text}`soft_pos_without:.2f` (logit steering alone, the authors' decoder) to
+# {glue:text}`soft_pos_with:.2f`; the intervals say whether that difference is real.
+#
 # ## Focus-token cross-entropy (paper Table 6)
 #
 # From chapter 2's evaluation, repeated here because it measures the slots that control
@@ -259,6 +334,8 @@ write_chapter_metrics(
         "ood_hit": {cls: ood[("causal", cls)]["value"] for cls in ("pos", "neg")},
         "ood_hit_published": {cls: ood[("published", cls)]["value"] for cls in ("pos", "neg")},
         "ood_alpha_sweep": sweep.to_dict(orient="records"),
+        "rule_and_feature_channel": [{k: (as_metrics(v) if isinstance(v, dict) else v) for k, v in row.items()} for row in side],
+        "grammar_makes_top_k_and_repetition_penalty_no_ops": no_ops,
         "focus_ce": {col: focus[col].to_dict() for col in focus.columns},
         "generations_per_second": generations_per_second,
         "examples": examples,

@@ -167,3 +167,62 @@ def test_hard_control_masks_everything_but_the_requested_class_and_punctuation(g
         assert {vocab.tokens[i] for i in kept} & set(grammar.words(state)) == expected
     weak = HardControl(grammar, Controls({"pos_high": 0.5}))  # below the threshold: nothing is restricted
     assert weak.keep.all()
+
+
+# --- the two nucleus rules and the authors' decoder ---------------------------------------------
+
+def test_the_two_nucleus_rules_differ_exactly_at_the_crossing_word():
+    probs = torch.tensor([[0.5, 0.3, 0.2]])
+    # reach: 0.5 < 0.7, so the second word (which crosses 0.7) is kept; authors: cdf 0.8 > 0.7 drops it
+    assert torch.allclose(nucleus(probs, 0.7, "reach"), torch.tensor([[0.625, 0.375, 0.0]]))
+    assert torch.allclose(nucleus(probs, 0.7, "authors"), torch.tensor([[1.0, 0.0, 0.0]]))
+    # both keep everything when top_p covers all and agree when the cdf hits top_p exactly
+    assert torch.allclose(nucleus(probs, 0.8, "authors"), torch.tensor([[0.625, 0.375, 0.0]]))
+    with pytest.raises(ValueError, match="nucleus rule"):
+        nucleus(probs, 0.7, "smallest")
+
+
+def test_authors_rule_drops_a_held_out_adjective_at_the_papers_negative_setting():
+    # alpha 0.85, top-p 0.95 over five class words: two trained words share the model's mass
+    logits = torch.tensor([[5.0, 5.0, -5.0, -5.0, -5.0]])
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    q = group_uniform_mixture(logits, mask, 0.85, 1.3)
+    assert (nucleus(q, 0.95, "reach") > 0).sum() == 5        # ours never truncates here
+    kept = nucleus(q, 0.95, "authors")
+    assert (kept > 0).sum() == 4                             # theirs drops the last held-out word
+    assert kept[0, 2:].sum().item() == pytest.approx(2 * 0.17 / (1 - 0.17), abs=0.01)
+
+
+def test_authors_top_p_warper_masks_what_the_authors_rule_drops():
+    from semlm.decoding import AuthorsTopPLogitsWarper
+
+    scores = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    out = AuthorsTopPLogitsWarper(0.7)(None, scores)
+    assert torch.isfinite(out[0, 0]) and torch.isinf(out[0, 1:]).all()
+
+
+def test_published_decoding_uses_the_authors_rules_everywhere():
+    from semlm.decoding import PAPER_MIXTURE, published_decoding
+
+    config = published_decoding(DecodingConfig(hard=True, mixture=PAPER_MIXTURE["negative"]))
+    assert (config.nucleus_rule, config.mixture.nucleus_rule, config.steering, config.feature_control) == \
+        ("authors", "authors", "authors", False)
+    assert PAPER_MIXTURE["negative"].nucleus_rule == "reach"  # the causal setting keeps the standard rule
+
+
+def test_authors_steering_cannot_move_the_intensifier_and_uses_the_max_strength():
+    from semlm.data import synthetic as syn
+    from semlm.decoding.grammar import INTENS, PUNCT
+    from semlm.data.vocab import Vocabulary
+    from semlm.decoding import ControlSteering
+    from semlm.decoding.processors import PUNCT_BOOST
+
+    vocab = Vocabulary.build(syn.LEXICON)
+    grammar = ClauseGrammar(vocab)
+    controls = Controls({"pos_high": 0.95, "str_high": 0.9, "str_med": 0.3})
+    authors = ControlSteering(grammar, controls, "authors").shift
+    ours = ControlSteering(grammar, controls, "ours").shift
+    intens = authors[INTENS, vocab.ids(syn.INTENSIFIERS)]
+    assert torch.all(intens == intens[0])                       # a constant: cancels in the softmax
+    assert not torch.all(ours[INTENS, vocab.ids(syn.INTENSIFIERS)] == ours[INTENS, vocab.id("slightly")])
+    assert authors[PUNCT, vocab.id("!")].item() == pytest.approx(PUNCT_BOOST * 0.9 * 0.95)

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from .control_codes import N_CODES, codes_for
 from .data.synthetic import AdjectiveSplit
-from .decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, FUSION_DEFAULT, generate
+from .decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, FUSION_DEFAULT, generate, published_decoding
 from .experiment import ModelRun, SETTINGS, prepare_data, run_grid
 from .metrics import control_accuracy, held_out_hit_rate, polarity_confusion
 from .profiles import synthetic_profile
@@ -61,24 +61,27 @@ def train_audit_models(profile: str, seeds: Sequence[int], workers: int = 2, pro
 
 
 def control_report(model, featurizer, grammar: ClauseGrammar, split: AdjectiveSplit, n: int, seed: int,
-                   codes_by_request: dict[str, tuple[str, ...]] | None = None) -> dict:
+                   codes_by_request: dict[str, tuple[str, ...]] | None = None, setting: str = "causal") -> dict:
     """Tables 2-4 for one model: hard control (paper mixture), its confusion, OOD hits, and soft control.
 
     With ``codes_by_request`` (a control-code model) the codes are placed after ``<bos>``;
     the soft setting then uses the codes alone (no steering), which is how CTRL is controlled.
+    In the ``published`` setting the decoder is the authors' (``published_decoding``: their
+    nucleus rule and steering, no controls in the features); the causal setting uses ours.
     """
+    decoding = published_decoding if setting == "published" else (lambda config: config)
     held_out = {"pos": split.positive_held_out, "neg": split.negative_held_out}
     report, hard_outputs = {"hard": {}, "soft": {}, "ood_hit": {}}, {}
     for offset, (name, request) in enumerate(REQUESTS.items()):
         codes = codes_by_request[name] if codes_by_request else ()
-        hard = DecodingConfig(hard=True, mixture=PAPER_MIXTURE[request["class"]])
+        hard = decoding(DecodingConfig(hard=True, mixture=PAPER_MIXTURE[request["class"]]))
         out = generate(model, featurizer, grammar, n, Controls(request["controls"]), config=hard,
                        seed=seed + 10 * offset, codes=codes)
         hard_outputs[request["polarity"]] = out
         report["hard"][name] = control_accuracy(out, request["polarity"], request["punct"])
         report["ood_hit"][name] = held_out_hit_rate(out, held_out[name])
         soft_controls = Controls() if codes_by_request else Controls(request["controls"])
-        out = generate(model, featurizer, grammar, n, soft_controls, config=FUSION_DEFAULT,
+        out = generate(model, featurizer, grammar, n, soft_controls, config=decoding(FUSION_DEFAULT),
                        seed=seed + 10 * offset + 1, codes=codes)
         report["soft"][name] = control_accuracy(out, request["polarity"], request["punct"])
     confusion = polarity_confusion(hard_outputs)
@@ -104,6 +107,6 @@ def control_reports(audit: AuditRuns, profile: str, n: int) -> dict[tuple[str, s
         featurizer = coded.featurizer if with_codes else data[setting].featurizer
         reports[(setting, name, seed)] = control_report(
             run.load(), featurizer, grammars[with_codes], data[setting].corpus.split, n, seed,
-            codes_by_request=control_code_requests() if with_codes else None)
+            codes_by_request=control_code_requests() if with_codes else None, setting=setting)
     return reports
 

@@ -2,15 +2,27 @@
 
 N sentences decode together: each step runs the model once on the whole batch, stacks
 the processors (grammar mask, hard control, steering, last-k repetition penalty, then
-transformers' temperature / top-k / top-p warpers) and samples one word per row. For
-the fusion model the controls also enter through the feature channel: the requested
-values overwrite those predicates in the feature vector of the newest position, the slot
-from which the next word is predicted (as the authors do).
+transformers' temperature / top-k / top-p warpers) and samples one word per row.
+
+With ``feature_control=True`` (our default) the controls also enter the fusion model through
+the feature channel: the requested values overwrite those predicates in the feature vector
+of the newest position, the slot from which the next word is predicted. The authors'
+SemanticFusion.py defines such a function (``apply_control``) but never calls it: their
+decoder steers only through logit shifts and masks. ``feature_control=False`` is their
+decoder; chapter 3 measures both.
+
+Under the one-clause grammar two of the paper's knobs cannot act: the last-3 repetition
+penalty only touches the three previous words, which the grammar already forbids at the
+next state (every state draws from a different word class), and top-k 20 keeps every
+allowed word (no state allows more than 10). They are kept for fidelity, not effect.
+
+``published_decoding`` turns a config into the authors' decoder for the published setting:
+their nucleus rule (``semlm.decoding.mixture``) and their steering (``ControlSteering``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
@@ -19,8 +31,8 @@ from ..data import synthetic as syn
 from ..fuzzy import feature_index
 from .controls import Controls
 from .grammar import ADJ, END, ClauseGrammar, GrammarMask
-from .mixture import sample_mixture
-from .processors import ControlSteering, HardControl, LastKRepetitionPenalty
+from .mixture import AuthorsTopPLogitsWarper, check_nucleus_rule, sample_mixture
+from .processors import STEERING_RULES, ControlSteering, HardControl, LastKRepetitionPenalty
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,10 @@ class MixtureSettings:
     alpha: float
     temperature: float
     top_p: float
+    nucleus_rule: str = "reach"  # "authors" in the published setting (semlm.decoding.mixture)
+
+    def __post_init__(self):
+        check_nucleus_rule(self.nucleus_rule)
 
 
 PAPER_MIXTURE = {"positive": MixtureSettings(0.97, 1.5, 1.0), "negative": MixtureSettings(0.85, 1.3, 0.95)}
@@ -45,8 +61,13 @@ class DecodingConfig:
     hard: bool = False
     mixture: MixtureSettings | None = None
     feature_control: bool = True
+    nucleus_rule: str = "reach"   # top-p outside the mixture: "reach" (transformers) or "authors"
+    steering: str = "ours"        # ControlSteering rule: "ours" or "authors"
 
     def __post_init__(self):
+        check_nucleus_rule(self.nucleus_rule)
+        if self.steering not in STEERING_RULES:
+            raise ValueError(f"unknown steering {self.steering!r}; choose one of: {', '.join(STEERING_RULES)}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -60,15 +81,23 @@ BASELINE_FAIR = DecodingConfig(temperature=0.7, top_p=0.9, top_k=20, repetition_
 FUSION_DEFAULT = DecodingConfig(temperature=0.7, top_p=0.9, repetition_penalty=1.5)
 
 
+def published_decoding(config: DecodingConfig) -> DecodingConfig:
+    """``config`` as the authors decode: their nucleus rule (mixture and other steps), their
+    steering, and no controls written into the features."""
+    mixture = replace(config.mixture, nucleus_rule="authors") if config.mixture is not None else None
+    return replace(config, mixture=mixture, nucleus_rule="authors", steering="authors", feature_control=False)
+
+
 def _processors(grammar: ClauseGrammar, controls: Controls, config: DecodingConfig) -> LogitsProcessorList:
     steps = [GrammarMask(grammar)]
     if config.hard:
         steps.append(HardControl(grammar, controls))
-    steps += [ControlSteering(grammar, controls), LastKRepetitionPenalty(config.repetition_penalty, config.repetition_k),
+    steps += [ControlSteering(grammar, controls, config.steering),
+              LastKRepetitionPenalty(config.repetition_penalty, config.repetition_k),
               TemperatureLogitsWarper(config.temperature)]
     if config.top_k:
         steps.append(TopKLogitsWarper(config.top_k))
-    steps.append(TopPLogitsWarper(config.top_p))
+    steps.append(TopPLogitsWarper(config.top_p) if config.nucleus_rule == "reach" else AuthorsTopPLogitsWarper(config.top_p))
     return LogitsProcessorList(steps)
 
 
@@ -110,7 +139,7 @@ def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, 
         state = ids.shape[1] - 1 - grammar.offset
         if state == ADJ and class_mask is not None:
             mix = config.mixture
-            next_ids = sample_mixture(logits, class_mask, mix.alpha, mix.temperature, mix.top_p, generator)
+            next_ids = sample_mixture(logits, class_mask, mix.alpha, mix.temperature, mix.top_p, generator, mix.nucleus_rule)
         else:
             probs = torch.softmax(processors(ids, logits), dim=-1)
             next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)

@@ -7,6 +7,19 @@ At the ADJ slot, with the requested class C:
 Mixing before truncating keeps held-out adjectives, which the model rarely predicts,
 inside the nucleus. This is the one sampler we write by hand; everything else uses
 transformers' warpers.
+
+Two nucleus rules exist (``NUCLEUS_RULES``), and they differ exactly at the word whose
+cumulative mass crosses ``top_p``:
+
+* ``"reach"`` (ours, transformers' ``TopPLogitsWarper``, Holtzman et al.): keep the smallest
+  set of top words whose mass *reaches* ``top_p``, i.e. the crossing word is kept. The
+  causal setting uses it.
+* ``"authors"`` (the authors' ``sample_group_mixture`` and ``top_p_top_k_sample`` in
+  SemanticFusion.py, github.com/YongchaoHuang/semantic_fusion): keep the words whose
+  cumulative mass is ``<= top_p`` (the crossing word is dropped; the top word is always
+  kept). At the negative request (alpha 0.85, top-p 0.95) this drops the last of the five
+  class words, usually a held-out one; at top-p 1.0 it drops the last word whenever the
+  float32 cumulative sum rounds above 1. The published setting uses it.
 """
 
 from __future__ import annotations
@@ -29,20 +42,52 @@ def group_uniform_mixture(logits: torch.Tensor, class_mask: torch.Tensor, alpha:
     return (1 - alpha) * p + alpha * uniform
 
 
-def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keep the smallest set of top words whose mass reaches ``top_p`` (at least one); renormalise."""
+NUCLEUS_RULES: tuple[str, ...] = ("reach", "authors")
+
+
+def check_nucleus_rule(rule: str) -> str:
+    if rule not in NUCLEUS_RULES:
+        raise ValueError(f"unknown nucleus rule {rule!r}; choose one of: {', '.join(NUCLEUS_RULES)}")
+    return rule
+
+
+def nucleus_keep(probs: torch.Tensor, top_p: float, rule: str = "reach") -> torch.Tensor:
+    """Boolean [.., V]: which words survive top-p truncation under ``rule`` (see module doc)."""
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    check_nucleus_rule(rule)
     sorted_probs, order = probs.sort(dim=-1, descending=True)
-    mass_before = sorted_probs.cumsum(-1) - sorted_probs
-    keep_sorted = mass_before < top_p
-    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
-    kept = probs * keep
+    cdf = sorted_probs.cumsum(-1)
+    if rule == "reach":
+        keep_sorted = (cdf - sorted_probs) < top_p
+    else:
+        keep_sorted = cdf <= top_p
+        keep_sorted[..., 0] = True
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+
+
+def nucleus(probs: torch.Tensor, top_p: float, rule: str = "reach") -> torch.Tensor:
+    """Truncate ``probs`` to its nucleus under ``rule`` (at least one word) and renormalise."""
+    kept = probs * nucleus_keep(probs, top_p, rule)
     return kept / kept.sum(-1, keepdim=True)
 
 
+class AuthorsTopPLogitsWarper:
+    """LogitsProcessor form of the authors' nucleus (``rule="authors"``), for the steps outside
+    the mixture; transformers' ``TopPLogitsWarper`` is the ``"reach"`` rule."""
+
+    def __init__(self, top_p: float):
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        self.top_p = top_p
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        keep = nucleus_keep(torch.softmax(scores, dim=-1), self.top_p, "authors")
+        return scores.masked_fill(~keep, float("-inf"))
+
+
 def sample_mixture(logits: torch.Tensor, class_mask: torch.Tensor, alpha: float, temperature: float,
-                   top_p: float, generator: torch.Generator | None = None) -> torch.Tensor:
-    """[B] sampled ids from nucleus(q)."""
-    q = nucleus(group_uniform_mixture(logits, class_mask, alpha, temperature), top_p)
+                   top_p: float, generator: torch.Generator | None = None, rule: str = "reach") -> torch.Tensor:
+    """[B] sampled ids from nucleus(q) under ``rule``."""
+    q = nucleus(group_uniform_mixture(logits, class_mask, alpha, temperature), top_p, rule)
     return torch.multinomial(q, 1, generator=generator).squeeze(-1)

@@ -3,11 +3,17 @@
 They stack in a ``transformers.LogitsProcessorList`` together with transformers' own
 ``TemperatureLogitsWarper``, ``TopKLogitsWarper`` and ``TopPLogitsWarper``.
 
-Steering magnitudes follow the authors' public code (NOTES.md): at ADJ, +6 x polarity on the
-requested class and -3 x polarity on the other; at PUNCT, +2.8 x strength x polarity on "!"
-and +2.8 x is_question on "?". At INTENS the authors add the same constant to every
-intensifier, which cancels in the softmax (only intensifiers are allowed there); we instead
-favour the intensifiers whose strength is closest to the requested one (documented change).
+Steering magnitudes follow the authors' ``apply_logit_steer`` in SemanticFusion.py
+(github.com/YongchaoHuang/semantic_fusion): at ADJ, +6 x polarity on the requested class and
+-3 x polarity on the other; at PUNCT, +2.8 x strength x polarity on "!" and +2.8 x is_question
+on "?". Two rules (``STEERING_RULES``):
+
+* ``"authors"``: strength = max(str_high, str_med); at INTENS the same constant
+  1.2 (0.5 + strength) is added to every intensifier, which cancels in the softmax (only
+  intensifiers are allowed there), so the intensifier is not steered at all.
+* ``"ours"`` (default): strength = the requested memberships' weighted centre
+  (``Controls.strength``), and at INTENS the intensifiers whose strength is closest to the
+  requested one are favoured (a documented change).
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ from .controls import Controls
 from .grammar import ADJ, INTENS, PUNCT, ClauseGrammar
 
 ADJ_BOOST, ADJ_PENALTY, PUNCT_BOOST, INTENS_BOOST = 6.0, 3.0, 2.8, 3.0
+STEERING_RULES: tuple[str, ...] = ("ours", "authors")
 
 
 class ControlSteering:
-    """State-aware additive shifts of the logits at INTENS, ADJ and PUNCT."""
+    """State-aware additive shifts of the logits at INTENS, ADJ and PUNCT (``rule``: see module doc)."""
 
-    def __init__(self, grammar: ClauseGrammar, controls: Controls):
+    def __init__(self, grammar: ClauseGrammar, controls: Controls, rule: str = "ours"):
+        if rule not in STEERING_RULES:
+            raise ValueError(f"unknown steering rule {rule!r}; choose one of: {', '.join(STEERING_RULES)}")
         vocab = grammar.vocab
         self.grammar, self.controls = grammar, controls
         V = len(vocab)
@@ -35,11 +44,17 @@ class ControlSteering:
         wanted, other = (positive, negative) if polarity >= 0 else (negative, positive)
         shift[ADJ, wanted] += ADJ_BOOST * abs(polarity)
         shift[ADJ, other] -= ADJ_PENALTY * abs(polarity)
-        shift[PUNCT, vocab.id("!")] += PUNCT_BOOST * controls.strength * max(0.0, polarity)
+        if rule == "authors":
+            strength = max(controls.get("str_high"), controls.get("str_med"))
+            if strength > 0:
+                shift[INTENS, vocab.ids(syn.INTENSIFIERS)] += 1.2 * (0.5 + strength)  # equal for all: no effect
+        else:
+            strength = controls.strength
+            level = max(controls.get(n) for n in ("str_low", "str_med", "str_high"))
+            for word, intensity in syn.INTENSITY.items():
+                shift[INTENS, vocab.id(word)] += INTENS_BOOST * level * (1.0 - abs(intensity - strength))
+        shift[PUNCT, vocab.id("!")] += PUNCT_BOOST * strength * max(0.0, polarity)
         shift[PUNCT, vocab.id("?")] += PUNCT_BOOST * controls.get("is_question")
-        level = max(controls.get(n) for n in ("str_low", "str_med", "str_high"))
-        for word, intensity in syn.INTENSITY.items():
-            shift[INTENS, vocab.id(word)] += INTENS_BOOST * level * (1.0 - abs(intensity - controls.strength))
         self.shift = shift
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
