@@ -93,3 +93,20 @@ def test_published_nudge_is_capped_at_one(vocab):
     good = published(ids)[7]
     lo = FEATURE_INDEX["str_low"]
     np.testing.assert_allclose(good[lo:lo + 3].numpy(), triangular_memberships(1.0), rtol=1e-6)
+
+
+def test_published_roles_sit_at_the_authors_fixed_positions_and_their_nouns_include_the(vocab):
+    from semlm.fuzzy import FEATURE_INDEX
+
+    words = ["Bob", "cooks", "the", "meal", ",", "very", "good", "and", "he", "starts", "the", "task", ",",
+             "slightly", "bad", "."]
+    ids = torch.tensor(vocab.encode(words))
+    published, causal = SyntheticFeatures(vocab, published=True)(ids), SyntheticFeatures(vocab)(ids)
+    subject, obj, noun = FEATURE_INDEX["is_subject"], FEATURE_INDEX["is_object"], FEATURE_INDEX["is_noun"]
+    assert published[:, subject].nonzero().flatten().tolist() == [1]        # first clause only
+    assert published[:, obj].nonzero().flatten().tolist() == [4]
+    assert causal[:, subject].nonzero().flatten().tolist() == [1, 9]        # every clause
+    assert causal[:, obj].nonzero().flatten().tolist() == [4, 12]
+    the, very, meal = words.index("the") + 1, words.index("very") + 1, words.index("meal") + 1
+    assert published[the, noun] == 1 and published[very, noun] == 1 and published[meal, noun] == 1
+    assert causal[the, noun] == 0 and causal[very, noun] == 0 and causal[meal, noun] == 1

@@ -11,16 +11,22 @@ Shifts to the right and cumulative operations only look backwards, so in the def
 **causal** mode the features at t depend on tokens <= t and nothing else; the tests
 check this by perturbing the future.
 
-The **published** mode (``published=True``) adds the authors' "+0.2 strength when the
-sentence ends with '!'" nudge to every position (NOTES.md). That reads the last token
-of the sentence, i.e. the future, and exists only so the leakage audit can reproduce
-the published setting.
+The **published** mode (``published=True``) is the authors' ``compute_semantics`` in
+SemanticFusion.py (github.com/YongchaoHuang/semantic_fusion):
 
-Where the paper is silent we define the shallow roles by the clause template:
-``is_subject`` / ``is_object`` mark the first / fourth word of each clause and
-``is_head`` the verb of the main (first) clause. ``is_noun`` marks common nouns
-(the objects); the authors' code also counts "the", conjunctions and intensifiers
-as nouns, which we do not copy.
+* the "+0.2 strength when the sentence ends with '!'" nudge (their ``strength_signal``) at
+  every position: it reads the last token of the sentence, i.e. the future;
+* ``is_subject`` / ``is_head`` / ``is_object`` only at the fixed positions 1 / 2 / 4 of the
+  sequence (``<bos>`` is 0), i.e. in the first clause only;
+* their ``is_noun``: any alphabetic word that is not a verb, adjective, name or pronoun, so
+  "the", the conjunctions and the intensifiers count as nouns.
+
+It exists only so the leakage audit can reproduce the published setting.
+
+In the default causal mode, where the paper is silent, we define the shallow roles by the
+clause template: ``is_subject`` / ``is_object`` mark the first / fourth word of *each*
+clause and ``is_head`` the verb of the main (first) clause; ``is_noun`` marks common nouns
+(the objects) only.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from .fuzzy import CENTRES, FEATURE_INDEX, NUM_FEATURES, TAU, triangular_members
 
 #: Strength added to every position when the sentence ends with "!" (published mode only).
 PUBLISHED_EXCLAMATION_NUDGE = 0.2
+#: The authors' fixed sequence positions (``<bos>`` = 0) of subject, head verb and object.
+PUBLISHED_ROLE_POSITIONS = {"is_subject": 1, "is_head": 2, "is_object": 4}
 
 _CLAUSE_SLOT_SUBJECT, _CLAUSE_SLOT_VERB, _CLAUSE_SLOT_OBJECT = 0, 1, 3
 
@@ -59,7 +67,15 @@ class WordTables:
     is_content: torch.Tensor   # [V] bool: not a special token
 
 
-def build_word_tables(vocab: Vocabulary) -> WordTables:
+def _authors_is_noun(word: str) -> bool:
+    """The authors' ``is_noun``: an object noun, or any alphabetic word that is not a verb,
+    adjective, name or pronoun ("the", "and", "but" and the intensifiers included)."""
+    return word in syn.OBJECTS or (word.isalpha() and word not in syn.VERBS and word not in syn.SUBJECTS
+                                   and word not in syn.PRONOUNS and word not in syn.POSITIVE_ADJECTIVES
+                                   and word not in syn.NEGATIVE_ADJECTIVES)
+
+
+def build_word_tables(vocab: Vocabulary, published: bool = False) -> WordTables:
     V, F = len(vocab), NUM_FEATURES
     static = np.zeros((V, F), dtype=np.float64)
     intensity = np.zeros(V)
@@ -67,7 +83,7 @@ def build_word_tables(vocab: Vocabulary) -> WordTables:
     positive, negative = set(syn.POSITIVE_ADJECTIVES), set(syn.NEGATIVE_ADJECTIVES)
     for i, w in enumerate(vocab.tokens):
         row = static[i]
-        row[FEATURE_INDEX["is_noun"]] = w in syn.OBJECTS
+        row[FEATURE_INDEX["is_noun"]] = _authors_is_noun(w) if published else w in syn.OBJECTS
         row[FEATURE_INDEX["is_verb"]] = w in syn.VERBS
         row[FEATURE_INDEX["is_adj"]] = w in positive or w in negative
         row[FEATURE_INDEX["is_bos"]] = w == BOS
@@ -106,7 +122,7 @@ class SyntheticFeatures:
     def __init__(self, vocab: Vocabulary, published: bool = False):
         self.vocab = vocab
         self.published = published
-        self.tables = build_word_tables(vocab)
+        self.tables = build_word_tables(vocab, published)
 
     @torch.no_grad()
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -127,6 +143,9 @@ class SyntheticFeatures:
         feats[..., FEATURE_INDEX["is_subject"]] = ((slot == _CLAUSE_SLOT_SUBJECT) & content).float()
         feats[..., FEATURE_INDEX["is_object"]] = ((slot == _CLAUSE_SLOT_OBJECT) & content).float()
         feats[..., FEATURE_INDEX["is_head"]] = ((slot == _CLAUSE_SLOT_VERB) & (clause_index == 0) & content).float()
+        if self.published:  # the authors' fixed positions in the first clause
+            for name, position in PUBLISHED_ROLE_POSITIONS.items():
+                feats[..., FEATURE_INDEX[name]] = ((positions == position) & content).float()
 
         # Strength r*(t): the intensity of the word just before t (the paper's "preceding intensifier").
         strength = torch.zeros(B, L, device=ids.device)
