@@ -150,7 +150,7 @@ def test_adapter_save_and_load_round_trip_gives_identical_logits(tiny_mistral, t
     model.save_adapter(tmp_path / "saved")
     saved = {p.name for p in (tmp_path / "saved").rglob("*") if p.is_file()}
     assert "model.safetensors" not in saved  # the backbone is never written
-    loaded = LoraIdeaModel.from_adapter(tmp_path / "saved", tiny_mistral)
+    loaded = LoraIdeaModel.from_adapter(tmp_path / "saved", tiny_mistral, device="cpu")
     assert loaded.config.quantization == quantization
     with torch.no_grad():
         torch.testing.assert_close(loaded(inputs()).logits, expected, rtol=0, atol=0)

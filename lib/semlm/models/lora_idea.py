@@ -263,8 +263,10 @@ class LoraIdeaModel(nn.Module):
         return folder
 
     @classmethod
-    def from_adapter(cls, folder: str | Path, backbone, quantization: str | None = None) -> "LoraIdeaModel":
-        """Rebuild a saved wrapper on ``backbone`` (a model, or a name/path loaded with ``quantization``)."""
+    def from_adapter(cls, folder: str | Path, backbone, quantization: str | None = None,
+                     device: str | torch.device | None = None) -> "LoraIdeaModel":
+        """Rebuild a saved wrapper on ``backbone`` (a model, or a name/path loaded with ``quantization``
+        onto ``device``, by default the one :func:`load_backbone` picks)."""
         folder = Path(folder)
         if not (folder / WRAPPER_FILE).is_file():
             raise FileNotFoundError(f"no {WRAPPER_FILE} in {folder}; save one with LoraIdeaModel.save_adapter")
@@ -272,7 +274,7 @@ class LoraIdeaModel(nn.Module):
         if quantization is not None:
             config = replace(config, quantization=check_quantization(quantization))
         if isinstance(backbone, (str, Path)):
-            backbone = load_backbone(backbone, config.quantization)
+            backbone = load_backbone(backbone, config.quantization, device)
         backbone.requires_grad_(False)
         model = cls(backbone, replace(config, lora=None))
         if config.lora is not None:
