@@ -110,3 +110,126 @@ def test_missing_data_directory_exits_2_before_running_anything(capsys, tmp_path
     line = one_error_line(capsys)
     assert line.startswith("error: SEMLM_DATA_DIR=") and "is not a directory" in line and "data/README.md" in line
     assert not (tmp_path / "build").exists()
+
+
+SLEEPY_CHAPTER = '''# %% tags=["parameters"]
+profile = "cpu"
+
+# %%
+import multiprocessing, os, pathlib, time
+pool = multiprocessing.get_context("fork").Pool(2)
+pool.map(abs, [1, 2])
+pids = [worker.pid for worker in pool._pool] + [os.getpid()]
+pathlib.Path(os.environ["SLEEPY_READY"]).write_text(" ".join(map(str, pids)))
+time.sleep(300)
+'''
+RUNNER = '''import sys
+from pathlib import Path
+from semlm import book
+book.NOTEBOOKS_DIR = Path(sys.argv[1])
+sys.exit(book.main(["run", "--profile", "smoke", "--only", "01_sleepy", "--build-dir", sys.argv[2]]))
+'''
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_killing_the_runner_leaves_no_kernel_or_worker_processes(tmp_path, signum):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "01_sleepy.py").write_text(SLEEPY_CHAPTER)
+    ready = tmp_path / "ready"
+    env = {**os.environ, "SLEEPY_READY": str(ready), "OMP_NUM_THREADS": "1"}
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(notebooks), str(tmp_path / "build")], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not ready.exists() or not ready.read_text().strip():
+            assert runner.poll() is None, runner.communicate()
+            assert time.monotonic() < deadline, "the chapter never started its workers"
+            time.sleep(0.2)
+        pids = [int(pid) for pid in ready.read_text().split()]
+        assert len(pids) == 3 and all(psutil.pid_exists(pid) for pid in pids)
+        runner.send_signal(getattr(signal, signum))
+        _, err = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, err
+    assert "interrupted" in err
+
+    def alive(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in pids if alive(pid)] == [], "kernel or pool workers survived the runner"
+
+
+def test_only_a_chapter_whose_data_is_missing_fails_at_once_naming_files_and_make_data(capsys, tmp_path, monkeypatch):
+    empty = tmp_path / "empty-data"
+    empty.mkdir()
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(empty))
+    assert book.main(["run", "--profile", "smoke", "--only", "05_sst2", "--build-dir", str(tmp_path / "b")]) == 1
+    line = one_error_line(capsys)
+    assert "sst2/train.tsv" in line and "sst2/dev.tsv" in line and "make data" in line
+
+
+def test_a_build_without_data_skips_those_chapters_and_says_why_in_the_html(capsys, tmp_path, monkeypatch,
+                                                                             fake_notebooks):
+    from semlm.data import fetch as data_fetch
+
+    empty = tmp_path / "empty-data"
+    empty.mkdir()
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(empty))
+    monkeypatch.setitem(data_fetch.CHAPTER_DATA, "02_beta", ("wikitext-2/train.txt",))
+    executed = []
+    monkeypatch.setattr(book, "execute_chapter", lambda chapter, profile, build_dir: executed.append(chapter))
+    monkeypatch.setattr(book, "ensure_kernel", lambda: None)
+    build = tmp_path / "build"
+    (build / "metrics").mkdir(parents=True)
+    (build / "metrics" / "02_beta.json").write_text("{}")  # left by an earlier build that had the data
+    book.run("smoke", build_dir=build, html=False)
+    assert executed == ["01_alpha"]
+    out = capsys.readouterr().out
+    skip_lines = [line for line in out.splitlines() if line.startswith("skipping")]
+    assert len(skip_lines) == 1 and "wikitext-2/train.txt" in skip_lines[0] and "make data" in skip_lines[0]
+    assert not (build / "metrics" / "02_beta.json").exists() and (build / "metrics" / "02_beta.json.stale").exists()
+    monkeypatch.setattr(book, "_toc_files", lambda path: ["book/intro", "notebooks/01_alpha", "notebooks/02_beta"])
+    monkeypatch.setattr(book, "_toc_root", lambda path: "book/intro")
+    source = book.stage_sources(build)
+    page = (source / "notebooks" / "02_beta.md").read_text()
+    assert "skipped" in page and "`wikitext-2/train.txt`" in page and "make data" in page
+    intro = (source / "book" / "intro.md").read_text()
+    assert "Chapters skipped in this build" in intro and "02_beta" in intro
+    # once the data are there, the same build directory forgets the skip
+    (empty / "wikitext-2").mkdir()
+    (empty / "wikitext-2" / "train.txt").write_text("x")
+    book.run("smoke", build_dir=build, html=False)
+    assert book.read_skipped(build) == {} and executed[-2:] == ["01_alpha", "02_beta"]
+
+
+def test_the_executed_notebook_hides_the_injected_cell_and_shows_one_run_with_line(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('profile = "cpu"\nseed = 111', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell('# Parameters\nprofile = "smoke"\n', metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("print(path)", outputs=[nbformat.v4.new_output(
+            "stream", name="stdout", text=f"wrote {REPO_ROOT}/book/_build/metrics/x.json and {tmp_path}/b/runs\n")]),
+    ])
+    tidy = book.tidy_executed_notebook(notebook, tmp_path / "b")
+    assert "remove-cell" in tidy.cells[1].metadata["tags"]
+    assert tidy.cells[0].outputs[0]["text"] == "run with: profile=\"smoke\", seed=111\n"
+    assert tidy.cells[2].outputs[0]["text"] == "wrote book/_build/metrics/x.json and <build dir>/runs\n"
+    # tidying twice keeps one line
+    assert len(book.tidy_executed_notebook(tidy).cells[0].outputs) == 1

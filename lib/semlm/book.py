@@ -13,17 +13,34 @@ The HTML is built from a staged copy of the book (``<build>/source/``: the confi
 generated notebooks and the book reads offline. It replaces ``<build>/html`` only when
 Jupyter Book succeeds.
 
+Before any chapter runs, the runner checks the data files every selected chapter reads
+(:data:`semlm.data.fetch.CHAPTER_DATA`). A full build skips the chapters whose data are missing,
+says so in one line (the files and ``make data``), and the HTML says what was skipped and why;
+``--only`` a chapter whose data are missing fails at once with that line.
+
+After a chapter ran, its notebook is made to read like a book page: papermill's injected
+parameters cell is hidden and the values the chapter ran with appear as one ``run with:`` line
+under the visible ``parameters`` cell; absolute paths of this machine in the outputs are
+written relative to the repository. The HTML output also gets ``notebooks/<chapter>.ipynb``,
+the chapter as a notebook without outputs, for download and launch buttons.
+
+SIGTERM or Ctrl-C stops the build and takes every process it started with it (the papermill
+kernel and any worker pools the chapter started).
+
 Exit status: 0 on success, 1 when a chapter or the HTML build fails, 2 on a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import importlib.util
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -31,7 +48,8 @@ from pathlib import Path
 
 import yaml
 
-from .data.paths import REPO_ROOT
+from .data.fetch import missing_for_chapters
+from .data.paths import REPO_ROOT, data_dir
 
 #: The profile names of :data:`semlm.profiles.PROFILES`, repeated here because importing that
 #: module pulls in torch: seconds that the CLI's usage errors should not cost.
@@ -52,6 +70,23 @@ PLACEHOLDER = """# {chapter} (not executed)
 
 This chapter was not executed in this build; run `python -m semlm.book run --profile cpu`.
 """
+SKIPPED_PAGE = """# {chapter} (skipped: data missing)
+
+This build skipped this chapter because the data files it reads were not found:
+{files}.
+
+Run `make data` (it downloads them and checks their SHA-256 against `data/checksums.sha256`),
+or point `SEMLM_DATA_DIR` at a folder that has them (see `data/README.md`); then rebuild.
+"""
+SKIPPED_NOTE = """
+```{{admonition}} Chapters skipped in this build
+:class: warning
+{lines}
+
+Run `make data` to fetch the missing files (see `data/README.md`), then rebuild.
+```
+"""
+SKIPPED_FILE = "skipped.json"
 
 
 class BookError(Exception):
@@ -193,7 +228,115 @@ def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
         partial = _keep_partial(running, failed)
         raise BookError(f"chapter {chapter} failed: {_describe(exc)}{partial}") from exc
     failed.unlink(missing_ok=True)
+    finished = nbformat.read(running, as_version=4)
+    nbformat.write(tidy_executed_notebook(finished, build_dir), running)
     return running.replace(executed / f"{chapter}.ipynb")
+
+
+# --- making an executed notebook read like a page -----------------------------------------------
+
+
+def _assignments(source: str) -> dict[str, str]:
+    """``name -> source of the value`` for the top-level assignments of a parameters cell."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.get_source_segment(source, node.value)
+    return out
+
+
+def run_with_line(notebook) -> str | None:
+    """``run with: profile='smoke', seed=111`` from the parameters cell's defaults and papermill's injected values."""
+    cells = {tag: cell for cell in notebook.cells for tag in cell.get("metadata", {}).get("tags", [])}
+    if "parameters" not in cells:
+        return None
+    values = _assignments(cells["parameters"].source)
+    if "injected-parameters" in cells:
+        values.update(_assignments(cells["injected-parameters"].source))
+    return "run with: " + ", ".join(f"{name}={value}" for name, value in values.items()) if values else None
+
+
+def tidy_executed_notebook(notebook, build_dir: Path | None = None):
+    """Hide papermill's injected cell, show the run's values under the parameters cell, drop machine paths."""
+    import nbformat
+
+    line = run_with_line(notebook)
+    for cell in notebook.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+        if "parameters" in tags and line is not None and cell.cell_type == "code":
+            cell.outputs = [o for o in cell.get("outputs", []) if not _is_run_with(o)]
+            cell.outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text=line + "\n"))
+    return relative_paths(notebook, build_dir)
+
+
+def _is_run_with(output) -> bool:
+    return output.get("output_type") == "stream" and str(output.get("text", "")).startswith("run with: ")
+
+
+def path_replacements(build_dir: Path | None = None) -> list[tuple[str, str]]:
+    """(absolute, shown) pairs, longest first: the build, data and repository folders of this machine."""
+    pairs = []
+    if build_dir is not None:
+        pairs.append((str(Path(build_dir).resolve()), _repo_relative(Path(build_dir))))
+    pairs.append((str(data_dir()), "$SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data"))
+    pairs.append((str(REPO_ROOT), "."))
+    return sorted(pairs, key=lambda pair: -len(pair[0]))
+
+
+def _repo_relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return "<build dir>"
+
+
+def relative_paths(notebook, build_dir: Path | None = None):
+    """Rewrite this machine's absolute paths in outputs and papermill's metadata (``<repo>/x`` -> ``x``)."""
+    pairs = path_replacements(build_dir)
+
+    def clean(text: str) -> str:
+        for absolute, shown in pairs:
+            text = text.replace(absolute + "/", "" if shown == "." else shown + "/").replace(absolute, shown)
+        return text
+
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output["text"] = clean(output["text"] if isinstance(output["text"], str) else "".join(output["text"]))
+            for mime, value in output.get("data", {}).items():
+                if mime.startswith("text/") or mime == "application/json":
+                    if isinstance(value, str):
+                        output["data"][mime] = clean(value)
+            if "traceback" in output:
+                output["traceback"] = [clean(line) for line in output["traceback"]]
+    papermill_meta = notebook.metadata.get("papermill", {})
+    for key in ("input_path", "output_path", "cwd"):
+        if isinstance(papermill_meta.get(key), str):
+            papermill_meta[key] = clean(papermill_meta[key])
+    return notebook
+
+
+def write_published_notebooks(html_dir: Path, chapters: list[str]) -> list[Path]:
+    """``<html>/notebooks/<chapter>.ipynb``: each chapter from its .py source, without outputs (launch/download)."""
+    import jupytext
+    import nbformat
+
+    written = []
+    for chapter in chapters:
+        notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
+        notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
+        notebook.metadata.pop("jupytext", None)
+        target = html_dir / "notebooks" / f"{chapter}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, target)
+        written.append(target)
+    return written
 
 
 def _cell_progress(chapter: str):
@@ -221,13 +364,17 @@ def _keep_partial(running: Path, failed: Path) -> str:
 # --- the HTML ---------------------------------------------------------------------------------
 
 
-def stage_sources(build_dir: Path) -> Path:
+def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) -> Path:
     """Assemble ``<build>/source/``: what Jupyter Book builds.
 
     A toc entry ``notebooks/<chapter>`` with no executed notebook (after ``--only``, say) gets a
     placeholder page so the build still succeeds; an executed chapter the toc does not name is
-    reported, because Jupyter Book (only_build_toc_files) would leave it out silently.
+    reported, because Jupyter Book (only_build_toc_files) would leave it out silently. A chapter
+    in ``skipped`` (``{chapter: missing files}``, default: ``<build>/skipped.json``) gets a page
+    saying which files were missing, even if an older executed notebook exists, and the first
+    page lists the skipped chapters.
     """
+    skipped = read_skipped(build_dir) if skipped is None else skipped
     source = build_dir / "source"
     shutil.rmtree(source, ignore_errors=True)
     (source / "book").mkdir(parents=True)
@@ -237,7 +384,7 @@ def stage_sources(build_dir: Path) -> Path:
     for page in sorted([*BOOK_DIR.glob("*.md"), *BOOK_DIR.glob("*.bib")]):
         shutil.copy2(page, source / "book" / page.name)
     for notebook in sorted((build_dir / "executed").glob("*.ipynb")):
-        if not notebook.name.endswith(".failed.ipynb"):
+        if not notebook.name.endswith(".failed.ipynb") and notebook.stem not in skipped:
             shutil.copy2(notebook, source / "notebooks" / notebook.name)
     toc = _toc_files(source / "_toc.yml")
     for notebook in sorted((source / "notebooks").glob("*.ipynb")):
@@ -247,9 +394,28 @@ def stage_sources(build_dir: Path) -> Path:
         page = source / entry
         missing = not any(page.with_name(page.name + suffix).exists() for suffix in (".ipynb", ".md"))
         if entry.startswith("notebooks/") and missing:
-            page.with_name(page.name + ".md").write_text(PLACEHOLDER.format(chapter=page.name))
+            text = (SKIPPED_PAGE.format(chapter=page.name, files=", ".join(f"`{f}`" for f in skipped[page.name]))
+                    if page.name in skipped else PLACEHOLDER.format(chapter=page.name))
+            page.with_name(page.name + ".md").write_text(text)
+    if skipped:
+        root = source / f"{_toc_root(source / '_toc.yml')}.md"
+        if root.is_file():
+            lines = "\n".join(f"* {chapter}: missing {', '.join(f'`{f}`' for f in files)}"
+                              for chapter, files in skipped.items())
+            text = root.read_text()
+            heading_end = text.find("\n") + 1 if text.startswith("# ") else 0
+            root.write_text(text[:heading_end] + SKIPPED_NOTE.format(lines=lines) + text[heading_end:])
     shutil.copytree(mathjax_dir(), source / VENDOR_DIR / "mathjax")
     return source
+
+
+def read_skipped(build_dir: Path) -> dict[str, list[str]]:
+    path = Path(build_dir) / SKIPPED_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _toc_root(toc_path: Path) -> str:
+    return yaml.safe_load(toc_path.read_text()).get("root", "")
 
 
 def _toc_files(toc_path: Path) -> list[str]:
@@ -292,6 +458,7 @@ def build_html(build_dir: Path) -> Path:
         raise BookError(f"jupyter-book build failed: {_last_meaningful_line(output_text)} (full log: {_show(log)})")
     print(f"jupyter-book: {_warning_count(output_text)} warning(s) (log: {_show(log)})")
     drop_duplicate_inline_scripts(output / "_build" / "html")
+    write_published_notebooks(output / "_build" / "html", list_chapters())
     html = build_dir / "html"
     _swap_in(output / "_build" / "html", html)
     return html / "index.html"
@@ -366,10 +533,21 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     chapters = list_chapters()
     if only is not None:
         chapters = [resolve_chapter(only, chapters)]
+    skipped = missing_for_chapters(chapters)
+    if skipped:
+        files = sorted({name for names in skipped.values() for name in names})
+        where = "SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data/"
+        line = (f"missing data in {where}: {', '.join(files)} (needed by {', '.join(skipped)}); "
+                "run `make data` or set SEMLM_DATA_DIR")
+        if only is not None:
+            raise BookError(line)
+        print(f"skipping {len(skipped)} chapter(s): {line}", flush=True)
+    chapters = [chapter for chapter in chapters if chapter not in skipped]
     build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
     if fresh:
         shutil.rmtree(build_dir / "runs", ignore_errors=True)
-    with chapter_environment(build_dir, allow_downloads):
+    record_skipped(build_dir, chapters + list(skipped), skipped)
+    with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit():
         ensure_kernel()
         for number, chapter in enumerate(chapters, 1):
             _run_chapter(number, len(chapters), chapter, profile, build_dir)
@@ -379,6 +557,93 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
         else:
             print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
     return build_dir
+
+
+def record_skipped(build_dir: Path, considered: list[str], skipped: dict[str, list[str]]) -> None:
+    """Update ``<build>/skipped.json`` (read when staging the HTML) for the ``considered`` chapters, and
+    set aside the metrics a skipped chapter left from an earlier build (``<chapter>.json.stale``), so
+    the report never mixes builds."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    record = {chapter: files for chapter, files in read_skipped(build_dir).items() if chapter not in considered}
+    record.update(skipped)
+    path = build_dir / SKIPPED_FILE
+    if record:
+        path.write_text(json.dumps(record, indent=1))
+    else:
+        path.unlink(missing_ok=True)
+    for chapter in skipped:
+        metrics = build_dir / "metrics" / f"{chapter}.json"
+        if metrics.exists():
+            metrics.replace(metrics.with_name(f"{chapter}.json.stale"))
+
+
+@contextlib.contextmanager
+def _stop_children_on_exit():
+    """Turn SIGTERM into KeyboardInterrupt while the build runs, and on the way out (normal or not)
+    end every process this one started that is still alive: the papermill kernel (its own session,
+    so a signal to our group misses it) and the worker pools the kernel forked."""
+    import psutil
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, interrupt) if main_thread else None
+    me = psutil.Process()
+    before = {child.pid for child in me.children(recursive=True)}
+    # Workers outlive a killed kernel as orphans (re-parented away from us), so remember every
+    # process (and process group) we have seen below us while the build runs.
+    seen: dict[int, psutil.Process] = {}
+    groups: set[int] = set()
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.5):
+            with contextlib.suppress(psutil.Error):
+                for child in me.children(recursive=True):
+                    if child.pid not in before and child.pid not in seen:
+                        seen[child.pid] = child
+                        with contextlib.suppress(OSError):
+                            groups.add(os.getpgid(child.pid))
+
+    watcher = threading.Thread(target=watch, name="semlm-book-children", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+        own_group = os.getpgid(0)
+        for group in groups - {own_group}:
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGTERM)
+        current = [child for child in me.children(recursive=True) if child.pid not in before]
+        stop_processes([*current, *(p for p in seen.values() if p.pid not in {c.pid for c in current})])
+        for group in groups - {own_group}:
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGKILL)
+
+
+def stop_processes(processes, grace: float = 3.0) -> None:
+    """SIGTERM ``processes`` (psutil), wait ``grace`` seconds, SIGKILL what is left."""
+    import psutil
+
+    alive = []
+    for process in processes:
+        try:
+            process.terminate()
+            alive.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=grace)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace)
 
 
 def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir: Path) -> None:
@@ -429,6 +694,9 @@ def main(argv: list[str] | None = None) -> int:
     except BookError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted; the kernel and its workers were stopped", file=sys.stderr)
+        return 130
     return 0
 
 
