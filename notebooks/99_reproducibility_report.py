@@ -49,7 +49,8 @@ print(f"{len(metrics)} chapter records in {metrics_dir()}")
 
 # %% tags=["remove-input", "full-width"]
 STATUS_COLOURS = {"reproduced": "#d8f0d8", "not reproduced": "#f6d5d5",
-                  "not meaningful as published": "#fbecc8", "not run at this profile": "#e6e6e6"}
+                  "not meaningful as published": "#fbecc8", "not run at this profile": "#e6e6e6",
+                  "inconclusive": "#dde6f3", "holds by construction": "#ece3f5"}
 
 
 def show_value(value):
@@ -62,11 +63,13 @@ table = pd.DataFrame([{
     "paper": row["paper"], "claim": row["claim"], "paper value": show_value(row["paper_value"]),
     "published setting (ours)": show_value(row["published_value"]), "causal (ours)": show_value(row["causal_value"]),
     "95% CI": "" if row["ci"] is None else f"[{row['ci'][0]:.3g}, {row['ci'][1]:.3g}]",
-    "profile": row["profile"] or "", "status": row["status"], "why": row["reason"]} for row in claims])
+    "profile": row["profile"] or "", "status": row["status"], "why": row["reason"],
+    "rule": row.get("rule", "")} for row in claims])
 (table.style.hide(axis="index")
  .map(lambda status: f"background-color: {STATUS_COLOURS[status]}", subset=["status"])
  .set_properties(**{"text-align": "left", "font-size": "0.8em", "vertical-align": "top"})
  .set_properties(subset=["why"], **{"min-width": "20em"})
+ .set_properties(subset=["rule"], **{"min-width": "16em"})
  .set_properties(subset=["claim"], **{"min-width": "12em"}))
 
 # %% tags=["remove-input"]
