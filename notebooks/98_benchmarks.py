@@ -107,14 +107,61 @@ glue("bench_padding", 100 * padding_share, display=False)
 # %% [markdown]
 # ## Idea-gated GPT: what the gate costs (paper B)
 #
-# Time of one training step (forward, backward, AdamW) and of batched `generate()` for the
-# idea-gated GPT relative to the plain GPT of the same backbone, at this profile's chapter-6
-# size, one thread, random weights (the cost of a step does not depend on what the model has
-# learnt). Targets from the issue: a step at most 1.25 times the plain one, generation at most
-# 1.1 times.
+# The idea head adds a $d \times d$ layer and a second $d \times V$ projection to every position,
+# as large as the token head. So the gated model *should* be slower, and the question is only
+# whether it is slower by more than the extra arithmetic. We count the floating-point operations
+# of both models from their configs (`semlm.bench.forward_flops_per_position`: the attention
+# projections and scores, the MLP, the token head and the idea head; a multiply-add counts two;
+# a training step is three forward passes' worth) and put the FLOP ratio, gated over plain, next to
+# the measured time ratio. Two workloads at this profile's chapter-6 size, random weights (the
+# cost of a step does not depend on what the model has learnt), plain and gated timed in turn:
+#
+# * a training step: forward with the book's alpha-gated loss, backward, AdamW;
+# * cached generation: greedy `generate()` with the KV cache, time per new token (the time for
+#   many new tokens minus the time for one, so the prompt's prefill is left out).
+#
+# The issue's targets: the time ratio at most 1.05 times the FLOP ratio for training and 1.1
+# times for generation. These are printed with a verdict, not enforced by a test: timings on a
+# shared machine move by tens of percent from run to run.
 
 # %%
+from semlm.bench import IDEA_GENERATION_TARGET, IDEA_STEP_TARGET
+
 idea = record["idea"]
-pd.DataFrame({"ratio gated / plain": {"training step": idea["step_time_ratio"],
-                                      "generation": idea["generation_time_ratio"]},
-              "target": {"training step": 1.25, "generation": 1.1}})
+rows = {"training step": ("step", IDEA_STEP_TARGET), "generation, per new token (KV cache)": ("generation", IDEA_GENERATION_TARGET)}
+ratios = pd.DataFrame({
+    name: {"FLOP ratio gated / plain (counted)": idea[f"{key}_flop_ratio"],
+           "time ratio gated / plain (measured)": idea[f"{key}_time_ratio"],
+           "time ratio / FLOP ratio": idea[f"{key}_time_over_flops"],
+           "target (time / FLOP ratio at most)": target,
+           "verdict": "meets" if idea["meets_targets"][key] else "misses"}
+    for name, (key, target) in rows.items()}).T
+glue("idea_step_flop_ratio", idea["step_flop_ratio"], display=False)
+glue("idea_step_over", idea["step_time_over_flops"], display=False)
+glue("idea_gen_over", idea["generation_time_over_flops"], display=False)
+glue("idea_step_verdict", "meets" if idea["meets_targets"]["step"] else "misses", display=False)
+glue("idea_gen_verdict", "meets" if idea["meets_targets"]["generation"] else "misses", display=False)
+glue("idea_bench_device", f"{idea['device']} ({idea['threads']} thread(s))", display=False)
+ratios
+
+# %% [markdown]
+# Where the FLOPs go, per position of the gated model (forward, this profile's sizes; the idea
+# head's share is what the ratio above is made of):
+
+# %%
+parts = pd.Series(idea["flops"]["training"]["parts_gated"], name="FLOPs per position (forward)")
+parts.to_frame().assign(share=lambda f: f.iloc[:, 0] / parts["total"]).style.format({parts.name: "{:,.0f}", "share": "{:.1%}"})
+
+# %% [markdown]
+# On {glue:text}`idea_bench_device` a training step of the gated model costs
+# {glue:text}`idea_step_over:.2f` times what its FLOP ratio of {glue:text}`idea_step_flop_ratio:.2f`
+# predicts, which {glue:text}`idea_step_verdict` the 1.05 target; a cached generation step costs
+# {glue:text}`idea_gen_over:.2f` times its FLOP ratio ({glue:text}`idea_gen_verdict` the 1.1 target).
+# The FLOP count leaves out what is linear in the vocabulary rather than in $d \times V$: the
+# gate itself (a log-sigmoid, a clamp, a scale and an add over all $V$ logits of every position)
+# and the idea loss (a binary cross-entropy over all $V$ columns, forward and backward). Those
+# passes cost memory traffic, not arithmetic, and they are the first place to look when a
+# training step's time ratio exceeds its FLOP ratio; in generation only one position per sequence is computed and
+# the fixed per-step cost of `generate()` is shared by both models, so the time ratio there tends
+# to stay below the FLOP ratio at small sizes. A GPU run (`make test-gpu`, recorded in
+# `book/recorded/`) reports the same two ratios with bf16 autocast.

@@ -1,0 +1,43 @@
+"""The FLOP counter behind the idea-gate benchmark (semlm.bench), checked against the real model."""
+
+import pytest
+import torch
+
+from semlm.bench import (forward_flops_per_position, idea_flop_ratios, model_flops_utilisation, peak_bf16_flops,
+                         training_flops_per_token, verdict)
+from semlm.models.idea import IdeaGPTConfig, IdeaGPTForCausalLM
+
+
+@pytest.mark.parametrize("idea", [False, True])
+def test_matmul_flops_are_twice_the_linear_weights_of_the_model(idea):
+    config = IdeaGPTConfig(vocab_size=97, n_positions=16, n_embd=24, n_layer=3, n_head=2, idea_head=idea)
+    model = IdeaGPTForCausalLM(config)
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    parts = forward_flops_per_position(3, 24, 97, context=5, idea_head=idea)
+    assert parts["total"] - parts["attention scores"] == 2 * weights
+    assert parts["attention scores"] == 3 * 4 * 5 * 24
+    assert (parts["idea head"] > 0) == idea
+
+
+def test_training_counts_three_forward_passes_over_the_mean_causal_context():
+    forward = forward_flops_per_position(2, 32, 50, context=(8 + 1) / 2, idea_head=True)["total"]
+    assert training_flops_per_token(2, 32, 50, 8, True) == 3 * forward
+
+
+def test_flop_ratio_is_above_one_and_grows_with_the_vocabulary():
+    small, large = (idea_flop_ratios(6, 384, v, 256, 8, 32) for v in (2048, 50257))
+    for r in (small, large):
+        assert 1 < r["training"]["ratio"] < 2 and 1 < r["generation"]["ratio"] < 2
+    assert large["training"]["ratio"] > small["training"]["ratio"]
+    assert large["generation"]["context"] == 8 + 16
+
+
+def test_mfu_uses_the_dense_bf16_peak_of_known_gpus_only():
+    assert peak_bf16_flops("NVIDIA H100 80GB HBM3") == 989e12 == peak_bf16_flops("NVIDIA H200")
+    assert peak_bf16_flops("cpu") is None and model_flops_utilisation(1e6, 1e6, None) is None
+    assert model_flops_utilisation(1e6, 989e6 / 2, "NVIDIA H100") == pytest.approx(0.5)
+
+
+def test_verdict_compares_time_ratio_with_target_times_flop_ratio():
+    assert verdict(1.5, 1.5, 1.05).startswith("meets")
+    assert verdict(1.6, 1.5, 1.05).startswith("MISSES")
