@@ -20,7 +20,8 @@ CENTRES: tuple[float, float, float] = (0.2, 0.6, 1.0)
 TAU: float = 0.35
 BASE: float = 0.9
 
-# The paper's predicate names, in the order of the authors' feature bank (NOTES.md).
+# The paper's predicate names, in the order of the authors' feature bank
+# (``build_feature_bank`` in SemanticFusion.py, github.com/YongchaoHuang/semantic_fusion).
 FEATURE_NAMES: tuple[str, ...] = (
     "is_noun", "is_verb", "is_adj",
     "is_subject", "is_object", "is_head",

@@ -32,7 +32,7 @@ is_pronoun         a fixed list of English personal / possessive pronouns
 =================  ======================================================================
 
 ``published=True`` adds the authors' "+0.2 strength when the sentence ends with '!'" nudge
-(NOTES.md); it reads the end of the sentence and exists only for the published setting.
+(``strength_signal`` in the authors' SemanticFusion.py); it reads the end of the sentence and exists only for the published setting.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ attention goes through ``scaled_dot_product_attention`` (faster on CPU).
 ``causal=True`` (our default) passes a causal attention mask, so position t attends
 to positions <= t: a language model. ``causal=False`` is the **published setting**:
 the authors call the encoder with a padding mask only, so position t also sees
-t+1, the token it must predict (NOTES.md). It exists for the leakage audit.
+t+1, the token it must predict (``nn.TransformerEncoder`` called with ``src_key_padding_mask``
+only, in SemanticFusion.py, github.com/YongchaoHuang/semantic_fusion). It exists for the leakage audit.
 """
 
 from __future__ import annotations
