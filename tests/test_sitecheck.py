@@ -38,3 +38,51 @@ def test_render_check_passes_a_clean_page(tmp_path, chromium):
     report = render_check(page, chromium)
     assert report["raw_tex"] == [] and report["broken_images"] == [] and report["js_errors"] == []
     assert report["images"] == 1
+
+
+def code_page(tmp_path, code: str, output: str = "", prose: str = "") -> "Path":
+    import html
+
+    page = tmp_path / "code.html"
+    page.write_text('<html><head><style>main { width: 760px; } pre { overflow-x: auto; font: 14px monospace; }'
+                    '</style></head><body><main>'
+                    f'<p>{html.escape(prose)}</p>'
+                    f'<div class="cell_input"><div class="highlight"><pre>{html.escape(code)}</pre></div></div>'
+                    f'<div class="cell_output"><pre>{html.escape(output)}</pre></div></main></body></html>')
+    return page
+
+
+def test_render_check_fails_a_code_cell_that_scrolls_sideways_and_names_its_line(tmp_path, chromium):
+    from semlm.sitecheck import problems_of
+
+    long_line = "result = some_function(" + ", ".join(f"argument_{i}=value_{i}" for i in range(12)) + ")"
+    report = render_check(code_page(tmp_path, f"short = 1\n{long_line}\n"), chromium)
+    assert report["wide_code"] == [long_line[:100]]
+    assert "wide_code" in problems_of(report)
+    eighty = "x = [" + ", ".join(["1"] * 24) + "]"
+    assert len(eighty) <= 80
+    assert render_check(code_page(tmp_path, eighty), chromium)["wide_code"] == []
+
+
+def test_render_check_fails_an_absolute_path_in_an_output_but_not_in_prose(tmp_path, chromium):
+    from semlm.sitecheck import problems_of
+
+    page = code_page(tmp_path, "print(where)", output="metrics in /home/alice/semlm/book/_build/metrics\n"
+                                                       "data: data/sst2 (relative, fine)",
+                     prose="an example command: jupytext -o /tmp/04.ipynb")
+    report = render_check(page, chromium)
+    assert report["absolute_paths"] == ["/home/alice/semlm/book/_build/metrics"]
+    assert "absolute_paths" in problems_of(report)
+    clean = render_check(code_page(tmp_path, "print(where)", output="metrics in book/_build/metrics"), chromium)
+    assert problems_of(clean) == {}
+
+
+def test_long_code_lines_reports_visible_code_only(tmp_path):
+    from semlm.sitecheck import long_code_lines
+
+    wide = "y = " + "1 + " * 30 + "1"
+    (tmp_path / "01_chapter.py").write_text(
+        "# %% [markdown]\n# " + "prose " * 30 + "\n\n"
+        f"# %%\nx = 1\n{wide}\n\n"
+        f'# %% tags=["remove-input"]\n{wide}\n')
+    assert long_code_lines(tmp_path) == [f"01_chapter.py:6: {len(wide)} chars"]

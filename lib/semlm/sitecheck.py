@@ -2,8 +2,12 @@
 
 ``broken_internal_links`` is a static check of every ``href``/``src`` between the built HTML
 files (a missing file or a missing ``#anchor``). ``render_check`` opens a page in headless
-Chromium, waits for MathJax, and reports raw TeX left visible and images that did not load.
-Used by the book-build test and by ``python -m semlm.sitecheck <html dir>``.
+Chromium at a desktop window size, waits for MathJax, and reports raw TeX left visible, images
+that did not load, script errors, code blocks wider than the column (they would scroll
+sideways) and absolute paths of a machine in cell outputs. ``long_code_lines`` finds the
+source lines that cause the scrolling: visible code lines of the chapters over 80 characters.
+Used by the book-build test and by ``python -m semlm.sitecheck <html dir>`` (and
+``python -m semlm.sitecheck --code-width notebooks/``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+#: The reader's window: a laptop screen. The book's column must hold an 80-character code line.
+WINDOW_SIZE = (1280, 900)
+CODE_WIDTH = 80
+#: Absolute paths of a machine (POSIX home/work/temp folders, or a Windows drive) in page text.
+ABSOLUTE_PATH = r"(?:^|[\s'\"(=:,\[])((?:/(?:home|Users|work|tmp|root|mnt|opt|srv|private|usr|var|scratch)/|[A-Za-z]:\\)[^\s'\")\],]*)"
 _SKIP_SCHEMES = {"http", "https", "mailto", "data", "javascript", "ftp"}
 
 
@@ -92,6 +101,14 @@ _PROBE = """
     report.images = document.images.length;
     report.broken_images = Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)
       .map(i => i.getAttribute("src"));
+    // code that scrolls sideways: report its longest line
+    report.wide_code = Array.from(document.querySelectorAll("div.cell_input pre, div.highlight pre"))
+      .filter(p => p.offsetParent !== null && p.scrollWidth > p.clientWidth + 1)
+      .map(p => p.textContent.split("\\n").reduce((a, b) => b.length > a.length ? b : a, "").trim().slice(0, 100));
+    const pathPattern = new RegExp(__ABSOLUTE_PATH__, "g");
+    report.absolute_paths = Array.from(document.querySelectorAll(".cell_output"))
+      .flatMap(o => Array.from(o.textContent.matchAll(pathPattern), m => m[1]))
+      .filter((v, i, all) => all.indexOf(v) === i).slice(0, 20);
     write(report);
   };
   addEventListener("load", () => {
@@ -116,8 +133,8 @@ def follow_redirect(page: str | Path) -> Path:
 
 
 def render_check(page: str | Path, chromium: str | None = None, budget_ms: int = 20000) -> dict:
-    """Render ``page`` (after a refresh redirect) in headless Chromium; returns
-    ``{page, mathjax, math_rendered, raw_tex, js_errors, images, broken_images}``."""
+    """Render ``page`` (after a refresh redirect) in headless Chromium; returns ``{page, mathjax,
+    math_rendered, raw_tex, js_errors, images, broken_images, wide_code, absolute_paths}``."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise FileNotFoundError("no Chromium found; install the Debian package `chromium` (apt-get install chromium)")
@@ -125,13 +142,15 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     html = page.read_text(encoding="utf-8")
     probe_page = page.with_name(f".semlm-check-{page.name}")
     html = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + _ERROR_LISTENER, html, count=1)
-    probe_page.write_text(html.replace("</body>", _PROBE + "</body>") if "</body>" in html else html + _PROBE)
+    probe = _PROBE.replace("__ABSOLUTE_PATH__", json.dumps(ABSOLUTE_PATH))
+    probe_page.write_text(html.replace("</body>", probe + "</body>") if "</body>" in html else html + probe)
     try:
         with tempfile.TemporaryDirectory() as profile_dir:
             result = subprocess.run(
                 [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--allow-file-access-from-files", f"--user-data-dir={profile_dir}",
+                 f"--window-size={WINDOW_SIZE[0]},{WINDOW_SIZE[1]}", "--hide-scrollbars",
                  f"--virtual-time-budget={budget_ms}", "--dump-dom", probe_page.as_uri()],
                 capture_output=True, text=True, timeout=120)
     finally:
@@ -143,10 +162,41 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     return {"page": page.name, **report}
 
 
+PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths")
+
+
+def problems_of(report: dict) -> dict:
+    """The non-empty problem fields of a :func:`render_check` report."""
+    return {key: report[key] for key in PROBLEM_KEYS if report.get(key)}
+
+
+def long_code_lines(notebooks: str | Path, limit: int = CODE_WIDTH) -> list[str]:
+    """``chapter.py:line: N chars`` for every visible code line over ``limit`` characters in the
+    jupytext chapters under ``notebooks`` (cells tagged remove-input/remove-cell/hide-input are not
+    shown and are skipped). These are the lines that make a rendered code cell scroll sideways."""
+    problems = []
+    for path in sorted(Path(notebooks).glob("[0-9][0-9]_*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        hidden = False
+        code = False
+        for number, line in enumerate(lines, start=1):
+            if line.startswith("# %%"):
+                code = "[markdown]" not in line and "[md]" not in line
+                hidden = any(tag in line for tag in ('"remove-input"', '"remove-cell"', '"hide-input"'))
+                continue
+            if code and not hidden and len(line) > limit:
+                problems.append(f"{path.name}:{number}: {len(line)} chars")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--code-width":
+        lines = long_code_lines(argv[1])
+        print("\n".join(lines) or f"every visible code line fits {CODE_WIDTH} characters")
+        return 1 if lines else 0
     if len(argv) != 1:
-        print("usage: python -m semlm.sitecheck <built html dir>", file=sys.stderr)
+        print("usage: python -m semlm.sitecheck <built html dir> | --code-width <notebooks dir>", file=sys.stderr)
         return 2
     html_dir = Path(argv[0])
     problems = broken_internal_links(html_dir)
@@ -154,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"broken link: {line}")
     for page in [html_dir / "index.html", *sorted((html_dir / "notebooks").glob("*.html"))]:
         report = render_check(page)
-        bad = report.get("raw_tex") or report.get("broken_images") or report.get("js_errors") or report.get("error")
-        print(f"{'FAIL' if bad else 'ok  '} {page.relative_to(html_dir)}: {report}")
+        bad = problems_of(report)
+        print(f"{'FAIL' if bad else 'ok  '} {page.relative_to(html_dir)}: {bad or report}")
         problems += [page.name] if bad else []
     return 1 if problems else 0
 
