@@ -22,7 +22,8 @@ PAPER_A_FOCUS_CE = {
                "very": 0.00191, "!": 2.88172, "?": 2.91456, ",": 0.00354},
 }
 
-#: The authors' public script re-run by our team on a 2-core CPU on 2026-11-21 (NOTES.md):
+#: The authors' public script (SemanticFusion.py, github.com/YongchaoHuang/semantic_fusion) re-run by our
+#: team on a 2-core CPU on 2026-11-21:
 #: a measurement made outside this build, shown as a second reference next to the paper.
 AUTHORS_SCRIPT_RERUN_TABLE1 = {
     "baseline": {"ppl": 2.231, "ppl_seen_only": 1.496},
