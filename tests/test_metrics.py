@@ -74,3 +74,31 @@ def test_mean_interval_matches_a_hand_computed_t_interval():
     assert mean_interval([5.0]) == {"mean": 5.0, "ci_low": 5.0, "ci_high": 5.0, "values": [5.0]}
     with pytest.raises(ValueError, match="at least one"):
         mean_interval([])
+
+
+def test_the_pad_after_eos_is_an_input_but_never_a_scored_target():
+    from semlm.data.synthetic import SyntheticConfig
+    from semlm.experiment import prepare_data
+
+    data = prepare_data(SyntheticConfig(n_train=16, n_val=16))
+    pad, eos = data.vocab.pad_id, data.vocab.eos_id
+    for tensors in (data.train, data.val):
+        assert not (tensors.targets[tensors.scored] == pad).any()
+        assert (tensors.scored == (tensors.mask & (tensors.targets != pad))).all()
+    extra = data.val.mask & ~data.val.scored  # validation keeps one <eos> -> <pad> position per sentence
+    assert (extra.sum(1) == 1).all() and (data.val.input_ids[extra] == eos).all()
+
+
+def test_training_loss_ignores_the_pad_target_after_eos():
+    import torch
+
+    from semlm.data.synthetic import SyntheticConfig
+    from semlm.experiment import prepare_data
+    from semlm.losses import label_smoothed_cross_entropy
+
+    data = prepare_data(SyntheticConfig(n_train=16, n_val=16))
+    val = data.val
+    logits = torch.randn(*val.targets.shape, len(data.vocab), requires_grad=True)
+    label_smoothed_cross_entropy(logits, val.targets, val.scored, 0.02).backward()
+    extra = val.mask & ~val.scored
+    assert logits.grad[extra].abs().sum() == 0 and logits.grad[val.scored].abs().sum() > 0

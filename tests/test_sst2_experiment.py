@@ -50,7 +50,8 @@ def test_trimming_padding_leaves_perplexity_unchanged(toy):
     torch.manual_seed(0)
     model = build_model(sst2_model_config(profile, "fusion", len(data.vocab), "causal"))
     trimmed = perplexity(score_tokens(model, dev, batch_size=3))
-    padded = perplexity(score_tokens(model, LMTensors(dev.input_ids, dev.targets, dev.features, dev.mask), batch_size=3))
+    padded = perplexity(score_tokens(model, LMTensors(dev.input_ids, dev.targets, dev.features, dev.mask, dev.scored),
+                                          batch_size=3))
     assert trimmed == pytest.approx(padded, rel=1e-5)
 
 
