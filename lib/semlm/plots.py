@@ -351,3 +351,52 @@ def plot_lora_curves(frame: pd.DataFrame):
     ax.set(xlabel="optimiser step", ylabel="validation perplexity", title="LoRA on the frozen backbone: FineWeb-Edu")
     ax.legend(frameon=False, fontsize=8)
     return fig
+
+
+# --- paper B, topic drift with a ground truth (chapter 9) ---------------------------------------
+
+DRIFT_PALETTE = {"data": "#1f77b4", "plain": IDEA_PALETTE["baseline"], "gated": IDEA_PALETTE["gated"]}
+
+
+def plot_drift_rates(frame: pd.DataFrame, switch_prob: float | None = None):
+    """Drift rate (share of sentence transitions that change topic) with 95% intervals, one bar per
+    row of ``frame`` (columns model, mean, ci_low, ci_high); ``switch_prob`` is drawn as the data's true rate."""
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    x = np.arange(len(frame))
+    err = np.vstack([frame["mean"] - frame["ci_low"], frame["ci_high"] - frame["mean"]]).clip(min=0)
+    ax.bar(x, frame["mean"], 0.6, yerr=err, capsize=4, color=[DRIFT_PALETTE.get(m, "#9467bd") for m in frame["model"]])
+    if switch_prob is not None:
+        ax.axhline(switch_prob, color="0.3", ls=":", lw=1.2, label=f"switch_prob = {switch_prob:g}")
+        ax.legend(frameon=False, fontsize=8)
+    ax.set_xticks(x, frame["model"])
+    ax.set(ylabel="topic changes per transition", ylim=(0, max(1e-3, float(frame["ci_high"].max())) * 1.25),
+           title="topic drift (95% intervals)")
+    return fig
+
+
+def plot_drift_tradeoff(frame: pd.DataFrame, data_rate: float | None = None, plain_rate: float | None = None):
+    """The alpha sweep of the gated models as a trade-off: drift rate against validation perplexity (left,
+    points labelled by alpha) and drift rate and distinct-2 against alpha (right). ``frame`` has columns
+    alpha, drift_rate(_low/_high), ppl(_low/_high), distinct_2(_low/_high)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6))
+    colour = DRIFT_PALETTE["gated"]
+    xerr = np.vstack([frame["ppl"] - frame["ppl_low"], frame["ppl_high"] - frame["ppl"]]).clip(min=0)
+    yerr = np.vstack([frame["drift_rate"] - frame["drift_rate_low"], frame["drift_rate_high"] - frame["drift_rate"]]).clip(min=0)
+    left.errorbar(frame["ppl"], frame["drift_rate"], xerr=xerr, yerr=yerr, marker="o", color=colour, capsize=3)
+    for _, row in frame.iterrows():
+        left.annotate(rf"$\alpha$={row['alpha']:g}", (row["ppl"], row["drift_rate"]), textcoords="offset points",
+                      xytext=(5, 5), fontsize=8)
+    right.plot(frame["alpha"], frame["drift_rate"], marker="o", color=colour, label="drift rate (gated)")
+    right.fill_between(frame["alpha"], frame["drift_rate_low"], frame["drift_rate_high"], color=colour, alpha=0.2)
+    right.plot(frame["alpha"], frame["distinct_2"], marker="s", color="#ff7f0e", label="distinct-2 (gated)")
+    right.fill_between(frame["alpha"], frame["distinct_2_low"], frame["distinct_2_high"], color="#ff7f0e", alpha=0.2)
+    for ax in (left, right):
+        if data_rate is not None:
+            ax.axhline(data_rate, color=DRIFT_PALETTE["data"], ls=":", lw=1.2, label="data's drift rate")
+        if plain_rate is not None:
+            ax.axhline(plain_rate, color=DRIFT_PALETTE["plain"], ls="--", lw=1.2, label="plain model's drift rate")
+    left.set(xlabel="validation perplexity", ylabel="topic changes per transition", title="drift vs perplexity")
+    right.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="", title="drift and diversity vs alpha")
+    right.legend(frameon=False, fontsize=7)
+    fig.tight_layout()
+    return fig
