@@ -5,13 +5,22 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -qq
+# torch==2.13.0 resolves to the CPU wheel (2.13.0+cpu) from PyTorch's CPU index; every other
+# package still comes from PyPI. For a GPU see README ("GPU and multi-GPU"); without network
+# access to that index (checked first) or with `make venv TORCH_INDEX=`, pip uses PyPI and the
+# indexes of pip.conf only.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIP   := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: venv test book book-smoke bench clean help
+.PHONY: venv test book book-smoke bench data data-verify lab clean help
 
 help:
 	@echo "make test   - install (if needed) and run the test suite"
 	@echo "make book   - install (if needed), execute every chapter (profile=cpu), build HTML into book/_build/html"
 	@echo "make bench  - install (if needed) and run the benchmarks (numbers -> book/_build/metrics/bench.json)"
+	@echo "make data   - download the datasets into data/ (or \$$SEMLM_DATA_DIR) and check their SHA-256 (network)"
+	@echo "make data-verify - check the datasets against data/checksums.sha256 (no network)"
+	@echo "make lab    - JupyterLab on notebooks/: the .py chapters open as notebooks (jupytext)"
 	@echo "make clean  - remove book/_build (keeps .venv)"
 
 venv: $(STAMP)
@@ -19,7 +28,11 @@ venv: $(STAMP)
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@echo ">> creating/refreshing $(VENV) from requirements.txt (pinned; torch==2.13.0 CPU)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -r requirements.txt -c constraints.txt
+	@index="$(TORCH_PIP)"; \
+	if [ -n "$$index" ] && ! $(BIN)/python -c "import urllib.request as r; r.urlopen('$(TORCH_INDEX)/torch/', timeout=10)" 2>/dev/null; then \
+	  echo ">> $(TORCH_INDEX) is unreachable: torch comes from the configured indexes"; index=""; fi; \
+	echo "$(PIP) install $$index -r requirements.txt -c constraints.txt"; \
+	$(PIP) install $$index -r requirements.txt -c constraints.txt
 	$(PIP) install --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
@@ -34,6 +47,22 @@ book-smoke: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m semlm.bench
+
+data: $(STAMP)
+	$(BIN)/python -m semlm.data fetch
+
+data-verify: $(STAMP)
+	$(BIN)/python -m semlm.data verify
+
+# The chapters are py:percent files (jupytext.toml): a double click opens one as a notebook, and
+# saving writes the .py back (outputs stay out of git). Run from the repository root so the
+# chapters find data/ and book/_build/.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+lab: $(STAMP)
+	@mkdir -p $(LAB_SETTINGS)
+	@echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' \
+	  > $(LAB_SETTINGS)/overrides.json
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
 
 clean:
 	rm -rf book/_build

@@ -87,6 +87,10 @@ Run `make data` to fetch the missing files (see `data/README.md`), then rebuild.
 ```
 """
 SKIPPED_FILE = "skipped.json"
+PUBLISHED_NOTE = """*This notebook is generated from `notebooks/{chapter}.py` of {url}. It imports the
+`semlm` library of that repository: clone it and run `make lab` (pinned environment), or in a
+hosted notebook run `%pip install "semlm @ git+{url}"` first. The `parameters` cell below
+picks the scale: `profile = "smoke"` runs in seconds.*"""
 
 
 class BookError(Exception):
@@ -327,11 +331,13 @@ def write_published_notebooks(html_dir: Path, chapters: list[str]) -> list[Path]
     import jupytext
     import nbformat
 
+    repository = (yaml.safe_load((REPO_ROOT / "_config.yml").read_text()).get("repository") or {}).get("url", "")
     written = []
     for chapter in chapters:
         notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
         notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
         notebook.metadata.pop("jupytext", None)
+        notebook.cells.insert(0, nbformat.v4.new_markdown_cell(PUBLISHED_NOTE.format(chapter=chapter, url=repository)))
         target = html_dir / "notebooks" / f"{chapter}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, target)
