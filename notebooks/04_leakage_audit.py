@@ -97,7 +97,8 @@ def fmt(summary, digits=3):
 # the oracle scores exactly the floor). The authors' evaluation counts one more target per
 # sentence: it pads every sentence to 28 tokens and masks only padding *inputs*, so the
 # position whose input is `<eos>` and whose target is `<pad>` enters the mean, nearly free.
-# The row "authors' denominator" applies their count to the floor, to compare like with like.
+# The row "authors' denominator" applies their count to the floor (that extra target is free
+# for the oracle), to compare like with like.
 
 # %%
 floors = causal_floors(corpus.val, corpus.split, FOCUS_TOKENS, corpus.config.second_clause_prob)

@@ -64,11 +64,13 @@ def perplexity_authors_denominator(scores: TokenScores) -> float:
     """exp(mean CE) with the ``<eos> -> <pad>`` targets counted too, as the authors' evaluation does.
 
     Their code pads every sentence to 28 tokens and masks pad *inputs* only, so the position
-    whose input is ``<eos>`` and whose target is ``<pad>`` (one per sentence, nearly free to
-    predict) enters the mean and lowers the perplexity. Shown only to compare with their numbers.
+    whose input is ``<eos>`` and whose target is ``<pad>`` (one per sentence) enters the mean.
+    A model trained on that target (theirs) predicts it almost for free; ours are not trained
+    on it, so it is counted here with cross-entropy 0, as the oracle of ``semlm.leakage`` does:
+    the same CE sum over one more target per sentence. Shown only to compare with their numbers.
     """
-    pad = scores.pad_cross_entropy if scores.pad_cross_entropy is not None else scores.cross_entropy.new_zeros(0)
-    return math.exp((scores.cross_entropy.sum() + pad.sum()).item() / (scores.cross_entropy.numel() + pad.numel()))
+    n_pad = scores.pad_cross_entropy.numel() if scores.pad_cross_entropy is not None else 0
+    return math.exp(scores.cross_entropy.sum().item() / (scores.cross_entropy.numel() + n_pad))
 
 
 def perplexity(scores: TokenScores, exclude_targets: Iterable[int] = ()) -> float:
