@@ -226,3 +226,17 @@ def test_authors_steering_cannot_move_the_intensifier_and_uses_the_max_strength(
     assert torch.all(intens == intens[0])                       # a constant: cancels in the softmax
     assert not torch.all(ours[INTENS, vocab.ids(syn.INTENSIFIERS)] == ours[INTENS, vocab.id("slightly")])
     assert authors[PUNCT, vocab.id("!")].item() == pytest.approx(PUNCT_BOOST * 0.9 * 0.95)
+
+
+def test_without_logit_steering_the_controls_leave_the_scores_alone(vocab):
+    from semlm.decoding.generate import _processors
+
+    grammar = ClauseGrammar(vocab)
+    controls = Controls({"pos_high": 0.95, "str_high": 0.9})
+    ids = torch.full((1, 7), vocab.bos_id)  # state ADJ
+    scores = torch.zeros(1, len(vocab))
+    steered = _processors(grammar, controls, DecodingConfig(top_p=1.0))(ids, scores)
+    plain = _processors(grammar, controls, DecodingConfig(top_p=1.0, logit_steering=False))(ids, scores)
+    positive = vocab.ids(syn.POSITIVE_ADJECTIVES)
+    assert steered[0, positive].min() > steered[0, vocab.ids(syn.NEGATIVE_ADJECTIVES)].max()
+    assert torch.equal(plain[0, positive], plain[0, vocab.ids(syn.NEGATIVE_ADJECTIVES)])

@@ -61,6 +61,7 @@ class DecodingConfig:
     hard: bool = False
     mixture: MixtureSettings | None = None
     feature_control: bool = True
+    logit_steering: bool = True   # False: the controls act through the features (and hard masks) only
     nucleus_rule: str = "reach"   # top-p outside the mixture: "reach" (transformers) or "authors"
     steering: str = "ours"        # ControlSteering rule: "ours" or "authors"
 
@@ -92,8 +93,9 @@ def _processors(grammar: ClauseGrammar, controls: Controls, config: DecodingConf
     steps = [GrammarMask(grammar)]
     if config.hard:
         steps.append(HardControl(grammar, controls))
-    steps += [ControlSteering(grammar, controls, config.steering),
-              LastKRepetitionPenalty(config.repetition_penalty, config.repetition_k),
+    if config.logit_steering:
+        steps.append(ControlSteering(grammar, controls, config.steering))
+    steps += [LastKRepetitionPenalty(config.repetition_penalty, config.repetition_k),
               TemperatureLogitsWarper(config.temperature)]
     if config.top_k:
         steps.append(TopKLogitsWarper(config.top_k))
