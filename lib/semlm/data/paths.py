@@ -9,11 +9,13 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 #: How to obtain each dataset; shown when a file is missing (details in data/README.md).
 HOW_TO_GET = {
-    "sst2": "GLUE SST-2 (datasets: load_dataset('glue', 'sst2')); see data/README.md",
-    "sst-phrases": "Stanford Sentiment Treebank phrase trees; see data/README.md",
-    "wikitext-2": "WikiText-2 tokenised release (datasets: load_dataset('wikitext', 'wikitext-2-v1')); see data/README.md",
-    "wikitext-2-raw": "WikiText-2 raw release (datasets: load_dataset('wikitext', 'wikitext-2-raw-v1')); see data/README.md",
-    "fineweb-edu-sample": "a FineWeb-Edu sample (datasets: HuggingFaceFW/fineweb-edu); see data/README.md",
+    "sst2": "GLUE SST-2 (datasets: load_dataset('nyu-mll/glue', 'sst2')): run `make data`, see data/README.md",
+    "sst-phrases": "Stanford Sentiment Treebank phrase trees: run `make data`, see data/README.md",
+    "wikitext-2": "WikiText-2 tokenised release (datasets: load_dataset('wikitext', 'wikitext-2-v1')): "
+                  "run `make data`, see data/README.md",
+    "wikitext-2-raw": "WikiText-2 raw release (datasets: load_dataset('wikitext', 'wikitext-2-raw-v1')): "
+                      "run `make data`, see data/README.md",
+    "fineweb-edu-sample": "the FineWeb-Edu sample: run `make data`, see data/README.md",
 }
 
 
