@@ -30,6 +30,7 @@
 profile = "cpu"
 seed = 111
 workers = 2
+max_steps = None
 
 # %%
 from dataclasses import replace
@@ -40,20 +41,33 @@ from myst_nb import glue
 from semlm import plots
 from semlm.decoding.idea_gate import ConcentrationDecay, IdeaGateLogitsProcessor, xray
 from semlm.idea_experiment import (GenerationSettings, RunSpec, domain_retention, generate_texts, idea_profile,
-                                   load_domains, perplexity_of, prepare_data, train_runs)
+                                   load_domains, main_runs, perplexity_of, prepare_data, profile_differences, train_runs)
 from semlm.metrics import proportion, repetition_rate, summarise
 from semlm.profiles import check_parameters
 from semlm.report import ChapterTimer, write_chapter_metrics
 
-check_parameters(profile=profile, seed=seed, workers=workers)
+check_parameters(profile=profile, seed=seed, workers=workers, max_steps=max_steps)
 timer = ChapterTimer()
-config = idea_profile(profile, seed)
+config = idea_profile(profile, seed, max_steps)
+if config.capped_from is not None:
+    print(f"CAPPED: the main runs train {config.train.max_steps:,} of the profile's {config.capped_from:,} iterations "
+          f"(max_steps = {max_steps}); the sweep runs at most {config.sweep_steps:,}.")
 data = prepare_data(config)
 tokenizer = data.tokenizer
-runs = train_runs(config, [RunSpec("baseline", False), RunSpec("gated", True)], workers=workers)
+runs, chosen = main_runs(config, workers)  # chapter 6's runs (reloaded from the cache) and its choice of loss form
 gated = runs["gated"].load()
+chosen_idea = replace(config.idea, **{k: runs["gated"].settings[k] for k in ("idea_loss_reduction", "idea_weight")})
 domains = load_domains()
 pd.DataFrame([{"model": n, "status": r.status, "val PPL": r.val_ppl} for n, r in runs.items()])
+
+# %% [markdown]
+# The gated model is chapter 6's choice of loss form ({glue:text}`chosen_run`). This run against the
+# authors' v1 run, every differing setting read from the configuration objects:
+
+# %%
+glue("chosen_run", chosen, display=False)
+differences = pd.DataFrame(profile_differences(config), columns=["setting", "this run", "authors' run"])
+differences.set_index("setting") if len(differences) else pd.DataFrame({"": ["no differences from the authors' run"]})
 
 # %% [markdown]
 # ## X-ray: what the gate boosts and suppresses
@@ -90,8 +104,7 @@ pd.DataFrame([{"domain": d, "prompt": x["prompt"].strip(), "boosted": tokens(x["
 # baseline, and values other than 0.5 are off the training distribution.
 
 # %%
-small_generation = GenerationSettings(samples_per_prompt=config.sweep_samples_per_prompt,
-                                      max_new_tokens=config.generation.max_new_tokens, seeds=(0,))
+small_generation = replace(config.generation, samples_per_prompt=config.sweep_samples_per_prompt, seeds=(0,))
 val = data.blocks("valid", config)
 
 
@@ -119,27 +132,28 @@ alpha_sweep.round(3)
 #
 # $\beta$ enters the training loss (the token loss is on gated logits) and $K$ defines the
 # idea targets, so each value needs its own model. To fit the CPU budget these runs train on a
-# much smaller budget than chapter 6: {glue:text}`sweep_tokens` training tokens for
-# {glue:text}`sweep_epochs` epoch(s), against {glue:text}`main_tokens` tokens for
-# {glue:text}`main_epochs` epochs there (`sweep_train_tokens` in the profile). The reference point
+# much smaller budget than chapter 6: {glue:text}`sweep_steps` iterations over the first
+# {glue:text}`sweep_tokens` training tokens, against {glue:text}`main_steps` iterations over
+# {glue:text}`main_tokens` tokens there (`sweep_steps` and `sweep_train_tokens` in the profile). The reference point
 # ($\beta = -2$, $K = 20$) and a plain GPT are retrained at the same budget, so the comparison within
 # this table is fair; its perplexities are not comparable with chapter 6's. All gated models use the
 # idea-loss form of chapter 6 for this profile ({glue:text}`sweep_loss_form`).
 
 # %%
-glue("sweep_tokens", f"{config.sweep_train_tokens:,}", display=False)
-glue("sweep_epochs", config.sweep_epochs, display=False)
-glue("main_tokens", f"{data.blocks('train', config).n_tokens:,}", display=False)
-glue("main_epochs", config.train.epochs, display=False)
-glue("sweep_loss_form", f"BCE reduced by {config.idea.idea_loss_reduction!r} over the vocabulary, "
-     f"lambda = {config.idea.idea_weight}", display=False)
-sweep_specs = [RunSpec("sweep-baseline", False, train_tokens=config.sweep_train_tokens, epochs=config.sweep_epochs)]
+train_stream = data.streams["train"]
+glue("sweep_tokens", f"{min(config.sweep_train_tokens or len(train_stream), len(train_stream)):,}", display=False)
+glue("sweep_steps", config.sweep_steps, display=False)
+glue("main_tokens", f"{min(config.train_tokens or len(train_stream), len(train_stream)):,}", display=False)
+glue("main_steps", config.train.max_steps, display=False)
+glue("sweep_loss_form", f"BCE reduced by {chosen_idea.idea_loss_reduction!r} over the vocabulary, "
+     f"lambda = {chosen_idea.idea_weight}", display=False)
+sweep_specs = [RunSpec("sweep-baseline", False, train_tokens=config.sweep_train_tokens, steps=config.sweep_steps)]
 for beta in (-2.0, -1.5, -1.0):
-    sweep_specs.append(RunSpec(f"sweep-beta{beta}", True, replace(config.idea, beta=beta),
-                               config.sweep_train_tokens, config.sweep_epochs))
+    sweep_specs.append(RunSpec(f"sweep-beta{beta}", True, replace(chosen_idea, beta=beta),
+                               config.sweep_train_tokens, config.sweep_steps))
 for k in (10, 50):
-    sweep_specs.append(RunSpec(f"sweep-k{k}", True, replace(config.idea, window=k),
-                               config.sweep_train_tokens, config.sweep_epochs))
+    sweep_specs.append(RunSpec(f"sweep-k{k}", True, replace(chosen_idea, window=k),
+                               config.sweep_train_tokens, config.sweep_steps))
 sweep_runs = train_runs(config, sweep_specs, workers=workers)
 
 
@@ -253,7 +267,7 @@ write_chapter_metrics("07_xray_and_sweeps", profile, seed, {
              for x in xrays.values()},
     "sweeps": {"alpha": records(alpha_sweep), "beta": records(beta_sweep), "k": records(k_sweep),
                "small_baseline": small_baseline, "alpha_note": "inference only; model trained with alpha -> 0.5",
-               "train_tokens": config.sweep_train_tokens, "epochs": config.sweep_epochs},
+               "train_tokens": config.sweep_train_tokens, "steps": config.sweep_steps},
     "loops": {"rows": records(loops), "baseline_greedy": baseline_rates, "verdict": verdict,
               "new_tokens": config.loop_new_tokens, "mitigation": "concentration decay (top-20 ideas, last 32 tokens)"},
 }, timer.seconds)

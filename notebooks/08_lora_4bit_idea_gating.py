@@ -15,7 +15,8 @@
 # # 8. An idea head on a frozen 4-bit backbone (LoRA)
 #
 # *Paper B (Fofadiya, arXiv 2512.03343), the FineWeb-Edu setting: Section 3 (idea head and
-# gate) applied to a frozen pretrained model, as in the authors' Mistral-7B run.*
+# gate) applied to a frozen pretrained model, as in the authors' Mistral-7B run (their later
+# `train.py`, `model.py` and `data.py` in github.com/DarshanFofadiya/idea-gated-transformers).*
 #
 # Chapters 6 and 7 trained the idea-gated GPT from scratch. The paper's second setting instead
 # keeps a pretrained model **frozen**, in 4-bit NF4 (bitsandbytes), and trains only
@@ -26,8 +27,9 @@
 #   $\max(\alpha \log(\sigma(z_{idea}) + \epsilon), \beta)$ is added to the frozen token head's logits.
 #
 # The loss is token cross-entropy on the gated logits plus 0.1 × the idea head's mean binary
-# cross-entropy against the bag of the next 20 tokens; $\alpha$ ramps to 0.5. The baseline is the
-# same LoRA run without the idea head. The authors report validation perplexity 8.07 (baseline)
+# cross-entropy against the bag of the next 20 tokens (no stopword mask in this setting); $\alpha$
+# ramps to 0.5. AdamW runs at a constant learning rate, and every training window is read once from a
+# stream of fresh documents. The baseline is the same LoRA run without the idea head. The authors report validation perplexity 8.07 (baseline)
 # and 7.78 (gated) on FineWeb-Edu.
 #
 # Mistral-7B needs a GPU and a 14 GB download, so on a laptop (`cpu` profile) the book first
@@ -39,6 +41,7 @@
 # %% tags=["parameters"]
 profile = "cpu"
 seed = 111
+max_steps = None
 
 # %%
 import pandas as pd
@@ -46,17 +49,31 @@ from myst_nb import glue
 
 from semlm import plots
 from semlm.decoding.idea_gate import xray
-from semlm.idea_experiment import load_domains, domain_retention
+from semlm.idea_experiment import load_domains, domain_retention, profile_differences
 from semlm.lora_experiment import (PAPER_B_LORA_PPL, lora_device, lora_profile, measure_memory, nf4_cpu_kernel,
                                    paper_scale_parameter_counts, prepare_fineweb, resolve_backbone, train_lora)
 from semlm.profiles import check_parameters
 from semlm.report import ChapterTimer, write_chapter_metrics
 
-check_parameters(profile=profile, seed=seed)
+check_parameters(profile=profile, seed=seed, max_steps=max_steps)
 timer = ChapterTimer()
-config = lora_profile(profile, seed)
+config = lora_profile(profile, seed, max_steps)
 main_q = config.quantizations[0]  # the paper's setting: NF4
 print(f"profile {profile}: backbone {config.backbone}, quantisations {config.quantizations}, device {lora_device()}")
+if config.capped_from is not None:
+    print(f"CAPPED: LoRA training runs {config.training.max_steps:,} of the profile's {config.capped_from:,} steps "
+          f"(max_steps = {max_steps}); the alpha ramp keeps its share of the run.")
+
+# %% [markdown]
+# ## This run against the authors' run
+#
+# Every setting in which this build's profile differs from the authors' Mistral-7B LoRA run (the
+# `paper` profile), read from the two configuration objects.
+
+# %%
+differences = pd.DataFrame(profile_differences(config, lora_profile("paper", seed)),
+                           columns=["setting", "this run", "authors' run"])
+differences.set_index("setting") if len(differences) else pd.DataFrame({"": ["no differences from the authors' run"]})
 
 # %% [markdown]
 # ## The frozen backbone

@@ -215,10 +215,26 @@ def test_profiles_follow_the_authors_lora_run_at_paper_scale():
     assert (t.lr, t.max_steps, t.eval_every, t.patience, t.block_size) == (2e-4, 5000, 200, 10, 512)
     assert (t.idea.alpha, t.idea.alpha_ramp_steps, t.idea.idea_weight, t.idea.window) == (0.5, 1000, 0.1, 20)
     assert t.idea.gate_variant == "scale_then_clamp" and t.idea.idea_loss_reduction == "mean"
+    assert t.idea.stopword_list == () and t.idea.pos_weight is None  # no stopword mask, no pos_weight in v2
+    # the authors' v2 train.py: AdamW(lr=2e-4) at a constant rate (torch's default weight decay), clipping at 1.0,
+    # a stream of fresh documents (each window read once)
+    assert (t.lr_schedule, t.warmup_steps, t.weight_decay, t.grad_clip, t.fresh_documents) == (
+        "constant", 0, 0.01, 1.0, True)
+    assert (t.batch_size, t.accumulation) == (32, 8)
     for name in ("smoke", "cpu"):
         assert lora_profile(name).backbone == "book" and lora_profile(name).quantizations[0] == "nf4"
     with pytest.raises(ValueError, match="unknown profile"):
         lora_profile("gpu")
+
+
+def test_lora_max_steps_caps_the_run_and_keeps_the_ramp_share():
+    capped = lora_profile("paper", max_steps=500)
+    assert (capped.training.max_steps, capped.training.idea.alpha_ramp_steps, capped.capped_from) == (500, 100, 5000)
+    assert lora_profile("smoke", max_steps=10_000) == lora_profile("smoke")
+    with pytest.raises(ValueError, match="max_steps must be an int >= 1 or None"):
+        lora_profile("cpu", max_steps=-1)
+    with pytest.raises(ValueError, match="lr_schedule must be"):
+        replace(lora_profile("cpu").training, lr_schedule="linear")
 
 
 def test_mistral_7b_counts_follow_from_its_shape_without_weights():

@@ -10,14 +10,18 @@ block by up to K - 1 tokens (as in the authors' data pipeline) and is padded wit
 ``PAD_ID = -1`` where the text ends. Everything is one ``unfold`` + ``scatter`` on the batch:
 no Python loop over positions.
 
-Stopword masking: the columns of very frequent tokens ("the", ",", ".") are set to zero in the
-target, so the head does not spend its capacity predicting them and the gate does not reward
-them. The ids come either from an explicit list or from the N most frequent training tokens
-(:func:`top_frequent_ids`; the paper says "top-N", the authors' v1 code lists 18 tokens).
+Stopword masking (the authors' v1 ``train.py``, github.com/DarshanFofadiya/idea-gated-transformers):
+the targets keep the true bag, and the per-vocabulary BCE is multiplied by a vocabulary mask
+``m`` that is 0 at a fixed list of frequent tokens (" the", ",", "." ...), so those columns get no
+gradient at all: the head is neither trained to predict them nor trained to believe they never
+occur. :func:`vocabulary_mask` builds ``m``; ids come from an explicit list (the authors list 18
+strings) or from the N most frequent training tokens (:func:`top_frequent_ids`; the paper says
+"top-N").
 
-The loss is BCE with logits, optionally with ``pos_weight`` on the rare positives, and
-either summed over the vocabulary and averaged over positions (authors' v1, weight 0.01) or
-averaged over both (v2, weight 0.1).
+The loss is BCE with logits, optionally with ``pos_weight`` on the rare positives, masked by ``m``
+and either summed over the unmasked vocabulary and averaged over positions (authors' v1, weight
+0.01) or averaged over both (v2, weight 0.1; the vocabulary mean divides by the number of
+unmasked columns, ``sum(m)``).
 """
 
 from __future__ import annotations
@@ -46,14 +50,27 @@ def top_frequent_ids(token_ids: torch.Tensor, n: int, exclude: Iterable[int] = (
     return order[:n].tolist()
 
 
-def idea_targets(future: torch.Tensor, window: int, vocab_size: int,
-                 stopword_ids: Sequence[int] | torch.Tensor = (), length: int | None = None) -> torch.Tensor:
+def vocabulary_mask(vocab_size: int, stopword_ids: Sequence[int] | torch.Tensor = (),
+                    device: torch.device | str | None = None) -> torch.Tensor:
+    """``[V]`` float mask: 1 for every vocabulary column that the idea loss counts, 0 at ``stopword_ids``."""
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+    stop = torch.as_tensor(stopword_ids, dtype=torch.long, device=device)
+    if stop.numel() and (stop.min() < 0 or stop.max() >= vocab_size):
+        raise ValueError(f"stopword ids must be in [0, {vocab_size}), got {stop.tolist()}")
+    mask = torch.ones(vocab_size, device=device)
+    if stop.numel():
+        mask[stop] = 0.0
+    return mask
+
+
+def idea_targets(future: torch.Tensor, window: int, vocab_size: int, length: int | None = None) -> torch.Tensor:
     """Multi-hot bags ``[B, L, V]`` of the next ``window`` tokens for each of ``length`` positions.
 
     ``future``: [B, T] ids with ``future[:, j]`` the (j+1)-th next token of position 0, i.e. the
     next-token targets continued past the block; ``PAD_ID`` marks "no token". ``length``
     defaults to ``T - window + 1`` (every position sees a full window); positions near the end
-    of ``future`` get truncated windows. Stopword columns are zero.
+    of ``future`` get truncated windows. Stopwords stay in the bag (the loss masks their columns).
     """
     if window < 1:
         raise ValueError(f"window K must be >= 1, got {window}")
@@ -71,20 +88,18 @@ def idea_targets(future: torch.Tensor, window: int, vocab_size: int,
     index = torch.where(windows == PAD_ID, vocab_size, windows)  # padding goes to a spare column
     bags = torch.zeros(B, length, vocab_size + 1, device=future.device)
     bags.scatter_(2, index, 1.0)
-    bags = bags[..., :vocab_size]
-    stop = torch.as_tensor(stopword_ids, dtype=torch.long, device=future.device)
-    if stop.numel():
-        bags[..., stop] = 0.0
-    return bags
+    return bags[..., :vocab_size]
 
 
 def idea_bce(idea_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-             pos_weight: float | None = None, reduction: str = "sum_vocab") -> torch.Tensor:
+             pos_weight: float | None = None, reduction: str = "sum_vocab",
+             vocab_mask: torch.Tensor | None = None) -> torch.Tensor:
     """BCE-with-logits of the idea head against multi-hot targets.
 
-    ``mask`` [B, L] marks the positions that count (all by default). ``reduction``:
-    ``"sum_vocab"`` sums over the vocabulary and averages over positions (authors' v1);
-    ``"mean"`` averages over both (v2).
+    ``mask`` [B, L] marks the positions that count (all by default); ``vocab_mask`` [V] the
+    vocabulary columns that count (:func:`vocabulary_mask`; all by default). ``reduction``:
+    ``"sum_vocab"`` sums over the counted columns and averages over positions (authors' v1);
+    ``"mean"`` averages over both (v2), i.e. divides the column sum by ``vocab_mask.sum()``.
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
@@ -93,16 +108,19 @@ def idea_bce(idea_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tenso
     weight = None if pos_weight is None else torch.tensor(float(pos_weight), device=idea_logits.device)
     per_entry = F.binary_cross_entropy_with_logits(idea_logits.float(), targets.float(), pos_weight=weight,
                                                    reduction="none")
-    per_position = per_entry.sum(-1) if reduction == "sum_vocab" else per_entry.mean(-1)
+    columns = per_entry.shape[-1]
+    if vocab_mask is not None:
+        per_entry = per_entry * vocab_mask.to(per_entry.device, per_entry.dtype)
+        columns = vocab_mask.sum().clamp_min(1.0)
+    per_position = per_entry.sum(-1) if reduction == "sum_vocab" else per_entry.sum(-1) / columns
     if mask is None:
         return per_position.mean()
     mask = mask.to(per_position.dtype)
     return (per_position * mask).sum() / mask.sum().clamp_min(1.0)
 
 
-def window_ids(future: torch.Tensor, window: int, length: int,
-               stopword_ids: Sequence[int] | torch.Tensor = ()) -> torch.Tensor:
-    """The distinct non-stopword ids of each position's window, as ``[B, L, K]`` with ``PAD_ID`` elsewhere.
+def window_ids(future: torch.Tensor, window: int, length: int) -> torch.Tensor:
+    """The distinct ids of each position's window, as ``[B, L, K]`` with ``PAD_ID`` elsewhere.
 
     The sparse form of :func:`idea_targets`: ``idea_targets(...)[b, t, v] == 1`` exactly when
     ``v`` is in ``window_ids(...)[b, t]``. A repeated id in a window is kept once.
@@ -115,31 +133,38 @@ def window_ids(future: torch.Tensor, window: int, length: int,
     windows = padded.unfold(1, window, 1).sort(dim=-1).values          # [B, L, K], pads first
     repeated = torch.zeros_like(windows, dtype=torch.bool)
     repeated[..., 1:] = windows[..., 1:] == windows[..., :-1]
-    stop = torch.as_tensor(stopword_ids, dtype=torch.long, device=future.device)
-    drop = repeated | (torch.isin(windows, stop) if stop.numel() else torch.zeros_like(repeated))
-    return windows.masked_fill(drop, PAD_ID)
+    return windows.masked_fill(repeated, PAD_ID)
 
 
 def idea_bce_sparse(idea_logits: torch.Tensor, positives: torch.Tensor, mask: torch.Tensor | None = None,
-                    pos_weight: float | None = None, reduction: str = "sum_vocab") -> torch.Tensor:
+                    pos_weight: float | None = None, reduction: str = "sum_vocab",
+                    vocab_mask: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`idea_bce` computed from :func:`window_ids` instead of a dense ``[B, L, V]`` target.
 
     Per position, BCE summed over the vocabulary is sum_v softplus(z_v) (every token as a negative)
     plus, for each positive v, w * softplus(-z_v) - softplus(z_v). One elementwise pass over the
     logits and a gather of K entries, instead of several dense passes: the same value (a test
-    checks it), at a fraction of the cost.
+    checks it), at a fraction of the cost. With ``vocab_mask`` both sums run over the counted
+    columns only (masked columns contribute nothing, so their gradient is exactly zero).
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
     z = idea_logits.float()
     w = 1.0 if pos_weight is None else float(pos_weight)
-    negatives = F.softplus(z).sum(-1)                                   # [B, L]
-    valid = positives != PAD_ID
+    valid = (positives != PAD_ID).to(z.dtype)
+    columns = z.shape[-1]
+    if vocab_mask is not None:
+        m = vocab_mask.to(z.device, z.dtype)
+        negatives = (F.softplus(z) * m).sum(-1)                         # [B, L]
+        valid = valid * m[positives.clamp_min(0)]                       # masked positives count for nothing
+        columns = m.sum().clamp_min(1.0)
+    else:
+        negatives = F.softplus(z).sum(-1)                               # [B, L]
     z_pos = z.gather(-1, positives.clamp_min(0))                        # [B, L, K]
     correction = (w * F.softplus(-z_pos) - F.softplus(z_pos)) * valid
     per_position = negatives + correction.sum(-1)
     if reduction == "mean":
-        per_position = per_position / z.shape[-1]
+        per_position = per_position / columns
     if mask is None:
         return per_position.mean()
     mask = mask.to(per_position.dtype)

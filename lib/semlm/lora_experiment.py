@@ -10,12 +10,16 @@ Profiles (``lora_profile(name)``):
   offline FineWeb-Edu sample, both as baseline (LoRA only) and with the idea head, in 4-bit NF4
   (the paper's setting) and in float32 (for comparison).
 * ``paper``: ``mistralai/Mistral-7B-v0.1`` in 4-bit NF4 with double quantisation and bf16 compute,
-  block 512, batch 4 x 8 accumulation, 5,000 steps, validation every 200, patience 10 (NOTES.md).
+  block 512, batch 4 x 8 accumulation, 5,000 steps at a constant 2e-4 (AdamW with PyTorch's default
+  weight decay 0.01, clipping at 1.0), validation every 200, patience 10, each training window read
+  once from a stream of fresh documents (the authors' Mistral ``train.py``, ``model.py`` and ``data.py``
+  in github.com/DarshanFofadiya/idea-gated-transformers).
   It needs a CUDA GPU and the model (Hub download or local cache); without them
   :func:`resolve_backbone` raises one :class:`BackboneUnavailable` line saying what is missing.
 
-Training is the authors' LoRA recipe (AdamW, lr 2e-4 at paper scale, alpha ramp to 0.5,
-lambda 0.1 on the mean idea BCE, validation every N steps, early stopping, best weights kept).
+Training is the authors' LoRA recipe (AdamW, constant lr 2e-4 at paper scale, alpha ramp to 0.5,
+lambda 0.1 on the mean idea BCE, validation every N steps, early stopping, best weights kept); the
+small profiles use warmup + cosine and reuse their few documents (``lr_schedule``, ``fresh_documents``).
 It is a small loop here rather than :func:`semlm.train.train`, because that trainer validates
 once per epoch, has no early stopping and checkpoints the whole ``state_dict`` (a 4-bit backbone
 included) instead of the adapter; the backbone pre-training *does* use it. Device placement goes
@@ -55,7 +59,7 @@ PAPER_BACKBONE = "mistralai/Mistral-7B-v0.1"
 BOOK_BACKBONE = "book-mistral (trained on WikiText-2 by this book)"
 
 #: Validation perplexity on FineWeb-Edu of the authors' Mistral-7B LoRA run (paper B, arXiv 2512.03343,
-#: FineWeb-Edu setting; recorded in /work/shared/papers/NOTES.md). Never a result of this build.
+#: FineWeb-Edu setting). Never a result of this build.
 PAPER_B_LORA_PPL = PAPER_B_VAL_PPL  # FineWeb-Edu, Mistral-7B + LoRA (semlm.reference)
 
 
@@ -93,25 +97,27 @@ class BookBackboneSpec:
                              bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, tie_word_embeddings=False)
 
 
-#: The idea head's loss and gate in the authors' LoRA run (NOTES.md, v2): BCE averaged over the
+#: The idea head's loss and gate in the authors' LoRA run (their Mistral train.py / model.py): BCE averaged over the
 #: vocabulary with lambda 0.1, no pos_weight and no stopword mask, gate max(alpha log p, beta),
 #: alpha ramped to 0.5 over 1000 steps. The same settings class as chapters 6-7.
-LORA_IDEA = IdeaSettings(window=20, stopwords_top_n=0, idea_weight=0.1, pos_weight=None, idea_loss_reduction="mean",
+LORA_IDEA = IdeaSettings(window=20, stopword_list=(), stopwords_top_n=0, idea_weight=0.1, pos_weight=None, idea_loss_reduction="mean",
                          alpha=0.5, alpha_ramp_steps=1000, gate_variant="scale_then_clamp")
 
 
 @dataclass(frozen=True)
 class LoraTraining:
-    """The authors' LoRA run (NOTES.md), scaled per profile."""
+    """The authors' LoRA run (their Mistral ``train.py``), scaled per profile."""
 
     max_steps: int = 5000
     batch_size: int = 32            # sequences per optimiser step ...
     accumulation: int = 8           # ... in this many micro-batches (the authors: 4 x 8)
     block_size: int = 512
     lr: float = 2e-4
-    warmup_steps: int = 100
-    weight_decay: float = 0.0
+    lr_schedule: str = "constant"   # the authors: constant; "cosine": linear warmup then cosine to 0
+    warmup_steps: int = 0
+    weight_decay: float = 0.01      # torch.optim.AdamW's default (the authors pass only the learning rate)
     grad_clip: float = 1.0
+    fresh_documents: bool = True    # every training window read once, in stream order (no repeats)
     eval_every: int = 200
     patience: int = 10              # evaluations without improvement before stopping
     idea: IdeaSettings = LORA_IDEA
@@ -122,6 +128,8 @@ class LoraTraining:
         if min(self.max_steps, self.batch_size, self.block_size, self.eval_every, self.patience,
                self.accumulation) < 1 or self.lr <= 0 or self.batch_size % self.accumulation:
             raise ValueError(f"LoRA training needs positive steps, sizes, eval_every, patience and lr; got {self}")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
 
 
 @dataclass(frozen=True)
@@ -138,13 +146,35 @@ class LoraProfile:
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     memory_probe_steps: int = 3
     seed: int = 111
+    capped_from: int | None = None              # max_steps before a ``max_steps`` cap (None = not capped)
 
 
-def lora_profile(profile: str, seed: int = 111) -> LoraProfile:
+def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> LoraProfile:
+    """The profile's configuration; ``max_steps`` caps its optimiser steps (the alpha ramp keeps its share)."""
+    return _cap_lora(_lora_profile(profile, seed), max_steps)
+
+
+def _cap_lora(profile: LoraProfile, max_steps: int | None) -> LoraProfile:
+    if max_steps is None:
+        return profile
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
+    t = profile.training
+    if max_steps >= t.max_steps:
+        return profile
+    share = max_steps / t.max_steps
+    training = replace(t, max_steps=max_steps, warmup_steps=round(t.warmup_steps * share),
+                       eval_every=max(1, min(t.eval_every, max_steps // 5 or 1)),
+                       idea=replace(t.idea, alpha_ramp_steps=round(t.idea.alpha_ramp_steps * share)))
+    return replace(profile, training=training, capped_from=t.max_steps)
+
+
+def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
     check_profile(profile)
     paper = LoraProfile(
         name="paper", backbone=PAPER_BACKBONE, book_backbone=None, lora=LoraSettings(), training=LoraTraining(),
-        quantizations=("nf4",), fineweb_source="stream", max_documents=20_000,
+        # 5,000 x 32 windows of 512 tokens = 82 M training tokens, read once: about 90,000 documents
+        quantizations=("nf4",), fineweb_source="stream", max_documents=100_000,
         generation=GenerationSettings(samples_per_prompt=5, max_new_tokens=100, seeds=(0, 1, 2)), seed=seed)
     if profile == "paper":
         return paper
@@ -153,7 +183,7 @@ def lora_profile(profile: str, seed: int = 111) -> LoraProfile:
             paper, name="cpu", backbone="book", book_backbone=BookBackboneSpec(), fineweb_source="offline",
             max_documents=None,
             training=replace(paper.training, max_steps=240, batch_size=16, accumulation=1, block_size=64, lr=1e-3,
-                             warmup_steps=12,
+                             lr_schedule="cosine", warmup_steps=12, fresh_documents=False,
                              eval_every=20, patience=4, train_tokens=None, eval_tokens=16_384,
                              idea=replace(paper.training.idea, alpha_ramp_steps=60)),
             quantizations=("nf4", "none"),
@@ -166,7 +196,7 @@ def lora_profile(profile: str, seed: int = 111) -> LoraProfile:
                                        train=replace(BookBackboneSpec.train, epochs=1, batch_size=16, lr=3e-3)),
         fineweb_source="offline", max_documents=40,
         training=replace(paper.training, max_steps=8, batch_size=8, accumulation=1, block_size=32, lr=1e-3,
-                         warmup_steps=1,
+                         lr_schedule="cosine", warmup_steps=1, fresh_documents=False,
                          eval_every=4, patience=2, train_tokens=8_000, eval_tokens=1_024,
                          idea=replace(paper.training.idea, alpha_ramp_steps=4)),
         quantizations=("nf4", "none"),
@@ -430,7 +460,7 @@ def train_lora(profile: LoraProfile, backbone: Backbone, data: LoraData, quantiz
                runs_dir: str | Path | None = None, progress: bool = False) -> LoraRun:
     """Train (or reload) the LoRA baseline (``idea=False``) or LoRA + idea gate on the frozen backbone."""
     from accelerate import Accelerator
-    from transformers import get_cosine_schedule_with_warmup
+    from transformers import get_constant_schedule, get_cosine_schedule_with_warmup
 
     from .train import progress_bar
 
@@ -451,11 +481,18 @@ def train_lora(profile: LoraProfile, backbone: Backbone, data: LoraData, quantiz
     accelerator = Accelerator(cpu=lora_device().type == "cpu")
     params = list(model.trainable_parameters().values())
     optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
-    scheduler = get_cosine_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps)
+    scheduler = (get_constant_schedule(optimizer) if t.lr_schedule == "constant"
+                 else get_cosine_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps))
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     generator = torch.Generator().manual_seed(profile.seed)
+    if t.fresh_documents and len(data.train) < t.max_steps * t.batch_size:
+        raise ValueError(f"fresh_documents needs {t.max_steps * t.batch_size:,} training windows of {t.block_size} "
+                         f"tokens but the documents give {len(data.train):,}; raise max_documents or lower max_steps")
 
     def batches():
+        if t.fresh_documents:  # the authors' stream: each window once, in document order
+            yield from data.train.batches(t.batch_size)
+            return
         epoch = 0
         while True:
             generator.manual_seed(profile.seed * 1_000_003 + epoch)

@@ -3,6 +3,9 @@
     L = L_LM^LS + lambda_aux * L_aux + lambda_uni * L_uni          (Eq. 5)
 
 All three average over the scored (non-pad) positions given by ``mask``.
+
+Paper B's objective (token CE on the gated logits + lambda * masked idea BCE) is
+:func:`idea_gated_loss` at the end of this module.
 """
 
 from __future__ import annotations
@@ -59,3 +62,37 @@ def adjective_uniformizer(logits: torch.Tensor, targets: torch.Tensor, mask: tor
     if not per_class:
         return flat_logits.new_zeros(())
     return torch.stack(per_class).mean()
+
+
+# --- paper B (idea-gated Transformers, Fofadiya, arXiv 2512.03343, Section 3) --------------------
+
+
+def idea_gated_loss(gated_logits: torch.Tensor, targets: torch.Tensor, idea_logits: torch.Tensor | None,
+                    positives: torch.Tensor | None, vocab_mask: torch.Tensor | None, idea_weight: float,
+                    pos_weight: float | None = None, reduction: str = "sum_vocab",
+                    ignore_index: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Paper B's training objective for one batch; returns ``(total, token_ce, idea_bce)``.
+
+        L = CE(z_final, x_{t+1}) + lambda * L_idea
+
+        z_final = z_token + G_alpha(sigmoid(z_idea))          (the model's gated logits)
+        L_idea  = 1/|T| sum_t  sum_v m_v BCE_w(z_idea[t, v], y[t, v])            ("sum_vocab", v1)
+             or 1/|T| sum_t (sum_v m_v BCE_w(z_idea[t, v], y[t, v])) / sum_v m_v   ("mean", v2)
+
+    with y[t] the bag of the next K tokens (stopwords included), m the vocabulary mask (0 at the
+    stopwords, so their columns get no gradient; the authors' v1 ``train.py``), w = ``pos_weight``
+    on the positives, and T the scored (non-``ignore_index``) positions. The CE is on the **gated**
+    logits, so the gate is trained end to end. The gate strength alpha is the caller's: it runs the
+    model with alpha ramped linearly from 0 (``semlm.idea_experiment.alpha_at``) and passes the
+    resulting ``gated_logits`` here. ``positives`` are the window ids of
+    :func:`semlm.idea_targets.window_ids`; with ``idea_logits=None`` (the plain GPT) the loss is the CE.
+    """
+    from .idea_targets import idea_bce_sparse
+
+    ce = F.cross_entropy(gated_logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+    if idea_logits is None:
+        return ce, ce, None
+    if positives is None:
+        raise ValueError("an idea-gated model needs the window ids (positives) of its idea targets")
+    bce = idea_bce_sparse(idea_logits, positives, targets != ignore_index, pos_weight, reduction, vocab_mask)
+    return ce + idea_weight * bce, ce, bce

@@ -53,8 +53,12 @@ def check_parameters(**params) -> None:
         elif name in ("workers", "n_seeds"):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"parameter {name} must be an int >= 1, got {value!r}")
+        elif name == "max_steps":  # chapters 6-8: cap the profile's optimiser steps (None = the profile's own)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"parameter max_steps must be an int >= 1 or None, got {value!r}; "
+                                 f"pass e.g. -p max_steps 2000")
         else:
-            raise ValueError(f"unknown parameter {name!r}; notebooks take profile, seed, workers and n_seeds")
+            raise ValueError(f"unknown parameter {name!r}; notebooks take profile, seed, workers, n_seeds and max_steps")
 
 
 def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:

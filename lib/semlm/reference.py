@@ -37,12 +37,51 @@ PAPER_A_OOD_HIT = {"pos": 0.62, "neg": 0.43}
 PAPER_A_OOD_ALPHA = {"pos": 0.97, "neg": 0.85}
 
 
-#: Idea-gated Transformers (Fofadiya, arXiv 2512.03343) and its repository's README (NOTES.md):
-#: validation perplexity of Mistral-7B + LoRA on FineWeb-Edu and the stickiness of its generations
-#: in the authors' domains (other model, corpus and domains than the book's chapters 6 and 7).
+#: Idea-gated Transformers (Fofadiya, arXiv 2512.03343). Two settings, never to be mixed up:
+#: (1) the authors' v1 GPT (6 x 384) trained on WikiText-103 (their train.py / evaluate.py at
+#: github.com/DarshanFofadiya/idea-gated-transformers): the paper's Table 1 and the repository README's
+#: stickiness table; (2) Mistral-7B + LoRA on FineWeb-Edu (their later train.py): the validation
+#: perplexities below. Chapters 6-7 rebuild setting (1), chapter 8 setting (2).
+
+#: Setting (2): validation perplexity of Mistral-7B + LoRA on FineWeb-Edu, gated vs baseline.
 PAPER_B_VAL_PPL = {"baseline": 8.07, "gated": 7.78}
+
+#: Setting (1), the README of the authors' repository: stickiness (domain hits / content words of prompt
+#: + continuation) of the WikiText-103 GPTs in the four domains of their evaluate.py.
 PAPER_B_STICKINESS = {"chemistry": {"baseline": 0.082, "gated": 0.103}, "hardware": {"baseline": 0.008, "gated": 0.012},
                       "medicine": {"baseline": 0.039, "gated": 0.048}, "finance": {"baseline": 0.052, "gated": 0.045}}
+
+#: Setting (1), the paper's Table 1 (60 samples per domain): density (distinct domain terms per 100
+#: tokens), stickiness and diversity (distinct-2) of baseline and gated WikiText-103 GPTs.
+PAPER_B_TABLE1 = {
+    "finance": {"baseline": {"density": 3.05, "stickiness": 0.052, "distinct_2": 0.99},
+                "gated": {"density": 2.70, "stickiness": 0.045, "distinct_2": 0.99}},
+    "war": {"baseline": {"density": 5.10, "stickiness": 0.087, "distinct_2": 0.99},
+            "gated": {"density": 4.85, "stickiness": 0.083, "distinct_2": 0.99}},
+    "chemistry": {"baseline": {"density": 5.30, "stickiness": 0.082, "distinct_2": 0.99},
+                  "gated": {"density": 6.15, "stickiness": 0.103, "distinct_2": 0.99}},
+    "hardware": {"baseline": {"density": 0.55, "stickiness": 0.008, "distinct_2": 0.99},
+                 "gated": {"density": 0.75, "stickiness": 0.012, "distinct_2": 0.99}},
+}
+
+#: Setting (1), the four evaluation domains of the authors' evaluate.py: one prompt and a word list each
+#: (their "Tech" domain is the README's "hardware"). Used by semlm.idea_experiment.authors_protocol.
+PAPER_B_EVAL_DOMAINS = {
+    "medicine": {"prompt": "The patient was diagnosed with",
+                 "terms": ("symptom disease infection chronic acute syndrome disorder therapy treatment diagnosis "
+                           "prognosis clinical physician surgery tumor cancer lesion tissue artery vein pulmonary "
+                           "cardiac respiratory vascular intravenous").split()},
+    "chemistry": {"prompt": "The chemical reaction of the acid with the solution produced",
+                  "terms": ("acid base solution reaction oxide hydrogen carbon oxygen mixture compound temperature "
+                            "celsius dissolved synthesis molecule atom bond structure organic liquid gas solid "
+                            "experiment laboratory").split()},
+    "hardware": {"prompt": "The central processing unit is connected to the",
+                 "terms": ("cpu ram memory data processor hardware software system interface bus network digital "
+                           "input output device computer chip circuit").split()},
+    "finance": {"prompt": "The stock market is",
+                "terms": ("money price cost dollar value trade business economy rate percent bank profit loss share "
+                          "exchange market revenue sales investment").split()},
+}
 
 #: Table 7 (SST-2, validation), published (non-causal) setting.
 PAPER_A_TABLE7 = {
