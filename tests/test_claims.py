@@ -124,3 +124,49 @@ def test_a_corrupt_metrics_file_names_the_file_and_the_fix(tmp_path):
     (tmp_path / "02_fusion_training.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"02_fusion_training.json is not valid JSON .*re-run that chapter"):
         load_metrics(tmp_path)
+
+
+# --- paper B: the competence gate ---------------------------------------------------------------
+
+
+def idea_record(model_ppl=40.0, bigram_ppl=60.0, stick_diff=(0.01, 0.03), distinct=(0.95, 0.99)):
+    """A chapter-6 record: both models at ``model_ppl``; the gated-minus-baseline stickiness interval per domain."""
+    from semlm.idea_experiment import competence
+
+    check = competence({"baseline": model_ppl, "gated": model_ppl * 1.01},
+                       {"unigram_val_ppl": 500.0, "bigram_val_ppl": bigram_ppl, "bigram_lambda": 0.9, "tokens": 1000})
+    low, high = stick_diff
+    interval = {"mean": (low + high) / 2, "ci_low": low, "ci_high": high}
+    dist = {"mean": sum(distinct) / 2, "ci_low": distinct[0], "ci_high": distinct[1]}
+    return {"profile": "cpu", "dataset": "wikitext-2", "competence": check,
+            "baseline": {"val_ppl": model_ppl}, "gated": {"val_ppl": model_ppl * 1.01},
+            "authors_protocol": {d: {"baseline": {"distinct_2": dist}, "gated": {"distinct_2": dist},
+                                     "difference": {"authors_stickiness": interval}}
+                                 for d in ("medicine", "chemistry", "hardware", "finance")}}
+
+
+def test_a_competent_model_can_reproduce_paper_b_claims_and_each_verdict_has_its_rule():
+    rows = by_id(evaluate_claims({"06_idea_gating": idea_record()}))
+    assert rows["B-ppl"]["status"] == REPRODUCED
+    assert rows["B-stickiness"]["status"] == REPRODUCED
+    assert rows["B-distinct"]["status"] == REPRODUCED
+    assert all("bigram" in rows[c]["rule"] for c in ("B-ppl", "B-stickiness", "B-distinct"))
+
+
+def test_an_incompetent_model_is_not_testable_whatever_its_numbers():
+    from semlm.claims import NOT_TESTABLE
+
+    rows = by_id(evaluate_claims({"06_idea_gating": idea_record(model_ppl=100.0)}))
+    for claim in ("B-ppl", "B-stickiness", "B-distinct"):
+        assert rows[claim]["status"] == NOT_TESTABLE
+        assert "101.0" in rows[claim]["reason"] and "0.75" in rows[claim]["reason"]  # the number and the threshold
+    assert NOT_TESTABLE in STATUSES
+
+
+def test_stickiness_is_judged_by_intervals_not_signs():
+    overlapping = by_id(evaluate_claims({"06_idea_gating": idea_record(stick_diff=(-0.01, 0.05))}))
+    assert overlapping["B-stickiness"]["status"] == INCONCLUSIVE
+    below = by_id(evaluate_claims({"06_idea_gating": idea_record(stick_diff=(-0.05, -0.01))}))
+    assert below["B-stickiness"]["status"] == NOT_REPRODUCED
+    low_diversity = by_id(evaluate_claims({"06_idea_gating": idea_record(distinct=(0.5, 0.6))}))
+    assert low_diversity["B-distinct"]["status"] == NOT_REPRODUCED
