@@ -138,9 +138,12 @@ fig = plots.plot_semantic_matrix(S2, tokens2, title=" ".join(two_clauses))
 # A feature vector is causal if changing any token after position $t$ leaves rows
 # $0..t$ unchanged. We take two sentences that agree up to the final punctuation and
 # compare their semantic matrices, first with our causal featurizer and then with the
-# **published** featurizer, which reproduces the authors' "+0.2 strength when the
-# sentence ends with '!'" rule. That rule looks at the end of the sentence, so in the
-# published setting every row can change when only the last word does.
+# **published** featurizer, which reproduces the authors' `compute_semantics` in
+# SemanticFusion.py: their "+0.2 strength when the sentence ends with '!'" rule, subject,
+# head verb and object only at the fixed positions 1, 2 and 4 (the first clause), and their
+# `is_noun`, which also counts "the", the conjunctions and the intensifiers. The first rule
+# looks at the end of the sentence, so in the published setting every row can change when
+# only the last word does.
 
 # %%
 sentence_a = "Alice reviews the paper , very good !".split()
