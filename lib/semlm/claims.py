@@ -434,6 +434,90 @@ def _lora_ppl(metrics):
                    None, f"{_mean(base):.2f} vs {_mean(gated):.2f}", None, _profile(metrics, LORA), rule)
 
 
+TOPIC = "09_topic_drift"
+#: Competence check of chapter 9: a plain model more than this share of whose generated sentences mix
+#: topics has not learnt the world's sentences, so its drift says nothing about the gate.
+TOPIC_MAX_MIXED = 0.25
+TOPIC_DIVERSITY_MARGIN = 0.05  # a loss of distinct-2 up to 5% of the plain model's value counts as "kept"
+_TOPIC_COMPETENCE_RULE = (f"not testable if the plain model's share of topic-mixing sentences exceeds {TOPIC_MAX_MIXED}; "
+                          f"inconclusive with fewer than 2 seeds")
+
+
+def _interval_text(value) -> str:
+    if not _finite_summary(value):
+        return "undefined"
+    return f"{_mean(value):.3f} [{value['ci_low']:.3f}, {value['ci_high']:.3f}]"
+
+
+def _finite_summary(value) -> bool:
+    """A ``{mean, ci_low, ci_high}`` summary whose three numbers are finite (JSON writes NaN as null)."""
+    import math
+
+    return isinstance(value, Mapping) and all(isinstance(value.get(k), (int, float)) and math.isfinite(value[k])
+                                              for k in ("mean", "ci_low", "ci_high"))
+
+
+def _topic_intervals(metrics, *names):
+    """Chapter 9's ``{mean, ci_low, ci_high, values}`` summaries, the number of seeds, and a verdict
+    (not testable / inconclusive) when the competence check or the seed count rules the claim out."""
+    values = [_get(metrics, TOPIC, *name.split(".")) for name in names]
+    n = min(len(v.get("values", [])) for v in values)
+    mixed = _get(metrics, TOPIC, "plain", "mixed_share")
+    if not all(_finite_summary(v) for v in [*values, mixed]):
+        return values, n, (NOT_TESTABLE, "a model generated no complete sentence transition, so its drift is undefined")
+    if _mean(mixed) > TOPIC_MAX_MIXED:
+        return values, n, (NOT_TESTABLE, f"{_mean(mixed):.2f} of the plain model's generated sentences mix topics "
+                                         f"(threshold {TOPIC_MAX_MIXED}): it has not learnt the world's sentences")
+    if n < 2:
+        return values, n, (INCONCLUSIVE, "fewer than 2 seeds give no interval")
+    return values, n, None
+
+
+@_guard
+def _topic_drift(metrics):
+    rule = _TOPIC_COMPETENCE_RULE + (
+        "; then reproduced if the gated drift interval (95%, over seeds) lies entirely below the plain one or the "
+        "interval of the per-seed difference gated - plain lies below 0, not reproduced if the gated model drifts "
+        "more by the same test, else inconclusive")
+    (plain, gated, paired), n, ruled_out = _topic_intervals(metrics, "plain.drift_rate", "gated.drift_rate",
+                                                            "paired.drift_rate")
+    data = _get(metrics, TOPIC, "data", "drift_rate")
+    reason = (f"topic changes per sentence transition over {n} seeds: data {_mean(data):.3f}, plain "
+              f"{_interval_text(plain)}, gated {_interval_text(gated)}, gated - plain per seed {_interval_text(paired)}")
+    value, profile = f"{_interval_text(plain)} vs {_interval_text(gated)}", _profile(metrics, TOPIC)
+    if ruled_out:
+        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, _ci(gated), profile, rule)
+    below = gated["ci_high"] < plain["ci_low"] or paired["ci_high"] < 0
+    above = gated["ci_low"] > plain["ci_high"] or paired["ci_low"] > 0
+    status = REPRODUCED if below and not above else NOT_REPRODUCED if above and not below else INCONCLUSIVE
+    what = {REPRODUCED: "gated below plain beyond the intervals", NOT_REPRODUCED: "gated above plain beyond the intervals",
+            INCONCLUSIVE: "the intervals overlap"}[status]
+    return Verdict(status, f"{reason} ({what})", None, value, _ci(gated), profile, rule)
+
+
+@_guard
+def _topic_diversity(metrics):
+    rule = _TOPIC_COMPETENCE_RULE + (
+        f"; then non-inferiority: reproduced if the whole 95% interval of the per-seed difference gated - plain of "
+        f"distinct-2 lies above -{TOPIC_DIVERSITY_MARGIN:.0%} of the plain value, not reproduced if it lies entirely "
+        f"below, else inconclusive")
+    (plain, gated, paired), n, ruled_out = _topic_intervals(metrics, "plain.distinct_2", "gated.distinct_2",
+                                                            "paired.distinct_2")
+    margin = TOPIC_DIVERSITY_MARGIN * _mean(plain)
+    reason = (f"distinct-2 over {n} seeds: plain {_interval_text(plain)}, gated {_interval_text(gated)}, gated - plain "
+              f"per seed {_interval_text(paired)}; margin -{margin:.3f}")
+    value, profile = f"{_interval_text(plain)} vs {_interval_text(gated)}", _profile(metrics, TOPIC)
+    if ruled_out:
+        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, _ci(gated), profile, rule)
+    if paired["ci_low"] > -margin:
+        status, what = REPRODUCED, "no loss beyond the margin anywhere in the interval"
+    elif paired["ci_high"] < -margin:
+        status, what = NOT_REPRODUCED, "the gated model is less diverse beyond the margin"
+    else:
+        status, what = INCONCLUSIVE, "the interval straddles the margin"
+    return Verdict(status, f"{reason} ({what})", None, value, _ci(gated), profile, rule)
+
+
 CLAIMS: tuple[Claim, ...] = (
     Claim("A-T1-ppl-baseline", "A", "Table 1: baseline validation PPL", ref.PAPER_A_TABLE1["baseline"]["ppl"],
           _table1("baseline", "ppl")),
@@ -471,6 +555,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("B-distinct", "B", "Diversity stays high (WikiText-103 GPT, Table 1: distinct-2 0.99)", 0.99, _idea_distinct),
     Claim("B-lora-ppl", "B", "LoRA + idea gate on a frozen 4-bit backbone lowers PPL (FineWeb-Edu)", "7.78 vs 8.07",
           _lora_ppl),
+    Claim("B-topic-drift", "B", "The idea gate reduces topic drift (synthetic topics with a known switch rate)",
+          "less drift than the plain model", _topic_drift),
+    Claim("B-topic-diversity", "B", "The gate keeps diversity on the synthetic topics (distinct-2 not lower than plain)",
+          "distinct-2 about 0.99", _topic_diversity),
 )
 
 
