@@ -86,3 +86,14 @@ def test_long_code_lines_reports_visible_code_only(tmp_path):
         f"# %%\nx = 1\n{wide}\n\n"
         f'# %% tags=["remove-input"]\n{wide}\n')
     assert long_code_lines(tmp_path) == [f"01_chapter.py:6: {len(wide)} chars"]
+
+
+def test_render_check_flags_a_pandas_series_printed_as_text(tmp_path, chromium):
+    from semlm.sitecheck import problems_of
+
+    series = "causal     0.000000\npublished  0.058429\nName: largest change, dtype: float64"
+    report = render_check(code_page(tmp_path, "pd.Series(changes)", output=series), chromium)
+    assert report["series_outputs"] == ["Name: largest change, dtype: float64"]
+    assert "series_outputs" in problems_of(report)
+    table = render_check(code_page(tmp_path, "frame", output="   value\ncausal 0.0"), chromium)
+    assert table["series_outputs"] == []

@@ -4,7 +4,8 @@
 files (a missing file or a missing ``#anchor``). ``render_check`` opens a page in headless
 Chromium at a desktop window size, waits for MathJax, and reports raw TeX left visible, images
 that did not load, script errors, code blocks wider than the column (they would scroll
-sideways) and absolute paths of a machine in cell outputs. ``long_code_lines`` finds the
+sideways), absolute paths of a machine in cell outputs, and pandas Series printed as text
+(a reader gets a table: ``series.to_frame()``). ``long_code_lines`` finds the
 source lines that cause the scrolling: visible code lines of the chapters over 80 characters.
 Used by the book-build test and by ``python -m semlm.sitecheck <html dir>`` (and
 ``python -m semlm.sitecheck --code-width notebooks/``).
@@ -105,6 +106,10 @@ _PROBE = """
     report.wide_code = Array.from(document.querySelectorAll("div.cell_input pre, div.highlight pre"))
       .filter(p => p.offsetParent !== null && p.scrollWidth > p.clientWidth + 1)
       .map(p => p.textContent.split("\\n").reduce((a, b) => b.length > a.length ? b : a, "").trim().slice(0, 100));
+    // a pandas Series printed as text (ends "dtype: ..."): the page should show a table instead
+    report.series_outputs = Array.from(document.querySelectorAll(".cell_output pre"))
+      .map(p => p.textContent.trim().split("\\n")).filter(lines => /dtype: \\w+$/.test(lines[lines.length - 1]))
+      .map(lines => lines[lines.length - 1].slice(0, 100));
     const pathPattern = new RegExp(__ABSOLUTE_PATH__, "g");
     report.absolute_paths = Array.from(document.querySelectorAll(".cell_output"))
       .flatMap(o => Array.from(o.textContent.matchAll(pathPattern), m => m[1]))
@@ -162,7 +167,7 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     return {"page": page.name, **report}
 
 
-PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths")
+PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs")
 
 
 def problems_of(report: dict) -> dict:
