@@ -165,3 +165,27 @@ def test_missing_for_chapters_lists_only_the_chapters_that_cannot_run(tmp_path):
 def test_unknown_folder_is_a_one_line_value_error(tmp_path):
     with pytest.raises(ValueError, match=r"unknown data folder 'imdb'; choose from: sst2"):
         data_fetch.fetch(tmp_path, ["imdb"], checksums={})
+
+
+def test_data_needing_tests_skip_with_the_missing_files_and_make_data(tmp_path):
+    """What `make test` does on a clone without data: the needs_data marker and fixture skip, with the reason."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text((REPO_ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_uses_data.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.needs_data('05_sst2')\n"
+        "def test_marked():\n    raise AssertionError('ran without data')\n\n"
+        "def test_fixture(needs_data):\n    needs_data('wikitext-2/train.txt')\n    raise AssertionError('ran')\n\n"
+        "def test_plain():\n    assert True\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**os.environ, "SEMLM_DATA_DIR": str(empty), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "1 passed, 2 skipped" in done.stdout
+    assert "missing data: sst2/train.tsv, sst2/dev.tsv (run `make data`" in done.stdout
+    assert "missing data: wikitext-2/train.txt (run `make data`" in done.stdout
