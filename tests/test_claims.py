@@ -170,3 +170,25 @@ def test_stickiness_is_judged_by_intervals_not_signs():
     assert below["B-stickiness"]["status"] == NOT_REPRODUCED
     low_diversity = by_id(evaluate_claims({"06_idea_gating": idea_record(distinct=(0.5, 0.6))}))
     assert low_diversity["B-distinct"]["status"] == NOT_REPRODUCED
+
+
+def sst2_record(acc=(24, 24), n=24, baseline=1.0):
+    from semlm.metrics import proportion
+
+    hard = {cls: {"acc": proportion(k, n)["value"], "acc_ci": proportion(k, n), "baseline_acc": baseline}
+            for cls, k in zip(("pos", "neg"), acc)}
+    return {"profile": "cpu", "control": {"hard": hard, "soft": {c: {"acc": 0.8} for c in ("pos", "neg")}}}
+
+
+def test_sst2_control_that_the_steering_gives_the_baseline_too_holds_by_construction():
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(200, 199), n=200, baseline=1.0)}))
+    assert rows["A-T7-control"]["status"] == BY_CONSTRUCTION
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(200, 199), n=200, baseline=0.5)}))
+    assert rows["A-T7-control"]["status"] == REPRODUCED
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(120, 199), n=200, baseline=0.5)}))
+    assert rows["A-T7-control"]["status"] == NOT_REPRODUCED
+
+
+def test_sst2_control_on_few_sentences_is_inconclusive():
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(10, 9), n=12, baseline=0.5)}))
+    assert rows["A-T7-control"]["status"] == INCONCLUSIVE

@@ -311,22 +311,36 @@ def _sst2_control(metrics):
     control = _get(metrics, SST2, "control")
     hard = {cls: _get(metrics, SST2, "control", "hard", cls, "acc") for cls in ("pos", "neg")}
     soft = {cls: _get(metrics, SST2, "control", "soft", cls, "acc") for cls in ("pos", "neg")}
+    intervals = {cls: _ci(control["hard"][cls].get("acc_ci")) or (_mean(v), _mean(v)) for cls, v in hard.items()}
     worst = min(_mean(v) for v in hard.values())
-    ok = worst >= 0.95
-    reason = f"hard control lowest accuracy {worst:.2f}; soft {min(_mean(v) for v in soft.values()):.2f}"
+    low = min(i[0] for i in intervals.values())
+    reason = (f"hard control lowest accuracy {worst:.2f} (Wilson intervals "
+              f"{', '.join(f'{c} [{a:.2f}, {b:.2f}]' for c, (a, b) in intervals.items())}); "
+              f"soft {min(_mean(v) for v in soft.values()):.2f}")
     baseline = [control["hard"][c].get("baseline_acc") for c in ("pos", "neg")]
+    steering_alone = all(isinstance(b, (int, float)) for b in baseline) and min(baseline) >= worst - 0.05
     if all(isinstance(b, (int, float)) for b in baseline):
         reason += f"; the baseline LM with the same logit steering reaches {min(baseline):.2f}"
     features_only = control.get("features_only", {})
     if all(isinstance(features_only.get(c, {}).get("acc"), (int, float)) for c in ("pos", "neg")):
         alone = [features_only[c]["acc"] for c in ("pos", "neg")]
         reason += f"; through the feature channel alone {alone[0]:.2f} (pos) / {alone[1]:.2f} (neg)"
-        if max(alone) < 0.5 and all(isinstance(b, (int, float)) and b >= 0.9 for b in baseline):
+    if any((b - a) / 2 > INCONCLUSIVE_HALF_WIDTH for a, b in intervals.values()):
+        status = INCONCLUSIVE
+    elif low >= 0.9:
+        status = BY_CONSTRUCTION if steering_alone else REPRODUCED
+        if steering_alone:
             reason += ", so the logit steering, not the fused features, does the control"
-    return Verdict(REPRODUCED if ok else NOT_REPRODUCED, reason, None, worst, None, _profile(metrics, SST2),
-                   "reproduced if the lowest hard-control accuracy is >= 0.95 as judged by VADER and a classifier "
-                   "(the class restriction acts only on adjectives, so the judged sentiment is not guaranteed); soft "
-                   "and feature-only control are reported beside it")
+    elif min(i[1] for i in intervals.values()) < 0.9:
+        status = NOT_REPRODUCED
+    else:
+        status = INCONCLUSIVE
+    worst_ci = intervals[min(hard, key=lambda c: _mean(hard[c]))]
+    return Verdict(status, reason, None, worst, worst_ci, _profile(metrics, SST2),
+                   f"accuracy judged by VADER on the continuation; inconclusive if a 95% Wilson interval is wider than "
+                   f"+-{INCONCLUSIVE_HALF_WIDTH}; reproduced if every lower bound is >= 0.90, but 'holds by "
+                   f"construction' when the baseline LM with the same logit steering (no fused features) reaches "
+                   f"the same accuracy within 0.05; not reproduced if an upper bound is below 0.90")
 
 
 # --- paper B (idea-gated) ------------------------------------------------------------------------
