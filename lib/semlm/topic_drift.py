@@ -153,7 +153,7 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
     cpu = TopicDriftProfile(
         name="cpu", data=TopicConfig(seed=seed, n_train_docs=3000, sentences_per_doc=10),
         size=GPTSize(n_layer=2, n_head=4, n_embd=64, block_size=64, dropout=0.0),
-        train=TrainConfig(epochs=5, batch_size=32, lr=3e-3, weight_decay=0.01, warmup_fraction=0.05, seed=seed),
+        train=TrainConfig(epochs=4, batch_size=32, lr=3e-3, weight_decay=0.01, warmup_fraction=0.05, seed=seed),
         idea=idea, n_seeds=3, samples_per_prompt=8, sweep_samples_per_prompt=4)
     if profile == "cpu":
         return cpu
@@ -239,20 +239,28 @@ class TopicRun:
     val_ppl_ungated: float | None
     history: list[dict] = field(default_factory=list)
 
-    def load(self) -> IdeaGPTForCausalLM:
+    def load(self, device: str | None = None) -> IdeaGPTForCausalLM:
+        """The trained model, on ``device`` (default: CUDA when present, else CPU)."""
         with quiet_transformers():
-            return IdeaGPTForCausalLM.from_pretrained(str(Path(self.run_dir) / "hf")).eval()
+            model = IdeaGPTForCausalLM.from_pretrained(str(Path(self.run_dir) / "hf")).eval()
+        return model.to(device or default_device())
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def train_topic_model(profile: TopicDriftProfile, idea: bool, seed: int, runs_dir: str | Path | None = None,
-                      threads: int = 1) -> TopicRun:
+                      threads: int = 1, device: str | None = None) -> TopicRun:
     """Train (or reload from the cache) one plain (``idea=False``) or gated model with training seed ``seed``."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
+        device = device or default_device()
         runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
         data = prepare_topic_data(profile.data)
         train_blocks, val_blocks = data.blocks("train", profile), data.blocks("valid", profile)
+        train_blocks.device = val_blocks.device = device
         tc = replace(profile.train, seed=seed)
         config = model_config(profile, len(data.world.vocabulary), idea)
         description = {"config": config.to_dict(), "settings": asdict(profile.idea), "idea": idea,
@@ -266,7 +274,7 @@ def train_topic_model(profile: TopicDriftProfile, idea: bool, seed: int, runs_di
         if state_file.is_file() and not (run_dir / "final").exists():  # resumed: the alpha ramp goes on
             steps_done = torch.load(state_file, weights_only=False)["epoch"] * steps_per_epoch
         set_seed(seed)
-        model = IdeaGPTForCausalLM(config)
+        model = IdeaGPTForCausalLM(config).to(device)
         result = train(model, train_blocks, val_blocks, tc, run_dir=run_dir, run_description=description,
                        progress=False, loss_fn=idea_loss_fn(profile.idea, data.stopword_ids, idea, steps_done),
                        validate=lambda m, v: perplexity_of(m, v))
@@ -283,12 +291,13 @@ def train_topic_model(profile: TopicDriftProfile, idea: bool, seed: int, runs_di
 
 def train_topic_models(profile: TopicDriftProfile, seeds: Sequence[int], runs_dir: str | Path | None = None,
                        workers: int = 1) -> dict[str, dict[int, TopicRun]]:
-    """``{"plain": {seed: run}, "gated": {seed: run}}``; in ``workers`` spawned one-thread processes when > 1."""
+    """``{"plain": {seed: run}, "gated": {seed: run}}``; in ``workers`` spawned one-thread CPU processes when
+    > 1 (on a GPU every run trains in this process, on the GPU)."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
     jobs = [(idea, s) for s in seeds for idea in (False, True)]
     workers = max(1, min(workers, profile.max_workers, len(jobs)))
-    if workers == 1:
+    if workers == 1 or default_device() == "cuda":
         runs = [train_topic_model(profile, idea, s, runs_dir) for idea, s in jobs]
     else:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
@@ -384,7 +393,8 @@ def alpha_sweep(runs: dict[int, TopicRun], data: TopicData, profile: TopicDriftP
     """The gated models decoded at other gate strengths: drift, validation perplexity, distinct-2 and
     stickiness at each alpha (mean over seeds, ``<metric>_low`` / ``<metric>_high`` the 95% interval)."""
     val = data.blocks("valid", profile)
-    models = {seed: run.load() for seed, run in runs.items()}
+    val.device = default_device()
+    models = {seed: run.load(val.device) for seed, run in runs.items()}
     rows = []
     for alpha in alphas if alphas is not None else profile.sweep_alphas:
         values: dict[str, list[float]] = {"drift_rate": [], "ppl": [], "distinct_2": [], "stickiness": []}
