@@ -80,6 +80,10 @@ differences.set_index("setting") if len(differences) else pd.DataFrame({"": ["no
 
 # %%
 xrays = {d: xray(gated, tokenizer, dom.prompts[0], top=8) for d, dom in domains.items()}
+stop = set(data.stopword_ids)  # masked out of the idea loss: their idea probability was never trained
+for d, x in xrays.items():
+    wide = xray(gated, tokenizer, domains[d].prompts[0], top=8 + len(stop))["ideas"]
+    x["ideas"] = [row for row in wide if row["id"] not in stop][:8]
 fig = plots.plot_xray(list(xrays.values())[:4], top=6)
 
 # %%
@@ -93,8 +97,10 @@ pd.DataFrame([{"domain": d, "prompt": x["prompt"].strip(), "boosted": tokens(x["
 
 # %% [markdown]
 # Read the table with the model's size in mind: the "ideas" are the tokens the idea head
-# expects in the next K tokens after the stopword mask, and the boosted tokens are those
-# candidates whose idea probability is high. Whether they are *on topic* is what the
+# expects in the next K tokens, without the masked stopwords (their loss columns get no gradient,
+# so their idea probability stays near its initial value and carries no information; through the gate
+# this still favours them over trained tokens with low probability, exactly as in the authors' model),
+# and the boosted tokens are those candidates whose idea probability is high. Whether they are *on topic* is what the
 # stickiness numbers below measure.
 #
 # ## Sweep of $\alpha$ at inference

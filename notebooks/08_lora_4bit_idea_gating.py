@@ -125,12 +125,15 @@ pd.Series(summary, name="value").to_frame()
 # ## Training: LoRA baseline vs LoRA + idea gate
 #
 # Both models start from the same frozen backbone and the same seed. AdamW on the trainable
-# parameters only, warmup then cosine, gradient clipping 1.0; validation every N steps with
-# early stopping (the best weights are kept). The gated model's $\alpha$ ramps linearly to 0.5 and
-# early stopping waits until the ramp is done. The step counts, learning rate and ramp are scaled
-# to the profile (the authors: 5,000 steps, lr 2e-4, ramp over 1,000 steps, validation every 200,
-# patience 10; our `cpu` profile uses a larger learning rate because it trains for a few hundred
-# steps only). Each pair is trained in 4-bit NF4 first and, where the profile says so, in float32.
+# parameters only, gradient clipping 1.0; validation every N steps with early stopping (the best
+# weights are kept). The gated model's $\alpha$ ramps linearly to 0.5 and early stopping waits until
+# the ramp is done. The authors train 5,000 steps at a constant lr 2e-4 (ramp over 1,000 steps,
+# validation every 200, patience 10) on a stream of documents that never repeats; the `paper` profile
+# does the same. The small profiles have only the offline sample, so they revisit its windows in
+# shuffled passes, warm up and decay the learning rate with a cosine, and use a larger rate because
+# they train a few hundred steps only (the table at the top lists every difference). Each pair is
+# trained in 4-bit NF4 first and, where the profile says so, in float32. The authors stop early on the
+# validation loss (token CE + 0.1 x idea BCE); this chapter stops on the validation perplexity.
 
 # %%
 runs = {(q, idea): train_lora(config, backbone, data, q, idea) for q in config.quantizations for idea in (False, True)}
