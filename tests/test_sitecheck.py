@@ -97,3 +97,9 @@ def test_render_check_flags_a_pandas_series_printed_as_text(tmp_path, chromium):
     assert "series_outputs" in problems_of(report)
     table = render_check(code_page(tmp_path, "frame", output="   value\ncausal 0.0"), chromium)
     assert table["series_outputs"] == []
+
+
+def test_render_check_flags_references_to_files_outside_the_repository(tmp_path, chromium):
+    page = code_page(tmp_path, "x = 1", prose="as measured in NOTES.md; data in ../shared/data/sst2")
+    assert render_check(page, chromium)["outside_references"] == ["NOTES.md", "../shared/data/sst2"]
+    assert render_check(code_page(tmp_path, "x = 1", prose="see data/README.md"), chromium)["outside_references"] == []

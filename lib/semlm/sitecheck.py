@@ -4,8 +4,9 @@
 files (a missing file or a missing ``#anchor``). ``render_check`` opens a page in headless
 Chromium at a desktop window size, waits for MathJax, and reports raw TeX left visible, images
 that did not load, script errors, code blocks wider than the column (they would scroll
-sideways), absolute paths of a machine in cell outputs, and pandas Series printed as text
-(a reader gets a table: ``series.to_frame()``). ``long_code_lines`` finds the
+sideways), absolute paths of a machine in cell outputs, pandas Series printed as text (a
+reader gets a table: ``series.to_frame()``) and references to files outside the repository
+(``NOTES.md``, ``../shared/``). ``long_code_lines`` finds the
 source lines that cause the scrolling: visible code lines of the chapters over 80 characters.
 Used by the book-build test and by ``python -m semlm.sitecheck <html dir>`` (and
 ``python -m semlm.sitecheck --code-width notebooks/``).
@@ -28,6 +29,8 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 #: The reader's window: a laptop screen. The book's column must hold an 80-character code line.
 WINDOW_SIZE = (1280, 900)
 CODE_WIDTH = 80
+#: Files that are not in the repository: the workspace's notes and shared folders.
+OUTSIDE_REFERENCE = r"NOTES\.md|\.\./shared/[\w./-]*"
 #: Absolute paths of a machine (POSIX home/work/temp folders, or a Windows drive) in page text.
 ABSOLUTE_PATH = r"(?:^|[\s'\"(=:,\[])((?:/(?:home|Users|work|tmp|root|mnt|opt|srv|private|usr|var|scratch)/|[A-Za-z]:\\)[^\s'\")\],]*)"
 _SKIP_SCHEMES = {"http", "https", "mailto", "data", "javascript", "ftp"}
@@ -110,6 +113,8 @@ _PROBE = """
     report.series_outputs = Array.from(document.querySelectorAll(".cell_output pre"))
       .map(p => p.textContent.trim().split("\\n")).filter(lines => /dtype: \\w+$/.test(lines[lines.length - 1]))
       .map(lines => lines[lines.length - 1].slice(0, 100));
+    // files of the authors' workspace that a reader of the book does not have
+    report.outside_references = Array.from(new Set(text.match(new RegExp(__OUTSIDE__, "g")) || []));
     const pathPattern = new RegExp(__ABSOLUTE_PATH__, "g");
     report.absolute_paths = Array.from(document.querySelectorAll(".cell_output"))
       .flatMap(o => Array.from(o.textContent.matchAll(pathPattern), m => m[1]))
@@ -147,7 +152,7 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     html = page.read_text(encoding="utf-8")
     probe_page = page.with_name(f".semlm-check-{page.name}")
     html = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + _ERROR_LISTENER, html, count=1)
-    probe = _PROBE.replace("__ABSOLUTE_PATH__", json.dumps(ABSOLUTE_PATH))
+    probe = _PROBE.replace("__ABSOLUTE_PATH__", json.dumps(ABSOLUTE_PATH)).replace("__OUTSIDE__", json.dumps(OUTSIDE_REFERENCE))
     probe_page.write_text(html.replace("</body>", probe + "</body>") if "</body>" in html else html + probe)
     try:
         with tempfile.TemporaryDirectory() as profile_dir:
@@ -167,7 +172,8 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     return {"page": page.name, **report}
 
 
-PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs")
+PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs",
+                "outside_references")
 
 
 def problems_of(report: dict) -> dict:
