@@ -69,6 +69,8 @@ def test_a_model_equal_to_the_causal_oracle_scores_exactly_the_floor():
     trained = evaluate_language_model(OracleLM(training_oracle(data.corpus.split), data.vocab), data.val, data.vocab,
                                       data.held_out_ids)
     assert trained["ppl_seen_only"] == pytest.approx(floors["ppl_seen_only"], rel=1e-6)  # float32 logits
+    assert trained["ppl_seen_only_authors_denominator"] == pytest.approx(floors["ppl_seen_only_authors_denominator"],
+                                                                         rel=1e-6)
     assert trained["focus_ce"]["!"] == pytest.approx(floors["focus_ce"]["!"], rel=1e-6)  # float32 logits
 
 

@@ -126,9 +126,14 @@ def _table1(kind: str, metric: str):
         published = _get(metrics, AUDIT, "table1", "published", kind, metric)
         causal = _get(metrics, AUDIT, "table1", "causal", kind, metric)
         paper = ref.PAPER_A_TABLE1[kind][metric]
-        gap = abs(_mean(published) - paper) / paper
         floor = _get(metrics, AUDIT, "floors").get(metric)
-        detail = f"published setting {_mean(published):.3f} ({gap:.0%} from the paper)"
+        detail = f"published setting {_mean(published):.3f}"
+        # the paper counts the <eos> -> <pad> target too; compare with ours counted the same way
+        counted = metrics[AUDIT]["table1"]["published"][kind].get(f"{metric}_authors_denominator")
+        if counted is not None:
+            detail += f", {_mean(counted):.3f} counted the authors' way"
+        compared = counted if counted is not None else published
+        detail += f" ({abs(_mean(compared) - paper) / paper:.0%} from the paper)"
         if floor is not None:
             detail += f"; no causal model can go below {floor:.3f}"
         return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; {detail}; causal {_mean(causal):.3f}",

@@ -129,6 +129,8 @@ def causal_floors(sentences: Sequence[Sequence[str]], split: syn.AdjectiveSplit,
     return {
         "ppl": math.exp(mean(full)),
         "ppl_authors_denominator": math.exp(sum(ce for _, ce in full) / (len(full) + n_sentences)),
+        "ppl_seen_only_authors_denominator": math.exp(
+            sum(ce for t, ce in trained if t not in held_out) / (sum(t not in held_out for t, _ in trained) + n_sentences)),
         "ppl_seen_only": math.exp(mean(trained, lambda t: t not in held_out)),
         "focus_ce": {tok: mean(trained, lambda t, tok=tok: t == tok) for tok in focus_tokens},
         "focus_ce_validation_oracle": {tok: mean(full, lambda t, tok=tok: t == tok) for tok in focus_tokens},

@@ -60,7 +60,7 @@ def score_tokens(model: torch.nn.Module, data: LMTensors, batch_size: int = 256)
     return TokenScores(torch.cat(ce), torch.cat(tgt), torch.cat(sq) if sq else None, torch.cat(pad_ce))
 
 
-def perplexity_authors_denominator(scores: TokenScores) -> float:
+def perplexity_authors_denominator(scores: TokenScores, exclude_targets: Iterable[int] = ()) -> float:
     """exp(mean CE) with the ``<eos> -> <pad>`` targets counted too, as the authors' evaluation does.
 
     Their code pads every sentence to 28 tokens and masks pad *inputs* only, so the position
@@ -69,8 +69,10 @@ def perplexity_authors_denominator(scores: TokenScores) -> float:
     on it, so it is counted here with cross-entropy 0, as the oracle of ``semlm.leakage`` does:
     the same CE sum over one more target per sentence. Shown only to compare with their numbers.
     """
+    exclude = torch.tensor(sorted(set(exclude_targets)), dtype=torch.long)
+    keep = ~torch.isin(scores.targets, exclude) if len(exclude) else torch.ones_like(scores.targets, dtype=torch.bool)
     n_pad = scores.pad_cross_entropy.numel() if scores.pad_cross_entropy is not None else 0
-    return math.exp(scores.cross_entropy.sum().item() / (scores.cross_entropy.numel() + n_pad))
+    return math.exp(scores.cross_entropy[keep].sum().item() / (int(keep.sum()) + n_pad))
 
 
 def perplexity(scores: TokenScores, exclude_targets: Iterable[int] = ()) -> float:
@@ -105,7 +107,8 @@ def evaluate_language_model(model: torch.nn.Module, data: LMTensors, vocab: Voca
         "ppl_seen_only": perplexity(scores, list(held_out_ids) + never_scored),
         "focus_ce": focus_cross_entropy(scores, vocab, focus_tokens),
         "n_tokens": int(scores.targets.numel()),
-        "ppl_authors_denominator": perplexity_authors_denominator(scores),
+        "ppl_authors_denominator": perplexity_authors_denominator(scores, never_scored),
+        "ppl_seen_only_authors_denominator": perplexity_authors_denominator(scores, list(held_out_ids) + never_scored),
         "n_pad_targets": int(scores.pad_cross_entropy.numel()) if scores.pad_cross_entropy is not None else 0,
     }
     if scores.feature_squared_error is not None:
