@@ -233,3 +233,16 @@ def test_the_executed_notebook_hides_the_injected_cell_and_shows_one_run_with_li
     assert tidy.cells[2].outputs[0]["text"] == "wrote book/_build/metrics/x.json and <build dir>/runs\n"
     # tidying twice keeps one line
     assert len(book.tidy_executed_notebook(tidy).cells[0].outputs) == 1
+
+
+def test_published_notebooks_are_the_chapters_without_outputs_and_say_how_to_run_them(tmp_path, fake_notebooks):
+    import nbformat
+
+    (fake_notebooks / "01_alpha.py").write_text('# %% tags=["parameters"]\nprofile = "cpu"\n\n# %%\nprint(profile)\n')
+    written = book.write_published_notebooks(tmp_path / "html", ["01_alpha"])
+    assert written == [tmp_path / "html" / "notebooks" / "01_alpha.ipynb"]
+    notebook = nbformat.read(written[0], as_version=4)
+    assert notebook.cells[0].cell_type == "markdown" and "make lab" in notebook.cells[0].source
+    assert "parameters" in notebook.cells[1].metadata["tags"]
+    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
+    assert notebook.metadata["kernelspec"]["name"] == "python3"
