@@ -600,19 +600,17 @@ def _stop_children_on_exit():
     me = psutil.Process()
     before = {child.pid for child in me.children(recursive=True)}
     # Workers outlive a killed kernel as orphans (re-parented away from us), so remember every
-    # process (and process group) we have seen below us while the build runs.
+    # process we have seen below us while the build runs. psutil.Process keeps its creation
+    # time, so a recorded process whose pid was reused by someone else's is never signalled.
     seen: dict[int, psutil.Process] = {}
-    groups: set[int] = set()
     done = threading.Event()
 
     def watch():
         while not done.wait(0.5):
             with contextlib.suppress(psutil.Error):
                 for child in me.children(recursive=True):
-                    if child.pid not in before and child.pid not in seen:
-                        seen[child.pid] = child
-                        with contextlib.suppress(OSError):
-                            groups.add(os.getpgid(child.pid))
+                    if child.pid not in before:
+                        seen.setdefault(child.pid, child)
 
     watcher = threading.Thread(target=watch, name="semlm-book-children", daemon=True)
     watcher.start()
@@ -623,15 +621,11 @@ def _stop_children_on_exit():
         watcher.join()
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-        own_group = os.getpgid(0)
-        for group in groups - {own_group}:
-            with contextlib.suppress(OSError):
-                os.killpg(group, signal.SIGTERM)
-        current = [child for child in me.children(recursive=True) if child.pid not in before]
-        stop_processes([*current, *(p for p in seen.values() if p.pid not in {c.pid for c in current})])
-        for group in groups - {own_group}:
-            with contextlib.suppress(OSError):
-                os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(psutil.Error):
+            for child in me.children(recursive=True):
+                if child.pid not in before:
+                    seen.setdefault(child.pid, child)
+        stop_processes([process for process in seen.values() if process.is_running()])
 
 
 def stop_processes(processes, grace: float = 3.0) -> None:
