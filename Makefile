@@ -12,7 +12,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -qq
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH_PIP   := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: venv test book book-smoke bench data data-verify lab clean help
+.PHONY: venv test book book-smoke bench data data-verify lab site-check clean help
 
 help:
 	@echo "make test   - install (if needed) and run the test suite"
@@ -21,6 +21,7 @@ help:
 	@echo "make data   - download the datasets into data/ (or \$$SEMLM_DATA_DIR) and check their SHA-256 (network)"
 	@echo "make data-verify - check the datasets against data/checksums.sha256 (no network)"
 	@echo "make lab    - JupyterLab on notebooks/: the .py chapters open as notebooks (jupytext)"
+	@echo "make site-check - check the built HTML in a headless browser and the chapters' code width"
 	@echo "make clean  - remove book/_build (keeps .venv)"
 
 venv: $(STAMP)
@@ -57,6 +58,10 @@ data-verify: $(STAMP)
 # The chapters are py:percent files (jupytext.toml): a double click opens one as a notebook, and
 # saving writes the .py back (outputs stay out of git). Run from the repository root so the
 # chapters find data/ and book/_build/.
+site-check: $(STAMP)
+	$(BIN)/python -m semlm.sitecheck --code-width notebooks; \
+	$(BIN)/python -m semlm.sitecheck book/_build/html
+
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 lab: $(STAMP)
 	@mkdir -p $(LAB_SETTINGS)
