@@ -59,8 +59,8 @@ data-verify: $(STAMP)
 # saving writes the .py back (outputs stay out of git). Run from the repository root so the
 # chapters find data/ and book/_build/.
 site-check: $(STAMP)
-	$(BIN)/python -m semlm.sitecheck --code-width notebooks; \
-	$(BIN)/python -m semlm.sitecheck book/_build/html
+	@status=0; $(BIN)/python -m semlm.sitecheck --code-width notebooks || status=1; \
+	$(BIN)/python -m semlm.sitecheck book/_build/html || status=1; exit $$status
 
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 lab: $(STAMP)
