@@ -365,6 +365,11 @@ def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alp
 
 
 SEED_METRICS = ("drift_rate", "stickiness", "distinct_2", "mixed_share", "val_ppl")
+SHARES = frozenset({"drift_rate", "stickiness", "distinct_2", "mixed_share"})  # intervals clipped to [0, 1]
+
+
+def _over_seeds(name: str, values: Sequence[float]) -> dict:
+    return mean_interval(values, bounds=(0.0, 1.0) if name in SHARES else None)
 
 
 def evaluate_runs(runs: dict[str, dict[int, TopicRun]], data: TopicData, profile: TopicDriftProfile) -> dict:
@@ -378,7 +383,7 @@ def evaluate_runs(runs: dict[str, dict[int, TopicRun]], data: TopicData, profile
         for seed, run in by_seed.items():
             scores = evaluate_generations(run.load(), data, profile)
             per_seed[kind][seed] = {**scores, "val_ppl": run.val_ppl, "val_ppl_ungated": run.val_ppl_ungated}
-    out = {kind: {m: mean_interval([s[m] for s in seeds.values()]) for m in SEED_METRICS}
+    out = {kind: {m: _over_seeds(m, [s[m] for s in seeds.values()]) for m in SEED_METRICS}
            for kind, seeds in per_seed.items()}
     out["gated"]["val_ppl_ungated"] = mean_interval([s["val_ppl_ungated"] for s in per_seed["gated"].values()])
     common = sorted(set(per_seed["plain"]) & set(per_seed["gated"]))
@@ -406,7 +411,7 @@ def alpha_sweep(runs: dict[int, TopicRun], data: TopicData, profile: TopicDriftP
             values["ppl"].append(perplexity_of(model, val, alpha=alpha))
         row = {"alpha": float(alpha)}
         for name, vals in values.items():
-            summary = mean_interval(vals)
+            summary = _over_seeds(name, vals)
             row.update({name: summary["mean"], f"{name}_low": summary["ci_low"], f"{name}_high": summary["ci_high"]})
         rows.append(row)
     return rows
