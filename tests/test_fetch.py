@@ -189,3 +189,12 @@ def test_data_needing_tests_skip_with_the_missing_files_and_make_data(tmp_path):
     assert "1 passed, 2 skipped" in done.stdout
     assert "missing data: sst2/train.tsv, sst2/dev.tsv (run `make data`" in done.stdout
     assert "missing data: wikitext-2/train.txt (run `make data`" in done.stdout
+
+
+def test_present_files_whose_hash_differs_are_named(tmp_path):
+    (tmp_path / "sst2").mkdir()
+    (tmp_path / "sst2" / "train.tsv").write_bytes(SST2_TRAIN_BYTES)
+    sums = {"sst2/train.tsv": sha(SST2_TRAIN_BYTES), "sst2/dev.tsv": sha(b"x")}
+    assert data_fetch.differing_for_chapters(["05_sst2"], tmp_path, sums) == []
+    (tmp_path / "sst2" / "dev.tsv").write_bytes(b"a local edit")
+    assert data_fetch.differing_for_chapters(["01_feature_bank", "05_sst2"], tmp_path, sums) == ["sst2/dev.tsv"]

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import yaml
 
-from .data.fetch import missing_for_chapters
+from .data.fetch import differing_for_chapters, missing_for_chapters
 from .data.paths import REPO_ROOT, data_dir
 
 #: The profile names of :data:`semlm.profiles.PROFILES`, repeated here because importing that
@@ -549,6 +549,10 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
             raise BookError(line)
         print(f"skipping {len(skipped)} chapter(s): {line}", flush=True)
     chapters = [chapter for chapter in chapters if chapter not in skipped]
+    differing = differing_for_chapters(chapters)
+    if differing:
+        print(f"warning: {', '.join(differing)} differ from the pinned release (data/checksums.sha256); the numbers "
+              "will not match the book's; `make data-verify` says more", flush=True)
     build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
     if fresh:
         shutil.rmtree(build_dir / "runs", ignore_errors=True)

@@ -223,6 +223,16 @@ def missing_for_chapters(chapters: Sequence[str], root: str | Path | None = None
     return out
 
 
+def differing_for_chapters(chapters: Sequence[str], root: str | Path | None = None,
+                           checksums: dict[str, str] | None = None) -> list[str]:
+    """The files the ``chapters`` read that are present but whose SHA-256 differs from the pinned one."""
+    root = Path(root) if root is not None else data_dir()
+    checksums = read_checksums() if checksums is None else checksums
+    names = dict.fromkeys(name for chapter in chapters for name in CHAPTER_DATA.get(chapter, ()))
+    return [name for name in names
+            if (root / name).is_file() and name in checksums and sha256_of(root / name) != checksums[name]]
+
+
 # --- fetch ------------------------------------------------------------------------------------
 
 
