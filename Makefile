@@ -12,12 +12,13 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -qq
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH_PIP   := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: venv test book book-smoke bench data data-verify lab site-check clean help
+.PHONY: venv test test-gpu book book-smoke bench data data-verify lab site-check clean help
 
 help:
 	@echo "make test   - install (if needed) and run the test suite"
 	@echo "make book   - install (if needed), execute every chapter (profile=cpu), build HTML into book/_build/html"
 	@echo "make bench  - install (if needed) and run the benchmarks (numbers -> book/_build/metrics/bench.json)"
+	@echo "make test-gpu - on a GPU machine: CUDA tests + paper-profile chapters 6-8, recorded in book/recorded/ (.ci/run-gpu)"
 	@echo "make data   - download the datasets into data/ (or \$$SEMLM_DATA_DIR) and check their SHA-256 (network)"
 	@echo "make data-verify - check the datasets against data/checksums.sha256 (no network)"
 	@echo "make lab    - JupyterLab on notebooks/: the .py chapters open as notebooks (jupytext)"
@@ -48,6 +49,10 @@ book-smoke: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m semlm.bench
+
+# No venv: the GPU machine's own Python with .whl/ wheels (see the header of .ci/run-gpu).
+test-gpu:
+	bash .ci/run-gpu
 
 data: $(STAMP)
 	$(BIN)/python -m semlm.data fetch

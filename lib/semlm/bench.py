@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -283,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="parallel training processes (default: up to 2)")
     parser.add_argument("--only", choices=("all", "idea"), default="all",
                         help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants)")
+    parser.add_argument("--out", default=None, help="with --only idea: also write the record to this JSON file")
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
@@ -292,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
             idea = run_idea_benchmark(args.profile, args.seed, threads=None if torch.cuda.is_available() else 1)
             print_idea_summary(idea)
             print(json.dumps(idea, indent=2))
+            if args.out:
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.out).write_text(json.dumps(idea, indent=2))
             return 0
         record = run_benchmark(args.profile, args.seed, args.workers)
     except ValueError as error:
