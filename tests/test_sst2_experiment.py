@@ -8,7 +8,6 @@ import torch
 
 from semlm.causality import future_sensitivity
 from semlm.data.dataset import LMTensors
-from semlm.data.paths import data_dir
 from semlm.metrics import perplexity, score_tokens
 from semlm.models import build_model
 from semlm.sst2_experiment import (
@@ -97,9 +96,8 @@ def test_judges_count_polarity_of_continuations(toy):
         s[:3] for s in data.dev_sentences if len(s) >= 8]
 
 
+@pytest.mark.needs_data("sst2/train.tsv", "sst2/dev.tsv")
 def test_classifier_dev_accuracy_in_smoke_profile_is_well_above_chance():
-    if not (data_dir() / "sst2" / "train.tsv").is_file():
-        pytest.skip("SST-2 not found; set SEMLM_DATA_DIR (see data/README.md)")
     from semlm.data.sst2 import load_sst2
 
     profile = sst2_profile("smoke")
