@@ -50,7 +50,8 @@ print(f"{len(metrics)} chapter records in {metrics_dir()}")
 # %% tags=["remove-input", "full-width"]
 STATUS_COLOURS = {"reproduced": "#d8f0d8", "not reproduced": "#f6d5d5",
                   "not meaningful as published": "#fbecc8", "not run at this profile": "#e6e6e6",
-                  "inconclusive": "#dde6f3", "holds by construction": "#ece3f5"}
+                  "inconclusive": "#dde6f3", "holds by construction": "#ece3f5",
+                  "not testable at this scale": "#f3eadb"}
 
 
 def show_value(value):
