@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from semlm.recorded import LABEL, SOURCE_LABEL, collect, gpu_slug, load_recorded, recorded_frame
+from semlm.recorded import (LABEL, SOURCE_LABEL, collect, gpu_slug, load_recorded, recorded_bench_frame,
+                             recorded_frame)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "recorded"
 
@@ -82,3 +83,21 @@ def test_collect_writes_provenance_metrics_and_throughput_from_a_work_folder(tmp
         "papermill_parameters": "-p profile paper", "metrics_file": None}
     frame, _ = recorded_frame("06_idea_gating", tmp_path / "recorded")
     assert frame.iloc[0]["GPU"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_bench_frame_of_a_collected_run_shows_both_workloads_and_no_dry_runs(tmp_path):
+    work = tmp_path / "work"
+    (work / "metrics").mkdir(parents=True)
+    (work / "environment.json").write_text(json.dumps({"gpu_name": "NVIDIA H200"}))
+    (work / "metrics" / "bench_idea.json").write_text(json.dumps({
+        "profile": "paper", "step_flop_ratio": 1.6, "step_time_ratio": 1.8, "step_time_over_flops": 1.125,
+        "generation_flop_ratio": 1.6, "generation_time_ratio": 1.2, "generation_time_over_flops": 0.75,
+        "targets": {"step_time_over_flops": 1.05, "generation_time_over_flops": 1.1},
+        "meets_targets": {"step": False, "generation": True}, "gated": {"model_flops_utilisation": 0.2}}))
+    collect(work, tmp_path / "rec", "abc", "paper", "200", False, 0.0)
+    collect(work, tmp_path / "rec", "abc", "smoke", "6", True, 0.0)  # a dry run next to it
+    frame, message = recorded_bench_frame(tmp_path / "rec")
+    assert list(frame["workload"]) == ["training step", "generation, per new token"]
+    assert list(frame["meets"]) == [False, True] and frame.iloc[0]["MFU gated (training)"] == 0.2
+    assert set(frame["GPU"]) == {"NVIDIA H200"} and set(frame["source"]) == {SOURCE_LABEL}
+    assert recorded_bench_frame(tmp_path / "nothing")[0].empty

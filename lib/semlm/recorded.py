@@ -151,6 +151,32 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
     return frame, f"{len(frame)} {SOURCE_LABEL}(s) of {chapter}; measured on a GPU machine, not by this build"
 
 
+def recorded_bench_frame(root: str | Path | None = None):
+    """``(frame, message)``: the idea-gate benchmark of each recorded GPU run (FLOP ratio vs time ratio, MFU)."""
+    import pandas as pd
+
+    rows = []
+    for run in load_recorded(root):
+        if run.dry_run or not run.bench:
+            continue
+        b = run.bench
+        for workload, key in (("training step", "step"), ("generation, per new token", "generation")):
+            rows.append({"source": SOURCE_LABEL, "GPU": run.gpu, "date": run.date, "commit": run.commit[:12],
+                         "profile": b.get("profile"), "workload": workload,
+                         "FLOP ratio": b.get(f"{key}_flop_ratio"), "time ratio": b.get(f"{key}_time_ratio"),
+                         "time / FLOP ratio": b.get(f"{key}_time_over_flops"),
+                         "target": (b.get("targets") or {}).get(f"{key}_time_over_flops"),
+                         "meets": (b.get("meets_targets") or {}).get(key),
+                         "MFU gated (training)": (b.get("gated") or {}).get("model_flops_utilisation")
+                         if key == "step" else None})
+    frame = pd.DataFrame(rows)
+    frame.attrs["label"] = LABEL
+    if frame.empty:
+        where = Path(root) if root is not None else RECORDED_DIR
+        return frame, f"no recorded GPU benchmark in {where} (run `make test-gpu` on a GPU machine)"
+    return frame, f"{SOURCE_LABEL}(s): measured on a GPU machine, not by this build"
+
+
 # --- collecting a run (called by .ci/run-gpu) ------------------------------------------------------
 
 
