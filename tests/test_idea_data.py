@@ -95,6 +95,7 @@ def test_learning_rate_warms_up_from_zero_and_ends_on_the_floor():
 def test_max_steps_caps_a_profile_compresses_its_schedule_and_shows_in_the_differences():
     capped = idea_profile("paper", max_steps=1000)
     assert (capped.train.max_steps, capped.train.warmup_steps, capped.idea.alpha_ramp_steps) == (1000, 20, 40)
+    assert capped.sweep_steps == 100  # the sweeps keep their share (5,000 of 50,000)
     assert capped.capped_from == 50_000 and idea_profile("paper").capped_from is None
     assert {row["setting"] for row in profile_differences(capped)} >= {"train.max_steps", "train.warmup_steps",
                                                                        "idea.alpha_ramp_steps"}

@@ -41,3 +41,22 @@ def test_mean_reduction_is_the_masked_vocabulary_sum_divided_by_the_unmasked_col
     summed = idea_bce_sparse(logits, positives, None, pos_weight, "sum_vocab", mask)
     mean = idea_bce_sparse(logits, positives, None, pos_weight, "mean", mask)
     assert torch.allclose(mean * (vocab - n_stop), summed, rtol=1e-5)
+
+
+def test_main_runs_pick_the_gated_form_with_the_lower_validation_perplexity(monkeypatch):
+    import semlm.idea_experiment as ie
+
+    class Run:
+        def __init__(self, ppl):
+            self.val_ppl = ppl
+
+    ppl = {"baseline": 50.0, "gated-sum": 70.0, "gated-mean": 55.0}
+    monkeypatch.setattr(ie, "train_runs", lambda profile, specs, runs_dir, workers: {s.name: Run(ppl[s.name])
+                                                                                    for s in specs})
+    runs, chosen = ie.main_runs(idea_profile("smoke"))
+    assert chosen == "gated-mean" and runs["gated"] is runs["gated-mean"]
+    ppl.update({"gated-sum": 54.0})
+    assert ie.main_runs(idea_profile("smoke"))[1] == "gated-sum"
+    ppl["gated"] = 60.0
+    runs, chosen = ie.main_runs(idea_profile("paper"))  # the paper profile trains v1 only
+    assert chosen == "gated" and set(runs) == {"baseline", "gated"}

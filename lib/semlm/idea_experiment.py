@@ -268,8 +268,9 @@ def with_max_steps(profile: IdeaProfile, max_steps: int | None) -> IdeaProfile:
     """``profile`` capped at ``max_steps`` iterations (``None``: unchanged; a cap above the profile's is refused).
 
     The warmup, the cosine and the alpha ramp keep their share of the run (a 1,000-step cap of the
-    paper's 50,000 warms up for 20 steps and ramps alpha over 40), so a capped run is the same recipe
-    compressed, not the first minutes of the long one. ``capped_from`` records the original length.
+    paper's 50,000 warms up for 20 steps and ramps alpha over 40; chapter 7's sweep runs shrink by the same
+    share), so a capped run is the same recipe compressed, not the first minutes of the long one.
+    ``capped_from`` records the original length.
     """
     if max_steps is None:
         return profile
@@ -282,7 +283,7 @@ def with_max_steps(profile: IdeaProfile, max_steps: int | None) -> IdeaProfile:
     train = replace(profile.train, max_steps=max_steps, warmup_steps=round(profile.train.warmup_steps * share),
                     eval_every=max(1, min(profile.train.eval_every, max_steps // 5 or 1)))
     idea = replace(profile.idea, alpha_ramp_steps=round(profile.idea.alpha_ramp_steps * share))
-    return replace(profile, train=train, idea=idea, sweep_steps=max(1, min(profile.sweep_steps, max_steps)),
+    return replace(profile, train=train, idea=idea, sweep_steps=max(1, round(profile.sweep_steps * share)),
                    capped_from=full)
 
 
