@@ -238,3 +238,10 @@ def test_gate_processor_on_the_cached_path_matches_the_built_in_gate():
     gate.remove()
     assert torch.equal(built_in, processed)
     assert torch.equal(built_in, greedy(model, x, 10, use_cache=False))
+
+
+def test_beam_search_reorders_the_cache_and_matches_the_uncached_beams():
+    model = tiny(alpha=0.5)
+    x = torch.randint(1, 61, (2, 4))
+    cached = greedy(model, x, 8, use_cache=True, num_beams=3)
+    assert torch.equal(cached, greedy(model, x, 8, use_cache=False, num_beams=3))
