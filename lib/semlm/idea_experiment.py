@@ -902,7 +902,10 @@ def generate_texts(model, tokenizer, prompts: Sequence[str], samples_per_prompt:
     batch = tokenizer([p for p in prompts for _ in range(samples_per_prompt)], return_tensors="pt", padding=True)
     torch.manual_seed(seed)
     kwargs = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=tokenizer.pad_token_id,
-                  eos_token_id=None, use_cache=False)
+                  eos_token_id=None,
+                  # our GPT keeps a KV cache (identical tokens, linear instead of quadratic time); the
+                  # LoRA wrapper of chapter 8 re-reads its context every step
+                  use_cache=isinstance(model, IdeaGPTForCausalLM))
     if do_sample:
         kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
     processors = list(logits_processor or [])
