@@ -34,8 +34,11 @@
 profile = "cpu"  # "smoke" runs in seconds; "cpu" ~5 min; "paper" wants a GPU
 seed = 111
 workers = 2
+n_seeds = None  # None: the profile's own (cpu 3, paper 5)
 
 # %%
+from dataclasses import replace
+
 import pandas as pd
 from myst_nb import glue
 
@@ -47,9 +50,12 @@ from semlm.report import ChapterTimer, write_chapter_metrics
 from semlm.topic_drift import (CHAPTER, alpha_sweep, data_drift, evaluate_runs, prepare_topic_data, sentence_labels,
                                topic_drift_profile, train_topic_models)
 
-check_parameters(profile=profile, seed=seed, workers=workers)
+check_parameters(profile=profile, seed=seed, workers=workers,
+                 **({} if n_seeds is None else {"n_seeds": n_seeds}))
 timer = ChapterTimer()
 config = topic_drift_profile(profile, seed)
+if n_seeds is not None:
+    config = replace(config, n_seeds=n_seeds)
 seeds = config.seeds(seed)
 config
 

@@ -29,7 +29,7 @@ from .data.paths import REPO_ROOT
 RECORDED_DIR = REPO_ROOT / "book" / "recorded"
 SOURCE_LABEL = "recorded GPU run"
 LABEL = "recorded GPU run: measured on a GPU machine by .ci/run-gpu, not by this build"
-CHAPTERS = ("06_idea_gating", "07_xray_and_sweeps", "08_lora_4bit_idea_gating")
+CHAPTERS = ("06_idea_gating", "07_xray_and_sweeps", "08_lora_4bit_idea_gating", "09_topic_drift")
 PROVENANCE = "provenance.json"
 BENCH = "bench_idea.json"
 
