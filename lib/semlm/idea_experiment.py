@@ -664,12 +664,14 @@ def perplexity_of(model, blocks: TokenBlocks, alpha: float | None = None, batch_
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
+    device = next(model.parameters()).device
     for batch in blocks.batches(batch_size):
-        with autocast_for(batch.inputs.device):
-            logits = model(batch.inputs, alpha=alpha).logits.float()
-        total += F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID,
+        inputs, targets = batch.inputs.to(device), batch.targets.to(device)
+        with autocast_for(device):
+            logits = model(inputs, alpha=alpha).logits.float()
+        total += F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID,
                                  reduction="sum").item()
-        count += int((batch.targets != PAD_ID).sum())
+        count += int((targets != PAD_ID).sum())
     model.train(was_training)
     return math.exp(total / max(count, 1))
 
@@ -715,9 +717,11 @@ class IdeaRun:
     seconds_per_step: float
     peak_rss_mb: float = 0.0
 
-    def load(self) -> IdeaGPTForCausalLM:
+    def load(self, device: str | torch.device | None = None) -> IdeaGPTForCausalLM:
+        """The trained model in eval mode, on ``device`` (default: CUDA when there is one, else CPU)."""
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         with quiet_transformers():
-            return IdeaGPTForCausalLM.from_pretrained(str(Path(self.run_dir) / "hf")).eval()
+            return IdeaGPTForCausalLM.from_pretrained(str(Path(self.run_dir) / "hf")).to(device).eval()
 
 
 @contextmanager
