@@ -27,6 +27,7 @@
 # Everything here is imported from `semlm`; the notebook only calls it and draws.
 
 # %% tags=["parameters"]
+# "smoke" and "cpu" both run this chapter in seconds: it trains nothing
 profile = "cpu"
 seed = 111
 
@@ -185,6 +186,23 @@ pd.Series({"features per token": fuzzy.NUM_FEATURES,
            "largest change before the edit, causal featurizer": prefix_change["causal featurizer"],
            "largest change before the edit, published featurizer": prefix_change["published featurizer (reads the future)"]},
           name="value").to_frame()
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. **Bandwidth.** In the memberships cell, pass `tau=0.1` and then `tau=1.0`
+#    to `fuzzy.triangular_memberships` (the default is `fuzzy.TAU`, 0.35). How
+#    much does an unmodified adjective, the `(none)` row, still belong to
+#    `str_high`? Which value makes the triplet close to one-hot?
+# 2. **Your own sentence.** Call `semantic_matrix(words)` on a two-clause
+#    sentence of your own, with words from `synthetic.LEXICON`, e.g.
+#    `"Eve reviews the paper , very poor and she starts the task .".split()`.
+#    At which token do `is_pronoun` and `coref_subject` switch on, and does
+#    any row depend on a word that comes later?
+# 3. **Break causality on purpose.** Change `sentence_b` so that it differs from
+#    `sentence_a` in an earlier word. The causal featurizer's difference must
+#    stay exactly 0 before the edit; count the columns and tokens where the
+#    published featurizer (`SyntheticFeatures(vocab, published=True)`) changes.
 
 # %%
 write_chapter_metrics(

@@ -45,6 +45,7 @@
 # whose mass reaches top-p, as transformers' `TopPLogitsWarper` does).
 
 # %% tags=["parameters"]
+# "smoke" runs in under a minute; "cpu" reuses chapter 2's models
 profile = "cpu"
 seed = 111
 workers = 2
@@ -323,6 +324,20 @@ pd.DataFrame({cls: {"hard adjective / punctuation": f"{hard_scores[('causal', cl
                                                      f"{hard_scores[('causal', cls)]['punct_acc']['value']:.2f}",
                     "soft adjective / punctuation": f"{soft[cls]['adj_acc']['value']:.2f} / {soft[cls]['punct_acc']['value']:.2f}",
                     "held-out hit rate": f"{ood[('causal', cls)]['value']:.2f}"} for cls in ("pos", "neg")}).T
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. **Soft control strength.** Extend `strengths` in the soft-control cell with
+#    `1.5` and `2.0`: do adjective and punctuation accuracy keep rising, or do
+#    the generations stop being grammatical sentences?
+# 2. **Your own request.** Decode with
+#    `decode("causal", "fusion", 5, {"neg_high": 0.95, "str_low": 0.9})` and
+#    print the sentences with `detokenize`. Does the strength request show up
+#    as a weak intensifier before a negative adjective?
+# 3. **Mixture weight.** In the out-of-distribution sweep, add `0.9` and `0.99`
+#    to the values of `alpha`. Where does the held-out hit rate pass the
+#    paper's value, and what happens to the trained adjectives?
 
 # %%
 def as_metrics(p):

@@ -31,6 +31,7 @@
 # say which polarity the continuation has.
 
 # %% tags=["parameters"]
+# "smoke" runs this chapter in under a minute; "cpu" takes minutes
 profile = "cpu"
 seed = 111
 workers = 2
@@ -384,6 +385,20 @@ for i in range(4):
                              "continuation": " ".join(generations[(kind, request, mode)][i])})
 pd.set_option("display.max_colwidth", 120)
 pd.DataFrame(examples).set_index(["prompt", "model", "control"])
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. **Features only.** The control section already decodes with
+#    `replace(config.control, steer_boost=0.0, steer_penalty=0.0)`. Try
+#    `steer_boost` values between 0 and the profile's: at which value does the
+#    independent classifier start to agree with the request?
+# 2. **Vocabulary.** Change `config.min_freq` with
+#    `config = replace(config, min_freq=...)` after the configuration cell. How
+#    do the vocabulary size, the dev `<unk>` rate and the perplexities move?
+# 3. **Capitalisation.** Point `SEMLM_DATA_DIR` at a copy of the data without
+#    `sst-phrases/`. Which source does the chapter then use for
+#    `is_capitalized`, and does any number in Table 7 change?
 
 # %%
 numbers = {setting: {"label": SETTING_LABELS[setting]} for setting in SETTINGS}

@@ -34,6 +34,7 @@
 # Chapter 7 opens the gate up (X-ray), sweeps its settings and studies repetition loops.
 
 # %% tags=["parameters"]
+# "smoke" runs in under a minute; "cpu" trains three GPTs: minutes
 profile = "cpu"
 seed = 111
 workers = 2
@@ -406,6 +407,20 @@ pd.DataFrame({d: {"gated - baseline stickiness": show(v)} for d, v in book_diffs
 pd.DataFrame([{"domain": d, "prompt": PAPER_B_EVAL_DOMAINS[d]["prompt"],
                **{m: authors[m][d]["samples"][0]["text"].strip() for m in authors}}
               for d in PAPER_B_EVAL_DOMAINS]).set_index("domain")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. **Budget.** Run with `max_steps = 100` and then with the profile's own
+#    number of iterations. Does the gap in validation perplexity between the
+#    plain and the gated GPT open or close with the budget?
+# 2. **The gate's clamp.** Call `plots.plot_gate_curves(beta=-1.0)` and
+#    `beta=-4.0`. How large a penalty can a token get at the most, and what does
+#    that mean for a token the idea head wrongly rules out?
+# 3. **Gated or not.** The perplexity table also scores the gated model with
+#    the gate switched off, `perplexity_of(models["gated"], test, alpha=0.0)`.
+#    Compare it with the baseline: is the gain in the gate, or in the backbone
+#    that the idea loss helped to train?
 
 # %%
 def domain_numbers(model):

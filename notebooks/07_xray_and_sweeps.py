@@ -27,6 +27,7 @@
 #    repetition penalty.
 
 # %% tags=["parameters"]
+# "smoke" runs in under a minute; "cpu" retrains the sweeps: minutes
 profile = "cpu"
 seed = 111
 workers = 2
@@ -257,6 +258,19 @@ glue("loop_verdict", verdict, display=False)
 # %%
 pd.DataFrame([{"decoder": f"{d} (alpha {a})", "continuation": s[0]["text"].strip()[:300]}
               for (a, d), s in loop_samples.items()]).set_index("decoder")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. **Inference-only alpha.** Add `1.0` and `1.5` to the values of `a` in the
+#    `alpha_rows` cell. Where does perplexity start to grow, and does
+#    stickiness keep rising?
+# 2. **X-ray your prompt.** Run `xray(gated, tokenizer, "your prompt", top=8)`
+#    on a prompt about one of the domains in `data/domains/`. Are the boosted
+#    tokens on topic, or frequent words the stopword mask left in?
+# 3. **Loops.** Set `config = replace(config, loop_new_tokens=160)` before the
+#    greedy-decoding cell. Do the gated model's repetition loops start later,
+#    and does concentration decay still break them?
 
 # %%
 def records(frame):

@@ -39,6 +39,7 @@
 # works on any transformers causal LM; the `paper` profile names `mistralai/Mistral-7B-v0.1`.
 
 # %% tags=["parameters"]
+# "smoke" runs in under a minute; "cpu" takes minutes; "paper": GPU
 profile = "cpu"
 seed = 111
 max_steps = None
@@ -299,6 +300,20 @@ prompt = domains["military"].prompts[0]
 ray = xray(models["gated"], tokenizer, prompt, top=8)
 fig = plots.plot_xray([ray])
 pd.DataFrame({"boosted": [r["token"] for r in ray["boosted"]], "suppressed": [r["token"] for r in ray["suppressed"]]})
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. **Budget.** Run with `max_steps = 20` and compare the validation
+#    perplexity of the LoRA baseline and the LoRA + idea gate. Is the idea
+#    head's extra trainable-parameter count worth it at this budget?
+# 2. **Memory.** In the memory section, compare the weights of the 4-bit and
+#    the full-precision backbone. Which part of the peak memory does 4-bit not
+#    shrink (activations, LoRA weights, optimiser state)?
+# 3. **X-ray.** Call `xray(models["gated"], tokenizer, "your prompt", top=8)`
+#    with a prompt of another domain from `data/domains/`. Does a frozen
+#    backbone with a small idea head boost on-topic tokens as the
+#    from-scratch GPT of chapter 7 does?
 
 # %%
 write_chapter_metrics(

@@ -266,6 +266,20 @@ pd.DataFrame([{"topic": row["topic"], "prompt": row["prompt"].replace("<eos>", "
               for i, row in enumerate(results["per_seed"]["plain"][first]["samples"])
               if i % (config.samples_per_prompt * config.prompts_per_topic) == 0]).set_index("topic")
 
+# %% [markdown]
+# ## Exercises
+#
+# 1. **Gate strength.** Call
+#    `alpha_sweep(runs["gated"], data, config, alphas=(0.0, 4.0, 8.0, 16.0))`.
+#    At which strength does drift stop falling while perplexity and
+#    distinct-2 keep getting worse?
+# 2. **Falsification.** Re-read "What would falsify the claim" and run the
+#    chapter with two other values of `seed`. Does the verdict hold each time?
+# 3. **The data's own drift.** Compare the plain model's drift rate with
+#    `data_rate`, the rate at which the training text itself switches topic
+#    (`data_drift`). Should a good language model match it, and what does a
+#    gated model far below it give up?
+
 # %%
 def seed_summary(kind):
     keys = ("drift_rate", "stickiness", "distinct_2", "mixed_share", "val_ppl") + (("val_ppl_ungated",) if kind == "gated" else ())

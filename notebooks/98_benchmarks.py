@@ -29,6 +29,7 @@
 # below are for a toy-sized run and say nothing about the target.
 
 # %% tags=["parameters"]
+# "smoke" runs in seconds; "cpu" times the book-scale models: minutes
 profile = "cpu"
 seed = 111
 workers = 2

@@ -27,6 +27,7 @@
 # trained several.
 
 # %% tags=["parameters"]
+# reads the other chapters' metrics: seconds at every profile
 profile = "cpu"
 seed = 111
 
