@@ -115,10 +115,16 @@ def _stickiness(metrics: dict, model: str) -> float | None:
 
 def key_metrics(chapter: str, metrics: dict) -> dict:
     """Validation perplexity of the plain and gated model and mean stickiness over domains, where the chapter has them."""
-    baseline, gated = metrics.get("baseline", {}), metrics.get("gated", {})
-    return {"val PPL plain": _mean(baseline.get("val_ppl")), "val PPL gated": _mean(gated.get("val_ppl")),
-            "val PPL gated, gate off": _mean(gated.get("val_ppl_ungated")),
-            "stickiness plain": _stickiness(metrics, "baseline"), "stickiness gated": _stickiness(metrics, "gated")}
+    baseline, gated = metrics.get("baseline", metrics.get("plain", {})), metrics.get("gated", {})
+    numbers = {"val PPL plain": _mean(baseline.get("val_ppl")), "val PPL gated": _mean(gated.get("val_ppl")),
+               "val PPL gated, gate off": _mean(gated.get("val_ppl_ungated")),
+               "stickiness plain": _stickiness(metrics, "baseline"), "stickiness gated": _stickiness(metrics, "gated")}
+    if "drift_rate" in gated:  # chapter 9: the topic-drift rate of the data and of both models' generations
+        numbers.update({"drift data": _mean(metrics.get("data", {}).get("drift_rate")),
+                        "drift plain": _mean(baseline.get("drift_rate")), "drift gated": _mean(gated.get("drift_rate")),
+                        "stickiness plain": _mean(baseline.get("stickiness")),
+                        "stickiness gated": _mean(gated.get("stickiness"))})
+    return numbers
 
 
 def recorded_frame(chapter: str, root: str | Path | None = None):
@@ -137,7 +143,9 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
         info, metrics = run.chapter_info(chapter), run.chapters.get(chapter, {})
         rows.append({"source": SOURCE_LABEL, "GPU": run.gpu, "date": run.date, "commit": run.commit[:12],
                      "profile": info.get("profile", metrics.get("profile")),
-                     "steps": metrics.get("max_steps", run.provenance.get("max_steps")),
+                     "steps": metrics.get("max_steps") or (run.provenance.get("max_steps")
+                                                            if "max_steps" in info.get("papermill_parameters", "")
+                                                            else "profile's own"),
                      "status": info.get("status", "unknown"),
                      "wall seconds": info.get("wall_seconds", metrics.get("wall_seconds")),
                      "tokens/s": info.get("tokens_per_second"), "MFU": info.get("mfu"),
