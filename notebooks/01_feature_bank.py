@@ -67,7 +67,8 @@ fig = plots.plot_memberships(marks=synthetic.INTENSITY)
 strengths = {"(none)": 0.0, **synthetic.INTENSITY}
 triplets = pd.DataFrame(
     fuzzy.triangular_memberships(list(strengths.values())),
-    index=pd.Index(list(strengths), name="preceding word"), columns=["str_low", "str_med", "str_high"],
+    index=pd.Index(list(strengths), name="preceding word"),
+    columns=["str_low", "str_med", "str_high"],
 )
 glue("mu_zero_low", float(triplets.loc["(none)", "str_low"]), display=False)
 glue("mu_zero_high", float(triplets.loc["(none)", "str_high"]), display=False)
@@ -87,17 +88,45 @@ triplets.style.format("{:.3f}").background_gradient(cmap="Blues", axis=None)
 # %%
 groups = {
     "part of speech (word lookup)": ["is_noun", "is_verb", "is_adj"],
-    "shallow roles (position in the clause so far)": ["is_subject", "is_object", "is_head"],
-    "boundaries (word lookup)": ["is_bos", "is_eos", "is_comma", "is_question"],
-    "polarity triplets (adjective lexicon)": ["pos_low", "pos_med", "pos_high", "neg_low", "neg_med", "neg_high"],
+    "shallow roles (position in the clause so far)": [
+        "is_subject",
+        "is_object",
+        "is_head",
+    ],
+    "boundaries (word lookup)": [
+        "is_bos",
+        "is_eos",
+        "is_comma",
+        "is_question",
+    ],
+    "polarity triplets (adjective lexicon)": [
+        "pos_low",
+        "pos_med",
+        "pos_high",
+        "neg_low",
+        "neg_med",
+        "neg_high",
+    ],
     "strength triplet (the word before t)": ["str_low", "str_med", "str_high"],
     "discourse / style": ["coref_subject", "is_capitalized", "is_pronoun"],
 }
-bank = pd.DataFrame(
-    [(fuzzy.feature_index(n), n, g, "graded" if n in fuzzy.GRADED_FEATURES else "binary")
-     for g, names in groups.items() for n in names],
-    columns=["column", "predicate", "group (source)", "values"],
-).sort_values("column").set_index("column")
+bank = (
+    pd.DataFrame(
+        [
+            (
+                fuzzy.feature_index(n),
+                n,
+                g,
+                "graded" if n in fuzzy.GRADED_FEATURES else "binary",
+            )
+            for g, names in groups.items()
+            for n in names
+        ],
+        columns=["column", "predicate", "group (source)", "values"],
+    )
+    .sort_values("column")
+    .set_index("column")
+)
 assert list(bank.predicate) == list(fuzzy.FEATURE_NAMES)
 bank
 
@@ -149,21 +178,40 @@ fig = plots.plot_semantic_matrix(S2, tokens2, title=" ".join(two_clauses))
 # %%
 sentence_a = "Alice reviews the paper , very good !".split()
 sentence_b = "Alice reviews the paper , very good ?".split()
-changed_at = 1 + next(i for i, (a, b) in enumerate(zip(sentence_a, sentence_b)) if a != b)  # +1 for <bos>
+changed_at = 1 + next(
+    i for i, (a, b) in enumerate(zip(sentence_a, sentence_b)) if a != b
+)  # +1 for <bos>
 published = SyntheticFeatures(vocab, published=True)
 diffs = {}
-for name, fx in {"causal featurizer": featurize, "published featurizer (reads the future)": published}.items():
+for name, fx in {
+    "causal featurizer": featurize,
+    "published featurizer (reads the future)": published,
+}.items():
     A, tokens_a = semantic_matrix(sentence_a, fx)
     B, _ = semantic_matrix(sentence_b, fx)
     diffs[name] = np.abs(A - B)
-fig = plots.plot_future_sensitivity(diffs, [f"{a} / {b}" if a != b else a for a, b in
-                                            zip(tokens_a, vocab.decode(torch.tensor(vocab.encode(sentence_b)), False))],
-                                    changed_at=changed_at)
+fig = plots.plot_future_sensitivity(
+    diffs,
+    [
+        f"{a} / {b}" if a != b else a
+        for a, b in zip(
+            tokens_a,
+            vocab.decode(torch.tensor(vocab.encode(sentence_b)), False),
+        )
+    ],
+    changed_at=changed_at,
+)
 
 # %%
-prefix_change = {name: float(d[:changed_at].max()) for name, d in diffs.items()}
+prefix_change = {
+    name: float(d[:changed_at].max()) for name, d in diffs.items()
+}
 glue("causal_prefix_change", prefix_change["causal featurizer"], display=False)
-glue("published_prefix_change", prefix_change["published featurizer (reads the future)"], display=False)
+glue(
+    "published_prefix_change",
+    prefix_change["published featurizer (reads the future)"],
+    display=False,
+)
 pd.Series(prefix_change, name="largest change above the dashed line")
 
 # %% [markdown]
@@ -182,10 +230,18 @@ pd.Series(prefix_change, name="largest change above the dashed line")
 # ## Key numbers
 
 # %%
-pd.Series({"features per token": fuzzy.NUM_FEATURES,
-           "largest change before the edit, causal featurizer": prefix_change["causal featurizer"],
-           "largest change before the edit, published featurizer": prefix_change["published featurizer (reads the future)"]},
-          name="value").to_frame()
+pd.Series(
+    {
+        "features per token": fuzzy.NUM_FEATURES,
+        "largest change before the edit, causal featurizer": prefix_change[
+            "causal featurizer"
+        ],
+        "largest change before the edit, published featurizer": prefix_change[
+            "published featurizer (reads the future)"
+        ],
+    },
+    name="value",
+).to_frame()
 
 # %% [markdown]
 # ## Exercises
@@ -206,17 +262,24 @@ pd.Series({"features per token": fuzzy.NUM_FEATURES,
 
 # %%
 write_chapter_metrics(
-    "01_feature_bank", profile, seed,
+    "01_feature_bank",
+    profile,
+    seed,
     {
         "n_features": fuzzy.NUM_FEATURES,
         "feature_names": list(fuzzy.FEATURE_NAMES),
         "centres": list(fuzzy.CENTRES),
         "tau": fuzzy.TAU,
         "strength_triplets": triplets.round(6).to_dict(orient="index"),
-        "causality_demo": {"sentence_a": " ".join(sentence_a), "sentence_b": " ".join(sentence_b),
-                           "changed_at": changed_at,
-                           "causal_max_prefix_change": prefix_change["causal featurizer"],
-                           "published_max_prefix_change": prefix_change["published featurizer (reads the future)"]},
+        "causality_demo": {
+            "sentence_a": " ".join(sentence_a),
+            "sentence_b": " ".join(sentence_b),
+            "changed_at": changed_at,
+            "causal_max_prefix_change": prefix_change["causal featurizer"],
+            "published_max_prefix_change": prefix_change[
+                "published featurizer (reads the future)"
+            ],
+        },
     },
     timer.seconds,
 )

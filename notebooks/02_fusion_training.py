@@ -46,7 +46,12 @@ from semlm.causality import future_sensitivity
 from semlm.experiment import SETTING_LABELS, SETTINGS, prepare_data, run_models
 from semlm.metrics import FOCUS_TOKENS
 from semlm.profiles import check_parameters, synthetic_profile
-from semlm.reference import AUTHORS_SCRIPT_RERUN_TABLE1, PAPER_A_FOCUS_CE, PAPER_A_TABLE1, PAPER_A_VAL_PPL_BY_EPOCH
+from semlm.reference import (
+    AUTHORS_SCRIPT_RERUN_TABLE1,
+    PAPER_A_FOCUS_CE,
+    PAPER_A_TABLE1,
+    PAPER_A_VAL_PPL_BY_EPOCH,
+)
 from semlm.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, workers=workers)
@@ -65,15 +70,17 @@ config
 # %%
 data = prepare_data(config.corpus, "causal")
 split = data.corpus.split
-pd.DataFrame({
-    "train sentences": [len(data.corpus.train)],
-    "validation sentences": [len(data.corpus.val)],
-    "vocabulary": [len(data.vocab)],
-    "positive, trained": [", ".join(split.positive_train)],
-    "positive, held out": [", ".join(split.positive_held_out)],
-    "negative, trained": [", ".join(split.negative_train)],
-    "negative, held out": [", ".join(split.negative_held_out)],
-}).T.rename(columns={0: ""})
+pd.DataFrame(
+    {
+        "train sentences": [len(data.corpus.train)],
+        "validation sentences": [len(data.corpus.val)],
+        "vocabulary": [len(data.vocab)],
+        "positive, trained": [", ".join(split.positive_train)],
+        "positive, held out": [", ".join(split.positive_held_out)],
+        "negative, trained": [", ".join(split.negative_train)],
+        "negative, held out": [", ".join(split.negative_held_out)],
+    }
+).T.rename(columns={0: ""})
 
 # %%
 for words in data.corpus.train[:4]:
@@ -97,8 +104,15 @@ for words in data.corpus.train[:4]:
 from semlm.experiment import model_config
 from semlm.models import build_model
 
-sizes = {kind: sum(p.numel() for p in build_model(model_config(config, kind, len(data.vocab), "causal")).parameters())
-         for kind in ("baseline", "fusion")}
+sizes = {
+    kind: sum(
+        p.numel()
+        for p in build_model(
+            model_config(config, kind, len(data.vocab), "causal")
+        ).parameters()
+    )
+    for kind in ("baseline", "fusion")
+}
 pd.Series(sizes, name="trainable parameters")
 
 # %% [markdown]
@@ -110,9 +124,22 @@ pd.Series(sizes, name="trainable parameters")
 # re-building the book with unchanged code reloads identical weights.
 
 # %%
-runs = {setting: run_models(config, setting, workers=workers) for setting in SETTINGS}
-pd.DataFrame([{"setting": s, "model": k, "status": r.status, "train seconds": round(r.train_seconds, 1)}
-              for s, by_kind in runs.items() for k, r in by_kind.items()])
+runs = {
+    setting: run_models(config, setting, workers=workers)
+    for setting in SETTINGS
+}
+pd.DataFrame(
+    [
+        {
+            "setting": s,
+            "model": k,
+            "status": r.status,
+            "train seconds": round(r.train_seconds, 1),
+        }
+        for s, by_kind in runs.items()
+        for k, r in by_kind.items()
+    ]
+)
 
 # %% [markdown]
 # ## Validation perplexity per epoch (paper Figure 1)
@@ -122,7 +149,11 @@ pd.DataFrame([{"setting": s, "model": k, "status": r.status, "train seconds": ro
 # different things.
 
 # %%
-curves = {(s, k): r.val_ppl_per_epoch for s, by_kind in runs.items() for k, r in by_kind.items()}
+curves = {
+    (s, k): r.val_ppl_per_epoch
+    for s, by_kind in runs.items()
+    for k, r in by_kind.items()
+}
 fig = plots.plot_validation_curves(curves, paper=PAPER_A_VAL_PPL_BY_EPOCH)
 
 # %% [markdown]
@@ -132,19 +163,40 @@ fig = plots.plot_validation_curves(curves, paper=PAPER_A_VAL_PPL_BY_EPOCH)
 rows = []
 for setting, by_kind in runs.items():
     for kind, run in by_kind.items():
-        rows.append({"setting": SETTING_LABELS[setting], "model": kind, "PPL": run.metrics["ppl"],
-                     "PPL, authors' denominator": run.metrics["ppl_authors_denominator"],
-                     "seen-only PPL": run.metrics["ppl_seen_only"],
-                     "seen-only PPL, authors' denominator": run.metrics["ppl_seen_only_authors_denominator"],
-                     "semantic MSE": run.metrics.get("sem_mse")})
-for source, reference in {"paper (published setting)": PAPER_A_TABLE1,
-                          "authors' SemanticFusion.py, re-run by us on a 2-core CPU": AUTHORS_SCRIPT_RERUN_TABLE1}.items():
+        rows.append(
+            {
+                "setting": SETTING_LABELS[setting],
+                "model": kind,
+                "PPL": run.metrics["ppl"],
+                "PPL, authors' denominator": run.metrics[
+                    "ppl_authors_denominator"
+                ],
+                "seen-only PPL": run.metrics["ppl_seen_only"],
+                "seen-only PPL, authors' denominator": run.metrics[
+                    "ppl_seen_only_authors_denominator"
+                ],
+                "semantic MSE": run.metrics.get("sem_mse"),
+            }
+        )
+for source, reference in {
+    "paper (published setting)": PAPER_A_TABLE1,
+    "authors' SemanticFusion.py, re-run by us on a 2-core CPU": AUTHORS_SCRIPT_RERUN_TABLE1,
+}.items():
     for kind, values in reference.items():
-        rows.append({"setting": source, "model": kind, "PPL": None, "PPL, authors' denominator": values["ppl"],
-                     "seen-only PPL": None, "seen-only PPL, authors' denominator": values["ppl_seen_only"],
-                     "semantic MSE": values.get("sem_mse")})
+        rows.append(
+            {
+                "setting": source,
+                "model": kind,
+                "PPL": None,
+                "PPL, authors' denominator": values["ppl"],
+                "seen-only PPL": None,
+                "seen-only PPL, authors' denominator": values["ppl_seen_only"],
+                "semantic MSE": values.get("sem_mse"),
+            }
+        )
 table1 = pd.DataFrame(rows).set_index(["setting", "model"])
 table1.style.format("{:.4g}", na_rep="–")
+
 
 # %%
 def metric(setting, kind, name):
@@ -152,25 +204,51 @@ def metric(setting, kind, name):
 
 
 def relative_change(setting, name):
-    return 100 * (metric(setting, "fusion", name) / metric(setting, "baseline", name) - 1)
+    return 100 * (
+        metric(setting, "fusion", name) / metric(setting, "baseline", name) - 1
+    )
 
 
 for setting in SETTINGS:
     for kind in ("baseline", "fusion"):
-        glue(f"{setting}_{kind}_ppl", metric(setting, kind, "ppl"), display=False)
-        glue(f"{setting}_{kind}_seen", metric(setting, kind, "ppl_seen_only"), display=False)
-        glue(f"{setting}_{kind}_ppl_authors", metric(setting, kind, "ppl_authors_denominator"), display=False)
-    glue(f"{setting}_ppl_change", relative_change(setting, "ppl"), display=False)
+        glue(
+            f"{setting}_{kind}_ppl",
+            metric(setting, kind, "ppl"),
+            display=False,
+        )
+        glue(
+            f"{setting}_{kind}_seen",
+            metric(setting, kind, "ppl_seen_only"),
+            display=False,
+        )
+        glue(
+            f"{setting}_{kind}_ppl_authors",
+            metric(setting, kind, "ppl_authors_denominator"),
+            display=False,
+        )
+    glue(
+        f"{setting}_ppl_change", relative_change(setting, "ppl"), display=False
+    )
 glue("causal_sem_mse", metric("causal", "fusion", "sem_mse"), display=False)
-glue("published_sem_mse", metric("published", "fusion", "sem_mse"), display=False)
+glue(
+    "published_sem_mse",
+    metric("published", "fusion", "sem_mse"),
+    display=False,
+)
 glue("profile", profile, display=False)
 glue("seed", seed, display=False)
 
 # %%
 frame = pd.DataFrame(
-    [{"source": "paper", "model": k, "value": v["ppl"]} for k, v in PAPER_A_TABLE1.items()]
-    + [{"source": f"this build: {s}", "model": k, "value": r.metrics["ppl"]}
-       for s, by_kind in runs.items() for k, r in by_kind.items()]
+    [
+        {"source": "paper", "model": k, "value": v["ppl"]}
+        for k, v in PAPER_A_TABLE1.items()
+    ]
+    + [
+        {"source": f"this build: {s}", "model": k, "value": r.metrics["ppl"]}
+        for s, by_kind in runs.items()
+        for k, r in by_kind.items()
+    ]
 )
 fig = plots.plot_table1_comparison(frame, "ppl")
 
@@ -215,10 +293,14 @@ focus_rows = []
 for setting, by_kind in runs.items():
     for kind, run in by_kind.items():
         for token, ce in run.metrics["focus_ce"].items():
-            focus_rows.append({"setting": setting, "model": kind, "token": token, "ce": ce})
+            focus_rows.append(
+                {"setting": setting, "model": kind, "token": token, "ce": ce}
+            )
 focus = pd.DataFrame(focus_rows)
 paper_focus = pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper ")
-focus_table = focus.pivot_table(index="token", columns=["setting", "model"], values="ce").reindex(list(FOCUS_TOKENS))
+focus_table = focus.pivot_table(
+    index="token", columns=["setting", "model"], values="ce"
+).reindex(list(FOCUS_TOKENS))
 focus_table.columns = [f"{s} {m}" for s, m in focus_table.columns]
 focus_table.join(paper_focus).style.format("{:.4f}", na_rep="–")
 
@@ -244,15 +326,29 @@ fig = plots.plot_focus_ce(focus)
 
 # %%
 probe = data.val.input_ids[:64]
-position, replacement = 6, data.vocab.id("extremely")  # the intensifier slot of the first clause
+position, replacement = 6, data.vocab.id(
+    "extremely"
+)  # the intensifier slot of the first clause
 sensitivity = {}
 for setting, by_kind in runs.items():
     probe_data = prepare_data(config.corpus, setting)
     for kind, run in by_kind.items():
-        sensitivity[(setting, kind)] = future_sensitivity(run.load(), probe_data.featurizer, probe, position, replacement)
-sensitivity_table = pd.Series(sensitivity, name="max |Δ logit| before the changed token").rename_axis(["setting", "model"])
-glue("causal_sensitivity", max(v for (s, _), v in sensitivity.items() if s == "causal"), display=False)
-glue("published_sensitivity", min(v for (s, _), v in sensitivity.items() if s == "published"), display=False)
+        sensitivity[(setting, kind)] = future_sensitivity(
+            run.load(), probe_data.featurizer, probe, position, replacement
+        )
+sensitivity_table = pd.Series(
+    sensitivity, name="max |Δ logit| before the changed token"
+).rename_axis(["setting", "model"])
+glue(
+    "causal_sensitivity",
+    max(v for (s, _), v in sensitivity.items() if s == "causal"),
+    display=False,
+)
+glue(
+    "published_sensitivity",
+    min(v for (s, _), v in sensitivity.items() if s == "published"),
+    display=False,
+)
 sensitivity_table.to_frame().style.format("{:.3g}")
 
 # %% [markdown]
@@ -265,9 +361,17 @@ sensitivity_table.to_frame().style.format("{:.3g}")
 # ## Key numbers
 
 # %%
-pd.DataFrame({(SETTING_LABELS[s], k): {"PPL": r.metrics["ppl"], "seen-only PPL": r.metrics["ppl_seen_only"],
-                                       "max |Δ logit| from the future": sensitivity[(s, k)]}
-              for s, by_kind in runs.items() for k, r in by_kind.items()}).T.round(4)
+pd.DataFrame(
+    {
+        (SETTING_LABELS[s], k): {
+            "PPL": r.metrics["ppl"],
+            "seen-only PPL": r.metrics["ppl_seen_only"],
+            "max |Δ logit| from the future": sensitivity[(s, k)],
+        }
+        for s, by_kind in runs.items()
+        for k, r in by_kind.items()
+    }
+).T.round(4)
 
 # %% [markdown]
 # ## Exercises
@@ -298,5 +402,11 @@ for setting, by_kind in runs.items():
             "future_sensitivity": sensitivity[(setting, kind)],
         }
 numbers["paper"] = {"table1": PAPER_A_TABLE1, "focus_ce": PAPER_A_FOCUS_CE}
-numbers["config"] = {"corpus": vars(config.corpus), "backbone": vars(config.backbone), "train": vars(config.train)}
-write_chapter_metrics("02_fusion_training", profile, seed, numbers, timer.seconds)
+numbers["config"] = {
+    "corpus": vars(config.corpus),
+    "backbone": vars(config.backbone),
+    "train": vars(config.train),
+}
+write_chapter_metrics(
+    "02_fusion_training", profile, seed, numbers, timer.seconds
+)

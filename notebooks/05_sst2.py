@@ -48,8 +48,19 @@ from semlm.experiment import SETTING_LABELS, default_runs_dir
 from semlm.profiles import check_parameters
 from semlm.report import ChapterTimer, write_chapter_metrics
 from semlm.sst2_experiment import (
-    PAPER_A_TABLE7, SETTINGS, classifier_accuracy, continue_under_control, control_frame, control_prefixes, feature_table,
-    judge_continuations, prepare_sst2, run_sst2_models, sst2_profile, tag_coverage, train_sentiment_classifier,
+    PAPER_A_TABLE7,
+    SETTINGS,
+    classifier_accuracy,
+    continue_under_control,
+    control_frame,
+    control_prefixes,
+    feature_table,
+    judge_continuations,
+    prepare_sst2,
+    run_sst2_models,
+    sst2_profile,
+    tag_coverage,
+    train_sentiment_classifier,
 )
 
 check_parameters(profile=profile, seed=seed, workers=workers)
@@ -80,17 +91,20 @@ config
 data = prepare_sst2(config, cache_dir=runs_dir / "sst2")
 glue("n_train_used", len(data.train_sentences), display=False)
 glue("unk_rate", 100 * data.unk_rate("dev"), display=False)
-pd.Series({
-    "training rows available": data.n_train_available,
-    "training rows used by the LMs": len(data.train_sentences),
-    "dev sentences": len(data.dev_sentences),
-    "vocabulary (min frequency %d)" % config.min_freq: len(data.vocab),
-    "dev targets that are <unk> (%)": round(100 * data.unk_rate("dev"), 2),
-    "part-of-speech source": data.prior.source,
-    "capitalisation source": data.capitalisation_source,
-    "positive / negative adjectives in the vocabulary": f"{len(data.adjective_classes['positive'])} / "
-                                                         f"{len(data.adjective_classes['negative'])}",
-}, name="").to_frame()
+pd.Series(
+    {
+        "training rows available": data.n_train_available,
+        "training rows used by the LMs": len(data.train_sentences),
+        "dev sentences": len(data.dev_sentences),
+        "vocabulary (min frequency %d)" % config.min_freq: len(data.vocab),
+        "dev targets that are <unk> (%)": round(100 * data.unk_rate("dev"), 2),
+        "part-of-speech source": data.prior.source,
+        "capitalisation source": data.capitalisation_source,
+        "positive / negative adjectives in the vocabulary": f"{len(data.adjective_classes['positive'])} / "
+        f"{len(data.adjective_classes['negative'])}",
+    },
+    name="",
+).to_frame()
 
 # %% [markdown]
 # ## The feature bank on real text
@@ -120,29 +134,46 @@ pd.Series({
 # %%
 example = data.dev_sentences[0]
 tokens, features = feature_table(data, example)
-fig = plots.plot_semantic_matrix(features.numpy(), tokens, title=" ".join(example))
+fig = plots.plot_semantic_matrix(
+    features.numpy(), tokens, title=" ".join(example)
+)
 
 # %%
-pd.Series(tag_coverage(data), name="share of the vocabulary by majority tag").to_frame().style.format("{:.3f}")
+pd.Series(
+    tag_coverage(data), name="share of the vocabulary by majority tag"
+).to_frame().style.format("{:.3f}")
 
 # %% [markdown]
 # **Causality of the features.** For every dev sentence we replace the token at position
 # $t$ and recompute the features; a causal bank must leave every position before $t$
 # unchanged. The published bank (with the authors' "!" nudge) need not.
 
+
 # %%
 def feature_leak(featurize, ids, position, replacement):
     changed = ids.clone()
     changed[:, position] = replacement
-    return (featurize(ids)[:, :position] - featurize(changed)[:, :position]).abs().max().item()
+    return (
+        (featurize(ids)[:, :position] - featurize(changed)[:, :position])
+        .abs()
+        .max()
+        .item()
+    )
 
 
 dev_ids = data.tensors["causal"]["dev"].input_ids
 replacement = data.vocab.id("!")
-feature_changes = {s: max(feature_leak(data.featurizers[s], dev_ids, t, replacement) for t in (2, 5, 9))
-                   for s in SETTINGS}
+feature_changes = {
+    s: max(
+        feature_leak(data.featurizers[s], dev_ids, t, replacement)
+        for t in (2, 5, 9)
+    )
+    for s in SETTINGS
+}
 glue("feature_leak_causal", feature_changes["causal"], display=False)
-pd.Series(feature_changes, name="max |Δ feature| before the changed token").to_frame()
+pd.Series(
+    feature_changes, name="max |Δ feature| before the changed token"
+).to_frame()
 
 # %% [markdown]
 # ## Training baseline and fusion, causal and published
@@ -166,25 +197,57 @@ pd.Series(feature_changes, name="max |Δ feature| before the changed token").to_
 
 # %%
 runs = run_sst2_models(config, data, runs_dir=runs_dir, workers=workers)
-pd.DataFrame([{"setting": s, "model": k, "status": r.status, "train seconds": round(r.train_seconds, 1)}
-              for s, by_kind in runs.items() for k, r in by_kind.items()])
+pd.DataFrame(
+    [
+        {
+            "setting": s,
+            "model": k,
+            "status": r.status,
+            "train seconds": round(r.train_seconds, 1),
+        }
+        for s, by_kind in runs.items()
+        for k, r in by_kind.items()
+    ]
+)
 
 # %% [markdown]
 # ## Dev perplexity per epoch (paper Figure 3)
 
 # %%
-curves = {(s, k): r.val_ppl_per_epoch for s, by_kind in runs.items() for k, r in by_kind.items()}
+curves = {
+    (s, k): r.val_ppl_per_epoch
+    for s, by_kind in runs.items()
+    for k, r in by_kind.items()
+}
 fig = plots.plot_validation_curves(curves)
 
 # %% [markdown]
 # ## Table 7, side by side with the paper
 
 # %%
-rows = [{"setting": SETTING_LABELS[s], "model": k, "dev PPL": r.metrics["ppl"], "semantic MSE": r.metrics.get("sem_mse")}
-        for s, by_kind in runs.items() for k, r in by_kind.items()]
-rows += [{"setting": "paper, Table 7 (published setting)", "model": k, "dev PPL": v["ppl"], "semantic MSE": v.get("sem_mse")}
-         for k, v in PAPER_A_TABLE7.items()]
-pd.DataFrame(rows).set_index(["setting", "model"]).style.format("{:.4g}", na_rep="–")
+rows = [
+    {
+        "setting": SETTING_LABELS[s],
+        "model": k,
+        "dev PPL": r.metrics["ppl"],
+        "semantic MSE": r.metrics.get("sem_mse"),
+    }
+    for s, by_kind in runs.items()
+    for k, r in by_kind.items()
+]
+rows += [
+    {
+        "setting": "paper, Table 7 (published setting)",
+        "model": k,
+        "dev PPL": v["ppl"],
+        "semantic MSE": v.get("sem_mse"),
+    }
+    for k, v in PAPER_A_TABLE7.items()
+]
+pd.DataFrame(rows).set_index(["setting", "model"]).style.format(
+    "{:.4g}", na_rep="–"
+)
+
 
 # %%
 def ppl(setting, kind):
@@ -194,14 +257,34 @@ def ppl(setting, kind):
 for setting in SETTINGS:
     for kind in ("baseline", "fusion"):
         glue(f"{setting}_{kind}_ppl", ppl(setting, kind), display=False)
-    glue(f"{setting}_ppl_change", 100 * (ppl(setting, "fusion") / ppl(setting, "baseline") - 1), display=False)
-glue("causal_sem_mse", runs["causal"]["fusion"].metrics["sem_mse"], display=False)
-glue("published_sem_mse", runs["published"]["fusion"].metrics["sem_mse"], display=False)
+    glue(
+        f"{setting}_ppl_change",
+        100 * (ppl(setting, "fusion") / ppl(setting, "baseline") - 1),
+        display=False,
+    )
+glue(
+    "causal_sem_mse",
+    runs["causal"]["fusion"].metrics["sem_mse"],
+    display=False,
+)
+glue(
+    "published_sem_mse",
+    runs["published"]["fusion"].metrics["sem_mse"],
+    display=False,
+)
 glue("profile", profile, display=False)
 glue("seed", seed, display=False)
-frame = pd.DataFrame([{"source": "paper (published)", "model": k, "value": v["ppl"]} for k, v in PAPER_A_TABLE7.items()]
-                     + [{"source": f"this build: {s}", "model": k, "value": r.metrics["ppl"]}
-                        for s, by_kind in runs.items() for k, r in by_kind.items()])
+frame = pd.DataFrame(
+    [
+        {"source": "paper (published)", "model": k, "value": v["ppl"]}
+        for k, v in PAPER_A_TABLE7.items()
+    ]
+    + [
+        {"source": f"this build: {s}", "model": k, "value": r.metrics["ppl"]}
+        for s, by_kind in runs.items()
+        for k, r in by_kind.items()
+    ]
+)
 fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %% [markdown]
@@ -238,10 +321,21 @@ fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %%
 probe = data.tensors["causal"]["dev"].input_ids[:64]
-sensitivity = {(s, k): future_sensitivity(r.load(), data.featurizers[s], probe, 5, replacement)
-               for s, by_kind in runs.items() for k, r in by_kind.items()}
-glue("causal_sensitivity", max(v for (s, _), v in sensitivity.items() if s == "causal"), display=False)
-pd.Series(sensitivity, name="max |Δ logit| before the changed token").rename_axis(["setting", "model"]).to_frame()
+sensitivity = {
+    (s, k): future_sensitivity(
+        r.load(), data.featurizers[s], probe, 5, replacement
+    )
+    for s, by_kind in runs.items()
+    for k, r in by_kind.items()
+}
+glue(
+    "causal_sensitivity",
+    max(v for (s, _), v in sensitivity.items() if s == "causal"),
+    display=False,
+)
+pd.Series(
+    sensitivity, name="max |Δ logit| before the changed token"
+).rename_axis(["setting", "model"]).to_frame()
 
 # %% [markdown]
 # The causal models do not move (at most {glue:text}`causal_sensitivity:.2g`, floating-point
@@ -255,7 +349,9 @@ pd.Series(sensitivity, name="max |Δ logit| before the changed token").rename_ax
 
 # %%
 classifier = train_sentiment_classifier(config.classifier, seed)
-classifier_dev = classifier_accuracy(classifier, data.dev_sentences, data.dev_labels)
+classifier_dev = classifier_accuracy(
+    classifier, data.dev_sentences, data.dev_labels
+)
 glue("classifier_acc", classifier_dev["value"], display=False)
 glue("classifier_lo", classifier_dev["ci_low"], display=False)
 glue("classifier_hi", classifier_dev["ci_high"], display=False)
@@ -289,18 +385,46 @@ prefixes = control_prefixes(data, config.control)
 models = {k: runs["causal"][k].load() for k in ("baseline", "fusion")}
 generations, judged = {}, {}
 for kind, model in models.items():
-    for offset, (request, mode) in enumerate([(None, "soft"), ("pos", "soft"), ("neg", "soft"), ("pos", "hard"), ("neg", "hard")]):
-        out = continue_under_control(model, data, prefixes, request, mode, config.control, seed=seed + offset)
+    for offset, (request, mode) in enumerate(
+        [
+            (None, "soft"),
+            ("pos", "soft"),
+            ("neg", "soft"),
+            ("pos", "hard"),
+            ("neg", "hard"),
+        ]
+    ):
+        out = continue_under_control(
+            model,
+            data,
+            prefixes,
+            request,
+            mode,
+            config.control,
+            seed=seed + offset,
+        )
         generations[(kind, request, mode)] = out
-        judged[(kind, request, mode)] = judge_continuations(out, classifier, request)
+        judged[(kind, request, mode)] = judge_continuations(
+            out, classifier, request
+        )
 glue("n_prefixes", len(prefixes), display=False)
 # The feature channel alone: no logit steering, no restriction (only the fusion model reads features).
 features_only = replace(config.control, steer_boost=0.0, steer_penalty=0.0)
 for kind, model in models.items():
     for offset, request in enumerate(("pos", "neg")):
-        out = continue_under_control(model, data, prefixes, request, "soft", features_only, seed=seed + 10 + offset)
+        out = continue_under_control(
+            model,
+            data,
+            prefixes,
+            request,
+            "soft",
+            features_only,
+            seed=seed + 10 + offset,
+        )
         generations[(kind, request, "features only")] = out
-        judged[(kind, request, "features only")] = judge_continuations(out, classifier, request)
+        judged[(kind, request, "features only")] = judge_continuations(
+            out, classifier, request
+        )
 
 
 def fmt(p):
@@ -310,11 +434,25 @@ def fmt(p):
 control_rows = []
 for (kind, request, mode), j in judged.items():
     if request is None:
-        control_rows.append({"model": kind, "request": "none", "mode": "-", "VADER": "pos " + fmt(j["vader_pos_share"]),
-                             "classifier": "pos " + fmt(j["classifier_pos_share"])})
+        control_rows.append(
+            {
+                "model": kind,
+                "request": "none",
+                "mode": "-",
+                "VADER": "pos " + fmt(j["vader_pos_share"]),
+                "classifier": "pos " + fmt(j["classifier_pos_share"]),
+            }
+        )
     else:
-        control_rows.append({"model": kind, "request": request, "mode": mode, "VADER": fmt(j["acc"]),
-                             "classifier": fmt(j["classifier_acc"])})
+        control_rows.append(
+            {
+                "model": kind,
+                "request": request,
+                "mode": mode,
+                "VADER": fmt(j["acc"]),
+                "classifier": fmt(j["classifier_acc"]),
+            }
+        )
 pd.DataFrame(control_rows).set_index(["model", "request", "mode"])
 
 # %%
@@ -322,18 +460,40 @@ bars = control_frame(judged, len(prefixes))
 fig = plots.plot_sst2_control(bars)
 
 # %%
-for name, key in (("soft_pos", ("fusion", "pos", "soft")), ("soft_neg", ("fusion", "neg", "soft")),
-                  ("hard_pos", ("fusion", "pos", "hard")), ("hard_neg", ("fusion", "neg", "hard")),
-                  ("feat_pos", ("fusion", "pos", "features only")), ("feat_neg", ("fusion", "neg", "features only")),
-                  ("base_soft_pos", ("baseline", "pos", "soft")), ("base_soft_neg", ("baseline", "neg", "soft"))):
+for name, key in (
+    ("soft_pos", ("fusion", "pos", "soft")),
+    ("soft_neg", ("fusion", "neg", "soft")),
+    ("hard_pos", ("fusion", "pos", "hard")),
+    ("hard_neg", ("fusion", "neg", "hard")),
+    ("feat_pos", ("fusion", "pos", "features only")),
+    ("feat_neg", ("fusion", "neg", "features only")),
+    ("base_soft_pos", ("baseline", "pos", "soft")),
+    ("base_soft_neg", ("baseline", "neg", "soft")),
+):
     glue(f"{name}_vader", judged[key]["acc"]["value"], display=False)
     glue(f"{name}_clf", judged[key]["classifier_acc"]["value"], display=False)
 for kind in ("baseline", "fusion"):
     none = judged[(kind, None, "soft")]
-    glue(f"none_{kind}_pos_vader", none["vader_pos_share"]["value"], display=False)
-    glue(f"none_{kind}_neg_vader", none["vader_neg_share"]["value"], display=False)
-    glue(f"none_{kind}_pos_clf", none["classifier_pos_share"]["value"], display=False)
-    glue(f"none_{kind}_neg_clf", 1 - none["classifier_pos_share"]["value"], display=False)
+    glue(
+        f"none_{kind}_pos_vader",
+        none["vader_pos_share"]["value"],
+        display=False,
+    )
+    glue(
+        f"none_{kind}_neg_vader",
+        none["vader_neg_share"]["value"],
+        display=False,
+    )
+    glue(
+        f"none_{kind}_pos_clf",
+        none["classifier_pos_share"]["value"],
+        display=False,
+    )
+    glue(
+        f"none_{kind}_neg_clf",
+        1 - none["classifier_pos_share"]["value"],
+        display=False,
+    )
 
 # %% [markdown]
 # With {glue:text}`n_prefixes` prompts per request, the fusion model's continuations are
@@ -367,9 +527,20 @@ for kind in ("baseline", "fusion"):
 # receives too.
 
 # %%
-pd.DataFrame([{"model": kind, "request": request, "VADER": fmt(judged[(kind, request, "features only")]["acc"]),
-               "classifier": fmt(judged[(kind, request, "features only")]["classifier_acc"])}
-              for kind in ("baseline", "fusion") for request in ("pos", "neg")]).set_index(["model", "request"])
+pd.DataFrame(
+    [
+        {
+            "model": kind,
+            "request": request,
+            "VADER": fmt(judged[(kind, request, "features only")]["acc"]),
+            "classifier": fmt(
+                judged[(kind, request, "features only")]["classifier_acc"]
+            ),
+        }
+        for kind in ("baseline", "fusion")
+        for request in ("pos", "neg")
+    ]
+).set_index(["model", "request"])
 
 # %% [markdown]
 # ### Example continuations
@@ -378,11 +549,27 @@ pd.DataFrame([{"model": kind, "request": request, "VADER": fmt(judged[(kind, req
 examples = []
 for i in range(4):
     for kind in ("baseline", "fusion"):
-        for request, mode in ((None, "soft"), ("pos", "features only"), ("neg", "features only"), ("pos", "soft"),
-                              ("neg", "soft"), ("pos", "hard"), ("neg", "hard")):
-            examples.append({"prompt": " ".join(prefixes[i]), "model": kind,
-                             "control": "none" if request is None else f"{request}, {mode}",
-                             "continuation": " ".join(generations[(kind, request, mode)][i])})
+        for request, mode in (
+            (None, "soft"),
+            ("pos", "features only"),
+            ("neg", "features only"),
+            ("pos", "soft"),
+            ("neg", "soft"),
+            ("pos", "hard"),
+            ("neg", "hard"),
+        ):
+            examples.append(
+                {
+                    "prompt": " ".join(prefixes[i]),
+                    "model": kind,
+                    "control": (
+                        "none" if request is None else f"{request}, {mode}"
+                    ),
+                    "continuation": " ".join(
+                        generations[(kind, request, mode)][i]
+                    ),
+                }
+            )
 pd.set_option("display.max_colwidth", 120)
 pd.DataFrame(examples).set_index(["prompt", "model", "control"])
 
@@ -404,33 +591,69 @@ pd.DataFrame(examples).set_index(["prompt", "model", "control"])
 numbers = {setting: {"label": SETTING_LABELS[setting]} for setting in SETTINGS}
 for setting, by_kind in runs.items():
     for kind, run in by_kind.items():
-        numbers[setting][kind] = {**run.metrics, "val_ppl_per_epoch": run.val_ppl_per_epoch,
-                                  "train_seconds": run.train_seconds, "run_status": run.status,
-                                  "future_sensitivity": sensitivity[(setting, kind)]}
-numbers["fusion"] = {"sem_mse": runs["causal"]["fusion"].metrics["sem_mse"],
-                     "sem_mse_published": runs["published"]["fusion"].metrics["sem_mse"]}
+        numbers[setting][kind] = {
+            **run.metrics,
+            "val_ppl_per_epoch": run.val_ppl_per_epoch,
+            "train_seconds": run.train_seconds,
+            "run_status": run.status,
+            "future_sensitivity": sensitivity[(setting, kind)],
+        }
+numbers["fusion"] = {
+    "sem_mse": runs["causal"]["fusion"].metrics["sem_mse"],
+    "sem_mse_published": runs["published"]["fusion"].metrics["sem_mse"],
+}
 control = {}
 for mode in ("soft", "hard"):
     control[mode] = {}
     for request in ("pos", "neg"):
         j = judged[("fusion", request, mode)]
-        control[mode][request] = {"acc": j["acc"]["value"], "acc_ci": j["acc"],
-                                  "classifier_acc": j["classifier_acc"]["value"], "classifier_ci": j["classifier_acc"],
-                                  "baseline_acc": judged[("baseline", request, mode)]["acc"]["value"],
-                                  "baseline_classifier_acc": judged[("baseline", request, mode)]["classifier_acc"]["value"]}
-control["features_only"] = {request: {"acc": judged[("fusion", request, "features only")]["acc"]["value"],
-                                       "acc_ci": judged[("fusion", request, "features only")]["acc"],
-                                       "classifier_acc": judged[("fusion", request, "features only")]["classifier_acc"]["value"],
-                                       "classifier_ci": judged[("fusion", request, "features only")]["classifier_acc"],
-                                       "baseline_acc": judged[("baseline", request, "features only")]["acc"]["value"]}
-                             for request in ("pos", "neg")}
-control["none"] = {kind: {k: v for k, v in judged[(kind, None, "soft")].items()} for kind in ("baseline", "fusion")}
+        control[mode][request] = {
+            "acc": j["acc"]["value"],
+            "acc_ci": j["acc"],
+            "classifier_acc": j["classifier_acc"]["value"],
+            "classifier_ci": j["classifier_acc"],
+            "baseline_acc": judged[("baseline", request, mode)]["acc"][
+                "value"
+            ],
+            "baseline_classifier_acc": judged[("baseline", request, mode)][
+                "classifier_acc"
+            ]["value"],
+        }
+control["features_only"] = {
+    request: {
+        "acc": judged[("fusion", request, "features only")]["acc"]["value"],
+        "acc_ci": judged[("fusion", request, "features only")]["acc"],
+        "classifier_acc": judged[("fusion", request, "features only")][
+            "classifier_acc"
+        ]["value"],
+        "classifier_ci": judged[("fusion", request, "features only")][
+            "classifier_acc"
+        ],
+        "baseline_acc": judged[("baseline", request, "features only")]["acc"][
+            "value"
+        ],
+    }
+    for request in ("pos", "neg")
+}
+control["none"] = {
+    kind: {k: v for k, v in judged[(kind, None, "soft")].items()}
+    for kind in ("baseline", "fusion")
+}
 control["n_prefixes"] = len(prefixes)
 numbers["control"] = control
-numbers["classifier"] = {"dev_acc": classifier_dev["value"], "dev_ci": classifier_dev}
-numbers["data"] = {"n_train_used": len(data.train_sentences), "n_train_available": data.n_train_available,
-                   "vocab_size": len(data.vocab), "min_freq": config.min_freq, "dev_unk_rate": data.unk_rate("dev"),
-                   "pos_tagger": data.prior.source, "capitalisation": data.capitalisation_source}
+numbers["classifier"] = {
+    "dev_acc": classifier_dev["value"],
+    "dev_ci": classifier_dev,
+}
+numbers["data"] = {
+    "n_train_used": len(data.train_sentences),
+    "n_train_available": data.n_train_available,
+    "vocab_size": len(data.vocab),
+    "min_freq": config.min_freq,
+    "dev_unk_rate": data.unk_rate("dev"),
+    "pos_tagger": data.prior.source,
+    "capitalisation": data.capitalisation_source,
+}
 numbers["feature_leak"] = feature_changes
 numbers["examples"] = examples
 numbers["paper"] = {"table7": PAPER_A_TABLE7}

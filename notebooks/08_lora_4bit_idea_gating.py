@@ -50,9 +50,22 @@ from myst_nb import glue
 
 from semlm import plots
 from semlm.decoding.idea_gate import xray
-from semlm.idea_experiment import load_domains, domain_retention, profile_differences
-from semlm.lora_experiment import (PAPER_B_LORA_PPL, lora_device, lora_profile, measure_memory, nf4_cpu_kernel,
-                                   paper_scale_parameter_counts, prepare_fineweb, resolve_backbone, train_lora)
+from semlm.idea_experiment import (
+    load_domains,
+    domain_retention,
+    profile_differences,
+)
+from semlm.lora_experiment import (
+    PAPER_B_LORA_PPL,
+    lora_device,
+    lora_profile,
+    measure_memory,
+    nf4_cpu_kernel,
+    paper_scale_parameter_counts,
+    prepare_fineweb,
+    resolve_backbone,
+    train_lora,
+)
 from semlm.profiles import check_parameters
 from semlm.report import ChapterTimer, write_chapter_metrics
 
@@ -60,10 +73,14 @@ check_parameters(profile=profile, seed=seed, max_steps=max_steps)
 timer = ChapterTimer()
 config = lora_profile(profile, seed, max_steps)
 main_q = config.quantizations[0]  # the paper's setting: NF4
-print(f"profile {profile}: backbone {config.backbone}, quantisations {config.quantizations}, device {lora_device()}")
+print(
+    f"profile {profile}: backbone {config.backbone}, quantisations {config.quantizations}, device {lora_device()}"
+)
 if config.capped_from is not None:
-    print(f"CAPPED: LoRA training runs {config.training.max_steps:,} of the profile's {config.capped_from:,} steps "
-          f"(max_steps = {max_steps}); the alpha ramp keeps its share of the run.")
+    print(
+        f"CAPPED: LoRA training runs {config.training.max_steps:,} of the profile's {config.capped_from:,} steps "
+        f"(max_steps = {max_steps}); the alpha ramp keeps its share of the run."
+    )
 
 # %% [markdown]
 # ## This run against the authors' run
@@ -72,9 +89,15 @@ if config.capped_from is not None:
 # `paper` profile), read from the two configuration objects.
 
 # %%
-differences = pd.DataFrame(profile_differences(config, lora_profile("paper", seed)),
-                           columns=["setting", "this run", "authors' run"])
-differences.set_index("setting") if len(differences) else pd.DataFrame({"": ["no differences from the authors' run"]})
+differences = pd.DataFrame(
+    profile_differences(config, lora_profile("paper", seed)),
+    columns=["setting", "this run", "authors' run"],
+)
+(
+    differences.set_index("setting")
+    if len(differences)
+    else pd.DataFrame({"": ["no differences from the authors' run"]})
+)
 
 # %% [markdown]
 # ## The frozen backbone
@@ -89,12 +112,24 @@ differences.set_index("setting") if len(differences) else pd.DataFrame({"": ["no
 # %%
 backbone = resolve_backbone(config)
 tokenizer = backbone.tokenizer
-glue("backbone_wikitext_ppl", backbone.wikitext_val_ppl or float("nan"), display=False)
-pd.Series({"backbone": backbone.name, "layers": backbone.config.get("num_hidden_layers"),
-           "hidden size": backbone.config.get("hidden_size"), "vocabulary": backbone.config.get("vocab_size"),
-           "parameters": backbone.n_parameters, "WikiText-2 validation PPL": backbone.wikitext_val_ppl,
-           "pre-training (s)": backbone.train_seconds,
-           "status": backbone.status}, name="value").to_frame()
+glue(
+    "backbone_wikitext_ppl",
+    backbone.wikitext_val_ppl or float("nan"),
+    display=False,
+)
+pd.Series(
+    {
+        "backbone": backbone.name,
+        "layers": backbone.config.get("num_hidden_layers"),
+        "hidden size": backbone.config.get("hidden_size"),
+        "vocabulary": backbone.config.get("vocab_size"),
+        "parameters": backbone.n_parameters,
+        "WikiText-2 validation PPL": backbone.wikitext_val_ppl,
+        "pre-training (s)": backbone.train_seconds,
+        "status": backbone.status,
+    },
+    name="value",
+).to_frame()
 
 # %% [markdown]
 # ## FineWeb-Edu
@@ -137,34 +172,65 @@ pd.Series(summary, name="value").to_frame()
 # validation loss (token CE + 0.1 x idea BCE); this chapter stops on the validation perplexity.
 
 # %%
-runs = {(q, idea): train_lora(config, backbone, data, q, idea) for q in config.quantizations for idea in (False, True)}
-curves = pd.DataFrame([{"model": "gated" if idea else "baseline", "quantization": q, **row}
-                       for (q, idea), run in runs.items() for row in run.history])
+runs = {
+    (q, idea): train_lora(config, backbone, data, q, idea)
+    for q in config.quantizations
+    for idea in (False, True)
+}
+curves = pd.DataFrame(
+    [
+        {"model": "gated" if idea else "baseline", "quantization": q, **row}
+        for (q, idea), run in runs.items()
+        for row in run.history
+    ]
+)
 fig = plots.plot_lora_curves(curves)
+
 
 # %%
 def quant_label(q):
     return "NF4 (4-bit)" if q == "nf4" else "float32"
 
 
-table = pd.DataFrame([{
-    "quantization": quant_label(q), "model": "LoRA + idea gate" if idea else "LoRA baseline",
-    "val PPL": run.val_ppl, "val PPL, gate off": run.val_ppl_ungated,
-    "trainable params": run.trainable_params, "LoRA params": run.trainable["lora"],
-    "idea-head params": run.trainable["idea_head"], "steps": run.steps, "best step": run.best_step,
-    "stopped early": run.stopped_early, "s / step": run.seconds_per_step, "status": run.status,
-} for (q, idea), run in runs.items()])
+table = pd.DataFrame(
+    [
+        {
+            "quantization": quant_label(q),
+            "model": "LoRA + idea gate" if idea else "LoRA baseline",
+            "val PPL": run.val_ppl,
+            "val PPL, gate off": run.val_ppl_ungated,
+            "trainable params": run.trainable_params,
+            "LoRA params": run.trainable["lora"],
+            "idea-head params": run.trainable["idea_head"],
+            "steps": run.steps,
+            "best step": run.best_step,
+            "stopped early": run.stopped_early,
+            "s / step": run.seconds_per_step,
+            "status": run.status,
+        }
+        for (q, idea), run in runs.items()
+    ]
+)
 base, gated = runs[(main_q, False)], runs[(main_q, True)]
 glue("base_ppl", base.val_ppl, display=False)
 glue("gated_ppl", gated.val_ppl, display=False)
 glue("gated_ppl_off", gated.val_ppl_ungated, display=False)
 glue("lora_params", base.trainable_params, display=False)
 glue("gated_params", gated.trainable_params, display=False)
-glue("idea_share", gated.trainable["idea_head"] / gated.trainable_params, display=False)
+glue(
+    "idea_share",
+    gated.trainable["idea_head"] / gated.trainable_params,
+    display=False,
+)
 glue("backbone_params", backbone.n_parameters or 0, display=False)
-glue("paper_base_ppl", PAPER_B_LORA_PPL["baseline"], display=False)  # reported values, not results of this build
+glue(
+    "paper_base_ppl", PAPER_B_LORA_PPL["baseline"], display=False
+)  # reported values, not results of this build
 glue("paper_gated_ppl", PAPER_B_LORA_PPL["gated"], display=False)
-table.style.format({"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / step": "{:.3f}"}, na_rep="–")
+table.style.format(
+    {"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / step": "{:.3f}"},
+    na_rep="–",
+)
 
 # %% [markdown]
 # For comparison, the same wrappers around Mistral-7B's architecture, built on PyTorch's `meta`
@@ -174,8 +240,12 @@ table.style.format({"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / ste
 paper_counts = paper_scale_parameter_counts(config.lora)
 glue("paper_lora", paper_counts["gated"]["lora"], display=False)
 glue("paper_idea", paper_counts["gated"]["idea_head"], display=False)
-glue("paper_ratio", (paper_counts["gated"]["lora"] + paper_counts["gated"]["idea_head"]) / paper_counts["baseline"]["lora"],
-     display=False)
+glue(
+    "paper_ratio",
+    (paper_counts["gated"]["lora"] + paper_counts["gated"]["idea_head"])
+    / paper_counts["baseline"]["lora"],
+    display=False,
+)
 pd.DataFrame(paper_counts).T
 
 # %% [markdown]
@@ -212,15 +282,27 @@ pd.DataFrame(paper_counts).T
 # a GPU). "Weights" is the backbone's own footprint (`get_memory_footprint`).
 
 # %%
-memory = {q: measure_memory(config, backbone, data, q) for q in ("none", "nf4")}
+memory = {
+    q: measure_memory(config, backbone, data, q) for q in ("none", "nf4")
+}
 glue("mem_fp32", memory["none"]["peak_memory_mb"], display=False)
 glue("mem_nf4", memory["nf4"]["peak_memory_mb"], display=False)
 glue("w_fp32", memory["none"]["weights_mb"], display=False)
 glue("w_nf4", memory["nf4"]["weights_mb"], display=False)
 glue("vocab_size", backbone.config.get("vocab_size"), display=False)
-print(f"NF4 layers on this machine: {nf4_cpu_kernel() if lora_device().type == 'cpu' else 'CUDA'}")
-pd.DataFrame({quant_label(q): {"peak memory (MiB)": m["peak_memory_mb"], "backbone weights (MiB)": m["weights_mb"],
-                               "s / training step": m["seconds_per_step"]} for q, m in memory.items()}).T
+print(
+    f"NF4 layers on this machine: {nf4_cpu_kernel() if lora_device().type == 'cpu' else 'CUDA'}"
+)
+pd.DataFrame(
+    {
+        quant_label(q): {
+            "peak memory (MiB)": m["peak_memory_mb"],
+            "backbone weights (MiB)": m["weights_mb"],
+            "s / training step": m["seconds_per_step"],
+        }
+        for q, m in memory.items()
+    }
+).T
 
 # %% [markdown]
 # The 4-bit backbone's weights take {glue:text}`w_nf4:.2f` MiB against {glue:text}`w_fp32:.2f` MiB in
@@ -239,13 +321,28 @@ pd.DataFrame({quant_label(q): {"peak memory (MiB)": m["peak_memory_mb"], "backbo
 # checks that the adapters still get gradients after an evaluation pass.
 
 # %%
-delta = {q: runs[(q, True)].val_ppl - runs[(q, False)].val_ppl for q in config.quantizations}
+delta = {
+    q: runs[(q, True)].val_ppl - runs[(q, False)].val_ppl
+    for q in config.quantizations
+}
 glue("delta_nf4", delta["nf4"], display=False)
 if "none" in delta:
     glue("delta_fp32", delta["none"], display=False)
-    glue("nf4_cost_base", runs[("nf4", False)].val_ppl - runs[("none", False)].val_ppl, display=False)
-    glue("step_ratio", runs[("nf4", True)].seconds_per_step / runs[("none", True)].seconds_per_step, display=False)
-pd.Series({quant_label(q): d for q, d in delta.items()}, name="gated - baseline val PPL").to_frame()
+    glue(
+        "nf4_cost_base",
+        runs[("nf4", False)].val_ppl - runs[("none", False)].val_ppl,
+        display=False,
+    )
+    glue(
+        "step_ratio",
+        runs[("nf4", True)].seconds_per_step
+        / runs[("none", True)].seconds_per_step,
+        display=False,
+    )
+pd.Series(
+    {quant_label(q): d for q, d in delta.items()},
+    name="gated - baseline val PPL",
+).to_frame()
 
 # %% [markdown]
 # **4-bit vs full precision.** The gated-minus-baseline difference in validation perplexity is
@@ -268,17 +365,40 @@ pd.Series({quant_label(q): d for q, d in delta.items()}, name="gated - baseline 
 # %%
 domains = load_domains()
 models = {"baseline": base.load(backbone), "gated": gated.load(backbone)}
-retention = {name: domain_retention(model, tokenizer, domains, config.generation) for name, model in models.items()}
-frame = pd.DataFrame([{"domain": d, "model": name, "metric": m, **retention[name][d]["summary"][m]}
-                      for name in models for d in domains for m in ("stickiness", "unique_density", "distinct_2")])
+retention = {
+    name: domain_retention(model, tokenizer, domains, config.generation)
+    for name, model in models.items()
+}
+frame = pd.DataFrame(
+    [
+        {
+            "domain": d,
+            "model": name,
+            "metric": m,
+            **retention[name][d]["summary"][m],
+        }
+        for name in models
+        for d in domains
+        for m in ("stickiness", "unique_density", "distinct_2")
+    ]
+)
 fig = plots.plot_domain_retention(frame)
 
 # %%
-stickiness = frame[frame["metric"] == "stickiness"].pivot(index="domain", columns="model", values="mean")
+stickiness = frame[frame["metric"] == "stickiness"].pivot(
+    index="domain", columns="model", values="mean"
+)
 glue("stick_base", stickiness["baseline"].mean(), display=False)
 glue("stick_gated", stickiness["gated"].mean(), display=False)
-glue("samples_per_domain", int(frame[(frame["metric"] == "stickiness") & (frame["model"] == "gated")]["n"].min()),
-     display=False)
+glue(
+    "samples_per_domain",
+    int(
+        frame[(frame["metric"] == "stickiness") & (frame["model"] == "gated")][
+            "n"
+        ].min()
+    ),
+    display=False,
+)
 stickiness.style.format("{:.3f}", na_rep="–")
 
 # %% [markdown]
@@ -299,7 +419,28 @@ stickiness.style.format("{:.3f}", na_rep="–")
 prompt = domains["military"].prompts[0]
 ray = xray(models["gated"], tokenizer, prompt, top=8)
 fig = plots.plot_xray([ray])
-pd.DataFrame({"boosted": [r["token"] for r in ray["boosted"]], "suppressed": [r["token"] for r in ray["suppressed"]]})
+pd.DataFrame(
+    {
+        "boosted": [r["token"] for r in ray["boosted"]],
+        "suppressed": [r["token"] for r in ray["suppressed"]],
+    }
+)
+
+# %% [markdown]
+# ## Recorded GPU runs
+#
+# Not computed by this build: what `make test-gpu` (`.ci/run-gpu`) measured when it ran this
+# chapter on a GPU machine, read from `book/recorded/` with the GPU, date, commit and profile of
+# each run (its `README.md` says what each run was). These rows stay apart from the numbers
+# above. The GPU machine has no internet, so its run uses the book-trained backbone in NF4
+# on CUDA, not Mistral-7B.
+
+# %%
+from semlm.recorded import recorded_frame
+
+recorded, recorded_note = recorded_frame("08_lora_4bit_idea_gating")
+print(recorded_note)
+recorded.T if not recorded.empty else None
 
 # %% [markdown]
 # ## Exercises
@@ -317,38 +458,91 @@ pd.DataFrame({"boosted": [r["token"] for r in ray["boosted"]], "suppressed": [r[
 
 # %%
 write_chapter_metrics(
-    "08_lora_4bit_idea_gating", profile, seed,
+    "08_lora_4bit_idea_gating",
+    profile,
+    seed,
     {
         "dataset": summary["dataset"],
         "data": summary,
         "backbone": backbone.name,
-        "backbone_config": {k: backbone.config.get(k) for k in ("num_hidden_layers", "hidden_size", "vocab_size",
-                                                                 "num_attention_heads", "num_key_value_heads")},
+        "backbone_config": {
+            k: backbone.config.get(k)
+            for k in (
+                "num_hidden_layers",
+                "hidden_size",
+                "vocab_size",
+                "num_attention_heads",
+                "num_key_value_heads",
+            )
+        },
         "backbone_wikitext_val_ppl": backbone.wikitext_val_ppl,
         "quantization": main_q,
-        "lora": {"r": config.lora.r, "lora_alpha": config.lora.lora_alpha, "dropout": config.lora.lora_dropout,
-                 "target_modules": list(config.lora.target_modules)},
-        "trainable_params": {"baseline": base.trainable_params, "gated": gated.trainable_params,
-                             "gated_by_group": gated.trainable, "frozen": backbone.n_parameters,
-                             "mistral_7b_architecture": paper_counts},
-        "baseline": {"val_ppl": base.val_ppl, "steps": base.steps, "history": base.history},
-        "gated": {"val_ppl": gated.val_ppl, "val_ppl_ungated": gated.val_ppl_ungated, "steps": gated.steps,
-                  "history": gated.history},
-        "by_quantization": {q: {"baseline": {"val_ppl": runs[(q, False)].val_ppl,
-                                             "seconds_per_step": runs[(q, False)].seconds_per_step},
-                                "gated": {"val_ppl": runs[(q, True)].val_ppl,
-                                          "val_ppl_ungated": runs[(q, True)].val_ppl_ungated,
-                                          "seconds_per_step": runs[(q, True)].seconds_per_step}}
-                            for q in config.quantizations},
-        "peak_memory_mb": {"fp32": memory["none"]["peak_memory_mb"], "nf4": memory["nf4"]["peak_memory_mb"]},
-        "weights_mb": {"fp32": memory["none"]["weights_mb"], "nf4": memory["nf4"]["weights_mb"]},
+        "lora": {
+            "r": config.lora.r,
+            "lora_alpha": config.lora.lora_alpha,
+            "dropout": config.lora.lora_dropout,
+            "target_modules": list(config.lora.target_modules),
+        },
+        "trainable_params": {
+            "baseline": base.trainable_params,
+            "gated": gated.trainable_params,
+            "gated_by_group": gated.trainable,
+            "frozen": backbone.n_parameters,
+            "mistral_7b_architecture": paper_counts,
+        },
+        "baseline": {
+            "val_ppl": base.val_ppl,
+            "steps": base.steps,
+            "history": base.history,
+        },
+        "gated": {
+            "val_ppl": gated.val_ppl,
+            "val_ppl_ungated": gated.val_ppl_ungated,
+            "steps": gated.steps,
+            "history": gated.history,
+        },
+        "by_quantization": {
+            q: {
+                "baseline": {
+                    "val_ppl": runs[(q, False)].val_ppl,
+                    "seconds_per_step": runs[(q, False)].seconds_per_step,
+                },
+                "gated": {
+                    "val_ppl": runs[(q, True)].val_ppl,
+                    "val_ppl_ungated": runs[(q, True)].val_ppl_ungated,
+                    "seconds_per_step": runs[(q, True)].seconds_per_step,
+                },
+            }
+            for q in config.quantizations
+        },
+        "peak_memory_mb": {
+            "fp32": memory["none"]["peak_memory_mb"],
+            "nf4": memory["nf4"]["peak_memory_mb"],
+        },
+        "weights_mb": {
+            "fp32": memory["none"]["weights_mb"],
+            "nf4": memory["nf4"]["weights_mb"],
+        },
         "memory_method": memory["nf4"]["method"],
-        "nf4_kernel": nf4_cpu_kernel() if lora_device().type == "cpu" else "cuda",
-        "domains": {d: {name: {m: retention[name][d]["summary"][m]["mean"] for m in ("stickiness", "unique_density",
-                                                                                     "distinct_2")}
-                        for name in models} for d in domains},
-        "xray": {prompt: {"boosted": [r["token"] for r in ray["boosted"]],
-                          "suppressed": [r["token"] for r in ray["suppressed"]]}},
+        "nf4_kernel": (
+            nf4_cpu_kernel() if lora_device().type == "cpu" else "cuda"
+        ),
+        "domains": {
+            d: {
+                name: {
+                    m: retention[name][d]["summary"][m]["mean"]
+                    for m in ("stickiness", "unique_density", "distinct_2")
+                }
+                for name in models
+            }
+            for d in domains
+        },
+        "xray": {
+            prompt: {
+                "boosted": [r["token"] for r in ray["boosted"]],
+                "suppressed": [r["token"] for r in ray["suppressed"]],
+            }
+        },
         "paper_reference_ppl": PAPER_B_LORA_PPL,
     },
     timer.seconds,

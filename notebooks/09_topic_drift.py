@@ -47,11 +47,23 @@ from semlm.claims import TOPIC_MAX_MIXED
 from semlm.data.topics import MIXED, NO_TOPIC, TEMPLATES
 from semlm.profiles import check_parameters
 from semlm.report import ChapterTimer, write_chapter_metrics
-from semlm.topic_drift import (CHAPTER, alpha_sweep, data_drift, evaluate_runs, prepare_topic_data, sentence_labels,
-                               topic_drift_profile, train_topic_models)
+from semlm.topic_drift import (
+    CHAPTER,
+    alpha_sweep,
+    data_drift,
+    evaluate_runs,
+    prepare_topic_data,
+    sentence_labels,
+    topic_drift_profile,
+    train_topic_models,
+)
 
-check_parameters(profile=profile, seed=seed, workers=workers,
-                 **({} if n_seeds is None else {"n_seeds": n_seeds}))
+check_parameters(
+    profile=profile,
+    seed=seed,
+    workers=workers,
+    **({} if n_seeds is None else {"n_seeds": n_seeds}),
+)
 timer = ChapterTimer()
 config = topic_drift_profile(profile, seed)
 if n_seeds is not None:
@@ -78,8 +90,16 @@ glue("n_topics", world.n_topics, display=False)
 glue("sentences_per_doc", config.data.sentences_per_doc, display=False)
 glue("switch_prob", config.data.switch_prob, display=False)
 glue("vocab_size", len(world.vocabulary), display=False)
-pd.DataFrame({f"topic {t}": {"nouns": " ".join(world.nouns[t]), "verbs": " ".join(world.verbs[t]),
-                             "adjectives": " ".join(world.adjectives[t])} for t in range(world.n_topics)}).T
+pd.DataFrame(
+    {
+        f"topic {t}": {
+            "nouns": " ".join(world.nouns[t]),
+            "verbs": " ".join(world.verbs[t]),
+            "adjectives": " ".join(world.adjectives[t]),
+        }
+        for t in range(world.n_topics)
+    }
+).T
 
 # %%
 pd.DataFrame({"template": [" ".join(t) for t in TEMPLATES]})
@@ -90,8 +110,13 @@ pd.DataFrame({"template": [" ".join(t) for t in TEMPLATES]})
 
 # %%
 doc = data.corpus.train[0]
-pd.DataFrame({"sentence": [" ".join(s) for s in doc.sentences], "generator's topic": doc.topics,
-              "labelled topic": sentence_labels(doc.words, world)})
+pd.DataFrame(
+    {
+        "sentence": [" ".join(s) for s in doc.sentences],
+        "generator's topic": doc.topics,
+        "labelled topic": sentence_labels(doc.words, world),
+    }
+)
 
 # %% [markdown]
 # ## Labelling sentences and measuring drift
@@ -112,12 +137,20 @@ pd.DataFrame({"sentence": [" ".join(s) for s in doc.sentences], "generator's top
 glue("mixed_label", MIXED, display=False)
 glue("none_label", NO_TOPIC, display=False)
 data_rate = data_drift(data.corpus.val, world)
-exact = all(sentence_labels(d.words, world) == list(d.topics) for d in data.corpus.val)
+exact = all(
+    sentence_labels(d.words, world) == list(d.topics) for d in data.corpus.val
+)
 glue("data_drift", data_rate["mean"], display=False)
 glue("labelling_exact", "every" if exact else "not every", display=False)
-pd.Series({"switch_prob": config.data.switch_prob, "measured drift (validation documents)": data_rate["mean"],
-           "95% interval": f"[{data_rate['ci_low']:.3f}, {data_rate['ci_high']:.3f}]",
-           "transitions": data_rate["n"], "labels equal the generator's topics": exact})
+pd.Series(
+    {
+        "switch_prob": config.data.switch_prob,
+        "measured drift (validation documents)": data_rate["mean"],
+        "95% interval": f"[{data_rate['ci_low']:.3f}, {data_rate['ci_high']:.3f}]",
+        "transitions": data_rate["n"],
+        "labels equal the generator's topics": exact,
+    }
+)
 
 # %% [markdown]
 # ## What would falsify the claim
@@ -157,9 +190,21 @@ glue("n_seeds", len(seeds), display=False)
 
 # %%
 runs = train_topic_models(config, seeds, workers=workers)
-pd.DataFrame([{"model": kind, "seed": s, "status": r.status, "steps": r.steps, "train seconds": round(r.train_seconds, 1),
-               "validation PPL": r.val_ppl, "validation PPL, gate off": r.val_ppl_ungated}
-              for kind, by_seed in runs.items() for s, r in by_seed.items()])
+pd.DataFrame(
+    [
+        {
+            "model": kind,
+            "seed": s,
+            "status": r.status,
+            "steps": r.steps,
+            "train seconds": round(r.train_seconds, 1),
+            "validation PPL": r.val_ppl,
+            "validation PPL, gate off": r.val_ppl_ungated,
+        }
+        for kind, by_seed in runs.items()
+        for s, r in by_seed.items()
+    ]
+)
 
 # %% [markdown]
 # ## Drift of plain and gated generations
@@ -172,34 +217,84 @@ def show(v):
     return f"{v['mean']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
 
 
-table = pd.DataFrame({kind: {"drift rate": show(results[kind]["drift_rate"]),
-                             "stickiness to the prompt's topic": show(results[kind]["stickiness"]),
-                             "distinct-2": show(results[kind]["distinct_2"]),
-                             "mixed sentences (share)": show(results[kind]["mixed_share"]),
-                             "validation PPL": show(results[kind]["val_ppl"])} for kind in ("plain", "gated")})
-table["gated - plain (paired by seed)"] = [show(results["paired"][m]) for m in
-                                           ("drift_rate", "stickiness", "distinct_2", "mixed_share", "val_ppl")]
+table = pd.DataFrame(
+    {
+        kind: {
+            "drift rate": show(results[kind]["drift_rate"]),
+            "stickiness to the prompt's topic": show(
+                results[kind]["stickiness"]
+            ),
+            "distinct-2": show(results[kind]["distinct_2"]),
+            "mixed sentences (share)": show(results[kind]["mixed_share"]),
+            "validation PPL": show(results[kind]["val_ppl"]),
+        }
+        for kind in ("plain", "gated")
+    }
+)
+table["gated - plain (paired by seed)"] = [
+    show(results["paired"][m])
+    for m in (
+        "drift_rate",
+        "stickiness",
+        "distinct_2",
+        "mixed_share",
+        "val_ppl",
+    )
+]
 table
 
 # %%
-frame = pd.DataFrame([{"model": "data", **{k: data_rate[k] for k in ("mean", "ci_low", "ci_high")}}]
-                     + [{"model": kind, **{k: results[kind]["drift_rate"][k] for k in ("mean", "ci_low", "ci_high")}}
-                        for kind in ("plain", "gated")])
+frame = pd.DataFrame(
+    [
+        {
+            "model": "data",
+            **{k: data_rate[k] for k in ("mean", "ci_low", "ci_high")},
+        }
+    ]
+    + [
+        {
+            "model": kind,
+            **{
+                k: results[kind]["drift_rate"][k]
+                for k in ("mean", "ci_low", "ci_high")
+            },
+        }
+        for kind in ("plain", "gated")
+    ]
+)
 fig = plots.plot_drift_rates(frame, switch_prob=config.data.switch_prob)
 
 # %%
-plain, gated, paired = results["plain"]["drift_rate"], results["gated"]["drift_rate"], results["paired"]["drift_rate"]
+plain, gated, paired = (
+    results["plain"]["drift_rate"],
+    results["gated"]["drift_rate"],
+    results["paired"]["drift_rate"],
+)
 for name, value in (("plain", plain), ("gated", gated), ("paired", paired)):
     glue(f"drift_{name}", value["mean"], display=False)
     glue(f"drift_{name}_low", value["ci_low"], display=False)
     glue(f"drift_{name}_high", value["ci_high"], display=False)
 below = gated["ci_high"] < plain["ci_low"] or paired["ci_high"] < 0
 above = gated["ci_low"] > plain["ci_high"] or paired["ci_low"] > 0
-glue("drift_verdict", "the gated model drifts less than the plain one, beyond the intervals" if below and not above
-     else "the gated model drifts more than the plain one, beyond the intervals" if above and not below
-     else "the intervals overlap, so this build shows no difference in drift between the two", display=False)
+glue(
+    "drift_verdict",
+    (
+        "the gated model drifts less than the plain one, beyond the intervals"
+        if below and not above
+        else (
+            "the gated model drifts more than the plain one, beyond the intervals"
+            if above and not below
+            else "the intervals overlap, so this build shows no difference in drift between the two"
+        )
+    ),
+    display=False,
+)
 glue("gated_ppl", results["gated"]["val_ppl"]["mean"], display=False)
-glue("gated_ppl_ungated", results["gated"]["val_ppl_ungated"]["mean"], display=False)
+glue(
+    "gated_ppl_ungated",
+    results["gated"]["val_ppl_ungated"]["mean"],
+    display=False,
+)
 glue("plain_ppl", results["plain"]["val_ppl"]["mean"], display=False)
 
 # %% [markdown]
@@ -223,12 +318,24 @@ glue("plain_ppl", results["plain"]["val_ppl"]["mean"], display=False)
 
 # %%
 sweep = alpha_sweep(runs["gated"], data, config)
-fig = plots.plot_drift_tradeoff(pd.DataFrame(sweep), data_rate=data_rate["mean"],
-                                plain_rate=results["plain"]["drift_rate"]["mean"])
+fig = plots.plot_drift_tradeoff(
+    pd.DataFrame(sweep),
+    data_rate=data_rate["mean"],
+    plain_rate=results["plain"]["drift_rate"]["mean"],
+)
 
 # %%
-sweep_frame = pd.DataFrame(sweep)[["alpha", "drift_rate", "drift_rate_low", "drift_rate_high", "ppl", "distinct_2",
-                                   "stickiness"]]
+sweep_frame = pd.DataFrame(sweep)[
+    [
+        "alpha",
+        "drift_rate",
+        "drift_rate_low",
+        "drift_rate_high",
+        "ppl",
+        "distinct_2",
+        "stickiness",
+    ]
+]
 glue("sweep_drift_first", sweep[0]["drift_rate"], display=False)
 glue("sweep_drift_last", sweep[-1]["drift_rate"], display=False)
 glue("sweep_ppl_first", sweep[0]["ppl"], display=False)
@@ -237,11 +344,23 @@ glue("sweep_alpha_first", sweep[0]["alpha"], display=False)
 glue("sweep_alpha_last", sweep[-1]["alpha"], display=False)
 off = next((row for row in sweep if row["alpha"] == 0.0), None)
 plain_rate = results["plain"]["drift_rate"]
-glue("gate_off_drift", off["drift_rate"] if off else float("nan"), display=False)
-glue("gate_off_verdict", "no point at alpha = 0 was swept" if off is None else
-     "more than the plain model, beyond its interval: trained behind the gate, the token head has come to rely on it, "
-     "so switching the gate off does not give back a plain model" if off["drift_rate_low"] > plain_rate["ci_high"] else
-     "not more than the plain model beyond the intervals", display=False)
+glue(
+    "gate_off_drift", off["drift_rate"] if off else float("nan"), display=False
+)
+glue(
+    "gate_off_verdict",
+    (
+        "no point at alpha = 0 was swept"
+        if off is None
+        else (
+            "more than the plain model, beyond its interval: trained behind the gate, the token head has come to rely on it, "
+            "so switching the gate off does not give back a plain model"
+            if off["drift_rate_low"] > plain_rate["ci_high"]
+            else "not more than the plain model beyond the intervals"
+        )
+    ),
+    display=False,
+)
 sweep_frame.round(3)
 
 # %% [markdown]
@@ -261,10 +380,36 @@ sweep_frame.round(3)
 
 # %%
 first = seeds[0]
-pd.DataFrame([{"topic": row["topic"], "prompt": row["prompt"].replace("<eos>", "").strip(),
-               **{kind: results["per_seed"][kind][first]["samples"][i]["text"] for kind in ("plain", "gated")}}
-              for i, row in enumerate(results["per_seed"]["plain"][first]["samples"])
-              if i % (config.samples_per_prompt * config.prompts_per_topic) == 0]).set_index("topic")
+pd.DataFrame(
+    [
+        {
+            "topic": row["topic"],
+            "prompt": row["prompt"].replace("<eos>", "").strip(),
+            **{
+                kind: results["per_seed"][kind][first]["samples"][i]["text"]
+                for kind in ("plain", "gated")
+            },
+        }
+        for i, row in enumerate(results["per_seed"]["plain"][first]["samples"])
+        if i % (config.samples_per_prompt * config.prompts_per_topic) == 0
+    ]
+).set_index("topic")
+
+# %% [markdown]
+# ## Recorded GPU runs
+#
+# Not computed by this build: what `make test-gpu` (`.ci/run-gpu`) measured when it ran this
+# chapter on a GPU machine, read from `book/recorded/` with the GPU, date, commit and profile of
+# each run (its `README.md` says what each run was). These rows stay apart from the numbers
+# above. Compare its drift columns (data, plain, gated) with this build's intervals: does the
+# gap between the models survive a larger world and model?
+
+# %%
+from semlm.recorded import recorded_frame
+
+recorded, recorded_note = recorded_frame("09_topic_drift")
+print(recorded_note)
+recorded.T if not recorded.empty else None
 
 # %% [markdown]
 # ## Exercises
@@ -280,23 +425,49 @@ pd.DataFrame([{"topic": row["topic"], "prompt": row["prompt"].replace("<eos>", "
 #    (`data_drift`). Should a good language model match it, and what does a
 #    gated model far below it give up?
 
+
 # %%
 def seed_summary(kind):
-    keys = ("drift_rate", "stickiness", "distinct_2", "mixed_share", "val_ppl") + (("val_ppl_ungated",) if kind == "gated" else ())
+    keys = (
+        "drift_rate",
+        "stickiness",
+        "distinct_2",
+        "mixed_share",
+        "val_ppl",
+    ) + (("val_ppl_ungated",) if kind == "gated" else ())
     return {k: results[kind][k] for k in keys}
 
 
-write_chapter_metrics(CHAPTER, profile, seed, {
-    "seeds": seeds,
-    "data": {"drift_rate": data_rate, "switch_prob": config.data.switch_prob, "labelling_exact": exact,
-             "n_topics": world.n_topics, "vocab_size": len(world.vocabulary),
-             "sentences_per_doc": config.data.sentences_per_doc, "train_docs": config.data.n_train_docs},
-    "plain": seed_summary("plain"),
-    "gated": seed_summary("gated"),
-    "paired": results["paired"],
-    "alpha_sweep": sweep,
-    "train_alpha": config.idea.alpha,
-    "generation": {"prompts": world.n_topics * config.prompts_per_topic, "samples_per_prompt": config.samples_per_prompt,
-                   "max_new_tokens": config.max_new_tokens, "temperature": config.temperature},
-    "train_seconds": {kind: sum(r.train_seconds for r in by_seed.values()) for kind, by_seed in runs.items()},
-}, timer.seconds)
+write_chapter_metrics(
+    CHAPTER,
+    profile,
+    seed,
+    {
+        "seeds": seeds,
+        "data": {
+            "drift_rate": data_rate,
+            "switch_prob": config.data.switch_prob,
+            "labelling_exact": exact,
+            "n_topics": world.n_topics,
+            "vocab_size": len(world.vocabulary),
+            "sentences_per_doc": config.data.sentences_per_doc,
+            "train_docs": config.data.n_train_docs,
+        },
+        "plain": seed_summary("plain"),
+        "gated": seed_summary("gated"),
+        "paired": results["paired"],
+        "alpha_sweep": sweep,
+        "train_alpha": config.idea.alpha,
+        "generation": {
+            "prompts": world.n_topics * config.prompts_per_topic,
+            "samples_per_prompt": config.samples_per_prompt,
+            "max_new_tokens": config.max_new_tokens,
+            "temperature": config.temperature,
+        },
+        "train_seconds": {
+            kind: sum(r.train_seconds for r in by_seed.values())
+            for kind, by_seed in runs.items()
+        },
+    },
+    timer.seconds,
+)

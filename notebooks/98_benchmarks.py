@@ -48,21 +48,51 @@ record = run_benchmark(profile, seed, workers)
 memory = record["peak_rss_mb"]
 summary = pd.DataFrame(
     {
-        "this build": [record["wall_seconds"], sum(memory.values()), record["generation"]["seconds"]],
-        "authors' script (NOTES.md)": [AUTHORS_SCRIPT["wall_seconds"], AUTHORS_SCRIPT["peak_mb"], None],
-        "target": [TARGET_SECONDS, None, record["generation"]["target_seconds"]],
+        "this build": [
+            record["wall_seconds"],
+            sum(memory.values()),
+            record["generation"]["seconds"],
+        ],
+        "authors' script (NOTES.md)": [
+            AUTHORS_SCRIPT["wall_seconds"],
+            AUTHORS_SCRIPT["peak_mb"],
+            None,
+        ],
+        "target": [
+            TARGET_SECONDS,
+            None,
+            record["generation"]["target_seconds"],
+        ],
     },
-    index=["wall seconds (train + evaluate both models)", "peak memory, MiB (summed over processes)",
-           "seconds to generate 200 hard-controlled sentences (one batch)"],
+    index=[
+        "wall seconds (train + evaluate both models)",
+        "peak memory, MiB (summed over processes)",
+        "seconds to generate 200 hard-controlled sentences (one batch)",
+    ],
 )
 glue("bench_wall", record["wall_seconds"], display=False)
-glue("bench_generation", record["generation"]["generations_per_second"], display=False)
+glue(
+    "bench_generation",
+    record["generation"]["generations_per_second"],
+    display=False,
+)
 glue("bench_profile", profile, display=False)
-glue("bench_verdict", {True: "meets", False: "misses", None: "is not comparable with"}[record["meets_target"]], display=False)
+glue(
+    "bench_verdict",
+    {True: "meets", False: "misses", None: "is not comparable with"}[
+        record["meets_target"]
+    ],
+    display=False,
+)
 summary.style.format("{:.1f}", na_rep="–")
 
 # %%
-pd.DataFrame({"train seconds": record["train_seconds"], "peak MiB": {k: v for k, v in memory.items() if k != "runner"}})
+pd.DataFrame(
+    {
+        "train seconds": record["train_seconds"],
+        "peak MiB": {k: v for k, v in memory.items() if k != "runner"},
+    }
+)
 
 # %%
 from semlm.experiment import model_config, prepare_data
@@ -71,9 +101,18 @@ from semlm.profiles import synthetic_profile
 
 config = synthetic_profile(profile, seed)
 data = prepare_data(config.corpus)
-parameters = sum(p.numel() for p in build_model(model_config(config, "fusion", len(data.vocab), "causal")).parameters())
-tokens_per_step = config.train.batch_size * data.train.input_ids.shape[1]  # padded batch
-step_gflop = 6 * parameters * tokens_per_step / 1e9  # forward + backward, dense layers only
+parameters = sum(
+    p.numel()
+    for p in build_model(
+        model_config(config, "fusion", len(data.vocab), "causal")
+    ).parameters()
+)
+tokens_per_step = (
+    config.train.batch_size * data.train.input_ids.shape[1]
+)  # padded batch
+step_gflop = (
+    6 * parameters * tokens_per_step / 1e9
+)  # forward + backward, dense layers only
 steps = -(-len(data.train) // config.train.batch_size) * config.train.epochs
 padding_share = 1 - data.train.mask.float().mean().item()
 glue("bench_params_m", parameters / 1e6, display=False)
@@ -129,20 +168,49 @@ glue("bench_padding", 100 * padding_share, display=False)
 from semlm.bench import IDEA_GENERATION_TARGET, IDEA_STEP_TARGET
 
 idea = record["idea"]
-rows = {"training step": ("step", IDEA_STEP_TARGET), "generation, per new token (KV cache)": ("generation", IDEA_GENERATION_TARGET)}
-ratios = pd.DataFrame({
-    name: {"FLOP ratio gated / plain (counted)": round(idea[f"{key}_flop_ratio"], 3),
-           "time ratio gated / plain (measured)": round(idea[f"{key}_time_ratio"], 3),
-           "time ratio / FLOP ratio": round(idea[f"{key}_time_over_flops"], 3),
-           "target (time / FLOP ratio at most)": target,
-           "verdict": "meets" if idea["meets_targets"][key] else "misses"}
-    for name, (key, target) in rows.items()}).T
+rows = {
+    "training step": ("step", IDEA_STEP_TARGET),
+    "generation, per new token (KV cache)": (
+        "generation",
+        IDEA_GENERATION_TARGET,
+    ),
+}
+ratios = pd.DataFrame(
+    {
+        name: {
+            "FLOP ratio gated / plain (counted)": round(
+                idea[f"{key}_flop_ratio"], 3
+            ),
+            "time ratio gated / plain (measured)": round(
+                idea[f"{key}_time_ratio"], 3
+            ),
+            "time ratio / FLOP ratio": round(
+                idea[f"{key}_time_over_flops"], 3
+            ),
+            "target (time / FLOP ratio at most)": target,
+            "verdict": "meets" if idea["meets_targets"][key] else "misses",
+        }
+        for name, (key, target) in rows.items()
+    }
+).T
 glue("idea_step_flop_ratio", idea["step_flop_ratio"], display=False)
 glue("idea_step_over", idea["step_time_over_flops"], display=False)
 glue("idea_gen_over", idea["generation_time_over_flops"], display=False)
-glue("idea_step_verdict", "meets" if idea["meets_targets"]["step"] else "misses", display=False)
-glue("idea_gen_verdict", "meets" if idea["meets_targets"]["generation"] else "misses", display=False)
-glue("idea_bench_device", f"{idea['device']} ({idea['threads']} thread(s))", display=False)
+glue(
+    "idea_step_verdict",
+    "meets" if idea["meets_targets"]["step"] else "misses",
+    display=False,
+)
+glue(
+    "idea_gen_verdict",
+    "meets" if idea["meets_targets"]["generation"] else "misses",
+    display=False,
+)
+glue(
+    "idea_bench_device",
+    f"{idea['device']} ({idea['threads']} thread(s))",
+    display=False,
+)
 ratios
 
 # %% [markdown]
@@ -150,8 +218,13 @@ ratios
 # head's share is what the ratio above is made of):
 
 # %%
-parts = pd.Series(idea["flops"]["training"]["parts_gated"], name="FLOPs per position (forward)")
-parts.to_frame().assign(share=lambda f: f.iloc[:, 0] / parts["total"]).style.format({parts.name: "{:,.0f}", "share": "{:.1%}"})
+parts = pd.Series(
+    idea["flops"]["training"]["parts_gated"],
+    name="FLOPs per position (forward)",
+)
+parts.to_frame().assign(
+    share=lambda f: f.iloc[:, 0] / parts["total"]
+).style.format({parts.name: "{:,.0f}", "share": "{:.1%}"})
 
 # %% [markdown]
 # On {glue:text}`idea_bench_device` a training step of the gated model costs

@@ -37,7 +37,13 @@ import pandas as pd
 
 from semlm.claims import STATUSES, evaluate_claims
 from semlm.profiles import check_parameters
-from semlm.report import ChapterTimer, chapter_parameters, load_metrics, metrics_dir, write_chapter_metrics
+from semlm.report import (
+    ChapterTimer,
+    chapter_parameters,
+    load_metrics,
+    metrics_dir,
+    write_chapter_metrics,
+)
 
 check_parameters(profile=profile, seed=seed)
 timer = ChapterTimer()
@@ -49,10 +55,15 @@ print(f"{len(metrics)} chapter records in {metrics_dir()}")
 # ## Claims
 
 # %% tags=["remove-input", "full-width"]
-STATUS_COLOURS = {"reproduced": "#d8f0d8", "not reproduced": "#f6d5d5",
-                  "not meaningful as published": "#fbecc8", "not run at this profile": "#e6e6e6",
-                  "inconclusive": "#dde6f3", "holds by construction": "#ece3f5",
-                  "not testable at this scale": "#f3eadb"}
+STATUS_COLOURS = {
+    "reproduced": "#d8f0d8",
+    "not reproduced": "#f6d5d5",
+    "not meaningful as published": "#fbecc8",
+    "not run at this profile": "#e6e6e6",
+    "inconclusive": "#dde6f3",
+    "holds by construction": "#ece3f5",
+    "not testable at this scale": "#f3eadb",
+}
 
 
 def show_value(value):
@@ -61,21 +72,47 @@ def show_value(value):
     return "" if value is None else str(value)
 
 
-table = pd.DataFrame([{
-    "paper": row["paper"], "claim": row["claim"], "paper value": show_value(row["paper_value"]),
-    "published setting (ours)": show_value(row["published_value"]), "causal (ours)": show_value(row["causal_value"]),
-    "95% CI": "" if row["ci"] is None else f"[{row['ci'][0]:.3g}, {row['ci'][1]:.3g}]",
-    "profile": row["profile"] or "", "status": row["status"], "why": row["reason"],
-    "rule": row.get("rule", "")} for row in claims])
-(table.style.hide(axis="index")
- .map(lambda status: f"background-color: {STATUS_COLOURS[status]}", subset=["status"])
- .set_properties(**{"text-align": "left", "font-size": "0.8em", "vertical-align": "top"})
- .set_properties(subset=["why"], **{"min-width": "20em"})
- .set_properties(subset=["rule"], **{"min-width": "16em"})
- .set_properties(subset=["claim"], **{"min-width": "12em"}))
+table = pd.DataFrame(
+    [
+        {
+            "paper": row["paper"],
+            "claim": row["claim"],
+            "paper value": show_value(row["paper_value"]),
+            "published setting (ours)": show_value(row["published_value"]),
+            "causal (ours)": show_value(row["causal_value"]),
+            "95% CI": (
+                ""
+                if row["ci"] is None
+                else f"[{row['ci'][0]:.3g}, {row['ci'][1]:.3g}]"
+            ),
+            "profile": row["profile"] or "",
+            "status": row["status"],
+            "why": row["reason"],
+            "rule": row.get("rule", ""),
+        }
+        for row in claims
+    ]
+)
+(
+    table.style.hide(axis="index")
+    .map(
+        lambda status: f"background-color: {STATUS_COLOURS[status]}",
+        subset=["status"],
+    )
+    .set_properties(
+        **{"text-align": "left", "font-size": "0.8em", "vertical-align": "top"}
+    )
+    .set_properties(subset=["why"], **{"min-width": "20em"})
+    .set_properties(subset=["rule"], **{"min-width": "16em"})
+    .set_properties(subset=["claim"], **{"min-width": "12em"})
+)
 
 # %% tags=["remove-input"]
-counts = pd.Series([row["status"] for row in claims]).value_counts().reindex(STATUSES, fill_value=0)
+counts = (
+    pd.Series([row["status"] for row in claims])
+    .value_counts()
+    .reindex(STATUSES, fill_value=0)
+)
 counts.rename("claims").to_frame()
 
 # %% [markdown]
@@ -86,17 +123,33 @@ counts.rename("claims").to_frame()
 # ran with.
 
 # %% tags=["remove-input"]
-chapters = pd.DataFrame([{
-    "chapter": name, "profile": rec.get("profile"), "seed": rec.get("seed"), "wall time (s)": rec.get("wall_seconds"),
-    "peak memory (MiB)": rec.get("peak_memory_mb"), "git commit": (rec.get("git_commit") or "")[:10]}
-    for name, rec in metrics.items()]).set_index("chapter")
+chapters = pd.DataFrame(
+    [
+        {
+            "chapter": name,
+            "profile": rec.get("profile"),
+            "seed": rec.get("seed"),
+            "wall time (s)": rec.get("wall_seconds"),
+            "peak memory (MiB)": rec.get("peak_memory_mb"),
+            "git commit": (rec.get("git_commit") or "")[:10],
+        }
+        for name, rec in metrics.items()
+    ]
+).set_index("chapter")
 chapters
 
 # %% tags=["remove-input"]
 first = next(iter(metrics.values()), {})
-hardware = {"CPU": first.get("cpu_model"), "CPU cores": first.get("cpu_count"), "GPU": first.get("gpu") or "none",
-            "machine": first.get("machine"), "python": first.get("python"),
-            "total chapter wall time (min)": round(sum(r.get("wall_seconds", 0) for r in metrics.values()) / 60, 1)}
+hardware = {
+    "CPU": first.get("cpu_model"),
+    "CPU cores": first.get("cpu_count"),
+    "GPU": first.get("gpu") or "none",
+    "machine": first.get("machine"),
+    "python": first.get("python"),
+    "total chapter wall time (min)": round(
+        sum(r.get("wall_seconds", 0) for r in metrics.values()) / 60, 1
+    ),
+}
 pd.Series(hardware, name="value").to_frame()
 
 # %% tags=["remove-input"]
@@ -109,9 +162,18 @@ pd.Series(first.get("packages", {}), name="version").to_frame()
 
 # %% tags=["remove-input"]
 bench_record = metrics.get("bench", {})
-bench_rows = {k: v for k, v in bench_record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-              and k not in ("seed", "cpu_count", "wall_seconds", "peak_memory_mb")}
-pd.Series(bench_rows, name="value").to_frame() if bench_rows else print("no benchmark record in this build")
+bench_rows = {
+    k: v
+    for k, v in bench_record.items()
+    if isinstance(v, (int, float))
+    and not isinstance(v, bool)
+    and k not in ("seed", "cpu_count", "wall_seconds", "peak_memory_mb")
+}
+(
+    pd.Series(bench_rows, name="value").to_frame()
+    if bench_rows
+    else print("no benchmark record in this build")
+)
 
 # %% [markdown]
 # ## How to re-run
@@ -134,11 +196,38 @@ pd.Series(bench_rows, name="value").to_frame() if bench_rows else print("no benc
 
 # %% tags=["remove-input"]
 params = chapter_parameters()
-pd.DataFrame([{"chapter": name, "parameter": key, "default": repr(value)}
-              for name, values in params.items() for key, value in values.items()]).set_index(["chapter", "parameter"])
+pd.DataFrame(
+    [
+        {"chapter": name, "parameter": key, "default": repr(value)}
+        for name, values in params.items()
+        for key, value in values.items()
+    ]
+).set_index(["chapter", "parameter"])
 
 # %%
-manifest = {"chapters": {name: {k: rec.get(k) for k in ("profile", "seed", "wall_seconds", "peak_memory_mb", "git_commit")}
-                         for name, rec in metrics.items()},
-            "hardware": hardware, "packages": first.get("packages", {}), "bench": bench_rows, "parameters": params}
-write_chapter_metrics("report", profile, seed, {"claims": claims, "manifest": manifest}, timer.seconds)
+manifest = {
+    "chapters": {
+        name: {
+            k: rec.get(k)
+            for k in (
+                "profile",
+                "seed",
+                "wall_seconds",
+                "peak_memory_mb",
+                "git_commit",
+            )
+        }
+        for name, rec in metrics.items()
+    },
+    "hardware": hardware,
+    "packages": first.get("packages", {}),
+    "bench": bench_rows,
+    "parameters": params,
+}
+write_chapter_metrics(
+    "report",
+    profile,
+    seed,
+    {"claims": claims, "manifest": manifest},
+    timer.seconds,
+)
