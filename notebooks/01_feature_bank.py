@@ -149,7 +149,9 @@ def semantic_matrix(words, featurizer=featurize):
 
 
 one_clause = "Carol starts the model , extremely pleasant !".split()
-two_clauses = "Bob cooks the meal , slightly bad but he trains the task , very good .".split()
+two_clauses = (
+    "Bob cooks the meal , slightly bad but he trains the task , very good ."
+).split()
 S, tokens = semantic_matrix(one_clause)
 fig = plots.plot_semantic_matrix(S, tokens, title=" ".join(one_clause))
 

@@ -180,7 +180,9 @@ for setting, by_kind in runs.items():
         )
 for source, reference in {
     "paper (published setting)": PAPER_A_TABLE1,
-    "authors' SemanticFusion.py, re-run by us on a 2-core CPU": AUTHORS_SCRIPT_RERUN_TABLE1,
+    (
+        "authors' SemanticFusion.py, re-run by us on a 2-core CPU"
+    ): AUTHORS_SCRIPT_RERUN_TABLE1,
 }.items():
     for kind, values in reference.items():
         rows.append(

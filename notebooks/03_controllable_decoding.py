@@ -113,7 +113,8 @@ def decode(
     seed_offset=0,
     authors_rules=None,
 ):
-    """``authors_rules`` (default: in the published setting) decodes with ``published_decoding``."""
+    """``authors_rules`` (default: in the published setting) decodes with
+    ``published_decoding``."""
     if setting == "published" if authors_rules is None else authors_rules:
         decoding = published_decoding(decoding)
     return generate(
@@ -165,7 +166,8 @@ for prompt in (None, "Carol starts the model,"):
     for offset, (label, (kind, controls, decoding)) in enumerate(
         settings_shown.items()
     ):
-        # a seed per setting: with one seed, similar models draw the same random numbers
+        # a seed per setting: with one seed, similar models draw the same
+        # random numbers
         for sentence in decode(
             "causal",
             kind,
@@ -199,7 +201,8 @@ no_ops = all(
 )
 glue("no_ops", "identical" if no_ops else "NOT identical", display=False)
 print(
-    f"with and without top-k 20 / last-3 repetition penalty: {'identical' if no_ops else 'different'} generations"
+    "with and without top-k 20 / last-3 repetition penalty: "
+    f"{'identical' if no_ops else 'different'} generations"
 )
 
 # %% [markdown]
@@ -229,7 +232,10 @@ hard_scores = {
 
 
 def fmt(p):
-    return f"{p['value']:.2f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}] ({p['k']}/{p['n']})"
+    return (
+        f"{p['value']:.2f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}] "
+        f"({p['k']}/{p['n']})"
+    )
 
 
 pd.DataFrame(
@@ -239,7 +245,8 @@ pd.DataFrame(
             "request": cls,
             "adjective accuracy": fmt(v["adj_acc"]),
             "punctuation accuracy": fmt(v["punct_acc"]),
-            "paper": f"{PAPER_A_HARD_CONTROL[cls]['adj_acc']:.2f} / {PAPER_A_HARD_CONTROL[cls]['punct_acc']:.2f}",
+            "paper": f"{PAPER_A_HARD_CONTROL[cls]['adj_acc']:.2f} / "
+            f"{PAPER_A_HARD_CONTROL[cls]['punct_acc']:.2f}",
         }
         for (s, cls), v in hard_scores.items()
     ]
@@ -284,7 +291,8 @@ for value in strengths:
             curve.append(
                 {
                     "strength": value,
-                    "series": f"{cls} {what} ({polarity if what == 'adjective' else punct})",
+                    "series": f"{cls} {what} "
+                    f"({polarity if what == 'adjective' else punct})",
                     "accuracy": p["value"],
                     "low": p["ci_low"],
                     "high": p["ci_high"],
@@ -571,7 +579,8 @@ for repeat in range(4):
 generations_per_second = N / min(times[1:])
 glue("gen_per_s", generations_per_second, display=False)
 print(
-    f"{N} hard-controlled sentences in {min(times[1:]):.3f} s ({generations_per_second:.0f} per second)"
+    f"{N} hard-controlled sentences in {min(times[1:]):.3f} s "
+    f"({generations_per_second:.0f} per second)"
 )
 
 # %% [markdown]
@@ -581,9 +590,14 @@ print(
 pd.DataFrame(
     {
         cls: {
-            "hard adjective / punctuation": f"{hard_scores[('causal', cls)]['adj_acc']['value']:.2f} / "
-            f"{hard_scores[('causal', cls)]['punct_acc']['value']:.2f}",
-            "soft adjective / punctuation": f"{soft[cls]['adj_acc']['value']:.2f} / {soft[cls]['punct_acc']['value']:.2f}",
+            "hard adjective / punctuation": (
+                f"{hard_scores[('causal', cls)]['adj_acc']['value']:.2f} / "
+                f"{hard_scores[('causal', cls)]['punct_acc']['value']:.2f}"
+            ),
+            "soft adjective / punctuation": (
+                f"{soft[cls]['adj_acc']['value']:.2f} / "
+                f"{soft[cls]['punct_acc']['value']:.2f}"
+            ),
             "held-out hit rate": f"{ood[('causal', cls)]['value']:.2f}",
         }
         for cls in ("pos", "neg")

@@ -72,9 +72,9 @@ from semlm.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
 timer = ChapterTimer()
-if (
-    profile == "smoke" and n_seeds > 2
-):  # the smoke profile only checks the code paths: 2 seeds still give an interval
+# the smoke profile only checks the code paths: 2 seeds still give an
+# interval
+if profile == "smoke" and n_seeds > 2:
     print(f"smoke profile: {n_seeds} seeds requested, 2 used")
     n_seeds = 2
 seeds = audit_seeds(seed, n_seeds)
@@ -86,7 +86,10 @@ corpus = make_corpus(
 
 def fmt(summary, digits=3):
     """mean [95% interval] over seeds."""
-    return f"{summary['mean']:.{digits}f} [{summary['ci_low']:.{digits}f}, {summary['ci_high']:.{digits}f}]"
+    return (
+        f"{summary['mean']:.{digits}f} "
+        f"[{summary['ci_low']:.{digits}f}, {summary['ci_high']:.{digits}f}]"
+    )
 
 
 # %% [markdown]
@@ -205,7 +208,8 @@ for s in SETTINGS:
     table1[s]["fusion"]["sem_mse"] = mean_interval(
         audit.values(s, "fusion", "sem_mse")
     )
-# the paper's perplexities count the <eos> -> <pad> target: they sit next to ours counted the same way
+# the paper's perplexities count the <eos> -> <pad> target: they sit next
+# to ours counted the same way
 PAPER_COUNTS_AS = {
     "ppl_authors_denominator": "ppl",
     "ppl_seen_only_authors_denominator": "ppl_seen_only",
@@ -406,11 +410,20 @@ for s in SETTINGS:
             {
                 "setting": SETTING_LABELS[s],
                 "request": cls,
-                "hard adj / punct": f"{fmt(control[s]['hard'][cls]['adj_acc'], 2)} / {fmt(control[s]['hard'][cls]['punct_acc'], 2)}",
-                "soft adj / punct": f"{fmt(control[s]['soft'][cls]['adj_acc'], 2)} / {fmt(control[s]['soft'][cls]['punct_acc'], 2)}",
+                "hard adj / punct": (
+                    f"{fmt(control[s]['hard'][cls]['adj_acc'], 2)} / "
+                    f"{fmt(control[s]['hard'][cls]['punct_acc'], 2)}"
+                ),
+                "soft adj / punct": (
+                    f"{fmt(control[s]['soft'][cls]['adj_acc'], 2)} / "
+                    f"{fmt(control[s]['soft'][cls]['punct_acc'], 2)}"
+                ),
                 "OOD hit": fmt(ood[s][cls], 2),
                 "paper OOD": PAPER_A_OOD_HIT[cls],
-                "paper hard": f"{PAPER_A_HARD_CONTROL[cls]['adj_acc']:.2f} / {PAPER_A_HARD_CONTROL[cls]['punct_acc']:.2f}",
+                "paper hard": (
+                    f"{PAPER_A_HARD_CONTROL[cls]['adj_acc']:.2f} / "
+                    f"{PAPER_A_HARD_CONTROL[cls]['punct_acc']:.2f}"
+                ),
             }
         )
 pd.DataFrame(rows).set_index(["setting", "request"])
@@ -463,7 +476,8 @@ pd.DataFrame(
                 else ""
             ),
             "soft adj acc pos / neg": (
-                f"{fmt(e['soft_adj_acc']['pos'], 2)} / {fmt(e['soft_adj_acc']['neg'], 2)}"
+                f"{fmt(e['soft_adj_acc']['pos'], 2)} / "
+                f"{fmt(e['soft_adj_acc']['neg'], 2)}"
                 if "soft_adj_acc" in e
                 else ""
             ),
@@ -550,7 +564,10 @@ for name, source in (
             "PPL": fmt(source["ppl"]),
             "seen-only PPL": fmt(source["ppl_seen_only"]),
             **{
-                f"soft {cls} adj / punct": f"{fmt(source['soft'][cls]['adj_acc'], 2)} / {fmt(source['soft'][cls]['punct_acc'], 2)}"
+                f"soft {cls} adj / punct": (
+                    f"{fmt(source['soft'][cls]['adj_acc'], 2)} / "
+                    f"{fmt(source['soft'][cls]['punct_acc'], 2)}"
+                )
                 for cls in REQUESTS
             },
             **{
@@ -587,9 +604,11 @@ same_ood = (
 glue(
     "ood_verdict",
     (
-        "which says that the mixture sampler, not the feature channel, does the out-of-distribution work"
+        "which says that the mixture sampler, not the feature channel, "
+        "does the out-of-distribution work"
         if same_ood
-        else "so the feature channel changes how often the mixture reaches unseen words"
+        else "so the feature channel changes how often the mixture "
+        "reaches unseen words"
     ),
     display=False,
 )
@@ -610,7 +629,8 @@ pd.DataFrame(rows).set_index("model")
 # %%
 key = pd.DataFrame(
     {
-        "causal floor PPL / seen-only": f"{floors['ppl']:.3f} / {floors['ppl_seen_only']:.3f}",
+        "causal floor PPL / seen-only": f"{floors['ppl']:.3f} / "
+        f"{floors['ppl_seen_only']:.3f}",
         "published fusion seen-only PPL": fmt(
             table1["published"]["fusion"]["ppl_seen_only"]
         ),
@@ -620,7 +640,10 @@ key = pd.DataFrame(
         "causal baseline seen-only PPL": fmt(
             table1["causal"]["baseline"]["ppl_seen_only"]
         ),
-        "causal fusion OOD hit pos / neg": f"{fmt(ood['causal']['pos'], 2)} / {fmt(ood['causal']['neg'], 2)}",
+        "causal fusion OOD hit pos / neg": (
+            f"{fmt(ood['causal']['pos'], 2)} / "
+            f"{fmt(ood['causal']['neg'], 2)}"
+        ),
         "seeds": ", ".join(map(str, seeds)),
     },
     index=["value"],

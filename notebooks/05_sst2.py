@@ -100,8 +100,10 @@ pd.Series(
         "dev targets that are <unk> (%)": round(100 * data.unk_rate("dev"), 2),
         "part-of-speech source": data.prior.source,
         "capitalisation source": data.capitalisation_source,
-        "positive / negative adjectives in the vocabulary": f"{len(data.adjective_classes['positive'])} / "
-        f"{len(data.adjective_classes['negative'])}",
+        "positive / negative adjectives in the vocabulary": (
+            f"{len(data.adjective_classes['positive'])} / "
+            f"{len(data.adjective_classes['negative'])}"
+        ),
     },
     name="",
 ).to_frame()
@@ -408,7 +410,8 @@ for kind, model in models.items():
             out, classifier, request
         )
 glue("n_prefixes", len(prefixes), display=False)
-# The feature channel alone: no logit steering, no restriction (only the fusion model reads features).
+# The feature channel alone: no logit steering, no restriction (only the
+# fusion model reads features).
 features_only = replace(config.control, steer_boost=0.0, steer_penalty=0.0)
 for kind, model in models.items():
     for offset, request in enumerate(("pos", "neg")):
@@ -428,7 +431,10 @@ for kind, model in models.items():
 
 
 def fmt(p):
-    return f"{p['value']:.2f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}] ({p['k']}/{p['n']})"
+    return (
+        f"{p['value']:.2f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}] "
+        f"({p['k']}/{p['n']})"
+    )
 
 
 control_rows = []

@@ -79,8 +79,10 @@ timer = ChapterTimer()
 config = idea_profile(profile, seed, max_steps)
 if config.capped_from is not None:
     print(
-        f"CAPPED: this run trains {config.train.max_steps:,} of the profile's {config.capped_from:,} iterations "
-        f"(max_steps = {max_steps}); warmup, cosine and alpha ramp are compressed to keep their share."
+        f"CAPPED: this run trains {config.train.max_steps:,} "
+        f"of the profile's {config.capped_from:,} iterations "
+        f"(max_steps = {max_steps}); warmup, cosine and alpha ramp are "
+        "compressed to keep their share."
     )
 config
 
@@ -131,9 +133,9 @@ pd.Series(
         "stopword tokens (masked out of the idea loss)": " ".join(
             repr(tokenizer.decode([i])) for i in data.stopword_ids
         ),
-        "authors' stopwords that are not one token here (not masked)": ", ".join(
-            map(repr, data.stopwords_not_single_tokens)
-        )
+        (
+            "authors' stopwords that are not one token here (not masked)"
+        ): ", ".join(map(repr, data.stopwords_not_single_tokens))
         or "none",
     }
 )
@@ -463,7 +465,8 @@ glue(
     (
         "pass: the generation claims are judged on these models"
         if check["passes"]
-        else "fail: the claims table marks paper B's perplexity, stickiness and diversity claims 'not testable at this scale' "
+        else "fail: the claims table marks paper B's perplexity, stickiness "
+        "and diversity claims 'not testable at this scale' "
         "for this build"
     ),
     display=False,
@@ -482,7 +485,10 @@ ppl.style.format("{:.2f}", na_rep="-")
 # %%
 pd.DataFrame(
     {
-        "paper B, Mistral-7B + LoRA on FineWeb-Edu (chapter 8's setting), validation": PAPER_B_VAL_PPL
+        (
+            "paper B, Mistral-7B + LoRA on FineWeb-Edu (chapter 8's setting), "
+            "validation"
+        ): PAPER_B_VAL_PPL
     }
 )
 

@@ -69,8 +69,10 @@ timer = ChapterTimer()
 config = idea_profile(profile, seed, max_steps)
 if config.capped_from is not None:
     print(
-        f"CAPPED: the main runs train {config.train.max_steps:,} of the profile's {config.capped_from:,} iterations "
-        f"(max_steps = {max_steps}); the sweep runs at most {config.sweep_steps:,}."
+        f"CAPPED: the main runs train {config.train.max_steps:,} "
+        f"of the profile's {config.capped_from:,} iterations "
+        f"(max_steps = {max_steps}); "
+        f"the sweep runs at most {config.sweep_steps:,}."
     )
 data = prepare_data(config)
 tokenizer = data.tokenizer
@@ -230,9 +232,12 @@ alpha_sweep.round(3)
 
 # %%
 train_stream = data.streams["train"]
+n_sweep_tokens = min(
+    config.sweep_train_tokens or len(train_stream), len(train_stream)
+)
 glue(
     "sweep_tokens",
-    f"{min(config.sweep_train_tokens or len(train_stream), len(train_stream)):,}",
+    f"{n_sweep_tokens:,}",
     display=False,
 )
 glue("sweep_steps", config.sweep_steps, display=False)
@@ -417,16 +422,20 @@ plain, mitigated = strong.loc["gate"], strong.loc["gate + concentration decay"]
 gate_loops_more = plain["ci_low"] > off["ci_high"]
 mitigation_helps = mitigated["ci_high"] < plain["ci_low"]
 verdict = (
-    "the strongest gate loops more than no gate, and concentration decay removes a significant part of it"
+    "the strongest gate loops more than no gate, and concentration decay "
+    "removes a significant part of it"
     if gate_loops_more and mitigation_helps
     else (
-        "the strongest gate loops more than no gate, but concentration decay does not reduce it significantly"
+        "the strongest gate loops more than no gate, but concentration decay "
+        "does not reduce it significantly"
         if gate_loops_more
         else (
-            "in this build a strong gate does not loop significantly more than no gate (intervals overlap), "
+            "in this build a strong gate does not loop significantly more "
+            "than no gate (intervals overlap), "
             "so the mitigation cannot be judged here"
             if not mitigation_helps
-            else "a strong gate does not loop significantly more than no gate, yet concentration decay still lowers repetition"
+            else "a strong gate does not loop significantly more than no "
+            "gate, yet concentration decay still lowers repetition"
         )
     )
 )

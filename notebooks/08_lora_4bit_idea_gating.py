@@ -74,11 +74,13 @@ timer = ChapterTimer()
 config = lora_profile(profile, seed, max_steps)
 main_q = config.quantizations[0]  # the paper's setting: NF4
 print(
-    f"profile {profile}: backbone {config.backbone}, quantisations {config.quantizations}, device {lora_device()}"
+    f"profile {profile}: backbone {config.backbone}, "
+    f"quantisations {config.quantizations}, device {lora_device()}"
 )
 if config.capped_from is not None:
     print(
-        f"CAPPED: LoRA training runs {config.training.max_steps:,} of the profile's {config.capped_from:,} steps "
+        f"CAPPED: LoRA training runs {config.training.max_steps:,} "
+        f"of the profile's {config.capped_from:,} steps "
         f"(max_steps = {max_steps}); the alpha ramp keeps its share of the run."
     )
 
@@ -290,9 +292,8 @@ glue("mem_nf4", memory["nf4"]["peak_memory_mb"], display=False)
 glue("w_fp32", memory["none"]["weights_mb"], display=False)
 glue("w_nf4", memory["nf4"]["weights_mb"], display=False)
 glue("vocab_size", backbone.config.get("vocab_size"), display=False)
-print(
-    f"NF4 layers on this machine: {nf4_cpu_kernel() if lora_device().type == 'cpu' else 'CUDA'}"
-)
+nf4_layers_kind = nf4_cpu_kernel() if lora_device().type == "cpu" else "CUDA"
+print(f"NF4 layers on this machine: {nf4_layers_kind}")
 pd.DataFrame(
     {
         quant_label(q): {

@@ -146,7 +146,8 @@ pd.Series(
     {
         "switch_prob": config.data.switch_prob,
         "measured drift (validation documents)": data_rate["mean"],
-        "95% interval": f"[{data_rate['ci_low']:.3f}, {data_rate['ci_high']:.3f}]",
+        "95% interval": f"[{data_rate['ci_low']:.3f}, "
+        f"{data_rate['ci_high']:.3f}]",
         "transitions": data_rate["n"],
         "labels equal the generator's topics": exact,
     }
@@ -282,9 +283,11 @@ glue(
         "the gated model drifts less than the plain one, beyond the intervals"
         if below and not above
         else (
-            "the gated model drifts more than the plain one, beyond the intervals"
+            "the gated model drifts more than the plain one, "
+            "beyond the intervals"
             if above and not below
-            else "the intervals overlap, so this build shows no difference in drift between the two"
+            else "the intervals overlap, so this build shows no difference "
+            "in drift between the two"
         )
     ),
     display=False,
@@ -353,7 +356,8 @@ glue(
         "no point at alpha = 0 was swept"
         if off is None
         else (
-            "more than the plain model, beyond its interval: trained behind the gate, the token head has come to rely on it, "
+            "more than the plain model, beyond its interval: trained "
+            "behind the gate, the token head has come to rely on it, "
             "so switching the gate off does not give back a plain model"
             if off["drift_rate_low"] > plain_rate["ci_high"]
             else "not more than the plain model beyond the intervals"
