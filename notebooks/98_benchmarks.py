@@ -24,8 +24,9 @@
 # Our target is 60 seconds on a 2-core laptop CPU. We also time controlled decoding:
 # 200 sentences under a hard positive request, decoded as one batch by the trained fusion
 # model (target: at most one second; `semlm.decoding`). For reference, the authors' public
-# script took 4 min 56 s and 518 MB on the same kind of machine (measured by the team
-# on 2026-11-21; `../shared/papers/NOTES.md`). With the `smoke` profile the numbers
+# script `SemanticFusion.py` took 4 min 56 s and 518 MB on the same kind of machine
+# (run once by this project on 2026-11-21, outside this build: a reference value, not
+# a number this build computed). With the `smoke` profile the numbers
 # below are for a toy-sized run and say nothing about the target.
 
 # %% tags=["parameters"]
@@ -53,7 +54,7 @@ summary = pd.DataFrame(
             sum(memory.values()),
             record["generation"]["seconds"],
         ],
-        "authors' script (NOTES.md)": [
+        "authors' script (our run, 2026-11-21)": [
             AUTHORS_SCRIPT["wall_seconds"],
             AUTHORS_SCRIPT["peak_mb"],
             None,

@@ -184,8 +184,9 @@ bench_rows = {
 # chapter with papermill directly:
 #
 # ```bash
-# .venv/bin/jupytext --to ipynb notebooks/04_leakage_audit.py -o /tmp/04.ipynb
-# SEMLM_DATA_DIR=../shared/data .venv/bin/papermill /tmp/04.ipynb /tmp/04-out.ipynb -p profile smoke -p n_seeds 3
+# .venv/bin/jupytext --to ipynb notebooks/04_leakage_audit.py -o book/_build/04.ipynb
+# .venv/bin/papermill book/_build/04.ipynb book/_build/04-out.ipynb \
+#     -p profile smoke -p n_seeds 3
 # ```
 #
 # Profiles: `smoke` (seconds per chapter; tests and CI), `cpu` (this book on a 2-core

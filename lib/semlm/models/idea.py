@@ -10,7 +10,8 @@ tied to the input embedding. The idea-gated model adds, on the same final hidden
     gate   = G(log(p_idea + eps))           <= 0: a log-space penalty on unlikely tokens
     z_final = z_token + gate                gated logits; the token loss is CE on these
 
-with G one of the two published forms (NOTES.md), selected by name:
+with G one of the two forms in the authors' repository (github.com/DarshanFofadiya/idea-gated-transformers:
+the WikiText GPT's ``model.py`` and the Mistral/LoRA script), selected by name:
 
 * ``clamp_then_scale`` (v1, the authors' WikiText GPT): alpha * clamp(log(p + eps), min=beta),
   so the gate lies in [alpha * beta, 0];
