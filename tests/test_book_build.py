@@ -63,7 +63,7 @@ def test_chapters_write_metrics_with_provenance(built):
     assert control["confusion"]["hard"]["POS"]["POS"] == control["n_per_setting"]
     assert control["generations_per_second"] > 0
     audit = json.loads((built / "metrics" / "04_leakage_audit.json").read_text())
-    assert len(audit["seeds"]) >= 3
+    assert len(audit["seeds"]) >= 2  # smoke: 2 seeds (an interval needs two); cpu: 5
     for setting in ("causal", "published"):
         for kind in ("baseline", "fusion"):
             for metric in ("ppl", "ppl_seen_only"):
