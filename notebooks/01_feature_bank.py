@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -214,7 +214,9 @@ glue(
     prefix_change["published featurizer (reads the future)"],
     display=False,
 )
-pd.Series(prefix_change, name="largest change above the dashed line")
+pd.Series(
+    prefix_change, name="largest change above the dashed line"
+).to_frame()
 
 # %% [markdown]
 # Above the dashed line (positions before the change) the causal featurizer's rows are

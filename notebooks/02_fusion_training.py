@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -113,7 +113,7 @@ sizes = {
     )
     for kind in ("baseline", "fusion")
 }
-pd.Series(sizes, name="trainable parameters")
+pd.Series(sizes, name="trainable parameters").to_frame()
 
 # %% [markdown]
 # ## Training

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -137,8 +137,9 @@ pd.Series(
             "authors' stopwords that are not one token here (not masked)"
         ): ", ".join(map(repr, data.stopwords_not_single_tokens))
         or "none",
-    }
-)
+    },
+    name="value",
+).to_frame()
 
 # %% [markdown]
 # ## The idea targets and the stopword mask
