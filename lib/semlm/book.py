@@ -412,6 +412,7 @@ def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) 
             heading_end = text.find("\n") + 1 if text.startswith("# ") else 0
             root.write_text(text[:heading_end] + SKIPPED_NOTE.format(lines=lines) + text[heading_end:])
     shutil.copytree(mathjax_dir(), source / VENDOR_DIR / "mathjax")
+    shutil.copy2(BOOK_DIR / "semlm.css", source / VENDOR_DIR / "semlm.css")  # html_css_files
     return source
 
 
