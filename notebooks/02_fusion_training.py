@@ -43,7 +43,14 @@ from myst_nb import glue
 
 from semlm import plots
 from semlm.causality import future_sensitivity
-from semlm.experiment import SETTING_LABELS, SETTINGS, prepare_data, run_models
+from semlm.experiment import (
+    SETTING_LABELS,
+    SETTINGS,
+    epoch_curves,
+    prepare_data,
+    run_models,
+    runs_table,
+)
 from semlm.metrics import FOCUS_TOKENS
 from semlm.profiles import check_parameters, synthetic_profile
 from semlm.reference import (
@@ -128,18 +135,7 @@ runs = {
     setting: run_models(config, setting, workers=workers)
     for setting in SETTINGS
 }
-pd.DataFrame(
-    [
-        {
-            "setting": s,
-            "model": k,
-            "status": r.status,
-            "train seconds": round(r.train_seconds, 1),
-        }
-        for s, by_kind in runs.items()
-        for k, r in by_kind.items()
-    ]
-)
+runs_table(runs)
 
 # %% [markdown]
 # ## Validation perplexity per epoch (paper Figure 1)
@@ -149,11 +145,7 @@ pd.DataFrame(
 # different things.
 
 # %%
-curves = {
-    (s, k): r.val_ppl_per_epoch
-    for s, by_kind in runs.items()
-    for k, r in by_kind.items()
-}
+curves = epoch_curves(runs)
 fig = plots.plot_validation_curves(curves, paper=PAPER_A_VAL_PPL_BY_EPOCH)
 
 # %% [markdown]

@@ -519,25 +519,18 @@ code = {
     "ppl_seen_only": mean_interval(
         audit.values("causal", "control_code", "ppl_seen_only")
     ),
-    "soft": {
-        cls: {
-            k: mean_interval(
-                control_values("causal", "control_code", ("soft", cls, k)),
-                UNIT,
-            )
-            for k in ("adj_acc", "punct_acc")
+    **{
+        mode: {
+            cls: {
+                k: mean_interval(
+                    control_values("causal", "control_code", (mode, cls, k)),
+                    UNIT,
+                )
+                for k in ("adj_acc", "punct_acc")
+            }
+            for cls in REQUESTS
         }
-        for cls in REQUESTS
-    },
-    "hard": {
-        cls: {
-            k: mean_interval(
-                control_values("causal", "control_code", ("hard", cls, k)),
-                UNIT,
-            )
-            for k in ("adj_acc", "punct_acc")
-        }
-        for cls in REQUESTS
+        for mode in ("soft", "hard")
     },
     "ood_hit": {
         cls: mean_interval(

@@ -44,7 +44,12 @@ from myst_nb import glue
 
 from semlm import plots
 from semlm.causality import future_sensitivity
-from semlm.experiment import SETTING_LABELS, default_runs_dir
+from semlm.experiment import (
+    SETTING_LABELS,
+    default_runs_dir,
+    epoch_curves,
+    runs_table,
+)
 from semlm.profiles import check_parameters
 from semlm.report import ChapterTimer, write_chapter_metrics
 from semlm.sst2_experiment import (
@@ -199,28 +204,13 @@ pd.Series(
 
 # %%
 runs = run_sst2_models(config, data, runs_dir=runs_dir, workers=workers)
-pd.DataFrame(
-    [
-        {
-            "setting": s,
-            "model": k,
-            "status": r.status,
-            "train seconds": round(r.train_seconds, 1),
-        }
-        for s, by_kind in runs.items()
-        for k, r in by_kind.items()
-    ]
-)
+runs_table(runs)
 
 # %% [markdown]
 # ## Dev perplexity per epoch (paper Figure 3)
 
 # %%
-curves = {
-    (s, k): r.val_ppl_per_epoch
-    for s, by_kind in runs.items()
-    for k, r in by_kind.items()
-}
+curves = epoch_curves(runs)
 fig = plots.plot_validation_curves(curves)
 
 # %% [markdown]

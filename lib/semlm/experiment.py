@@ -174,6 +174,19 @@ class ModelRun:
         return model.eval()
 
 
+def runs_table(runs: dict[str, dict[str, "ModelRun"]]):
+    """One row per run of ``{setting: {kind: ModelRun}}``: whether it was trained or loaded, and how long it trained."""
+    import pandas as pd
+
+    return pd.DataFrame([{"setting": s, "model": k, "status": r.status, "train seconds": round(r.train_seconds, 1)}
+                         for s, by_kind in runs.items() for k, r in by_kind.items()])
+
+
+def epoch_curves(runs: dict[str, dict[str, "ModelRun"]]) -> dict[tuple[str, str], list[float]]:
+    """``{(setting, kind): validation PPL per epoch}``, the input of ``plots.plot_validation_curves``."""
+    return {(s, k): r.val_ppl_per_epoch for s, by_kind in runs.items() for k, r in by_kind.items()}
+
+
 def train_model(profile: SyntheticProfile, kind: str, setting: str, runs_dir: str | Path,
                 threads: int = 1, progress_queue=None, progress: bool = True) -> ModelRun:
     """Train (or reload) one model and evaluate it on the validation split."""
