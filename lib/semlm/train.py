@@ -32,28 +32,7 @@ from transformers import get_cosine_schedule_with_warmup
 from .data.dataset import LMTensors
 from .losses import adjective_uniformizer, auxiliary_bce, label_smoothed_cross_entropy
 from .metrics import perplexity, score_tokens
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    epochs: int = 6
-    batch_size: int = 64
-    lr: float = 3e-4
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    warmup_fraction: float = 0.1
-    label_smoothing: float = 0.02
-    aux_weight: float = 0.5
-    uniformizer_weight: float = 0.01
-    seed: int = 0
-
-    def __post_init__(self):
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError(f"epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.warmup_fraction < 1.0:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+from .profiles import TrainConfig
 
 
 @dataclass
