@@ -26,6 +26,8 @@ class TrainConfig:
     aux_weight: float = 0.5
     uniformizer_weight: float = 0.01
     seed: int = 0
+    #: mixed precision of the forward pass: None (float32) or "bf16" (``torch.autocast`` on the run's device)
+    autocast: str | None = None
 
     def __post_init__(self):
         if self.epochs < 1 or self.batch_size < 1:
@@ -34,6 +36,8 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.autocast not in (None, "bf16"):
+            raise ValueError(f"autocast must be None or 'bf16', got {self.autocast!r}")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ Reproducibility and safety rules:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -57,6 +58,18 @@ def progress_bar(total: int, description: str, enabled: bool = True, **kwargs) -
     defaults do not apply here because the bar's ``disable`` is always passed explicitly."""
     env_off = os.environ.get("TQDM_DISABLE", "").strip().lower() in {"1", "true", "yes"}
     return tqdm(total=total, desc=description, disable=not enabled or env_off, mininterval=1.0, **kwargs)
+
+
+def autocast(precision: str | None, batch=None, device: str | torch.device | None = None):
+    """``torch.autocast`` in bf16 on the batch's (or ``device``'s) device type when ``precision == "bf16"``, else a no-op."""
+    if precision is None:
+        return contextlib.nullcontext()
+    if device is None:
+        tensor = getattr(batch, "input_ids", None)
+        if tensor is None:
+            tensor = getattr(batch, "inputs", None)
+        device = tensor.device if tensor is not None else "cpu"
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
 def set_seed(seed: int) -> None:
@@ -193,10 +206,11 @@ def train(model: nn.Module, train_data: LMTensors, val_data: LMTensors, config: 
         generator.manual_seed(_epoch_seed(config.seed, epoch) + 1)
         running, n = 0.0, 0
         for batch in train_data.batches(config.batch_size, generator, shuffle=True):
-            if loss_fn is None:
-                loss, _ = training_loss(model, batch, config, adjective_classes)
-            else:
-                loss, _ = loss_fn(model, batch)
+            with autocast(config.autocast, batch):
+                if loss_fn is None:
+                    loss, _ = training_loss(model, batch, config, adjective_classes)
+                else:
+                    loss, _ = loss_fn(model, batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
