@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from .data.dataset import LMTensors
 from .data.synthetic import NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES
 from .data.vocab import Vocabulary
+from .records import Interval, t_quantile_975, wilson_bounds  # noqa: F401 (t_quantile_975 re-exported)
 
 #: The tokens of the paper's Table 6 plus those the foundation issue asks for.
 FOCUS_TOKENS: tuple[str, ...] = ("good", "great", "terrible", "slightly", "very", "!", "?", ",")
@@ -130,20 +131,12 @@ def realised_polarity(sentence: Sequence[str]) -> str:
 
 def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     """95% Wilson score interval of a proportion (well-behaved at 0 and 1, unlike the normal one)."""
-    if n == 0:
-        return float("nan"), float("nan")
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # At 0 and n successes the bounds are exactly 0 and 1; say so instead of 0.999999...
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return low, high
+    return wilson_bounds(successes, n, z)
 
 
 def proportion(successes: int, n: int) -> dict:
-    low, high = wilson_interval(successes, n)
-    return {"value": successes / n if n else float("nan"), "ci_low": low, "ci_high": high, "k": successes, "n": n}
+    """``{value, ci_low, ci_high, k, n}``: :meth:`semlm.records.Interval.of_proportion` as JSON."""
+    return Interval.of_proportion(successes, n).to_dict()
 
 
 def control_accuracy(sentences: Sequence[Sequence[str]], polarity: str, punctuation: str | None) -> dict:
@@ -171,39 +164,10 @@ def held_out_hit_rate(sentences: Sequence[Sequence[str]], held_out: Iterable[str
 
 # --- statistics over seeds / samples ---------------------------------------------------------
 
-# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (standard tables); beyond 30
-# the normal quantile is within 2% and is used instead. Kept here to avoid a scipy dependency.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def t_quantile_975(df: int) -> float:
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    return _T975[df - 1] if df <= len(_T975) else 1.959964
-
-
 def mean_interval(values: Sequence[float], bounds: tuple[float, float] | None = None) -> dict:
-    """Mean and two-sided 95% Student-t interval of independent replicates (e.g. seeds).
-
-    Returns ``{mean, ci_low, ci_high, values}``; with one value the interval is that value
-    (no spread can be estimated), which the book reports as n = 1. ``bounds`` clips the
-    interval to the range the quantity can take (``(0, 1)`` for an accuracy).
-    """
-    values = [float(v) for v in values]
-    if not values:
-        raise ValueError("mean_interval needs at least one value")
-    n = len(values)
-    mean = sum(values) / n
-    if n == 1:
-        return {"mean": mean, "ci_low": mean, "ci_high": mean, "values": values}
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile_975(n - 1) * sd / math.sqrt(n)
-    low, high = mean - half, mean + half
-    if bounds is not None:
-        low, high = max(low, bounds[0]), min(high, bounds[1])
-    return {"mean": mean, "ci_low": low, "ci_high": high, "values": values}
+    """``{mean, ci_low, ci_high, values}``: :meth:`semlm.records.Interval.of_mean` (two-sided 95%
+    Student t over independent replicates, e.g. seeds) as JSON; ``bounds`` clips the interval."""
+    return Interval.of_mean(values, bounds).to_dict()
 
 
 # --- domain retention and diversity (paper B, Section 5; the authors' evaluation script) -------
