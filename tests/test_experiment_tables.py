@@ -1,8 +1,10 @@
-from semlm.experiment import ModelRun, epoch_curves, runs_table
+from semlm.experiment import epoch_curves, runs_table
+from semlm.runs import RunRecord
 
 
 def run(kind, setting, ppls, status="trained"):
-    return ModelRun(kind, setting, 111, {}, [{"val_ppl": p} for p in ppls], {}, 12.34, status, "unused")
+    return RunRecord("semlm.experiment:SYNTHETIC", kind, 111, setting, {}, "key", "unused", status, 12.34,
+                     len(ppls), [{"val_ppl": p} for p in ppls], {}, "cpu", 1, 0.0)
 
 
 def test_runs_table_has_one_row_per_run_with_status_and_rounded_time():

@@ -14,7 +14,8 @@ from typing import Sequence
 from .control_codes import N_CODES, codes_for
 from .data.synthetic import AdjectiveSplit
 from .decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, FUSION_DEFAULT, generate, published_decoding
-from .experiment import ModelRun, SETTINGS, prepare_data, run_grid
+from .experiment import SETTINGS, prepare_data, run_grid
+from .runs import RunRecord
 from .metrics import control_accuracy, held_out_hit_rate, polarity_confusion
 from .profiles import synthetic_profile
 
@@ -37,7 +38,7 @@ def audit_seeds(seed: int, n_seeds: int) -> list[int]:
 class AuditRuns:
     """Every trained model of the audit, keyed by (setting, model name, seed)."""
 
-    runs: dict[tuple[str, str, int], ModelRun]
+    runs: dict[tuple[str, str, int], RunRecord]
     seeds: list[int]
 
     def values(self, setting: str, model: str, metric: str) -> list[float]:

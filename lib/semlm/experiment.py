@@ -4,40 +4,30 @@
 * ``published``: the authors' setting (no causal mask, sentence-level features). Its
   perplexities are not language-model perplexities; the book labels them as such.
 
-Models train in separate worker processes with one thread each: on a 2-core machine
-the baseline and the fusion model train side by side, and because every run uses the
-same thread count the numbers do not depend on how many workers ran.
-
-Finished runs are kept under ``runs_dir`` in a folder named by a hash of the full
-configuration and of the library source, so re-running a chapter with unchanged code
-reloads the (bit-identical) weights instead of training again, and any change retrains.
+This module says only *what* a run is (:class:`SyntheticExperiment`); how it runs (cache
+key, train or load, one-thread worker processes side by side, the run record) is
+:mod:`semlm.runs`, the same for every chapter.
 """
 
 from __future__ import annotations
 
-import hashlib
-import multiprocessing as mp
 import os
-import queue
-import resource
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
 import torch
-from safetensors.torch import load_file
 
 from .control_codes import CODE_TOKENS, with_codes
 from .data.dataset import LMTensors, encode_corpus
-from .data.paths import REPO_ROOT
 from .data.synthetic import LEXICON, NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES, SyntheticConfig, SyntheticCorpus, make_corpus
 from .data.vocab import Vocabulary
 from .features import SyntheticFeatures
 from .metrics import evaluate_language_model
 from .models import BackboneConfig, LMConfig, build_model
 from .profiles import SyntheticProfile
-from .train import TrainResult, fingerprint, progress_bar, set_seed, train
+from . import runs
+from .runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
 
 SETTINGS: tuple[str, ...] = ("causal", "published")
 SETTING_LABELS = {
@@ -124,7 +114,7 @@ def model_config(profile: SyntheticProfile, kind: str, vocab_size: int, setting:
 #: (other chapters' modules, figures, reports and the book runner cannot change these models;
 #: nor can ``metrics``: a cached model is re-evaluated with the current metrics after loading).
 TRAINING_SOURCES = (
-    "fuzzy.py", "features.py", "losses.py", "train.py", "experiment.py", "profiles.py",
+    "fuzzy.py", "features.py", "losses.py", "train.py", "runs.py", "experiment.py", "profiles.py",
     "control_codes.py", "data/synthetic.py", "data/vocab.py", "data/dataset.py",
     "models/__init__.py", "models/backbone.py", "models/fusion.py",
 )
@@ -132,125 +122,89 @@ TRAINING_SOURCES = (
 
 def source_hash() -> str:
     """Hash of the library source that training depends on: part of every run's cache key."""
-    h = hashlib.sha256()
-    root = Path(__file__).parent
-    for name in TRAINING_SOURCES:
-        h.update(name.encode())
-        h.update((root / name).read_bytes())
-    return h.hexdigest()[:12]
+    return runs.source_hash(TRAINING_SOURCES)
 
 
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+@dataclass(frozen=True)
+class SyntheticRun:
+    """What one synthetic-task run is: the profile, the model (a :data:`VARIANTS` name) and the setting."""
+
+    profile: SyntheticProfile
+    model: str
+    setting: str = "causal"
 
 
-def default_runs_dir(profile: str) -> Path:
-    return Path(os.environ.get("SEMLM_RUNS_DIR", REPO_ROOT / "book" / "_build" / "runs")) / profile
+class SyntheticExperiment(runs.Experiment):
+    """Paper A's synthetic task for :mod:`semlm.runs`: baseline, fusion and the ablations (``VARIANTS``)."""
+
+    name = "synthetic"
+    sources = TRAINING_SOURCES
+
+    def data_key(self, spec: RunSpec):
+        run = spec.config
+        return run.profile.corpus, run.setting, VARIANTS[run.model].codes
+
+    def prepare(self, spec: RunSpec) -> SyntheticData:
+        run = spec.config
+        return prepare_data(run.profile.corpus, run.setting, codes=check_variant(run.model).codes)
+
+    def build(self, spec: RunSpec, data: SyntheticData) -> torch.nn.Module:
+        run = spec.config
+        variant = check_variant(run.model)
+        return build_model(model_config(run.profile, variant.kind, len(data.vocab), run.setting, gate=variant.gate))
+
+    def fit(self, spec: RunSpec, data: SyntheticData) -> runs.Fit:
+        run = spec.config
+        config = replace(run.profile.train, **dict(check_variant(run.model).train_overrides))
+        return runs.Fit(data.train, data.val, config, adjective_classes=data.adjective_classes)
+
+    def evaluate(self, spec: RunSpec, data: SyntheticData, model, result) -> dict:
+        return evaluate_language_model(model, data.val, data.vocab, data.held_out_ids, never_scored=data.code_ids)
+
+    def total_steps(self, spec: RunSpec) -> int:
+        p = spec.config.profile
+        return -(-p.corpus.n_train // p.train.batch_size) * p.train.epochs
 
 
-@dataclass
-class ModelRun:
-    """A trained model's history and validation metrics; ``load()`` rebuilds the model."""
-
-    kind: str
-    setting: str
-    seed: int
-    config: dict
-    history: list[dict]
-    metrics: dict
-    train_seconds: float
-    status: str
-    run_dir: str
-    peak_rss_mb: float = 0.0  # peak resident memory of the process that trained it
-
-    @property
-    def val_ppl_per_epoch(self) -> list[float]:
-        return [row["val_ppl"] for row in self.history]
-
-    def load(self) -> torch.nn.Module:
-        model = build_model(LMConfig.from_dict(self.config))
-        model.load_state_dict(load_file(Path(self.run_dir) / "final" / "model.safetensors"))
-        return model.eval()
+SYNTHETIC = SyntheticExperiment()
 
 
-def runs_table(runs: dict[str, dict[str, "ModelRun"]]):
-    """One row per run of ``{setting: {kind: ModelRun}}``: whether it was trained or loaded, and how long it trained."""
+def spec_for(profile: SyntheticProfile, model: str, setting: str = "causal") -> RunSpec:
+    """The run of ``model`` (a :data:`VARIANTS` name) in ``setting`` at ``profile``'s scale and seed."""
+    check_variant(model)
+    return RunSpec(model, profile.train.seed, SyntheticRun(profile, model, check_setting(setting)), group=setting)
+
+
+def runs_table(records: dict[str, dict[str, RunRecord]]):
+    """One row per run of ``{setting: {model: RunRecord}}``: whether it was trained or loaded, and how long it trained."""
     import pandas as pd
 
     return pd.DataFrame([{"setting": s, "model": k, "status": r.status, "train seconds": round(r.train_seconds, 1)}
-                         for s, by_kind in runs.items() for k, r in by_kind.items()])
+                         for s, by_model in records.items() for k, r in by_model.items()])
 
 
-def epoch_curves(runs: dict[str, dict[str, "ModelRun"]]) -> dict[tuple[str, str], list[float]]:
-    """``{(setting, kind): validation PPL per epoch}``, the input of ``plots.plot_validation_curves``."""
-    return {(s, k): r.val_ppl_per_epoch for s, by_kind in runs.items() for k, r in by_kind.items()}
-
-
-def train_model(profile: SyntheticProfile, kind: str, setting: str, runs_dir: str | Path,
-                threads: int = 1, progress_queue=None, progress: bool = True) -> ModelRun:
-    """Train (or reload) one model and evaluate it on the validation split."""
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        variant = check_variant(kind)
-        data = prepare_data(profile.corpus, setting, codes=variant.codes)
-        config = model_config(profile, variant.kind, len(data.vocab), setting, gate=variant.gate)
-        train_config = replace(profile.train, **dict(variant.train_overrides))
-        description = {"model": config.to_dict(), "corpus": asdict(profile.corpus), "source": source_hash(),
-                       "threads": threads}
-        key = fingerprint(description, asdict(train_config))
-        run_dir = Path(runs_dir) / setting / f"{kind}-seed{profile.train.seed}-{key}"
-        set_seed(profile.train.seed)
-        model = build_model(config)
-        on_step = (lambda: progress_queue.put(kind)) if progress_queue is not None else None
-        result: TrainResult = train(model, data.train, data.val, train_config, data.adjective_classes,
-                                    run_dir=run_dir, run_description=description,
-                                    progress=f"{kind} ({setting})" if progress and on_step is None else False,
-                                    on_step=on_step)
-        metrics = evaluate_language_model(model, data.val, data.vocab, data.held_out_ids, never_scored=data.code_ids)
-        return ModelRun(kind, setting, profile.train.seed, config.to_dict(), result.history, metrics,
-                        result.train_seconds, result.status, str(run_dir), peak_rss_mb())
-    finally:
-        torch.set_num_threads(previous_threads)
+def epoch_curves(records: dict[str, dict[str, RunRecord]]) -> dict[tuple[str, str], list[float]]:
+    """``{(setting, model): validation PPL per epoch}``, the input of ``plots.plot_validation_curves``."""
+    return {(s, k): r.val_ppl_per_epoch for s, by_model in records.items() for k, r in by_model.items()}
 
 
 def run_models(profile: SyntheticProfile, setting: str, kinds: Sequence[str] = ("baseline", "fusion"),
-               runs_dir: str | Path | None = None, workers: int | None = None, progress: bool = True) -> dict[str, ModelRun]:
-    """Train every model named in ``kinds`` (see ``VARIANTS``), in parallel worker processes when ``workers > 1``."""
-    runs = run_grid([(profile, kind, setting) for kind in kinds], runs_dir, workers, progress,
-                    label=f"{' + '.join(kinds)} ({setting})")
-    return dict(zip(kinds, runs))
+               runs_dir: str | Path | None = None, workers: int | None = None,
+               progress: bool = True) -> dict[str, RunRecord]:
+    """Train (or load) every model named in ``kinds`` (see ``VARIANTS``): ``{model: RunRecord}``."""
+    records = run_grid([(profile, kind, setting) for kind in kinds], runs_dir, workers, progress,
+                       label=f"{' + '.join(kinds)} ({setting})")
+    return dict(zip(kinds, records))
 
 
 def run_grid(jobs: Sequence[tuple[SyntheticProfile, str, str]], runs_dir: str | Path | None = None,
-             workers: int | None = None, progress: bool = True, label: str | None = None) -> list[ModelRun]:
-    """Train (or reload) every ``(profile, kind, setting)`` job, e.g. several seeds of several
-    models, on ``workers`` one-thread processes; results come back in the order of ``jobs``."""
-    if not jobs:
-        return []
-    for profile, kind, setting in jobs:
-        check_setting(setting)
-        check_variant(kind)
+             workers: int | None = None, progress: bool = True, label: str | None = None) -> list[RunRecord]:
+    """Train (or load) every ``(profile, model, setting)`` job, e.g. several seeds of several
+    models, on ``workers`` one-thread processes; records come back in the order of ``jobs``."""
+    specs = [spec_for(profile, kind, setting) for profile, kind, setting in jobs]
     names = {profile.name for profile, _, _ in jobs}
-    if len(names) != 1:
+    if len(names) > 1:
         raise ValueError(f"all jobs must share one profile, got {sorted(names)}")
-    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(names.pop())
-    workers = min(len(jobs), workers or os.cpu_count() or 1)
-    if workers <= 1:
-        return [train_model(profile, kind, setting, runs_dir, progress=progress) for profile, kind, setting in jobs]
-    context = mp.get_context("spawn")
-    with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
-        updates = manager.Queue()
-        futures = [pool.submit(train_model, profile, kind, setting, runs_dir, 1, updates)
-                   for profile, kind, setting in jobs]
-        steps = sum(-(-p.corpus.n_train // p.train.batch_size) * p.train.epochs for p, _, _ in jobs)
-        with progress_bar(steps, label or f"{len(jobs)} models", progress) as bar:
-            while not all(f.done() for f in futures):
-                try:
-                    updates.get(timeout=0.2)
-                    bar.update(1)
-                except queue.Empty:
-                    pass
-            bar.update(updates.qsize())
-        return [f.result() for f in futures]
+    runs_dir = Path(runs_dir) if runs_dir is not None else runs.default_runs_dir(names.pop())
+    return runs.run_many(SYNTHETIC, specs, runs_dir, workers or os.cpu_count() or 1, device="cpu",
+                         progress=progress, label=label)

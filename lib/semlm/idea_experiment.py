@@ -536,9 +536,11 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
     masks: dict = {}
 
-    def loss_fn(model, batch: TokenBatch, advance: bool = True):
+    def loss_fn(model, batch: TokenBatch, step: int | None = None, advance: bool = True):
+        if step is not None:  # the shared trainer says which optimiser step this is
+            state["step"] = steps_done + step
         alpha = alpha_at(state["step"], settings) if idea else 0.0
-        if advance:
+        if advance and step is None:
             state["step"] += 1
         with autocast_for(batch.inputs.device):
             out = model(batch.inputs, alpha=alpha)

@@ -297,7 +297,7 @@ def plain_perplexity(model, blocks: TokenBlocks, batch_size: int = 64) -> float:
     return math.exp(total / max(count, 1))
 
 
-def _backbone_loss(model, batch):
+def _backbone_loss(model, batch, step=None):
     logits = model(input_ids=batch.inputs).logits
     ce = F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
     return ce, {"token_ce": ce.item()}
@@ -330,7 +330,7 @@ def train_book_backbone(profile: LoraProfile, runs_dir: str | Path | None = None
     description = {"spec": asdict(spec), "dataset": splits.dataset}
     result = train(model, train_blocks, val_blocks, replace(spec.train, seed=profile.seed), run_dir=folder / "run",
                    run_description=description, progress="backbone" if progress else False,
-                   loss_fn=_backbone_loss, validate=lambda m, v: plain_perplexity(m, v))
+                   loss_fn=_backbone_loss, validate=lambda m, v, step: plain_perplexity(m, v))
     hf = folder / "hf"
     if not (hf / "config.json").is_file():
         with quiet_transformers():

@@ -276,8 +276,8 @@ def train_topic_model(profile: TopicDriftProfile, idea: bool, seed: int, runs_di
         set_seed(seed)
         model = IdeaGPTForCausalLM(config).to(device)
         result = train(model, train_blocks, val_blocks, tc, run_dir=run_dir, run_description=description,
-                       progress=False, loss_fn=idea_loss_fn(profile.idea, data.stopword_ids, idea, steps_done),
-                       validate=lambda m, v: perplexity_of(m, v))
+                       progress=False, loss_fn=idea_loss_fn(profile.idea, data.stopword_ids, idea),
+                       validate=lambda m, v, step: perplexity_of(m, v))
         if not (run_dir / "hf" / "config.json").is_file():
             with quiet_transformers():
                 model.save_pretrained(str(run_dir / "hf"))

@@ -14,6 +14,7 @@ Reproducibility and safety rules:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -38,14 +39,21 @@ from .profiles import TrainConfig
 
 @dataclass
 class TrainResult:
-    history: list[dict]           # one row per epoch: epoch, train_loss, val_ppl, seconds
+    history: list[dict]           # one row per validation: step, epoch, train_loss, val_ppl, seconds, lr, loss parts
     train_seconds: float          # wall time spent training (summed over resumed sessions)
-    status: str                   # "trained", "resumed" or "loaded" (a finished run found on disk)
+    status: str                   # "trained", "resumed", "loaded" (a finished run found on disk) or "interrupted"
     run_dir: Path | None = None
+    steps: int = 0                # optimiser steps taken
+    stopped_early: bool = False   # ``patience`` ended the run before its last step
+    best_step: int | None = None  # with ``patience``: the step whose weights the model holds
 
     @property
     def val_ppl_per_epoch(self) -> list[float]:
         return [row["val_ppl"] for row in self.history]
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.train_seconds / max(self.steps, 1)
 
 
 class CheckpointMismatch(ValueError):
@@ -78,10 +86,6 @@ def set_seed(seed: int) -> None:
 
     random.seed(seed)
     torch.manual_seed(seed)
-
-
-def _epoch_seed(seed: int, epoch: int) -> int:
-    return (seed * 1_000_003 + epoch * 7_919) % (2**63 - 1)
 
 
 def training_loss(model: nn.Module, batch: LMTensors, config: TrainConfig,
@@ -138,38 +142,131 @@ def _state_dict_for_save(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
 
 
-def train(model: nn.Module, train_data: LMTensors, val_data: LMTensors, config: TrainConfig,
+def _seed_of(seed: int, index: int) -> int:
+    return (seed * 1_000_003 + index * 7_919) % (2**63 - 1)
+
+
+def _tensor_fields(batch) -> dict[str, torch.Tensor]:
+    return {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)
+            if isinstance(getattr(batch, f.name), torch.Tensor)}
+
+
+def split_batch(batch, parts: int) -> list:
+    """A dataclass batch cut into ``parts`` consecutive micro-batches along dim 0 (fewer if it has fewer rows)."""
+    if parts <= 1:
+        return [batch]
+    tensors = _tensor_fields(batch)
+    rows = next(iter(tensors.values())).shape[0]
+    chunks = {name: torch.tensor_split(t, min(parts, rows)) for name, t in tensors.items()}
+    return [dataclasses.replace(batch, **{name: c[i] for name, c in chunks.items()})
+            for i in range(min(parts, rows))]
+
+
+def to_device(batch, device: torch.device):
+    """The batch with every tensor field on ``device`` (no copy when it is already there)."""
+    tensors = _tensor_fields(batch)
+    if all(t.device == device for t in tensors.values()):
+        return batch
+    return dataclasses.replace(batch, **{name: t.to(device) for name, t in tensors.items()})
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total_steps: int):
+    """The learning-rate schedule of ``config.schedule`` over ``total_steps`` optimiser steps (transformers' schedulers)."""
+    from transformers import get_constant_schedule, get_cosine_with_min_lr_schedule_with_warmup
+
+    warmup = config.warmup_steps if config.warmup_steps is not None else int(config.warmup_fraction * total_steps)
+    if config.schedule == "constant":
+        return get_constant_schedule(optimizer)
+    if config.schedule == "cosine":
+        return get_cosine_schedule_with_warmup(optimizer, warmup, total_steps)
+    return get_cosine_with_min_lr_schedule_with_warmup(optimizer, warmup, total_steps, min_lr=config.min_lr)
+
+
+def _step_batches(data, config: TrainConfig, start_step: int, steps_per_epoch: int):
+    """Yield ``(step, batch)`` from ``start_step`` on. Every epoch (``shuffle``) or every step
+    (``random_windows``) reseeds torch and the sampling generator from ``(seed, epoch | step)``,
+    so a run resumed at a checkpoint is bit-identical to an uninterrupted one."""
+    generator = torch.Generator()
+    step = start_step
+    if config.sampling == "random_windows":
+        while True:
+            torch.manual_seed(_seed_of(config.seed, step))
+            generator.manual_seed(_seed_of(config.seed, step) + 1)
+            yield step, data.sample(config.batch_size, generator)
+            step += 1
+    epoch = start_step // steps_per_epoch
+    while True:
+        torch.manual_seed(_seed_of(config.seed, epoch))
+        generator.manual_seed(_seed_of(config.seed, epoch) + 1)
+        skip = step - epoch * steps_per_epoch
+        batches = data.batches(config.batch_size, generator, shuffle=config.sampling == "shuffle")
+        for index, batch in enumerate(batches):
+            if index >= skip:
+                yield step, batch
+                step += 1
+        epoch += 1
+
+
+def _trainable_state(model: nn.Module, trainable_only: bool) -> dict[str, torch.Tensor]:
+    if not trainable_only:
+        return _state_dict_for_save(model)
+    return {n: p.detach().clone().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _load_weights(model: nn.Module, path: Path, trainable_only: bool) -> None:
+    state = load_file(path, device=str(next(model.parameters()).device))
+    if not trainable_only:
+        model.load_state_dict(state)
+        return
+    missing = set(state) - {n for n, _ in model.named_parameters()}
+    if missing:
+        raise CheckpointMismatch(f"{path} holds weights this model does not have ({sorted(missing)[:3]} ...); "
+                                 f"use another run folder or delete this one")
+    model.load_state_dict(state, strict=False)
+
+
+def train(model: nn.Module, train_data, val_data, config: TrainConfig,
           adjective_classes: Sequence[torch.Tensor] = (), run_dir: str | Path | None = None,
           run_description: dict | None = None, progress: bool | str = True,
-          stop_after_epoch: int | None = None, on_step: Callable[[], None] | None = None,
-          loss_fn: Callable[[nn.Module, object], tuple[torch.Tensor, dict]] | None = None,
-          validate: Callable[[nn.Module, object], float] | None = None) -> TrainResult:
-    """Train ``model`` in place and return its per-epoch history.
+          stop_after_epoch: int | None = None, stop_after_step: int | None = None,
+          on_step: Callable[[], None] | None = None,
+          loss_fn: Callable[[nn.Module, object, int], tuple[torch.Tensor, dict]] | None = None,
+          validate: Callable[[nn.Module, object, int], float] | None = None) -> TrainResult:
+    """Train ``model`` in place and return its validation history: the one loop of every chapter.
 
-    The loop is shared by every chapter. By default it trains paper A's models on
-    ``LMTensors`` with Eq. 5; other chapters pass ``loss_fn(model, batch) -> (loss, parts)``
-    and ``validate(model, val_data) -> ppl``, and any data object with ``__len__``,
-    ``input_ids`` (hashed into the run key) and ``batches(batch_size, generator, shuffle)``.
+    By default it trains paper A's models on ``LMTensors`` with Eq. 5. Other chapters pass
+    ``loss_fn(model, batch, step) -> (loss, parts)`` and ``validate(model, val_data, step) -> ppl``
+    (``step``: optimiser steps done, e.g. for a gate strength ramped over steps) and any data
+    with ``batches(batch_size, generator, shuffle)`` (or ``sample(batch_size, generator)`` for
+    ``sampling="random_windows"``) whose ``input_ids`` are hashed into the run key.
 
-    ``run_description`` (any JSON-able dict, e.g. the model config) goes into the run's
-    fingerprint together with ``config`` and the training data, so that a folder cannot
-    silently mix runs. ``stop_after_epoch`` ends early (the run stays resumable), which
-    the tests use to simulate an interruption. ``on_step`` is called after every
+    Only parameters with ``requires_grad`` are optimised (a frozen backbone stays frozen), and a
+    model whose trainable parameters are a small part of it (LoRA adapters, an idea head) is
+    checkpointed by those alone. ``run_description`` (any JSON-able dict, e.g. the model config)
+    goes into the run's fingerprint together with ``config`` and the data, so that a folder cannot
+    silently mix runs. ``stop_after_epoch`` / ``stop_after_step`` end early (the run stays
+    resumable; the tests simulate an interruption with them). ``on_step`` is called after every
     optimiser step (worker processes use it to report progress to the parent).
     """
     run_dir = Path(run_dir) if run_dir is not None else None
     run_info = {"train_config": asdict(config), "model": run_description or {},
                 "data": fingerprint(train_data.input_ids, val_data.input_ids)}
     key = fingerprint(run_info)
+    steps_per_epoch = max(1, math.ceil(len(train_data) / config.batch_size))
+    total_steps = config.max_steps or steps_per_epoch * config.epochs
+    eval_every = config.eval_every or (steps_per_epoch if config.max_steps is None else total_steps)
+    if stop_after_epoch is not None:
+        stop_after_step = stop_after_epoch * steps_per_epoch
+    device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
+    all_params = sum(p.numel() for p in model.parameters())
+    trainable_only = sum(p.numel() for p in params) < all_params
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = make_scheduler(optimizer, config, total_steps)
+
     history: list[dict] = []
-    start_epoch, spent = 0, 0.0
-    steps_per_epoch = math.ceil(len(train_data) / config.batch_size)
-    total_steps = steps_per_epoch * config.epochs
-
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    scheduler = get_cosine_schedule_with_warmup(optimizer, int(config.warmup_fraction * total_steps), total_steps)
-
-    status = "trained"
+    start_step, spent, status = 0, 0.0, "trained"
+    best = {"value": math.inf, "step": None, "state": None, "bad": 0}
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
         info_path = run_dir / "run.json"
@@ -185,67 +282,104 @@ def train(model: nn.Module, train_data: LMTensors, val_data: LMTensors, config: 
             info_path.write_text(json.dumps({"key": key, "run": run_info}, indent=2, default=str))
         final, ckpt = run_dir / "final", run_dir / "checkpoint"
         if (final / "model.safetensors").exists():
-            model.load_state_dict(load_file(final / "model.safetensors"))
+            _load_weights(model, final / "model.safetensors", trainable_only)
             saved = json.loads((final / "history.json").read_text())
-            return TrainResult(saved["history"], saved["train_seconds"], "loaded", run_dir)
+            model.eval()
+            return TrainResult(saved["history"], saved["train_seconds"], "loaded", run_dir,
+                               saved.get("steps", 0), saved.get("stopped_early", False), saved.get("best_step"))
         if (ckpt / "model.safetensors").exists():
-            model.load_state_dict(load_file(ckpt / "model.safetensors"))
-            state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+            _load_weights(model, ckpt / "model.safetensors", trainable_only)
+            state = torch.load(ckpt / "trainer_state.pt", weights_only=False, map_location=device)
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
-            history, start_epoch, spent = state["history"], state["epoch"], state["train_seconds"]
+            history, start_step, spent, best = state["history"], state["step"], state["train_seconds"], state["best"]
             status = "resumed"
 
     label = progress if isinstance(progress, str) else "train"
-    bar = progress_bar(total_steps, label, bool(progress), initial=start_epoch * steps_per_epoch, dynamic_ncols=True)
-    generator = torch.Generator()
+    bar = progress_bar(total_steps, label, bool(progress), initial=start_step, dynamic_ncols=True)
     model.train()
-    for epoch in range(start_epoch, config.epochs):
-        t0 = time.perf_counter()
-        torch.manual_seed(_epoch_seed(config.seed, epoch))
-        generator.manual_seed(_epoch_seed(config.seed, epoch) + 1)
-        running, n = 0.0, 0
-        for batch in train_data.batches(config.batch_size, generator, shuffle=True):
-            with autocast(config.autocast, batch):
+    running: dict[str, float] = {}
+    counted, t0 = 0, time.perf_counter()
+    stopped_early = False
+    step = start_step
+    for step, batch in _step_batches(train_data, config, start_step, steps_per_epoch):
+        if step >= total_steps or (stop_after_step is not None and step >= stop_after_step):
+            break
+        optimizer.zero_grad(set_to_none=True)
+        pieces = split_batch(to_device(batch, device), config.accumulation)
+        for piece in pieces:  # gradient accumulation: the update of one batch, less activation memory
+            with autocast(config.autocast, device=device):
                 if loss_fn is None:
-                    loss, _ = training_loss(model, batch, config, adjective_classes)
+                    loss, parts = training_loss(model, piece, config, adjective_classes)
                 else:
-                    loss, _ = loss_fn(model, batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            running, n = running + loss.item(), n + 1
-            bar.update(1)
-            if on_step is not None:
-                on_step()
-        val_ppl = (validate or validation_perplexity)(model, val_data)
-        model.train()
+                    loss, parts = loss_fn(model, piece, step)
+            (loss / len(pieces) if len(pieces) > 1 else loss).backward()
+            for name, value in {"train_loss": loss.detach(), **parts}.items():
+                running[name] = running.get(name, 0.0) + float(value) / len(pieces)
+        if config.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+        optimizer.step()
+        lr = scheduler.get_last_lr()[0]
+        scheduler.step()
+        counted += 1
+        bar.update(1)
+        if on_step is not None:
+            on_step()
+        done = step + 1
+        if done % eval_every and done != total_steps:
+            continue
         seconds = time.perf_counter() - t0
         spent += seconds
-        history.append({"epoch": epoch + 1, "train_loss": running / max(n, 1), "val_ppl": val_ppl, "seconds": seconds})
-        bar.set_postfix(epoch=epoch + 1, val_ppl=f"{val_ppl:.3f}")
-        if run_dir is not None:
+        value = (validate or _validate_perplexity)(model, val_data, done)
+        model.train()
+        row = {"step": done, "val_ppl": value, "seconds": seconds, "train_seconds": spent, "lr": lr,
+               **{name: total / counted for name, total in running.items()}}
+        if config.max_steps is None:
+            row = {"epoch": math.ceil(done / steps_per_epoch), **row}
+        history.append(row)
+        running, counted = {}, 0
+        bar.set_postfix(val_ppl=f"{value:.3f}")
+        if config.patience is not None:
+            if value < best["value"] or done < config.patience_from_step:
+                best = {"value": value, "step": done, "state": _trainable_state(model, True), "bad": 0}
+            else:
+                best["bad"] += 1
+                stopped_early = best["bad"] >= config.patience
+        if run_dir is not None and not stopped_early and done < total_steps:
             state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                     "history": history, "epoch": epoch + 1, "train_seconds": spent}
+                     "history": history, "step": done, "train_seconds": spent, "best": best}
 
             def write_checkpoint(folder: Path, state=state):
-                save_file(_state_dict_for_save(model), folder / "model.safetensors")
+                save_file(_trainable_state(model, trainable_only), folder / "model.safetensors")
                 torch.save(state, folder / "trainer_state.pt")
 
             _atomic_dir_write(run_dir / "checkpoint", write_checkpoint)
-        if stop_after_epoch is not None and epoch + 1 >= stop_after_epoch and epoch + 1 < config.epochs:
-            bar.close()
-            model.eval()
-            return TrainResult(history, spent, "interrupted", run_dir)
+        t0 = time.perf_counter()
+        if stopped_early:
+            break
     bar.close()
+    steps = history[-1]["step"] if history else start_step
+    if steps < total_steps and not stopped_early:
+        model.eval()
+        return TrainResult(history, spent, "interrupted", run_dir, steps)
+    if best["state"] is not None:
+        with torch.no_grad():
+            named = dict(model.named_parameters())
+            for name, value in best["state"].items():
+                named[name].copy_(value)
     model.eval()
+    result = TrainResult(history, spent, status, run_dir, steps, stopped_early, best["step"])
     if run_dir is not None:
         def write_final(folder: Path):
-            save_file(_state_dict_for_save(model), folder / "model.safetensors")
-            (folder / "history.json").write_text(json.dumps({"history": history, "train_seconds": spent}, indent=2))
+            save_file(_trainable_state(model, trainable_only), folder / "model.safetensors")
+            (folder / "history.json").write_text(json.dumps(
+                {"history": history, "train_seconds": spent, "steps": steps, "stopped_early": stopped_early,
+                 "best_step": best["step"]}, indent=2))
 
         _atomic_dir_write(run_dir / "final", write_final)
         shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
-    return TrainResult(history, spent, status, run_dir)
+    return result
+
+
+def _validate_perplexity(model: nn.Module, data, step: int) -> float:
+    return validation_perplexity(model, data)
