@@ -6,6 +6,8 @@ import pytest
 
 from semlm.claims import (BY_CONSTRUCTION, CLAIMS, INCONCLUSIVE, NOT_MEANINGFUL, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
                           STATUSES, evaluate_claims)
+from semlm.records import (AuthorsDomain, IdeaGatingRecord, Interval, LeakageAuditRecord, ModelRun, SST2Control,
+                           SST2ControlModes, SST2Record)
 from semlm.report import chapter_parameters, load_metrics
 
 
@@ -138,11 +140,11 @@ def idea_record(model_ppl=40.0, bigram_ppl=60.0, stick_diff=(0.01, 0.03), distin
     low, high = stick_diff
     interval = {"mean": (low + high) / 2, "ci_low": low, "ci_high": high}
     dist = {"mean": sum(distinct) / 2, "ci_low": distinct[0], "ci_high": distinct[1]}
-    return {"profile": "cpu", "dataset": "wikitext-2", "competence": check,
-            "baseline": {"val_ppl": model_ppl}, "gated": {"val_ppl": model_ppl * 1.01},
-            "authors_protocol": {d: {"baseline": {"distinct_2": dist}, "gated": {"distinct_2": dist},
-                                     "difference": {"authors_stickiness": interval}}
-                                 for d in ("medicine", "chemistry", "hardware", "finance")}}
+    return IdeaGatingRecord(profile="cpu", dataset="wikitext-2", competence=check,
+                            baseline=ModelRun(val_ppl=model_ppl), gated=ModelRun(val_ppl=model_ppl * 1.01),
+                            authors_protocol={d: AuthorsDomain(baseline={"distinct_2": dist}, gated={"distinct_2": dist},
+                                                               difference={"authors_stickiness": interval})
+                                              for d in ("medicine", "chemistry", "hardware", "finance")})
 
 
 def test_a_competent_model_can_reproduce_paper_b_claims_and_each_verdict_has_its_rule():
@@ -173,11 +175,10 @@ def test_stickiness_is_judged_by_intervals_not_signs():
 
 
 def sst2_record(acc=(24, 24), n=24, baseline=1.0):
-    from semlm.metrics import proportion
-
-    hard = {cls: {"acc": proportion(k, n)["value"], "acc_ci": proportion(k, n), "baseline_acc": baseline}
+    hard = {cls: SST2Control(acc=k / n, acc_ci=Interval.of_proportion(k, n), baseline_acc=baseline)
             for cls, k in zip(("pos", "neg"), acc)}
-    return {"profile": "cpu", "control": {"hard": hard, "soft": {c: {"acc": 0.8} for c in ("pos", "neg")}}}
+    return SST2Record(profile="cpu", control=SST2ControlModes(hard=hard,
+                                                              soft={c: SST2Control(acc=0.8) for c in ("pos", "neg")}))
 
 
 def test_sst2_control_that_the_steering_gives_the_baseline_too_holds_by_construction():
@@ -192,3 +193,28 @@ def test_sst2_control_that_the_steering_gives_the_baseline_too_holds_by_construc
 def test_sst2_control_on_few_sentences_is_inconclusive():
     rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(10, 9), n=12, baseline=0.5)}))
     assert rows["A-T7-control"]["status"] == INCONCLUSIVE
+
+
+def test_a_typed_record_and_its_json_dict_get_the_same_verdicts():
+    record = audit_record(fusion_shift=(-0.3, -0.2, 0.4))
+    typed = LeakageAuditRecord.from_dict(record)
+    assert typed.table1["causal"].fusion.ppl_seen_only.values is not None
+    from_dict = evaluate_claims({"04_leakage_audit": record})
+    from_record = evaluate_claims({"04_leakage_audit": typed})
+    round_trip = evaluate_claims({"04_leakage_audit": json.loads(json.dumps(typed.to_dict()))})
+    assert from_dict == from_record == round_trip
+
+
+def test_a_record_missing_a_field_is_not_run_for_the_claims_that_read_it():
+    record = audit_record()
+    del record["focus_ce_seeds"]
+    rows = by_id(evaluate_claims({"04_leakage_audit": record}))
+    assert rows["A-T6-exclaim"]["status"] == NOT_RUN
+    assert "focus_ce_seeds" in rows["A-T6-exclaim"]["reason"]
+    assert rows["A-T1-fusion-better"]["status"] == REPRODUCED  # the other claims are still judged
+
+
+def test_sst2_control_without_fused_features_doing_the_work_is_not_reproduced_even_with_intervals():
+    # every interval narrow and below 0.90: a model that does not follow the request fails
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(100, 110), n=200, baseline=0.5)}))
+    assert rows["A-T7-control"]["status"] == NOT_REPRODUCED

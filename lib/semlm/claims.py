@@ -1,8 +1,9 @@
 """The claims table of the reproducibility report, computed from the chapters' metrics files.
 
 Each claim of the two papers is a :class:`Claim` with the paper's value and a function that
-reads this build's metrics (``{chapter: record}``, as written by
-:func:`semlm.report.write_chapter_metrics`) and returns our values and a status:
+reads this build's metrics (``{chapter: record}``: the typed records of :mod:`semlm.records`, or the
+dicts :func:`semlm.report.write_chapter_metrics` wrote, read through :func:`semlm.records.load_record`)
+by attribute and returns our values and a status:
 
 * ``reproduced``: our causal (language-model) result supports the claim;
 * ``not reproduced``: it does not (the reason gives our numbers);
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from . import reference as ref
+from .records import Interval, load_record
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -74,33 +76,39 @@ class _Missing(KeyError):
     pass
 
 
-def _get(metrics: Mapping[str, dict], chapter: str, *path):
-    """``metrics[chapter][path...]``; raises ``_Missing`` naming what is absent."""
+def _record(metrics: Mapping[str, object], chapter: str):
+    """The typed record of ``chapter`` (a :mod:`semlm.records` record, or its metrics file's dict);
+    raises ``_Missing`` if the chapter did not run."""
     if chapter not in metrics:
         raise _Missing(f"chapter {chapter} did not run in this build")
-    value = metrics[chapter]
-    for key in path:
-        if not isinstance(value, Mapping) or key not in value:
-            raise _Missing(f"{chapter} has no {'.'.join(map(str, path))}")
-        value = value[key]
+    return load_record(chapter, metrics[chapter])
+
+
+def _need(value, chapter: str, what: str):
+    """``value``, or ``_Missing`` naming what the chapter's record lacks."""
+    if value is None:
+        raise _Missing(f"{chapter} has no {what}")
     return value
 
 
-def _mean(value) -> float:
-    """A number, or the mean of a ``{mean, ci_low, ci_high}`` / ``{value, ...}`` summary."""
-    if isinstance(value, Mapping):
-        return float(value["mean"] if "mean" in value else value["value"])
-    return float(value)
+def _entry(mapping, key: str, chapter: str, what: str):
+    """``mapping[key]``, or ``_Missing`` naming ``what.key``."""
+    mapping = _need(mapping, chapter, what)
+    if key not in mapping or mapping[key] is None:
+        raise _Missing(f"{chapter} has no {what}.{key}")
+    return mapping[key]
 
 
-def _ci(value) -> tuple[float, float] | None:
-    if isinstance(value, Mapping) and "ci_low" in value and value["ci_low"] is not None:
-        return float(value["ci_low"]), float(value["ci_high"])
-    return None
+def _bounds(interval: Interval) -> tuple[float, float] | None:
+    """The ``ci`` column of the claims table: ``(low, high)``, or None if the interval is undefined."""
+    return (interval.low, interval.high) if interval.finite else None
 
 
 def _profile(metrics, chapter) -> str | None:
-    return metrics.get(chapter, {}).get("profile")
+    try:
+        return _record(metrics, chapter).profile
+    except _Missing:
+        return None
 
 
 def _guard(judge):
@@ -117,27 +125,37 @@ def _guard(judge):
 AUDIT = "04_leakage_audit"
 
 
+def _table1_model(metrics, setting: str, kind: str):
+    """Chapter 4's Table-1 scores of ``kind`` (baseline / fusion) in ``setting`` (causal / published)."""
+    pair = _entry(_record(metrics, AUDIT).table1, setting, AUDIT, "table1")
+    return _need(getattr(pair, kind), AUDIT, f"table1.{setting}.{kind}")
+
+
+def _table1_metric(metrics, setting: str, kind: str, metric: str) -> Interval:
+    return _need(getattr(_table1_model(metrics, setting, kind), metric), AUDIT, f"table1.{setting}.{kind}.{metric}")
+
+
 def _table1(kind: str, metric: str):
     rule = ("never 'reproduced': a perplexity of a model that reads the word it predicts is not a language-model "
             "perplexity; the published setting and the causal floor are shown for comparison")
 
     @_guard
     def judge(metrics):
-        published = _get(metrics, AUDIT, "table1", "published", kind, metric)
-        causal = _get(metrics, AUDIT, "table1", "causal", kind, metric)
+        published = _table1_metric(metrics, "published", kind, metric)
+        causal = _table1_metric(metrics, "causal", kind, metric)
         paper = ref.PAPER_A_TABLE1[kind][metric]
-        floor = _get(metrics, AUDIT, "floors").get(metric)
-        detail = f"published setting {_mean(published):.3f}"
+        floor = getattr(_need(_record(metrics, AUDIT).floors, AUDIT, "floors"), metric)
+        detail = f"published setting {published.mean:.3f}"
         # the paper counts the <eos> -> <pad> target too; compare with ours counted the same way
-        counted = metrics[AUDIT]["table1"]["published"][kind].get(f"{metric}_authors_denominator")
+        counted = getattr(_table1_model(metrics, "published", kind), f"{metric}_authors_denominator")
         if counted is not None:
-            detail += f", {_mean(counted):.3f} counted the authors' way"
+            detail += f", {counted.mean:.3f} counted the authors' way"
         compared = counted if counted is not None else published
-        detail += f" ({abs(_mean(compared) - paper) / paper:.0%} from the paper)"
+        detail += f" ({abs(compared.mean - paper) / paper:.0%} from the paper)"
         if floor is not None:
             detail += f"; no causal model can go below {floor:.3f}"
-        return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; {detail}; causal {_mean(causal):.3f}",
-                       _mean(published), _mean(causal), _ci(causal), _profile(metrics, AUDIT), rule)
+        return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; {detail}; causal {causal.mean:.3f}",
+                       published.mean, causal.mean, _bounds(causal), _profile(metrics, AUDIT), rule)
     return judge
 
 
@@ -147,35 +165,26 @@ _MSE_RULE = ("reproduced if the whole 95% interval over seeds of the causal MSE 
 
 @_guard
 def _sem_mse(metrics):
-    published = _get(metrics, AUDIT, "table1", "published", "fusion", "sem_mse")
-    causal = _get(metrics, AUDIT, "table1", "causal", "fusion", "sem_mse")
+    published = _table1_metric(metrics, "published", "fusion", "sem_mse")
+    causal = _table1_metric(metrics, "causal", "fusion", "sem_mse")
     paper = ref.PAPER_A_TABLE1["fusion"]["sem_mse"]
-    low, high = _ci(causal) or (_mean(causal), _mean(causal))
-    status = REPRODUCED if high <= 2 * paper else NOT_REPRODUCED if low > 2 * paper else INCONCLUSIVE
-    return Verdict(status, f"causal MSE {_mean(causal):.4f} [{low:.4f}, {high:.4f}], published setting "
-                   f"{_mean(published):.4f}, paper {paper}", _mean(published), _mean(causal), (low, high),
-                   _profile(metrics, AUDIT), _MSE_RULE)
+    status = REPRODUCED if causal.high <= 2 * paper else NOT_REPRODUCED if causal.above(2 * paper) else INCONCLUSIVE
+    return Verdict(status, f"causal MSE {causal:.4f}, published setting {published.mean:.4f}, paper {paper}",
+                   published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT), _MSE_RULE)
 
 
 def paired_difference(first: list[float], second: list[float]) -> dict:
-    """Mean and 95% t-interval of ``first[i] - second[i]`` (paired by seed)."""
-    from .metrics import mean_interval
-
-    if len(first) != len(second):
-        raise ValueError(f"paired values need the same seeds, got {len(first)} and {len(second)}")
-    return mean_interval([a - b for a, b in zip(first, second)])
+    """Mean and 95% t-interval of ``first[i] - second[i]`` (paired by seed), as JSON
+    (:meth:`semlm.records.Interval.paired`)."""
+    return Interval.paired(first, second).to_dict()
 
 
-def _paired_status(diff: dict, n: int) -> str:
+def _paired_status(diff: Interval) -> str:
     """REPRODUCED if the interval of a paired difference (expected > 0) lies above 0, NOT_REPRODUCED if
     below, INCONCLUSIVE ("no difference detected") if it contains 0 or there are fewer than 2 seeds."""
-    if n < 2:
+    if (diff.n or 0) < 2:
         return INCONCLUSIVE
-    return REPRODUCED if diff["ci_low"] > 0 else NOT_REPRODUCED if diff["ci_high"] < 0 else INCONCLUSIVE
-
-
-def _diff_text(diff: dict) -> str:
-    return f"{diff['mean']:+.3f} [{diff['ci_low']:+.3f}, {diff['ci_high']:+.3f}]"
+    return REPRODUCED if diff.above(0) else NOT_REPRODUCED if diff.below(0) else INCONCLUSIVE
 
 
 _PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced if its 95% interval lies above 0 in the "
@@ -185,12 +194,15 @@ _PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced
 
 @_guard
 def _fusion_beats_baseline(metrics):
-    values = {s: {k: _get(metrics, AUDIT, "table1", s, k, "ppl_seen_only") for k in ("baseline", "fusion")}
+    values = {s: {k: _table1_metric(metrics, s, k, "ppl_seen_only") for k in ("baseline", "fusion")}
               for s in ("causal", "published")}
-    diffs = {s: paired_difference(v["baseline"]["values"], v["fusion"]["values"]) for s, v in values.items()}
-    n = len(values["causal"]["fusion"]["values"])
-    status = _paired_status(diffs["causal"], n)
-    published_status = _paired_status(diffs["published"], n)
+    for s, by_kind in values.items():
+        for k, interval in by_kind.items():
+            _need(interval.values, AUDIT, f"table1.{s}.{k}.ppl_seen_only.values")
+    diffs = {s: Interval.paired(v["baseline"].values, v["fusion"].values) for s, v in values.items()}
+    n = len(values["causal"]["fusion"].values)
+    status = _paired_status(diffs["causal"])
+    published_status = _paired_status(diffs["published"])
     where = {(REPRODUCED, REPRODUCED): "holds in both settings",
              (REPRODUCED, INCONCLUSIVE): "holds in the causal setting only",
              (INCONCLUSIVE, REPRODUCED): "holds in the published (non-causal) setting only",
@@ -199,36 +211,43 @@ def _fusion_beats_baseline(metrics):
     causal_b, causal_f = values["causal"]["baseline"], values["causal"]["fusion"]
     published_b, published_f = values["published"]["baseline"], values["published"]["fusion"]
     return Verdict(status,
-                   f"over {n} seeds, baseline - fusion seen-only PPL: causal {_diff_text(diffs['causal'])}, published "
-                   f"{_diff_text(diffs['published'])} ({where}"
+                   f"over {n} seeds, baseline - fusion seen-only PPL: causal {diffs['causal']:+.3f}, published "
+                   f"{diffs['published']:+.3f} ({where}"
                    f"{'; no difference detected in the causal setting' if status == INCONCLUSIVE else ''})",
-                   f"{_mean(published_b):.3f} -> {_mean(published_f):.3f}",
-                   f"{_mean(causal_b):.3f} -> {_mean(causal_f):.3f}",
-                   (diffs["causal"]["ci_low"], diffs["causal"]["ci_high"]), _profile(metrics, AUDIT), _PAIRED_PPL_RULE)
+                   f"{published_b.mean:.3f} -> {published_f.mean:.3f}",
+                   f"{causal_b.mean:.3f} -> {causal_f.mean:.3f}",
+                   (diffs["causal"].low, diffs["causal"].high), _profile(metrics, AUDIT), _PAIRED_PPL_RULE)
 
 
 _MASK_RULE = ("hard control restricts the adjective to the requested class and fixes the punctuation, so 1.00 holds "
               "by construction whatever the model; below 1.00 the restriction is broken (not reproduced)")
 
 
+def _hard_accuracy(metrics, setting: str, cls: str, key: str) -> Interval:
+    modes = _entry(_record(metrics, AUDIT).control, setting, AUDIT, "control")
+    accuracy = _entry(modes.hard, cls, AUDIT, f"control.{setting}.hard")
+    return _need(getattr(accuracy, key), AUDIT, f"control.{setting}.hard.{cls}.{key}")
+
+
 def _hard_control(key: str):
     @_guard
     def judge(metrics):
-        values = {cls: _get(metrics, AUDIT, "control", "causal", "hard", cls, key) for cls in ("pos", "neg")}
-        published = {cls: _get(metrics, AUDIT, "control", "published", "hard", cls, key) for cls in ("pos", "neg")}
-        worst = min(_mean(v) for v in values.values())
+        values = {cls: _hard_accuracy(metrics, "causal", cls, key) for cls in ("pos", "neg")}
+        published = {cls: _hard_accuracy(metrics, "published", cls, key) for cls in ("pos", "neg")}
+        worst = min(v.mean for v in values.values())
         return Verdict(BY_CONSTRUCTION if worst == 1.0 else NOT_REPRODUCED,
                        f"lowest causal accuracy over requests and seeds {worst:.3f}",
-                       min(_mean(v) for v in published.values()), worst, None, _profile(metrics, AUDIT), _MASK_RULE)
+                       min(v.mean for v in published.values()), worst, None, _profile(metrics, AUDIT), _MASK_RULE)
     return judge
 
 
 @_guard
 def _confusion(metrics):
-    causal = _get(metrics, AUDIT, "confusion_diagonal", "causal")
-    published = _get(metrics, AUDIT, "confusion_diagonal", "published")
-    return Verdict(BY_CONSTRUCTION if _mean(causal) == 1.0 else NOT_REPRODUCED, f"share on the diagonal {_mean(causal):.3f}",
-                   _mean(published), _mean(causal), _ci(causal), _profile(metrics, AUDIT), _MASK_RULE)
+    diagonal = _record(metrics, AUDIT).confusion_diagonal
+    causal = _entry(diagonal, "causal", AUDIT, "confusion_diagonal")
+    published = _entry(diagonal, "published", AUDIT, "confusion_diagonal")
+    return Verdict(BY_CONSTRUCTION if causal.mean == 1.0 else NOT_REPRODUCED, f"share on the diagonal {causal.mean:.3f}",
+                   published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT), _MASK_RULE)
 
 
 def sampler_guaranteed_rate(alpha: float, n_held_out: int = 3, n_class: int = 5) -> float:
@@ -246,22 +265,24 @@ _OOD_RULE = ("holds by construction if the mixture alone guarantees a held-out r
 def _ood(cls: str):
     @_guard
     def judge(metrics):
-        causal = _get(metrics, AUDIT, "ood_hit", "causal", cls)
-        published = _get(metrics, AUDIT, "ood_hit", "published", cls)
-        low, high = _ci(causal) or (_mean(causal), _mean(causal))
+        rates = _record(metrics, AUDIT).ood_hit
+        causal = _entry(_entry(rates, "causal", AUDIT, "ood_hit"), cls, AUDIT, "ood_hit.causal")
+        published = _entry(_entry(rates, "published", AUDIT, "ood_hit"), cls, AUDIT, "ood_hit.published")
         paper = ref.PAPER_A_OOD_HIT[cls]
         guaranteed = sampler_guaranteed_rate(ref.PAPER_A_OOD_ALPHA[cls])
         rule = _OOD_RULE.format(w=INCONCLUSIVE_HALF_WIDTH)
-        text = f"causal interval [{low:.2f}, {high:.2f}], paper {paper}, sampler alone guarantees {guaranteed:.2f}"
+        text = (f"causal interval [{causal.low:.2f}, {causal.high:.2f}], paper {paper}, sampler alone guarantees "
+                f"{guaranteed:.2f}")
         if guaranteed >= paper - 0.05:
             # a measured rate far below the guarantee means the decoder is broken, not the claim shown
-            status = BY_CONSTRUCTION if high >= guaranteed - 0.05 else NOT_REPRODUCED
+            status = BY_CONSTRUCTION if causal.high >= guaranteed - 0.05 else NOT_REPRODUCED
             text += f" (alpha {ref.PAPER_A_OOD_ALPHA[cls]} puts that much mass uniformly on the class)"
-        elif (high - low) / 2 > INCONCLUSIVE_HALF_WIDTH:
+        elif causal.half_width > INCONCLUSIVE_HALF_WIDTH:
             status = INCONCLUSIVE
         else:
-            status = REPRODUCED if low - 0.05 <= paper <= high + 0.05 else NOT_REPRODUCED
-        return Verdict(status, text, _mean(published), _mean(causal), (low, high), _profile(metrics, AUDIT), rule)
+            status = REPRODUCED if causal.low - 0.05 <= paper <= causal.high + 0.05 else NOT_REPRODUCED
+        return Verdict(status, text, published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT),
+                       rule)
     return judge
 
 
@@ -273,17 +294,20 @@ _FOCUS_RULE = ("paired by seed: baseline - fusion cross-entropy of the token in 
 def _focus(token: str):
     @_guard
     def judge(metrics):
-        seeds = _get(metrics, AUDIT, "focus_ce_seeds", token)
-        floor = _get(metrics, AUDIT, "floors", "focus_ce", token)
-        baseline, fusion = seeds["causal baseline"], seeds["causal fusion"]
-        diff = paired_difference(baseline, fusion)
-        status = _paired_status(diff, len(fusion))
+        audit = _record(metrics, AUDIT)
+        seeds = _entry(audit.focus_ce_seeds, token, AUDIT, "focus_ce_seeds")
+        floor = _entry(_need(audit.floors, AUDIT, "floors").focus_ce, token, AUDIT, "floors.focus_ce")
+        baseline = _entry(seeds, "causal baseline", AUDIT, f"focus_ce_seeds.{token}")
+        fusion = _entry(seeds, "causal fusion", AUDIT, f"focus_ce_seeds.{token}")
+        published_fusion = _entry(seeds, "published fusion", AUDIT, f"focus_ce_seeds.{token}")
+        diff = Interval.paired(baseline, fusion)
+        status = _paired_status(diff)
         paper = ref.PAPER_A_FOCUS_CE["fusion"][token]
-        published = sum(seeds["published fusion"]) / len(seeds["published fusion"])
+        published = sum(published_fusion) / len(published_fusion)
         return Verdict(status,
-                       f"causal CE baseline - fusion over {len(fusion)} seeds {_diff_text(diff)} nats; causal floor "
+                       f"causal CE baseline - fusion over {len(fusion)} seeds {diff:+.3f} nats; causal floor "
                        f"{floor:.2f}; the paper's {paper:.2f} is {'below' if paper < floor else 'above'} that floor",
-                       published, sum(fusion) / len(fusion), (diff["ci_low"], diff["ci_high"]),
+                       published, sum(fusion) / len(fusion), (diff.low, diff.high),
                        _profile(metrics, AUDIT), _FOCUS_RULE)
     return judge
 
@@ -294,54 +318,64 @@ SST2 = "05_sst2"
 def _sst2_ppl(kind: str):
     @_guard
     def judge(metrics):
-        published = _get(metrics, SST2, "published", kind, "ppl")
-        causal = _get(metrics, SST2, "causal", kind, "ppl")
-        return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; causal dev PPL {_mean(causal):.2f}",
-                       _mean(published), _mean(causal), _ci(causal), _profile(metrics, SST2),
+        sst2 = _record(metrics, SST2)
+        published = _need(getattr(_need(sst2.published, SST2, "published"), kind), SST2, f"published.{kind}")
+        causal = _need(getattr(_need(sst2.causal, SST2, "causal"), kind), SST2, f"causal.{kind}")
+        published_ppl = _need(published.ppl, SST2, f"published.{kind}.ppl")
+        causal_ppl = _need(causal.ppl, SST2, f"causal.{kind}.ppl")
+        return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; causal dev PPL {causal_ppl:.2f}",
+                       published_ppl, causal_ppl, None, sst2.profile,
                        "never 'reproduced': the published perplexity comes from a model that reads the word it predicts")
     return judge
 
 
 @_guard
 def _sst2_mse(metrics):
-    mse = _get(metrics, SST2, "fusion", "sem_mse")
-    ok = _mean(mse) <= 2 * ref.PAPER_A_TABLE7["fusion"]["sem_mse"]
-    return Verdict(REPRODUCED if ok else NOT_REPRODUCED, f"causal MSE {_mean(mse):.4f}",
-                   None, _mean(mse), _ci(mse), _profile(metrics, SST2),
+    sst2 = _record(metrics, SST2)
+    mse = _need(_need(sst2.fusion, SST2, "fusion").sem_mse, SST2, "fusion.sem_mse")
+    ok = mse <= 2 * ref.PAPER_A_TABLE7["fusion"]["sem_mse"]
+    return Verdict(REPRODUCED if ok else NOT_REPRODUCED, f"causal MSE {mse:.4f}",
+                   None, mse, None, sst2.profile,
                    "reproduced if the causal MSE is at most twice the paper's (one run, no interval)")
 
 
 @_guard
 def _sst2_control(metrics):
-    control = _get(metrics, SST2, "control")
-    hard = {cls: _get(metrics, SST2, "control", "hard", cls, "acc") for cls in ("pos", "neg")}
-    soft = {cls: _get(metrics, SST2, "control", "soft", cls, "acc") for cls in ("pos", "neg")}
-    intervals = {cls: _ci(control["hard"][cls].get("acc_ci")) or (_mean(v), _mean(v)) for cls, v in hard.items()}
-    worst = min(_mean(v) for v in hard.values())
-    low = min(i[0] for i in intervals.values())
+    sst2 = _record(metrics, SST2)
+    control = _need(sst2.control, SST2, "control")
+    hard = {cls: _entry(control.hard, cls, SST2, "control.hard") for cls in ("pos", "neg")}
+    soft = {cls: _entry(control.soft, cls, SST2, "control.soft") for cls in ("pos", "neg")}
+    for cls in ("pos", "neg"):
+        _need(hard[cls].acc, SST2, f"control.hard.{cls}.acc")
+        _need(soft[cls].acc, SST2, f"control.soft.{cls}.acc")
+    # a hard accuracy without its Wilson interval counts as an interval of one point
+    intervals = {cls: v.acc_ci or Interval(v.acc, v.acc, v.acc) for cls, v in hard.items()}
+    worst = min(v.acc for v in hard.values())
+    low = min(i.low for i in intervals.values())
     reason = (f"hard control lowest accuracy {worst:.2f} (Wilson intervals "
-              f"{', '.join(f'{c} [{a:.2f}, {b:.2f}]' for c, (a, b) in intervals.items())}); "
-              f"soft {min(_mean(v) for v in soft.values()):.2f}")
-    baseline = [control["hard"][c].get("baseline_acc") for c in ("pos", "neg")]
-    steering_alone = all(isinstance(b, (int, float)) for b in baseline) and min(baseline) >= worst - 0.05
-    if all(isinstance(b, (int, float)) for b in baseline):
+              f"{', '.join(f'{c} [{i.low:.2f}, {i.high:.2f}]' for c, i in intervals.items())}); "
+              f"soft {min(v.acc for v in soft.values()):.2f}")
+    baseline = [hard[c].baseline_acc for c in ("pos", "neg")]
+    has_baseline = all(isinstance(b, (int, float)) for b in baseline)
+    steering_alone = has_baseline and min(baseline) >= worst - 0.05
+    if has_baseline:
         reason += f"; the baseline LM with the same logit steering reaches {min(baseline):.2f}"
-    features_only = control.get("features_only", {})
-    if all(isinstance(features_only.get(c, {}).get("acc"), (int, float)) for c in ("pos", "neg")):
-        alone = [features_only[c]["acc"] for c in ("pos", "neg")]
-        reason += f"; through the feature channel alone {alone[0]:.2f} (pos) / {alone[1]:.2f} (neg)"
-    if any((b - a) / 2 > INCONCLUSIVE_HALF_WIDTH for a, b in intervals.values()):
+    features_only = control.features_only or {}
+    if all(c in features_only and isinstance(features_only[c].acc, (int, float)) for c in ("pos", "neg")):
+        reason += (f"; through the feature channel alone {features_only['pos'].acc:.2f} (pos) / "
+                   f"{features_only['neg'].acc:.2f} (neg)")
+    if any(i.half_width > INCONCLUSIVE_HALF_WIDTH for i in intervals.values()):
         status = INCONCLUSIVE
     elif low >= 0.9:
         status = BY_CONSTRUCTION if steering_alone else REPRODUCED
         if steering_alone:
             reason += ", so the logit steering, not the fused features, does the control"
-    elif min(i[1] for i in intervals.values()) < 0.9:
+    elif any(i.below(0.9) for i in intervals.values()):
         status = NOT_REPRODUCED
     else:
         status = INCONCLUSIVE
-    worst_ci = intervals[min(hard, key=lambda c: _mean(hard[c]))]
-    return Verdict(status, reason, None, worst, worst_ci, _profile(metrics, SST2),
+    worst_ci = intervals[min(hard, key=lambda c: hard[c].acc)]
+    return Verdict(status, reason, None, worst, (worst_ci.low, worst_ci.high), sst2.profile,
                    f"accuracy judged by VADER on the continuation; inconclusive if a 95% Wilson interval is wider than "
                    f"+-{INCONCLUSIVE_HALF_WIDTH}; reproduced if every lower bound is >= 0.90, but 'holds by "
                    f"construction' when the baseline LM with the same logit steering (no fused features) reaches "
@@ -360,35 +394,44 @@ _COMPETENCE_RULE = ("judged only if both models are competent language models: v
                     "'not testable at this scale'")
 
 
+def _competence(metrics):
+    check = _need(_record(metrics, IDEA).competence, IDEA, "competence")
+    _need(check.threshold_ratio, IDEA, "competence.threshold_ratio")
+    return check
+
+
 def _idea_competence(metrics) -> Verdict | None:
     """``None`` if chapter 6's models pass the competence check, else the NOT_TESTABLE verdict naming the numbers."""
-    check = _get(metrics, IDEA, "competence")
-    if check.get("passes"):
+    check = _competence(metrics)
+    if check.passes:
         return None
     return Verdict(NOT_TESTABLE,
-                   f"{check['worst_model']} validation PPL {check['model_val_ppl'][check['worst_model']]:.1f} is "
-                   f"{check['worst_ratio']:.2f} x the bigram reference's {check['bigram_val_ppl']:.1f}; competence "
-                   f"needs <= {check['threshold_ratio']:.2f} x",
+                   f"{check.worst_model} validation PPL {check.model_val_ppl[check.worst_model]:.1f} is "
+                   f"{check.worst_ratio:.2f} x the bigram reference's {check.bigram_val_ppl:.1f}; competence "
+                   f"needs <= {check.threshold_ratio:.2f} x",
                    None, None, None, _profile(metrics, IDEA),
-                   _COMPETENCE_RULE.format(r=check["threshold_ratio"]))
+                   _COMPETENCE_RULE.format(r=check.threshold_ratio))
+
+
+def _val_ppl(record, chapter: str, model: str) -> float:
+    return _need(_need(getattr(record, model), chapter, model).val_ppl, chapter, f"{model}.val_ppl")
 
 
 @_guard
 def _idea_ppl(metrics):
-    rule = _COMPETENCE_RULE.format(r=_get(metrics, IDEA, "competence", "threshold_ratio")) + (
+    rule = _COMPETENCE_RULE.format(r=_competence(metrics).threshold_ratio) + (
         "; then reproduced if gated / baseline validation PPL <= 1.05 (one training seed each, so a tolerance, "
         "not an interval), else not reproduced")
     gate = _idea_competence(metrics)
     if gate is not None:
         return Verdict(gate.status, gate.reason, None, None, None, gate.profile, rule)
-    base = _get(metrics, IDEA, "baseline", "val_ppl")
-    gated = _get(metrics, IDEA, "gated", "val_ppl")
-    ratio = _mean(gated) / _mean(base)
-    dataset = metrics[IDEA].get("dataset", "?")
+    idea = _record(metrics, IDEA)
+    base, gated = _val_ppl(idea, IDEA, "baseline"), _val_ppl(idea, IDEA, "gated")
+    ratio = gated / base
     ok = ratio <= 1.05
     return Verdict(REPRODUCED if ok else NOT_REPRODUCED,
-                   f"gated / baseline validation PPL = {ratio:.3f} on {dataset}",
-                   None, f"{_mean(base):.2f} vs {_mean(gated):.2f}", None, _profile(metrics, IDEA), rule)
+                   f"gated / baseline validation PPL = {ratio:.3f} on {idea.dataset or '?'}",
+                   None, f"{base:.2f} vs {gated:.2f}", None, idea.profile, rule)
 
 
 #: The paper's headline domains (Table 1 / the authors' README): the gated model is stickier there.
@@ -397,60 +440,61 @@ _STICKY_DOMAINS = ("chemistry", "hardware")
 
 @_guard
 def _idea_stickiness(metrics):
-    rule = _COMPETENCE_RULE.format(r=_get(metrics, IDEA, "competence", "threshold_ratio")) + (
+    rule = _COMPETENCE_RULE.format(r=_competence(metrics).threshold_ratio) + (
         "; then, with the authors' protocol, the 95% Welch interval of gated - baseline stickiness in chemistry "
         "and hardware: reproduced if both lie above 0, not reproduced if either lies below 0, else inconclusive")
     gate = _idea_competence(metrics)
     if gate is not None:
         return Verdict(gate.status, gate.reason, None, None, None, gate.profile, rule)
-    diffs = {d: _get(metrics, IDEA, "authors_protocol", d, "difference", "authors_stickiness") for d in _STICKY_DOMAINS}
-    text = "; ".join(f"{d} {v['mean']:+.3f} [{v['ci_low']:+.3f}, {v['ci_high']:+.3f}]" for d, v in diffs.items())
-    if all(v["ci_low"] > 0 for v in diffs.values()):
+    protocol = _record(metrics, IDEA).authors_protocol
+    diffs = {}
+    for d in _STICKY_DOMAINS:
+        domain = _entry(protocol, d, IDEA, "authors_protocol")
+        diffs[d] = _entry(domain.difference, "authors_stickiness", IDEA, f"authors_protocol.{d}.difference")
+    text = "; ".join(f"{d} {v:+.3f}" for d, v in diffs.items())
+    if all(v.above(0) for v in diffs.values()):
         status = REPRODUCED
-    elif any(v["ci_high"] < 0 for v in diffs.values()):
+    elif any(v.below(0) for v in diffs.values()):
         status = NOT_REPRODUCED
     else:
         status = INCONCLUSIVE
     return Verdict(status, f"gated - baseline stickiness: {text}", None,
-                   {d: round(v["mean"], 4) for d, v in diffs.items()}, None, _profile(metrics, IDEA), rule)
+                   {d: round(v.mean, 4) for d, v in diffs.items()}, None, _profile(metrics, IDEA), rule)
 
 
 @_guard
 def _idea_distinct(metrics):
-    rule = _COMPETENCE_RULE.format(r=_get(metrics, IDEA, "competence", "threshold_ratio")) + (
+    rule = _COMPETENCE_RULE.format(r=_competence(metrics).threshold_ratio) + (
         "; then the gated model's distinct-2 per domain (authors' protocol, 95% interval over samples): reproduced "
         "if every interval lies above 0.9, not reproduced if any lies below 0.9, else inconclusive")
     gate = _idea_competence(metrics)
     if gate is not None:
         return Verdict(gate.status, gate.reason, None, None, None, gate.profile, rule)
-    domains = _get(metrics, IDEA, "authors_protocol")
-    values = {d: e["gated"]["distinct_2"] for d, e in domains.items()
-              if isinstance(e, Mapping) and "gated" in e and "distinct_2" in e["gated"]}
+    domains = _need(_record(metrics, IDEA).authors_protocol, IDEA, "authors_protocol")
+    values = {d: e.gated["distinct_2"] for d, e in domains.items() if e.gated and "distinct_2" in e.gated}
     if not values:
         raise _Missing(f"{IDEA} has no authors_protocol.<domain>.gated.distinct_2")
-    worst = min(values, key=lambda d: values[d]["ci_low"])
-    if all(v["ci_low"] > 0.9 for v in values.values()):
+    worst = min(values, key=lambda d: values[d].low)
+    if all(v.above(0.9) for v in values.values()):
         status = REPRODUCED
-    elif any(v["ci_high"] < 0.9 for v in values.values()):
+    elif any(v.below(0.9) for v in values.values()):
         status = NOT_REPRODUCED
     else:
         status = INCONCLUSIVE
-    return Verdict(status, f"lowest gated distinct-2 interval: {worst} {_mean(values[worst]):.3f} "
-                   f"[{values[worst]['ci_low']:.3f}, {values[worst]['ci_high']:.3f}]",
-                   None, _mean(values[worst]), _ci(values[worst]), _profile(metrics, IDEA), rule)
+    return Verdict(status, f"lowest gated distinct-2 interval: {worst} {values[worst]:.3f}",
+                   None, values[worst].mean, (values[worst].low, values[worst].high), _profile(metrics, IDEA), rule)
 
 
 @_guard
 def _lora_ppl(metrics):
-    base = _get(metrics, LORA, "baseline", "val_ppl")
-    gated = _get(metrics, LORA, "gated", "val_ppl")
-    backbone = metrics[LORA].get("backbone", "?")
+    lora = _record(metrics, LORA)
+    base, gated = _val_ppl(lora, LORA, "baseline"), _val_ppl(lora, LORA, "gated")
     rule = ("direction of the gated vs baseline validation PPL, one run each: reproduced if gated is lower, else not "
             "reproduced; the paper's own numbers (Mistral-7B) need the paper profile on a GPU")
-    ok = _mean(gated) < _mean(base)
+    ok = gated < base
     return Verdict(REPRODUCED if ok else NOT_REPRODUCED,
-                   f"backbone {backbone}, dataset {metrics[LORA].get('dataset', '?')}",
-                   None, f"{_mean(base):.2f} vs {_mean(gated):.2f}", None, _profile(metrics, LORA), rule)
+                   f"backbone {lora.backbone or '?'}, dataset {lora.dataset or '?'}",
+                   None, f"{base:.2f} vs {gated:.2f}", None, lora.profile, rule)
 
 
 TOPIC = "09_topic_drift"
@@ -462,30 +506,18 @@ _TOPIC_COMPETENCE_RULE = (f"not testable if the plain model's share of topic-mix
                           f"inconclusive with fewer than 2 seeds")
 
 
-def _interval_text(value) -> str:
-    if not _finite_summary(value):
-        return "undefined"
-    return f"{_mean(value):.3f} [{value['ci_low']:.3f}, {value['ci_high']:.3f}]"
-
-
-def _finite_summary(value) -> bool:
-    """A ``{mean, ci_low, ci_high}`` summary whose three numbers are finite (JSON writes NaN as null)."""
-    import math
-
-    return isinstance(value, Mapping) and all(isinstance(value.get(k), (int, float)) and math.isfinite(value[k])
-                                              for k in ("mean", "ci_low", "ci_high"))
-
-
-def _topic_intervals(metrics, *names):
-    """Chapter 9's ``{mean, ci_low, ci_high, values}`` summaries, the number of seeds, and a verdict
-    (not testable / inconclusive) when the competence check or the seed count rules the claim out."""
-    values = [_get(metrics, TOPIC, *name.split(".")) for name in names]
-    n = min(len(v.get("values", [])) for v in values)
-    mixed = _get(metrics, TOPIC, "plain", "mixed_share")
-    if not all(_finite_summary(v) for v in [*values, mixed]):
+def _topic_intervals(metrics, metric: str):
+    """Chapter 9's plain, gated and per-seed gated - plain intervals of ``metric``, the number of seeds, and a
+    verdict (not testable / inconclusive) when the competence check or the seed count rules the claim out."""
+    topic = _record(metrics, TOPIC)
+    values = [_need(getattr(_need(getattr(topic, model), TOPIC, model), metric), TOPIC, f"{model}.{metric}")
+              for model in ("plain", "gated", "paired")]
+    n = min(len(v.values or ()) for v in values)
+    mixed = _need(topic.plain.mixed_share, TOPIC, "plain.mixed_share")
+    if not all(v.finite for v in [*values, mixed]):
         return values, n, (NOT_TESTABLE, "a model generated no complete sentence transition, so its drift is undefined")
-    if _mean(mixed) > TOPIC_MAX_MIXED:
-        return values, n, (NOT_TESTABLE, f"{_mean(mixed):.2f} of the plain model's generated sentences mix topics "
+    if mixed.mean > TOPIC_MAX_MIXED:
+        return values, n, (NOT_TESTABLE, f"{mixed.mean:.2f} of the plain model's generated sentences mix topics "
                                          f"(threshold {TOPIC_MAX_MIXED}): it has not learnt the world's sentences")
     if n < 2:
         return values, n, (INCONCLUSIVE, "fewer than 2 seeds give no interval")
@@ -498,20 +530,19 @@ def _topic_drift(metrics):
         "; then reproduced if the gated drift interval (95%, over seeds) lies entirely below the plain one or the "
         "interval of the per-seed difference gated - plain lies below 0, not reproduced if the gated model drifts "
         "more by the same test, else inconclusive")
-    (plain, gated, paired), n, ruled_out = _topic_intervals(metrics, "plain.drift_rate", "gated.drift_rate",
-                                                            "paired.drift_rate")
-    data = _get(metrics, TOPIC, "data", "drift_rate")
-    reason = (f"topic changes per sentence transition over {n} seeds: data {_mean(data):.3f}, plain "
-              f"{_interval_text(plain)}, gated {_interval_text(gated)}, gated - plain per seed {_interval_text(paired)}")
-    value, profile = f"{_interval_text(plain)} vs {_interval_text(gated)}", _profile(metrics, TOPIC)
+    (plain, gated, paired), n, ruled_out = _topic_intervals(metrics, "drift_rate")
+    data = _need(_need(_record(metrics, TOPIC).data, TOPIC, "data").drift_rate, TOPIC, "data.drift_rate")
+    reason = (f"topic changes per sentence transition over {n} seeds: data {data.mean:.3f}, plain "
+              f"{plain}, gated {gated}, gated - plain per seed {paired}")
+    value, profile, ci = f"{plain} vs {gated}", _profile(metrics, TOPIC), _bounds(gated)
     if ruled_out:
-        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, _ci(gated), profile, rule)
-    below = gated["ci_high"] < plain["ci_low"] or paired["ci_high"] < 0
-    above = gated["ci_low"] > plain["ci_high"] or paired["ci_low"] > 0
+        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, ci, profile, rule)
+    below = gated.below(plain.low) or paired.below(0)
+    above = gated.above(plain.high) or paired.above(0)
     status = REPRODUCED if below and not above else NOT_REPRODUCED if above and not below else INCONCLUSIVE
     what = {REPRODUCED: "gated below plain beyond the intervals", NOT_REPRODUCED: "gated above plain beyond the intervals",
             INCONCLUSIVE: "the intervals overlap"}[status]
-    return Verdict(status, f"{reason} ({what})", None, value, _ci(gated), profile, rule)
+    return Verdict(status, f"{reason} ({what})", None, value, ci, profile, rule)
 
 
 @_guard
@@ -520,21 +551,20 @@ def _topic_diversity(metrics):
         f"; then non-inferiority: reproduced if the whole 95% interval of the per-seed difference gated - plain of "
         f"distinct-2 lies above -{TOPIC_DIVERSITY_MARGIN:.0%} of the plain value, not reproduced if it lies entirely "
         f"below, else inconclusive")
-    (plain, gated, paired), n, ruled_out = _topic_intervals(metrics, "plain.distinct_2", "gated.distinct_2",
-                                                            "paired.distinct_2")
-    margin = TOPIC_DIVERSITY_MARGIN * _mean(plain)
-    reason = (f"distinct-2 over {n} seeds: plain {_interval_text(plain)}, gated {_interval_text(gated)}, gated - plain "
-              f"per seed {_interval_text(paired)}; margin -{margin:.3f}")
-    value, profile = f"{_interval_text(plain)} vs {_interval_text(gated)}", _profile(metrics, TOPIC)
+    (plain, gated, paired), n, ruled_out = _topic_intervals(metrics, "distinct_2")
+    margin = TOPIC_DIVERSITY_MARGIN * plain.mean
+    reason = (f"distinct-2 over {n} seeds: plain {plain}, gated {gated}, gated - plain "
+              f"per seed {paired}; margin -{margin:.3f}")
+    value, profile, ci = f"{plain} vs {gated}", _profile(metrics, TOPIC), _bounds(gated)
     if ruled_out:
-        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, _ci(gated), profile, rule)
-    if paired["ci_low"] > -margin:
+        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, ci, profile, rule)
+    if paired.above(-margin):
         status, what = REPRODUCED, "no loss beyond the margin anywhere in the interval"
-    elif paired["ci_high"] < -margin:
+    elif paired.below(-margin):
         status, what = NOT_REPRODUCED, "the gated model is less diverse beyond the margin"
     else:
         status, what = INCONCLUSIVE, "the interval straddles the margin"
-    return Verdict(status, f"{reason} ({what})", None, value, _ci(gated), profile, rule)
+    return Verdict(status, f"{reason} ({what})", None, value, ci, profile, rule)
 
 
 CLAIMS: tuple[Claim, ...] = (
