@@ -99,3 +99,17 @@ def test_a_record_built_from_summaries_types_them_and_rejects_a_wrong_shape():
 def test_every_record_knows_its_chapter():
     assert all(cls.chapter == name for name, cls in RECORDS.items())
     assert {"04_leakage_audit", "05_sst2", "06_idea_gating", "08_lora_4bit_idea_gating", "09_topic_drift"} <= set(RECORDS)
+
+
+def test_write_chapter_metrics_writes_a_record_with_its_provenance_and_reads_it_back(tmp_path):
+    from semlm.report import load_metrics, write_chapter_metrics
+
+    record = TopicDriftRecord(plain={"drift_rate": {"mean": 0.1, "ci_low": 0.05, "ci_high": 0.15, "values": [0.05, 0.15]}},
+                              extra={"seeds": [1, 2]})
+    write_chapter_metrics("09_topic_drift", "smoke", 7, record, 1.0, directory=tmp_path)
+    written = load_metrics(tmp_path)["09_topic_drift"]
+    assert written["profile"] == "smoke" and written["seeds"] == [1, 2] and "git_commit" in written
+    back = load_record("09_topic_drift", written)
+    assert back.plain == record.plain and back.profile == "smoke"
+    with pytest.raises(ValueError, match="chapter 04_leakage_audit writes a LeakageAuditRecord, got a TopicDriftRecord"):
+        write_chapter_metrics("04_leakage_audit", "smoke", 7, record, 1.0, directory=tmp_path)

@@ -98,9 +98,22 @@ def peak_memory_mb() -> float:
     return round(max(own, children) / 1024, 1)  # Linux reports KiB
 
 
-def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers: dict, wall_seconds: float,
+def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers, wall_seconds: float,
                           directory: str | Path | None = None) -> Path:
-    """Write ``<chapter>.json`` atomically (a crash never leaves a half-written file)."""
+    """Write ``<chapter>.json`` atomically (a crash never leaves a half-written file).
+
+    ``numbers`` is the chapter's record (:mod:`semlm.records`, e.g. a ``LeakageAuditRecord``), written
+    with its ``to_dict()``; a plain dict is accepted for files that have no record type (the report's own).
+    """
+    from .records import RECORDS, Record
+
+    if isinstance(numbers, Record):
+        expected = RECORDS.get(chapter)
+        if expected is not None and not isinstance(numbers, expected):
+            raise ValueError(f"chapter {chapter} writes a {expected.__name__}, got a {type(numbers).__name__}")
+        numbers = numbers.to_dict()
+    elif not isinstance(numbers, dict):
+        raise ValueError(f"chapter metrics must be a semlm.records record or a dict, got {type(numbers).__name__}")
     directory = Path(directory) if directory is not None else metrics_dir()
     directory.mkdir(parents=True, exist_ok=True)
     record = {
