@@ -76,13 +76,52 @@ def perplexity_authors_denominator(scores: TokenScores, exclude_targets: Iterabl
     return math.exp(scores.cross_entropy[keep].sum().item() / (int(keep.sum()) + n_pad))
 
 
-def perplexity(scores: TokenScores, exclude_targets: Iterable[int] = ()) -> float:
-    """exp(mean CE); positions whose target is in ``exclude_targets`` are dropped (NaN if none remain)."""
+def perplexity(source, data=None, *, alpha: float | None = None, exclude_targets: Iterable[int] = (),
+               batch_size: int = 64) -> float:
+    """Perplexity, exp(mean next-token cross-entropy): the one perplexity of the book.
+
+    ``perplexity(scores)`` takes :class:`TokenScores`; ``perplexity(model, data)`` scores ``model``
+    on ``data`` first: paper A's ``LMTensors`` (through :func:`score_tokens`), or blocks of token
+    ids (paper B: any data whose ``batches(batch_size)`` yield ``inputs`` and ``targets``, with
+    ``idea_targets.PAD_ID`` past the end of the text), for any causal LM whose output has
+    ``logits`` (the idea-gated GPT, a LoRA model, a transformers model). ``alpha`` is passed to
+    idea-gated models (``alpha=0``: the ungated logits). Positions whose target is in
+    ``exclude_targets`` are dropped (NaN if none remain). The model is left in the mode it was in.
+    """
+    if not isinstance(source, TokenScores):
+        model = source
+        was_training = model.training
+        try:
+            if isinstance(data, LMTensors):
+                source = score_tokens(model, data)
+            else:
+                return _block_perplexity(model, data, alpha, batch_size)
+        finally:
+            model.train(was_training)
+    scores = source
     exclude = torch.tensor(sorted(set(exclude_targets)), dtype=torch.long)
     keep = ~torch.isin(scores.targets, exclude) if len(exclude) else torch.ones_like(scores.targets, dtype=torch.bool)
     if not keep.any():
         return float("nan")
     return math.exp(scores.cross_entropy[keep].mean().item())
+
+
+@torch.no_grad()
+def _block_perplexity(model: torch.nn.Module, blocks, alpha: float | None, batch_size: int) -> float:
+    from .idea_targets import PAD_ID
+
+    model.eval()
+    device = next(model.parameters()).device
+    kwargs = {} if alpha is None else {"alpha": alpha}
+    total, count = 0.0, 0
+    for batch in blocks.batches(batch_size):
+        inputs, targets = batch.inputs.to(device), batch.targets.to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            logits = model(inputs, **kwargs).logits
+        total += F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=PAD_ID,
+                                 reduction="sum").item()
+        count += int((targets != PAD_ID).sum())
+    return math.exp(total / max(count, 1))
 
 
 def focus_cross_entropy(scores: TokenScores, vocab: Vocabulary, tokens: Sequence[str] = FOCUS_TOKENS) -> dict[str, float]:

@@ -33,7 +33,7 @@ from transformers import get_cosine_schedule_with_warmup
 
 from .data.dataset import LMTensors
 from .losses import adjective_uniformizer, auxiliary_bce, label_smoothed_cross_entropy
-from .metrics import perplexity, score_tokens
+from .metrics import perplexity
 from .profiles import TrainConfig
 
 
@@ -104,14 +104,6 @@ def training_loss(model: nn.Module, batch: LMTensors, config: TrainConfig,
         loss = loss + config.aux_weight * aux
         parts["aux"] = aux.item()
     return loss, parts
-
-
-def validation_perplexity(model: nn.Module, data: LMTensors) -> float:
-    """exp(mean CE) over positions with a real (non-pad) target, no label smoothing (the metric of ``semlm.metrics``)."""
-    was_training = model.training
-    ppl = perplexity(score_tokens(model, data))
-    model.train(was_training)
-    return ppl
 
 
 def fingerprint(*parts) -> str:
@@ -382,4 +374,5 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig,
 
 
 def _validate_perplexity(model: nn.Module, data, step: int) -> float:
-    return validation_perplexity(model, data)
+    """The default validation: perplexity with no label smoothing (``semlm.metrics.perplexity``)."""
+    return perplexity(model, data)
