@@ -232,10 +232,10 @@ hard_scores = {
 
 
 def fmt(p):
-    return (
-        f"{p['value']:.2f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}] "
-        f"({p['k']}/{p['n']})"
-    )
+    """rate [95% Wilson interval] (successes/trials)."""
+    from semlm.records import Interval
+
+    return f"{Interval.from_dict(p):.2f} ({p['k']}/{p['n']})"
 
 
 pd.DataFrame(

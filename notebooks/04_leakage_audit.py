@@ -86,10 +86,9 @@ corpus = make_corpus(
 
 def fmt(summary, digits=3):
     """mean [95% interval] over seeds."""
-    return (
-        f"{summary['mean']:.{digits}f} "
-        f"[{summary['ci_low']:.{digits}f}, {summary['ci_high']:.{digits}f}]"
-    )
+    from semlm.records import Interval
+
+    return Interval.from_dict(summary).format(digits)
 
 
 # %% [markdown]
@@ -659,23 +658,22 @@ key
 #    front of the sentence do not?
 
 # %%
-write_chapter_metrics(
-    "04_leakage_audit",
-    profile,
-    seed,
-    {
+from semlm.records import LeakageAuditRecord
+
+record = LeakageAuditRecord(
+    table1=table1,
+    floors=floors,
+    control=control,
+    ood_hit=ood,
+    confusion_diagonal=diagonal,
+    focus_ce_seeds=focus_seeds,
+    extra={
         "seeds": seeds,
         "n_per_request": N,
-        "floors": floors,
-        "table1": table1,
         "focus_ce": focus.to_dict(orient="index"),
-        "focus_ce_seeds": focus_seeds,
         "paired_gain_seen_only": gain,
-        "control": control,
-        "ood_hit": ood,
-        "confusion_diagonal": diagonal,
         "ablations": ablations,
         "control_code_baseline": code,
     },
-    timer.seconds,
 )
+write_chapter_metrics("04_leakage_audit", profile, seed, record, timer.seconds)

@@ -421,10 +421,10 @@ for kind, model in models.items():
 
 
 def fmt(p):
-    return (
-        f"{p['value']:.2f} [{p['ci_low']:.2f}, {p['ci_high']:.2f}] "
-        f"({p['k']}/{p['n']})"
-    )
+    """rate [95% Wilson interval] (successes/trials)."""
+    from semlm.records import Interval
+
+    return f"{Interval.from_dict(p):.2f} ({p['k']}/{p['n']})"
 
 
 control_rows = []
@@ -584,20 +584,18 @@ pd.DataFrame(examples).set_index(["prompt", "model", "control"])
 #    `is_capitalized`, and does any number in Table 7 change?
 
 # %%
-numbers = {setting: {"label": SETTING_LABELS[setting]} for setting in SETTINGS}
+from semlm.records import SST2Record
+
+by_setting = {s: {"label": SETTING_LABELS[s]} for s in SETTINGS}
 for setting, by_kind in runs.items():
     for kind, run in by_kind.items():
-        numbers[setting][kind] = {
+        by_setting[setting][kind] = {
             **run.metrics,
             "val_ppl_per_epoch": run.val_ppl_per_epoch,
             "train_seconds": run.train_seconds,
             "run_status": run.status,
             "future_sensitivity": sensitivity[(setting, kind)],
         }
-numbers["fusion"] = {
-    "sem_mse": runs["causal"]["fusion"].metrics["sem_mse"],
-    "sem_mse_published": runs["published"]["fusion"].metrics["sem_mse"],
-}
 control = {}
 for mode in ("soft", "hard"):
     control[mode] = {}
@@ -636,21 +634,31 @@ control["none"] = {
     for kind in ("baseline", "fusion")
 }
 control["n_prefixes"] = len(prefixes)
-numbers["control"] = control
-numbers["classifier"] = {
-    "dev_acc": classifier_dev["value"],
-    "dev_ci": classifier_dev,
-}
-numbers["data"] = {
-    "n_train_used": len(data.train_sentences),
-    "n_train_available": data.n_train_available,
-    "vocab_size": len(data.vocab),
-    "min_freq": config.min_freq,
-    "dev_unk_rate": data.unk_rate("dev"),
-    "pos_tagger": data.prior.source,
-    "capitalisation": data.capitalisation_source,
-}
-numbers["feature_leak"] = feature_changes
-numbers["examples"] = examples
-numbers["paper"] = {"table7": PAPER_A_TABLE7}
-write_chapter_metrics("05_sst2", profile, seed, numbers, timer.seconds)
+record = SST2Record(
+    causal=by_setting["causal"],
+    published=by_setting["published"],
+    fusion={
+        "sem_mse": runs["causal"]["fusion"].metrics["sem_mse"],
+        "sem_mse_published": runs["published"]["fusion"].metrics["sem_mse"],
+    },
+    control=control,
+    extra={
+        "classifier": {
+            "dev_acc": classifier_dev["value"],
+            "dev_ci": classifier_dev,
+        },
+        "data": {
+            "n_train_used": len(data.train_sentences),
+            "n_train_available": data.n_train_available,
+            "vocab_size": len(data.vocab),
+            "min_freq": config.min_freq,
+            "dev_unk_rate": data.unk_rate("dev"),
+            "pos_tagger": data.prior.source,
+            "capitalisation": data.capitalisation_source,
+        },
+        "feature_leak": feature_changes,
+        "examples": examples,
+        "paper": {"table7": PAPER_A_TABLE7},
+    },
+)
+write_chapter_metrics("05_sst2", profile, seed, record, timer.seconds)

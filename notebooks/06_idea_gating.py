@@ -537,7 +537,10 @@ authors = {
 
 
 def show(v):
-    return f"{v['mean']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
+    """mean [95% interval]; "undefined" when a bound is not finite."""
+    from semlm.records import Interval
+
+    return Interval.from_dict(v).format(3)
 
 
 authors_numbers = {}
@@ -742,13 +745,31 @@ def domain_numbers(model):
     }
 
 
+from semlm.records import IdeaGatingRecord
+
 by_model = {m: domain_numbers(m) for m in ("baseline", "gated")}
-write_chapter_metrics(
-    "06_idea_gating",
-    profile,
-    seed,
-    {
-        "dataset": data.splits_dataset,
+record = IdeaGatingRecord(
+    dataset=data.splits_dataset,
+    baseline={
+        "val_ppl": runs["baseline"].val_ppl,
+        "test_ppl": ppl.loc["baseline", "test"],
+        "history": runs["baseline"].history,
+        "train_seconds": runs["baseline"].train_seconds,
+        "parameters": sizes["baseline"],
+    },
+    gated={
+        "run": chosen,
+        "val_ppl": runs["gated"].val_ppl,
+        "val_ppl_ungated": runs["gated"].val_ppl_ungated,
+        "test_ppl": ppl.loc["gated", "test"],
+        "test_ppl_ungated": ppl.loc["gated (ungated logits)", "test"],
+        "history": runs["gated"].history,
+        "train_seconds": runs["gated"].train_seconds,
+        "parameters": sizes["gated"],
+    },
+    competence=check,
+    authors_protocol=authors_numbers,
+    extra={
         "dataset_requested": data.requested_dataset,
         "dataset_note": data.note,
         "tokenizer": data.tokenizer_name,
@@ -759,23 +780,6 @@ write_chapter_metrics(
             {k: str(v) for k, v in row.items()}
             for row in profile_differences(config)
         ],
-        "baseline": {
-            "val_ppl": runs["baseline"].val_ppl,
-            "test_ppl": ppl.loc["baseline", "test"],
-            "history": runs["baseline"].history,
-            "train_seconds": runs["baseline"].train_seconds,
-            "parameters": sizes["baseline"],
-        },
-        "gated": {
-            "run": chosen,
-            "val_ppl": runs["gated"].val_ppl,
-            "val_ppl_ungated": runs["gated"].val_ppl_ungated,
-            "test_ppl": ppl.loc["gated", "test"],
-            "test_ppl_ungated": ppl.loc["gated (ungated logits)", "test"],
-            "history": runs["gated"].history,
-            "train_seconds": runs["gated"].train_seconds,
-            "parameters": sizes["gated"],
-        },
         "loss_forms": {
             n: {
                 "val_ppl": runs[n].val_ppl,
@@ -792,7 +796,6 @@ write_chapter_metrics(
             }
             for n in forms
         },
-        "competence": check,
         "training": {
             "tokens_per_iteration": tokens_per_step,
             "budget_minutes": budget_minutes,
@@ -801,7 +804,6 @@ write_chapter_metrics(
                 for n, r in trained.items()
             },
         },
-        "authors_protocol": authors_numbers,
         "domains": {
             d: {m: by_model[m][d] for m in by_model}
             | {"difference": {"stickiness": book_diffs[d]}}
@@ -829,5 +831,5 @@ write_chapter_metrics(
             "table1_wikitext103": PAPER_B_TABLE1,
         },
     },
-    timer.seconds,
 )
+write_chapter_metrics("06_idea_gating", profile, seed, record, timer.seconds)

@@ -215,7 +215,10 @@ results = evaluate_runs(runs, data, config)
 
 
 def show(v):
-    return f"{v['mean']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
+    """mean [95% interval]; "undefined" when a bound is not finite."""
+    from semlm.records import Interval
+
+    return Interval.from_dict(v).format(3)
 
 
 table = pd.DataFrame(

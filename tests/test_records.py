@@ -63,7 +63,8 @@ def test_to_dict_keeps_the_shapes_of_the_metrics_files():
     mean = {"mean": 2.0, "ci_low": 1.0, "ci_high": 3.0, "values": [1.0, 2.0, 3.0]}
     rate = {"value": 0.5, "ci_low": 0.3, "ci_high": 0.7, "k": 10, "n": 20}
     summary = {"mean": 0.4, "ci_low": 0.3, "ci_high": 0.5, "n": 12}
-    for shape in (mean, rate, summary):
+    rate_as_mean = {"mean": 0.15, "ci_low": 0.09, "ci_high": 0.24, "k": 12, "n": 80}
+    for shape in (mean, rate, summary, rate_as_mean):
         assert Interval.from_dict(shape).to_dict() == shape
     assert Interval.of_proportion(10, 20).to_dict()["k"] == 10
     assert math.isnan(Interval.from_dict({"mean": None, "ci_low": None, "ci_high": None}).mean)  # JSON null = NaN
@@ -113,3 +114,15 @@ def test_write_chapter_metrics_writes_a_record_with_its_provenance_and_reads_it_
     assert back.plain == record.plain and back.profile == "smoke"
     with pytest.raises(ValueError, match="chapter 04_leakage_audit writes a LeakageAuditRecord, got a TopicDriftRecord"):
         write_chapter_metrics("04_leakage_audit", "smoke", 7, record, 1.0, directory=tmp_path)
+
+
+def test_welch_difference_of_independent_samples():
+    diff = Interval.welch([1.0, 2.0, 3.0, float("nan")], [0.0, 1.0])
+    assert diff.mean == pytest.approx(1.5) and diff.n == (3, 2)
+    assert diff.low < 1.5 < diff.high and not diff.excludes(0)  # two tiny samples: wide
+    assert Interval.from_dict(diff.to_dict()) == diff
+    assert diff.to_dict()["n"] == [3, 2]
+    one_side = Interval.welch([1.0], [0.0, 1.0])
+    assert one_side.mean == pytest.approx(0.5) and not one_side.finite and one_side.format() == "undefined"
+    same = Interval.welch([1.0, 1.0], [0.5, 0.5])
+    assert (same.low, same.high) == (0.5, 0.5)

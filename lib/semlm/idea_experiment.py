@@ -1016,23 +1016,11 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
 
 
 def difference_interval(a: Sequence[float], b: Sequence[float]) -> dict:
-    """Mean of ``a`` minus mean of ``b`` with a Welch 95% interval (independent samples; NaNs dropped)."""
-    from .metrics import t_quantile_975
+    """Mean of ``a`` minus mean of ``b`` with a Welch 95% interval (independent samples; NaNs dropped), as
+    JSON: :meth:`semlm.records.Interval.welch`."""
+    from .records import Interval
 
-    a = [float(x) for x in a if math.isfinite(float(x))]
-    b = [float(x) for x in b if math.isfinite(float(x))]
-    if len(a) < 2 or len(b) < 2:
-        diff = (sum(a) / len(a) if a else float("nan")) - (sum(b) / len(b) if b else float("nan"))
-        return {"mean": diff, "ci_low": float("nan"), "ci_high": float("nan"), "n": [len(a), len(b)]}
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
-    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return {"mean": ma - mb, "ci_low": ma - mb, "ci_high": ma - mb, "n": [len(a), len(b)]}
-    df = (va + vb) ** 2 / ((va ** 2) / (len(a) - 1) + (vb ** 2) / (len(b) - 1))
-    half = t_quantile_975(max(1, int(df))) * se
-    return {"mean": ma - mb, "ci_low": ma - mb - half, "ci_high": ma - mb + half, "n": [len(a), len(b)]}
+    return Interval.welch(a, b).to_dict()
 
 
 #: A model is competent to be judged on paper B's generation claims if its validation perplexity is

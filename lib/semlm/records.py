@@ -13,8 +13,9 @@ is written beside them. The JSON shape is the one the files have always had, so
 (the claim then says "not run at this profile").
 
 :class:`Interval` is the book's one interval: a mean (or a rate) with its 95% bounds, built by
-:meth:`Interval.of_mean` (Student t over seeds), :meth:`Interval.of_proportion` (Wilson) or
-:meth:`Interval.paired` (per-seed differences), and printed one way, ``0.123 [0.100, 0.150]``.
+:meth:`Interval.of_mean` (Student t over seeds), :meth:`Interval.of_proportion` (Wilson),
+:meth:`Interval.paired` (per-seed differences) or :meth:`Interval.welch` (two independent samples),
+and printed one way, ``0.123 [0.100, 0.150]``.
 
 This module imports no torch, so the report can be built without it.
 """
@@ -66,14 +67,14 @@ def _number(value) -> float:
 class Interval:
     """A mean (``kind="mean"``) or a rate (``kind="proportion"``) with its 95% interval ``[low, high]``.
 
-    ``values`` are the replicates a mean was computed from (seeds), ``n`` their number (or the
-    number of trials of a rate), ``successes`` the successes of a rate.
+    ``values`` are the replicates a mean was computed from (seeds), ``n`` their number (the number
+    of trials of a rate, the two sample sizes of a Welch difference), ``successes`` the successes of a rate.
     """
 
     mean: float
     low: float
     high: float
-    n: int | None = None
+    n: int | tuple[int, int] | None = None
     values: tuple[float, ...] | None = None
     kind: str = "mean"
     successes: int | None = None
@@ -117,6 +118,27 @@ class Interval:
         return cls.of_mean([a - b for a, b in zip(first, second)])
 
     @classmethod
+    def welch(cls, first: Sequence[float], second: Sequence[float]) -> Interval:
+        """Mean of ``first`` minus mean of ``second`` with a Welch 95% interval (independent samples, e.g.
+        generations of two models; NaNs dropped). ``n`` is the pair of sample sizes; with fewer than two
+        values on a side the bounds are NaN (no spread can be estimated)."""
+        a = [float(x) for x in first if math.isfinite(float(x))]
+        b = [float(x) for x in second if math.isfinite(float(x))]
+        n = (len(a), len(b))
+        if len(a) < 2 or len(b) < 2:
+            diff = (sum(a) / len(a) if a else float("nan")) - (sum(b) / len(b) if b else float("nan"))
+            return cls(diff, float("nan"), float("nan"), n)
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
+        vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
+        se = math.sqrt(va + vb)
+        if se == 0:
+            return cls(ma - mb, ma - mb, ma - mb, n)
+        df = (va + vb) ** 2 / ((va ** 2) / (len(a) - 1) + (vb ** 2) / (len(b) - 1))
+        half = t_quantile_975(max(1, int(df))) * se
+        return cls(ma - mb, ma - mb - half, ma - mb + half, n)
+
+    @classmethod
     def from_dict(cls, data: Mapping) -> Interval:
         """Read ``{mean, ci_low, ci_high[, values | n]}`` or a rate ``{value, ci_low, ci_high, k, n}``."""
         if isinstance(data, Interval):
@@ -129,9 +151,9 @@ class Interval:
         values = data.get("values")
         values = tuple(_number(v) for v in values) if values is not None else None
         n = data.get("n", len(values) if values is not None else None)
-        return cls(mean, _number(data.get("ci_low", mean)), _number(data.get("ci_high", mean)),
-                   int(n) if n is not None else None, values, "proportion" if proportion else "mean",
-                   data.get("k"))
+        n = tuple(int(x) for x in n) if isinstance(n, (list, tuple)) else int(n) if n is not None else None
+        return cls(mean, _number(data.get("ci_low", mean)), _number(data.get("ci_high", mean)), n, values,
+                   "proportion" if proportion else "mean", data.get("k"))
 
     def to_dict(self) -> dict:
         """The JSON shape of the metrics files: ``{mean, ci_low, ci_high, values}`` (``n`` when the
@@ -147,7 +169,9 @@ class Interval:
         if self.values is not None:
             out["values"] = list(self.values)
         elif self.n is not None:
-            out["n"] = self.n
+            out["n"] = list(self.n) if isinstance(self.n, tuple) else self.n
+        if self.successes is not None:  # a rate written with a "mean" key (chapter 9's corpus drift)
+            out["k"] = self.successes
         return out
 
     # -- reading --
