@@ -458,14 +458,24 @@ recorded.T if not recorded.empty else None
 #    from-scratch GPT of chapter 7 does?
 
 # %%
-write_chapter_metrics(
-    "08_lora_4bit_idea_gating",
-    profile,
-    seed,
-    {
-        "dataset": summary["dataset"],
+from semlm.records import LoraRecord
+
+record = LoraRecord(
+    dataset=summary["dataset"],
+    backbone=backbone.name,
+    baseline={
+        "val_ppl": base.val_ppl,
+        "steps": base.steps,
+        "history": base.history,
+    },
+    gated={
+        "val_ppl": gated.val_ppl,
+        "val_ppl_ungated": gated.val_ppl_ungated,
+        "steps": gated.steps,
+        "history": gated.history,
+    },
+    extra={
         "data": summary,
-        "backbone": backbone.name,
         "backbone_config": {
             k: backbone.config.get(k)
             for k in (
@@ -490,17 +500,6 @@ write_chapter_metrics(
             "gated_by_group": gated.trainable,
             "frozen": backbone.n_parameters,
             "mistral_7b_architecture": paper_counts,
-        },
-        "baseline": {
-            "val_ppl": base.val_ppl,
-            "steps": base.steps,
-            "history": base.history,
-        },
-        "gated": {
-            "val_ppl": gated.val_ppl,
-            "val_ppl_ungated": gated.val_ppl_ungated,
-            "steps": gated.steps,
-            "history": gated.history,
         },
         "by_quantization": {
             q: {
@@ -546,5 +545,7 @@ write_chapter_metrics(
         },
         "paper_reference_ppl": PAPER_B_LORA_PPL,
     },
-    timer.seconds,
+)
+write_chapter_metrics(
+    "08_lora_4bit_idea_gating", profile, seed, record, timer.seconds
 )

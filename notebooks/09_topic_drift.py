@@ -445,24 +445,23 @@ def seed_summary(kind):
     return {k: results[kind][k] for k in keys}
 
 
-write_chapter_metrics(
-    CHAPTER,
-    profile,
-    seed,
-    {
+from semlm.records import TopicDriftRecord
+
+record = TopicDriftRecord(
+    data={
+        "drift_rate": data_rate,
+        "switch_prob": config.data.switch_prob,
+        "labelling_exact": exact,
+        "n_topics": world.n_topics,
+        "vocab_size": len(world.vocabulary),
+        "sentences_per_doc": config.data.sentences_per_doc,
+        "train_docs": config.data.n_train_docs,
+    },
+    plain=seed_summary("plain"),
+    gated=seed_summary("gated"),
+    paired=results["paired"],
+    extra={
         "seeds": seeds,
-        "data": {
-            "drift_rate": data_rate,
-            "switch_prob": config.data.switch_prob,
-            "labelling_exact": exact,
-            "n_topics": world.n_topics,
-            "vocab_size": len(world.vocabulary),
-            "sentences_per_doc": config.data.sentences_per_doc,
-            "train_docs": config.data.n_train_docs,
-        },
-        "plain": seed_summary("plain"),
-        "gated": seed_summary("gated"),
-        "paired": results["paired"],
         "alpha_sweep": sweep,
         "train_alpha": config.idea.alpha,
         "generation": {
@@ -476,5 +475,5 @@ write_chapter_metrics(
             for kind, by_seed in runs.items()
         },
     },
-    timer.seconds,
 )
+write_chapter_metrics(CHAPTER, profile, seed, record, timer.seconds)
