@@ -265,11 +265,10 @@ pd.Series(
 #    published featurizer (`SyntheticFeatures(vocab, published=True)`) changes.
 
 # %%
-write_chapter_metrics(
-    "01_feature_bank",
-    profile,
-    seed,
-    {
+from semlm.records import FeatureBankRecord
+
+record = FeatureBankRecord(
+    extra={
         "n_features": fuzzy.NUM_FEATURES,
         "feature_names": list(fuzzy.FEATURE_NAMES),
         "centres": list(fuzzy.CENTRES),
@@ -285,5 +284,5 @@ write_chapter_metrics(
             ],
         },
     },
-    timer.seconds,
 )
+write_chapter_metrics("01_feature_bank", profile, seed, record, timer.seconds)

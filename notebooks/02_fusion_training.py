@@ -401,6 +401,12 @@ numbers["config"] = {
     "backbone": vars(config.backbone),
     "train": vars(config.train),
 }
+from semlm.records import FusionTrainingRecord
+
 write_chapter_metrics(
-    "02_fusion_training", profile, seed, numbers, timer.seconds
+    "02_fusion_training",
+    profile,
+    seed,
+    FusionTrainingRecord(extra=numbers),
+    timer.seconds,
 )

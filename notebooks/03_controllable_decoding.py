@@ -629,11 +629,10 @@ def as_metrics(p):
     }
 
 
-write_chapter_metrics(
-    "03_controllable_decoding",
-    profile,
-    seed,
-    {
+from semlm.records import DecodingRecord
+
+record = DecodingRecord(
+    extra={
         "n_per_setting": N,
         "control": {
             "hard": {
@@ -687,5 +686,7 @@ write_chapter_metrics(
         "generations_per_second": generations_per_second,
         "examples": examples,
     },
-    timer.seconds,
+)
+write_chapter_metrics(
+    "03_controllable_decoding", profile, seed, record, timer.seconds
 )

@@ -501,11 +501,10 @@ def records(frame):
     return frame.to_dict(orient="records")
 
 
-write_chapter_metrics(
-    "07_xray_and_sweeps",
-    profile,
-    seed,
-    {
+from semlm.records import XrayRecord
+
+record = XrayRecord(
+    extra={
         "dataset": data.splits_dataset,
         "xray": {
             x["prompt"].strip(): {
@@ -536,5 +535,7 @@ write_chapter_metrics(
             "mitigation": "concentration decay (top-20 ideas, last 32 tokens)",
         },
     },
-    timer.seconds,
+)
+write_chapter_metrics(
+    "07_xray_and_sweeps", profile, seed, record, timer.seconds
 )

@@ -34,6 +34,7 @@ import torch
 from .decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
 from .experiment import peak_rss_mb, prepare_data, run_models
 from .profiles import PROFILES, synthetic_profile
+from .records import BenchmarkRecord
 from .report import write_chapter_metrics
 
 TARGET_SECONDS = 60.0
@@ -85,7 +86,7 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         "generations_per_second": generation["generations_per_second"],
     }
     record["idea"] = run_idea_benchmark(profile, seed, threads=1)
-    write_chapter_metrics("bench", profile, seed, record, wall)
+    write_chapter_metrics("bench", profile, seed, BenchmarkRecord(extra=record), wall)
     return record
 
 
