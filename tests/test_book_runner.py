@@ -246,3 +246,20 @@ def test_published_notebooks_are_the_chapters_without_outputs_and_say_how_to_run
     assert "parameters" in notebook.cells[1].metadata["tags"]
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
     assert notebook.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_manifest_says_per_chapter_which_models_were_trained_and_which_loaded(tmp_path):
+    import json
+
+    from semlm.book import _record_in_manifest, read_manifest
+
+    log = tmp_path / "ch.runs.jsonl"
+    rows = [{"experiment": "semlm.experiment:SYNTHETIC", "name": n, "seed": 1, "group": "causal", "status": s,
+             "train_seconds": 1.0, "device": "cpu"} for n, s in (("baseline", "trained"), ("fusion", "loaded"))]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _record_in_manifest(tmp_path, "02_fusion_training", "smoke", "ok", 12.34, log)
+    _record_in_manifest(tmp_path, "01_feature_bank", "smoke", "ok", 1.0, tmp_path / "absent.jsonl")
+    manifest = read_manifest(tmp_path)
+    assert manifest["02_fusion_training"]["runs"] == {"trained": 1, "resumed": 0, "loaded": 1}
+    assert [r["status"] for r in manifest["02_fusion_training"]["run_list"]] == ["trained", "loaded"]
+    assert manifest["01_feature_bank"]["runs"] == {"trained": 0, "resumed": 0, "loaded": 0}
