@@ -255,3 +255,29 @@ from semlm.recorded import recorded_bench_frame
 recorded, recorded_note = recorded_bench_frame()
 print(recorded_note)
 recorded if not recorded.empty else None
+
+# %% [markdown]
+# ## The whole book: time per chapter, models trained or loaded
+#
+# The book runner records every chapter's wall time and, from the run log of
+# `semlm.runs`, which of its models it trained and which it loaded from the
+# run cache (`manifest.json` in the build folder). This chapter runs after
+# chapters 1-9, so the table is this build's own; `python -m semlm.bench
+# --only book` prints the same for the last build. The target for a `cpu`
+# build from scratch (an empty run cache) on a 2-core CPU is 20 minutes.
+
+# %%
+from semlm.bench import book_build_times
+
+book_times = book_build_times()
+glue("book_minutes", book_times["total_minutes"], display=False)
+glue(
+    "book_scratch",
+    "from scratch" if book_times["from_scratch"] else "partly from the run cache",
+    display=False,
+)
+pd.DataFrame(book_times["chapters"])
+
+# %% [markdown]
+# The chapters above took {glue:text}`book_minutes:.1f` minutes in this build
+# ({glue:text}`book_scratch`), before this chapter and the report.

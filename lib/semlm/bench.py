@@ -279,18 +279,66 @@ def print_idea_summary(idea: dict) -> None:
     print(f"  generation/token: {idea['verdicts']['generation']} (KV cache, {idea['new_tokens']} new tokens)")
 
 
+# --- the whole book ---------------------------------------------------------------------------
+
+#: Issue 13's target for the whole ``cpu`` book built from scratch on a 2-core CPU.
+BOOK_TARGET_MINUTES = 20.0
+
+
+def book_build_times(build_dir: str | Path | None = None) -> dict:
+    """Per-chapter wall time and trained / loaded model counts of the current (or last) book build.
+
+    Read from the runner's ``manifest.json`` (``$SEMLM_BUILD_DIR``, else ``book/_build``). Inside a
+    build it holds the chapters executed so far (the benchmarks chapter runs after chapters 1-9).
+    ``from_scratch`` is true when no chapter loaded a model that an earlier build had trained.
+    """
+    from .book import read_manifest
+    from .data.paths import REPO_ROOT
+
+    build_dir = Path(build_dir or os.environ.get("SEMLM_BUILD_DIR") or REPO_ROOT / "book" / "_build")
+    manifest = read_manifest(build_dir)
+    rows = [{"chapter": chapter, "profile": entry["profile"], "status": entry["status"],
+             "minutes": round(entry["seconds"] / 60, 2), "models trained": entry["runs"]["trained"],
+             "models loaded": entry["runs"]["loaded"]} for chapter, entry in sorted(manifest.items())]
+    total = sum(entry["seconds"] for entry in manifest.values()) / 60
+    trained_here = {(r["experiment"], r["group"], r["name"], r["seed"]) for e in manifest.values()
+                    for r in e["run_list"] if r["status"] == "trained"}
+    loaded_from_earlier = [r for e in manifest.values() for r in e["run_list"] if r["status"] == "loaded"
+                           and (r["experiment"], r["group"], r["name"], r["seed"]) not in trained_here]
+    return {"chapters": rows, "total_minutes": round(total, 2), "target_minutes": BOOK_TARGET_MINUTES,
+            "profiles": sorted({r["profile"] for r in rows}), "from_scratch": not loaded_from_earlier,
+            "meets_target": total <= BOOK_TARGET_MINUTES if rows else None}
+
+
+def print_book_times(times: dict) -> None:
+    if not times["chapters"]:
+        print("book: no build recorded yet (run `make book`)")
+        return
+    for row in times["chapters"]:
+        print(f"  {row['chapter']:<32} {row['minutes']:6.2f} min  {row['models trained']:3d} trained "
+              f"{row['models loaded']:3d} loaded  ({row['profile']}, {row['status']})")
+    verdict = {True: "meets", False: "MISSES", None: "n/a for"}[times["meets_target"]]
+    scratch = "from scratch" if times["from_scratch"] else "NOT from scratch (some models came from an earlier build)"
+    print(f"book ({', '.join(times['profiles'])}): {times['total_minutes']:.1f} min, {scratch}; "
+          f"{verdict} the {times['target_minutes']:.0f} min target")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m semlm.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default: cpu = paper scale)")
     parser.add_argument("--seed", type=int, default=111)
     parser.add_argument("--workers", type=int, default=None, help="parallel training processes (default: up to 2)")
-    parser.add_argument("--only", choices=("all", "idea"), default="all",
-                        help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants)")
+    parser.add_argument("--only", choices=("all", "idea", "book"), default="all",
+                        help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants); "
+                             "'book': the chapter times of the last book build (book/_build/manifest.json)")
     parser.add_argument("--out", default=None, help="with --only idea: also write the record to this JSON file")
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
+    if args.only == "book":
+        print_book_times(book_build_times())
+        return 0
     try:
         if args.only == "idea":
             idea = run_idea_benchmark(args.profile, args.seed, threads=None if torch.cuda.is_available() else 1)
@@ -314,8 +362,10 @@ def main(argv: list[str] | None = None) -> int:
           f"({gen['generations_per_second']:.0f}/s; target <= {GENERATION_TARGET_SECONDS:.0f} s)")
     print_idea_summary(record["idea"])
     print(json.dumps(record, indent=2))
+    print_book_times(book_build_times())
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
+

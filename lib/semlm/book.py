@@ -143,7 +143,8 @@ def chapter_environment(build_dir: Path, allow_downloads: bool):
     The kernels inherit this process's environment; restoring it afterwards keeps ``run()``
     free of side effects when tests call it in-process.
     """
-    updates = {"SEMLM_METRICS_DIR": str(build_dir / "metrics"), "SEMLM_RUNS_DIR": str(build_dir / "runs")}
+    updates = {"SEMLM_METRICS_DIR": str(build_dir / "metrics"), "SEMLM_RUNS_DIR": str(build_dir / "runs"),
+               "SEMLM_BUILD_DIR": str(build_dir)}
     data_dir = os.environ.get("SEMLM_DATA_DIR")
     if data_dir:
         # The kernels run in the repository root, not in the caller's cwd.
