@@ -37,3 +37,13 @@ def test_model_config_rejects_unknown_kind_and_bad_heads():
         LMConfig(BackboneConfig(10), kind="gpt")
     with pytest.raises(ValueError, match="divisible by n_heads"):
         BackboneConfig(10, d_model=30, n_heads=4)
+
+
+def test_profiles_and_the_book_runner_import_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; import semlm.profiles, semlm.book, semlm.records; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
