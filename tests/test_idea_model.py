@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from transformers import LogitsProcessorList
 
 from semlm.decoding.idea_gate import ConcentrationDecay, IdeaGateLogitsProcessor
-from semlm.models.idea import GATE_VARIANTS, IdeaGPTConfig, IdeaGPTForCausalLM, idea_gate
+from semlm.models.idea import GATE_VARIANTS, IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, idea_gate
 
 
 def tiny(idea=True, **kw):
@@ -245,3 +245,70 @@ def test_beam_search_reorders_the_cache_and_matches_the_uncached_beams():
     x = torch.randint(1, 61, (2, 4))
     cached = greedy(model, x, 8, use_cache=True, num_beams=3)
     assert torch.equal(cached, greedy(model, x, 8, use_cache=False, num_beams=3))
+
+
+def naive_gate(z, alpha, beta, variant, eps=1e-8):
+    """The published formulas written out in float64, differentiated by autograd (the reference)."""
+    log_p = torch.log(torch.sigmoid(z.double()) + eps)
+    return alpha * log_p.clamp(min=beta) if variant == "clamp_then_scale" else (alpha * log_p).clamp(min=beta)
+
+
+@pytest.mark.parametrize("variant", GATE_VARIANTS)
+@pytest.mark.parametrize("alpha,beta", [(0.5, -2.0), (1.0, -0.5), (0.003, -2.0), (0.5, -25.0)])
+def test_fused_gate_values_and_gradients_equal_the_naive_gate(variant, alpha, beta):
+    # (0.003, -2) in v2 and beta = -25 put the clamp far below log(eps): the eps-exact branch runs
+    g = torch.Generator().manual_seed(3)
+    token = torch.randn(4, 7, 97, generator=g, requires_grad=True)
+    z = (torch.randn(4, 7, 97, generator=g) * 12).requires_grad_()
+    upstream = torch.randn(4, 7, 97, generator=g)
+    fast = gated_logits(token, z, alpha, beta, variant)
+    (fast * upstream).sum().backward()
+    token_ref = token.detach().double().requires_grad_()
+    z_ref = z.detach().double().requires_grad_()
+    reference = token_ref + naive_gate(z_ref, alpha, beta, variant)
+    (reference * upstream.double()).sum().backward()
+    assert torch.allclose(fast.double(), reference, atol=1e-5)
+    assert torch.allclose(token.grad.double(), token_ref.grad)
+    assert torch.allclose(z.grad.double(), z_ref.grad, rtol=1e-4, atol=1e-6)
+    with torch.no_grad():
+        assert torch.allclose(gated_logits(token, z, alpha, beta, variant).double(), reference, atol=1e-5)
+        assert torch.allclose(idea_gate(z, alpha, beta, variant).double(), naive_gate(z, alpha, beta, variant),
+                              atol=1e-5)
+
+
+def test_fused_gate_runs_in_bfloat16_like_the_reference():
+    z = torch.randn(3, 50) * 5
+    token = torch.randn(3, 50)
+    fast = gated_logits(token.bfloat16(), z.bfloat16(), 0.5, -2.0)
+    assert fast.dtype == torch.bfloat16
+    assert torch.allclose(fast.float(), token + naive_gate(z.bfloat16().float(), 0.5, -2.0, "clamp_then_scale").float(),
+                          atol=0.07)
+
+
+def test_gated_training_loss_gradients_equal_the_naive_reference():
+    """The model's fused gate + sparse BCE give the parameter gradients of the naive dense computation."""
+    from semlm.idea_targets import PAD_ID, idea_targets, vocabulary_mask, window_ids
+    from semlm.losses import idea_gated_loss
+
+    model = tiny(alpha=0.5).train()
+    g = torch.Generator().manual_seed(5)
+    future = torch.randint(0, 61, (3, 12 + 3), generator=g)
+    future[0, -2:] = PAD_ID
+    inputs, targets = future[:, :12].clamp_min(0), future[:, 1:13]
+    vocab_mask = vocabulary_mask(61, [0, 1, 2])
+    out = model(inputs, alpha=0.4)
+    loss, _, _ = idea_gated_loss(out.logits, targets, out.idea_logits, window_ids(future[:, 1:], 3, 12), vocab_mask,
+                                 0.1, 5.0, "mean", ignore_index=PAD_ID)
+    fast = torch.autograd.grad(loss, list(model.parameters()))
+    out = model(inputs, alpha=0.0)
+    logits = out.token_logits.double() + naive_gate(out.idea_logits, 0.4, model.config.beta, "clamp_then_scale")
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID)
+    bags = idea_targets(future[:, 1:], 3, 61, length=12).double()
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(out.idea_logits.double(), bags, reduction="none",
+                                                               pos_weight=torch.tensor(5.0, dtype=torch.float64))
+    scored = (targets != PAD_ID).double()
+    bce = ((bce * vocab_mask.double()).sum(-1) / vocab_mask.sum() * scored).sum() / scored.sum()
+    naive = torch.autograd.grad(ce + 0.1 * bce, list(model.parameters()))
+    assert torch.allclose(loss.double(), ce + 0.1 * bce, atol=1e-5)
+    for (name, _), a, b in zip(model.named_parameters(), fast, naive):
+        assert torch.allclose(a.double(), b.double(), rtol=1e-4, atol=1e-6), name

@@ -121,3 +121,28 @@ def test_window_ids_hold_each_positive_once():
     positives = window_ids(future, 3, 5)
     assert [sorted(set(r.tolist()) - {PAD_ID}) for r in positives[0]] == [[2, 4], [2, 4, 7], [4, 5, 7], [5, 7], [5]]
     assert all(len([x for x in r.tolist() if x != PAD_ID]) == len(set(r.tolist()) - {PAD_ID}) for r in positives[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 12), st.integers(1, 6), st.integers(2, 9), st.integers(0, 10_000),
+       st.sampled_from(["sum_vocab", "mean"]), st.sampled_from([None, 5.0]))
+def test_sparse_bce_gradient_equals_the_naive_dense_gradient(batch, length, window, vocab, seed, reduction, pos_weight):
+    """The hand-written backward of the sparse BCE against autograd through a dense float64 BCE."""
+    g = torch.Generator().manual_seed(seed)
+    future = torch.randint(-1, vocab, (batch, length + window - 1), generator=g)
+    vocab_mask = vocabulary_mask(vocab, [0]) if vocab > 3 else None
+    logits = (torch.randn(batch, length, vocab, generator=g) * 6).requires_grad_()
+    mask = torch.rand(batch, length, generator=g) > 0.3
+    idea_bce_sparse(logits, window_ids(future, window, length), mask, pos_weight, reduction, vocab_mask).backward()
+    dense_logits = logits.detach().double().requires_grad_()
+    targets = idea_targets(future, window, vocab, length=length).double()
+    weight = None if pos_weight is None else torch.tensor(pos_weight, dtype=torch.float64)
+    per_entry = torch.nn.functional.binary_cross_entropy_with_logits(dense_logits, targets, pos_weight=weight,
+                                                                     reduction="none")
+    columns = vocab
+    if vocab_mask is not None:
+        per_entry, columns = per_entry * vocab_mask.double(), vocab_mask.sum().item()
+    per_position = per_entry.sum(-1) / (columns if reduction == "mean" else 1)
+    scored = mask.double()
+    ((per_position * scored).sum() / scored.sum().clamp_min(1.0)).backward()
+    assert torch.allclose(logits.grad.double(), dense_logits.grad, rtol=1e-5, atol=1e-7)

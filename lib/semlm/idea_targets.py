@@ -136,6 +136,49 @@ def window_ids(future: torch.Tensor, window: int, length: int) -> torch.Tensor:
     return windows.masked_fill(repeated, PAD_ID)
 
 
+class _SparseBCERows(torch.autograd.Function):
+    """Per-position idea BCE from window ids, ``[..., V] -> [...]``, with a hand-written backward.
+
+    forward:  sum_v m_v softplus(z_v) + sum_{v in window} m_v (w softplus(-z_v) - softplus(z_v))
+    backward: d/dz_v = g (m_v sigmoid(z_v)) at every column, plus g m_v (-w (1 - sigmoid(z_v)) - sigmoid(z_v))
+              at the window's ids, with g the incoming gradient of the position.
+    Autograd would expand the row gradient, multiply by the mask, run softplus' backward, scatter
+    the window part into a fresh zero [B, T, V] tensor and add the two: five dense passes. Here it
+    is one sigmoid, two in-place products and a scatter-add of K entries per position.
+    """
+
+    @staticmethod
+    def forward(ctx, idea_logits, positives, vocab_mask, pos_weight):
+        z = idea_logits.float()
+        index = positives.clamp_min(0)
+        valid = (positives != PAD_ID).to(z.dtype)
+        if vocab_mask is not None:
+            negatives = F.softplus(z) @ vocab_mask                         # [...]: masked sum over V
+            valid = valid * vocab_mask[index]                               # masked positives count for nothing
+        else:
+            negatives = F.softplus(z).sum(-1)
+        z_pos = z.gather(-1, index)                                         # [..., K]
+        correction = (pos_weight * F.softplus(-z_pos) - F.softplus(z_pos)) * valid
+        ctx.save_for_backward(idea_logits, index, valid, z_pos, vocab_mask)
+        ctx.pos_weight = pos_weight
+        return negatives + correction.sum(-1)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_rows):
+        idea_logits, index, valid, z_pos, vocab_mask = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None, None, None
+        grad_rows = grad_rows.float().unsqueeze(-1)                         # [..., 1]
+        grad = torch.sigmoid(idea_logits.float())
+        if vocab_mask is not None:
+            grad.mul_(vocab_mask)
+        grad.mul_(grad_rows)
+        p_pos = torch.sigmoid(z_pos)
+        grad.scatter_add_(-1, index, (-ctx.pos_weight * (1.0 - p_pos) - p_pos) * valid * grad_rows)
+        return grad.to(idea_logits.dtype), None, None, None
+
+
 def idea_bce_sparse(idea_logits: torch.Tensor, positives: torch.Tensor, mask: torch.Tensor | None = None,
                     pos_weight: float | None = None, reduction: str = "sum_vocab",
                     vocab_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -144,25 +187,23 @@ def idea_bce_sparse(idea_logits: torch.Tensor, positives: torch.Tensor, mask: to
     Per position, BCE summed over the vocabulary is sum_v softplus(z_v) (every token as a negative)
     plus, for each positive v, w * softplus(-z_v) - softplus(z_v). One elementwise pass over the
     logits and a gather of K entries, instead of several dense passes: the same value (a test
-    checks it), at a fraction of the cost. With ``vocab_mask`` both sums run over the counted
-    columns only (masked columns contribute nothing, so their gradient is exactly zero).
+    checks it), at a fraction of the cost; the backward is written out (:class:`_SparseBCERows`) and
+    a test checks it against autograd through the dense :func:`idea_bce`. With ``vocab_mask`` both
+    sums run over the counted columns only (masked columns contribute nothing, so their gradient is
+    exactly zero).
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
-    z = idea_logits.float()
+    if positives.shape[:-1] != idea_logits.shape[:-1]:
+        raise ValueError(f"window ids {tuple(positives.shape)} do not match idea logits {tuple(idea_logits.shape)}; "
+                         "build them with window_ids(future, window, length)")
     w = 1.0 if pos_weight is None else float(pos_weight)
-    valid = (positives != PAD_ID).to(z.dtype)
-    columns = z.shape[-1]
+    columns = idea_logits.shape[-1]
+    m = None
     if vocab_mask is not None:
-        m = vocab_mask.to(z.device, z.dtype)
-        negatives = (F.softplus(z) * m).sum(-1)                         # [B, L]
-        valid = valid * m[positives.clamp_min(0)]                       # masked positives count for nothing
+        m = vocab_mask.to(idea_logits.device, torch.float32)
         columns = m.sum().clamp_min(1.0)
-    else:
-        negatives = F.softplus(z).sum(-1)                               # [B, L]
-    z_pos = z.gather(-1, positives.clamp_min(0))                        # [B, L, K]
-    correction = (w * F.softplus(-z_pos) - F.softplus(z_pos)) * valid
-    per_position = negatives + correction.sum(-1)
+    per_position = _SparseBCERows.apply(idea_logits, positives, m, w)
     if reduction == "mean":
         per_position = per_position / columns
     if mask is None:

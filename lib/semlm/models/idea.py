@@ -53,6 +53,25 @@ def check_gate_variant(variant: str) -> str:
     return variant
 
 
+def _check_gate_arguments(variant: str, alpha: float, beta: float) -> None:
+    check_gate_variant(variant)
+    if alpha < 0:
+        raise ValueError(f"gate strength alpha must be >= 0, got {alpha}")
+    if beta > 0:
+        raise ValueError(f"clamp floor beta must be <= 0, got {beta}")
+
+
+def _gate_floor(alpha: float, beta: float, variant: str) -> float:
+    """The log-probability below which the clamp acts: beta (v1) or beta / alpha (v2)."""
+    return beta if variant == "clamp_then_scale" else beta / alpha
+
+
+def _drops_eps(alpha: float, beta: float, variant: str, eps: float) -> bool:
+    """True when log(p + eps) may be computed as log(p): wherever the clamp does not act, p > e^floor, so
+    the two differ by less than eps / p < eps * e^-floor (in value, and relatively in the derivative)."""
+    return eps <= 0 or math.log(eps) - _gate_floor(alpha, beta, variant) <= math.log(1e-6)
+
+
 def idea_gate(idea_logits: torch.Tensor, alpha: float, beta: float = -2.0,
               variant: str = "clamp_then_scale", eps: float = 1e-8) -> torch.Tensor:
     """The additive gate from idea logits (paper B, Section 3.3; both published variants).
@@ -60,23 +79,93 @@ def idea_gate(idea_logits: torch.Tensor, alpha: float, beta: float = -2.0,
     ``clamp_then_scale``: alpha * clamp(log(sigmoid(z) + eps), min=beta)   (v1; >= alpha * beta)
     ``scale_then_clamp``: max(alpha * log(sigmoid(z) + eps), beta)         (v2; >= beta)
     The clamp is what keeps a confidently wrong idea head from removing a token outright.
+    This is the reference form (plain autograd); the model's forward adds it to the token logits
+    through :func:`gated_logits`, which computes the same values with a hand-written backward.
     """
-    check_gate_variant(variant)
-    if alpha < 0:
-        raise ValueError(f"gate strength alpha must be >= 0, got {alpha}")
-    if beta > 0:
-        raise ValueError(f"clamp floor beta must be <= 0, got {beta}")
+    _check_gate_arguments(variant, alpha, beta)
+    if alpha == 0:
+        return torch.zeros_like(idea_logits)
     z = idea_logits.float()
-    if variant == "clamp_then_scale" and beta >= math.log(eps) + 2.0:
-        # log(sigmoid(z) + eps) and logsigmoid(z) differ by at most eps / sigmoid(z) < eps * e^-beta
-        # where the clamp does not act, and both are clamped where it does: same values, one fused op.
-        return (alpha * F.logsigmoid(z).clamp(min=beta)).to(idea_logits.dtype)
-    log_p = torch.log(torch.sigmoid(z) + eps)
+    if _drops_eps(alpha, beta, variant, eps):
+        log_p = torch.log(torch.sigmoid(z))  # two vectorised passes; logsigmoid is ~3x slower on CPU
+    else:
+        log_p = torch.log(torch.sigmoid(z) + eps)
     if variant == "clamp_then_scale":
         gate = alpha * log_p.clamp(min=beta)
     else:
         gate = (alpha * log_p).clamp(min=beta)
     return gate.to(idea_logits.dtype)
+
+
+class _GatedLogits(torch.autograd.Function):
+    """z_final = z_token + G_alpha(z_idea) with a hand-written backward (same math as :func:`idea_gate`).
+
+    Autograd through ``idea_gate`` runs about eight passes over the [B, T, V] logits for the gate
+    alone (sigmoid, log, clamp, scale, add; their backwards, a comparison and a select). Here the
+    forward is sigmoid, log, clamp, scale and add in place, and the backward three in-place passes
+    over the saved sigmoid: with p = sigmoid(z) and floor the clamp's threshold in log p,
+
+        d z_final / d z_idea = alpha * (1 - p) * p / (p + eps)   where log(p + eps) >= floor, else 0
+
+    (the factor p / (p + eps) is 1 to float precision when ``_drops_eps``). The saved sigmoid is
+    overwritten by the backward, so the graph can be walked back once (no ``retain_graph``).
+    """
+
+    @staticmethod
+    def forward(ctx, token_logits, idea_logits, alpha, beta, variant, eps):
+        p = torch.sigmoid(idea_logits.float())
+        drop_eps = _drops_eps(alpha, beta, variant, eps)
+        gate = torch.log(p) if drop_eps else torch.log(p + eps)
+        if variant == "clamp_then_scale":
+            gate.clamp_(min=beta).mul_(alpha)
+        else:
+            gate.mul_(alpha).clamp_(min=beta)
+        if gate.dtype == token_logits.dtype:
+            out = gate.add_(token_logits)  # the gate's buffer becomes the output
+        else:
+            out = token_logits + gate.to(token_logits.dtype)
+        ctx.p, ctx.alpha, ctx.eps, ctx.drop_eps = p, alpha, eps, drop_eps
+        ctx.threshold = math.exp(_gate_floor(alpha, beta, variant)) - (0.0 if drop_eps else eps)
+        ctx.idea_dtype = idea_logits.dtype
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        p, alpha = ctx.p, ctx.alpha
+        if p is None:
+            raise RuntimeError("the idea gate's backward ran twice; its saved buffer is used up (no retain_graph)")
+        ctx.p = None
+        grad_idea = None
+        if ctx.needs_input_grad[1]:
+            ratio = None if ctx.drop_eps else p / (p + ctx.eps)
+            torch.threshold_(p, ctx.threshold, 1.0)  # clamped entries -> p = 1 -> 1 - p = 0
+            grad_idea = p.mul_(-alpha).add_(alpha)   # alpha * (1 - p), 0 where clamped
+            if ratio is not None:
+                grad_idea.mul_(ratio)
+            grad_idea = grad_idea.mul_(grad_out).to(ctx.idea_dtype)
+        grad_token = grad_out if ctx.needs_input_grad[0] else None
+        return grad_token, grad_idea, None, None, None, None
+
+
+def gated_logits(token_logits: torch.Tensor, idea_logits: torch.Tensor, alpha: float, beta: float = -2.0,
+                 variant: str = "clamp_then_scale", eps: float = 1e-8) -> torch.Tensor:
+    """z_final = z_token + idea_gate(z_idea) (paper B, Section 3.3), computed in few passes.
+
+    Equal to ``token_logits + idea_gate(idea_logits, ...)`` to float precision, values and gradients
+    (tests check both). At alpha = 0 it returns ``token_logits`` itself.
+    """
+    _check_gate_arguments(variant, alpha, beta)
+    if alpha == 0:
+        return token_logits
+    if not (torch.is_grad_enabled() and (token_logits.requires_grad or idea_logits.requires_grad)):
+        with torch.no_grad():
+            return _GatedLogits.forward(_NoContext(), token_logits, idea_logits, alpha, beta, variant, eps)
+    return _GatedLogits.apply(token_logits, idea_logits, alpha, beta, variant, eps)
+
+
+class _NoContext:
+    """Stands in for autograd's ctx when the gate runs without a graph (generation, evaluation)."""
 
 
 class IdeaGPTConfig(PreTrainedConfig):
@@ -282,9 +371,8 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
         if self.idea_head is not None:
             idea_logits = self.idea_head(hidden)
             a = self.config.alpha if alpha is None else alpha
-            if a != 0:
-                logits = token_logits + idea_gate(idea_logits, a, self.config.beta, self.config.gate_variant,
-                                                  self.config.eps)
+            logits = gated_logits(token_logits, idea_logits, a, self.config.beta, self.config.gate_variant,
+                                  self.config.eps)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
