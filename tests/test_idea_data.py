@@ -1,5 +1,8 @@
 """WikiText loading, the byte-level BPE, token blocks, domains, and the retention metrics (paper B)."""
 
+import math
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -9,7 +12,7 @@ from transformers import PreTrainedTokenizerFast
 from semlm.data.bpe import bpe_tokenizer, load_tokenizer, train_bpe
 from semlm.data.wikitext import downloads_allowed, load_corpus
 from semlm.idea_experiment import (AUTHORS_STOPWORDS, PAD_ID, TokenBlocks, TokenStream, alpha_at, authors_stickiness,
-                                   idea_profile, learning_rate, load_domains, profile_differences)
+                                   idea_profile, load_domains, profile_differences)
 from semlm.profiles import check_parameters
 from semlm.metrics import distinct_n, repetition_rate, stickiness, unique_domain_density, words_of
 
@@ -73,9 +76,9 @@ def test_profiles_follow_the_authors_v1_at_paper_scale():
     assert (paper.idea.window, paper.idea.idea_weight, paper.idea.beta, paper.idea.pos_weight) == (20, 0.01, -2.0, 5.0)
     assert (paper.idea.idea_loss_reduction, paper.idea.alpha, paper.idea.alpha_ramp_steps) == ("sum_vocab", 0.5, 2000)
     assert paper.idea.stopword_list == AUTHORS_STOPWORDS and len(AUTHORS_STOPWORDS) == 18
-    t = paper.train
-    assert (t.max_steps, t.micro_batch, t.accumulation, t.lr, t.min_lr, t.warmup_steps) == (50_000, 8, 4, 3e-4, 3e-5, 1000)
-    assert (t.weight_decay, t.grad_clip) == (0.01, None)
+    t = paper.train  # 8 windows x 4 accumulated micro-batches per iteration
+    assert (t.max_steps, t.batch_size, t.accumulation, t.lr, t.min_lr, t.warmup_steps) == (50_000, 32, 4, 3e-4, 3e-5, 1000)
+    assert (t.weight_decay, t.grad_clip, t.sampling, t.schedule) == (0.01, None, "random_windows", "cosine_min_lr")
     g = paper.generation
     assert (g.temperature, g.repetition_penalty, g.penalty_form, g.authors_samples, g.authors_new_tokens) == (
         0.6, 1.2, "authors", 20, 100)
@@ -84,12 +87,36 @@ def test_profiles_follow_the_authors_v1_at_paper_scale():
         idea_profile("laptop")
 
 
-def test_learning_rate_warms_up_from_zero_and_ends_on_the_floor():
-    t = idea_profile("paper").train
-    assert learning_rate(0, t) == 0.0 and learning_rate(500, t) == pytest.approx(1.5e-4)
-    assert learning_rate(1000, t) == pytest.approx(3e-4)
-    assert learning_rate(50_000, t) == pytest.approx(3e-5) and learning_rate(60_000, t) == pytest.approx(3e-5)
-    assert 3e-5 < learning_rate(25_500, t) < 3e-4
+def authors_get_lr(step, t):
+    """The authors' ``get_lr`` (their v1 ``train.py``), as the book's ``learning_rate`` wrote it before the one loop."""
+    if step < t.warmup_steps:
+        return t.lr * step / t.warmup_steps
+    if step > t.max_steps:
+        return t.min_lr
+    ratio = (step - t.warmup_steps) / max(1, t.max_steps - t.warmup_steps)
+    return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (t.lr - t.min_lr)
+
+
+@pytest.mark.parametrize("profile", ["paper", "cpu", "smoke"])
+def test_the_loops_cosine_min_lr_schedule_is_the_authors_get_lr(profile):
+    """transformers' cosine-with-min-lr schedule, as the one loop makes it, gives optimiser step i the
+    authors' get_lr(i) exactly (same step, no offset; equal up to float rounding): warmup from 0, the
+    peak at the end of warmup, the floor at max_steps."""
+    from semlm.train import make_scheduler
+
+    t = idea_profile(profile).train
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=t.lr)
+    scheduler = make_scheduler(optimizer, t, t.max_steps)
+    steps = sorted({0, 1, t.warmup_steps // 2, t.warmup_steps, t.warmup_steps + 1, t.max_steps // 2,
+                    t.max_steps - 1, t.max_steps})
+    lrs = {}
+    for step in range(t.max_steps + 1):
+        lrs[step] = scheduler.get_last_lr()[0]  # what the loop uses for optimiser step ``step``
+        optimizer.step()
+        scheduler.step()
+    for step in steps:
+        assert lrs[step] == pytest.approx(authors_get_lr(step, t), rel=1e-9, abs=1e-15), step
+    assert lrs[0] == 0.0 and lrs[t.warmup_steps] == pytest.approx(t.lr) and lrs[t.max_steps] == pytest.approx(t.min_lr)
 
 
 def test_max_steps_caps_a_profile_compresses_its_schedule_and_shows_in_the_differences():
@@ -165,3 +192,36 @@ def test_retention_metrics_on_a_hand_example():
     assert distinct_n(["a", "b", "a", "b"], 2) == pytest.approx(2 / 3)
     assert repetition_rate(list("abcabcabc"), 3) == pytest.approx(4 / 7)
     assert repetition_rate(list("abcdef"), 3) == 0.0
+
+
+def test_paper_b_profiles_need_no_torch_and_name_the_models_choices():
+    code = ("import sys; from semlm.profiles import idea_profile, topic_drift_profile; "
+            "idea_profile('cpu'); topic_drift_profile('cpu'); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    from semlm.idea_targets import REDUCTIONS
+    from semlm.models.idea import GATE_VARIANTS
+    from semlm.profiles import IDEA_GATE_VARIANTS, IDEA_LOSS_REDUCTIONS, IdeaSettings
+
+    assert IDEA_GATE_VARIANTS == GATE_VARIANTS and IDEA_LOSS_REDUCTIONS == REDUCTIONS
+    with pytest.raises(ValueError, match="unknown gate variant 'clamp'"):
+        IdeaSettings(gate_variant="clamp")
+
+
+def test_the_idea_loss_takes_alpha_from_the_step_and_keeps_no_counter():
+    from semlm.idea_experiment import idea_loss_fn, model_config
+    from semlm.models.idea import IdeaGPTForCausalLM
+
+    profile = idea_profile("smoke")
+    settings = replace(profile.idea, alpha=0.5, alpha_ramp_steps=4)
+    torch.manual_seed(0)
+    model = IdeaGPTForCausalLM(model_config(profile, 64, True, settings)).eval()
+    batch = TokenStream(torch.arange(400) % 64, profile.size.block_size, settings.window).sample(
+        2, torch.Generator().manual_seed(0))
+    loss_fn = idea_loss_fn(settings, [1, 2], True)
+    alphas = [loss_fn(model, batch, step)[1]["alpha"] for step in (0, 2, 2, 4, 100, 2)]
+    assert alphas == [0.0, 0.25, 0.25, 0.5, 0.5, 0.25]  # the same step gives the same alpha, in any order
+    assert loss_fn(model, batch)[1]["alpha"] == 0.5     # no step: the end of the ramp
+    assert loss_fn(model, batch, 2)[0].item() == loss_fn(model, batch, 2)[0].item()
+    plain = idea_loss_fn(settings, [1, 2], False)(IdeaGPTForCausalLM(model_config(profile, 64, False)), batch, 0)
+    assert set(plain[1]) == {"token_ce"}

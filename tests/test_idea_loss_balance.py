@@ -19,8 +19,9 @@ def test_paper_keeps_v1_and_the_small_profiles_train_both_forms():
         specs = {s.name: s for s in main_run_specs(idea_profile(name))}
         assert list(specs) == ["baseline", "gated-sum", "gated-mean"]
         for form, kw in LOSS_FORMS.items():
-            assert (specs[f"gated-{form}"].settings.idea_loss_reduction,
-                    specs[f"gated-{form}"].settings.idea_weight) == (kw["idea_loss_reduction"], kw["idea_weight"])
+            assert (specs[f"gated-{form}"].config.idea.idea_loss_reduction,
+                    specs[f"gated-{form}"].config.idea.idea_weight) == (kw["idea_loss_reduction"], kw["idea_weight"])
+        assert not specs["baseline"].config.gated and specs["gated-mean"].config.gated
 
 
 def test_unknown_idea_loss_reduction_is_rejected():
@@ -48,7 +49,7 @@ def test_main_runs_pick_the_gated_form_with_the_lower_validation_perplexity(monk
 
     class Run:
         def __init__(self, ppl):
-            self.val_ppl = ppl
+            self.metrics = {"val_ppl": ppl}
 
     ppl = {"baseline": 50.0, "gated-sum": 70.0, "gated-mean": 55.0}
     monkeypatch.setattr(ie, "train_runs", lambda profile, specs, runs_dir, workers: {s.name: Run(ppl[s.name])

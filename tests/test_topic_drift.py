@@ -121,7 +121,8 @@ def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     profile = replace(profile, data=replace(profile.data, n_train_docs=40, n_val_docs=4), sweep_alphas=(0.0, 1.0))
     runs = train_topic_models(profile, [5, 6], runs_dir=tmp_path)
     assert {k: sorted(v) for k, v in runs.items()} == {"plain": [5, 6], "gated": [5, 6]}
-    assert runs["plain"][5].val_ppl_ungated is None and runs["gated"][5].val_ppl_ungated > 1
+    assert runs["plain"][5].metrics["val_ppl_ungated"] is None and runs["gated"][5].metrics["val_ppl_ungated"] > 1
+    assert runs["gated"][5].status == "trained" and runs["gated"][5].steps == runs["plain"][6].steps > 0
     data = prepare_topic_data(profile.data)
     results = evaluate_runs(runs, data, profile)
     for kind in ("plain", "gated", "paired"):

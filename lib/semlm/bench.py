@@ -210,7 +210,7 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
         torch.set_num_threads(threads)
     try:
         V, L, K = config.vocab_size, config.size.block_size, config.idea.window
-        B = getattr(config.train, "micro_batch", None) or config.train.batch_size
+        B = config.train.batch_size // config.train.accumulation  # one micro-batch
         new_tokens = max(2, min(new_tokens, L - prompt_tokens))  # stay inside n_positions: no crop
         g = torch.Generator().manual_seed(seed)
         blocks = TokenBlocks.from_stream(torch.randint(0, V, ((steps + 1) * B * L + K,), generator=g), L, K)
@@ -227,7 +227,7 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
             torch.manual_seed(seed)
             model = IdeaGPTForCausalLM(model_config(config, V, idea)).to(device)
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            loss_fn = idea_loss_fn(config.idea, list(range(18)), idea, steps_done=10**6)
+            loss_fn = idea_loss_fn(config.idea, list(range(18)), idea)  # no step given: alpha at the end of its ramp
             jobs[name] = (model, _train_job(model, optimizer, loss_fn, batches, device),
                           {n: _generate_job(model, prompt, n, device, autocast_for) for n in (1, new_tokens)})
         # plain and gated alternate, so a busy neighbour on a shared machine slows both alike

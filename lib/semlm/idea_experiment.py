@@ -1,45 +1,37 @@
-"""Paper B's experiment on WikiText: data, profiles, training (cached), evaluation and generation.
+"""Paper B's experiment on WikiText: data, what one GPT run is (:class:`IdeaExperiment`), evaluation and generation.
 
-Profiles (``idea_profile(name)``):
+Profiles (``idea_profile(name)``; the configurations live in the torch-free :mod:`semlm.profiles` and
+are re-exported here):
 
 * ``paper``: the authors' v1 run (their ``train.py``, ``model.py`` and ``evaluate.py`` in
-  github.com/DarshanFofadiya/idea-gated-transformers, WikiText-103 GPT): GPT-2 BPE (50,257), 6 layers,
-  6 heads, 384 dims, block 256, dropout 0.1 after the embeddings only, weights N(0, 0.02) with
-  PyTorch's default biases; 50,000 iterations of 8 random windows x 4 accumulation, AdamW 3e-4 (weight
-  decay 0.01, PyTorch's default, as they pass only the learning rate), 1,000 warmup iterations then
-  cosine to 3e-5, no gradient clipping; K = 20, alpha 0 -> 0.5 over 2,000 iterations, lambda 0.01 on
-  the idea BCE summed over the vocabulary (pos_weight 5) with their 18 stopword strings masked out.
-  WikiText-103 and GPT-2's tokeniser need ``--allow-downloads``; without it the run falls back to
-  WikiText-2 and a book-trained 50,257-token byte-level BPE (recorded as ``dataset`` / ``tokenizer``).
-* ``cpu``: the book's default on a 2-core laptop (see :func:`idea_profile` for its recipe).
+  github.com/DarshanFofadiya/idea-gated-transformers, WikiText-103 GPT). WikiText-103 and GPT-2's
+  tokeniser need ``--allow-downloads``; without it the run falls back to WikiText-2 and a book-trained
+  50,257-token byte-level BPE (recorded as ``dataset`` / ``tokenizer``).
+* ``cpu``: the book's default on a 2-core laptop (see :func:`~semlm.profiles.idea_profile` for its recipe).
 * ``smoke``: seconds; a sliver of WikiText-2, a 512-token BPE and a one-layer model.
 
 :func:`profile_differences` lists, from the config objects, every way a profile differs from
 ``paper``; each chapter prints that table. ``with_max_steps`` caps a run (e.g. a paper-profile run on
 a GPU for 10 minutes) and compresses warmup, cosine and alpha ramp to keep their share of the run.
 
-Training is the authors' loop (:func:`train_steps`): iterations of randomly placed windows of the
-token stream rather than epochs, gradient accumulation, a warmup + cosine schedule with a floor.
-Runs are cached under ``default_runs_dir(profile)/idea/`` in folders keyed by the full configuration
-and the source of the training code, so a chapter re-run with unchanged code reloads the weights; a
-finished run is saved with ``save_pretrained`` (``hf/``) next to its tokeniser. An interrupted run
-restarts from scratch (no mid-run checkpoint).
+Training is the authors' loop written as a :class:`~semlm.profiles.TrainConfig` of the book's one
+trainer (:func:`semlm.train.train`): ``max_steps`` iterations of windows at random offsets of the token
+stream (``sampling="random_windows"``, :class:`TokenStream`), gradient accumulation, linear warmup from
+0 and a cosine to ``min_lr`` (``schedule="cosine_min_lr"``, their ``get_lr``). This module says only
+*what* a run is (:class:`IdeaExperiment`, :func:`idea_run`); :mod:`semlm.runs` trains or reloads it,
+caching it under ``default_runs_dir(profile)/idea/`` keyed by the configuration and the training code
+(an interrupted run resumes from its last validation).
 
-Multi-GPU: the model is a plain ``PreTrainedModel``; ``accelerate launch`` can run a script that
-wraps model, optimiser and data with ``Accelerator.prepare``. The book's loop is single process;
-the tests cover only that path.
+Multi-GPU: the model is a plain ``PreTrainedModel``; :mod:`semlm.distributed` runs it with
+``accelerate``. The book's loop is single process.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import math
-import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -47,284 +39,22 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from . import runs
 from .data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
 from .data.paths import REPO_ROOT
 from .data.wikitext import TextSplits, downloads_allowed, load_corpus
-from .experiment import default_runs_dir, peak_rss_mb
-from .idea_targets import PAD_ID, REDUCTIONS, top_frequent_ids, vocabulary_mask, window_ids
+from .idea_targets import PAD_ID, top_frequent_ids, vocabulary_mask, window_ids
 from .losses import idea_gated_loss
-from .metrics import distinct_n, repetition_rate, stickiness, summarise, unique_domain_density, words_of
-from .models.idea import IdeaGPTConfig, IdeaGPTForCausalLM, check_gate_variant
-from .profiles import check_profile
-from .train import fingerprint, progress_bar, set_seed
+from .metrics import (distinct_n, perplexity, repetition_rate, stickiness, summarise, unique_domain_density,
+                      words_of)
+from .models.idea import IdeaGPTConfig, IdeaGPTForCausalLM
+from .profiles import (AUTHORS_STOPWORDS, DROPOUT_SCOPES, INITS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS,  # noqa: F401
+                       GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, TrainConfig, authors_v1_training,
+                       idea_profile, profile_differences, with_max_steps)
+from .runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
+from .train import fingerprint
 
 DOMAINS_DIR = REPO_ROOT / "data" / "domains"
-
-
-# --- configuration ------------------------------------------------------------------------------
-
-
-#: The authors' v1 stopword strings (their ``train.py``): each is one GPT-2 token whose column of the
-#: idea loss is multiplied by 0. Under another tokeniser a string that is not one token is not masked
-#: (:attr:`IdeaData.stopwords_not_single_tokens` lists them).
-AUTHORS_STOPWORDS: tuple[str, ...] = (" the", " The", " and", " to", " of", " a", " in", " is", ".", ",", ":", ";",
-                                      "?", "!", "-", "'", '"', "\n")
-
-DROPOUT_SCOPES: tuple[str, ...] = ("embeddings", "everywhere")
-INITS: tuple[str, ...] = ("authors_v1", "gpt2_scaled")
-
-
-@dataclass(frozen=True)
-class GPTSize:
-    n_layer: int = 6
-    n_head: int = 6
-    n_embd: int = 384
-    block_size: int = 256
-    dropout: float = 0.1
-    # The authors' v1 model applies dropout once, to the embedding sum; "everywhere" adds it to the
-    # attention weights and both residual branches (nanoGPT, semlm.models.idea's default).
-    dropout_scope: str = "embeddings"
-    # "authors_v1": every Linear / Embedding weight N(0, 0.02), biases left at PyTorch's default
-    # uniform init; "gpt2_scaled": semlm.models.idea's GPT-2 scheme (zero biases, residual
-    # projections scaled by 1/sqrt(2 n_layer)).
-    init: str = "authors_v1"
-
-    def __post_init__(self):
-        if self.dropout_scope not in DROPOUT_SCOPES or self.init not in INITS:
-            raise ValueError(f"dropout_scope must be one of {DROPOUT_SCOPES} and init one of {INITS}; got "
-                             f"{self.dropout_scope!r}, {self.init!r}")
-
-
-@dataclass(frozen=True)
-class IdeaSettings:
-    """The idea head's objective and gate (the authors' v1 ``train.py`` / ``model.py`` defaults)."""
-
-    window: int = 20                 # K: the bag covers the next K tokens
-    stopword_list: tuple[str, ...] = AUTHORS_STOPWORDS  # masked out of the idea loss (single tokens only) ...
-    stopwords_top_n: int = 18        # ... or, if the list is empty, the N most frequent training tokens
-    idea_weight: float = 0.01        # lambda
-    pos_weight: float | None = 5.0
-    # How the idea BCE is reduced over the (unmasked) vocabulary: "sum_vocab" (authors' v1, with
-    # lambda 0.01) or "mean" (authors' v2, with lambda 0.1).
-    idea_loss_reduction: str = "sum_vocab"
-    alpha: float = 0.5               # target gate strength (and the strength used at inference)
-    alpha_ramp_steps: int = 2000     # linear ramp 0 -> alpha over optimiser steps
-    beta: float = -2.0
-    gate_variant: str = "clamp_then_scale"
-    eps: float = 1e-8
-
-    def __post_init__(self):
-        check_gate_variant(self.gate_variant)
-        if self.idea_loss_reduction not in REDUCTIONS:
-            raise ValueError(f"unknown idea_loss_reduction {self.idea_loss_reduction!r}; choose one of: "
-                             f"{', '.join(REDUCTIONS)}")
-        if self.window < 1 or self.alpha < 0 or self.beta > 0 or self.alpha_ramp_steps < 0:
-            raise ValueError(f"need window >= 1, alpha >= 0, beta <= 0, ramp >= 0; got {self.window}, "
-                             f"{self.alpha}, {self.beta}, {self.alpha_ramp_steps}")
-
-
-@dataclass(frozen=True)
-class StepTraining:
-    """The authors' v1 training loop (``train.py``): iterations, not epochs.
-
-    Every iteration draws ``micro_batch`` windows at random offsets of the training stream,
-    ``accumulation`` times, and makes one AdamW step; the learning rate warms up linearly from 0
-    over ``warmup_steps`` and then follows a cosine from ``lr`` to ``min_lr`` at ``max_steps``.
-    """
-
-    max_steps: int = 50_000
-    micro_batch: int = 8
-    accumulation: int = 4
-    lr: float = 3e-4
-    min_lr: float = 3e-5
-    warmup_steps: int = 1000
-    weight_decay: float = 0.01        # torch.optim.AdamW's default: the authors pass only the learning rate
-    grad_clip: float | None = None    # their v1 loop does not clip (the paper's text says it does)
-    eval_every: int = 1000            # validation perplexity on the whole validation split
-    seed: int = 111
-
-    def __post_init__(self):
-        if min(self.max_steps, self.micro_batch, self.accumulation, self.eval_every) < 1 or self.lr <= 0:
-            raise ValueError(f"training needs max_steps, micro_batch, accumulation, eval_every >= 1 and lr > 0; got {self}")
-        if not 0 <= self.min_lr <= self.lr or self.warmup_steps < 0:
-            raise ValueError(f"need 0 <= min_lr <= lr and warmup_steps >= 0; got {self.min_lr}, {self.lr}, "
-                             f"{self.warmup_steps}")
-
-    @property
-    def batch_size(self) -> int:
-        """Sequences per optimiser step."""
-        return self.micro_batch * self.accumulation
-
-
-def learning_rate(step: int, training: StepTraining) -> float:
-    """The authors' ``get_lr``: linear warmup from 0, then cosine decay to ``min_lr`` (held after ``max_steps``)."""
-    t = training
-    if step < t.warmup_steps:
-        return t.lr * step / t.warmup_steps
-    if step > t.max_steps:
-        return t.min_lr
-    ratio = (step - t.warmup_steps) / max(1, t.max_steps - t.warmup_steps)
-    return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (t.lr - t.min_lr)
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """The authors' evaluation (``evaluate.py``): 20 samples x 100 tokens per domain, temperature 0.6,
-    repetition penalty 1.2 compounding per occurrence (``"authors"``) rather than transformers' once
-    per distinct token (``"transformers"``)."""
-
-    samples_per_prompt: int = 5      # x 4 prompts = 20 samples per domain and seed
-    max_new_tokens: int = 100
-    temperature: float = 0.6
-    repetition_penalty: float = 1.2
-    penalty_form: str = "authors"
-    seeds: tuple[int, ...] = (0, 1)
-    authors_samples: int = 20        # continuations per domain in the authors' protocol (one prompt each)
-    authors_new_tokens: int = 100    # ... of this many tokens
-
-    def __post_init__(self):
-        if self.penalty_form not in ("authors", "transformers"):
-            raise ValueError(f"penalty_form must be 'authors' or 'transformers', got {self.penalty_form!r}")
-
-
-@dataclass(frozen=True)
-class IdeaProfile:
-    name: str
-    dataset: str
-    tokenizer: str                   # "gpt2" (the authors'; needs the Hub) or "book-bpe" (learnt on the train split)
-    vocab_size: int
-    bpe_lines: int | None            # train lines used to learn the BPE (None = all)
-    train_tokens: int | None         # cap on training tokens (None = all)
-    eval_tokens: int | None          # cap on validation / test tokens
-    size: GPTSize
-    train: StepTraining
-    idea: IdeaSettings
-    generation: GenerationSettings
-    sweep_train_tokens: int | None   # smaller budget of the K / beta sweep runs (chapter 7) ...
-    sweep_steps: int = 1000          # ... and their iterations
-    sweep_samples_per_prompt: int = 2
-    loop_new_tokens: int = 80
-    max_workers: int = 2             # training processes (1 = in the notebook's own process)
-    compare_loss_forms: bool = True  # chapter 6 also trains the other idea-loss form (v1 sum vs v2 mean)
-    capped_from: int | None = None   # max_steps of the profile before a ``max_steps`` cap (None = not capped)
-
-
-#: The idea BCE averaged over the (unmasked) vocabulary with weight 0.1: the authors' own v2 form
-#: (their Mistral ``train.py``), instead of v1's sum over the vocabulary with weight 0.01.
-MEAN_IDEA_LOSS = {"idea_loss_reduction": "mean", "idea_weight": 0.1}
-SUM_IDEA_LOSS = {"idea_loss_reduction": "sum_vocab", "idea_weight": 0.01}
-
-
-def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> IdeaProfile:
-    """The profile's configuration; ``max_steps`` caps its iterations (see :func:`with_max_steps`).
-
-    ``cpu`` recipe, for a 2-core CPU and a few minutes per model (chapter 6 reports the minutes and
-    tokens per second of each build): a 2,048-token BPE, a 2-layer d = 128 GPT with 64-token blocks,
-    no dropout (each model sees 1.2 M of WikiText-2's 3.5 M training tokens once, so it underfits),
-    600 iterations of 32 random windows at 2e-3 -> 2e-4 with 30 warmup iterations and clipping at 1.0
-    (a high learning rate without clipping risks early spikes). Measured once while choosing it (plain
-    GPT, one thread, shared CPU): validation PPL 161 / 116 / 101 after 200 / 400 / 600 iterations at
-    2e-3 and 161 / 115 / 100 at 3e-3, about 7,500 training tokens per second; the interpolated bigram
-    reference of chapter 6 is 59, so these models do not pass the competence check and paper B's
-    generation claims are "not testable" at this profile. The idea-loss form is chosen in chapter 6
-    from a run of both forms.
-    """
-    check_profile(profile)
-    paper = IdeaProfile(
-        name="paper", dataset="wikitext-103", tokenizer="gpt2", vocab_size=50257, bpe_lines=None, train_tokens=None,
-        eval_tokens=None, size=GPTSize(), train=StepTraining(seed=seed), idea=IdeaSettings(),
-        generation=GenerationSettings(samples_per_prompt=5, max_new_tokens=100, seeds=(0,)),
-        sweep_train_tokens=20_000_000, sweep_steps=5000, sweep_samples_per_prompt=5, loop_new_tokens=150,
-        max_workers=1, compare_loss_forms=False)
-    if profile == "cpu":
-        config = replace(
-            paper, name="cpu", dataset="wikitext-2", tokenizer="book-bpe", vocab_size=2048, bpe_lines=None,
-            train_tokens=None, eval_tokens=40_000,
-            size=GPTSize(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0),
-            train=StepTraining(max_steps=600, micro_batch=32, accumulation=1, lr=2e-3, min_lr=2e-4, warmup_steps=30,
-                               weight_decay=0.01, grad_clip=1.0, eval_every=50, seed=seed),
-            idea=replace(paper.idea, alpha_ramp_steps=150, **MEAN_IDEA_LOSS),
-            generation=GenerationSettings(samples_per_prompt=3, max_new_tokens=50, seeds=(0, 1)),
-            sweep_train_tokens=None, sweep_steps=150, sweep_samples_per_prompt=2, loop_new_tokens=48, max_workers=2,
-            compare_loss_forms=True)
-    elif profile == "smoke":
-        config = replace(
-            paper, name="smoke", dataset="wikitext-2", tokenizer="book-bpe", vocab_size=512, bpe_lines=3000,
-            train_tokens=12_000, eval_tokens=3_000,
-            size=GPTSize(n_layer=1, n_head=2, n_embd=32, block_size=32, dropout=0.0),
-            train=StepTraining(max_steps=20, micro_batch=16, accumulation=1, lr=3e-3, min_lr=3e-4, warmup_steps=2,
-                               weight_decay=0.01, grad_clip=1.0, eval_every=10, seed=seed),
-            idea=replace(paper.idea, alpha_ramp_steps=5, **MEAN_IDEA_LOSS),
-            generation=GenerationSettings(samples_per_prompt=2, max_new_tokens=12, seeds=(0,), authors_samples=2,
-                                          authors_new_tokens=12),
-            sweep_train_tokens=6_000, sweep_steps=8, sweep_samples_per_prompt=1, loop_new_tokens=16, max_workers=1,
-            compare_loss_forms=True)
-    else:
-        config = paper
-    return with_max_steps(config, max_steps)
-
-
-def with_max_steps(profile: IdeaProfile, max_steps: int | None) -> IdeaProfile:
-    """``profile`` capped at ``max_steps`` iterations (``None``: unchanged; a cap above the profile's is refused).
-
-    The warmup, the cosine and the alpha ramp keep their share of the run (a 1,000-step cap of the
-    paper's 50,000 warms up for 20 steps and ramps alpha over 40; chapter 7's sweep runs shrink by the same
-    share), so a capped run is the same recipe compressed, not the first minutes of the long one.
-    ``capped_from`` records the original length.
-    """
-    if max_steps is None:
-        return profile
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
-    full = profile.train.max_steps
-    if max_steps >= full:
-        return profile
-    share = max_steps / full
-    train = replace(profile.train, max_steps=max_steps, warmup_steps=round(profile.train.warmup_steps * share),
-                    eval_every=max(1, min(profile.train.eval_every, max_steps // 5 or 1)))
-    idea = replace(profile.idea, alpha_ramp_steps=round(profile.idea.alpha_ramp_steps * share))
-    return replace(profile, train=train, idea=idea, sweep_steps=max(1, round(profile.sweep_steps * share)),
-                   capped_from=full)
-
-
-def _flatten(prefix: str, value) -> dict:
-    if hasattr(value, "__dataclass_fields__"):
-        out = {}
-        for name in value.__dataclass_fields__:
-            out.update(_flatten(f"{prefix}.{name}" if prefix else name, getattr(value, name)))
-        return out
-    return {prefix: value}
-
-
-def _get_path(obj, dotted: str):
-    for name in dotted.split("."):
-        obj = getattr(obj, name)
-    return obj
-
-
-#: Fields that are not part of the recipe (bookkeeping of the book's own runs).
-_NOT_RECIPE = {"name", "max_workers", "capped_from", "compare_loss_forms", "train.seed", "seed"}
-
-
-def profile_differences(profile, reference=None) -> list[dict]:
-    """Every configuration field where ``profile`` differs from ``reference`` (the authors' run: the
-    ``paper`` profile of :func:`idea_profile` by default; pass ``lora_profile("paper")`` for chapter 8).
-
-    Computed from the two config objects (nested dataclasses flattened to dotted names), so a
-    difference cannot be left out of the chapters' "our profile vs the authors' run" tables.
-    """
-    reference = reference or idea_profile("paper", profile.train.seed)
-    theirs = _flatten("", reference)
-    ours = {}
-    for key, value in _flatten("", profile).items():
-        # a part the authors' run does not have (e.g. the book's own backbone) is one row, not one per field
-        parent = next((p for p in theirs if key.startswith(p + ".")), None)
-        if parent is None:
-            ours[key] = value
-        elif parent not in ours:
-            ours[parent] = f"{type(_get_path(profile, parent)).__name__} (the book's own)"
-    return [{"setting": key, "this run": ours[key], "authors' run": theirs.get(key, "-")}
-            for key in ours if key not in _NOT_RECIPE and ours[key] != theirs.get(key, "-")]
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -504,6 +234,7 @@ def _take_chars(lines: Sequence[str], chars: int) -> list[str]:
 
 def model_config(profile: IdeaProfile, vocab_size: int, idea: bool, settings: IdeaSettings | None = None,
                  eos_id: int = 0) -> IdeaGPTConfig:
+    """The GPT of ``profile`` (an :class:`IdeaProfile` or an :class:`IdeaRun`: its ``size`` and ``idea``)."""
     s, size = settings or profile.idea, profile.size
     return IdeaGPTConfig(vocab_size=vocab_size, n_positions=size.block_size, n_embd=size.n_embd, n_layer=size.n_layer,
                          n_head=size.n_head, dropout=size.dropout, idea_head=idea, gate_variant=s.gate_variant,
@@ -524,29 +255,26 @@ def autocast_for(device: torch.device | str):
     return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
 
 
-def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool, steps_done: int = 0):
-    """``loss_fn(model, batch) -> (loss, parts)``: :func:`semlm.losses.idea_gated_loss` with alpha ramped.
+def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool):
+    """``loss_fn(model, batch, step) -> (loss, parts)`` for :func:`semlm.train.train`: paper B's loss
+    (:func:`semlm.losses.idea_gated_loss`) with the gate strength ``alpha_at(step, settings)``.
 
-    Every call is one optimiser step's worth of ramp (pass ``advance=False`` for the further
-    micro-batches of an accumulated step). The stopword ids become the vocabulary mask of the idea
-    BCE. ``parts`` holds the token CE, the idea BCE in the settings' reduction and per counted
-    column (``idea_bce_per_column``, comparable between the two reductions), and alpha.
+    ``step`` is the optimiser steps done (every micro-batch of an accumulated step gets the same
+    alpha); ``step=None`` is the end of the ramp (``settings.alpha``), e.g. for a benchmark. The
+    stopword ids become the vocabulary mask of the idea BCE. ``parts`` holds the token CE, the idea
+    BCE in the settings' reduction and per counted column (``idea_bce_per_column``, comparable
+    between the two reductions), as detached 0-d tensors, and alpha.
     """
-    state = {"step": steps_done}
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
-    masks: dict = {}
+    masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
 
-    def loss_fn(model, batch: TokenBatch, step: int | None = None, advance: bool = True):
-        if step is not None:  # the shared trainer says which optimiser step this is
-            state["step"] = steps_done + step
-        alpha = alpha_at(state["step"], settings) if idea else 0.0
-        if advance and step is None:
-            state["step"] += 1
+    def loss_fn(model, batch: TokenBatch, step: int | None = None):
+        alpha = (settings.alpha if step is None else alpha_at(step, settings)) if idea else 0.0
         with autocast_for(batch.inputs.device):
             out = model(batch.inputs, alpha=alpha)
         if not idea:
             loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=PAD_ID)
-            return loss, {"token_ce": ce.item()}
+            return loss, {"token_ce": ce.detach()}
         vocab = out.idea_logits.shape[-1]
         key = (vocab, str(out.idea_logits.device))
         if key not in masks:
@@ -555,8 +283,9 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         loss, ce, bce = idea_gated_loss(out.logits, batch.targets, out.idea_logits, positives, masks[key],
                                         settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction,
                                         ignore_index=PAD_ID)
-        per_column = bce.item() / (float(masks[key].sum()) if settings.idea_loss_reduction == "sum_vocab" else 1.0)
-        return loss, {"token_ce": ce.item(), "idea_bce": bce.item(), "idea_bce_per_column": per_column, "alpha": alpha}
+        bce = bce.detach()  # parts are detached tensors: the loop decides when to wait for the device
+        per_column = bce / masks[key].sum() if settings.idea_loss_reduction == "sum_vocab" else bce
+        return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
 
     return loss_fn
 
@@ -568,6 +297,7 @@ def apply_authors_choices(model: IdeaGPTForCausalLM, size: GPTSize) -> IdeaGPTFo
     Linear biases PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as the authors' ``model.py``
     (its ``_init_weights`` sets weights only, and no residual scaling). ``dropout_scope="embeddings"``
     switches off the attention and residual-branch dropout, leaving the one after the embeddings.
+    :meth:`IdeaExperiment.build` applies it to every model it builds.
     """
     if size.init == "authors_v1":
         with torch.no_grad():
@@ -589,7 +319,8 @@ def apply_authors_choices(model: IdeaGPTForCausalLM, size: GPTSize) -> IdeaGPTFo
 
 
 class TokenStream:
-    """A training split as one id stream, sampled like the authors' ``get_batch``: windows at random offsets."""
+    """A training split as one id stream, sampled like the authors' ``get_batch``: windows at random offsets
+    (the data of ``sampling="random_windows"``; the training loop moves the batches to the model's device)."""
 
     def __init__(self, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None):
         ids = ids.long().flatten()
@@ -603,127 +334,20 @@ class TokenStream:
     def n_tokens(self) -> int:
         return len(self.ids)
 
-    def sample(self, batch_size: int, generator: torch.Generator, device: str | torch.device = "cpu") -> TokenBatch:
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """The stream itself (the trainer hashes it into the run's fingerprint)."""
+        return self.ids
+
+    def __len__(self) -> int:
+        """The number of distinct window offsets."""
+        return len(self.ids) - self.block_size - self.window
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> TokenBatch:
         L, K = self.block_size, self.window
-        starts = torch.randint(len(self.ids) - L - K, (batch_size,), generator=generator)
-        rows = self.ids[starts[:, None] + torch.arange(L + K)].to(device)   # x_i .. x_{i+L+K-1}
+        starts = torch.randint(len(self), (batch_size,), generator=generator)
+        rows = self.ids[starts[:, None] + torch.arange(L + K)]   # x_i .. x_{i+L+K-1}
         return TokenBatch(rows[:, :L], rows[:, 1:L + 1], rows[:, 1:])
-
-
-def train_steps(model: IdeaGPTForCausalLM, stream: TokenStream, val_blocks: TokenBlocks, training: StepTraining,
-                loss_fn, device: str = "cpu", progress: bool | str = False) -> tuple[list[dict], float]:
-    """The authors' v1 loop: ``max_steps`` iterations of ``accumulation`` random micro-batches and one AdamW step.
-
-    The learning rate of iteration i is :func:`learning_rate` (set before the step, as theirs);
-    gradients are clipped only if ``training.grad_clip`` is set. Every ``eval_every`` iterations and
-    at the end, the validation perplexity (gated logits) is recorded with the means of the training
-    parts since the last record. Returns ``(history, train_seconds)``.
-    """
-    import time
-
-    t = training
-    optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
-    generator = torch.Generator().manual_seed(t.seed)
-    torch.manual_seed(t.seed + 1)  # dropout
-    history, running, spent = [], [], 0.0
-    bar = progress_bar(t.max_steps, progress if isinstance(progress, str) else "train", bool(progress))
-    model.train()
-    start = time.perf_counter()
-    for step in range(t.max_steps):
-        lr = learning_rate(step, t)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        optimizer.zero_grad(set_to_none=True)
-        logged = []
-        for micro in range(t.accumulation):
-            batch = stream.sample(t.micro_batch, generator, device)
-            loss, parts = loss_fn(model, batch, advance=micro == 0)
-            (loss / t.accumulation).backward()
-            logged.append({"loss": loss.item(), **parts})
-        if t.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        optimizer.step()
-        running.append({k: sum(row[k] for row in logged) / len(logged) for k in logged[0]} | {"lr": lr})
-        bar.update(1)
-        done = step + 1
-        if done % t.eval_every == 0 or done == t.max_steps:
-            spent += time.perf_counter() - start
-            val = perplexity_of(model, val_blocks)
-            history.append({"step": done, "val_ppl": val, "train_seconds": spent,
-                            **{k: sum(r[k] for r in running) / len(running) for k in running[0]}})
-            running = []
-            bar.set_postfix(val_ppl=f"{val:.2f}")
-            model.train()
-            start = time.perf_counter()
-    bar.close()
-    model.eval()
-    return history, spent
-
-
-@torch.no_grad()
-def perplexity_of(model, blocks: TokenBlocks, alpha: float | None = None, batch_size: int = 64) -> float:
-    """exp(mean CE) of the next token over all scored positions; ``alpha=0`` gives the ungated logits."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    device = next(model.parameters()).device
-    for batch in blocks.batches(batch_size):
-        inputs, targets = batch.inputs.to(device), batch.targets.to(device)
-        with autocast_for(device):
-            logits = model(inputs, alpha=alpha).logits.float()
-        total += F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID,
-                                 reduction="sum").item()
-        count += int((targets != PAD_ID).sum())
-    model.train(was_training)
-    return math.exp(total / max(count, 1))
-
-
-def training_source_hash() -> str:
-    """Hash of the code a trained model depends on (not of figures, metrics or decoding)."""
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for name in ("models/idea.py", "idea_targets.py", "data/bpe.py"):
-        h.update((here / name).read_bytes())
-    from .losses import idea_gated_loss as loss
-
-    for obj in (GPTSize, IdeaSettings, StepTraining, TokenBlocks, TokenStream, model_config, alpha_at, learning_rate,
-                idea_loss_fn, apply_authors_choices, train_steps, train_run, loss):
-        h.update(inspect.getsource(obj).encode())
-    return h.hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One model to train: ``idea=False`` is the plain GPT; ``settings`` override the profile's idea settings."""
-
-    name: str
-    idea: bool
-    settings: IdeaSettings | None = None
-    train_tokens: int | None = -1    # -1: the profile's budget
-    steps: int | None = None         # None: the profile's max_steps (schedule and ramp scaled like with_max_steps)
-
-
-@dataclass
-class IdeaRun:
-    name: str
-    idea: bool
-    config: dict
-    settings: dict
-    history: list[dict]
-    train_seconds: float
-    status: str
-    run_dir: str
-    val_ppl: float
-    val_ppl_ungated: float | None
-    steps: int
-    seconds_per_step: float
-    peak_rss_mb: float = 0.0
-
-    def load(self, device: str | torch.device | None = None) -> IdeaGPTForCausalLM:
-        """The trained model in eval mode, on ``device`` (default: CUDA when there is one, else CPU)."""
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        with quiet_transformers():
-            return IdeaGPTForCausalLM.from_pretrained(str(Path(self.run_dir) / "hf")).to(device).eval()
 
 
 @contextmanager
@@ -743,59 +367,101 @@ def quiet_transformers():
             logging.enable_progress_bar()
 
 
-def train_run(profile: IdeaProfile, spec: RunSpec, runs_dir: str | Path, threads: int = 1,
-              device: str | None = None, progress: bool = False) -> IdeaRun:
-    """Train (or reload) one model of ``spec`` and measure its validation perplexity (gated and ungated)."""
-    import json
+#: The code every idea-gated GPT run depends on, whatever its data (chapter 9 adds its own world).
+GPT_TRAINING_SOURCES = ("models/idea.py", "idea_targets.py", "train.py", idea_gated_loss, TokenBatch, TokenBlocks,
+                        alpha_at, idea_loss_fn)
 
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if spec.steps is not None:
-            profile = with_max_steps(profile, spec.steps)
-        data = prepare_data(profile, runs_dir)
-        settings = spec.settings or profile.idea
-        if spec.steps is not None and spec.settings is not None:  # keep the ramp's share of the shorter run
-            settings = replace(settings, alpha_ramp_steps=profile.idea.alpha_ramp_steps)
+
+@dataclass(frozen=True)
+class IdeaRun:
+    """What one paper-B GPT run is: everything its weights depend on, and nothing else (the profile's
+    generation and sweep settings are not in it, so changing them retrains nothing).
+
+    The corpus fields are the profile's (``name`` is the profile's name); ``train`` and ``idea`` are
+    this run's recipe and idea settings; ``run_tokens`` its training tokens (-1: ``train_tokens``).
+    """
+
+    name: str
+    dataset: str
+    tokenizer: str
+    vocab_size: int
+    bpe_lines: int | None
+    train_tokens: int | None
+    eval_tokens: int | None
+    size: GPTSize
+    train: TrainConfig
+    idea: IdeaSettings
+    gated: bool
+    run_tokens: int | None = -1
+
+
+def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSettings | None = None,
+             train_tokens: int | None = -1, steps: int | None = None) -> RunSpec:
+    """The run ``name`` of ``profile``: the plain (``gated=False``) or the idea-gated GPT.
+
+    ``settings`` replace the profile's idea settings, ``train_tokens`` its training budget (-1: the
+    profile's; None: all), ``steps`` its iterations (warmup, cosine and alpha ramp keep their share,
+    as with :func:`with_max_steps`).
+    """
+    capped = with_max_steps(profile, steps) if steps is not None else profile
+    idea = settings or capped.idea
+    if steps is not None and settings is not None:  # keep the ramp's share of the shorter run
+        idea = replace(idea, alpha_ramp_steps=capped.idea.alpha_ramp_steps)
+    run = IdeaRun(profile.name, profile.dataset, profile.tokenizer, profile.vocab_size, profile.bpe_lines,
+                  profile.train_tokens, profile.eval_tokens, profile.size, capped.train, idea, gated, train_tokens)
+    return RunSpec(name, profile.train.seed, run, group=profile.dataset)
+
+
+class IdeaExperiment(runs.Experiment):
+    """Paper B's GPT on WikiText for :mod:`semlm.runs`: the plain and the idea-gated model (chapters 6, 7).
+
+    Metrics: ``val_ppl`` (gated logits at the model's alpha), ``val_ppl_ungated`` (alpha = 0; None for
+    the plain model) and ``train_tokens`` (the length of the run's training stream).
+    """
+
+    name = "idea"
+
+    def data_key(self, spec: RunSpec):
+        r = spec.config
+        return (r.name, r.dataset, r.tokenizer, r.vocab_size, r.bpe_lines, r.train_tokens, r.eval_tokens,
+                r.idea.stopword_list, r.idea.stopwords_top_n)
+
+    def prepare(self, spec: RunSpec) -> IdeaData:
+        return prepare_data(spec.config)
+
+    def build(self, spec: RunSpec, data: IdeaData) -> IdeaGPTForCausalLM:
+        run = spec.config
         tokenizer = data.tokenizer
-        train_tokens = profile.train_tokens if spec.train_tokens == -1 else spec.train_tokens
-        stream = TokenStream(data.streams["train"], profile.size.block_size, settings.window, train_tokens)
-        val_blocks = data.blocks("valid", profile, settings.window)
-        val_blocks.device = device
-        tc = profile.train
-        config = model_config(profile, len(tokenizer), spec.idea, settings, tokenizer.eos_token_id)
-        description = {"config": config.to_dict(), "settings": asdict(settings), "idea": spec.idea,
-                       "size": asdict(profile.size), "training": asdict(tc), "train_tokens": stream.n_tokens,
-                       "stopwords": data.stopword_ids, "source": training_source_hash(), "dataset": data.splits_dataset,
-                       "data": fingerprint(stream.ids, val_blocks.input_ids)}
-        description["config"].pop("transformers_version", None)
-        key = fingerprint(description)
-        run_dir = Path(runs_dir) / "idea" / data.splits_dataset / f"{spec.name}-seed{tc.seed}-{key}"
-        final = run_dir / "final.json"
-        if final.is_file() and (run_dir / "hf" / "config.json").is_file():
-            saved = json.loads(final.read_text())
-            history, seconds, status = saved["history"], saved["train_seconds"], "loaded"
-            model = IdeaGPTForCausalLM.from_pretrained(str(run_dir / "hf")).to(device)
-        else:
-            set_seed(tc.seed)
-            model = apply_authors_choices(IdeaGPTForCausalLM(config), profile.size).to(device)
-            history, seconds = train_steps(model, stream, val_blocks, tc,
-                                           idea_loss_fn(settings, data.stopword_ids, spec.idea), device,
-                                           spec.name if progress else False)
-            status = "trained"
-            with quiet_transformers():
-                model.save_pretrained(str(run_dir / "hf"))
-                tokenizer.save_pretrained(str(run_dir / "hf"))
-            final.write_text(json.dumps({"history": history, "train_seconds": seconds, "description": description},
-                                        indent=2, default=str))
-        model.eval()
-        val_ppl = perplexity_of(model, val_blocks)
-        ungated = perplexity_of(model, val_blocks, alpha=0.0) if spec.idea else None
-        return IdeaRun(spec.name, spec.idea, config.to_dict(), asdict(settings), history, seconds, status,
-                       str(run_dir), val_ppl, ungated, tc.max_steps, seconds / max(tc.max_steps, 1), peak_rss_mb())
-    finally:
-        torch.set_num_threads(previous)
+        config = model_config(run, len(tokenizer), run.gated, run.idea, tokenizer.eos_token_id)
+        return apply_authors_choices(IdeaGPTForCausalLM(config), run.size)
+
+    def fit(self, spec: RunSpec, data: IdeaData) -> runs.Fit:
+        run = spec.config
+        stream = TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
+                             run.train_tokens if run.run_tokens == -1 else run.run_tokens)
+        return runs.Fit(stream, data.blocks("valid", run), run.train,
+                        loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated))
+
+    def evaluate(self, spec: RunSpec, data: IdeaData, model, result) -> dict:
+        run = spec.config
+        val = data.blocks("valid", run)
+        tokens = run.train_tokens if run.run_tokens == -1 else run.run_tokens
+        return {"val_ppl": perplexity(model, val),
+                "val_ppl_ungated": perplexity(model, val, alpha=0.0) if run.gated else None,
+                "train_tokens": TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
+                                            tokens).n_tokens}
+
+    def total_steps(self, spec: RunSpec) -> int:
+        return spec.config.train.max_steps
+
+    #: the code a trained model depends on (its source is part of every run's cache key)
+    sources = (*GPT_TRAINING_SOURCES, "data/bpe.py", TokenStream, model_config, apply_authors_choices, prepare_data,
+               _prepare_data, stopword_ids, _encode, _take_chars, IdeaRun, idea_run, data_key, prepare, build, fit)
+    #: the code only the metrics depend on (a change re-evaluates the finished runs, never retrains)
+    evaluation_sources = ("metrics.py", evaluate)
+
+
+IDEA = IdeaExperiment()
 
 
 #: The two idea-loss forms of the authors' code: v1 (WikiText GPT) and v2 (Mistral LoRA).
@@ -805,11 +471,11 @@ LOSS_FORMS = {"sum": SUM_IDEA_LOSS, "mean": MEAN_IDEA_LOSS}
 def main_run_specs(profile: IdeaProfile) -> list[RunSpec]:
     """Chapter 6's models: the plain GPT and the gated GPT, the latter in both loss forms when
     ``profile.compare_loss_forms`` (``gated-sum``, ``gated-mean``), else in the profile's form (``gated``)."""
-    specs = [RunSpec("baseline", False)]
+    specs = [idea_run(profile, "baseline", False)]
     if profile.compare_loss_forms:
-        specs += [RunSpec(f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
+        specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
     else:
-        specs.append(RunSpec("gated", True))
+        specs.append(idea_run(profile, "gated", True))
     return specs
 
 
@@ -817,28 +483,22 @@ def main_runs(profile: IdeaProfile, workers: int = 1, runs_dir: str | Path | Non
     """Train or reload :func:`main_run_specs`; ``runs["gated"]`` is the chosen gated model. With both loss
     forms trained, the choice is the form with the lower validation perplexity (gated logits): the
     evidence chapter 6 reports. Returns ``(runs, chosen run name)``; chapters 6 and 7 share it."""
-    runs = train_runs(profile, main_run_specs(profile), runs_dir, workers)
-    if "gated" in runs:
-        return runs, "gated"
-    chosen = min((f"gated-{form}" for form in LOSS_FORMS), key=lambda name: runs[name].val_ppl)
-    runs["gated"] = runs[chosen]
-    return runs, chosen
+    records = train_runs(profile, main_run_specs(profile), runs_dir, workers)
+    if "gated" in records:
+        return records, "gated"
+    chosen = min((f"gated-{form}" for form in LOSS_FORMS), key=lambda name: records[name].metrics["val_ppl"])
+    records["gated"] = records[chosen]
+    return records, chosen
 
 
 def train_runs(profile: IdeaProfile, specs: Sequence[RunSpec], runs_dir: str | Path | None = None,
-               workers: int = 1) -> dict[str, IdeaRun]:
-    """Train every spec (in ``workers`` spawned processes with one thread each when > 1)."""
+               workers: int = 1) -> dict[str, RunRecord]:
+    """Train or reload every spec (:func:`idea_run`) with :func:`semlm.runs.run_many` (``workers``
+    one-thread processes, at most ``profile.max_workers``): ``{spec name: RunRecord}``."""
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"run names must be unique, got {names}")
-    prepare_data(profile, runs_dir)  # tokeniser and id cache once, before the workers read them
-    workers = max(1, min(workers, len(specs), profile.max_workers))
-    if workers == 1:
-        return {s.name: train_run(profile, s, runs_dir) for s in specs}
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = {s.name: pool.submit(train_run, profile, s, runs_dir, 1, "cpu") for s in specs}
-        return {name: f.result() for name, f in futures.items()}
+    records = runs.run_many(IDEA, list(specs), runs_dir, max(1, min(workers, profile.max_workers)),
+                            label=f"idea GPT ({profile.name})")
+    return {spec.name: record for spec, record in zip(specs, records)}
 
 
 # --- domains and generation ---------------------------------------------------------------------

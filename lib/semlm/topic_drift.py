@@ -10,40 +10,35 @@ model (share of sentence transitions whose topic changes) can be put next to the
 a model that learnt the data exactly drifts at ``switch_prob``; less drift is stickiness; more
 is the drift the paper says the gate prevents.
 
-Profiles (:func:`topic_drift_profile`): ``smoke`` (seconds, 2 seeds), ``cpu`` (3 seeds of each
-model, the whole chapter in about 3 minutes on 2 cores), ``paper`` (a larger world and GPT, 5 seeds;
-meant for a GPU). Trained models are cached under ``default_runs_dir(profile)/topic_drift/``,
-keyed by the configuration and the training code.
+Profiles (:func:`~semlm.profiles.topic_drift_profile`, in the torch-free :mod:`semlm.profiles`):
+``smoke`` (seconds, 2 seeds), ``cpu`` (3 seeds of each model, the whole chapter in about 3 minutes on
+2 cores), ``paper`` (a larger world and GPT, 5 seeds; meant for a GPU). :class:`TopicDriftExperiment`
+says what a run is; :mod:`semlm.runs` trains or reloads it, caching it under
+``default_runs_dir(profile)/topic_drift/`` keyed by the configuration and the training code.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import math
-import multiprocessing as mp
 import random
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
+from . import runs
 from .data import topics as topics_module
-from .data.topics import (EOS, FUNCTION_WORDS, MIXED, NO_TOPIC, UNK, TopicConfig, TopicCorpus, TopicWorld,
-                          make_topic_corpus, split_sentences)
-from .experiment import default_runs_dir
-from .idea_experiment import (GPTSize, IdeaSettings, TokenBlocks, generate_texts,
-                              idea_loss_fn, perplexity_of, quiet_transformers, training_source_hash)
-from .metrics import distinct_n, mean_interval, proportion, stickiness, summarise
+from .data.topics import (EOS, MIXED, NO_TOPIC, TopicConfig, TopicCorpus, TopicWorld, make_topic_corpus,
+                          split_sentences)
+from .idea_experiment import GPT_TRAINING_SOURCES, TokenBlocks, generate_texts, idea_loss_fn
+from .metrics import distinct_n, mean_interval, perplexity, proportion, stickiness, summarise
 from .models.idea import IdeaGPTConfig, IdeaGPTForCausalLM
-from .profiles import check_profile
-from .train import TrainConfig, fingerprint, set_seed, train
+from .profiles import TOPIC_STOP_WORDS as STOP_WORDS
+from .profiles import GPTSize, IdeaSettings, TopicDriftProfile, TrainConfig, topic_drift_profile  # noqa: F401
+from .runs import RunRecord, RunSpec, default_device, default_runs_dir
 
 CHAPTER = "09_topic_drift"
-STOP_WORDS: tuple[str, ...] = (*FUNCTION_WORDS, EOS, UNK)
 
 
 # --- labelling and drift -------------------------------------------------------------------------
@@ -109,71 +104,6 @@ def data_drift(documents: Sequence[topics_module.Document], world: TopicWorld) -
     return {"mean": p["value"], "ci_low": p["ci_low"], "ci_high": p["ci_high"], "k": changes, "n": transitions}
 
 
-# --- profiles ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TopicDriftProfile:
-    name: str
-    data: TopicConfig
-    size: GPTSize
-    train: TrainConfig
-    idea: IdeaSettings
-    n_seeds: int
-    prompts_per_topic: int = 2
-    samples_per_prompt: int = 5
-    max_new_tokens: int = 40
-    temperature: float = 1.0              # 1.0: a model that learnt the data drifts at switch_prob
-    sweep_alphas: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
-    sweep_samples_per_prompt: int = 3
-    generation_seed: int = 0
-    max_workers: int = 2
-
-    def __post_init__(self):
-        if self.n_seeds < 1 or self.prompts_per_topic < 1 or self.samples_per_prompt < 1 or self.max_new_tokens < 1:
-            raise ValueError(f"n_seeds, prompts_per_topic, samples_per_prompt and max_new_tokens must be >= 1, got "
-                             f"{self.n_seeds}, {self.prompts_per_topic}, {self.samples_per_prompt}, {self.max_new_tokens}")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if any(a < 0 for a in self.sweep_alphas):
-            raise ValueError(f"sweep_alphas must be >= 0, got {self.sweep_alphas}")
-
-    def seeds(self, seed: int) -> list[int]:
-        """The training seeds: ``seed, seed + 1, ...`` (``n_seeds`` of them)."""
-        return [seed + i for i in range(self.n_seeds)]
-
-
-def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
-    check_profile(profile)
-    # K = 8 is about one sentence; the masked columns are this world's function words (passed as ids to
-    # the loss). The idea BCE is the authors' v2 form (mean over the vocabulary, lambda 0.1), as in the
-    # other small paper-B profiles; alpha 0.5 with the v1 gate, as the authors' WikiText GPT.
-    idea = IdeaSettings(window=8, stopword_list=STOP_WORDS, stopwords_top_n=0, alpha=0.5, alpha_ramp_steps=60,
-                        pos_weight=5.0, idea_loss_reduction="mean", idea_weight=0.1)
-    cpu = TopicDriftProfile(
-        name="cpu", data=TopicConfig(seed=seed, n_train_docs=3000, sentences_per_doc=10),
-        size=GPTSize(n_layer=2, n_head=4, n_embd=64, block_size=64, dropout=0.0),
-        train=TrainConfig(epochs=4, batch_size=32, lr=3e-3, weight_decay=0.01, warmup_fraction=0.05, seed=seed),
-        idea=idea, n_seeds=3, samples_per_prompt=8, sweep_samples_per_prompt=4)
-    if profile == "cpu":
-        return cpu
-    if profile == "smoke":
-        return replace(cpu, name="smoke", data=TopicConfig(seed=seed, n_train_docs=120, n_val_docs=16,
-                                                           sentences_per_doc=6),
-                       size=GPTSize(n_layer=1, n_head=2, n_embd=32, block_size=32, dropout=0.0),
-                       train=replace(cpu.train, epochs=1, batch_size=16),
-                       idea=replace(idea, alpha_ramp_steps=5), n_seeds=2, prompts_per_topic=1,
-                       samples_per_prompt=2, max_new_tokens=16, sweep_alphas=(0.0, 0.5, 2.0),
-                       sweep_samples_per_prompt=1, max_workers=1)
-    return replace(cpu, name="paper", data=TopicConfig(seed=seed, n_topics=8, nouns_per_topic=16, verbs_per_topic=8,
-                                                       adjectives_per_topic=8, sentences_per_doc=12,
-                                                       n_train_docs=40_000, n_val_docs=2_000),
-                   size=GPTSize(n_layer=4, n_head=4, n_embd=256, block_size=128, dropout=0.1),
-                   train=replace(cpu.train, epochs=4, batch_size=64, lr=1e-3),
-                   idea=replace(idea, window=12, alpha_ramp_steps=500), n_seeds=5, prompts_per_topic=4,
-                   samples_per_prompt=10, max_new_tokens=80, sweep_samples_per_prompt=5)
-
-
 # --- data ----------------------------------------------------------------------------------------
 
 
@@ -218,93 +148,78 @@ def model_config(profile: TopicDriftProfile, vocab_size: int, idea: bool) -> Ide
                          bos_token_id=0, eos_token_id=0, pad_token_id=0)
 
 
-def source_hash() -> str:
-    """The paper-B training code's hash plus this chapter's data and training code."""
-    h = hashlib.sha256(training_source_hash().encode())
-    h.update(Path(topics_module.__file__).read_bytes())
-    for obj in (model_config, prepare_topic_data, train_topic_model):
-        h.update(inspect.getsource(obj).encode())
-    return h.hexdigest()[:12]
-
-
-@dataclass
+@dataclass(frozen=True)
 class TopicRun:
-    kind: str                  # "plain" or "gated"
-    seed: int
-    run_dir: str
-    status: str
-    train_seconds: float
-    steps: int
-    val_ppl: float
-    val_ppl_ungated: float | None
-    history: list[dict] = field(default_factory=list)
+    """What one chapter-9 run is: the world and corpus, the GPT, the training recipe (its seed is the
+    run's), the idea settings, and plain or gated. The profile's generation settings are not in it."""
 
-    def load(self, device: str | None = None) -> IdeaGPTForCausalLM:
-        """The trained model, on ``device`` (default: CUDA when present, else CPU)."""
-        with quiet_transformers():
-            model = IdeaGPTForCausalLM.from_pretrained(str(Path(self.run_dir) / "hf")).eval()
-        return model.to(device or default_device())
+    data: TopicConfig
+    size: GPTSize
+    train: TrainConfig
+    idea: IdeaSettings
+    gated: bool
 
 
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
+class TopicDriftExperiment(runs.Experiment):
+    """Plain and idea-gated GPTs on the topic world for :mod:`semlm.runs` (epochs over token blocks,
+    paper B's loss with alpha ramped over optimiser steps). Metrics: ``val_ppl``, ``val_ppl_ungated``
+    (None for the plain model)."""
+
+    name = "topic_drift"
+
+    def data_key(self, spec: RunSpec):
+        return spec.config.data
+
+    def prepare(self, spec: RunSpec) -> TopicData:
+        return prepare_topic_data(spec.config.data)
+
+    def build(self, spec: RunSpec, data: TopicData) -> IdeaGPTForCausalLM:
+        run = spec.config
+        return IdeaGPTForCausalLM(model_config(run, len(data.world.vocabulary), run.gated))
+
+    def fit(self, spec: RunSpec, data: TopicData) -> runs.Fit:
+        run = spec.config
+        return runs.Fit(data.blocks("train", run), data.blocks("valid", run), run.train,
+                        loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated))
+
+    def evaluate(self, spec: RunSpec, data: TopicData, model, result) -> dict:
+        val = data.blocks("valid", spec.config)
+        return {"val_ppl": perplexity(model, val),
+                "val_ppl_ungated": perplexity(model, val, alpha=0.0) if spec.config.gated else None}
+
+    def total_steps(self, spec: RunSpec) -> int:
+        run = spec.config
+        return -(-len(self.data(spec).blocks("train", run)) // run.train.batch_size) * run.train.epochs
+
+    #: the code a trained model depends on: paper B's GPT run code and this chapter's world and model
+    sources = (*GPT_TRAINING_SOURCES, "data/topics.py", TopicData, prepare_topic_data, model_config, TopicRun,
+               data_key, prepare, build, fit)
+    evaluation_sources = ("metrics.py", evaluate)
 
 
-def train_topic_model(profile: TopicDriftProfile, idea: bool, seed: int, runs_dir: str | Path | None = None,
-                      threads: int = 1, device: str | None = None) -> TopicRun:
-    """Train (or reload from the cache) one plain (``idea=False``) or gated model with training seed ``seed``."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        device = device or default_device()
-        runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-        data = prepare_topic_data(profile.data)
-        train_blocks, val_blocks = data.blocks("train", profile), data.blocks("valid", profile)
-        train_blocks.device = val_blocks.device = device
-        tc = replace(profile.train, seed=seed)
-        config = model_config(profile, len(data.world.vocabulary), idea)
-        description = {"config": config.to_dict(), "settings": asdict(profile.idea), "idea": idea,
-                       "stopwords": data.stopword_ids, "data": asdict(profile.data), "source": source_hash()}
-        description["config"].pop("transformers_version", None)
-        kind = "gated" if idea else "plain"
-        run_dir = runs_dir / "topic_drift" / f"{kind}-seed{seed}-{fingerprint(description, asdict(tc))}"
-        steps_per_epoch = math.ceil(len(train_blocks) / tc.batch_size)
-        steps_done = 0
-        state_file = run_dir / "checkpoint" / "trainer_state.pt"
-        if state_file.is_file() and not (run_dir / "final").exists():  # resumed: the alpha ramp goes on
-            steps_done = torch.load(state_file, weights_only=False)["epoch"] * steps_per_epoch
-        set_seed(seed)
-        model = IdeaGPTForCausalLM(config).to(device)
-        result = train(model, train_blocks, val_blocks, tc, run_dir=run_dir, run_description=description,
-                       progress=False, loss_fn=idea_loss_fn(profile.idea, data.stopword_ids, idea),
-                       validate=lambda m, v, step: perplexity_of(m, v))
-        if not (run_dir / "hf" / "config.json").is_file():
-            with quiet_transformers():
-                model.save_pretrained(str(run_dir / "hf"))
-        model.eval()
-        return TopicRun(kind, seed, str(run_dir), result.status, result.train_seconds, steps_per_epoch * tc.epochs,
-                        perplexity_of(model, val_blocks), perplexity_of(model, val_blocks, alpha=0.0) if idea else None,
-                        result.history)
-    finally:
-        torch.set_num_threads(previous)
+TOPIC_DRIFT = TopicDriftExperiment()
+
+
+def topic_run(profile: TopicDriftProfile, gated: bool, seed: int) -> RunSpec:
+    """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``."""
+    run = TopicRun(profile.data, profile.size, replace(profile.train, seed=seed), profile.idea, gated)
+    return RunSpec("gated" if gated else "plain", seed, run)
 
 
 def train_topic_models(profile: TopicDriftProfile, seeds: Sequence[int], runs_dir: str | Path | None = None,
-                       workers: int = 1) -> dict[str, dict[int, TopicRun]]:
-    """``{"plain": {seed: run}, "gated": {seed: run}}``; in ``workers`` spawned one-thread CPU processes when
-    > 1 (on a GPU every run trains in this process, on the GPU)."""
+                       workers: int = 1) -> dict[str, dict[int, RunRecord]]:
+    """``{"plain": {seed: record}, "gated": {seed: record}}``, trained or reloaded with
+    :func:`semlm.runs.run_many` (``workers`` one-thread CPU processes, at most ``profile.max_workers``;
+    on a GPU one after another)."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
-    jobs = [(idea, s) for s in seeds for idea in (False, True)]
-    workers = max(1, min(workers, profile.max_workers, len(jobs)))
-    if workers == 1 or default_device() == "cuda":
-        runs = [train_topic_model(profile, idea, s, runs_dir) for idea, s in jobs]
-    else:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            runs = list(pool.map(train_topic_model, *zip(*[(profile, idea, s, runs_dir) for idea, s in jobs])))
-    out: dict[str, dict[int, TopicRun]] = {"plain": {}, "gated": {}}
-    for run in runs:
-        out[run.kind][run.seed] = run
+    specs = [topic_run(profile, gated, s) for s in seeds for gated in (False, True)]
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
+    records = runs.run_many(TOPIC_DRIFT, specs, runs_dir, max(1, min(workers, profile.max_workers)),
+                            label=f"topic drift ({profile.name})")
+    out: dict[str, dict[int, RunRecord]] = {"plain": {}, "gated": {}}
+    for spec, record in zip(specs, records):
+        out[spec.name][spec.seed] = record
     return out
 
 
@@ -372,7 +287,7 @@ def _over_seeds(name: str, values: Sequence[float]) -> dict:
     return mean_interval(values, bounds=(0.0, 1.0) if name in SHARES else None)
 
 
-def evaluate_runs(runs: dict[str, dict[int, TopicRun]], data: TopicData, profile: TopicDriftProfile) -> dict:
+def evaluate_runs(runs: dict[str, dict[int, RunRecord]], data: TopicData, profile: TopicDriftProfile) -> dict:
     """Per model kind: each seed's generation scores and perplexities, and their mean with a 95% interval over seeds.
 
     Also ``paired``: the per-seed difference gated - plain of every metric, with its interval.
@@ -382,7 +297,8 @@ def evaluate_runs(runs: dict[str, dict[int, TopicRun]], data: TopicData, profile
         per_seed[kind] = {}
         for seed, run in by_seed.items():
             scores = evaluate_generations(run.load(), data, profile)
-            per_seed[kind][seed] = {**scores, "val_ppl": run.val_ppl, "val_ppl_ungated": run.val_ppl_ungated}
+            per_seed[kind][seed] = {**scores, "val_ppl": run.metrics["val_ppl"],
+                                    "val_ppl_ungated": run.metrics["val_ppl_ungated"]}
     out = {kind: {m: _over_seeds(m, [s[m] for s in seeds.values()]) for m in SEED_METRICS}
            for kind, seeds in per_seed.items()}
     out["gated"]["val_ppl_ungated"] = mean_interval([s["val_ppl_ungated"] for s in per_seed["gated"].values()])
@@ -393,13 +309,12 @@ def evaluate_runs(runs: dict[str, dict[int, TopicRun]], data: TopicData, profile
     return out
 
 
-def alpha_sweep(runs: dict[int, TopicRun], data: TopicData, profile: TopicDriftProfile,
+def alpha_sweep(runs: dict[int, RunRecord], data: TopicData, profile: TopicDriftProfile,
                 alphas: Sequence[float] | None = None) -> list[dict]:
     """The gated models decoded at other gate strengths: drift, validation perplexity, distinct-2 and
     stickiness at each alpha (mean over seeds, ``<metric>_low`` / ``<metric>_high`` the 95% interval)."""
     val = data.blocks("valid", profile)
-    val.device = default_device()
-    models = {seed: run.load(val.device) for seed, run in runs.items()}
+    models = {seed: run.load(default_device()) for seed, run in runs.items()}
     rows = []
     for alpha in alphas if alphas is not None else profile.sweep_alphas:
         values: dict[str, list[float]] = {"drift_rate": [], "ppl": [], "distinct_2": [], "stickiness": []}
@@ -408,7 +323,7 @@ def alpha_sweep(runs: dict[int, TopicRun], data: TopicData, profile: TopicDriftP
             values["drift_rate"].append(scores["drift_rate"])
             values["distinct_2"].append(scores["distinct_2"])
             values["stickiness"].append(scores["stickiness"])
-            values["ppl"].append(perplexity_of(model, val, alpha=alpha))
+            values["ppl"].append(perplexity(model, val, alpha=alpha))
         row = {"alpha": float(alpha)}
         for name, vals in values.items():
             summary = _over_seeds(name, vals)
