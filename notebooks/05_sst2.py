@@ -40,6 +40,7 @@ workers = 2
 from dataclasses import replace
 
 import pandas as pd
+import torch
 from myst_nb import glue
 
 from semlm import plots
@@ -69,6 +70,9 @@ from semlm.sst2_experiment import (
 )
 
 check_parameters(profile=profile, seed=seed, workers=workers)
+# The classifier and the generation below are small-tensor work: one thread
+# is fastest (a second one mostly waits). Training runs set their own.
+torch.set_num_threads(1)
 timer = ChapterTimer()
 config = sst2_profile(profile, seed)
 runs_dir = default_runs_dir(profile)

@@ -1,4 +1,4 @@
-"""SST-2 experiment pieces: bucketed batches, the independent classifier, control on real text, causality."""
+"""SST-2 experiment pieces: the runs, bucketed batches, the independent classifier, control on real text, causality."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -7,12 +7,11 @@ import pytest
 import torch
 
 from semlm.causality import future_sensitivity
-from semlm.data.dataset import LMTensors
-from semlm.metrics import perplexity, score_tokens
+from semlm.metrics import perplexity
 from semlm.models import build_model
 from semlm.sst2_experiment import (
-    classifier_accuracy, continue_under_control, control_prefixes, judge_continuations, prepare_sst2,
-    sst2_model_config, sst2_profile, train_sentiment_classifier,
+    SST2, classifier_accuracy, continue_under_control, control_prefixes, judge_continuations, prepare_sst2,
+    run_sst2_models, sst2_model_config, sst2_profile, sst2_spec, train_sentiment_classifier,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -43,15 +42,38 @@ def test_bucketed_batches_visit_every_row_once_and_trim_padding(toy):
     assert len(seen) == len(train)
 
 
-def test_trimming_padding_leaves_perplexity_unchanged(toy):
+def test_runs_train_once_then_load_and_report_the_dev_perplexity_of_the_saved_model(toy, tmp_path):
     profile, data = toy
-    dev = data.tensors["causal"]["dev"]
-    torch.manual_seed(0)
-    model = build_model(sst2_model_config(profile, "fusion", len(data.vocab), "causal"))
-    trimmed = perplexity(score_tokens(model, dev, batch_size=3))
-    padded = perplexity(score_tokens(model, LMTensors(dev.input_ids, dev.targets, dev.features, dev.mask, dev.scored),
-                                          batch_size=3))
-    assert trimmed == pytest.approx(padded, rel=1e-5)
+    profile = replace(profile, train=replace(profile.train, epochs=1))
+    first = run_sst2_models(profile, data, runs_dir=tmp_path, workers=1, kinds=("baseline", "fusion"),
+                            settings=("causal",))
+    assert set(first) == {"causal"} and set(first["causal"]) == {"baseline", "fusion"}
+    fusion = first["causal"]["fusion"]
+    assert fusion.status == "trained" and fusion.steps == -(-24 // profile.train.batch_size)
+    assert "sem_mse" in fusion.metrics and "sem_mse" not in first["causal"]["baseline"].metrics
+    assert fusion.metrics["ppl"] == pytest.approx(perplexity(fusion.load(), data.tensors["causal"]["dev"]), rel=1e-6)
+    again = run_sst2_models(profile, data, runs_dir=tmp_path, workers=1, kinds=("fusion",), settings=("causal",))
+    assert again["causal"]["fusion"].status == "loaded"
+    assert again["causal"]["fusion"].metrics == fusion.metrics
+
+
+def test_models_start_from_the_small_tied_embedding(toy):
+    profile, data = toy
+    spec = sst2_spec(profile, "fusion", "published")
+    model = SST2.build(spec, data)
+    d = profile.backbone.d_model
+    assert model.backbone.embed.weight.std().item() == pytest.approx(d ** -0.5, rel=0.15)
+    assert not model.backbone.config.causal
+
+
+def test_runs_refuse_data_of_another_profile_and_unknown_models(toy, tmp_path):
+    profile, data = toy
+    with pytest.raises(ValueError, match="training rows"):
+        run_sst2_models(replace(profile, n_train=5), data, runs_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown model 'gpt'"):
+        sst2_spec(profile, "gpt", "causal")
+    with pytest.raises(ValueError, match="unknown setting"):
+        sst2_spec(profile, "fusion", "bidirectional")
 
 
 @pytest.mark.parametrize("kind", ["baseline", "fusion"])

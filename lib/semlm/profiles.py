@@ -142,6 +142,69 @@ def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
     return replace(paper, name=profile)
 
 
+# --- chapter 5: SST-2 (semlm.sst2_experiment) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    """The bag-of-words sentiment classifier that judges generated text (not a language model)."""
+
+    n_train: int | None = None   # None: all of SST-2 train
+    epochs: int = 4
+    batch_size: int = 256
+    lr: float = 0.05
+    weight_decay: float = 1e-6
+    min_freq: int = 2            # for unigrams and bigrams
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    """Continuation of dev prefixes under a positive / negative request."""
+
+    n_prefixes: int = 200        # dev prefixes continued per request
+    prefix_words: int = 5        # words of the dev sentence kept as the prompt
+    min_sentence_words: int = 8  # only dev sentences at least this long give prefixes
+    new_tokens: int = 10         # continuation length (after <eos> the row is finished)
+    min_new_tokens: int = 3      # <eos> is banned before this many new tokens
+    temperature: float = 0.7
+    top_p: float = 0.9
+    repetition_penalty: float = 1.5
+    steer_boost: float = 6.0     # paper: +6 on the requested adjective class ...
+    steer_penalty: float = 3.0   # ... and -3 on the other one, here scaled by |valence|
+    control_value: float = 0.95  # pos_high / neg_high requested through the feature channel
+    strength_value: float = 0.9  # str_high requested with it
+
+
+@dataclass(frozen=True)
+class SST2Profile:
+    name: str
+    n_train: int | None          # training phrases for the LMs (None: all)
+    min_freq: int
+    backbone: BackboneSize
+    train: TrainConfig
+    classifier: ClassifierConfig
+    control: ControlConfig
+    workers: int = 2
+
+
+def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
+    """The scale of the SST-2 chapter for ``profile``; ``paper`` is the paper's configuration on all of train.
+
+    ``cpu`` subsamples 8,000 training phrases so that the chapter (four models, a classifier,
+    generation) fits in minutes on 2 cores; ``paper`` uses all 67,349.
+    """
+    check_profile(profile)
+    check_parameters(seed=seed)
+    paper = SST2Profile(profile, None, 2, BackboneSize(), TrainConfig(seed=seed), ClassifierConfig(), ControlConfig())
+    if profile == "smoke":
+        return SST2Profile(profile, 600, 2, BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
+                           replace(paper.train, epochs=3, lr=3e-3), ClassifierConfig(n_train=12000, epochs=3),
+                           replace(paper.control, n_prefixes=24, new_tokens=6), workers=1)
+    if profile == "cpu":
+        return replace(paper, n_train=8000)
+    return paper
+
+
 # --- paper B: the idea-gated GPT (chapters 6, 7) and topic drift (chapter 9) ---------------------
 # The configurations of semlm.idea_experiment and semlm.topic_drift (re-exported there). The gate
 # forms and idea-loss reductions are named here so that validating a profile needs no torch;

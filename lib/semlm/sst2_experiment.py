@@ -2,17 +2,15 @@
 
 Pieces, in the order the chapter uses them:
 
-* ``sst2_profile``: smoke / cpu / paper scales. ``cpu`` subsamples the training phrases so
-  that the chapter (four models, a classifier, generation) fits in ~6 minutes on 2 cores;
-  ``paper`` uses all 67,349 with the paper's hyperparameters.
+* ``sst2_profile`` (in the torch-free :mod:`semlm.profiles`): smoke / cpu / paper scales.
 * ``prepare_sst2``: word-level vocabulary from the training sentences (minimum frequency,
   ``<unk>``), the weak-supervision feature bank of ``semlm.sst2_features`` and the
   teacher-forcing tensors. Word level because every predicate is a property of a word
   (a VADER valence, a tag prior); with BPE a word's features would have to be spread over
   its pieces.
-* ``run_sst2_models``: baseline and fusion in the causal and the published (non-causal)
-  setting, trained by ``semlm.train.train`` in worker processes and cached like the
-  synthetic runs (``semlm.experiment``).
+* :class:`SST2Experiment` / ``run_sst2_models``: baseline and fusion in the causal and the
+  published (non-causal) setting. This module says only *what* a run is; how it runs (cache
+  key, train or load, one-thread worker processes, the run record) is :mod:`semlm.runs`.
 * ``train_sentiment_classifier``: a bag-of-words logistic regression on SST-2 train (its own
   vocabulary, own code), the independent judge of generated text next to VADER.
 * ``continue_under_control``: batched continuation of dev prefixes under positive /
@@ -22,12 +20,9 @@ Pieces, in the order the chapter uses them:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import multiprocessing as mp
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -35,138 +30,31 @@ import torch
 from torch import nn
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
+from . import runs
 from .data.dataset import LMTensors, encode_corpus
 from .data.sst2 import load_sst2, load_sst_phrase_trees, tokenize
 from .data.vocab import Vocabulary
 from .decoding.processors import LastKRepetitionPenalty
-from .experiment import ModelRun, check_setting, default_runs_dir, peak_rss_mb, source_hash
+from .experiment import TRAINING_SOURCES, check_setting
 from .fuzzy import feature_index
 from .metrics import perplexity, proportion, score_tokens
 from .models import BackboneConfig, LMConfig, build_model
-from .profiles import BackboneSize, check_parameters, check_profile
+from .profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
+    BackboneSize, ClassifierConfig, ControlConfig, SST2Profile, TrainConfig, sst2_profile,
+)
+from .reference import PAPER_A_TABLE7  # noqa: F401  (re-exported for chapter 5)
+from .runs import RunRecord, RunSpec
 from .sst2_features import (
     COARSE_TAGS, SST2Features, TagPrior, build_sst2_tables, build_vocabulary, capitalised_words, load_spacy_tagger,
     map_unknown, tag_prior, vader_lexicon,
 )
-from .train import TrainConfig, fingerprint, set_seed, train
-from .reference import PAPER_A_TABLE7  # noqa: F401  (re-exported for chapter 5)
+from .train import fingerprint
 
 SETTINGS: tuple[str, ...] = ("causal", "published")
-
-#: Paper A, Table 7 (SST-2 validation; published, non-causal setting). Reference values, never results.
-
-
-@contextlib.contextmanager
-def single_thread():
-    """Run small-tensor work on one thread: on a shared 2-core machine a second thread mostly waits
-    (we measured the classifier 10x slower with two threads under load)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-# --- profiles ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClassifierConfig:
-    n_train: int | None = None   # None: all of SST-2 train
-    epochs: int = 4
-    batch_size: int = 256
-    lr: float = 0.05
-    weight_decay: float = 1e-6
-    min_freq: int = 2            # for unigrams and bigrams
-
-
-@dataclass(frozen=True)
-class ControlConfig:
-    n_prefixes: int = 200        # dev prefixes continued per request
-    prefix_words: int = 5        # words of the dev sentence kept as the prompt
-    min_sentence_words: int = 8  # only dev sentences at least this long give prefixes
-    new_tokens: int = 10         # continuation length (after <eos> the row is finished)
-    min_new_tokens: int = 3      # <eos> is banned before this many new tokens
-    temperature: float = 0.7
-    top_p: float = 0.9
-    repetition_penalty: float = 1.5
-    steer_boost: float = 6.0     # paper: +6 on the requested adjective class ...
-    steer_penalty: float = 3.0   # ... and -3 on the other one, here scaled by |valence|
-    control_value: float = 0.95  # pos_high / neg_high requested through the feature channel
-    strength_value: float = 0.9  # str_high requested with it
-
-
-@dataclass(frozen=True)
-class SST2Profile:
-    name: str
-    n_train: int | None          # training phrases for the LMs (None: all)
-    min_freq: int
-    backbone: BackboneSize
-    train: TrainConfig
-    classifier: ClassifierConfig
-    control: ControlConfig
-    workers: int = 2
-
-
-def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
-    """The scale of the SST-2 chapter for ``profile``; ``paper`` is the paper's configuration on all of train."""
-    check_profile(profile)
-    check_parameters(seed=seed)
-    paper = SST2Profile(profile, None, 2, BackboneSize(), TrainConfig(seed=seed), ClassifierConfig(), ControlConfig())
-    if profile == "smoke":
-        return SST2Profile(profile, 600, 2, BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
-                           replace(paper.train, epochs=3, lr=3e-3), ClassifierConfig(n_train=12000, epochs=3),
-                           replace(paper.control, n_prefixes=24, new_tokens=6), workers=1)
-    if profile == "cpu":
-        return replace(paper, n_train=8000)
-    return paper
+KINDS: tuple[str, ...] = ("baseline", "fusion")
 
 
 # --- data --------------------------------------------------------------------------------------
-
-
-class TrimmedLMTensors(LMTensors):
-    """LMTensors whose mini-batches drop the padding columns no row of the batch needs.
-
-    SST-2 phrases are short (9 words on average) but padded to the longest one (52); a
-    batch only needs its own longest row. Trailing padding never changes a causal model's
-    outputs, and the non-causal one masks it, so results are the same, only faster.
-    """
-
-    #: Shuffled batches are drawn from pools of this many batches sorted by length (bucketing).
-    POOL_BATCHES = 50
-
-    def batches(self, batch_size: int, generator: torch.Generator | None = None, shuffle: bool = False):
-        """Like ``LMTensors.batches``; shuffled batches group phrases of similar length.
-
-        The order is a random permutation (from ``generator``), cut into pools of
-        ``POOL_BATCHES`` batches, each pool sorted by length and cut into batches, and the
-        batches shuffled again: random content, little padding, reproducible.
-        """
-        if not shuffle:
-            yield from super().batches(batch_size, generator, shuffle)
-            return
-        order = torch.randperm(len(self), generator=generator)
-        lengths = self.mask.sum(1)
-        pool = batch_size * self.POOL_BATCHES
-        chunks = []
-        for start in range(0, len(order), pool):
-            part = order[start:start + pool]
-            part = part[torch.argsort(lengths[part], stable=True)]
-            chunks += [part[i:i + batch_size] for i in range(0, len(part), batch_size)]
-        for j in torch.randperm(len(chunks), generator=generator).tolist():
-            yield self.batch(chunks[j])
-
-    def batch(self, index) -> "TrimmedLMTensors":
-        mask = self.mask[index]
-        length = max(int(mask.sum(1).max().item()), 1) if mask.numel() else 1
-        return TrimmedLMTensors(self.input_ids[index][:, :length], self.targets[index][:, :length],
-                                self.features[index][:, :length], mask[:, :length], self.scored[index][:, :length])
-
-
-def trimmed(data: LMTensors) -> TrimmedLMTensors:
-    return TrimmedLMTensors(data.input_ids, data.targets, data.features, data.mask, data.scored)
 
 
 @dataclass
@@ -177,7 +65,7 @@ class SST2Data:
     train_sentences: list[list[str]]
     dev_sentences: list[list[str]]
     dev_labels: list[int]
-    tensors: dict[str, dict[str, TrimmedLMTensors]]  # setting -> split -> tensors
+    tensors: dict[str, dict[str, LMTensors]]      # setting -> split -> tensors (batches trimmed and bucketed)
     adjective_classes: dict[str, torch.Tensor]    # "positive" / "negative" -> vocab ids
     capitalisation_source: str
     n_train_available: int
@@ -210,8 +98,11 @@ def _cached_tag_prior(sentences: list[list[str]], cache_dir: Path | None) -> Tag
     return prior
 
 
-def prepare_sst2(profile: SST2Profile, cache_dir: str | Path | None = None) -> SST2Data:
-    """Vocabulary, feature bank and tensors of both settings; the tag prior is cached in ``cache_dir``."""
+def prepare_sst2(profile: SST2Profile | SST2Run, cache_dir: str | Path | None = None) -> SST2Data:
+    """Vocabulary, feature bank and tensors of both settings; the tag prior is cached in ``cache_dir``.
+
+    ``profile`` is an :class:`SST2Profile` or an :class:`SST2Run` (``n_train``, ``min_freq``, ``train.seed``).
+    """
     train_split, dev_split = load_sst2("train"), load_sst2("dev")
     picked = subsample(len(train_split), profile.n_train, profile.train.seed)
     columns = train_split.to_dict()  # plain lists: indexing a datasets column row by row is slow
@@ -231,8 +122,8 @@ def prepare_sst2(profile: SST2Profile, cache_dir: str | Path | None = None) -> S
     tensors = {}
     for setting, featurize in featurizers.items():
         tensors[setting] = {
-            "train": trimmed(encode_corpus([map_unknown(s, vocab) for s in train_sentences], vocab, featurize)),
-            "dev": trimmed(encode_corpus([map_unknown(s, vocab) for s in dev_sentences], vocab, featurize)),
+            "train": encode_corpus([map_unknown(s, vocab) for s in train_sentences], vocab, featurize),
+            "dev": encode_corpus([map_unknown(s, vocab) for s in dev_sentences], vocab, featurize),
         }
     adjective = torch.tensor([prior.majority(w) == "ADJ" for w in vocab.tokens])
     adjective_classes = {"positive": torch.nonzero(adjective & (tables.valence > 0)).flatten(),
@@ -244,7 +135,7 @@ def prepare_sst2(profile: SST2Profile, cache_dir: str | Path | None = None) -> S
 # --- language models ---------------------------------------------------------------------------
 
 
-def sst2_model_config(profile: SST2Profile, kind: str, vocab_size: int, setting: str) -> LMConfig:
+def sst2_model_config(profile: SST2Profile | SST2Run, kind: str, vocab_size: int, setting: str) -> LMConfig:
     backbone = BackboneConfig(vocab_size=vocab_size, causal=check_setting(setting) == "causal", **asdict(profile.backbone))
     return LMConfig(backbone=backbone, kind=kind)
 
@@ -264,6 +155,7 @@ def initialise_embedding(model: nn.Module) -> None:
 
 
 def evaluate_sst2_model(model: nn.Module, data: LMTensors) -> dict:
+    """Dev perplexity (``semlm.metrics.perplexity``), its token count and, for fusion, the semantic MSE; one pass."""
     scores = score_tokens(model, data)
     out = {"ppl": perplexity(scores), "n_tokens": int(scores.targets.numel())}
     if scores.feature_squared_error is not None:
@@ -271,51 +163,101 @@ def evaluate_sst2_model(model: nn.Module, data: LMTensors) -> dict:
     return out
 
 
-def train_sst2_model(profile: SST2Profile, kind: str, setting: str, train_data: LMTensors, dev_data: LMTensors,
-                     vocab_size: int, adjective_classes: Sequence[torch.Tensor], runs_dir: str | Path,
-                     threads: int = 1, progress: bool = False) -> ModelRun:
-    """Train (or reload from the run cache) one model and evaluate it on dev."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        config = sst2_model_config(profile, kind, vocab_size, setting)
-        description = {"model": config.to_dict(), "dataset": "sst2", "n_train": profile.n_train,
-                       "min_freq": profile.min_freq, "embedding_init": EMBEDDING_INIT, "source": source_hash(),
-                       "threads": threads}
-        key = fingerprint(description, asdict(profile.train))
-        run_dir = Path(runs_dir) / "sst2" / setting / f"{kind}-seed{profile.train.seed}-{key}"
-        set_seed(profile.train.seed)
-        model = build_model(config)
+@dataclass(frozen=True)
+class SST2Run:
+    """What one SST-2 language model is: the data scale, the model and its training (all in the cache key).
+
+    The profile's classifier and control settings are left out: they never change a language model.
+    ``profile`` names the scale (it places the tag-prior cache next to the runs).
+    """
+
+    profile: str
+    n_train: int | None
+    min_freq: int
+    backbone: BackboneSize
+    train: TrainConfig
+    kind: str
+    setting: str
+
+
+class SST2Experiment(runs.Experiment):
+    """Paper A on SST-2 for :mod:`semlm.runs`: baseline or fusion, causal or published."""
+
+    name = "sst2"
+
+    def data_key(self, spec: RunSpec):
+        run = spec.config
+        return run.profile, run.n_train, run.min_freq, run.train.seed
+
+    def prepare(self, spec: RunSpec) -> SST2Data:
+        run = spec.config
+        return prepare_sst2(run, cache_dir=runs.default_runs_dir(run.profile) / "sst2")
+
+    def build(self, spec: RunSpec, data: SST2Data) -> nn.Module:
+        run = spec.config
+        model = build_model(sst2_model_config(run, run.kind, len(data.vocab), run.setting))
         initialise_embedding(model)
-        result = train(model, train_data, dev_data, profile.train, list(adjective_classes), run_dir=run_dir,
-                       run_description=description, progress=f"sst2 {kind} ({setting})" if progress else False)
-        metrics = evaluate_sst2_model(model, dev_data)
-        return ModelRun(kind, setting, profile.train.seed, config.to_dict(), result.history, metrics,
-                        result.train_seconds, result.status, str(run_dir), peak_rss_mb())
-    finally:
-        torch.set_num_threads(previous)
+        return model
+
+    def fit(self, spec: RunSpec, data: SST2Data) -> runs.Fit:
+        run = spec.config
+        tensors = data.tensors[run.setting]
+        return runs.Fit(tensors["train"], tensors["dev"], run.train,
+                        adjective_classes=list(data.adjective_classes.values()))
+
+    def evaluate(self, spec: RunSpec, data: SST2Data, model, result) -> dict:
+        return evaluate_sst2_model(model, data.tensors[spec.config.setting]["dev"])
+
+    def total_steps(self, spec: RunSpec) -> int:
+        run = spec.config
+        return -(-len(self.data(spec).tensors[run.setting]["train"]) // run.train.batch_size) * run.train.epochs
+
+    def remember(self, spec: RunSpec, data: SST2Data) -> None:
+        """Use ``data``, already prepared in this process, for ``spec`` and every spec sharing its data."""
+        run = spec.config
+        expected = len(subsample(data.n_train_available, run.n_train, run.train.seed))
+        if len(data.train_sentences) != expected:
+            raise ValueError(f"the data holds {len(data.train_sentences)} training rows, the profile wants {expected}; "
+                             f"pass prepare_sst2(profile) of the same profile")
+        self.__dict__.setdefault("_data_cache", {})[self.data_key(spec)] = data
+
+    #: what a trained SST-2 model depends on (the synthetic task's modules, the SST-2 data and features,
+    #: and the functions above); the evaluation is re-run, never retrained, when only it changes
+    sources = TRAINING_SOURCES + ("sst2_features.py", "data/sst2.py", subsample, _cached_tag_prior, prepare_sst2,
+                                  sst2_model_config, initialise_embedding, prepare, build, fit)
+    evaluation_sources = ("metrics.py", evaluate_sst2_model, evaluate)
 
 
-def run_sst2_models(profile: SST2Profile, data: SST2Data, runs_dir: str | Path | None = None,
-                    workers: int | None = None, kinds: Sequence[str] = ("baseline", "fusion"),
-                    settings: Sequence[str] = SETTINGS) -> dict[str, dict[str, ModelRun]]:
-    """Every (setting, kind) model, in ``workers`` processes with one thread each; ``runs[setting][kind]``."""
-    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-    jobs = [(s, k) for s in settings for k in kinds]
-    classes = list(data.adjective_classes.values())
-    args = {(s, k): (profile, k, s, data.tensors[s]["train"], data.tensors[s]["dev"], len(data.vocab), classes, runs_dir)
-            for s, k in jobs}
+SST2 = SST2Experiment()
+
+
+def sst2_spec(profile: SST2Profile, kind: str, setting: str) -> RunSpec:
+    """The run of ``kind`` (baseline / fusion) in ``setting`` at ``profile``'s scale and seed."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown model {kind!r}; choose one of: {', '.join(KINDS)}")
+    run = SST2Run(profile.name, profile.n_train, profile.min_freq, profile.backbone, profile.train, kind,
+                  check_setting(setting))
+    return RunSpec(kind, profile.train.seed, run, group=setting)
+
+
+def run_sst2_models(profile: SST2Profile, data: SST2Data | None = None, runs_dir: str | Path | None = None,
+                    workers: int | None = None, kinds: Sequence[str] = KINDS,
+                    settings: Sequence[str] = SETTINGS) -> dict[str, dict[str, RunRecord]]:
+    """Train (or load) every (setting, kind) model on ``workers`` one-thread processes: ``runs[setting][kind]``.
+
+    ``data`` (``prepare_sst2(profile)``) is reused in this process instead of preparing it again;
+    worker processes prepare their own copy (the tag prior comes from its cache).
+    """
+    specs = [sst2_spec(profile, k, s) for s in settings for k in kinds]
+    if data is not None:
+        SST2.remember(specs[0], data)
+    runs_dir = Path(runs_dir) if runs_dir is not None else runs.default_runs_dir(profile.name)
     # smoke trains in this process: starting workers (each imports torch) costs more than its training
-    workers = min(len(jobs), workers or profile.workers, profile.workers)
-    if workers <= 1:
-        done = {job: train_sst2_model(*args[job]) for job in jobs}
-    else:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {job: pool.submit(train_sst2_model, *args[job]) for job in jobs}
-            done = {job: f.result() for job, f in futures.items()}
-    out: dict[str, dict[str, ModelRun]] = {}
-    for (s, k), run in done.items():
-        out.setdefault(s, {})[k] = run
+    workers = min(workers or profile.workers, profile.workers)
+    records = runs.run_many(SST2, specs, runs_dir, workers, device="cpu", label="sst2: baseline + fusion")
+    out: dict[str, dict[str, RunRecord]] = {}
+    for spec, record in zip(specs, records):
+        out.setdefault(spec.group, {})[spec.name] = record
     return out
 
 
@@ -353,7 +295,6 @@ class BagOfWordsClassifier(nn.Module):
         return torch.sigmoid(self(self.encode(texts)))
 
 
-@single_thread()
 def train_sentiment_classifier(config: ClassifierConfig, seed: int = 111,
                                train_texts: Sequence[Sequence[str]] | None = None,
                                train_labels: Sequence[int] | None = None) -> BagOfWordsClassifier:
@@ -462,7 +403,6 @@ POLARITIES = {"pos": 1, "neg": -1}
 
 
 @torch.no_grad()
-@single_thread()
 def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[Sequence[str]], request: str | None,
                            mode: str, config: ControlConfig, seed: int = 0) -> list[list[str]]:
     """Continue every prefix (one batch) and return the continuations (words, <eos> and after removed).
