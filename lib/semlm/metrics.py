@@ -15,7 +15,7 @@ gold next token (no label smoothing). Models, losses and the causal floors of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 import torch
@@ -260,9 +260,9 @@ def repetition_rate(tokens: Sequence, n: int = 4) -> float:
 
 
 def summarise(values: Sequence[float]) -> dict:
-    """``mean_interval`` of the finite values (NaNs, e.g. empty texts, are dropped and counted)."""
+    """``{mean, ci_low, ci_high, n}``: :meth:`~semlm.records.Interval.of_mean` of the finite values (NaNs,
+    e.g. empty texts, are dropped; ``n`` counts what is left)."""
     finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     if not finite:
-        return {"mean": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n": 0}
-    out = mean_interval(finite)
-    return {"mean": out["mean"], "ci_low": out["ci_low"], "ci_high": out["ci_high"], "n": len(finite)}
+        return Interval(float("nan"), float("nan"), float("nan"), 0).to_dict()
+    return replace(Interval.of_mean(finite), values=None).to_dict()
