@@ -57,11 +57,11 @@ from semlm.idea_experiment import (
     main_runs,
     model_config,
     ngram_reference,
-    perplexity_of,
     prepare_data,
     profile_differences,
 )
 from semlm.idea_targets import idea_targets, vocabulary_mask
+from semlm.metrics import perplexity
 from semlm.models.idea import IdeaGPTForCausalLM, parameter_count
 from semlm.profiles import check_parameters
 from semlm.reference import (
@@ -201,9 +201,9 @@ fig = plots.plot_gate_curves(beta=config.idea.beta)
 #
 # cross-entropy on the **gated** logits (with $\alpha$ ramped linearly from 0 to 0.5) plus the masked
 # idea BCE with `pos_weight` $w = 5$. The authors' v1 sums over the vocabulary ($Z = 1$, $\lambda = 0.01$);
-# their v2 averages over it ($Z = \sum_v m_v$, $\lambda = 0.1$). Training is the authors' loop
-# (`semlm.idea_experiment.train_steps`): iterations of randomly placed windows of the token stream,
-# gradient accumulation, warmup and a cosine to a floor.
+# their v2 averages over it ($Z = \sum_v m_v$, $\lambda = 0.1$). Training is the authors' loop, run by
+# the book's one trainer (`semlm.train.train` with the profile's `TrainConfig`): iterations of randomly
+# placed windows of the token stream, gradient accumulation, warmup and a cosine to a floor.
 
 # %%
 sizes = {
@@ -229,7 +229,7 @@ pd.DataFrame(
 # When the profile compares the two loss forms (`smoke`, `cpu`), the gated GPT is trained once with
 # each, at the same budget; the one with the lower validation perplexity is "the gated model" in the
 # rest of this chapter and in chapter 7. Finished runs are cached under `book/_build/runs/` (keyed by
-# the configuration and the training code) and saved with `save_pretrained` next to the tokeniser.
+# the configuration and the training code; `semlm.runs`) with their weights as safetensors.
 #
 # On several GPUs the same model trains with 🤗 Accelerate: a script that builds model,
 # optimiser and data loader and passes them through `Accelerator.prepare` is started with
@@ -249,7 +249,7 @@ train_table = pd.DataFrame(
             "train minutes": r.train_seconds / 60,
             "seconds per iteration": r.seconds_per_step,
             "training tokens / s": tokens_per_step / r.seconds_per_step,
-            "validation PPL": r.val_ppl,
+            "validation PPL": r.metrics["val_ppl"],
         }
         for n, r in trained.items()
     ]
@@ -335,8 +335,8 @@ fig = sns.relplot(
 form_table = pd.DataFrame(
     {
         n: {
-            "validation PPL (gated logits)": runs[n].val_ppl,
-            "validation PPL (gate off)": runs[n].val_ppl_ungated,
+            "validation PPL (gated logits)": runs[n].metrics["val_ppl"],
+            "validation PPL (gate off)": runs[n].metrics["val_ppl_ungated"],
             "idea BCE per column, last interval": runs[n]
             .history[-1]
             .get("idea_bce_per_column"),
@@ -349,8 +349,8 @@ if len(forms) > 1:
     other = next(n for n in forms if n != chosen)
     glue("form_chosen", chosen, display=False)
     glue("form_other", other, display=False)
-    glue("form_ppl_chosen", runs[chosen].val_ppl, display=False)
-    glue("form_ppl_other", runs[other].val_ppl, display=False)
+    glue("form_ppl_chosen", runs[chosen].metrics["val_ppl"], display=False)
+    glue("form_ppl_other", runs[other].metrics["val_ppl"], display=False)
     glue(
         "form_bce_chosen",
         runs[chosen].history[-1]["idea_bce_per_column"],
@@ -361,7 +361,9 @@ if len(forms) > 1:
         runs[other].history[-1]["idea_bce_per_column"],
         display=False,
     )
-    glue("form_ppl_baseline", runs["baseline"].val_ppl, display=False)
+    glue(
+        "form_ppl_baseline", runs["baseline"].metrics["val_ppl"], display=False
+    )
 else:
     for key in ("form_chosen", "form_other"):
         glue(
@@ -378,13 +380,15 @@ else:
         glue(
             key,
             (
-                runs[chosen].val_ppl
+                runs[chosen].metrics["val_ppl"]
                 if "ppl" in key
                 else runs[chosen].history[-1]["idea_bce_per_column"]
             ),
             display=False,
         )
-    glue("form_ppl_baseline", runs["baseline"].val_ppl, display=False)
+    glue(
+        "form_ppl_baseline", runs["baseline"].metrics["val_ppl"], display=False
+    )
 form_table
 
 # %% [markdown]
@@ -416,14 +420,14 @@ test = data.blocks("test", config)
 ppl = pd.DataFrame(
     {
         "validation": {
-            "baseline": runs["baseline"].val_ppl,
-            "gated": runs["gated"].val_ppl,
-            "gated (ungated logits)": runs["gated"].val_ppl_ungated,
+            "baseline": runs["baseline"].metrics["val_ppl"],
+            "gated": runs["gated"].metrics["val_ppl"],
+            "gated (ungated logits)": runs["gated"].metrics["val_ppl_ungated"],
         },
         "test": {
-            "baseline": perplexity_of(models["baseline"], test),
-            "gated": perplexity_of(models["gated"], test),
-            "gated (ungated logits)": perplexity_of(
+            "baseline": perplexity(models["baseline"], test),
+            "gated": perplexity(models["gated"], test),
+            "gated (ungated logits)": perplexity(
                 models["gated"], test, alpha=0.0
             ),
         },
@@ -450,7 +454,8 @@ reference = ngram_reference(
     len(tokenizer),
 )
 check = competence(
-    {name: runs[name].val_ppl for name in ("baseline", "gated")}, reference
+    {name: runs[name].metrics["val_ppl"] for name in ("baseline", "gated")},
+    reference,
 )
 ppl.loc["unigram counts (reference)", "validation"] = reference[
     "unigram_val_ppl"
@@ -717,7 +722,7 @@ recorded.T if not recorded.empty else None
 #    `beta=-4.0`. How large a penalty can a token get at the most, and what does
 #    that mean for a token the idea head wrongly rules out?
 # 3. **Gated or not.** The perplexity table also scores the gated model with
-#    the gate switched off, `perplexity_of(models["gated"], test, alpha=0.0)`.
+#    the gate switched off, `perplexity(models["gated"], test, alpha=0.0)`.
 #    Compare it with the baseline: is the gain in the gate, or in the backbone
 #    that the idea loss helped to train?
 
@@ -751,7 +756,7 @@ by_model = {m: domain_numbers(m) for m in ("baseline", "gated")}
 record = IdeaGatingRecord(
     dataset=data.splits_dataset,
     baseline={
-        "val_ppl": runs["baseline"].val_ppl,
+        "val_ppl": runs["baseline"].metrics["val_ppl"],
         "test_ppl": ppl.loc["baseline", "test"],
         "history": runs["baseline"].history,
         "train_seconds": runs["baseline"].train_seconds,
@@ -759,8 +764,8 @@ record = IdeaGatingRecord(
     },
     gated={
         "run": chosen,
-        "val_ppl": runs["gated"].val_ppl,
-        "val_ppl_ungated": runs["gated"].val_ppl_ungated,
+        "val_ppl": runs["gated"].metrics["val_ppl"],
+        "val_ppl_ungated": runs["gated"].metrics["val_ppl_ungated"],
         "test_ppl": ppl.loc["gated", "test"],
         "test_ppl_ungated": ppl.loc["gated (ungated logits)", "test"],
         "history": runs["gated"].history,
@@ -782,10 +787,10 @@ record = IdeaGatingRecord(
         ],
         "loss_forms": {
             n: {
-                "val_ppl": runs[n].val_ppl,
-                "val_ppl_ungated": runs[n].val_ppl_ungated,
+                "val_ppl": runs[n].metrics["val_ppl"],
+                "val_ppl_ungated": runs[n].metrics["val_ppl_ungated"],
                 "settings": {
-                    k: runs[n].settings[k]
+                    k: runs[n].config["idea"][k]
                     for k in (
                         "idea_loss_reduction",
                         "idea_weight",

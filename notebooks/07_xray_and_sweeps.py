@@ -47,18 +47,17 @@ from semlm.decoding.idea_gate import (
 )
 from semlm.idea_experiment import (
     GenerationSettings,
-    RunSpec,
     domain_retention,
     generate_texts,
     idea_profile,
+    idea_run,
     load_domains,
     main_runs,
-    perplexity_of,
     prepare_data,
     profile_differences,
     train_runs,
 )
-from semlm.metrics import proportion, repetition_rate, summarise
+from semlm.metrics import perplexity, proportion, repetition_rate, summarise
 from semlm.profiles import check_parameters
 from semlm.report import ChapterTimer, write_chapter_metrics
 
@@ -83,14 +82,14 @@ gated = runs["gated"].load()
 chosen_idea = replace(
     config.idea,
     **{
-        k: runs["gated"].settings[k]
+        k: runs["gated"].config["idea"][k]
         for k in ("idea_loss_reduction", "idea_weight")
     },
 )
 domains = load_domains()
 pd.DataFrame(
     [
-        {"model": n, "status": r.status, "val PPL": r.val_ppl}
+        {"model": n, "status": r.status, "val PPL": r.metrics["val_ppl"]}
         for n, r in runs.items()
     ]
 )
@@ -202,7 +201,7 @@ def retention_summary(model, alpha=None):
 alpha_rows = [
     {
         "alpha": a,
-        "val_ppl": perplexity_of(gated, val, alpha=a),
+        "val_ppl": perplexity(gated, val, alpha=a),
         **retention_summary(gated, a),
     }
     for a in (0.0, 0.25, 0.5, 0.75)
@@ -254,7 +253,8 @@ glue(
     display=False,
 )
 sweep_specs = [
-    RunSpec(
+    idea_run(
+        config,
         "sweep-baseline",
         False,
         train_tokens=config.sweep_train_tokens,
@@ -263,7 +263,8 @@ sweep_specs = [
 ]
 for beta in (-2.0, -1.5, -1.0):
     sweep_specs.append(
-        RunSpec(
+        idea_run(
+            config,
             f"sweep-beta{beta}",
             True,
             replace(chosen_idea, beta=beta),
@@ -273,7 +274,8 @@ for beta in (-2.0, -1.5, -1.0):
     )
 for k in (10, 50):
     sweep_specs.append(
-        RunSpec(
+        idea_run(
+            config,
             f"sweep-k{k}",
             True,
             replace(chosen_idea, window=k),
@@ -287,8 +289,8 @@ sweep_runs = train_runs(config, sweep_specs, workers=workers)
 def sweep_row(run):
     model = run.load()
     return {
-        "val_ppl": run.val_ppl,
-        "val_ppl_ungated": run.val_ppl_ungated,
+        "val_ppl": run.metrics["val_ppl"],
+        "val_ppl_ungated": run.metrics["val_ppl_ungated"],
         **retention_summary(model),
     }
 

@@ -199,8 +199,8 @@ pd.DataFrame(
             "status": r.status,
             "steps": r.steps,
             "train seconds": round(r.train_seconds, 1),
-            "validation PPL": r.val_ppl,
-            "validation PPL, gate off": r.val_ppl_ungated,
+            "validation PPL": r.metrics["val_ppl"],
+            "validation PPL, gate off": r.metrics["val_ppl_ungated"],
         }
         for kind, by_seed in runs.items()
         for s, r in by_seed.items()
