@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from . import reference as ref
-from .records import Interval, load_record
+from .records import ChapterRecord, Interval, load_record
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -69,14 +69,14 @@ class Claim:
     paper: str  # "A" (semantic fusion) or "B" (idea-gated)
     claim: str
     paper_value: object
-    judge: Callable[[Mapping[str, dict]], Verdict]
+    judge: Callable[[Mapping[str, dict | ChapterRecord]], Verdict]
 
 
 class _Missing(KeyError):
     pass
 
 
-def _record(metrics: Mapping[str, object], chapter: str):
+def _record(metrics: Mapping[str, dict | ChapterRecord], chapter: str):
     """The typed record of ``chapter`` (a :mod:`semlm.records` record, or its metrics file's dict);
     raises ``_Missing`` if the chapter did not run."""
     if chapter not in metrics:
@@ -611,7 +611,7 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
-def evaluate_claims(metrics: Mapping[str, dict]) -> list[dict]:
+def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
     """The claims table as rows: ``{id, paper, claim, paper_value, published_value, causal_value, ci, status, reason, profile, rule}``."""
     rows = []
     for claim in CLAIMS:
