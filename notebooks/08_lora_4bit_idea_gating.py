@@ -64,7 +64,7 @@ from semlm.lora_experiment import (
     paper_scale_parameter_counts,
     prepare_fineweb,
     resolve_backbone,
-    train_lora,
+    train_lora_models,
 )
 from semlm.profiles import check_parameters
 from semlm.report import ChapterTimer, write_chapter_metrics
@@ -174,11 +174,7 @@ pd.Series(summary, name="value").to_frame()
 # validation loss (token CE + 0.1 x idea BCE); this chapter stops on the validation perplexity.
 
 # %%
-runs = {
-    (q, idea): train_lora(config, backbone, data, q, idea)
-    for q in config.quantizations
-    for idea in (False, True)
-}
+runs = train_lora_models(config, backbone)
 curves = pd.DataFrame(
     [
         {"model": "gated" if idea else "baseline", "quantization": q, **row}
@@ -199,11 +195,11 @@ table = pd.DataFrame(
         {
             "quantization": quant_label(q),
             "model": "LoRA + idea gate" if idea else "LoRA baseline",
-            "val PPL": run.val_ppl,
-            "val PPL, gate off": run.val_ppl_ungated,
-            "trainable params": run.trainable_params,
-            "LoRA params": run.trainable["lora"],
-            "idea-head params": run.trainable["idea_head"],
+            "val PPL": run.metrics["val_ppl"],
+            "val PPL, gate off": run.metrics["val_ppl_ungated"],
+            "trainable params": run.metrics["trainable_params"],
+            "LoRA params": run.metrics["trainable"]["lora"],
+            "idea-head params": run.metrics["trainable"]["idea_head"],
             "steps": run.steps,
             "best step": run.best_step,
             "stopped early": run.stopped_early,
@@ -214,14 +210,15 @@ table = pd.DataFrame(
     ]
 )
 base, gated = runs[(main_q, False)], runs[(main_q, True)]
-glue("base_ppl", base.val_ppl, display=False)
-glue("gated_ppl", gated.val_ppl, display=False)
-glue("gated_ppl_off", gated.val_ppl_ungated, display=False)
-glue("lora_params", base.trainable_params, display=False)
-glue("gated_params", gated.trainable_params, display=False)
+glue("base_ppl", base.metrics["val_ppl"], display=False)
+glue("gated_ppl", gated.metrics["val_ppl"], display=False)
+glue("gated_ppl_off", gated.metrics["val_ppl_ungated"], display=False)
+glue("lora_params", base.metrics["trainable_params"], display=False)
+glue("gated_params", gated.metrics["trainable_params"], display=False)
 glue(
     "idea_share",
-    gated.trainable["idea_head"] / gated.trainable_params,
+    gated.metrics["trainable"]["idea_head"]
+    / gated.metrics["trainable_params"],
     display=False,
 )
 glue("backbone_params", backbone.n_parameters or 0, display=False)
@@ -323,7 +320,7 @@ pd.DataFrame(
 
 # %%
 delta = {
-    q: runs[(q, True)].val_ppl - runs[(q, False)].val_ppl
+    q: runs[(q, True)].metrics["val_ppl"] - runs[(q, False)].metrics["val_ppl"]
     for q in config.quantizations
 }
 glue("delta_nf4", delta["nf4"], display=False)
@@ -331,7 +328,8 @@ if "none" in delta:
     glue("delta_fp32", delta["none"], display=False)
     glue(
         "nf4_cost_base",
-        runs[("nf4", False)].val_ppl - runs[("none", False)].val_ppl,
+        runs[("nf4", False)].metrics["val_ppl"]
+        - runs[("none", False)].metrics["val_ppl"],
         display=False,
     )
     glue(
@@ -365,7 +363,7 @@ pd.Series(
 
 # %%
 domains = load_domains()
-models = {"baseline": base.load(backbone), "gated": gated.load(backbone)}
+models = {"baseline": base.load(), "gated": gated.load()}
 retention = {
     name: domain_retention(model, tokenizer, domains, config.generation)
     for name, model in models.items()
@@ -464,13 +462,13 @@ record = LoraRecord(
     dataset=summary["dataset"],
     backbone=backbone.name,
     baseline={
-        "val_ppl": base.val_ppl,
+        "val_ppl": base.metrics["val_ppl"],
         "steps": base.steps,
         "history": base.history,
     },
     gated={
-        "val_ppl": gated.val_ppl,
-        "val_ppl_ungated": gated.val_ppl_ungated,
+        "val_ppl": gated.metrics["val_ppl"],
+        "val_ppl_ungated": gated.metrics["val_ppl_ungated"],
         "steps": gated.steps,
         "history": gated.history,
     },
@@ -495,21 +493,23 @@ record = LoraRecord(
             "target_modules": list(config.lora.target_modules),
         },
         "trainable_params": {
-            "baseline": base.trainable_params,
-            "gated": gated.trainable_params,
-            "gated_by_group": gated.trainable,
+            "baseline": base.metrics["trainable_params"],
+            "gated": gated.metrics["trainable_params"],
+            "gated_by_group": gated.metrics["trainable"],
             "frozen": backbone.n_parameters,
             "mistral_7b_architecture": paper_counts,
         },
         "by_quantization": {
             q: {
                 "baseline": {
-                    "val_ppl": runs[(q, False)].val_ppl,
+                    "val_ppl": runs[(q, False)].metrics["val_ppl"],
                     "seconds_per_step": runs[(q, False)].seconds_per_step,
                 },
                 "gated": {
-                    "val_ppl": runs[(q, True)].val_ppl,
-                    "val_ppl_ungated": runs[(q, True)].val_ppl_ungated,
+                    "val_ppl": runs[(q, True)].metrics["val_ppl"],
+                    "val_ppl_ungated": runs[(q, True)].metrics[
+                        "val_ppl_ungated"
+                    ],
                     "seconds_per_step": runs[(q, True)].seconds_per_step,
                 },
             }

@@ -9,10 +9,16 @@ import pytest
 import torch
 from transformers import MistralConfig, MistralForCausalLM
 
+from safetensors.torch import load_file
+
+from semlm.data.bpe import as_transformers, train_bpe
 from semlm.data.fineweb import load_fineweb, read_documents, split_documents, split_text_into_documents
 from semlm.idea_experiment import TokenBlocks
-from semlm.lora_experiment import (PAPER_BACKBONE, Backbone, BackboneUnavailable, LoraData, lora_profile,
-                                   paper_scale_parameter_counts, resolve_backbone, train_lora)
+from semlm.lora_experiment import (LORA, PAPER_BACKBONE, BackboneCheckpoint, BackboneUnavailable, LoraData, LoraRun,
+                                   LoraTraining, lora_profile, lora_train_config, paper_scale_parameter_counts,
+                                   resolve_backbone, train_lora)
+from semlm.metrics import perplexity
+from semlm.runs import RunSpec
 from semlm.models.idea import IdeaGPTConfig, IdeaGPTForCausalLM, idea_gate
 from semlm.models.lora_idea import LoraIdeaConfig, LoraIdeaModel, LoraSettings, load_backbone
 
@@ -248,37 +254,84 @@ def test_mistral_7b_counts_follow_from_its_shape_without_weights():
 # --- training loop -----------------------------------------------------------------------------
 
 
-def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_mistral, tmp_path):
-    ids = torch.randint(0, VOCAB, (3000,), generator=torch.Generator().manual_seed(0))
-    profile = lora_profile("smoke")
-    profile = replace(profile, training=replace(profile.training, max_steps=6, eval_every=2, patience=1,
-                                                block_size=16, batch_size=4))
-    window = profile.training.idea.window
-    data = LoraData(None, TokenBlocks.from_stream(ids[:2000], 16, window), TokenBlocks.from_stream(ids[2000:], 16, window))
-    backbone = Backbone("tiny", str(tiny_mistral), str(tiny_mistral), {"tiny": True}, status="test")
-    run = train_lora(profile, backbone, data, "none", True, runs_dir=tmp_path)
-    assert run.status == "trained" and run.steps <= 6
-    assert [row["step"] for row in run.history] == list(range(2, run.steps + 1, 2))
-    assert math.isclose(run.val_ppl, min(row["val_ppl"] for row in run.history if row["alpha"] == 0.5), rel_tol=1e-4) \
-        or run.best_step < profile.training.idea.alpha_ramp_steps
-    again = train_lora(profile, backbone, data, "none", True, runs_dir=tmp_path)
-    assert again.status == "loaded" and again.val_ppl == run.val_ppl
-    model = again.load(backbone)
-    assert model.trainable_parameter_counts() == {"lora": 0, "idea_head": 0, "other": 0}  # loaded frozen
+def test_the_lora_recipe_maps_onto_the_shared_training_loop():
+    paper = lora_profile("paper").training
+    config = lora_train_config(paper, 5, idea=True)
+    assert (config.max_steps, config.batch_size, config.accumulation, config.lr, config.weight_decay,
+            config.grad_clip, config.seed) == (5000, 32, 8, 2e-4, 0.01, 1.0, 5)
+    # each window once in stream order, constant lr, early stopping only after the 1,000-step alpha ramp
+    assert (config.sampling, config.schedule, config.warmup_steps) == ("in_order", "constant", 0)
+    assert (config.eval_every, config.patience, config.patience_from_step) == (200, 10, 1000)
+    assert lora_train_config(paper, 5, idea=False).patience_from_step == 0  # no gate, nothing ramps
+    cpu = lora_train_config(lora_profile("cpu").training, 111, idea=True)
+    assert (cpu.sampling, cpu.schedule, cpu.warmup_steps, cpu.patience_from_step) == ("shuffle", "cosine", 12, 60)
+    gated = LoraRun(paper, lora_profile("paper").lora, "x", "nf4", idea=True)
+    assert [gated.alpha_at(s) for s in (0, 500, 1000, 4000)] == [0.0, 0.25, 0.5, 0.5]
+    assert replace(gated, idea=False).alpha_at(4000) == 0.0
+    with pytest.raises(ValueError, match="LoRA training needs"):
+        LoraTraining(batch_size=10, accumulation=4)
 
 
-def test_micro_batches_partition_the_batch_in_order_and_bad_accumulation_is_refused():
+def test_fresh_documents_refuse_a_stream_too_short_for_the_run():
+    profile = lora_profile("paper")
+    blocks = TokenBlocks.from_stream(torch.arange(1, 400), 16, 4)
+    run = LoraRun(replace(profile.training, max_steps=10, batch_size=8, accumulation=1), profile.lora, "x", "none", True)
+    with pytest.raises(ValueError, match="fresh_documents needs 80 training windows .* give 24"):
+        LORA.fit(RunSpec("gated-none", 0, run), LoraData(None, blocks, blocks))
+
+
+def test_micro_batches_of_token_batches_partition_them_in_order():
     from semlm.idea_experiment import TokenBatch
-    from semlm.lora_experiment import LoraTraining, _micro_batches
+    from semlm.train import split_batch
 
     rows = torch.arange(8 * 5).view(8, 5)
     batch = TokenBatch(rows, rows + 1, rows + 2)
-    pieces = _micro_batches(batch, 4)
+    pieces = split_batch(batch, 4)
     assert len(pieces) == 4 and all(p.inputs.shape == (2, 5) for p in pieces)
     assert torch.equal(torch.cat([p.future for p in pieces]), batch.future)
-    assert _micro_batches(batch, 1) == [batch]
-    with pytest.raises(ValueError, match="LoRA training needs"):
-        LoraTraining(batch_size=10, accumulation=4)
+    assert split_batch(batch, 1) == [batch]
+
+
+@pytest.fixture(scope="module")
+def tiny_book_backbone(tmp_path_factory) -> BackboneCheckpoint:
+    """A tiny Mistral saved with save_pretrained next to its own byte-level BPE (trained on the FineWeb fixture)."""
+    folder = tmp_path_factory.mktemp("tiny-book-backbone")
+    tokenizer = as_transformers(train_bpe(read_documents(FIXTURE), 320))
+    torch.manual_seed(0)
+    config = MistralConfig(vocab_size=320, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=1,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                           sliding_window=None, tie_word_embeddings=False, eos_token_id=tokenizer.eos_token_id)
+    MistralForCausalLM(config).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return BackboneCheckpoint("tiny", str(folder), str(folder), config.to_dict(), status="test")
+
+
+def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_book_backbone, tmp_path, monkeypatch):
+    (tmp_path / "data" / "fineweb-edu-sample").mkdir(parents=True)
+    (tmp_path / "data" / "fineweb-edu-sample" / "fineweb_edu.txt").write_bytes(FIXTURE.read_bytes())
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(tmp_path / "data"))
+    profile = lora_profile("smoke")
+    profile = replace(profile, validation_fraction=0.34, training=replace(
+        profile.training, max_steps=6, eval_every=2, patience=1, block_size=16, batch_size=4, train_tokens=None,
+        eval_tokens=None))
+    ramp = profile.training.idea.alpha_ramp_steps
+    run = train_lora(profile, tiny_book_backbone, "none", True, runs_dir=tmp_path / "runs")
+    assert run.status == "trained" and run.steps <= 6 and run.stopped_early == (run.steps < 6)
+    assert [row["step"] for row in run.history] == list(range(2, run.steps + 1, 2))
+    best = next(row for row in run.history if row["step"] == run.best_step)
+    if run.best_step >= ramp:  # validated at the full gate strength, as the final model is
+        assert math.isclose(run.metrics["val_ppl"], best["val_ppl"], rel_tol=1e-4)
+    assert run.metrics["trainable_params"] == sum(run.metrics["trainable"].values()) > 0
+    assert run.metrics["val_ppl_ungated"] > 0 and run.metrics["frozen_params"] > 0
+    # only the adapters and the idea head are checkpointed, never the frozen backbone
+    model = run.load("cpu")
+    saved = load_file(Path(run.run_dir) / "train" / "final" / "model.safetensors")
+    assert set(saved) == set(model.trainable_parameters())
+    # the reloaded model is the kept (best) one: it reproduces the recorded perplexity
+    data = LORA.data(run.spec)
+    assert math.isclose(perplexity(model, data.validation, batch_size=32), run.metrics["val_ppl"], rel_tol=1e-5)
+    again = train_lora(profile, tiny_book_backbone, "none", True, runs_dir=tmp_path / "runs")
+    assert again.status == "loaded" and again.metrics == run.metrics and again.run_dir == run.run_dir
 
 
 # --- FineWeb-Edu loader ------------------------------------------------------------------------

@@ -17,45 +17,47 @@ Profiles (``lora_profile(name)``):
   It needs a CUDA GPU and the model (Hub download or local cache); without them
   :func:`resolve_backbone` raises one :class:`BackboneUnavailable` line saying what is missing.
 
-Training is the authors' LoRA recipe (AdamW, constant lr 2e-4 at paper scale, alpha ramp to 0.5,
-lambda 0.1 on the mean idea BCE, validation every N steps, early stopping, best weights kept); the
-small profiles use warmup + cosine and reuse their few documents (``lr_schedule``, ``fresh_documents``).
-It is a small loop here rather than :func:`semlm.train.train`, because that trainer validates
-once per epoch, has no early stopping and checkpoints the whole ``state_dict`` (a 4-bit backbone
-included) instead of the adapter; the backbone pre-training *does* use it. Device placement goes
-through ``accelerate``. Finished runs are cached (adapter + idea head + history) under
-``default_runs_dir(profile)/lora/`` in folders keyed by their full configuration.
+Training is the authors' LoRA recipe (AdamW on the LoRA matrices and the idea head only, constant
+lr 2e-4 at paper scale, alpha ramp to 0.5, lambda 0.1 on the mean idea BCE, validation every N
+steps, early stopping once the ramp is done, best weights kept); the small profiles use warmup +
+cosine and reuse their few documents (``lr_schedule``, ``fresh_documents``).
+
+This module declares only *what* the two kinds of run are, as :mod:`semlm.runs` experiments:
+:data:`BACKBONE_PRETRAINING` (the book's small Mistral on WikiText-2) and :data:`LORA` (one LoRA
+run on FineWeb-Edu). How they run (cache key, train or load, the run record, the device) is
+:mod:`semlm.runs`, and the loop is :func:`semlm.train.train`, which optimises and checkpoints the
+trainable parameters only (the adapters and the idea head, never the 4-bit backbone). On one
+device that loop does what ``accelerate``'s ``Accelerator`` did here before (place the model and
+the batches, backward, clip): no mixed precision was configured, so nothing is lost by dropping it;
+several GPUs are :mod:`semlm.distributed`'s business.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import json
-import math
 import multiprocessing as mp
 import os
-import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
-from .data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
+from . import runs
+from .data.bpe import as_transformers, train_bpe, load_tokenizer
 from .data.fineweb import FineWebDocuments, load_fineweb
 from .data.wikitext import downloads_allowed, load_corpus
-from .experiment import default_runs_dir
-from .idea_experiment import GenerationSettings, IdeaSettings, TokenBlocks, alpha_at, quiet_transformers
+from .idea_experiment import TokenBlocks, alpha_at, quiet_transformers
 from .idea_targets import PAD_ID, idea_bce_sparse, window_ids
-from .models.lora_idea import LoraIdeaConfig, LoraIdeaModel, LoraSettings, check_quantization, load_backbone
-from .profiles import check_profile
-from .train import TrainConfig, fingerprint, set_seed, train
+from .metrics import perplexity
+from .models.lora_idea import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
+from .profiles import (LORA_IDEA, PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
+                       LoraSettings, LoraTraining, TrainConfig, lora_profile)
 from .reference import PAPER_B_VAL_PPL
+from .runs import RunRecord, RunSpec, default_runs_dir
+from .train import set_seed, to_device
 
-PAPER_BACKBONE = "mistralai/Mistral-7B-v0.1"
 BOOK_BACKBONE = "book-mistral (trained on WikiText-2 by this book)"
 
 #: Validation perplexity on FineWeb-Edu of the authors' Mistral-7B LoRA run (paper B, arXiv 2512.03343,
@@ -67,153 +69,19 @@ class BackboneUnavailable(RuntimeError):
     """The profile's backbone cannot be used here (no GPU, no network, not cached); one line says why."""
 
 
-# --- configuration ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BookBackboneSpec:
-    """The small ``MistralForCausalLM`` the book pre-trains on WikiText-2 (cpu / smoke backbones)."""
-
-    vocab_size: int = 2048
-    hidden_size: int = 128          # bitsandbytes' CPU kernels need multiples of 64 (the NF4 block size)
-    intermediate_size: int = 384
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    block_size: int = 64
-    bpe_lines: int | None = None
-    train_tokens: int | None = 300_000
-    eval_tokens: int | None = 30_000
-    train: TrainConfig = TrainConfig(epochs=2, batch_size=32, lr=2e-3, weight_decay=0.1, warmup_fraction=0.05,
-                                     label_smoothing=0.0, aux_weight=0.0, uniformizer_weight=0.0)
-
-    def mistral_config(self, eos_id: int):
-        from transformers import MistralConfig
-
-        return MistralConfig(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                             intermediate_size=self.intermediate_size, num_hidden_layers=self.num_layers,
-                             num_attention_heads=self.num_heads, num_key_value_heads=self.num_kv_heads,
-                             max_position_embeddings=max(512, self.block_size), sliding_window=None,
-                             bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, tie_word_embeddings=False)
-
-
-#: The idea head's loss and gate in the authors' LoRA run (their Mistral train.py / model.py): BCE averaged over the
-#: vocabulary with lambda 0.1, no pos_weight and no stopword mask, gate max(alpha log p, beta),
-#: alpha ramped to 0.5 over 1000 steps. The same settings class as chapters 6-7.
-LORA_IDEA = IdeaSettings(window=20, stopword_list=(), stopwords_top_n=0, idea_weight=0.1, pos_weight=None, idea_loss_reduction="mean",
-                         alpha=0.5, alpha_ramp_steps=1000, gate_variant="scale_then_clamp")
-
-
-@dataclass(frozen=True)
-class LoraTraining:
-    """The authors' LoRA run (their Mistral ``train.py``), scaled per profile."""
-
-    max_steps: int = 5000
-    batch_size: int = 32            # sequences per optimiser step ...
-    accumulation: int = 8           # ... in this many micro-batches (the authors: 4 x 8)
-    block_size: int = 512
-    lr: float = 2e-4
-    lr_schedule: str = "constant"   # the authors: constant; "cosine": linear warmup then cosine to 0
-    warmup_steps: int = 0
-    weight_decay: float = 0.01      # torch.optim.AdamW's default (the authors pass only the learning rate)
-    grad_clip: float = 1.0
-    fresh_documents: bool = True    # every training window read once, in stream order (no repeats)
-    eval_every: int = 200
-    patience: int = 10              # evaluations without improvement before stopping
-    idea: IdeaSettings = LORA_IDEA
-    train_tokens: int | None = None
-    eval_tokens: int | None = None
-
-    def __post_init__(self):
-        if min(self.max_steps, self.batch_size, self.block_size, self.eval_every, self.patience,
-               self.accumulation) < 1 or self.lr <= 0 or self.batch_size % self.accumulation:
-            raise ValueError(f"LoRA training needs positive steps, sizes, eval_every, patience and lr; got {self}")
-        if self.lr_schedule not in ("constant", "cosine"):
-            raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
-
-
-@dataclass(frozen=True)
-class LoraProfile:
-    name: str
-    backbone: str                               # PAPER_BACKBONE, or "book" for the book's own small Mistral
-    book_backbone: BookBackboneSpec | None
-    lora: LoraSettings
-    training: LoraTraining
-    quantizations: tuple[str, ...]              # trained in this order; the first is the main comparison
-    fineweb_source: str = "offline"
-    max_documents: int | None = None
-    validation_fraction: float = 0.1
-    generation: GenerationSettings = field(default_factory=GenerationSettings)
-    memory_probe_steps: int = 3
-    seed: int = 111
-    capped_from: int | None = None              # max_steps before a ``max_steps`` cap (None = not capped)
-
-
-def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> LoraProfile:
-    """The profile's configuration; ``max_steps`` caps its optimiser steps (the alpha ramp keeps its share)."""
-    return _cap_lora(_lora_profile(profile, seed), max_steps)
-
-
-def _cap_lora(profile: LoraProfile, max_steps: int | None) -> LoraProfile:
-    if max_steps is None:
-        return profile
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
-    t = profile.training
-    if max_steps >= t.max_steps:
-        return profile
-    share = max_steps / t.max_steps
-    training = replace(t, max_steps=max_steps, warmup_steps=round(t.warmup_steps * share),
-                       eval_every=max(1, min(t.eval_every, max_steps // 5 or 1)),
-                       idea=replace(t.idea, alpha_ramp_steps=round(t.idea.alpha_ramp_steps * share)))
-    return replace(profile, training=training, capped_from=t.max_steps)
-
-
-def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
-    check_profile(profile)
-    paper = LoraProfile(
-        name="paper", backbone=PAPER_BACKBONE, book_backbone=None, lora=LoraSettings(), training=LoraTraining(),
-        # 5,000 x 32 windows of 512 tokens = 82 M training tokens, read once: about 90,000 documents
-        quantizations=("nf4",), fineweb_source="stream", max_documents=100_000,
-        generation=GenerationSettings(samples_per_prompt=5, max_new_tokens=100, seeds=(0, 1, 2)), seed=seed)
-    if profile == "paper":
-        return paper
-    if profile == "cpu":
-        return replace(
-            paper, name="cpu", backbone="book", book_backbone=BookBackboneSpec(), fineweb_source="offline",
-            max_documents=None,
-            training=replace(paper.training, max_steps=240, batch_size=16, accumulation=1, block_size=64, lr=1e-3,
-                             lr_schedule="cosine", warmup_steps=12, fresh_documents=False,
-                             eval_every=20, patience=4, train_tokens=None, eval_tokens=16_384,
-                             idea=replace(paper.training.idea, alpha_ramp_steps=60)),
-            quantizations=("nf4", "none"),
-            generation=GenerationSettings(samples_per_prompt=2, max_new_tokens=40, seeds=(0,)))
-    return replace(
-        paper, name="smoke", backbone="book",
-        book_backbone=BookBackboneSpec(vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=1,
-                                       num_heads=2, num_kv_heads=1, block_size=32, bpe_lines=2000,
-                                       train_tokens=8_000, eval_tokens=2_000,
-                                       train=replace(BookBackboneSpec.train, epochs=1, batch_size=16, lr=3e-3)),
-        fineweb_source="offline", max_documents=40,
-        training=replace(paper.training, max_steps=8, batch_size=8, accumulation=1, block_size=32, lr=1e-3,
-                         lr_schedule="cosine", warmup_steps=1, fresh_documents=False,
-                         eval_every=4, patience=2, train_tokens=8_000, eval_tokens=1_024,
-                         idea=replace(paper.training.idea, alpha_ramp_steps=4)),
-        quantizations=("nf4", "none"),
-        generation=GenerationSettings(samples_per_prompt=1, max_new_tokens=8, seeds=(0,)),
-        memory_probe_steps=2)
+# --- configuration: semlm.profiles (re-exported here) -------------------------------------------
 
 
 def lora_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(runs.default_device())
 
 
 # --- the backbone -------------------------------------------------------------------------------
 
 
 @dataclass
-class Backbone:
-    """Where the frozen backbone and its tokeniser live (a folder, or a Hub name) and how it was made."""
+class BackboneCheckpoint:
+    """A frozen backbone to wrap: where it and its tokeniser live (a folder, or a Hub name) and how it was made."""
 
     name: str                    # what the metrics call it
     path: str                    # from_pretrained() argument
@@ -227,11 +95,16 @@ class Backbone:
 
     @property
     def tokenizer(self):
-        if self.status == "hub":
-            from transformers import AutoTokenizer
+        return backbone_tokenizer(self.tokenizer_path)
 
-            return AutoTokenizer.from_pretrained(self.tokenizer_path)
-        return load_tokenizer(self.tokenizer_path)
+
+def backbone_tokenizer(path: str):
+    """The tokeniser saved next to a backbone folder, or a Hub model's (``AutoTokenizer``)."""
+    if Path(path).is_dir():
+        return load_tokenizer(path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
 
 
 def paper_backbone_problems(name: str = PAPER_BACKBONE) -> list[str]:
@@ -254,14 +127,15 @@ def paper_backbone_problems(name: str = PAPER_BACKBONE) -> list[str]:
     return problems
 
 
-def resolve_backbone(profile: LoraProfile, runs_dir: str | Path | None = None, progress: bool = False) -> Backbone:
+def resolve_backbone(profile: LoraProfile, runs_dir: str | Path | None = None,
+                     progress: bool = False) -> BackboneCheckpoint:
     """The frozen backbone of ``profile``: the book's own small Mistral (trained once, cached) or the paper's."""
     if profile.backbone == "book":
         return train_book_backbone(profile, runs_dir, progress)
     problems = paper_backbone_problems(profile.backbone)
     if problems:
         raise BackboneUnavailable(f"profile {profile.name!r} needs {profile.backbone}: " + "; ".join(problems))
-    return Backbone(profile.backbone, profile.backbone, profile.backbone, {"name": profile.backbone})
+    return BackboneCheckpoint(profile.backbone, profile.backbone, profile.backbone, {"name": profile.backbone})
 
 
 def _encode(tokenizer, texts: Sequence[str], separator: bool = False) -> torch.Tensor:
@@ -282,62 +156,106 @@ def _take_chars(lines: Sequence[str], chars: int | None) -> list[str]:
     return out
 
 
-@torch.no_grad()
-def plain_perplexity(model, blocks: TokenBlocks, batch_size: int = 64) -> float:
-    """exp(mean next-token CE) of any causal LM's ``logits`` on ``blocks`` (pads ignored)."""
-    was = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for batch in blocks.batches(batch_size):
-        logits = model(input_ids=batch.inputs).logits.float()
-        total += F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID,
-                                 reduction="sum").item()
-        count += int((batch.targets != PAD_ID).sum())
-    model.train(was)
-    return math.exp(total / max(count, 1))
+def book_mistral_config(spec: BookBackboneSpec, eos_id: int):
+    """The ``MistralConfig`` of the book's small backbone."""
+    from transformers import MistralConfig
+
+    return MistralConfig(vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
+                         intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
+                         num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
+                         max_position_embeddings=max(512, spec.block_size), sliding_window=None,
+                         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, tie_word_embeddings=False)
 
 
-def _backbone_loss(model, batch, step=None):
-    logits = model(input_ids=batch.inputs).logits
-    ce = F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
-    return ce, {"token_ce": ce.item()}
+@dataclass
+class WikiTextBlocks:
+    """The book backbone's data: its BPE tokeniser (trained on WikiText-2's training lines) and token blocks."""
+
+    dataset: str
+    tokenizer: object
+    train: TokenBlocks
+    validation: TokenBlocks
 
 
-def train_book_backbone(profile: LoraProfile, runs_dir: str | Path | None = None, progress: bool = False) -> Backbone:
-    """Pre-train (or reload) the book's small Mistral on WikiText-2 with the shared trainer; ``save_pretrained`` it."""
-    from transformers import MistralForCausalLM
-
-    spec = profile.book_backbone
-    if spec is None:
-        raise ValueError(f"profile {profile.name!r} has no book backbone; it uses {profile.backbone}")
-    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
+def prepare_wikitext(spec: BookBackboneSpec) -> WikiTextBlocks:
+    """WikiText-2 -> a byte-level BPE of ``spec.vocab_size`` (deterministic) -> blocks of ``spec.block_size``."""
     splits = load_corpus("wikitext-2")
     bpe_lines = splits.train if spec.bpe_lines is None else splits.train[: spec.bpe_lines]
-    key = fingerprint(asdict(spec), lines_fingerprint(bpe_lines), _source_hash(BookBackboneSpec, train_book_backbone,
-                                                                               _backbone_loss, plain_perplexity))
-    folder = runs_dir / "lora" / f"backbone-wikitext-2-seed{profile.seed}-{key}"
-    tokenizer = bpe_tokenizer(bpe_lines, spec.vocab_size, folder / "tokenizer")
+    tokenizer = as_transformers(train_bpe(bpe_lines, spec.vocab_size))
     cap = None if spec.train_tokens is None else 10 * spec.train_tokens + 10_000
     train_ids = _encode(tokenizer, _take_chars(splits.train, cap))
     cap = None if spec.eval_tokens is None else 10 * spec.eval_tokens + 10_000
     val_ids = _encode(tokenizer, _take_chars(splits.valid, cap))
-    train_blocks = TokenBlocks.from_stream(train_ids, spec.block_size, 1, spec.train_tokens)
-    val_blocks = TokenBlocks.from_stream(val_ids, spec.block_size, 1, spec.eval_tokens)
-    set_seed(profile.seed)
-    config = spec.mistral_config(tokenizer.eos_token_id)
-    with quiet_transformers():
-        model = MistralForCausalLM(config)
-    description = {"spec": asdict(spec), "dataset": splits.dataset}
-    result = train(model, train_blocks, val_blocks, replace(spec.train, seed=profile.seed), run_dir=folder / "run",
-                   run_description=description, progress="backbone" if progress else False,
-                   loss_fn=_backbone_loss, validate=lambda m, v, step: plain_perplexity(m, v))
-    hf = folder / "hf"
-    if not (hf / "config.json").is_file():
+    return WikiTextBlocks(splits.dataset, tokenizer, TokenBlocks.from_stream(train_ids, spec.block_size, 1, spec.train_tokens),
+                          TokenBlocks.from_stream(val_ids, spec.block_size, 1, spec.eval_tokens))
+
+
+def backbone_loss(model, batch, step: int):
+    """Next-token cross-entropy of a plain causal LM (the backbone's pre-training objective)."""
+    logits = model(input_ids=batch.inputs).logits
+    ce = F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
+    return ce, {"token_ce": ce.detach()}
+
+
+def backbone_perplexity(model, blocks: TokenBlocks, step: int) -> float:
+    return perplexity(model, blocks)
+
+
+def evaluate_backbone(model, data: WikiTextBlocks, folder: Path) -> dict:
+    """Validation perplexity of the trained backbone; writes ``folder`` (``save_pretrained``: model and tokeniser) if missing."""
+    if not (folder / "config.json").is_file():
         with quiet_transformers():
-            model.save_pretrained(str(hf))
-            tokenizer.save_pretrained(str(hf))
-    return Backbone(BOOK_BACKBONE, str(hf), str(hf), config.to_dict(), plain_perplexity(model, val_blocks),
-                    result.history, result.train_seconds, result.status, model.num_parameters())
+            model.save_pretrained(str(folder))
+            data.tokenizer.save_pretrained(str(folder))
+    return {"wikitext_val_ppl": perplexity(model, data.validation), "n_parameters": model.num_parameters(),
+            "mistral_config": model.config.to_dict(), "dataset": data.dataset}
+
+
+class BackbonePretraining(runs.Experiment):
+    """The book's small ``MistralForCausalLM`` pre-trained on WikiText-2 (the frozen backbone of the small profiles).
+
+    ``spec.config`` is a :class:`semlm.profiles.BookBackboneSpec`. The trained model is also written with
+    ``save_pretrained`` to ``<run>/hf`` (with its tokeniser), so that the LoRA runs load it exactly as a Hub model.
+    """
+
+    name = "lora_backbone"
+    sources = ("train.py", "runs.py", "data/bpe.py", TokenBlocks, prepare_wikitext, book_mistral_config, backbone_loss,
+               backbone_perplexity)
+    evaluation_sources = ("metrics.py", evaluate_backbone)
+
+    def prepare(self, spec: RunSpec) -> WikiTextBlocks:
+        return prepare_wikitext(spec.config)
+
+    def build(self, spec: RunSpec, data: WikiTextBlocks):
+        from transformers import MistralForCausalLM
+
+        with quiet_transformers():
+            return MistralForCausalLM(book_mistral_config(spec.config, data.tokenizer.eos_token_id))
+
+    def fit(self, spec: RunSpec, data: WikiTextBlocks) -> runs.Fit:
+        return runs.Fit(data.train, data.validation, replace(spec.config.train, seed=spec.seed),
+                        loss_fn=backbone_loss, validate=backbone_perplexity)
+
+    def evaluate(self, spec: RunSpec, data: WikiTextBlocks, model, result) -> dict:
+        return evaluate_backbone(model, data, Path(result.run_dir).parent / "hf")
+
+
+BACKBONE_PRETRAINING = BackbonePretraining()
+
+
+def train_book_backbone(profile: LoraProfile, runs_dir: str | Path | None = None,
+                        progress: bool = False) -> BackboneCheckpoint:
+    """Pre-train (or reload) the book's small Mistral of ``profile`` on WikiText-2 (``save_pretrained`` in ``<run>/hf``)."""
+    spec = profile.book_backbone
+    if spec is None:
+        raise ValueError(f"profile {profile.name!r} has no book backbone; it uses {profile.backbone}")
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
+    record = runs.run_one(BACKBONE_PRETRAINING, RunSpec("backbone-wikitext-2", profile.seed, spec), runs_dir,
+                          progress="backbone" if progress else False)
+    hf = str(Path(record.run_dir) / "hf")
+    m = record.metrics
+    return BackboneCheckpoint(BOOK_BACKBONE, hf, hf, m["mistral_config"], m["wikitext_val_ppl"], record.history,
+                              record.train_seconds, record.status, m["n_parameters"])
 
 
 # --- FineWeb-Edu blocks -------------------------------------------------------------------------
@@ -358,8 +276,11 @@ class LoraData:
                 "validation_tokens": self.validation.n_tokens}
 
 
-def prepare_fineweb(profile: LoraProfile, tokenizer) -> LoraData:
-    """FineWeb-Edu documents -> token streams (``eos`` between documents) -> blocks with idea windows."""
+def prepare_fineweb(profile, tokenizer) -> LoraData:
+    """FineWeb-Edu documents -> token streams (``eos`` between documents) -> blocks with idea windows.
+
+    ``profile``: a :class:`LoraProfile` or a :class:`LoraRun` (both name the source, the split and the training).
+    """
     t = profile.training
     documents = load_fineweb(profile.fineweb_source, profile.validation_fraction, seed=0,
                              max_documents=profile.max_documents)
@@ -373,191 +294,164 @@ def prepare_fineweb(profile: LoraProfile, tokenizer) -> LoraData:
 # --- LoRA training ------------------------------------------------------------------------------
 
 
-@torch.no_grad()
-def lora_perplexity(model: LoraIdeaModel, blocks: TokenBlocks, alpha: float | None = None, batch_size: int = 32) -> float:
-    """exp(mean next-token CE) of the (gated, unless ``alpha=0``) logits over all scored positions."""
-    was = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for batch in blocks.batches(batch_size):
-        batch = _to(batch, model.device)
-        logits = model(batch.inputs, alpha=alpha).logits.float()
-        total += F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID,
-                                 reduction="sum").item()
-        count += int((batch.targets != PAD_ID).sum())
-    model.train(was)
-    return math.exp(total / max(count, 1))
-
-
-def _micro_batches(batch, parts: int) -> list:
-    """``batch`` split into ``parts`` consecutive micro-batches (fewer if it has fewer rows)."""
-    if parts <= 1:
-        return [batch]
-    chunks = [torch.tensor_split(x, min(parts, x.shape[0])) for x in (batch.inputs, batch.targets, batch.future)]
-    return [type(batch)(*rows) for rows in zip(*chunks)]
-
-
-def _to(batch, device):
-    return type(batch)(batch.inputs.to(device), batch.targets.to(device), batch.future.to(device))
-
-
 def lora_loss(model: LoraIdeaModel, batch, settings: IdeaSettings, alpha: float) -> tuple[torch.Tensor, dict]:
     """Token CE on the gated logits + lambda * mean idea BCE (the authors' LoRA objective; no stopword mask)."""
     out = model(batch.inputs, alpha=alpha)
     ce = F.cross_entropy(out.logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
     if out.idea_logits is None:
-        return ce, {"token_ce": ce.item()}
+        return ce, {"token_ce": ce.detach()}
     positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
     bce = idea_bce_sparse(out.idea_logits, positives, batch.targets != PAD_ID, settings.pos_weight, settings.idea_loss_reduction)
-    return ce + settings.idea_weight * bce, {"token_ce": ce.item(), "idea_bce": bce.item()}
+    return ce + settings.idea_weight * bce, {"token_ce": ce.detach(), "idea_bce": bce.detach()}
 
 
-def _source_hash(*objects) -> str:
-    h = hashlib.sha256()
-    for obj in objects:
-        h.update(inspect.getsource(obj).encode())
-    return h.hexdigest()[:12]
+def lora_train_config(training: LoraTraining, seed: int, idea: bool) -> TrainConfig:
+    """The authors' LoRA loop as a :class:`semlm.profiles.TrainConfig` for :func:`semlm.train.train`.
+
+    Each window once in stream order (``fresh_documents``) or shuffled passes; early stopping
+    counts only validations after the gate's ramp (a ramping gate changes the model)."""
+    t = training
+    return TrainConfig(max_steps=t.max_steps, batch_size=t.batch_size, accumulation=t.accumulation, lr=t.lr,
+                       weight_decay=t.weight_decay, grad_clip=t.grad_clip,
+                       sampling="in_order" if t.fresh_documents else "shuffle", schedule=t.lr_schedule,
+                       warmup_steps=t.warmup_steps, eval_every=t.eval_every, patience=t.patience,
+                       patience_from_step=t.idea.alpha_ramp_steps if idea else 0, seed=seed,
+                       label_smoothing=0.0, aux_weight=0.0, uniformizer_weight=0.0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoraRun:
-    name: str
+    """What one LoRA run is: the training recipe, the adapters, the data, the frozen backbone and its precision."""
+
+    training: LoraTraining
+    lora: LoraSettings
+    backbone: str                   # from_pretrained() path or Hub name (a book backbone's folder names its run key)
     quantization: str
     idea: bool
-    history: list[dict]
-    val_ppl: float
-    val_ppl_ungated: float | None
-    trainable: dict
-    frozen_params: int
-    steps: int
-    stopped_early: bool
-    best_step: int
-    train_seconds: float
-    seconds_per_step: float
-    weights_mb: float
-    status: str
-    run_dir: str
-
-    def load(self, backbone: Backbone) -> LoraIdeaModel:
-        with quiet_transformers():
-            return LoraIdeaModel.from_adapter(Path(self.run_dir) / "final", backbone.path, self.quantization)
+    fineweb_source: str = "offline"
+    max_documents: int | None = None
+    validation_fraction: float = 0.1
 
     @property
-    def trainable_params(self) -> int:
-        return sum(self.trainable.values())
+    def name(self) -> str:
+        return f"{'gated' if self.idea else 'baseline'}-{self.quantization}"
+
+    def alpha_at(self, step: int) -> float:
+        """The gate strength after ``step`` optimiser steps (0 for the baseline)."""
+        return alpha_at(step, self.training.idea) if self.idea else 0.0
 
 
-def build_model(profile: LoraProfile, backbone: Backbone, quantization: str, idea: bool) -> LoraIdeaModel:
-    t = profile.training
-    config = LoraIdeaConfig(idea_head=idea, gate_variant=t.idea.gate_variant, alpha=t.idea.alpha if idea else 0.0,
+def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool) -> RunSpec:
+    """The run of the LoRA baseline (``idea=False``) or LoRA + idea gate on ``backbone`` in ``quantization``."""
+    run = LoraRun(profile.training, profile.lora, backbone.path, check_quantization(quantization), bool(idea),
+                  profile.fineweb_source, profile.max_documents, profile.validation_fraction)
+    return RunSpec(run.name, profile.seed, run)
+
+
+def build_lora_model(run: LoraRun) -> LoraIdeaModel:
+    """The frozen backbone of ``run`` (on the default device, in its precision) wrapped with LoRA and, if ``run.idea``, the idea head."""
+    t = run.training
+    config = LoraIdeaConfig(idea_head=run.idea, gate_variant=t.idea.gate_variant, alpha=t.idea.alpha if run.idea else 0.0,
                             beta=t.idea.beta, eps=t.idea.eps, n_positions=t.block_size,
-                            quantization=check_quantization(quantization), lora=profile.lora)
+                            quantization=check_quantization(run.quantization), lora=run.lora)
     with quiet_transformers():
-        return LoraIdeaModel(load_backbone(backbone.path, quantization, lora_device()), config)
+        return LoraIdeaModel(load_backbone(run.backbone, run.quantization, lora_device()), config)
 
 
-def train_lora(profile: LoraProfile, backbone: Backbone, data: LoraData, quantization: str, idea: bool,
-               runs_dir: str | Path | None = None, progress: bool = False) -> LoraRun:
-    """Train (or reload) the LoRA baseline (``idea=False``) or LoRA + idea gate on the frozen backbone."""
-    from accelerate import Accelerator
-    from transformers import get_constant_schedule, get_cosine_schedule_with_warmup
+class _LoraStepLoss:
+    """``loss_fn(model, batch, step)``: :func:`lora_loss` with the gate strength of ``step`` (picklable)."""
 
-    from .train import progress_bar
+    def __init__(self, run: LoraRun):
+        self.run = run
 
-    t = profile.training
-    name = f"{'gated' if idea else 'baseline'}-{quantization}"
+    def __call__(self, model, batch, step: int):
+        return lora_loss(model, batch, self.run.training.idea, self.run.alpha_at(step))
+
+
+class _LoraValidation:
+    """``validate(model, blocks, step)``: perplexity of the logits at the gate strength of ``step``."""
+
+    def __init__(self, run: LoraRun):
+        self.run = run
+
+    def __call__(self, model, blocks, step: int) -> float:
+        return perplexity(model, blocks, alpha=self.run.alpha_at(step), batch_size=32)
+
+
+def evaluate_lora(model: LoraIdeaModel, data: LoraData, idea: bool) -> dict:
+    """Validation perplexity (at the configured gate strength, and with the gate off), trainable and frozen counts."""
+    counts = model.trainable_parameter_counts()
+    return {"val_ppl": perplexity(model, data.validation, batch_size=32),
+            "val_ppl_ungated": perplexity(model, data.validation, alpha=0.0, batch_size=32) if idea else None,
+            "trainable": counts, "trainable_params": sum(counts.values()),
+            "frozen_params": model.frozen_parameter_count(),
+            "weights_mb": round(model.backbone.get_memory_footprint() / 2**20, 3)}
+
+
+class LoraExperiment(runs.Experiment):
+    """One LoRA run (``spec.config``: a :class:`LoraRun`) on FineWeb-Edu: only the adapters and the idea head train."""
+
+    name = "lora"
+    sources = ("train.py", "runs.py", "models/lora_idea.py", "models/idea.py", "idea_targets.py", TokenBlocks,
+               alpha_at, prepare_fineweb, lora_loss, lora_train_config, build_lora_model, _LoraStepLoss,
+               _LoraValidation)
+    evaluation_sources = ("metrics.py", evaluate_lora)
+
+    def data_key(self, spec: RunSpec):
+        run = spec.config
+        return replace(run, quantization="none", idea=False)  # both precisions and models share the data
+
+    def prepare(self, spec: RunSpec) -> LoraData:
+        return prepare_fineweb(spec.config, backbone_tokenizer(spec.config.backbone))
+
+    def build(self, spec: RunSpec, data: LoraData) -> LoraIdeaModel:
+        return build_lora_model(spec.config)
+
+    def fit(self, spec: RunSpec, data: LoraData) -> runs.Fit:
+        run, t = spec.config, spec.config.training
+        if t.fresh_documents and len(data.train) < t.max_steps * t.batch_size:
+            raise ValueError(f"fresh_documents needs {t.max_steps * t.batch_size:,} training windows of {t.block_size} "
+                             f"tokens but the documents give {len(data.train):,}; raise max_documents or lower max_steps")
+        return runs.Fit(data.train, data.validation, lora_train_config(t, spec.seed, run.idea),
+                        loss_fn=_LoraStepLoss(run), validate=_LoraValidation(run))
+
+    def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> dict:
+        return evaluate_lora(model, data, spec.config.idea)
+
+    def total_steps(self, spec: RunSpec) -> int:
+        return spec.config.training.max_steps
+
+
+LORA = LoraExperiment()
+
+
+def train_lora(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool,
+               runs_dir: str | Path | None = None, progress: bool = False) -> RunRecord:
+    """Train (or reload) the LoRA baseline (``idea=False``) or LoRA + idea gate on the frozen backbone.
+
+    The record's ``metrics`` hold ``val_ppl``, ``val_ppl_ungated`` (gated model only), ``trainable``
+    (by group), ``trainable_params``, ``frozen_params`` and ``weights_mb``; ``record.load()`` rebuilds the model.
+    """
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-    description = {"training": asdict(t), "lora": asdict(profile.lora), "quantization": quantization, "idea": idea,
-                   "backbone": backbone.config, "backbone_path": backbone.path, "seed": profile.seed,
-                   "data": fingerprint(data.train.input_ids, data.validation.input_ids),
-                   "source": _source_hash(LoraIdeaModel, LoraIdeaConfig, lora_loss, lora_perplexity, train_lora)}
-    run_dir = runs_dir / "lora" / f"{name}-seed{profile.seed}-{fingerprint(description)}"
-    final = run_dir / "final"
-    if (final / "run.json").is_file():
-        return LoraRun(**{**json.loads((final / "run.json").read_text()), "status": "loaded"})
+    spec = lora_run(profile, backbone, quantization, idea)
+    return runs.run_one(LORA, spec, runs_dir, progress=spec.name if progress else False)
 
-    set_seed(profile.seed)
-    model = build_model(profile, backbone, quantization, idea)
-    accelerator = Accelerator(cpu=lora_device().type == "cpu")
-    params = list(model.trainable_parameters().values())
-    optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
-    scheduler = (get_constant_schedule(optimizer) if t.lr_schedule == "constant"
-                 else get_cosine_schedule_with_warmup(optimizer, t.warmup_steps, t.max_steps))
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    generator = torch.Generator().manual_seed(profile.seed)
-    if t.fresh_documents and len(data.train) < t.max_steps * t.batch_size:
-        raise ValueError(f"fresh_documents needs {t.max_steps * t.batch_size:,} training windows of {t.block_size} "
-                         f"tokens but the documents give {len(data.train):,}; raise max_documents or lower max_steps")
 
-    def batches():
-        if t.fresh_documents:  # the authors' stream: each window once, in document order
-            yield from data.train.batches(t.batch_size)
-            return
-        epoch = 0
-        while True:
-            generator.manual_seed(profile.seed * 1_000_003 + epoch)
-            yield from data.train.batches(t.batch_size, generator, shuffle=True)
-            epoch += 1
+def train_lora_models(profile: LoraProfile, backbone: BackboneCheckpoint, runs_dir: str | Path | None = None,
+                      workers: int | None = None, progress: bool = True) -> dict[tuple[str, bool], RunRecord]:
+    """Every ``(quantization, idea)`` run of ``profile``: ``{(quantization, idea): RunRecord}``.
 
-    history, best, best_state, bad, step, running = [], math.inf, None, 0, 0, []
-    spent, stopped_early, best_step = 0.0, False, 0
-    bar = progress_bar(t.max_steps, name, progress)
-    model.train()
-    start = time.perf_counter()
-    for batch in batches():
-        alpha = alpha_at(step, t.idea) if idea else 0.0
-        optimizer.zero_grad(set_to_none=True)
-        pieces = _micro_batches(batch, t.accumulation)
-        logged = []
-        for piece in pieces:  # gradient accumulation: the same update as one batch, less activation memory
-            loss, parts = lora_loss(model, _to(piece, accelerator.device), t.idea, alpha)
-            accelerator.backward(loss / len(pieces) if len(pieces) > 1 else loss)
-            logged.append({"loss": loss.item(), **parts})
-        accelerator.clip_grad_norm_(params, t.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        running.append({k: sum(row[k] for row in logged) / len(logged) for k in logged[0]})
-        bar.update(1)
-        if step % t.eval_every == 0 or step == t.max_steps:
-            spent += time.perf_counter() - start
-            eval_alpha = alpha_at(step, t.idea) if idea else 0.0
-            val = lora_perplexity(model, data.validation, alpha=eval_alpha)
-            row = {"step": step, "alpha": eval_alpha, "val_ppl": val, "train_seconds": spent,
-                   **{k: sum(r[k] for r in running) / len(running) for k in running[0]}}
-            history.append(row)
-            running = []
-            ramp_done = not idea or step >= t.idea.alpha_ramp_steps
-            if val < best or not ramp_done:  # a ramping gate changes the model: no stopping before alpha is reached
-                best, best_step, bad = val, step, 0
-                best_state = {k: v.detach().clone() for k, v in model.trainable_parameters().items()}
-            else:
-                bad += 1
-            bar.set_postfix(val_ppl=f"{val:.2f}")
-            if bad >= t.patience:
-                stopped_early = True
-            start = time.perf_counter()
-        if stopped_early or step >= t.max_steps:
-            break
-    bar.close()
-    if best_state is not None:
-        with torch.no_grad():
-            for key, value in model.trainable_parameters().items():
-                value.copy_(best_state[key])
-    model.eval()
-    val_ppl = lora_perplexity(model, data.validation)
-    ungated = lora_perplexity(model, data.validation, alpha=0.0) if idea else None
-    run = LoraRun(name, quantization, idea, history, val_ppl, ungated, model.trainable_parameter_counts(),
-                  model.frozen_parameter_count(), step, stopped_early, best_step, spent, spent / max(step, 1),
-                  round(model.backbone.get_memory_footprint() / 2**20, 3), "trained", str(run_dir))
-    tmp = run_dir / "final.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    with quiet_transformers():
-        model.save_adapter(tmp)
-    (tmp / "run.json").write_text(json.dumps(asdict(run), indent=2))
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    return run
+    On a CPU the runs train side by side in ``workers`` one-thread processes (default: one per
+    core, but one in this process at ``smoke`` scale, where starting processes costs more than
+    the runs); on CUDA one after another.
+    """
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
+    keys = [(q, idea) for q in profile.quantizations for idea in (False, True)]
+    specs = [lora_run(profile, backbone, q, idea) for q, idea in keys]
+    if workers is None:
+        workers = 1 if profile.name == "smoke" else os.cpu_count() or 1
+    records = runs.run_many(LORA, specs, runs_dir, workers=workers, progress=progress, label="LoRA")
+    return dict(zip(keys, records))
 
 
 # --- memory: 4-bit vs full precision -----------------------------------------------------------
@@ -570,7 +464,7 @@ def _rss_mb(field_name: str) -> float:
     return float("nan")
 
 
-def _probe(profile: LoraProfile, backbone: Backbone, data: LoraData, quantization: str, idea: bool) -> dict:
+def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str, idea: bool) -> dict:
     """Peak memory of loading the backbone and ``memory_probe_steps`` training steps (in this process)."""
     t = profile.training
     device = lora_device()
@@ -584,12 +478,12 @@ def _probe(profile: LoraProfile, backbone: Backbone, data: LoraData, quantizatio
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS mark (VmHWM) to the current RSS
         before = _rss_mb("VmRSS")
     set_seed(profile.seed)
-    model = build_model(profile, backbone, quantization, idea)
+    model = build_lora_model(lora_run(profile, backbone, quantization, idea).config)
     params = list(model.trainable_parameters().values())
     optimizer = torch.optim.AdamW(params, lr=t.lr)
     model.train()
     micro_batch = t.batch_size // t.accumulation  # what one forward/backward holds in memory
-    batch = _to(data.train.batch(torch.arange(min(micro_batch, len(data.train)))), device)
+    batch = to_device(data.train.batch(torch.arange(min(micro_batch, len(data.train)))), device)
     start = time.perf_counter()
     for _ in range(profile.memory_probe_steps):
         loss, _ = lora_loss(model, batch, t.idea, t.idea.alpha if idea else 0.0)
@@ -614,7 +508,7 @@ def _probe_in_child(queue, *args) -> None:
         queue.put({"error": f"{type(error).__name__}: {error}"})
 
 
-def measure_memory(profile: LoraProfile, backbone: Backbone, data: LoraData, quantization: str,
+def measure_memory(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str,
                    idea: bool = True) -> dict:
     """Peak memory of a few training steps of the model in ``quantization``.
 

@@ -532,3 +532,158 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
                    train=replace(cpu.train, epochs=4, batch_size=64, lr=1e-3),
                    idea=replace(idea, window=12, alpha_ramp_steps=500), n_seeds=5, prompts_per_topic=4,
                    samples_per_prompt=10, max_new_tokens=80, sweep_samples_per_prompt=5)
+
+
+# --- chapter 8: LoRA + 4-bit idea gating (semlm.lora_experiment) ----------------------------------
+# The configurations of semlm.lora_experiment (re-exported there; LoraSettings also from
+# semlm.models.lora_idea). ``LoraSettings.peft_config`` imports peft only when called.
+
+from dataclasses import field  # noqa: E402
+
+PAPER_BACKBONE = "mistralai/Mistral-7B-v0.1"
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """peft ``LoraConfig`` fields of the authors' run (r = 8, alpha 32, dropout 0.05 on q_proj / v_proj)."""
+
+    r: int = 8
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: tuple[str, ...] = ("q_proj", "v_proj")
+
+    def __post_init__(self):
+        if self.r < 1 or self.lora_alpha <= 0 or not 0.0 <= self.lora_dropout < 1.0 or not self.target_modules:
+            raise ValueError(f"need r >= 1, lora_alpha > 0, 0 <= lora_dropout < 1 and target modules; got {self}")
+
+    def peft_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.r, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
+                          target_modules=list(self.target_modules), bias="none", task_type="CAUSAL_LM")
+
+
+@dataclass(frozen=True)
+class BookBackboneSpec:
+    """The small ``MistralForCausalLM`` the book pre-trains on WikiText-2 (cpu / smoke backbones)."""
+
+    vocab_size: int = 2048
+    hidden_size: int = 128          # bitsandbytes' CPU kernels need multiples of 64 (the NF4 block size)
+    intermediate_size: int = 384
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    block_size: int = 64
+    bpe_lines: int | None = None
+    train_tokens: int | None = 300_000
+    eval_tokens: int | None = 30_000
+    train: TrainConfig = TrainConfig(epochs=2, batch_size=32, lr=2e-3, weight_decay=0.1, warmup_fraction=0.05,
+                                     label_smoothing=0.0, aux_weight=0.0, uniformizer_weight=0.0)
+
+
+#: The idea head's loss and gate in the authors' LoRA run (their Mistral train.py / model.py): BCE averaged over
+#: the vocabulary with lambda 0.1, no pos_weight and no stopword mask, gate max(alpha log p, beta), alpha ramped
+#: to 0.5 over 1000 steps. The same settings class as chapters 6-7.
+LORA_IDEA = IdeaSettings(window=20, stopword_list=(), stopwords_top_n=0, idea_weight=0.1, pos_weight=None,
+                         idea_loss_reduction="mean", alpha=0.5, alpha_ramp_steps=1000, gate_variant="scale_then_clamp")
+LORA_SCHEDULES: tuple[str, ...] = ("constant", "cosine")
+
+
+@dataclass(frozen=True)
+class LoraTraining:
+    """The authors' LoRA run (their Mistral ``train.py``), scaled per profile (see ``lora_train_config``)."""
+
+    max_steps: int = 5000
+    batch_size: int = 32            # sequences per optimiser step ...
+    accumulation: int = 8           # ... in this many micro-batches (the authors: 4 x 8)
+    block_size: int = 512
+    lr: float = 2e-4
+    lr_schedule: str = "constant"   # the authors: constant; "cosine": linear warmup then cosine to 0
+    warmup_steps: int = 0
+    weight_decay: float = 0.01      # torch.optim.AdamW's default (the authors pass only the learning rate)
+    grad_clip: float = 1.0
+    fresh_documents: bool = True    # every training window read once, in stream order (no repeats)
+    eval_every: int = 200
+    patience: int = 10              # evaluations without improvement before stopping
+    idea: IdeaSettings = LORA_IDEA
+    train_tokens: int | None = None
+    eval_tokens: int | None = None
+
+    def __post_init__(self):
+        if min(self.max_steps, self.batch_size, self.block_size, self.eval_every, self.patience,
+               self.accumulation) < 1 or self.lr <= 0 or self.batch_size % self.accumulation:
+            raise ValueError(f"LoRA training needs positive steps, sizes, eval_every, patience and lr; got {self}")
+        if self.lr_schedule not in LORA_SCHEDULES:
+            raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+
+
+@dataclass(frozen=True)
+class LoraProfile:
+    name: str
+    backbone: str                               # PAPER_BACKBONE, or "book" for the book's own small Mistral
+    book_backbone: BookBackboneSpec | None
+    lora: LoraSettings
+    training: LoraTraining
+    quantizations: tuple[str, ...]              # trained in this order; the first is the main comparison
+    fineweb_source: str = "offline"
+    max_documents: int | None = None
+    validation_fraction: float = 0.1
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    memory_probe_steps: int = 3
+    seed: int = 111
+    capped_from: int | None = None              # max_steps before a ``max_steps`` cap (None = not capped)
+
+
+def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> LoraProfile:
+    """Chapter 8's configuration; ``max_steps`` caps its optimiser steps (the alpha ramp keeps its share)."""
+    return _cap_lora(_lora_profile(profile, seed), max_steps)
+
+
+def _cap_lora(profile: LoraProfile, max_steps: int | None) -> LoraProfile:
+    if max_steps is None:
+        return profile
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
+    t = profile.training
+    if max_steps >= t.max_steps:
+        return profile
+    share = max_steps / t.max_steps
+    training = replace(t, max_steps=max_steps, warmup_steps=round(t.warmup_steps * share),
+                       eval_every=max(1, min(t.eval_every, max_steps // 5 or 1)),
+                       idea=replace(t.idea, alpha_ramp_steps=round(t.idea.alpha_ramp_steps * share)))
+    return replace(profile, training=training, capped_from=t.max_steps)
+
+
+def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
+    check_profile(profile)
+    paper = LoraProfile(
+        name="paper", backbone=PAPER_BACKBONE, book_backbone=None, lora=LoraSettings(), training=LoraTraining(),
+        # 5,000 x 32 windows of 512 tokens = 82 M training tokens, read once: about 90,000 documents
+        quantizations=("nf4",), fineweb_source="stream", max_documents=100_000,
+        generation=GenerationSettings(samples_per_prompt=5, max_new_tokens=100, seeds=(0, 1, 2)), seed=seed)
+    if profile == "paper":
+        return paper
+    if profile == "cpu":
+        return replace(
+            paper, name="cpu", backbone="book", book_backbone=BookBackboneSpec(), fineweb_source="offline",
+            max_documents=None,
+            training=replace(paper.training, max_steps=240, batch_size=16, accumulation=1, block_size=64, lr=1e-3,
+                             lr_schedule="cosine", warmup_steps=12, fresh_documents=False,
+                             eval_every=20, patience=4, train_tokens=None, eval_tokens=16_384,
+                             idea=replace(paper.training.idea, alpha_ramp_steps=60)),
+            quantizations=("nf4", "none"),
+            generation=GenerationSettings(samples_per_prompt=2, max_new_tokens=40, seeds=(0,)))
+    return replace(
+        paper, name="smoke", backbone="book",
+        book_backbone=BookBackboneSpec(vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=1,
+                                       num_heads=2, num_kv_heads=1, block_size=32, bpe_lines=2000,
+                                       train_tokens=8_000, eval_tokens=2_000,
+                                       train=replace(BookBackboneSpec.train, epochs=1, batch_size=16, lr=3e-3)),
+        fineweb_source="offline", max_documents=40,
+        training=replace(paper.training, max_steps=8, batch_size=8, accumulation=1, block_size=32, lr=1e-3,
+                         lr_schedule="cosine", warmup_steps=1, fresh_documents=False,
+                         eval_every=4, patience=2, train_tokens=8_000, eval_tokens=1_024,
+                         idea=replace(paper.training.idea, alpha_ramp_steps=4)),
+        quantizations=("nf4", "none"),
+        generation=GenerationSettings(samples_per_prompt=1, max_new_tokens=8, seeds=(0,)),
+        memory_probe_steps=2)

@@ -39,6 +39,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from ..profiles import LoraSettings  # noqa: F401  (the peft settings are a torch-free profile; re-exported)
 from .idea import IdeaGPTOutput, check_gate_variant, idea_gate
 
 QUANTIZATIONS: tuple[str, ...] = ("none", "nf4")
@@ -53,26 +54,6 @@ class _DropMissingKernelNotice(logging.Filter):
 
 logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_DropMissingKernelNotice())
 ADAPTER_DIR, IDEA_HEAD_FILE, WRAPPER_FILE = "adapter", "idea_head.safetensors", "lora_idea.json"
-
-
-@dataclass(frozen=True)
-class LoraSettings:
-    """peft ``LoraConfig`` fields of the authors' run (r = 8, alpha 32, dropout 0.05 on q_proj / v_proj)."""
-
-    r: int = 8
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    target_modules: tuple[str, ...] = ("q_proj", "v_proj")
-
-    def __post_init__(self):
-        if self.r < 1 or self.lora_alpha <= 0 or not 0.0 <= self.lora_dropout < 1.0 or not self.target_modules:
-            raise ValueError(f"need r >= 1, lora_alpha > 0, 0 <= lora_dropout < 1 and target modules; got {self}")
-
-    def peft_config(self):
-        from peft import LoraConfig
-
-        return LoraConfig(r=self.r, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
-                          target_modules=list(self.target_modules), bias="none", task_type="CAUSAL_LM")
 
 
 @dataclass
