@@ -154,19 +154,26 @@ def test_random_windows_hold_inputs_targets_and_the_idea_future():
         TokenStream(torch.arange(7), block_size=4, window=3)
 
 
-def test_authors_init_and_dropout_placement():
-    from semlm.idea_experiment import apply_authors_choices, model_config
+def test_authors_init_and_dropout_placement_are_the_models_own():
+    from semlm.idea_experiment import model_config
     from semlm.models.idea import IdeaGPTForCausalLM
 
     profile = idea_profile("smoke")
-    size = replace(profile.size, dropout=0.1, dropout_scope="embeddings", init="authors_v1")
+    size = replace(profile.size, n_layer=2, dropout=0.1, dropout_scope="embeddings", init="authors_v1")
     torch.manual_seed(0)
-    model = apply_authors_choices(IdeaGPTForCausalLM(model_config(replace(profile, size=size), 64, True)), size)
+    model = IdeaGPTForCausalLM(model_config(replace(profile, size=size), 64, True))
     dropouts = {n: m.p for n, m in model.named_modules() if isinstance(m, torch.nn.Dropout)}
     assert dropouts.pop("transformer.drop") == 0.1 and set(dropouts.values()) == {0.0}
+    assert {m.dropout for m in model.modules() if hasattr(m, "c_attn")} == {0.0}  # attention weights too
     assert all(b.abs().max() > 0 for n, b in model.named_parameters() if n.endswith(".bias") and "ln" not in n)
     proj = model.transformer.h[0].attn.c_proj.weight
     assert 0.015 < float(proj.detach().std()) < 0.025  # N(0, 0.02), no residual scaling
+    # GPT-2's scheme (the model's default): zero biases, residual projections scaled by 1/sqrt(2 n_layer)
+    gpt2 = IdeaGPTForCausalLM(model_config(replace(profile, size=replace(size, init="gpt2_scaled",
+                                                                        dropout_scope="everywhere")), 64, True))
+    assert float(gpt2.transformer.h[0].attn.c_proj.bias.detach().abs().max()) == 0.0
+    assert 0.007 < float(gpt2.transformer.h[0].attn.c_proj.weight.detach().std()) < 0.013  # 0.02 / 2
+    assert {m.p for m in gpt2.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
 
 
 def test_authors_stickiness_on_a_hand_example():

@@ -101,7 +101,7 @@ def train(args: RunArgs) -> dict:
     steps = args.steps if args.steps is not None else getattr(t, "max_steps", None)
     if not steps or steps < 1:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
-    batch = args.batch or getattr(t, "micro_batch", None) or getattr(t, "batch_size", 16)
+    batch = args.batch or t.batch_size // t.accumulation  # one micro-batch of the profile
     accelerator = Accelerator(gradient_accumulation_steps=args.accumulation,
                               dataloader_config=DataLoaderConfiguration(split_batches=True))
     if batch % accelerator.num_processes:

@@ -234,12 +234,15 @@ def _take_chars(lines: Sequence[str], chars: int) -> list[str]:
 
 def model_config(profile: IdeaProfile, vocab_size: int, idea: bool, settings: IdeaSettings | None = None,
                  eos_id: int = 0) -> IdeaGPTConfig:
-    """The GPT of ``profile`` (an :class:`IdeaProfile` or an :class:`IdeaRun`: its ``size`` and ``idea``)."""
+    """The GPT of ``profile`` (an :class:`IdeaProfile` or an :class:`IdeaRun`: its ``size`` and ``idea``),
+    initialised and regularised as ``size`` says (the authors' v1 ``init`` and ``dropout_scope`` by default:
+    weights N(0, 0.02) with PyTorch's default biases, dropout only after the embeddings)."""
     s, size = settings or profile.idea, profile.size
     return IdeaGPTConfig(vocab_size=vocab_size, n_positions=size.block_size, n_embd=size.n_embd, n_layer=size.n_layer,
                          n_head=size.n_head, dropout=size.dropout, idea_head=idea, gate_variant=s.gate_variant,
-                         alpha=s.alpha if idea else 0.0, beta=s.beta, eps=s.eps,
-                         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id)
+                         alpha=s.alpha if idea else 0.0, beta=s.beta, eps=s.eps, init=size.init,
+                         dropout_scope=size.dropout_scope, bos_token_id=eos_id, eos_token_id=eos_id,
+                         pad_token_id=eos_id)
 
 
 def alpha_at(step: int, settings: IdeaSettings) -> float:
@@ -288,34 +291,6 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
 
     return loss_fn
-
-
-def apply_authors_choices(model: IdeaGPTForCausalLM, size: GPTSize) -> IdeaGPTForCausalLM:
-    """Give a freshly built model the profile's initialisation and dropout placement (:class:`GPTSize`).
-
-    ``init="authors_v1"`` re-draws every Linear and Embedding weight from N(0, 0.02) and gives
-    Linear biases PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as the authors' ``model.py``
-    (its ``_init_weights`` sets weights only, and no residual scaling). ``dropout_scope="embeddings"``
-    switches off the attention and residual-branch dropout, leaving the one after the embeddings.
-    :meth:`IdeaExperiment.build` applies it to every model it builds.
-    """
-    if size.init == "authors_v1":
-        with torch.no_grad():
-            for module in model.modules():
-                if isinstance(module, torch.nn.Linear):
-                    torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-                    if module.bias is not None:
-                        bound = 1 / math.sqrt(module.in_features)
-                        torch.nn.init.uniform_(module.bias, -bound, bound)
-                elif isinstance(module, torch.nn.Embedding):
-                    torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-    if size.dropout_scope == "embeddings":
-        for name, module in model.named_modules():
-            if isinstance(module, torch.nn.Dropout) and name != "transformer.drop":
-                module.p = 0.0
-            if hasattr(module, "dropout") and isinstance(module.dropout, float):
-                module.dropout = 0.0  # attention-weight dropout inside scaled_dot_product_attention
-    return model
 
 
 class TokenStream:
@@ -432,8 +407,7 @@ class IdeaExperiment(runs.Experiment):
     def build(self, spec: RunSpec, data: IdeaData) -> IdeaGPTForCausalLM:
         run = spec.config
         tokenizer = data.tokenizer
-        config = model_config(run, len(tokenizer), run.gated, run.idea, tokenizer.eos_token_id)
-        return apply_authors_choices(IdeaGPTForCausalLM(config), run.size)
+        return IdeaGPTForCausalLM(model_config(run, len(tokenizer), run.gated, run.idea, tokenizer.eos_token_id))
 
     def fit(self, spec: RunSpec, data: IdeaData) -> runs.Fit:
         run = spec.config
@@ -455,7 +429,7 @@ class IdeaExperiment(runs.Experiment):
         return spec.config.train.max_steps
 
     #: the code a trained model depends on (its source is part of every run's cache key)
-    sources = (*GPT_TRAINING_SOURCES, "data/bpe.py", TokenStream, model_config, apply_authors_choices, prepare_data,
+    sources = (*GPT_TRAINING_SOURCES, "data/bpe.py", TokenStream, model_config, prepare_data,
                _prepare_data, stopword_ids, _encode, _take_chars, IdeaRun, idea_run, data_key, prepare, build, fit)
     #: the code only the metrics depend on (a change re-evaluates the finished runs, never retrains)
     evaluation_sources = ("metrics.py", evaluate)

@@ -44,6 +44,8 @@ from transformers import DynamicCache, GenerationConfig, GenerationMixin, PreTra
 from transformers.cache_utils import Cache
 from transformers.utils import ModelOutput
 
+from ..profiles import DROPOUT_SCOPES, INITS
+
 GATE_VARIANTS: tuple[str, ...] = ("clamp_then_scale", "scale_then_clamp")
 
 
@@ -187,6 +189,11 @@ class IdeaGPTConfig(PreTrainedConfig):
     beta: float = -2.0
     eps: float = 1e-8
     initializer_range: float = 0.02
+    # The authors' v1 choices (semlm.profiles.GPTSize): "authors_v1" draws every weight from
+    # N(0, initializer_range) with PyTorch's default biases and no residual scaling; "gpt2_scaled" is
+    # GPT-2's scheme. dropout_scope "embeddings" keeps only the dropout after the embedding sum.
+    init: str = "gpt2_scaled"
+    dropout_scope: str = "everywhere"
     use_cache: bool = False      # forward() builds a cache only when asked; generate() asks (its own config)
     bos_token_id: int | None = 0
     eos_token_id: int | None = 0
@@ -206,14 +213,22 @@ class IdeaGPTOutput(ModelOutput):
     past_key_values: Cache | None = None
 
 
+def _block_dropout(config: IdeaGPTConfig) -> float:
+    """Dropout on attention weights and residual branches: none when it is only after the embeddings."""
+    if config.dropout_scope not in DROPOUT_SCOPES or config.init not in INITS:
+        raise ValueError(f"dropout_scope must be one of {DROPOUT_SCOPES} and init one of {INITS}; got "
+                         f"{config.dropout_scope!r}, {config.init!r}")
+    return config.dropout if config.dropout_scope == "everywhere" else 0.0
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: IdeaGPTConfig, layer_idx: int = 0):
         super().__init__()
-        self.n_head, self.dropout, self.layer_idx = config.n_head, config.dropout, layer_idx
+        self.n_head, self.dropout, self.layer_idx = config.n_head, _block_dropout(config), layer_idx
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.c_proj._is_residual = True  # GPT-2 init: scaled by 1/sqrt(2 * n_layer)
-        self.resid_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(self.dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: Cache | None = None,
                 is_causal: bool = True) -> torch.Tensor:
@@ -235,7 +250,7 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
         self.c_proj._is_residual = True
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = nn.Dropout(_block_dropout(config))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
@@ -323,12 +338,18 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """GPT-2's scheme: N(0, 0.02), zero biases, residual projections scaled by 1/sqrt(2 * n_layer)."""
-        std = self.config.initializer_range
+        """GPT-2's scheme: N(0, 0.02), zero biases, residual projections scaled by 1/sqrt(2 * n_layer);
+        with ``init="authors_v1"`` the authors' ``model.py``: N(0, 0.02) weights, no residual scaling,
+        Linear biases left at PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+        std, authors = self.config.initializer_range, self.config.init == "authors_v1"
         if isinstance(module, nn.Linear):
-            scale = 1 / math.sqrt(2 * self.config.n_layer) if getattr(module, "_is_residual", False) else 1.0
+            residual = getattr(module, "_is_residual", False) and not authors
+            scale = 1 / math.sqrt(2 * self.config.n_layer) if residual else 1.0
             nn.init.normal_(module.weight, mean=0.0, std=std * scale)
-            if module.bias is not None:
+            if module.bias is not None and authors:
+                bound = 1 / math.sqrt(module.in_features)
+                nn.init.uniform_(module.bias, -bound, bound)
+            elif module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=std)
