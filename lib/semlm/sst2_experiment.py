@@ -254,7 +254,8 @@ def run_sst2_models(profile: SST2Profile, data: SST2Data | None = None, runs_dir
     runs_dir = Path(runs_dir) if runs_dir is not None else runs.default_runs_dir(profile.name)
     # smoke trains in this process: starting workers (each imports torch) costs more than its training
     workers = min(workers or profile.workers, profile.workers)
-    records = runs.run_many(SST2, specs, runs_dir, workers, device="cpu", label="sst2: baseline + fusion")
+    # CPU: the chapter scores and continues text with CPU tensors (score_tokens, continue_under_control)
+    records = runs.run_many(SST2, specs, runs_dir, workers, device="cpu")
     out: dict[str, dict[str, RunRecord]] = {}
     for spec, record in zip(specs, records):
         out.setdefault(spec.group, {})[spec.name] = record
