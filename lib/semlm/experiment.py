@@ -113,8 +113,9 @@ def model_config(profile: SyntheticProfile, kind: str, vocab_size: int, setting:
 #: The modules a synthetic-task run depends on; their source is part of every run's cache key
 #: (other chapters' modules, figures, reports and the book runner cannot change these models;
 #: nor can ``metrics``: a cached model is re-evaluated with the current metrics after loading).
+#: ``profiles.py`` is not among them: a run's config values are in its spec, which is hashed whole.
 TRAINING_SOURCES = (
-    "fuzzy.py", "features.py", "losses.py", "train.py", "runs.py", "experiment.py", "profiles.py",
+    "fuzzy.py", "features.py", "losses.py", "train.py", "runs.py", "experiment.py",
     "control_codes.py", "data/synthetic.py", "data/vocab.py", "data/dataset.py",
     "models/__init__.py", "models/backbone.py", "models/fusion.py",
 )
