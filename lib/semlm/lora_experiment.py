@@ -1,6 +1,7 @@
 """Paper B's second setting: an idea head on a frozen (4-bit) backbone, LoRA-tuned on FineWeb-Edu.
 
-Profiles (``lora_profile(name)``):
+Profiles (``lora_profile(name)``, with the other configurations in the torch-free :mod:`semlm.profiles`
+and re-exported here):
 
 * ``smoke``: seconds. The book trains a one-layer ``MistralForCausalLM`` (d = 64) on a sliver of
   WikiText-2, saves it with ``save_pretrained`` and loads it back (4-bit and full precision) as the
@@ -38,6 +39,7 @@ import multiprocessing as mp
 import os
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -69,10 +71,8 @@ class BackboneUnavailable(RuntimeError):
     """The profile's backbone cannot be used here (no GPU, no network, not cached); one line says why."""
 
 
-# --- configuration: semlm.profiles (re-exported here) -------------------------------------------
-
-
 def lora_device() -> torch.device:
+    """Where the LoRA runs train and the backbone is loaded: CUDA when there is one (``runs.default_device``)."""
     return torch.device(runs.default_device())
 
 
@@ -358,24 +358,14 @@ def build_lora_model(run: LoraRun) -> LoraIdeaModel:
         return LoraIdeaModel(load_backbone(run.backbone, run.quantization, lora_device()), config)
 
 
-class _LoraStepLoss:
-    """``loss_fn(model, batch, step)``: :func:`lora_loss` with the gate strength of ``step`` (picklable)."""
-
-    def __init__(self, run: LoraRun):
-        self.run = run
-
-    def __call__(self, model, batch, step: int):
-        return lora_loss(model, batch, self.run.training.idea, self.run.alpha_at(step))
+def lora_step_loss(model: LoraIdeaModel, batch, step: int, run: LoraRun) -> tuple[torch.Tensor, dict]:
+    """``loss_fn(model, batch, step)`` of the loop (with ``run`` bound): :func:`lora_loss` at the gate strength of ``step``."""
+    return lora_loss(model, batch, run.training.idea, run.alpha_at(step))
 
 
-class _LoraValidation:
-    """``validate(model, blocks, step)``: perplexity of the logits at the gate strength of ``step``."""
-
-    def __init__(self, run: LoraRun):
-        self.run = run
-
-    def __call__(self, model, blocks, step: int) -> float:
-        return perplexity(model, blocks, alpha=self.run.alpha_at(step), batch_size=32)
+def lora_validation(model: LoraIdeaModel, blocks: TokenBlocks, step: int, run: LoraRun) -> float:
+    """``validate(model, blocks, step)`` (with ``run`` bound): perplexity at the gate strength of ``step``."""
+    return perplexity(model, blocks, alpha=run.alpha_at(step), batch_size=32)
 
 
 def evaluate_lora(model: LoraIdeaModel, data: LoraData, idea: bool) -> dict:
@@ -393,8 +383,8 @@ class LoraExperiment(runs.Experiment):
 
     name = "lora"
     sources = ("train.py", "runs.py", "models/lora_idea.py", "models/idea.py", "idea_targets.py", TokenBlocks,
-               alpha_at, prepare_fineweb, lora_loss, lora_train_config, build_lora_model, _LoraStepLoss,
-               _LoraValidation)
+               alpha_at, prepare_fineweb, lora_loss, lora_train_config, build_lora_model, lora_step_loss,
+               lora_validation)
     evaluation_sources = ("metrics.py", evaluate_lora)
 
     def data_key(self, spec: RunSpec):
@@ -413,7 +403,7 @@ class LoraExperiment(runs.Experiment):
             raise ValueError(f"fresh_documents needs {t.max_steps * t.batch_size:,} training windows of {t.block_size} "
                              f"tokens but the documents give {len(data.train):,}; raise max_documents or lower max_steps")
         return runs.Fit(data.train, data.validation, lora_train_config(t, spec.seed, run.idea),
-                        loss_fn=_LoraStepLoss(run), validate=_LoraValidation(run))
+                        loss_fn=partial(lora_step_loss, run=run), validate=partial(lora_validation, run=run))
 
     def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> dict:
         return evaluate_lora(model, data, spec.config.idea)
