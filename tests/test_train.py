@@ -132,3 +132,79 @@ def test_unknown_model_variant_lists_the_choices(tmp_path):
 
     with pytest.raises(ValueError, match="unknown model 'fusion_no_foo'; choose from: baseline, fusion, fusion_no_gate"):
         run_models(synthetic_profile("smoke"), "causal", ("fusion_no_foo",), runs_dir=tmp_path, workers=1)
+
+
+# --- step mode: paper B's loop (random windows of a token stream, accumulation, cosine_min_lr) -------
+
+
+def idea_setup(**train_kwargs):
+    """A tiny idea-gated GPT, a token stream, validation blocks, the authors' v1 recipe at a few steps."""
+    from dataclasses import replace as dc_replace
+
+    from semlm.idea_experiment import TokenBlocks, TokenStream, idea_loss_fn, model_config
+    from semlm.models.idea import IdeaGPTForCausalLM
+    from semlm.profiles import authors_v1_training, idea_profile
+
+    profile = idea_profile("smoke")
+    idea = dc_replace(profile.idea, window=4, alpha_ramp_steps=4)
+    ids = torch.randint(1, 32, (3000,), generator=torch.Generator().manual_seed(0))
+    stream = TokenStream(ids[:2500], profile.size.block_size, idea.window)
+    val = TokenBlocks.from_stream(ids[2500:], profile.size.block_size, idea.window)
+    config = dc_replace(authors_v1_training(seed=7, max_steps=6, micro_batch=4, accumulation=2, lr=3e-3,
+                                            min_lr=3e-4, warmup_steps=2, eval_every=2), **train_kwargs)
+    torch.manual_seed(1)
+    model = IdeaGPTForCausalLM(model_config(profile, 32, True, idea))
+    return model, stream, val, config, idea_loss_fn(idea, [1, 2], True), idea
+
+
+def train_steps_run(run_dir=None, **kwargs):
+    train_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("stop_after_step",)}
+    model, stream, val, config, loss_fn, idea = idea_setup(**train_kwargs)
+    result = train(model, stream, val, config, run_dir=run_dir, progress=False, loss_fn=loss_fn, **kwargs)
+    return model, result, config, idea
+
+
+def test_step_mode_runs_max_steps_of_random_windows_with_the_authors_schedule_and_ramp():
+    import math
+
+    from semlm.idea_experiment import alpha_at
+
+    model, result, config, idea = train_steps_run(eval_every=1)
+    assert result.steps == config.max_steps == len(result.history)
+    assert [row["step"] for row in result.history] == list(range(1, 7)) and "epoch" not in result.history[0]
+
+    def get_lr(step):  # the authors' get_lr
+        if step < config.warmup_steps:
+            return config.lr * step / config.warmup_steps
+        ratio = (step - config.warmup_steps) / (config.max_steps - config.warmup_steps)
+        return config.min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (config.lr - config.min_lr)
+
+    # row of step s: the learning rate and alpha that optimiser step s - 1 used
+    assert [row["lr"] for row in result.history] == pytest.approx([get_lr(s) for s in range(6)], rel=1e-9)
+    assert [row["alpha"] for row in result.history] == [alpha_at(s, idea) for s in range(6)]
+    assert result.history[0]["alpha"] == 0.0 and result.history[-1]["alpha"] == idea.alpha
+
+
+def test_step_mode_resumes_bit_identically(tmp_path):
+    whole, full, _, _ = train_steps_run()
+    _, part, _, _ = train_steps_run(tmp_path / "run", stop_after_step=2)
+    assert part.status == "interrupted" and part.steps == 2
+    resumed, again, _, _ = train_steps_run(tmp_path / "run")
+    assert again.status == "resumed" and again.steps == 6
+    assert [r["val_ppl"] for r in again.history] == [r["val_ppl"] for r in full.history]
+    for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_accumulated_micro_batches_make_the_same_update_as_one_batch():
+    one, a, _, _ = train_steps_run(accumulation=1)
+    two, b, _, _ = train_steps_run(accumulation=2)
+    four, c, _, _ = train_steps_run(accumulation=4)
+    for (name, x), y, z in zip(one.state_dict().items(), two.state_dict().values(), four.state_dict().values()):
+        assert torch.allclose(x, y, atol=1e-5) and torch.allclose(x, z, atol=1e-5), name
+    assert a.history[-1]["val_ppl"] == pytest.approx(c.history[-1]["val_ppl"], rel=1e-4)
+
+
+def test_random_windows_need_max_steps():
+    with pytest.raises(ValueError, match="random_windows' has no epochs: set max_steps"):
+        TrainConfig(sampling="random_windows")
