@@ -334,6 +334,30 @@ def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_boo
     assert again.status == "loaded" and again.metrics == run.metrics and again.run_dir == run.run_dir
 
 
+@pytest.mark.needs_data("06_idea_gating")
+def test_the_book_backbone_is_pretrained_once_and_saved_as_a_from_pretrained_folder(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from semlm.lora_experiment import BACKBONE_PRETRAINING, BookBackboneSpec, train_book_backbone
+
+    spec = BookBackboneSpec(vocab_size=300, hidden_size=64, intermediate_size=128, num_layers=1, num_heads=2,
+                            num_kv_heads=1, block_size=16, bpe_lines=300, train_tokens=2_000, eval_tokens=500,
+                            train=replace(BookBackboneSpec.train, epochs=1, batch_size=16))
+    profile = replace(lora_profile("smoke"), book_backbone=spec)
+    first = train_book_backbone(profile, tmp_path)
+    assert first.status == "trained" and first.config["hidden_size"] == 64 and first.n_parameters > 0
+    assert len(first.history) == 1 and first.history[0]["val_ppl"] > 1
+    # the saved folder is the trained model: loaded as a Hub checkpoint would be, it gives the recorded perplexity
+    reloaded = AutoModelForCausalLM.from_pretrained(first.path)
+    data = BACKBONE_PRETRAINING.data(RunSpec("backbone-wikitext-2", profile.seed, spec))
+    assert math.isclose(perplexity(reloaded, data.validation), first.wikitext_val_ppl, rel_tol=1e-5)
+    assert first.tokenizer("a test").input_ids == data.tokenizer("a test").input_ids
+    again = train_book_backbone(profile, tmp_path)
+    assert (again.status, again.path, again.wikitext_val_ppl) == ("loaded", first.path, first.wikitext_val_ppl)
+    with pytest.raises(ValueError, match="has no book backbone"):
+        train_book_backbone(lora_profile("paper"), tmp_path)
+
+
 # --- FineWeb-Edu loader ------------------------------------------------------------------------
 
 
