@@ -91,6 +91,8 @@ def test_a_record_built_from_summaries_types_them_and_rejects_a_wrong_shape():
     assert isinstance(record.plain.drift_rate, Interval)
     with pytest.raises(ValueError, match="TopicModelSummary.drift_rate must be an interval"):
         TopicDriftRecord(plain={"drift_rate": 0.1})
+    with pytest.raises(ValueError, match="pass plain as field"):
+        TopicDriftRecord(extra={"plain": {}})
     with pytest.raises(ValueError, match="no record type for chapter '42_x'"):
         load_record("42_x", {})
     with pytest.raises(ValueError, match="needs a LeakageAuditRecord"):

@@ -278,6 +278,9 @@ class Record:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        shadowed = sorted(set(self.extra) & {f.name for f in fields(self)})
+        if shadowed:
+            raise ValueError(f"{type(self).__name__}: pass {', '.join(shadowed)} as field(s), not in extra")
         hints = _hints(type(self))
         for f in fields(self):
             if f.name != "extra":
