@@ -41,3 +41,19 @@ def test_mfu_uses_the_dense_bf16_peak_of_known_gpus_only():
 def test_verdict_compares_time_ratio_with_target_times_flop_ratio():
     assert verdict(1.5, 1.5, 1.05).startswith("meets")
     assert verdict(1.6, 1.5, 1.05).startswith("MISSES")
+
+
+def test_flop_count_adds_the_gate_and_losses_elementwise_work_over_the_vocabulary():
+    from semlm.bench import elementwise_flops_per_position
+
+    plain, gated = (elementwise_flops_per_position(100, idea) for idea in (False, True))
+    assert plain["total"] == plain["token loss"] == 5 * 100                 # softmax CE, forward + backward
+    assert gated["idea gate"] == 11 * 100 and gated["idea loss"] == 10 * 100
+    assert elementwise_flops_per_position(100, False, "generation")["total"] == 0
+    assert elementwise_flops_per_position(100, True, "generation")["idea gate"] == 7 * 100
+    ratios = idea_flop_ratios(2, 128, 2048, 64, 8, 32)["training"]
+    assert ratios["ratio"] > ratios["matmul_ratio"]                         # the gate's work is counted
+    matmul = training_flops_per_token(2, 128, 2048, 64, True)
+    assert ratios["gated_flops_per_token"] == matmul + gated["total"] / 100 * 2048
+    with pytest.raises(ValueError, match="unknown kind 'decode'"):
+        elementwise_flops_per_position(100, True, "decode")

@@ -117,8 +117,8 @@ def forward_flops_per_position(n_layer: int, n_embd: int, vocab_size: int, conte
     A multiply-add counts 2. Per layer: the q, k, v and output projections (4 d^2 MACs), the
     attention scores and the weighted sum over ``context`` attended keys (2 x context x d MACs) and
     the 4d MLP (8 d^2 MACs); then the token head (d V) and, if present, the idea head (d^2 + d V).
-    Embedding lookups, LayerNorms, softmax, the gate's element-wise ops and the losses are left
-    out: they are O(d) or O(V) per position, not O(d^2) or O(d V), and bound by memory, not FLOPs.
+    Embedding lookups, LayerNorms and the attention softmax are left out (O(d) per position); the
+    O(V) element-wise work of the losses and the gate is counted by :func:`elementwise_flops_per_position`.
     """
     d, n, V = n_embd, n_layer, vocab_size
     parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
@@ -139,21 +139,56 @@ def model_flops_utilisation(tokens_per_second: float, flops_per_token: float, de
     return tokens_per_second * flops_per_token / peak if peak else None
 
 
+#: Element-wise operations per vocabulary entry and position that the math of a step needs, one FLOP
+#: each (exp and log count one, as a multiply-add counts two). Token loss (both models): softmax
+#: cross-entropy, forward exp(z - max) and the sum (3), backward p = e / sum and the scale (2). Idea
+#: gate forward: sigmoid (exp, add, divide), log, clamp, scale, add to the token logits (7); backward:
+#: the clamp's test, 1 - p, x alpha, x upstream (4). Idea BCE forward: softplus (exp, add, log), x mask,
+#: sum (5); backward: sigmoid (3), x mask, x the position's gradient (5). The two gradients of z_idea
+#: summed (1); the idea head's bias, added and its gradient summed (2).
+ELEMENTWISE_OPS_PER_ENTRY = {
+    "training": {"token loss": 5, "idea gate": 7 + 4, "idea loss": 5 + 5, "idea gradient sum and bias": 1 + 2},
+    "generation": {"token loss": 0, "idea gate": 7, "idea loss": 0, "idea gradient sum and bias": 1},
+}
+
+
+def elementwise_flops_per_position(vocab_size: int, idea_head: bool, kind: str = "training") -> dict[str, float]:
+    """Element-wise FLOPs over the vocabulary per position (:data:`ELEMENTWISE_OPS_PER_ENTRY`), by part.
+
+    ``kind="training"`` counts forward and backward of the token loss, the gate and the idea loss;
+    ``"generation"`` the gate's forward and the idea head's bias (the plain model has none of these).
+    """
+    if kind not in ELEMENTWISE_OPS_PER_ENTRY:
+        raise ValueError(f"unknown kind {kind!r}; choose one of: {', '.join(ELEMENTWISE_OPS_PER_ENTRY)}")
+    parts = {name: float(ops * vocab_size) if idea_head or name == "token loss" else 0.0
+             for name, ops in ELEMENTWISE_OPS_PER_ENTRY[kind].items()}
+    parts["total"] = sum(parts.values())
+    return parts
+
+
 def idea_flop_ratios(n_layer: int, n_embd: int, vocab_size: int, block_size: int, prompt_tokens: int,
                      new_tokens: int) -> dict:
     """Gated / plain FLOP ratios of a training step and of one cached generation step, with the parts.
 
     Training: every position of a block, forward and backward. Cached generation: one new position
     reading ``prompt_tokens + new_tokens / 2`` cached keys on average (the decode steps measured).
+    The counts are the matrix products (:func:`forward_flops_per_position`, x 3 for training) plus
+    the element-wise work over the vocabulary (:func:`elementwise_flops_per_position`: the losses,
+    the gate and their backwards); ``matmul_ratio`` is the ratio of the matrix products alone.
     """
     ctx = prompt_tokens + new_tokens / 2
     out = {}
     for kind, context in (("training", (block_size + 1) / 2), ("generation", ctx)):
         plain = forward_flops_per_position(n_layer, n_embd, vocab_size, context, False)
         gated = forward_flops_per_position(n_layer, n_embd, vocab_size, context, True)
+        plain_elementwise = elementwise_flops_per_position(vocab_size, False, kind)
+        gated_elementwise = elementwise_flops_per_position(vocab_size, True, kind)
         scale = 3 if kind == "training" else 1
-        out[kind] = {"plain_flops_per_token": scale * plain["total"], "gated_flops_per_token": scale * gated["total"],
-                     "ratio": gated["total"] / plain["total"], "parts_gated": gated, "context": context}
+        plain_total = scale * plain["total"] + plain_elementwise["total"]
+        gated_total = scale * gated["total"] + gated_elementwise["total"]
+        out[kind] = {"plain_flops_per_token": plain_total, "gated_flops_per_token": gated_total,
+                     "ratio": gated_total / plain_total, "matmul_ratio": gated["total"] / plain["total"],
+                     "parts_gated": gated, "elementwise_parts_gated": gated_elementwise, "context": context}
     return out
 
 
