@@ -306,14 +306,16 @@ def tiny_book_backbone(tmp_path_factory) -> BackboneCheckpoint:
     return BackboneCheckpoint("tiny", str(folder), str(folder), config.to_dict(), status="test")
 
 
-def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_book_backbone, tmp_path, monkeypatch):
+@pytest.mark.parametrize("fresh_documents, batch_size, accumulation", [(False, 4, 1), (True, 2, 2)])
+def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_book_backbone, tmp_path, monkeypatch,
+                                                                        fresh_documents, batch_size, accumulation):
     (tmp_path / "data" / "fineweb-edu-sample").mkdir(parents=True)
     (tmp_path / "data" / "fineweb-edu-sample" / "fineweb_edu.txt").write_bytes(FIXTURE.read_bytes())
     monkeypatch.setenv("SEMLM_DATA_DIR", str(tmp_path / "data"))
     profile = lora_profile("smoke")
     profile = replace(profile, validation_fraction=0.34, training=replace(
-        profile.training, max_steps=6, eval_every=2, patience=1, block_size=16, batch_size=4, train_tokens=None,
-        eval_tokens=None))
+        profile.training, max_steps=6, eval_every=2, patience=1, block_size=16, batch_size=batch_size,
+        train_tokens=None, eval_tokens=None, fresh_documents=fresh_documents, accumulation=accumulation))
     ramp = profile.training.idea.alpha_ramp_steps
     run = train_lora(profile, tiny_book_backbone, "none", True, runs_dir=tmp_path / "runs")
     assert run.status == "trained" and run.steps <= 6 and run.stopped_early == (run.steps < 6)
