@@ -232,3 +232,28 @@ def test_the_idea_loss_takes_alpha_from_the_step_and_keeps_no_counter():
     assert loss_fn(model, batch, 2)[0].item() == loss_fn(model, batch, 2)[0].item()
     plain = idea_loss_fn(settings, [1, 2], False)(IdeaGPTForCausalLM(model_config(profile, 64, False)), batch, 0)
     assert set(plain[1]) == {"token_ce"}
+
+
+@pytest.mark.needs_data("06_idea_gating")
+def test_smoke_runs_train_once_then_reload_with_their_metrics(tmp_path, monkeypatch):
+    from semlm.idea_experiment import idea_run, main_runs, prepare_data, train_runs
+    from semlm.metrics import perplexity
+
+    monkeypatch.setenv("SEMLM_RUNS_DIR", str(tmp_path))  # the tokeniser cache too
+    profile = idea_profile("smoke")
+    runs, chosen = main_runs(profile)
+    assert set(runs) == {"baseline", "gated-sum", "gated-mean", "gated"} and runs["gated"] is runs[chosen]
+    assert {r.status for r in runs.values()} == {"trained"} and {r.steps for r in runs.values()} == {20}
+    assert runs["baseline"].metrics["val_ppl_ungated"] is None and runs["gated"].metrics["val_ppl_ungated"] > 1
+    assert runs["gated-sum"].config["idea"]["idea_loss_reduction"] == "sum_vocab"
+    assert [row["step"] for row in runs["gated"].history] == [10, 20]
+    again, _ = main_runs(profile)
+    assert {r.status for r in again.values()} == {"loaded"}
+    assert again["baseline"].metrics == runs["baseline"].metrics
+    model = again["gated"].load("cpu")
+    val = prepare_data(profile).blocks("valid", profile)
+    assert perplexity(model, val) == pytest.approx(runs["gated"].metrics["val_ppl"], rel=1e-5)
+    short = train_runs(profile, [idea_run(profile, "short", True, replace(profile.idea, window=10), 6_000, 8)])
+    run = short["short"]
+    assert run.steps == 8 and run.metrics["train_tokens"] == 6_001
+    assert run.config["idea"]["window"] == 10 and run.config["idea"]["alpha_ramp_steps"] == 2  # 5 x 8 / 20
