@@ -144,6 +144,9 @@ _PREPARED: dict[tuple, IdeaData] = {}
 def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> IdeaData:
     """Corpus -> BPE (trained once, cached) -> id streams (cached) and the stopword ids.
 
+    ``profile``: an :class:`IdeaProfile` or an :class:`IdeaRun`. The tokeniser and the id streams are
+    cached under ``runs_dir/idea/`` (default: ``default_runs_dir(profile.name)``, where the chapters and
+    :class:`IdeaExperiment` find them; the folder is named by a hash of what it holds).
     Memoised per process (a chapter calls it once per run it trains or reloads).
     """
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
