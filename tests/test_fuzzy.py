@@ -55,3 +55,27 @@ def test_unknown_feature_name_lists_the_valid_ones():
 def test_non_positive_bandwidth_is_rejected():
     with pytest.raises(ValueError, match="tau must be > 0"):
         fuzzy.membership(0.5, 0.2, 0.0)
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=16), st.floats(0.01, 2))
+def test_numpy_and_torch_memberships_come_from_one_function_and_agree(xs, tau):
+    import torch
+
+    from_numpy = fuzzy.triangular_memberships(np.array(xs), tau=tau)
+    from_torch = fuzzy.triangular_memberships(torch.tensor(xs, dtype=torch.float64), tau=tau)
+    assert isinstance(from_numpy, np.ndarray) and isinstance(from_torch, torch.Tensor)
+    assert from_torch.dtype == torch.float64 and from_torch.shape == (len(xs), 3)
+    np.testing.assert_allclose(from_torch.numpy(), from_numpy, rtol=1e-12)
+    float32 = fuzzy.triangular_memberships(torch.tensor(xs, dtype=torch.float32), tau=tau)
+    assert float32.dtype == torch.float32
+    np.testing.assert_allclose(float32.numpy(), from_numpy, rtol=1e-5)
+
+
+def test_torch_membership_is_differentiable_and_stays_a_tensor():
+    import torch
+
+    x = torch.tensor([0.2, 0.55], requires_grad=True)
+    mu = fuzzy.membership(x, 0.2)
+    mu.sum().backward()
+    assert x.grad is not None and x.grad[1] < 0  # moving away from the centre lowers the membership
+    assert mu.detach().tolist() == pytest.approx([1.0, 0.9])

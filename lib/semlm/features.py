@@ -38,7 +38,7 @@ import torch
 
 from .data import synthetic as syn
 from .data.vocab import BOS, EOS, Vocabulary
-from .fuzzy import CENTRES, FEATURE_INDEX, NUM_FEATURES, TAU, triangular_memberships
+from .fuzzy import FEATURE_INDEX, NUM_FEATURES, triangular_memberships
 
 #: Strength added to every position when the sentence ends with "!" (published mode only).
 PUBLISHED_EXCLAMATION_NUDGE = 0.2
@@ -46,12 +46,6 @@ PUBLISHED_EXCLAMATION_NUDGE = 0.2
 PUBLISHED_ROLE_POSITIONS = {"is_subject": 1, "is_head": 2, "is_object": 4}
 
 _CLAUSE_SLOT_SUBJECT, _CLAUSE_SLOT_VERB, _CLAUSE_SLOT_OBJECT = 0, 1, 3
-
-
-def _triplet(x: torch.Tensor) -> torch.Tensor:
-    """Tri(x; C, tau) on a tensor, in float32 (the numpy version is the reference)."""
-    centres = torch.tensor(CENTRES, dtype=torch.float32, device=x.device)
-    return 0.9 ** ((x.unsqueeze(-1) - centres).abs() / TAU)
 
 
 @dataclass(frozen=True)
@@ -153,7 +147,7 @@ class SyntheticFeatures:
         if self.published:
             strength = torch.clamp(strength + PUBLISHED_EXCLAMATION_NUDGE * self._ends_with_exclamation(ids), max=1.0)
         lo = FEATURE_INDEX["str_low"]
-        feats[..., lo:lo + 3] = _triplet(strength)
+        feats[..., lo:lo + 3] = triangular_memberships(strength)
 
         # coref_subject: a pronoun after a proper name has appeared (positions < t).
         name_before = torch.zeros(B, L, dtype=torch.bool, device=ids.device)

@@ -12,6 +12,7 @@ which is why the triplets look "flat" in the book's heatmaps.
 
 from __future__ import annotations
 
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -38,17 +39,42 @@ NUM_FEATURES: int = len(FEATURE_NAMES)
 GRADED_FEATURES: tuple[str, ...] = tuple(n for n in FEATURE_NAMES if n.endswith(("_low", "_med", "_high")))
 
 
-def membership(x, centre: float, tau: float = TAU):
-    """Power-kernel membership ``0.9 ** (|x - c| / tau)``; works on floats and numpy arrays."""
+def _is_tensor(x) -> bool:
+    """True for a torch tensor, without importing torch (this module stays numpy-only)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def membership(x, centre, tau: float = TAU):
+    """Power-kernel membership ``0.9 ** (|x - c| / tau)`` (Eq. 1), the one implementation.
+
+    Works on Python floats, numpy arrays (computed in float64) and torch tensors (kept
+    on their device, in their floating dtype, and differentiable): the expression only uses
+    ``abs``, ``-``, ``/`` and ``**``, which both libraries define. ``centre`` may be an
+    array or tensor that broadcasts against ``x``.
+    """
     if tau <= 0:
         raise ValueError(f"tau must be > 0, got {tau}")
-    return BASE ** (np.abs(np.asarray(x, dtype=np.float64) - centre) / tau)
+    if not _is_tensor(x):
+        x = np.asarray(x, dtype=np.float64)
+    return BASE ** (abs(x - centre) / tau)
 
 
-def triangular_memberships(x, centres: Sequence[float] = CENTRES, tau: float = TAU) -> np.ndarray:
-    """The low / med / high triplet ``Tri(x; C, tau)``; output shape ``x.shape + (len(centres),)``."""
-    x = np.asarray(x, dtype=np.float64)
-    return np.stack([membership(x, c, tau) for c in centres], axis=-1)
+def triangular_memberships(x, centres: Sequence[float] = CENTRES, tau: float = TAU):
+    """The low / med / high triplet ``Tri(x; C, tau)``; output shape ``x.shape + (len(centres),)``.
+
+    A numpy array (float64) for numpy / float input, a tensor of ``x``'s floating dtype
+    (float32 for integer tensors) on ``x``'s device for tensor input.
+    """
+    if _is_tensor(x):
+        import torch
+
+        dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        centres_like_x = torch.tensor(tuple(centres), dtype=dtype, device=x.device)
+    else:
+        x = np.asarray(x, dtype=np.float64)
+        centres_like_x = np.asarray(centres, dtype=np.float64)
+    return membership(x[..., None], centres_like_x, tau)
 
 
 def feature_index(name: str) -> int:

@@ -45,8 +45,8 @@ import numpy as np
 import torch
 
 from .data.vocab import BOS, EOS, PAD, Vocabulary
-from .features import PUBLISHED_EXCLAMATION_NUDGE, _triplet
-from .fuzzy import FEATURE_INDEX, NUM_FEATURES
+from .features import PUBLISHED_EXCLAMATION_NUDGE
+from .fuzzy import FEATURE_INDEX, NUM_FEATURES, triangular_memberships
 
 UNK = "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
@@ -309,14 +309,14 @@ class SST2Features:
         for back in range(1, NEGATION_WINDOW + 1):
             negated |= _shift_right(t.negator[ids], back, False)
         valence = t.valence[ids] * torch.where(negated, NEGATION_SCALAR, 1.0)
-        feats[..., FEATURE_INDEX["pos_low"]:FEATURE_INDEX["pos_high"] + 1] = _triplet(valence.clamp(min=0))
-        feats[..., FEATURE_INDEX["neg_low"]:FEATURE_INDEX["neg_high"] + 1] = _triplet((-valence).clamp(min=0))
+        feats[..., FEATURE_INDEX["pos_low"]:FEATURE_INDEX["pos_high"] + 1] = triangular_memberships(valence.clamp(min=0))
+        feats[..., FEATURE_INDEX["neg_low"]:FEATURE_INDEX["neg_high"] + 1] = triangular_memberships((-valence).clamp(min=0))
 
         # Strength r*(t): the intensity of the previous word.
         strength = _shift_right(t.intensity[ids], 1, 0.0)
         if self.published:
             strength = torch.clamp(strength + PUBLISHED_EXCLAMATION_NUDGE * self._ends_with_exclamation(ids), max=1.0)
-        feats[..., FEATURE_INDEX["str_low"]:FEATURE_INDEX["str_high"] + 1] = _triplet(strength)
+        feats[..., FEATURE_INDEX["str_low"]:FEATURE_INDEX["str_high"] + 1] = triangular_memberships(strength)
 
         # Shallow roles from the prefix: counts of verbs / nouns since the clause opened.
         opener = t.opener[ids]
