@@ -90,19 +90,23 @@ def set_seed(seed: int) -> None:
 
 def training_loss(model: nn.Module, batch: LMTensors, config: TrainConfig,
                   adjective_classes: Sequence[torch.Tensor], label_smoothing: float | None = None) -> tuple[torch.Tensor, dict]:
-    """Eq. 5 for one batch; the auxiliary term only exists for models with an aux head."""
+    """Eq. 5 for one batch; the auxiliary term only exists for models with an aux head.
+
+    ``parts`` holds each term as a detached 0-d tensor, not a Python float: converting is
+    the caller's choice (a ``.item()`` per term would wait for the device at every step).
+    """
     out = model(batch.input_ids, batch.features, batch.mask)
     eps = config.label_smoothing if label_smoothing is None else label_smoothing
     lm = label_smoothed_cross_entropy(out.logits, batch.targets, batch.scored, eps)  # no <pad> targets
-    loss, parts = lm, {"lm": lm.item()}
+    loss, parts = lm, {"lm": lm.detach()}
     if config.uniformizer_weight and adjective_classes:
         uni = adjective_uniformizer(out.logits, batch.targets, batch.scored, adjective_classes)
         loss = loss + config.uniformizer_weight * uni
-        parts["uniformizer"] = uni.item()
+        parts["uniformizer"] = uni.detach()
     if out.feature_pred is not None and config.aux_weight:
         aux = auxiliary_bce(out.feature_pred, batch.features, batch.mask)
         loss = loss + config.aux_weight * aux
-        parts["aux"] = aux.item()
+        parts["aux"] = aux.detach()
     return loss, parts
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -20,6 +21,14 @@ class LMTensors:
     ``scored`` marks the positions whose *target* is a real token: the position after
     ``<eos>`` (input ``<eos>``, target ``<pad>``) is an input but not a prediction of text,
     so no loss, perplexity or floor counts it. Without ``scored`` it defaults to ``mask``.
+
+    Mini-batches are **trimmed**: a batch keeps only the columns up to its longest real
+    row (padding only trails a sentence, so the dropped columns are padding in every row).
+    A causal model's outputs at the kept positions do not depend on later columns, and the
+    non-causal (published) model masks padded keys, so trimming changes no result beyond
+    float rounding; it only skips work. Shuffled batches are also **length-bucketed** (see
+    :meth:`batches`), which changes which sentences share a batch, not how many times each
+    is seen; ``bucket_batches=0`` turns that off (plain shuffled batches, still trimmed).
     """
 
     input_ids: torch.Tensor  # [N, L] long
@@ -27,23 +36,63 @@ class LMTensors:
     features: torch.Tensor   # [N, L, F] float
     mask: torch.Tensor       # [N, L] bool
     scored: torch.Tensor | None = None  # [N, L] bool: mask & (target is not <pad>)
+    #: Length bucketing of shuffled batches: pools of this many batches are sorted by length
+    #: (0 = no bucketing). 50 pools of 64 sentences still mix the whole corpus every epoch.
+    bucket_batches: int = 50
 
     def __post_init__(self):
         if self.scored is None:
             self.scored = self.mask
+        if isinstance(self.bucket_batches, bool) or not isinstance(self.bucket_batches, int) or self.bucket_batches < 0:
+            raise ValueError(f"bucket_batches must be an int >= 0 (0 = no length bucketing), got {self.bucket_batches!r}")
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
+    @property
+    def lengths(self) -> torch.Tensor:
+        """[N] number of real (non-pad) input positions of each row."""
+        return self.mask.sum(1)
+
     def batch(self, index: torch.Tensor | slice) -> "LMTensors":
-        return LMTensors(self.input_ids[index], self.targets[index], self.features[index], self.mask[index],
-                         self.scored[index])
+        """The rows ``index``, trimmed to the longest real row among them (at least one column)."""
+        mask = self.mask[index]
+        length = max(int(mask.sum(1).max()), 1) if mask.numel() else mask.shape[1]
+        return dataclasses.replace(self, input_ids=self.input_ids[index][:, :length],
+                                   targets=self.targets[index][:, :length],
+                                   features=self.features[index][:, :length], mask=mask[:, :length],
+                                   scored=self.scored[index][:, :length])
 
     def batches(self, batch_size: int, generator: torch.Generator | None = None, shuffle: bool = False):
-        """Yield mini-batches; with ``shuffle`` the order comes from ``generator`` (reproducible)."""
-        order = torch.randperm(len(self), generator=generator) if shuffle else torch.arange(len(self))
-        for start in range(0, len(self), batch_size):
-            yield self.batch(order[start:start + batch_size])
+        """Yield trimmed mini-batches; with ``shuffle`` the order comes from ``generator`` (reproducible).
+
+        Without ``shuffle``: consecutive rows, in order (evaluation). With ``shuffle`` and
+        ``bucket_batches > 0`` (length bucketing): a random permutation is cut into pools of
+        ``bucket_batches`` batches, each pool is sorted by length (stable) and cut into
+        batches, and the batches of all pools are shuffled again. Every row is still seen
+        once per epoch in a random batch, but rows of similar length share a batch, so
+        little padding is computed. Both draws come from ``generator``: the same generator
+        state gives the same batches.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not shuffle:
+            for start in range(0, len(self), batch_size):
+                yield self.batch(slice(start, start + batch_size))
+            return
+        order = torch.randperm(len(self), generator=generator)
+        if not self.bucket_batches:
+            for start in range(0, len(self), batch_size):
+                yield self.batch(order[start:start + batch_size])
+            return
+        lengths, pool = self.lengths, batch_size * self.bucket_batches
+        chunks = []
+        for start in range(0, len(order), pool):
+            part = order[start:start + pool]
+            part = part[torch.argsort(lengths[part], stable=True)]
+            chunks += [part[i:i + batch_size] for i in range(0, len(part), batch_size)]
+        for j in torch.randperm(len(chunks), generator=generator).tolist():
+            yield self.batch(chunks[j])
 
 
 def encode_corpus(sentences: Sequence[Sequence[str]], vocab: Vocabulary,
