@@ -6,7 +6,7 @@ import pytest
 
 from semlm.claims import (BY_CONSTRUCTION, CLAIMS, INCONCLUSIVE, NOT_MEANINGFUL, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
                           STATUSES, evaluate_claims)
-from semlm.records import (AuthorsDomain, IdeaGatingRecord, Interval, LeakageAuditRecord, ModelRun, SST2Control,
+from semlm.records import (AuthorsDomain, IdeaGatingRecord, Interval, LeakageAuditRecord, ValidationScore, SST2Control,
                            SST2ControlModes, SST2Record)
 from semlm.report import chapter_parameters, load_metrics
 
@@ -141,7 +141,7 @@ def idea_record(model_ppl=40.0, bigram_ppl=60.0, stick_diff=(0.01, 0.03), distin
     interval = {"mean": (low + high) / 2, "ci_low": low, "ci_high": high}
     dist = {"mean": sum(distinct) / 2, "ci_low": distinct[0], "ci_high": distinct[1]}
     return IdeaGatingRecord(profile="cpu", dataset="wikitext-2", competence=check,
-                            baseline=ModelRun(val_ppl=model_ppl), gated=ModelRun(val_ppl=model_ppl * 1.01),
+                            baseline=ValidationScore(val_ppl=model_ppl), gated=ValidationScore(val_ppl=model_ppl * 1.01),
                             authors_protocol={d: AuthorsDomain(baseline={"distinct_2": dist}, gated={"distinct_2": dist},
                                                                difference={"authors_stickiness": interval})
                                               for d in ("medicine", "chemistry", "hardware", "finance")})

@@ -452,7 +452,7 @@ class Competence(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelRun(Record):
+class ValidationScore(Record):
     val_ppl: float | None = None
 
 
@@ -470,8 +470,8 @@ class IdeaGatingRecord(ChapterRecord):
     chapter: ClassVar[str] = "06_idea_gating"
     dataset: str | None = None
     competence: Competence | None = None
-    baseline: ModelRun | None = None
-    gated: ModelRun | None = None
+    baseline: ValidationScore | None = None
+    gated: ValidationScore | None = None
     authors_protocol: dict[str, AuthorsDomain] | None = None
 
 
@@ -482,8 +482,8 @@ class LoraRecord(ChapterRecord):
     chapter: ClassVar[str] = "08_lora_4bit_idea_gating"
     dataset: str | None = None
     backbone: str | None = None
-    baseline: ModelRun | None = None
-    gated: ModelRun | None = None
+    baseline: ValidationScore | None = None
+    gated: ValidationScore | None = None
 
 
 # -- chapter 9: topic drift --
