@@ -146,11 +146,17 @@ class Experiment:
         return json.dumps(_jsonable(spec.config), sort_keys=True, default=str)
 
     def data(self, spec: RunSpec):
+        """``prepare(spec)``, once per process for all specs with the same :meth:`data_key`."""
         cache = self.__dict__.setdefault("_data_cache", {})
         key = self.data_key(spec)
         if key not in cache:
             cache[key] = self.prepare(spec)
         return cache[key]
+
+    def use_data(self, spec: RunSpec, data) -> None:
+        """Serve ``data``, already prepared in this process (e.g. by a chapter), for ``spec`` and every
+        spec sharing its :meth:`data_key`, instead of preparing it again."""
+        self.__dict__.setdefault("_data_cache", {})[self.data_key(spec)] = data
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_data_cache"}

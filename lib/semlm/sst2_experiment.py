@@ -219,7 +219,7 @@ class SST2Experiment(runs.Experiment):
         if len(data.train_sentences) != expected:
             raise ValueError(f"the data holds {len(data.train_sentences)} training rows, the profile wants {expected}; "
                              f"pass prepare_sst2(profile) of the same profile")
-        self.__dict__.setdefault("_data_cache", {})[self.data_key(spec)] = data
+        self.use_data(spec, data)
 
     #: what a trained SST-2 model depends on (the synthetic task's modules, the SST-2 data and features,
     #: and the functions above); the evaluation is re-run, never retrained, when only it changes
