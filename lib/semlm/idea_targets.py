@@ -144,7 +144,8 @@ class _SparseBCERows(torch.autograd.Function):
               at the window's ids, with g the incoming gradient of the position.
     Autograd would expand the row gradient, multiply by the mask, run softplus' backward, scatter
     the window part into a fresh zero [B, T, V] tensor and add the two: five dense passes. Here it
-    is one sigmoid, two in-place products and a scatter-add of K entries per position.
+    is one sigmoid, one in-place product, the masked columns zeroed (a 0/1 mask on the CPU; else a
+    second product) and a scatter-add of K entries per position.
     """
 
     @staticmethod
@@ -160,7 +161,9 @@ class _SparseBCERows(torch.autograd.Function):
         z_pos = z.gather(-1, index)                                         # [..., K]
         correction = (pos_weight * F.softplus(-z_pos) - F.softplus(z_pos)) * valid
         ctx.save_for_backward(idea_logits, index, valid, z_pos, vocab_mask)
-        ctx.pos_weight = pos_weight
+        ctx.pos_weight, ctx.masked_columns = pos_weight, None
+        if vocab_mask is not None and vocab_mask.device.type == "cpu" and bool(((vocab_mask == 0) | (vocab_mask == 1)).all()):
+            ctx.masked_columns = (vocab_mask == 0).nonzero().flatten()
         return negatives + correction.sum(-1)
 
     @staticmethod
@@ -170,10 +173,11 @@ class _SparseBCERows(torch.autograd.Function):
         if not ctx.needs_input_grad[0]:
             return None, None, None, None
         grad_rows = grad_rows.float().unsqueeze(-1)                         # [..., 1]
-        grad = torch.sigmoid(idea_logits.float())
-        if vocab_mask is not None:
+        grad = torch.sigmoid(idea_logits.float()).mul_(grad_rows)
+        if ctx.masked_columns is not None:      # a 0/1 mask: zero its few masked columns, not a dense product
+            grad.index_fill_(-1, ctx.masked_columns, 0.0)
+        elif vocab_mask is not None:
             grad.mul_(vocab_mask)
-        grad.mul_(grad_rows)
         p_pos = torch.sigmoid(z_pos)
         grad.scatter_add_(-1, index, (-ctx.pos_weight * (1.0 - p_pos) - p_pos) * valid * grad_rows)
         return grad.to(idea_logits.dtype), None, None, None

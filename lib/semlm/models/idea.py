@@ -104,8 +104,8 @@ class _GatedLogits(torch.autograd.Function):
 
     Autograd through ``idea_gate`` runs about eight passes over the [B, T, V] logits for the gate
     alone (sigmoid, log, clamp, scale, add; their backwards, a comparison and a select). Here the
-    forward is sigmoid, log, clamp, scale and add in place, and the backward three in-place passes
-    over the saved sigmoid: with p = sigmoid(z) and floor the clamp's threshold in log p,
+    forward is sigmoid, log, clamp, then scale-and-add in place, and the backward three in-place
+    passes over the saved sigmoid: with p = sigmoid(z) and floor the clamp's threshold in log p,
 
         d z_final / d z_idea = alpha * (1 - p) * p / (p + eps)   where log(p + eps) >= floor, else 0
 
@@ -118,14 +118,12 @@ class _GatedLogits(torch.autograd.Function):
         p = torch.sigmoid(idea_logits.float())
         drop_eps = _drops_eps(alpha, beta, variant, eps)
         gate = torch.log(p) if drop_eps else torch.log(p + eps)
-        if variant == "clamp_then_scale":
-            gate.clamp_(min=beta).mul_(alpha)
-        else:
-            gate.mul_(alpha).clamp_(min=beta)
+        # both variants are alpha * clamp(log p, floor): max(alpha x, beta) = alpha max(x, beta / alpha), alpha > 0
+        gate.clamp_(min=_gate_floor(alpha, beta, variant))
         if gate.dtype == token_logits.dtype:
-            out = gate.add_(token_logits)  # the gate's buffer becomes the output
+            out = torch.add(token_logits, gate, alpha=alpha, out=gate)  # scale and add in one pass, in place
         else:
-            out = token_logits + gate.to(token_logits.dtype)
+            out = token_logits + gate.mul_(alpha).to(token_logits.dtype)
         ctx.p, ctx.alpha, ctx.eps, ctx.drop_eps = p, alpha, eps, drop_eps
         ctx.threshold = math.exp(_gate_floor(alpha, beta, variant)) - (0.0 if drop_eps else eps)
         ctx.idea_dtype = idea_logits.dtype
@@ -142,10 +140,10 @@ class _GatedLogits(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             ratio = None if ctx.drop_eps else p / (p + ctx.eps)
             torch.threshold_(p, ctx.threshold, 1.0)  # clamped entries -> p = 1 -> 1 - p = 0
-            grad_idea = p.mul_(-alpha).add_(alpha)   # alpha * (1 - p), 0 where clamped
+            grad_idea = torch.addcmul(grad_out, grad_out, p, value=-1.0, out=p).mul_(alpha)  # alpha (1 - p) upstream
             if ratio is not None:
                 grad_idea.mul_(ratio)
-            grad_idea = grad_idea.mul_(grad_out).to(ctx.idea_dtype)
+            grad_idea = grad_idea.to(ctx.idea_dtype)
         grad_token = grad_out if ctx.needs_input_grad[0] else None
         return grad_token, grad_idea, None, None, None, None
 
