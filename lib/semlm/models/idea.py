@@ -104,27 +104,28 @@ class _GatedLogits(torch.autograd.Function):
 
     Autograd through ``idea_gate`` runs about eight passes over the [B, T, V] logits for the gate
     alone (sigmoid, log, clamp, scale, add; their backwards, a comparison and a select). Here the
-    forward is sigmoid, log, clamp, then scale-and-add in place, and the backward three in-place
-    passes over the saved sigmoid: with p = sigmoid(z) and floor the clamp's threshold in log p,
+    forward is sigmoid, log, clamp, then scale-and-add in place, and the backward a sigmoid and
+    three in-place passes: with p = sigmoid(z) and floor the clamp's threshold in log p,
 
         d z_final / d z_idea = alpha * (1 - p) * p / (p + eps)   where log(p + eps) >= floor, else 0
 
-    (the factor p / (p + eps) is 1 to float precision when ``_drops_eps``). The saved sigmoid is
-    overwritten by the backward, so the graph can be walked back once (no ``retain_graph``).
+    (the factor p / (p + eps) is 1 to float precision when ``_drops_eps``). The backward recomputes
+    p from z_idea (which the idea loss keeps anyway) rather than holding a [B, T, V] buffer through the loss.
     """
 
     @staticmethod
     def forward(ctx, token_logits, idea_logits, alpha, beta, variant, eps):
-        p = torch.sigmoid(idea_logits.float())
         drop_eps = _drops_eps(alpha, beta, variant, eps)
-        gate = torch.log(p) if drop_eps else torch.log(p + eps)
+        gate = torch.sigmoid(idea_logits.float())  # p, then log p in the same buffer
+        gate = gate.log_() if drop_eps else gate.add_(eps).log_()
         # both variants are alpha * clamp(log p, floor): max(alpha x, beta) = alpha max(x, beta / alpha), alpha > 0
         gate.clamp_(min=_gate_floor(alpha, beta, variant))
         if gate.dtype == token_logits.dtype:
             out = torch.add(token_logits, gate, alpha=alpha, out=gate)  # scale and add in one pass, in place
         else:
             out = token_logits + gate.mul_(alpha).to(token_logits.dtype)
-        ctx.p, ctx.alpha, ctx.eps, ctx.drop_eps = p, alpha, eps, drop_eps
+        ctx.save_for_backward(idea_logits)  # p is recomputed: one [B, T, V] buffer less held through the loss
+        ctx.alpha, ctx.eps, ctx.drop_eps = alpha, eps, drop_eps
         ctx.threshold = math.exp(_gate_floor(alpha, beta, variant)) - (0.0 if drop_eps else eps)
         ctx.idea_dtype = idea_logits.dtype
         return out
@@ -132,12 +133,9 @@ class _GatedLogits(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        p, alpha = ctx.p, ctx.alpha
-        if p is None:
-            raise RuntimeError("the idea gate's backward ran twice; its saved buffer is used up (no retain_graph)")
-        ctx.p = None
-        grad_idea = None
+        alpha, grad_idea = ctx.alpha, None
         if ctx.needs_input_grad[1]:
+            p = torch.sigmoid(ctx.saved_tensors[0].float())
             ratio = None if ctx.drop_eps else p / (p + ctx.eps)
             torch.threshold_(p, ctx.threshold, 1.0)  # clamped entries -> p = 1 -> 1 - p = 0
             grad_idea = torch.addcmul(grad_out, grad_out, p, value=-1.0, out=p).mul_(alpha)  # alpha (1 - p) upstream
@@ -166,6 +164,9 @@ def gated_logits(token_logits: torch.Tensor, idea_logits: torch.Tensor, alpha: f
 
 class _NoContext:
     """Stands in for autograd's ctx when the gate runs without a graph (generation, evaluation)."""
+
+    def save_for_backward(self, *tensors) -> None:
+        pass
 
 
 class IdeaGPTConfig(PreTrainedConfig):
