@@ -57,3 +57,16 @@ def test_flop_count_adds_the_gate_and_losses_elementwise_work_over_the_vocabular
     assert ratios["gated_flops_per_token"] == matmul + gated["total"] / 100 * 2048
     with pytest.raises(ValueError, match="unknown kind 'decode'"):
         elementwise_flops_per_position(100, True, "decode")
+
+
+def test_idea_benchmark_records_wall_and_cpu_time_ratios_next_to_the_flop_ratio():
+    from semlm.bench import run_idea_benchmark
+
+    record = run_idea_benchmark("smoke", steps=1, repeats=2, threads=1, new_tokens=4, generation_batch=2)
+    flops = idea_flop_ratios(record["n_layer"], record["n_embd"], record["vocab_size"], record["block_size"],
+                             record["prompt_tokens"], record["new_tokens"])
+    assert record["step_flop_ratio"] == flops["training"]["ratio"] > flops["training"]["matmul_ratio"]
+    assert len(record["gated"]["step_seconds_all"]) == 2
+    assert record["step_time_ratio"] == record["gated"]["step_seconds"] / record["plain"]["step_seconds"]
+    assert record["step_cpu_time_ratio"] == record["gated"]["step_cpu_seconds"] / record["plain"]["step_cpu_seconds"]
+    assert record["step_cpu_time_over_flops"] == pytest.approx(record["step_cpu_time_ratio"] / record["step_flop_ratio"])
