@@ -149,3 +149,15 @@ def test_sparse_bce_gradient_equals_the_naive_dense_gradient(batch, length, wind
     # (w (1 - sigmoid(z)) + sigmoid(z)) in float32 (dense column + window correction), exact only in float64
     row_weight = 1.0 / float(scored.sum().clamp_min(1.0)) / (columns if reduction == "mean" else 1)
     assert torch.allclose(logits.grad.double(), dense_logits.grad, rtol=1e-5, atol=1e-6 * row_weight)
+
+
+def test_sparse_bce_and_its_gradient_match_the_dense_bce_for_extreme_logits():
+    logits = torch.tensor([[[25.0, -30.0, 0.5, 90.0, -90.0, 19.9, 20.1]]], requires_grad=True)
+    dense_logits = logits.detach().clone().requires_grad_()
+    future = torch.tensor([[3, 1, 6]])
+    vocab_mask = vocabulary_mask(7, [2])
+    dense = idea_bce(dense_logits, idea_targets(future, 3, 7, length=1), None, 5.0, "sum_vocab", vocab_mask)
+    sparse = idea_bce_sparse(logits, window_ids(future, 3, 1), None, 5.0, "sum_vocab", vocab_mask)
+    assert torch.allclose(dense, sparse, rtol=1e-6)
+    dense.backward(), sparse.backward()
+    assert torch.allclose(logits.grad, dense_logits.grad, atol=1e-6)
