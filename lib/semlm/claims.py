@@ -31,7 +31,7 @@ Nothing here is typed by hand except the papers' own values and the rules.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from . import reference as ref
@@ -413,39 +413,43 @@ def _idea_competence(metrics) -> Verdict | None:
                    _COMPETENCE_RULE.format(r=check.threshold_ratio))
 
 
+def _if_competent(then: str):
+    """A paper-B judge that runs only when chapter 6's models pass the competence check (else the
+    NOT_TESTABLE verdict naming the numbers); its rule is the competence rule followed by ``then``."""
+    def decorate(judge):
+        @_guard
+        def wrapped(metrics):
+            rule = _COMPETENCE_RULE.format(r=_competence(metrics).threshold_ratio) + "; then " + then
+            gate = _idea_competence(metrics)
+            verdict = judge(metrics) if gate is None else gate
+            return replace(verdict, rule=rule)
+        return wrapped
+    return decorate
+
+
 def _val_ppl(record, chapter: str, model: str) -> float:
     return _need(_need(getattr(record, model), chapter, model).val_ppl, chapter, f"{model}.val_ppl")
 
 
-@_guard
+@_if_competent("reproduced if gated / baseline validation PPL <= 1.05 (one training seed each, so a tolerance, "
+               "not an interval), else not reproduced")
 def _idea_ppl(metrics):
-    rule = _COMPETENCE_RULE.format(r=_competence(metrics).threshold_ratio) + (
-        "; then reproduced if gated / baseline validation PPL <= 1.05 (one training seed each, so a tolerance, "
-        "not an interval), else not reproduced")
-    gate = _idea_competence(metrics)
-    if gate is not None:
-        return Verdict(gate.status, gate.reason, None, None, None, gate.profile, rule)
     idea = _record(metrics, IDEA)
     base, gated = _val_ppl(idea, IDEA, "baseline"), _val_ppl(idea, IDEA, "gated")
     ratio = gated / base
     ok = ratio <= 1.05
     return Verdict(REPRODUCED if ok else NOT_REPRODUCED,
                    f"gated / baseline validation PPL = {ratio:.3f} on {idea.dataset or '?'}",
-                   None, f"{base:.2f} vs {gated:.2f}", None, idea.profile, rule)
+                   None, f"{base:.2f} vs {gated:.2f}", None, idea.profile)
 
 
 #: The paper's headline domains (Table 1 / the authors' README): the gated model is stickier there.
 _STICKY_DOMAINS = ("chemistry", "hardware")
 
 
-@_guard
+@_if_competent("with the authors' protocol, the 95% Welch interval of gated - baseline stickiness in chemistry "
+               "and hardware: reproduced if both lie above 0, not reproduced if either lies below 0, else inconclusive")
 def _idea_stickiness(metrics):
-    rule = _COMPETENCE_RULE.format(r=_competence(metrics).threshold_ratio) + (
-        "; then, with the authors' protocol, the 95% Welch interval of gated - baseline stickiness in chemistry "
-        "and hardware: reproduced if both lie above 0, not reproduced if either lies below 0, else inconclusive")
-    gate = _idea_competence(metrics)
-    if gate is not None:
-        return Verdict(gate.status, gate.reason, None, None, None, gate.profile, rule)
     protocol = _record(metrics, IDEA).authors_protocol
     diffs = {}
     for d in _STICKY_DOMAINS:
@@ -459,17 +463,12 @@ def _idea_stickiness(metrics):
     else:
         status = INCONCLUSIVE
     return Verdict(status, f"gated - baseline stickiness: {text}", None,
-                   {d: round(v.mean, 4) for d, v in diffs.items()}, None, _profile(metrics, IDEA), rule)
+                   {d: round(v.mean, 4) for d, v in diffs.items()}, None, _profile(metrics, IDEA))
 
 
-@_guard
+@_if_competent("the gated model's distinct-2 per domain (authors' protocol, 95% interval over samples): "
+               "reproduced if every interval lies above 0.9, not reproduced if any lies below 0.9, else inconclusive")
 def _idea_distinct(metrics):
-    rule = _COMPETENCE_RULE.format(r=_competence(metrics).threshold_ratio) + (
-        "; then the gated model's distinct-2 per domain (authors' protocol, 95% interval over samples): reproduced "
-        "if every interval lies above 0.9, not reproduced if any lies below 0.9, else inconclusive")
-    gate = _idea_competence(metrics)
-    if gate is not None:
-        return Verdict(gate.status, gate.reason, None, None, None, gate.profile, rule)
     domains = _need(_record(metrics, IDEA).authors_protocol, IDEA, "authors_protocol")
     values = {d: e.gated["distinct_2"] for d, e in domains.items() if e.gated and "distinct_2" in e.gated}
     if not values:
@@ -482,7 +481,7 @@ def _idea_distinct(metrics):
     else:
         status = INCONCLUSIVE
     return Verdict(status, f"lowest gated distinct-2 interval: {worst} {values[worst]:.3f}",
-                   None, values[worst].mean, (values[worst].low, values[worst].high), _profile(metrics, IDEA), rule)
+                   None, values[worst].mean, (values[worst].low, values[worst].high), _profile(metrics, IDEA))
 
 
 @_guard
