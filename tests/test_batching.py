@@ -12,7 +12,9 @@ from semlm.models import BackboneConfig, LMConfig, build_model
 
 @pytest.fixture(scope="module")
 def data():
-    return prepare_data(SyntheticConfig(n_train=320, n_val=64))
+    data = prepare_data(SyntheticConfig(n_train=320, n_val=64))
+    assert data.train.bucket_batches == 0                      # off by default: it moves the synthetic PPL
+    return dataclasses.replace(data, train=dataclasses.replace(data.train, bucket_batches=50))
 
 
 def test_batches_are_trimmed_to_their_longest_real_row(data):
@@ -74,3 +76,4 @@ def test_trimmed_batches_give_the_outputs_of_the_padded_batch(data, causal):
     width = trimmed.input_ids.shape[1]
     keep = trimmed.mask
     torch.testing.assert_close(cut[keep], padded[:, :width][keep], rtol=1e-5, atol=1e-5)
+

@@ -26,9 +26,12 @@ class LMTensors:
     row (padding only trails a sentence, so the dropped columns are padding in every row).
     A causal model's outputs at the kept positions do not depend on later columns, and the
     non-causal (published) model masks padded keys, so trimming changes no result beyond
-    float rounding; it only skips work. Shuffled batches are also **length-bucketed** (see
-    :meth:`batches`), which changes which sentences share a batch, not how many times each
-    is seen; ``bucket_batches=0`` turns that off (plain shuffled batches, still trimmed).
+    float rounding; it only skips work. With ``bucket_batches > 0`` shuffled batches are
+    also **length-bucketed** (see :meth:`batches`): that changes which sentences share a
+    batch, not how many times each is seen, but it is off by default because it moved the
+    synthetic task's validation perplexity (``semlm.bench.compare_training_variants``:
+    its two sentence lengths make every bucketed batch all-short or all-long). Corpora of
+    many lengths (SST-2 phrases) turn it on with ``dataclasses.replace(data, bucket_batches=50)``.
     """
 
     input_ids: torch.Tensor  # [N, L] long
@@ -37,8 +40,8 @@ class LMTensors:
     mask: torch.Tensor       # [N, L] bool
     scored: torch.Tensor | None = None  # [N, L] bool: mask & (target is not <pad>)
     #: Length bucketing of shuffled batches: pools of this many batches are sorted by length
-    #: (0 = no bucketing). 50 pools of 64 sentences still mix the whole corpus every epoch.
-    bucket_batches: int = 50
+    #: (0 = off, the default; 50 is what SST-2 uses: pools of 50 batches still mix the corpus).
+    bucket_batches: int = 0
 
     def __post_init__(self):
         if self.scored is None:
