@@ -96,54 +96,111 @@ pd.DataFrame(
 )
 
 # %%
-from semlm.experiment import model_config, prepare_data
-from semlm.models import build_model
-from semlm.profiles import synthetic_profile
-
-config = synthetic_profile(profile, seed)
-data = prepare_data(config.corpus)
-parameters = sum(
-    p.numel()
-    for p in build_model(
-        model_config(config, "fusion", len(data.vocab), "causal")
-    ).parameters()
+flops = record["flops"]
+per_model = pd.DataFrame(
+    {
+        kind: {
+            "training GFLOP per position": (
+                m["training_flops_per_position"] / 1e9
+            ),
+            "train seconds": m["train_seconds"],
+            "GFLOP/s reached": m["flops_per_second"] / 1e9,
+            "share of measured peak": m["share_of_measured_peak"],
+            "share of nominal peak": m["share_of_nominal_peak"],
+        }
+        for kind, m in flops["models"].items()
+    }
+).T
+glue(
+    "bench_peak_measured",
+    flops["peak_measured_per_thread"] / 1e9,
+    display=False,
 )
-tokens_per_step = (
-    config.train.batch_size * data.train.input_ids.shape[1]
-)  # padded batch
-step_gflop = (
-    6 * parameters * tokens_per_step / 1e9
-)  # forward + backward, dense layers only
-steps = -(-len(data.train) // config.train.batch_size) * config.train.epochs
-padding_share = 1 - data.train.mask.float().mean().item()
-glue("bench_params_m", parameters / 1e6, display=False)
-glue("bench_step_gflop", step_gflop, display=False)
-glue("bench_steps", steps, display=False)
-glue("bench_total_tflop", 2 * steps * step_gflop / 1e3, display=False)
-glue("bench_padding", 100 * padding_share, display=False)
+glue("bench_peak_formula", flops["nominal_formula"], display=False)
+glue(
+    "bench_peak_nominal",
+    (flops["peak_nominal_per_core"] or float("nan")) / 1e9,
+    display=False,
+)
+glue(
+    "bench_padding",
+    100 * (1 - flops["real_positions"] / flops["computed_positions"]),
+    display=False,
+)
+glue(
+    "bench_fusion_share",
+    100 * flops["models"]["fusion"]["share_of_measured_peak"],
+    display=False,
+)
+per_model.style.format("{:.3g}", na_rep="–")
 
 # %% [markdown]
-# With profile {glue:text}`bench_profile`, the experiment took {glue:text}`bench_wall:.1f` s,
-# which {glue:text}`bench_verdict` the 60 s target. Controlled decoding ran at
-# {glue:text}`bench_generation:.0f` sentences per second.
+# **Where the time goes.** Each model trains in its own one-thread worker, so the
+# ceiling of one model is one core. We count a model's floating-point operations per
+# position from its configuration (`semlm.bench.synthetic_forward_flops_per_position`: the
+# attention projections and scores, the MLP, the tied output layer and, for fusion, the
+# semantic input and the auxiliary head; a training step is three forward passes' worth)
+# and divide by the measured training time. The peak is measured too: the best FLOP/s of
+# one large float32 matrix product on one thread,
+# {glue:text}`bench_peak_measured:.0f` GFLOP/s (the datasheet-style formula,
+# {glue:text}`bench_peak_formula`, gives {glue:text}`bench_peak_nominal:.0f` GFLOP/s per
+# core). The fusion model reached {glue:text}`bench_fusion_share:.0f`% of the measured
+# peak: its matrices are small (d = 128, batches of about a thousand positions), and a
+# good part of each step is element-wise work that the count leaves out (dropout,
+# LayerNorm, the optimiser). Batches are trimmed to their longest sentence
+# (`LMTensors.batches`), but almost every batch of 64 holds a two-clause sentence, so
+# {glue:text}`bench_padding:.0f`% of the positions computed are still padding. Bucketing
+# sentences by length would skip most of it; the next table shows why it stays off.
 #
-# **Where the time goes.** The fusion model is small ({glue:text}`bench_params_m:.2f` M
-# parameters) but each optimiser step runs a padded batch of 64 sentences, about
-# {glue:text}`bench_step_gflop:.1f` GFLOP with the backward pass; {glue:text}`bench_steps` steps per
-# model put the work at roughly {glue:text}`bench_total_tflop:.1f` TFLOP for the pair. A CPU
-# core does some tens of GFLOP per second on matrices this small, so two cores need about a
-# minute however the code is written: we are compute-bound. The two
-# models train side by side in one-thread workers (faster than one after the other with
-# two threads each), and attention goes through PyTorch's fused
-# `scaled_dot_product_attention`. What the authors' script spends beyond that goes to
-# recomputing the features of every sentence in every epoch and to evaluation loops in
-# Python; we compute the features once, vectorised over the corpus.
-#
-# **What would still help, and why we have not done it.** Bucketing sentences by length
-# would remove the padding, {glue:text}`bench_padding:.0f`% of the positions the model
-# computes, but it changes which sentences share a
-# batch and so the training trajectory; mixed precision (bf16) would change the
-# numerics the rest of the book reports. Both are left as options for a later issue.
+# **Length bucketing and bf16: do they change the results?** Bucketing changes which
+# sentences share a batch (and so the training trajectory), and bf16 autocast changes
+# the numerics. The table below trains both models over three seeds in each variant and
+# compares the validation perplexity with the float32, plain-shuffle reference: a
+# variant is *within* when its mean lies inside the reference's 95% seed interval for
+# both models and both perplexities, *faster* when its training CPU time is lower. The
+# same seed starts every variant from the same weights, so the table also gives the
+# change of perplexity paired by seed: a shift that three seeds' wide intervals hide
+# shows there. The synthetic sentences have only two lengths (one clause or two), so
+# bucketing makes batches of short sentences only and of long ones only; whether that
+# moves the perplexity is what the paired column answers. It runs at the profile named
+# above the table (`smoke` by default, so the build stays short;
+# `python -m semlm.bench --variants-profile cpu` runs it at the paper's scale).
+
+# %%
+variants = record.get("training_variants")
+if variants is not None:
+    rows = {}
+    for name, row in variants["variants"].items():
+        rows[name] = {
+            f"{kind} val PPL (95% interval)": (
+                f"{row[kind]['ppl']['mean']:.3f} "
+                f"[{row[kind]['ppl']['ci_low']:.3f}, "
+                f"{row[kind]['ppl']['ci_high']:.3f}]"
+            )
+            for kind in variants["kinds"]
+        }
+        rows[name].update(
+            {
+                f"{kind} PPL change, paired by seed": (
+                    f"{row[kind]['ppl_paired_change']['mean']:+.1%} "
+                    f"[{row[kind]['ppl_paired_change']['ci_low']:+.1%}, "
+                    f"{row[kind]['ppl_paired_change']['ci_high']:+.1%}]"
+                )
+                for kind in variants["kinds"]
+            }
+        )
+        rows[name]["train CPU time / reference"] = round(
+            row["cpu_time_ratio"], 2
+        )
+        rows[name]["within seed intervals"] = row["within_seed_intervals"]
+    print(
+        f"profile {variants['profile']}, seeds {variants['seeds']}; "
+        f"{record['bf16_decision']}"
+    )
+    display_variants = pd.DataFrame(rows).T
+else:
+    display_variants = None
+display_variants
 
 # %% [markdown]
 # ## Idea-gated GPT: what the gate costs (paper B)

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -62,8 +63,15 @@ def time_controlled_generation(model, config, n: int = 200, repeats: int = 5) ->
             "meets_target": best <= GENERATION_TARGET_SECONDS}
 
 
-def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = None, progress: bool = True) -> dict:
-    """Time one fresh run of both models; returns (and writes) the bench record."""
+def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = None, progress: bool = True,
+                  variants_profile: str | None = "smoke", variant_seeds: int = 3) -> dict:
+    """Time one fresh run of both models; returns (and writes) the bench record.
+
+    The record also holds the FLOP/s the training reached (``synthetic_flops_record``) and, unless
+    ``variants_profile`` is None, the fp32 / length-bucketing / bf16 comparison over
+    ``variant_seeds`` seeds at that profile (``compare_training_variants``; ``smoke`` by default
+    because at ``cpu`` scale it trains 6 x ``variant_seeds`` models, several minutes).
+    """
     config = synthetic_profile(profile, seed)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
@@ -85,9 +93,240 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         "generation": generation,
         "generations_per_second": generation["generations_per_second"],
     }
+    record["flops"] = synthetic_flops_record(config, runs)
+    if variants_profile is not None:
+        comparison = compare_training_variants(variants_profile, tuple(range(seed, seed + variant_seeds)),
+                                               workers=workers)
+        record["training_variants"] = comparison
+        record["bf16_decision"] = bf16_decision(comparison, config.train.autocast == "bf16")
     record["idea"] = run_idea_benchmark(profile, seed, threads=1)
     write_chapter_metrics("bench", profile, seed, BenchmarkRecord(extra=record), wall)
     return record
+
+
+# --- paper A: FLOPs reached, and what bf16 / length bucketing change --------------------------
+#
+# The synthetic models are small (d = 128), so how close does a training step come to what the
+# CPU can do? We count the model's floating-point operations per position from its config
+# (a multiply-add counts 2; a training step is three forward passes' worth) and divide by the
+# measured training time; the peak is measured, not looked up: the FLOP/s of one large float32
+# matrix product per thread (``measured_matmul_flops``), the practical ceiling of the same
+# BLAS the model uses. ``nominal_cpu_peak_flops`` states the datasheet-style formula next to it.
+
+
+def synthetic_forward_flops_per_position(backbone, vocab_size: int, kind: str, n_features: int,
+                                         context: float) -> dict[str, float]:
+    """Forward FLOPs of one position of the baseline / fusion model of paper A, by part.
+
+    Per layer: the fused q, k, v projection and the output projection (4 d^2 MACs), scores and
+    weighted sum over ``context`` keys (2 x context x d MACs), the ReLU MLP (2 d d_ff MACs); the
+    tied LM head (d V); fusion adds W_s (F d), the gate W_g ((d + F) d) and the auxiliary head
+    (d h + h F, h = max(64, 2F)). Embeddings, LayerNorms, softmax and losses are left out (O(d)).
+    """
+    d, n, ff, V, F = backbone.d_model, backbone.n_layers, backbone.d_ff, vocab_size, n_features
+    parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
+             "MLP": n * 2 * 2 * d * ff, "LM head (tied)": 2 * d * V}
+    if kind == "fusion":
+        h = max(64, 2 * F)
+        parts["fusion input (W_s, W_g)"] = 2 * (F * d + (d + F) * d)
+        parts["auxiliary head"] = 2 * (d * h + h * F)
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def measured_matmul_flops(n: int = 512, repeats: int = 20) -> float:
+    """Best float32 FLOP/s of an ``n x n`` matrix product on one thread: the practical peak per core.
+
+    512 x 512 operands fit in a server core's L2 cache, so this is the arithmetic ceiling, not
+    a memory-bound figure; best of ``repeats`` because neighbours on a shared machine only slow it.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        g = torch.Generator().manual_seed(0)
+        a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+        a @ b  # warm-up
+        best = min(_timed(lambda: a @ b) for _ in range(repeats))
+        return 2 * n ** 3 / best
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _timed(job) -> float:
+    t0 = time.perf_counter()
+    job()
+    return time.perf_counter() - t0
+
+
+def nominal_cpu_peak_flops() -> dict:
+    """Nominal float32 peak per core from ``/proc/cpuinfo``: clock x SIMD lanes x 2 (FMA) x FMA units.
+
+    The clock is the TSC rate of ``lscpu``'s BogoMIPS / 2 (virtual machines rarely report a max
+    MHz); lanes are 16 with AVX-512, 8 with AVX2; two FMA units are assumed (server cores). A
+    nominal figure: turbo (above the base clock), AVX-512 down-clocking and a shared host all
+    move the real ceiling, so the measured matmul peak can exceed it.
+    """
+    flags, bogomips = set(), None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.lower().startswith("bogomips") and bogomips is None:
+                bogomips = float(line.split(":", 1)[1])
+    except OSError:
+        return {"formula": "unavailable (/proc/cpuinfo not readable)", "per_core": None}
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    clock = bogomips / 2 * 1e6 if bogomips else None
+    per_core = clock * lanes * 2 * 2 if clock else None
+    return {"clock_hz": clock, "fp32_lanes": lanes, "fma_units_assumed": 2, "per_core": per_core,
+            "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
+            "formula": f"clock ({clock / 1e9 if clock else float('nan'):.2f} GHz, BogoMIPS/2) x {lanes} fp32 lanes "
+                       f"x 2 (FMA) x 2 FMA units"}
+
+
+def computed_positions_per_epoch(data, batch_size: int, seed: int = 0) -> int:
+    """Positions the model computes in one shuffled epoch (batches trimmed to their longest row)."""
+    generator = torch.Generator().manual_seed(seed)
+    return sum(b.input_ids.numel() for b in data.batches(batch_size, generator, shuffle=True))
+
+
+def synthetic_flops_record(config, runs: dict, threads_per_run: int = 1) -> dict:
+    """FLOP/s each model's training reached, against the measured and the nominal per-core peak."""
+    from .experiment import model_config as synthetic_model_config
+
+    data = prepare_data(config.corpus)
+    positions = computed_positions_per_epoch(data.train, config.train.batch_size) * config.train.epochs
+    real = int(data.train.mask.sum()) * config.train.epochs
+    context = (data.train.lengths.float() + 1).mean().item() / 2  # mean keys attended (causal)
+    peak, nominal = measured_matmul_flops(), nominal_cpu_peak_flops()
+    out = {"computed_positions": positions, "real_positions": real, "peak_measured_per_thread": peak,
+           "peak_nominal_per_core": nominal["per_core"], "nominal_formula": nominal["formula"],
+           "threads_per_run": threads_per_run, "models": {}}
+    for kind, run in runs.items():
+        mc = synthetic_model_config(config, kind, len(data.vocab), "causal")
+        per_position = 3 * synthetic_forward_flops_per_position(mc.backbone, len(data.vocab), kind,
+                                                                mc.n_features, context)["total"]
+        seconds = run.train_seconds  # includes the per-epoch validation passes (small)
+        achieved = per_position * positions / seconds if seconds else None
+        out["models"][kind] = {
+            "training_flops_per_position": per_position, "train_seconds": seconds, "flops_per_second": achieved,
+            "share_of_measured_peak": achieved / (peak * threads_per_run) if achieved else None,
+            "share_of_nominal_peak": (achieved / (nominal["per_core"] * threads_per_run)
+                                      if achieved and nominal["per_core"] else None)}
+    return out
+
+
+#: The training variants ``compare_training_variants`` puts side by side:
+#: label -> (length bucketing pool in batches, 0 = off; autocast precision).
+TRAINING_VARIANTS: dict[str, tuple[int, str | None]] = {
+    "fp32, shuffled batches (reference)": (0, None),
+    "fp32, length-bucketed": (50, None),
+    "bf16 autocast, shuffled batches": (0, "bf16"),
+}
+
+
+def _train_variant(profile: str, seed: int, kind: str, bucket_batches: int, precision: str | None) -> dict:
+    """One fresh causal run (no cache, one thread) of ``kind`` with the given batching and precision."""
+    import dataclasses
+
+    from .experiment import model_config as synthetic_model_config
+    from .metrics import evaluate_language_model
+    from .models import build_model
+    from .train import set_seed, train
+
+    torch.set_num_threads(1)
+    config = synthetic_profile(profile, seed)
+    data = prepare_data(config.corpus)
+    set_seed(seed)
+    model = build_model(synthetic_model_config(config, kind, len(data.vocab), "causal"))
+    train_config = dataclasses.replace(config.train, autocast=precision)
+    cpu0 = time.process_time()
+    result = train(model, dataclasses.replace(data.train, bucket_batches=bucket_batches), data.val, train_config,
+                   data.adjective_classes, progress=False)
+    cpu_seconds = time.process_time() - cpu0
+    metrics = evaluate_language_model(model, data.val, data.vocab, data.held_out_ids)
+    return {"ppl": metrics["ppl"], "ppl_seen_only": metrics["ppl_seen_only"], "train_seconds": result.train_seconds,
+            "train_cpu_seconds": cpu_seconds}
+
+
+def compare_training_variants(profile: str = "smoke", seeds: Sequence[int] = (111, 112, 113),
+                              kinds: Sequence[str] = ("baseline", "fusion"), workers: int | None = None,
+                              variants: dict[str, tuple[int, str | None]] | None = None) -> dict:
+    """Train every variant of ``TRAINING_VARIANTS`` for every seed and model; compare with the reference.
+
+    A variant is **within the seed interval** of a metric when its mean over seeds lies inside the
+    reference's two-sided 95% Student-t interval over the same seeds, for every model. Speed is the
+    training CPU time (``time.process_time`` of the one-thread worker, less sensitive to a busy
+    neighbour than wall time), mean over seeds, as a ratio to the reference. bf16 is worth turning
+    on only if it is both faster (ratio < 1) and within the intervals; the record says which holds.
+    """
+    variants = dict(variants or TRAINING_VARIANTS)
+    jobs = [(name, kind, seed) for name in variants for kind in kinds for seed in seeds]
+    args = [(profile, seed, kind, *variants[name]) for name, kind, seed in jobs]
+    workers = max(1, min(len(jobs), workers or os.cpu_count() or 1))
+    if workers == 1:
+        results = [_train_variant(*a) for a in args]
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            results = list(pool.map(_train_variant, *zip(*args)))
+    return summarise_training_variants({job: result for job, result in zip(jobs, results)}, profile, variants)
+
+
+def summarise_training_variants(results: dict[tuple[str, str, int], dict], profile: str,
+                                variants: dict[str, tuple[int, str | None]] | None = None) -> dict:
+    """The comparison record from ``{(variant, kind, seed): _train_variant(...)}`` (first variant = reference)."""
+    from .metrics import mean_interval
+
+    variants = dict(variants or TRAINING_VARIANTS)
+    reference = next(iter(variants))
+    kinds = list(dict.fromkeys(kind for _, kind, _ in results))
+    seeds = sorted({seed for _, _, seed in results})
+    missing = [job for job in ((n, k, s) for n in variants for k in kinds for s in seeds) if job not in results]
+    if missing:
+        raise ValueError(f"training-variant results are missing {len(missing)} runs, e.g. {missing[0]}")
+    by = {(name, kind): [results[name, kind, seed] for seed in seeds] for name in variants for kind in kinds}
+    table = {}
+    for name in variants:
+        row = {"bucket_batches": variants[name][0], "autocast": variants[name][1] or "none (float32)"}
+        for kind in kinds:
+            rows = by[name, kind]
+            row[kind] = {metric: mean_interval([r[metric] for r in rows]) for metric in ("ppl", "ppl_seen_only")}
+            row[kind]["train_cpu_seconds"] = sum(r["train_cpu_seconds"] for r in rows) / len(rows)
+            row[kind]["train_seconds"] = sum(r["train_seconds"] for r in rows) / len(rows)
+            # paired by seed: the same seed gives the same initial weights in every variant
+            row[kind]["ppl_paired_change"] = mean_interval(
+                [r["ppl"] / ref["ppl"] - 1 for r, ref in zip(rows, by[reference, kind])])
+        table[name] = row
+    for name, row in table.items():
+        ref = table[reference]
+        row["cpu_time_ratio"] = (sum(row[k]["train_cpu_seconds"] for k in kinds)
+                                 / sum(ref[k]["train_cpu_seconds"] for k in kinds))
+        row["within_seed_intervals"] = all(
+            ref[k][m]["ci_low"] <= row[k][m]["mean"] <= ref[k][m]["ci_high"]
+            for k in kinds for m in ("ppl", "ppl_seen_only"))
+        row["faster"] = row["cpu_time_ratio"] < 1.0
+    return {"profile": profile, "seeds": list(seeds), "kinds": list(kinds), "reference": reference,
+            "rule": ("within: the variant's mean validation PPL (all targets and seen-only) lies inside the "
+                     "reference's 95% t-interval over the seeds, for every model; faster: mean training CPU "
+                     "seconds below the reference's; ppl_paired_change: relative PPL change against the "
+                     "reference run of the same seed, mean and 95% interval over seeds"),
+            "variants": table}
+
+
+def bf16_decision(comparison: dict, enabled: bool) -> str:
+    """One sentence: is bf16 on in the profile, and why (from a ``compare_training_variants`` record)."""
+    bf16 = next((row for row in comparison["variants"].values() if row["autocast"] == "bf16"), None)
+    if bf16 is None:
+        return "bf16 was not compared"
+    speed = f"{bf16['cpu_time_ratio']:.2f} x the reference's training CPU time"
+    quality = "within" if bf16["within_seed_intervals"] else "outside"
+    state = "on" if enabled else "off"
+    return (f"bf16 autocast is {state} in the cpu profile: at the {comparison['profile']} scale it took {speed} "
+            f"({'faster' if bf16['faster'] else 'slower'}) and its validation PPL was {quality} the reference's "
+            f"seed intervals ({len(comparison['seeds'])} seeds)")
 
 
 # --- paper B: idea-gated GPT, FLOPs against time ----------------------------------------------
@@ -378,6 +617,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants); "
                              "'book': the chapter times of the last book build (book/_build/manifest.json)")
     parser.add_argument("--out", default=None, help="with --only idea: also write the record to this JSON file")
+    parser.add_argument("--variants-profile", default="smoke", choices=(*PROFILES, "none"),
+                        help="profile of the fp32 / length-bucketing / bf16 comparison over 3 seeds "
+                             "(default: smoke, seconds; cpu: paper scale, several minutes; none: skip it)")
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
@@ -394,7 +636,8 @@ def main(argv: list[str] | None = None) -> int:
                 Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 Path(args.out).write_text(json.dumps(idea, indent=2))
             return 0
-        record = run_benchmark(args.profile, args.seed, args.workers)
+        record = run_benchmark(args.profile, args.seed, args.workers,
+                               variants_profile=None if args.variants_profile == "none" else args.variants_profile)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -406,6 +649,12 @@ def main(argv: list[str] | None = None) -> int:
     gen = record["generation"]
     print(f"controlled generation: {gen['sentences']} sentences in {gen['seconds']:.3f} s "
           f"({gen['generations_per_second']:.0f}/s; target <= {GENERATION_TARGET_SECONDS:.0f} s)")
+    for kind, flops in record["flops"]["models"].items():
+        print(f"{kind}: {flops['flops_per_second'] / 1e9:.1f} GFLOP/s in training = "
+              f"{flops['share_of_measured_peak']:.0%} of one thread's measured matmul peak "
+              f"({record['flops']['peak_measured_per_thread'] / 1e9:.0f} GFLOP/s)")
+    if "bf16_decision" in record:
+        print(record["bf16_decision"])
     print_idea_summary(record["idea"])
     print(json.dumps(record, indent=2))
     print_book_times(book_build_times())
