@@ -76,30 +76,12 @@ class SelfAttention(nn.Module):
 
     def forward(self, h: torch.Tensor, causal: bool, key_padding: torch.Tensor | None) -> torch.Tensor:
         B, L, d = h.shape
-        # One fused projection for q, k and v; [3, B, heads, L, d_head], made contiguous once.
-        q, k, v = self.qkv(h).view(B, L, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4).contiguous()
+        q, k, v = self.qkv(h).view(B, L, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
         # key_padding: [B, L] True where the key is a real token (only needed without the causal mask).
         mask = None if key_padding is None else key_padding[:, None, None, :]
-        dropout = self.dropout if self.training else 0.0
-        if dropout and h.device.type == "cpu":
-            a = self._attention_with_dropout(q, k, v, causal, mask, dropout)
-        else:
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                           dropout_p=self.dropout if self.training else 0.0)
         return self.out(a.transpose(1, 2).reshape(B, L, d))
-
-    @staticmethod
-    def _attention_with_dropout(q, k, v, causal: bool, mask: torch.Tensor | None, dropout: float) -> torch.Tensor:
-        """softmax(q k^T / sqrt(d_head) + mask) with dropout, times v: the maths of
-        ``scaled_dot_product_attention`` written out. On CPU, attention dropout sends SDPA to its
-        generic path, which is slower than these four products for short sentences (about 12% of
-        an attention layer's forward + backward at the paper's size, measured)."""
-        L = q.shape[-2]
-        scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
-        if causal:
-            scores = scores.masked_fill(torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return F.dropout(torch.softmax(scores, dim=-1), dropout, training=True) @ v
 
 
 class Block(nn.Module):
