@@ -208,3 +208,23 @@ def test_accumulated_micro_batches_make_the_same_update_as_one_batch():
 def test_random_windows_need_max_steps():
     with pytest.raises(ValueError, match="random_windows' has no epochs: set max_steps"):
         TrainConfig(sampling="random_windows")
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "cosine_min_lr", "constant"])
+def test_learning_rate_schedules_equal_transformers_schedulers(schedule):
+    from transformers import (get_constant_schedule, get_cosine_schedule_with_warmup,
+                              get_cosine_with_min_lr_schedule_with_warmup)
+
+    from semlm.train import make_scheduler
+
+    config = TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=7, schedule=schedule, max_steps=50)
+    ours_opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=config.lr)
+    theirs_opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=config.lr)
+    ours = make_scheduler(ours_opt, config, 50)
+    theirs = {"cosine": lambda: get_cosine_schedule_with_warmup(theirs_opt, 7, 50),
+              "cosine_min_lr": lambda: get_cosine_with_min_lr_schedule_with_warmup(theirs_opt, 7, 50, min_lr=1e-4),
+              "constant": lambda: get_constant_schedule(theirs_opt)}[schedule]()
+    for _ in range(55):
+        assert ours.get_last_lr()[0] == pytest.approx(theirs.get_last_lr()[0], rel=1e-12, abs=1e-15)
+        ours_opt.step(), theirs_opt.step()
+        ours.step(), theirs.step()

@@ -28,7 +28,12 @@ REQUESTS = {
 ABLATIONS: tuple[str, ...] = ("fusion_no_gate", "fusion_no_aux", "fusion_no_uniformizer")
 
 
-def audit_seeds(seed: int, n_seeds: int) -> list[int]:
+def audit_seeds(seed: int, n_seeds: int | None = None, profile: str = "cpu") -> list[int]:
+    """``n_seeds`` training seeds from ``seed`` on (None: the profile's, :data:`semlm.profiles.AUDIT_SEEDS`)."""
+    from .profiles import AUDIT_SEEDS, check_profile
+
+    if n_seeds is None:
+        n_seeds = AUDIT_SEEDS[check_profile(profile)]
     if n_seeds < 1:
         raise ValueError(f"n_seeds must be >= 1, got {n_seeds}")
     return [seed + i for i in range(n_seeds)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -29,7 +30,6 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm import tqdm
-from transformers import get_cosine_schedule_with_warmup
 
 from .data.dataset import LMTensors
 from .losses import adjective_uniformizer, auxiliary_bce, label_smoothed_cross_entropy
@@ -166,16 +166,31 @@ def to_device(batch, device: torch.device):
     return dataclasses.replace(batch, **{name: t.to(device) for name, t in tensors.items()})
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total_steps: int):
-    """The learning-rate schedule of ``config.schedule`` over ``total_steps`` optimiser steps (transformers' schedulers)."""
-    from transformers import get_constant_schedule, get_cosine_with_min_lr_schedule_with_warmup
+def lr_factor(step: int, schedule: str, warmup: int, total_steps: int, min_ratio: float = 0.0) -> float:
+    """The learning rate of optimiser step ``step`` as a fraction of the peak.
 
+    ``constant``: 1. ``cosine``: linear warmup from 0 over ``warmup`` steps, then half a cosine to 0
+    at ``total_steps`` (transformers' ``get_cosine_schedule_with_warmup``). ``cosine_min_lr``: the
+    same cosine from 1 down to ``min_ratio`` (transformers' ``get_cosine_with_min_lr_schedule_with_warmup``,
+    the authors' ``get_lr`` of paper B). Written out here, with the same formulas (a test compares them
+    with transformers' schedulers), because importing ``transformers.optimization`` costs every
+    worker process about 4 s (it pulls in peft and bitsandbytes).
+    """
+    if schedule == "constant":
+        return 1.0
+    if step < warmup:
+        return step / max(1, warmup)
+    progress = (step - warmup) / max(1, total_steps - warmup)
+    cosine = max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+    return cosine if schedule == "cosine" else min_ratio + (1.0 - min_ratio) * cosine
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total_steps: int):
+    """The learning-rate schedule of ``config.schedule`` over ``total_steps`` optimiser steps (a ``LambdaLR``)."""
     warmup = config.warmup_steps if config.warmup_steps is not None else int(config.warmup_fraction * total_steps)
-    if config.schedule == "constant":
-        return get_constant_schedule(optimizer)
-    if config.schedule == "cosine":
-        return get_cosine_schedule_with_warmup(optimizer, warmup, total_steps)
-    return get_cosine_with_min_lr_schedule_with_warmup(optimizer, warmup, total_steps, min_lr=config.min_lr)
+    factor = functools.partial(lr_factor, schedule=config.schedule, warmup=warmup, total_steps=total_steps,
+                               min_ratio=config.min_lr / config.lr)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def _step_batches(data, config: TrainConfig, start_step: int, steps_per_epoch: int):
