@@ -102,3 +102,9 @@ def test_training_loss_ignores_the_pad_target_after_eos():
     label_smoothed_cross_entropy(logits, val.targets, val.scored, 0.02).backward()
     extra = val.mask & ~val.scored
     assert logits.grad[extra].abs().sum() == 0 and logits.grad[val.scored].abs().sum() > 0
+
+
+def test_perplexity_of_scores_refuses_a_second_positional_argument():
+    scores = TokenScores(torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([5, 7]), None)
+    with pytest.raises(TypeError, match="exclude_targets"):
+        perplexity(scores, [7])

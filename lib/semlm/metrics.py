@@ -88,6 +88,8 @@ def perplexity(source, data=None, *, alpha: float | None = None, exclude_targets
     idea-gated models (``alpha=0``: the ungated logits). Positions whose target is in
     ``exclude_targets`` are dropped (NaN if none remain). The model is left in the mode it was in.
     """
+    if isinstance(source, TokenScores) and data is not None:
+        raise TypeError("perplexity(scores) takes no data; pass the targets to drop as exclude_targets=")
     if not isinstance(source, TokenScores):
         model = source
         was_training = model.training
@@ -143,8 +145,8 @@ def evaluate_language_model(model: torch.nn.Module, data: LMTensors, vocab: Voca
     scores = score_tokens(model, data)
     never_scored = list(never_scored)
     result = {
-        "ppl": perplexity(scores, never_scored),
-        "ppl_seen_only": perplexity(scores, list(held_out_ids) + never_scored),
+        "ppl": perplexity(scores, exclude_targets=never_scored),
+        "ppl_seen_only": perplexity(scores, exclude_targets=list(held_out_ids) + never_scored),
         "focus_ce": focus_cross_entropy(scores, vocab, focus_tokens),
         "n_tokens": int(scores.targets.numel()),
         "ppl_authors_denominator": perplexity_authors_denominator(scores, never_scored),
