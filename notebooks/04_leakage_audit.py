@@ -74,7 +74,7 @@ check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
 timer = ChapterTimer()
 # the smoke profile only checks the code paths: 2 seeds still give an
 # interval
-if profile == "smoke" and n_seeds > 2:
+if profile == "smoke" and n_seeds is not None and n_seeds > 2:
     print(f"smoke profile: {n_seeds} seeds requested, 2 used")
     n_seeds = 2
 seeds = audit_seeds(seed, n_seeds, profile)
