@@ -117,7 +117,7 @@ def test_semantic_mse_is_judged_on_its_interval():
 
 def test_parameters_are_read_from_the_notebooks():
     params = chapter_parameters()
-    assert params["04_leakage_audit"] == {"profile": "cpu", "seed": 111, "workers": 2, "n_seeds": 5}
+    assert params["04_leakage_audit"] == {"profile": "cpu", "seed": 111, "workers": 2, "n_seeds": None}
     assert all(p.get("profile") == "cpu" for p in params.values())
 
 
