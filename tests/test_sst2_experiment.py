@@ -42,6 +42,18 @@ def test_bucketed_batches_visit_every_row_once_and_trim_padding(toy):
     assert len(seen) == len(train)
 
 
+def test_training_batches_are_length_bucketed_so_most_of_a_batch_is_not_padding(toy):
+    from semlm.sst2_experiment import SST2_BUCKET_BATCHES
+
+    _, data = toy
+    for setting in ("causal", "published"):
+        assert data.tensors[setting]["train"].bucket_batches == SST2_BUCKET_BATCHES > 0
+    train, generator = data.tensors["causal"]["train"], torch.Generator().manual_seed(0)
+    lengths = [batch.mask.sum(1) for batch in train.batches(4, generator, shuffle=True)]
+    spread = sum(int(l.max() - l.min()) for l in lengths) / len(lengths)
+    assert spread < float(train.mask.sum(1).float().std())  # similar lengths share a batch
+
+
 def test_runs_train_once_then_load_and_report_the_dev_perplexity_of_the_saved_model(toy, tmp_path):
     profile, data = toy
     profile = replace(profile, train=replace(profile.train, epochs=1))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -98,6 +98,12 @@ def _cached_tag_prior(sentences: list[list[str]], cache_dir: Path | None) -> Tag
     return prior
 
 
+#: Shuffled SST-2 training batches come from pools of this many batches sorted by length
+#: (``LMTensors.bucket_batches``): the phrases are 9 tokens on average but up to 52, so a random
+#: batch is mostly padding; the chapter has trained this way since it was written.
+SST2_BUCKET_BATCHES = 50
+
+
 def prepare_sst2(profile: SST2Profile | SST2Run, cache_dir: str | Path | None = None) -> SST2Data:
     """Vocabulary, feature bank and tensors of both settings; the tag prior is cached in ``cache_dir``.
 
@@ -122,7 +128,9 @@ def prepare_sst2(profile: SST2Profile | SST2Run, cache_dir: str | Path | None = 
     tensors = {}
     for setting, featurize in featurizers.items():
         tensors[setting] = {
-            "train": encode_corpus([map_unknown(s, vocab) for s in train_sentences], vocab, featurize),
+            # phrases of many lengths (2 to 52 tokens): shuffled batches are length-bucketed
+            "train": replace(encode_corpus([map_unknown(s, vocab) for s in train_sentences], vocab, featurize),
+                             bucket_batches=SST2_BUCKET_BATCHES),
             "dev": encode_corpus([map_unknown(s, vocab) for s in dev_sentences], vocab, featurize),
         }
     adjective = torch.tensor([prior.majority(w) == "ADJ" for w in vocab.tokens])
