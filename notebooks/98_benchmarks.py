@@ -289,13 +289,19 @@ parts.to_frame().assign(
 # {glue:text}`idea_step_over:.2f` times what its FLOP ratio of {glue:text}`idea_step_flop_ratio:.2f`
 # predicts, which {glue:text}`idea_step_verdict` the 1.05 target; a cached generation step costs
 # {glue:text}`idea_gen_over:.2f` times its FLOP ratio ({glue:text}`idea_gen_verdict` the 1.1 target).
-# The FLOP count leaves out what is linear in the vocabulary rather than in $d \times V$: the
-# gate itself (a log-sigmoid, a clamp, a scale and an add over all $V$ logits of every position)
-# and the idea loss (a binary cross-entropy over all $V$ columns, forward and backward). Those
-# passes cost memory traffic, not arithmetic, and they are the first place to look when a
-# training step's time ratio exceeds its FLOP ratio; in generation only one position per sequence is computed and
-# the fixed per-step cost of `generate()` is shared by both models, so the time ratio there tends
-# to stay below the FLOP ratio at small sizes. A GPU run (`make test-gpu`, recorded in
+# The FLOP count includes the work that is linear in the vocabulary rather
+# than in $d \times V$: the gate (a sigmoid, a log, a clamp, a scale and an
+# add over all $V$ logits of every position, and its backward) and the idea
+# loss (a binary cross-entropy over all $V$ columns, forward and backward).
+# That work is a small share of the FLOPs but a larger
+# share of the time at a small $d$: each pass over a $B \times T \times V$
+# tensor is limited by memory traffic, not arithmetic, and only fused kernels
+# would bring it near its FLOP share. The gate and the loss here have hand-written
+# backward passes that make as few of those passes as PyTorch's separate
+# operations allow. In generation only one position per sequence is computed
+# and the fixed per-step cost of `generate()` is shared by both models, so the
+# time ratio there stays below the FLOP ratio at small sizes. A GPU run
+# (`make test-gpu`, recorded in
 # `book/recorded/`) reports the same two ratios with bf16 autocast.
 
 # %% [markdown]
