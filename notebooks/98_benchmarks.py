@@ -336,7 +336,11 @@ book_times = book_build_times()
 glue("book_minutes", book_times["total_minutes"], display=False)
 glue(
     "book_scratch",
-    "from scratch" if book_times["from_scratch"] else "partly from the run cache",
+    (
+        "from scratch"
+        if book_times["from_scratch"]
+        else "partly from the run cache"
+    ),
     display=False,
 )
 pd.DataFrame(book_times["chapters"])
