@@ -47,6 +47,7 @@ from semlm.experiment import (
     SETTING_LABELS,
     SETTINGS,
     epoch_curves,
+    paper_comparison_frame,
     prepare_data,
     run_models,
     runs_table,
@@ -233,17 +234,7 @@ glue("profile", profile, display=False)
 glue("seed", seed, display=False)
 
 # %%
-frame = pd.DataFrame(
-    [
-        {"source": "paper", "model": k, "value": v["ppl"]}
-        for k, v in PAPER_A_TABLE1.items()
-    ]
-    + [
-        {"source": f"this build: {s}", "model": k, "value": r.metrics["ppl"]}
-        for s, by_kind in runs.items()
-        for k, r in by_kind.items()
-    ]
-)
+frame = paper_comparison_frame(PAPER_A_TABLE1, runs, "ppl")
 fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %% [markdown]

@@ -49,6 +49,7 @@ from semlm.experiment import (
     SETTING_LABELS,
     default_runs_dir,
     epoch_curves,
+    paper_comparison_frame,
     runs_table,
 )
 from semlm.profiles import check_parameters
@@ -270,16 +271,8 @@ glue(
 )
 glue("profile", profile, display=False)
 glue("seed", seed, display=False)
-frame = pd.DataFrame(
-    [
-        {"source": "paper (published)", "model": k, "value": v["ppl"]}
-        for k, v in PAPER_A_TABLE7.items()
-    ]
-    + [
-        {"source": f"this build: {s}", "model": k, "value": r.metrics["ppl"]}
-        for s, by_kind in runs.items()
-        for k, r in by_kind.items()
-    ]
+frame = paper_comparison_frame(
+    PAPER_A_TABLE7, runs, "ppl", "paper (published)"
 )
 fig = plots.plot_table1_comparison(frame, "ppl")
 

@@ -19,3 +19,12 @@ def test_runs_table_has_one_row_per_run_with_status_and_rounded_time():
 def test_epoch_curves_keys_setting_and_kind():
     runs = {"causal": {"fusion": run("fusion", "causal", [3.0, 2.5, 2.4])}}
     assert epoch_curves(runs) == {("causal", "fusion"): [3.0, 2.5, 2.4]}
+
+
+def test_paper_comparison_frame_puts_the_paper_beside_each_setting():
+    from semlm.experiment import paper_comparison_frame
+
+    records = {"causal": {"fusion": run("fusion", "causal", [2.0])}}
+    records["causal"]["fusion"].metrics["ppl"] = 3.5
+    frame = paper_comparison_frame({"fusion": {"ppl": 1.2}}, records, "ppl", "paper (published)")
+    assert frame.values.tolist() == [["paper (published)", "fusion", 1.2], ["this build: causal", "fusion", 3.5]]

@@ -189,6 +189,17 @@ def epoch_curves(records: dict[str, dict[str, RunRecord]]) -> dict[tuple[str, st
     return {(s, k): r.val_ppl_per_epoch for s, by_model in records.items() for k, r in by_model.items()}
 
 
+def paper_comparison_frame(paper: dict[str, dict], records: dict[str, dict[str, RunRecord]], metric: str = "ppl",
+                           paper_label: str = "paper"):
+    """Long table of ``metric``: the paper's value per model beside this build's per (setting, model),
+    the input of ``plots.plot_table1_comparison``."""
+    import pandas as pd
+
+    return pd.DataFrame([{"source": paper_label, "model": k, "value": v[metric]} for k, v in paper.items()]
+                        + [{"source": f"this build: {s}", "model": k, "value": r.metrics[metric]}
+                           for s, by_model in records.items() for k, r in by_model.items()])
+
+
 def run_models(profile: SyntheticProfile, setting: str, kinds: Sequence[str] = ("baseline", "fusion"),
                runs_dir: str | Path | None = None, workers: int | None = None,
                progress: bool = True) -> dict[str, RunRecord]:

@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .data.paths import REPO_ROOT
-from .train import TrainResult, fingerprint, progress_bar, set_seed, train
+from .train import TrainingHistory, TrainResult, fingerprint, progress_bar, set_seed, train
 
 LIBRARY = Path(__file__).parent
 
@@ -181,7 +181,7 @@ def experiment_of(reference: str) -> Experiment:
 
 
 @dataclass
-class RunRecord:
+class RunRecord(TrainingHistory):
     """What one run did and measured; ``load()`` rebuilds the trained model."""
 
     experiment: str               # "module:attribute" of the Experiment
@@ -203,14 +203,6 @@ class RunRecord:
     best_step: int | None = None
     evaluation_key: str = ""
     spec: RunSpec | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def val_ppl_per_epoch(self) -> list[float]:
-        return [row["val_ppl"] for row in self.history]
-
-    @property
-    def seconds_per_step(self) -> float:
-        return self.train_seconds / max(self.steps, 1)
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "spec"}

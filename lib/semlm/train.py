@@ -37,15 +37,12 @@ from .metrics import perplexity
 from .profiles import TrainConfig
 
 
-@dataclass
-class TrainResult:
-    history: list[dict]           # one row per validation: step, epoch, train_loss, val_ppl, seconds, lr, loss parts
-    train_seconds: float          # wall time spent training (summed over resumed sessions)
-    status: str                   # "trained", "resumed", "loaded" (a finished run found on disk) or "interrupted"
-    run_dir: Path | None = None
-    steps: int = 0                # optimiser steps taken
-    stopped_early: bool = False   # ``patience`` ended the run before its last step
-    best_step: int | None = None  # with ``patience``: the step whose weights the model holds
+class TrainingHistory:
+    """Views of a run's ``history`` rows shared by :class:`TrainResult` and ``semlm.runs.RunRecord``."""
+
+    history: list[dict]
+    train_seconds: float
+    steps: int
 
     @property
     def val_ppl_per_epoch(self) -> list[float]:
@@ -54,6 +51,17 @@ class TrainResult:
     @property
     def seconds_per_step(self) -> float:
         return self.train_seconds / max(self.steps, 1)
+
+
+@dataclass
+class TrainResult(TrainingHistory):
+    history: list[dict]           # one row per validation: step, epoch, train_loss, val_ppl, seconds, lr, loss parts
+    train_seconds: float          # wall time spent training (summed over resumed sessions)
+    status: str                   # "trained", "resumed", "loaded" (a finished run found on disk) or "interrupted"
+    run_dir: Path | None = None
+    steps: int = 0                # optimiser steps taken
+    stopped_early: bool = False   # ``patience`` ended the run before its last step
+    best_step: int | None = None  # with ``patience``: the step whose weights the model holds
 
 
 class CheckpointMismatch(ValueError):
