@@ -37,12 +37,14 @@ import pandas as pd
 import torch
 from myst_nb import glue
 
-from semlm import fuzzy, plots
+from semlm.fusion import fuzzy
+
+from semlm import plots
 from semlm.data import synthetic
 from semlm.data.vocab import Vocabulary
-from semlm.features import SyntheticFeatures
+from semlm.fusion.features import SyntheticFeatures
 from semlm.profiles import check_parameters
-from semlm.report import ChapterTimer, write_chapter_metrics
+from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed)
 timer = ChapterTimer()
@@ -83,7 +85,7 @@ triplets.style.format("{:.3f}").background_gradient(cmap="Blues", axis=None)
 # ## The 22 predicates
 #
 # The paper fixes the names and their order. Where it leaves a definition open we
-# choose the simplest causal reading and say so (details in `semlm.features`):
+# choose the simplest causal reading and say so (details in `semlm.fusion.features`):
 
 # %%
 groups = {
@@ -265,7 +267,7 @@ pd.Series(
 #    published featurizer (`SyntheticFeatures(vocab, published=True)`) changes.
 
 # %%
-from semlm.records import FeatureBankRecord
+from semlm.core.records import FeatureBankRecord
 
 record = FeatureBankRecord(
     extra={

@@ -42,8 +42,8 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from semlm.causality import future_sensitivity
-from semlm.experiment import (
+from semlm.core.causality import future_sensitivity
+from semlm.fusion.synthetic_experiment import (
     SETTING_LABELS,
     SETTINGS,
     epoch_curves,
@@ -52,7 +52,7 @@ from semlm.experiment import (
     run_models,
     runs_table,
 )
-from semlm.metrics import FOCUS_TOKENS
+from semlm.core.metrics import FOCUS_TOKENS
 from semlm.profiles import check_parameters, synthetic_profile
 from semlm.reference import (
     AUTHORS_SCRIPT_RERUN_TABLE1,
@@ -60,7 +60,7 @@ from semlm.reference import (
     PAPER_A_TABLE1,
     PAPER_A_VAL_PPL_BY_EPOCH,
 )
-from semlm.report import ChapterTimer, write_chapter_metrics
+from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, workers=workers)
 timer = ChapterTimer()
@@ -99,7 +99,7 @@ for words in data.corpus.train[:4]:
 #
 # Both share one backbone: $d = 128$, 4 post-LayerNorm blocks with 4 heads and a
 # 256-wide ReLU MLP, dropout 0.1, sinusoidal positions, and an output layer tied to the
-# input embedding (`semlm.models.backbone`). The fusion model adds, before the first block,
+# input embedding (`semlm.fusion.backbone`). The fusion model adds, before the first block,
 #
 # $$u_t = W_s s_t, \qquad g_t = \sigma(W_g[e_t; s_t]), \qquad h^{(0)}_t = e_t + u_t + g_t \odot u_t ,$$
 #
@@ -109,8 +109,8 @@ for words in data.corpus.train[:4]:
 # with AdamW ($3\times10^{-4}$, weight decay 0.01), batch 64, 10% warmup then cosine, clipping at 1.0, 6 epochs.
 
 # %%
-from semlm.experiment import model_config
-from semlm.models import build_model
+from semlm.fusion.synthetic_experiment import model_config
+from semlm.fusion.model import build_model
 
 sizes = {
     kind: sum(
@@ -392,7 +392,7 @@ numbers["config"] = {
     "backbone": vars(config.backbone),
     "train": vars(config.train),
 }
-from semlm.records import FusionTrainingRecord
+from semlm.core.records import FusionTrainingRecord
 
 write_chapter_metrics(
     "02_fusion_training",

@@ -18,7 +18,7 @@
 #
 # The same predicates the fusion model learned to reconstruct become knobs at decoding
 # time. A request such as `{pos_high: 0.95, str_high: 0.9}` acts in three ways, all in
-# `semlm.decoding`:
+# `semlm.fusion.decoding`:
 #
 # 1. **through the feature channel** (ours, optional): the requested values overwrite those
 #    predicates in the feature vector of the newest position, the slot the next word is
@@ -59,7 +59,7 @@ from myst_nb import glue
 from semlm import plots
 from dataclasses import replace
 
-from semlm.decoding import (
+from semlm.fusion.decoding import (
     BASELINE_FAIR,
     FUSION_DEFAULT,
     PAPER_MIXTURE,
@@ -70,8 +70,8 @@ from semlm.decoding import (
     published_decoding,
 )
 from semlm.data.vocab import detokenize
-from semlm.experiment import SETTING_LABELS, SETTINGS, prepare_data, run_models
-from semlm.metrics import (
+from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS, prepare_data, run_models
+from semlm.core.metrics import (
     FOCUS_TOKENS,
     control_accuracy,
     held_out_hit_rate,
@@ -84,7 +84,7 @@ from semlm.reference import (
     PAPER_A_OOD_ALPHA,
     PAPER_A_OOD_HIT,
 )
-from semlm.report import ChapterTimer, write_chapter_metrics
+from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, workers=workers)
 timer = ChapterTimer()
@@ -233,7 +233,7 @@ hard_scores = {
 
 def fmt(p):
     """rate [95% Wilson interval] (successes/trials)."""
-    from semlm.records import Interval
+    from semlm.core.records import Interval
 
     return f"{Interval.from_dict(p):.2f} ({p['k']}/{p['n']})"
 
@@ -629,7 +629,7 @@ def as_metrics(p):
     }
 
 
-from semlm.records import DecodingRecord
+from semlm.core.records import DecodingRecord
 
 record = DecodingRecord(
     extra={

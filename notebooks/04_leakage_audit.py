@@ -49,7 +49,7 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from semlm.audit import (
+from semlm.fusion.audit import (
     ABLATIONS,
     REQUESTS,
     audit_seeds,
@@ -57,10 +57,10 @@ from semlm.audit import (
     train_audit_models,
 )
 from semlm.data.synthetic import make_corpus
-from semlm.experiment import SETTING_LABELS, SETTINGS
-from semlm.leakage import causal_floors
-from semlm.claims import paired_difference
-from semlm.metrics import FOCUS_TOKENS, mean_interval
+from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS
+from semlm.fusion.leakage import causal_floors
+from semlm.book.claims import paired_difference
+from semlm.core.metrics import FOCUS_TOKENS, mean_interval
 from semlm.profiles import check_parameters, synthetic_profile
 from semlm.reference import (
     PAPER_A_FOCUS_CE,
@@ -68,7 +68,7 @@ from semlm.reference import (
     PAPER_A_OOD_HIT,
     PAPER_A_TABLE1,
 )
-from semlm.report import ChapterTimer, write_chapter_metrics
+from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
 timer = ChapterTimer()
@@ -86,7 +86,7 @@ corpus = make_corpus(
 
 def fmt(summary, digits=3):
     """mean [95% interval] over seeds."""
-    from semlm.records import Interval
+    from semlm.core.records import Interval
 
     return Interval.from_dict(summary).format(digits)
 
@@ -98,7 +98,7 @@ def fmt(summary, digits=3):
 # five subjects, one of five verbs, *the* for certain, an intensifier with weights 2:2:3:2,
 # an adjective from the two polarity classes, and so on. A causal model that has learnt the
 # training data perfectly predicts exactly that distribution, so its cross-entropy is the
-# floor (`semlm.leakage`). Two versions matter:
+# floor (`semlm.fusion.leakage`). Two versions matter:
 #
 # * for a **focus token**, the floor is the cross-entropy of the *training* distribution:
 #   *good* is one of the 2 x 2 adjectives seen in training, so no causal model can be surer
@@ -506,7 +506,7 @@ fig = plots.plot_seed_intervals(
 # ## The standard alternative: control codes
 #
 # The control-code model is the plain baseline LM trained on sentences with two codes in
-# front, `<pos>`/`<neg>`/`<mixed>` and `<.>`/`<!>`/`<?>` (`semlm.control_codes`). It is
+# front, `<pos>`/`<neg>`/`<mixed>` and `<.>`/`<!>`/`<?>` (`semlm.fusion.control_codes`). It is
 # steered by choosing the codes; its perplexity is that of the sentence *given* its codes
 # (the codes themselves are never scored), so it is lower than an unconditioned model's by
 # what the codes reveal. Under hard control it goes through the same restriction and
@@ -658,7 +658,7 @@ key
 #    front of the sentence do not?
 
 # %%
-from semlm.records import LeakageAuditRecord
+from semlm.core.records import LeakageAuditRecord
 
 record = LeakageAuditRecord(
     table1=table1,

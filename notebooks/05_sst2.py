@@ -44,8 +44,8 @@ import torch
 from myst_nb import glue
 
 from semlm import plots
-from semlm.causality import future_sensitivity
-from semlm.experiment import (
+from semlm.core.causality import future_sensitivity
+from semlm.fusion.synthetic_experiment import (
     SETTING_LABELS,
     default_runs_dir,
     epoch_curves,
@@ -53,8 +53,8 @@ from semlm.experiment import (
     runs_table,
 )
 from semlm.profiles import check_parameters
-from semlm.report import ChapterTimer, write_chapter_metrics
-from semlm.sst2_experiment import (
+from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.fusion.sst2_experiment import (
     PAPER_A_TABLE7,
     SETTINGS,
     classifier_accuracy,
@@ -122,7 +122,7 @@ pd.Series(
 # ## The feature bank on real text
 #
 # The same 22 predicates as on the synthetic corpus (chapter 1), each from a source that
-# needs no sentiment labels (`semlm.sst2_features`):
+# needs no sentiment labels (`semlm.fusion.sst2_features`):
 #
 # | predicates | source |
 # |---|---|
@@ -205,7 +205,7 @@ pd.Series(
 # budget of six epochs at $3\times10^{-4}$ does not recover from it (in our development run
 # of the `cpu` profile the baseline ended at a dev perplexity above 3,000, worse than
 # predicting word frequencies). The synthetic corpus, with about 40 words, never shows the
-# problem (`semlm.sst2_experiment.EMBEDDING_INIT`).
+# problem (`semlm.fusion.sst2_experiment.EMBEDDING_INIT`).
 
 # %%
 runs = run_sst2_models(config, data, runs_dir=runs_dir, workers=workers)
@@ -419,7 +419,7 @@ for kind, model in models.items():
 
 def fmt(p):
     """rate [95% Wilson interval] (successes/trials)."""
-    from semlm.records import Interval
+    from semlm.core.records import Interval
 
     return f"{Interval.from_dict(p):.2f} ({p['k']}/{p['n']})"
 
@@ -581,7 +581,7 @@ pd.DataFrame(examples).set_index(["prompt", "model", "control"])
 #    `is_capitalized`, and does any number in Table 7 change?
 
 # %%
-from semlm.records import SST2Record
+from semlm.core.records import SST2Record
 
 by_setting = {s: {"label": SETTING_LABELS[s]} for s in SETTINGS}
 for setting, by_kind in runs.items():

@@ -46,7 +46,7 @@ import seaborn as sns
 from myst_nb import glue
 
 from semlm import plots
-from semlm.idea_experiment import (
+from semlm.idea.wikitext_experiment import (
     LOSS_FORMS,
     authors_protocol,
     competence,
@@ -60,9 +60,9 @@ from semlm.idea_experiment import (
     prepare_data,
     profile_differences,
 )
-from semlm.idea_targets import idea_targets, vocabulary_mask
-from semlm.metrics import perplexity
-from semlm.models.idea import IdeaGPTForCausalLM, parameter_count
+from semlm.idea.targets import idea_targets, vocabulary_mask
+from semlm.core.metrics import perplexity
+from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.profiles import check_parameters
 from semlm.reference import (
     PAPER_B_EVAL_DOMAINS,
@@ -70,7 +70,7 @@ from semlm.reference import (
     PAPER_B_TABLE1,
     PAPER_B_VAL_PPL,
 )
-from semlm.report import ChapterTimer, write_chapter_metrics
+from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(
     profile=profile, seed=seed, workers=workers, max_steps=max_steps
@@ -145,10 +145,12 @@ pd.Series(
 # ## The idea targets and the stopword mask
 #
 # For position $t$ the target is the multi-hot vector of the tokens $x_{t+1}, \dots, x_{t+K}$,
-# built for the whole batch with one `unfold` and one `scatter` (`semlm.idea_targets`). The bag is the
+# built for the whole batch with one `unfold` and one `scatter` (`semlm.idea.targets`). The bag is the
 # true one, stopwords included; the stopwords are removed from the *loss* instead: the authors
-# multiply the per-vocabulary BCE by a mask $m$ that is 0 at the stopword ids, so those columns get no
-# gradient at all (the head is neither taught to predict them nor taught that they never occur).
+# multiply the per-vocabulary BCE by a mask $m$ that is 0 at the stopword ids, so the idea BCE sends
+# those columns no gradient (the head is neither taught to predict them nor taught that they never
+# occur). The token cross-entropy still reaches them through the gate, as it reaches every idea
+# column above the clamp.
 # Below: the first training tokens, the bag that position 0 is trained on, and which of its tokens
 # the mask leaves out of the loss.
 
@@ -166,7 +168,7 @@ pd.DataFrame(
         "bag (counted in the loss)": [
             " | ".join(tokenizer.decode([i]) for i in in_bag if mask[i] == 1)
         ],
-        "bag (masked stopwords: no gradient)": [
+        "bag (masked stopwords: no idea-BCE gradient)": [
             " | ".join(
                 repr(tokenizer.decode([i])) for i in in_bag if mask[i] == 0
             )
@@ -194,7 +196,7 @@ fig = plots.plot_gate_curves(beta=config.idea.beta)
 # `scaled_dot_product_attention`, token head tied to the embedding), a transformers `PreTrainedModel`,
 # initialised and regularised like the authors' (weights $\mathcal N(0, 0.02)$, PyTorch's default
 # biases, dropout only after the embeddings, when the profile has dropout). The gated model adds the
-# untied Idea Head $d \to d \to V$ with a ReLU. Its loss (`semlm.losses.idea_gated_loss`) is
+# untied Idea Head $d \to d \to V$ with a ReLU. Its loss (`semlm.idea.targets.idea_gated_loss`) is
 #
 # $$\mathcal L = \mathrm{CE}(z_{\text{final}}, x_{t+1}) + \lambda\, \frac{1}{|T|}\sum_t \frac{1}{Z}\sum_v m_v\,
 #   \mathrm{BCE}_w\big(z_{\text{idea}}[t,v],\, y[t,v]\big),$$
@@ -202,7 +204,7 @@ fig = plots.plot_gate_curves(beta=config.idea.beta)
 # cross-entropy on the **gated** logits (with $\alpha$ ramped linearly from 0 to 0.5) plus the masked
 # idea BCE with `pos_weight` $w = 5$. The authors' v1 sums over the vocabulary ($Z = 1$, $\lambda = 0.01$);
 # their v2 averages over it ($Z = \sum_v m_v$, $\lambda = 0.1$). Training is the authors' loop, run by
-# the book's one trainer (`semlm.train.train` with the profile's `TrainConfig`): iterations of randomly
+# the book's one trainer (`semlm.core.train.train` with the profile's `TrainConfig`): iterations of randomly
 # placed windows of the token stream, gradient accumulation, warmup and a cosine to a floor.
 
 # %%
@@ -229,7 +231,7 @@ pd.DataFrame(
 # When the profile compares the two loss forms (`smoke`, `cpu`), the gated GPT is trained once with
 # each, at the same budget; the one with the lower validation perplexity is "the gated model" in the
 # rest of this chapter and in chapter 7. Finished runs are cached under `book/_build/runs/` (keyed by
-# the configuration and the training code; `semlm.runs`) with their weights as safetensors.
+# the configuration and the training code; `semlm.core.runs`) with their weights as safetensors.
 #
 # On several GPUs the same model trains with 🤗 Accelerate: a script that builds model,
 # optimiser and data loader and passes them through `Accelerator.prepare` is started with
@@ -524,7 +526,7 @@ fig = sns.relplot(
 # with one sentence opening and samples 20 continuations of 100 tokens at temperature 0.6 with a
 # repetition penalty of 1.2 that **compounds per occurrence** (a token seen $n$ times in the context
 # window, prompt included, has its logit divided, or if negative multiplied, by $1.2^n$;
-# `semlm.decoding.compounding_penalty`). Stickiness is then computed on prompt plus continuation: lower
+# `semlm.idea.compounding_penalty`). Stickiness is then computed on prompt plus continuation: lower
 # case, "." and "," removed, split at spaces, 15 short function words removed, and the share of the
 # remaining words that are in the domain's list. Beside it, the paper's density (distinct domain terms
 # per 100 words) and distinct-2 of the continuation. Intervals are 95% Student-t intervals over the
@@ -543,7 +545,7 @@ authors = {
 
 def show(v):
     """mean [95% interval]; "undefined" when a bound is not finite."""
-    from semlm.records import Interval
+    from semlm.core.records import Interval
 
     return Interval.from_dict(v).format(3)
 
@@ -706,7 +708,7 @@ pd.DataFrame(
 # what the paper's model reaches.
 
 # %%
-from semlm.recorded import recorded_frame
+from semlm.book.recorded import recorded_frame
 
 recorded, recorded_note = recorded_frame("06_idea_gating")
 print(recorded_note)
@@ -750,7 +752,7 @@ def domain_numbers(model):
     }
 
 
-from semlm.records import IdeaGatingRecord
+from semlm.core.records import IdeaGatingRecord
 
 by_model = {m: domain_numbers(m) for m in ("baseline", "gated")}
 record = IdeaGatingRecord(

@@ -40,12 +40,12 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from semlm.decoding.idea_gate import (
+from semlm.idea.gate import (
     ConcentrationDecay,
     IdeaGateLogitsProcessor,
     xray,
 )
-from semlm.idea_experiment import (
+from semlm.idea.wikitext_experiment import (
     GenerationSettings,
     domain_retention,
     generate_texts,
@@ -57,9 +57,9 @@ from semlm.idea_experiment import (
     profile_differences,
     train_runs,
 )
-from semlm.metrics import perplexity, proportion, repetition_rate, summarise
+from semlm.core.metrics import perplexity, proportion, repetition_rate, summarise
 from semlm.profiles import check_parameters
-from semlm.report import ChapterTimer, write_chapter_metrics
+from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(
     profile=profile, seed=seed, workers=workers, max_steps=max_steps
@@ -155,9 +155,10 @@ pd.DataFrame(
 
 # %% [markdown]
 # Read the table with the model's size in mind: the "ideas" are the tokens the idea head
-# expects in the next K tokens, without the masked stopwords (their loss columns get no gradient,
-# so their idea probability stays near its initial value and carries no information; through the gate
-# this still favours them over trained tokens with low probability, exactly as in the authors' model),
+# expects in the next K tokens, without the masked stopwords (the idea BCE sends their columns no gradient; only the token
+# cross-entropy reaches them, through the gate, so their idea probability is not trained as a
+# prediction of the next K tokens; through the gate this still favours them over trained tokens with
+# low probability, exactly as in the authors' model),
 # and the boosted tokens are those candidates whose idea probability is high. Whether they are *on topic* is what the
 # stickiness numbers below measure.
 #
@@ -478,7 +479,7 @@ pd.DataFrame(
 # above.
 
 # %%
-from semlm.recorded import recorded_frame
+from semlm.book.recorded import recorded_frame
 
 recorded, recorded_note = recorded_frame("07_xray_and_sweeps")
 print(recorded_note)
@@ -503,7 +504,7 @@ def records(frame):
     return frame.to_dict(orient="records")
 
 
-from semlm.records import XrayRecord
+from semlm.core.records import XrayRecord
 
 record = XrayRecord(
     extra={

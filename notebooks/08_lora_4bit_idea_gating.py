@@ -35,7 +35,7 @@
 # Mistral-7B needs a GPU and a 14 GB download, so on a laptop (`cpu` profile) the book first
 # trains its own small `MistralForCausalLM` on WikiText-2, saves it with `save_pretrained` and
 # loads it back as the frozen backbone, then runs the paper's recipe on the offline FineWeb-Edu
-# sample, in 4-bit NF4 and in float32. The wrapper (`semlm.models.lora_idea.LoraIdeaModel`)
+# sample, in 4-bit NF4 and in float32. The wrapper (`semlm.idea.lora_model.LoraIdeaModel`)
 # works on any transformers causal LM; the `paper` profile names `mistralai/Mistral-7B-v0.1`.
 
 # %% tags=["parameters"]
@@ -49,13 +49,13 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from semlm.decoding.idea_gate import xray
-from semlm.idea_experiment import (
+from semlm.idea.gate import xray
+from semlm.idea.wikitext_experiment import (
     load_domains,
     domain_retention,
     profile_differences,
 )
-from semlm.lora_experiment import (
+from semlm.idea.lora_experiment import (
     PAPER_B_LORA_PPL,
     lora_device,
     lora_profile,
@@ -67,7 +67,7 @@ from semlm.lora_experiment import (
     train_lora_models,
 )
 from semlm.profiles import check_parameters
-from semlm.report import ChapterTimer, write_chapter_metrics
+from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, max_steps=max_steps)
 timer = ChapterTimer()
@@ -435,7 +435,7 @@ pd.DataFrame(
 # on CUDA, not Mistral-7B.
 
 # %%
-from semlm.recorded import recorded_frame
+from semlm.book.recorded import recorded_frame
 
 recorded, recorded_note = recorded_frame("08_lora_4bit_idea_gating")
 print(recorded_note)
@@ -456,7 +456,7 @@ recorded.T if not recorded.empty else None
 #    from-scratch GPT of chapter 7 does?
 
 # %%
-from semlm.records import LoraRecord
+from semlm.core.records import LoraRecord
 
 record = LoraRecord(
     dataset=summary["dataset"],

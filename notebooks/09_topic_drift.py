@@ -43,11 +43,11 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from semlm.claims import TOPIC_MAX_MIXED
+from semlm.book.claims import TOPIC_MAX_MIXED
 from semlm.data.topics import MIXED, NO_TOPIC, TEMPLATES
 from semlm.profiles import check_parameters
-from semlm.report import ChapterTimer, write_chapter_metrics
-from semlm.topic_drift import (
+from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.idea.topic_experiment import (
     CHAPTER,
     alpha_sweep,
     data_drift,
@@ -216,7 +216,7 @@ results = evaluate_runs(runs, data, config)
 
 def show(v):
     """mean [95% interval]; "undefined" when a bound is not finite."""
-    from semlm.records import Interval
+    from semlm.core.records import Interval
 
     return Interval.from_dict(v).format(3)
 
@@ -412,7 +412,7 @@ pd.DataFrame(
 # gap between the models survive a larger world and model?
 
 # %%
-from semlm.recorded import recorded_frame
+from semlm.book.recorded import recorded_frame
 
 recorded, recorded_note = recorded_frame("09_topic_drift")
 print(recorded_note)
@@ -445,7 +445,7 @@ def seed_summary(kind):
     return {k: results[kind][k] for k in keys}
 
 
-from semlm.records import TopicDriftRecord
+from semlm.core.records import TopicDriftRecord
 
 record = TopicDriftRecord(
     data={

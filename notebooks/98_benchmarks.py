@@ -23,7 +23,7 @@
 #
 # Our target is 60 seconds on a 2-core laptop CPU. We also time controlled decoding:
 # 200 sentences under a hard positive request, decoded as one batch by the trained fusion
-# model (target: at most one second; `semlm.decoding`). For reference, the authors' public
+# model (target: at most one second; `semlm.fusion.decoding`). For reference, the authors' public
 # script `SemanticFusion.py` took 4 min 56 s and 518 MB on the same kind of machine
 # (run once by this project on 2026-11-21, outside this build: a reference value, not
 # a number this build computed). With the `smoke` profile the numbers
@@ -39,7 +39,7 @@ workers = 2
 import pandas as pd
 from myst_nb import glue
 
-from semlm.bench import AUTHORS_SCRIPT, TARGET_SECONDS, run_benchmark
+from semlm.book.bench import AUTHORS_SCRIPT, TARGET_SECONDS, run_benchmark
 from semlm.profiles import check_parameters
 
 check_parameters(profile=profile, seed=seed, workers=workers)
@@ -137,7 +137,7 @@ per_model.style.format("{:.3g}", na_rep="–")
 # %% [markdown]
 # **Where the time goes.** Each model trains in its own one-thread worker, so the
 # ceiling of one model is one core. We count a model's floating-point operations per
-# position from its configuration (`semlm.bench.synthetic_forward_flops_per_position`: the
+# position from its configuration (`semlm.book.bench.synthetic_forward_flops_per_position`: the
 # attention projections and scores, the MLP, the tied output layer and, for fusion, the
 # semantic input and the auxiliary head; a training step is three forward passes' worth)
 # and divide by the measured training time. The peak is measured too: the best FLOP/s of
@@ -208,7 +208,7 @@ display_variants
 # The idea head adds a $d \times d$ layer and a second $d \times V$ projection to every position,
 # as large as the token head. So the gated model *should* be slower, and the question is only
 # whether it is slower by more than the extra arithmetic. We count the floating-point operations
-# of both models from their configs (`semlm.bench.forward_flops_per_position`: the attention
+# of both models from their configs (`semlm.book.bench.forward_flops_per_position`: the attention
 # projections and scores, the MLP, the token head and the idea head; a multiply-add counts two;
 # a training step is three forward passes' worth) and put the FLOP ratio, gated over plain, next to
 # the measured time ratio. Two workloads at this profile's chapter-6 size, random weights (the
@@ -223,7 +223,7 @@ display_variants
 # shared machine move by tens of percent from run to run.
 
 # %%
-from semlm.bench import IDEA_GENERATION_TARGET, IDEA_STEP_TARGET
+from semlm.book.bench import IDEA_GENERATION_TARGET, IDEA_STEP_TARGET
 
 idea = record["idea"]
 rows = {
@@ -313,7 +313,7 @@ parts.to_frame().assign(
 # numbers above, never mixed into them; when nothing is recorded it says so.
 
 # %%
-from semlm.recorded import recorded_bench_frame
+from semlm.book.recorded import recorded_bench_frame
 
 recorded, recorded_note = recorded_bench_frame()
 print(recorded_note)
@@ -323,14 +323,14 @@ recorded if not recorded.empty else None
 # ## The whole book: time per chapter, models trained or loaded
 #
 # The book runner records every chapter's wall time and, from the run log of
-# `semlm.runs`, which of its models it trained and which it loaded from the
+# `semlm.core.runs`, which of its models it trained and which it loaded from the
 # run cache (`manifest.json` in the build folder). This chapter runs after
 # chapters 1-9, so the table is this build's own; `python -m semlm.bench
 # --only book` prints the same for the last build. The target for a `cpu`
 # build from scratch (an empty run cache) on a 2-core CPU is 20 minutes.
 
 # %%
-from semlm.bench import book_build_times
+from semlm.book.bench import book_build_times
 
 book_times = book_build_times()
 glue("book_minutes", book_times["total_minutes"], display=False)

@@ -16,7 +16,7 @@
 #
 # *Both papers, every headline claim, generated from the metrics files the chapters of this
 # build wrote (`book/_build/metrics/*.json`); nothing on this page is typed by hand except
-# the papers' own values and the rules that judge them (`semlm.claims`).*
+# the papers' own values and the rules that judge them (`semlm.book.claims`).*
 #
 # A claim is **reproduced** when our causal language model supports it, **not reproduced**
 # when it does not, **not meaningful as published** when the paper's number comes from a
@@ -35,9 +35,9 @@ seed = 111
 
 import pandas as pd
 
-from semlm.claims import STATUSES, evaluate_claims
+from semlm.book.claims import STATUSES, evaluate_claims
 from semlm.profiles import check_parameters
-from semlm.report import (
+from semlm.book.report import (
     ChapterTimer,
     chapter_parameters,
     load_metrics,

@@ -25,7 +25,7 @@ def chromium() -> str:
     import shutil
     import subprocess
 
-    from semlm.sitecheck import find_chromium
+    from semlm.book.sitecheck import find_chromium
 
     path = find_chromium()
     if path is None and shutil.which("apt-get") and os.geteuid() == 0:

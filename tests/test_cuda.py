@@ -21,7 +21,7 @@ VOCAB = 96
 
 
 def idea_gpt(n_positions=64, idea=True, **kw):
-    from semlm.models.idea import IdeaGPTConfig, IdeaGPTForCausalLM
+    from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
 
     torch.manual_seed(0)
     # initializer_range 0.1: logits spread wide enough that greedy decoding has no near-ties, so
@@ -32,7 +32,7 @@ def idea_gpt(n_positions=64, idea=True, **kw):
 
 
 def test_bf16_autocast_training_steps_of_the_idea_gpt_are_finite_and_lower_the_loss():
-    from semlm.idea_experiment import IdeaSettings, TokenBlocks, autocast_for, idea_loss_fn
+    from semlm.idea.wikitext_experiment import IdeaSettings, TokenBlocks, autocast_for, idea_loss_fn
 
     model = idea_gpt().train()
     settings = IdeaSettings(window=8, idea_weight=0.1, idea_loss_reduction="mean", alpha=0.5, alpha_ramp_steps=5)
@@ -106,7 +106,7 @@ def tiny_mistral(tmp_path_factory):
 
 def nf4_wrapper(path, idea=True):
     pytest.importorskip("bitsandbytes", reason="bitsandbytes is not installed (4-bit NF4 needs it)")
-    from semlm.models.lora_idea import LoraIdeaConfig, LoraIdeaModel, load_backbone
+    from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, load_backbone
 
     torch.manual_seed(0)
     backbone = load_backbone(path, "nf4", "cuda")

@@ -1,6 +1,6 @@
 import pytest
 
-from semlm.models import BackboneConfig, LMConfig
+from semlm.fusion.model import BackboneConfig, LMConfig
 from semlm.profiles import PROFILES, check_parameters, synthetic_profile
 
 
@@ -43,7 +43,7 @@ def test_profiles_and_the_book_runner_import_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import semlm.profiles, semlm.book, semlm.records; "
+    code = ("import sys; import semlm.profiles, semlm.book, semlm.core.records; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

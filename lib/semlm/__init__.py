@@ -1,9 +1,9 @@
 """semlm: the library behind the reproducibility book on controllable language modelling.
 
-Paper A (semantic fusion): :mod:`semlm.fuzzy`, :mod:`semlm.features`, :mod:`semlm.data`,
-:mod:`semlm.models`, :mod:`semlm.losses`, :mod:`semlm.train`, :mod:`semlm.metrics`,
-:mod:`semlm.experiment`. The book: :mod:`semlm.profiles`, :mod:`semlm.plots`,
-:mod:`semlm.report`, :mod:`semlm.book`.
+Paper A (semantic fusion): :mod:`semlm.fusion.fuzzy`, :mod:`semlm.fusion.features`, :mod:`semlm.data`,
+:mod:`semlm.fusion.model`, :mod:`semlm.fusion.losses`, :mod:`semlm.core.train`, :mod:`semlm.core.metrics`,
+:mod:`semlm.fusion.synthetic_experiment`. The book: :mod:`semlm.profiles`, :mod:`semlm.plots`,
+:mod:`semlm.book.report`, :mod:`semlm.book`.
 """
 
 __version__ = "0.1.0"

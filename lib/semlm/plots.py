@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .fuzzy import CENTRES, FEATURE_NAMES, TAU, triangular_memberships
+from semlm.fusion.fuzzy import CENTRES, FEATURE_NAMES, TAU, triangular_memberships
 
 PALETTE = {"baseline": "#7f7f7f", "fusion": "#1f77b4", "paper": "#d62728"}
 SETTING_STYLE = {"causal": "-", "published": "--"}

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .data.synthetic import SyntheticConfig
+from semlm.data.synthetic import SyntheticConfig
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How :func:`semlm.train.train` optimises: the one training recipe of every chapter.
+    """How :func:`semlm.core.train.train` optimises: the one training recipe of every chapter.
 
     Epochs (paper A, the book's small GPTs) or a fixed number of optimiser steps
     (``max_steps``: paper B's iterations, the LoRA runs). ``batch_size`` sequences make one
@@ -150,7 +150,7 @@ def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
     return replace(paper, name=profile)
 
 
-# --- chapter 5: SST-2 (semlm.sst2_experiment) ---------------------------------------------------
+# --- chapter 5: SST-2 (semlm.fusion.sst2_experiment) ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -214,19 +214,19 @@ def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
 
 
 # --- paper B: the idea-gated GPT (chapters 6, 7) and topic drift (chapter 9) ---------------------
-# The configurations of semlm.idea_experiment and semlm.topic_drift (re-exported there). The gate
+# The configurations of semlm.idea.wikitext_experiment and semlm.idea.topic_experiment (re-exported there). The gate
 # forms and idea-loss reductions are named here so that validating a profile needs no torch;
-# tests check they equal semlm.models.idea.GATE_VARIANTS and semlm.idea_targets.REDUCTIONS.
+# tests check they equal semlm.idea.model.GATE_VARIANTS and semlm.idea.targets.REDUCTIONS.
 
-from .data.topics import EOS as _TOPIC_EOS, FUNCTION_WORDS as _TOPIC_FUNCTION_WORDS, UNK as _TOPIC_UNK  # noqa: E402
-from .data.topics import TopicConfig  # noqa: E402
+from semlm.data.topics import EOS as _TOPIC_EOS, FUNCTION_WORDS as _TOPIC_FUNCTION_WORDS, UNK as _TOPIC_UNK  # noqa: E402
+from semlm.data.topics import TopicConfig  # noqa: E402
 
 IDEA_GATE_VARIANTS: tuple[str, ...] = ("clamp_then_scale", "scale_then_clamp")
 IDEA_LOSS_REDUCTIONS: tuple[str, ...] = ("sum_vocab", "mean")
 
 #: The authors' v1 stopword strings (their ``train.py``): each is one GPT-2 token whose column of the
 #: idea loss is multiplied by 0. Under another tokeniser a string that is not one token is not masked
-#: (:attr:`semlm.idea_experiment.IdeaData.stopwords_not_single_tokens` lists them).
+#: (:attr:`semlm.idea.wikitext_experiment.IdeaData.stopwords_not_single_tokens` lists them).
 AUTHORS_STOPWORDS: tuple[str, ...] = (" the", " The", " and", " to", " of", " a", " in", " is", ".", ",", ":", ";",
                                       "?", "!", "-", "'", '"', "\n")
 
@@ -242,10 +242,10 @@ class GPTSize:
     block_size: int = 256
     dropout: float = 0.1
     # The authors' v1 model applies dropout once, to the embedding sum; "everywhere" adds it to the
-    # attention weights and both residual branches (nanoGPT, semlm.models.idea's default).
+    # attention weights and both residual branches (nanoGPT, semlm.idea.model's default).
     dropout_scope: str = "embeddings"
     # "authors_v1": every Linear / Embedding weight N(0, 0.02), biases left at PyTorch's default
-    # uniform init; "gpt2_scaled": semlm.models.idea's GPT-2 scheme (zero biases, residual
+    # uniform init; "gpt2_scaled": semlm.idea.model's GPT-2 scheme (zero biases, residual
     # projections scaled by 1/sqrt(2 n_layer)).
     init: str = "authors_v1"
 
@@ -542,9 +542,9 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
                    samples_per_prompt=10, max_new_tokens=80, sweep_samples_per_prompt=5)
 
 
-# --- chapter 8: LoRA + 4-bit idea gating (semlm.lora_experiment) ----------------------------------
-# The configurations of semlm.lora_experiment (re-exported there; LoraSettings also from
-# semlm.models.lora_idea). ``LoraSettings.peft_config`` imports peft only when called.
+# --- chapter 8: LoRA + 4-bit idea gating (semlm.idea.lora_experiment) ----------------------------------
+# The configurations of semlm.idea.lora_experiment (re-exported there; LoraSettings also from
+# semlm.idea.lora_model). ``LoraSettings.peft_config`` imports peft only when called.
 
 from dataclasses import field  # noqa: E402
 

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from . import fetch as data_fetch
-from .paths import data_dir
+from semlm.data import fetch as data_fetch
+from semlm.data.paths import data_dir
 
 
 def _summarise(statuses: list[data_fetch.FileStatus], root: Path) -> int:

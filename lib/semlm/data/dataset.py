@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .vocab import Vocabulary
+from semlm.data.vocab import Vocabulary
 
 
 @dataclass
@@ -29,7 +29,7 @@ class LMTensors:
     float rounding; it only skips work. With ``bucket_batches > 0`` shuffled batches are
     also **length-bucketed** (see :meth:`batches`): that changes which sentences share a
     batch, not how many times each is seen, but it is off by default because it moved the
-    synthetic task's validation perplexity (``semlm.bench.compare_training_variants``:
+    synthetic task's validation perplexity (``semlm.book.bench.compare_training_variants``:
     its two sentence lengths make every bucketed batch all-short or all-long). Corpora of
     many lengths (SST-2 phrases) turn it on with ``dataclasses.replace(data, bucket_batches=50)``.
     """
@@ -104,7 +104,7 @@ def encode_corpus(sentences: Sequence[Sequence[str]], vocab: Vocabulary,
 
     ``trailing_pad=True`` adds one padding column, so every row (the longest included) has
     the ``<eos> -> <pad>`` position that a fixed-length padding (the authors' 28) always has;
-    it is never scored, but it lets ``semlm.metrics`` report the authors' denominator.
+    it is never scored, but it lets ``semlm.core.metrics`` report the authors' denominator.
     """
     if not sentences:
         raise ValueError("cannot encode an empty corpus")

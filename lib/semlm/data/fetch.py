@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from .paths import REPO_ROOT, data_dir
+from semlm.data.paths import REPO_ROOT, data_dir
 
 CHECKSUMS = REPO_ROOT / "data" / "checksums.sha256"
 FIX = "run `make data` (python -m semlm.data fetch) or set SEMLM_DATA_DIR to a folder that has it"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .paths import dataset_file
-from .wikitext import downloads_allowed
+from semlm.data.paths import dataset_file
+from semlm.data.wikitext import downloads_allowed
 
 DATASET = "fineweb-edu-sample"
 FILENAME = "fineweb_edu.txt"

@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from .paths import dataset_file
+from semlm.data.paths import dataset_file
 
 SPLITS: dict[str, str] = {"train": "train.tsv", "dev": "dev.tsv"}
 HEADER = ("sentence", "label")

@@ -20,7 +20,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from .paths import dataset_file
+from semlm.data.paths import dataset_file
 
 DATASETS: tuple[str, ...] = ("wikitext-2", "wikitext-103")
 SPLITS: tuple[str, ...] = ("train", "valid", "test")

@@ -1,0 +1,343 @@
+"""Recorded GPU runs: what ``.ci/run-gpu`` measured on a GPU machine, kept in ``book/recorded/<gpu>/``.
+
+The book is built on a CPU; its numbers are computed by the build that renders them. A GPU run of
+the ``paper`` profile (``make test-gpu`` on a machine with a GPU) is different: it happened once,
+elsewhere, and the book can only *show* what it recorded. This module keeps the two apart:
+
+* ``collect`` (called by ``.ci/run-gpu``) writes ``book/recorded/<gpu-slug>/provenance.json`` (GPU,
+  driver, package versions, date, git commit, each step's pass/fail and wall time, tokens/s and MFU)
+  next to the metrics JSON that each chapter wrote during that run;
+* :func:`load_recorded` reads those folders into :class:`RecordedRun` records;
+* :func:`recorded_frame` gives, for one chapter, a table whose every row is labelled
+  "recorded GPU run" with its GPU, date and commit; an empty table and a one-line message when
+  nothing is recorded. Chapters show it *next to* their own numbers, never merged into them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from semlm.data.paths import REPO_ROOT
+
+RECORDED_DIR = REPO_ROOT / "book" / "recorded"
+SOURCE_LABEL = "recorded GPU run"
+LABEL = "recorded GPU run: measured on a GPU machine by .ci/run-gpu, not by this build"
+CHAPTERS = ("06_idea_gating", "07_xray_and_sweeps", "08_lora_4bit_idea_gating", "09_topic_drift")
+PROVENANCE = "provenance.json"
+BENCH = "bench_idea.json"
+
+
+@dataclass
+class RecordedRun:
+    """One recorded GPU run: its provenance and the metrics each chapter wrote during it."""
+
+    slug: str
+    folder: Path
+    provenance: dict
+    chapters: dict[str, dict] = field(default_factory=dict)
+    bench: dict | None = None
+
+    @property
+    def gpu(self) -> str:
+        return self.provenance.get("gpu") or "unknown GPU"
+
+    @property
+    def date(self) -> str:
+        return self.provenance.get("date", "unknown date")
+
+    @property
+    def commit(self) -> str:
+        return self.provenance.get("git_commit", "unknown")
+
+    @property
+    def dry_run(self) -> bool:
+        return bool(self.provenance.get("dry_run"))
+
+    def chapter_info(self, chapter: str) -> dict:
+        return self.provenance.get("chapters", {}).get(chapter, {})
+
+
+def gpu_slug(name: str | None) -> str:
+    """``"NVIDIA H100 80GB HBM3"`` -> ``"h100"``; an unknown name -> its letters and digits; no GPU -> ``"cpu"``."""
+    if not name:
+        return "cpu"
+    for known in ("H200", "H100", "A100", "L40S", "L4", "A10G", "V100", "T4"):
+        if re.search(rf"\b{known}\b", name.upper().replace("-", " ")):
+            return known.lower()
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "gpu"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); re-run .ci/run-gpu or delete the folder") from None
+
+
+def load_recorded(root: str | Path | None = None) -> list[RecordedRun]:
+    """Every ``<root>/<slug>/provenance.json`` with its chapter metrics, sorted by slug (root: ``book/recorded``)."""
+    root = Path(root) if root is not None else RECORDED_DIR
+    runs = []
+    for provenance in sorted(root.glob(f"*/{PROVENANCE}")):
+        folder = provenance.parent
+        run = RecordedRun(folder.name, folder, _read_json(provenance))
+        for path in sorted(folder.glob("*.json")):
+            if path.name == PROVENANCE:
+                continue
+            if path.name == BENCH:
+                run.bench = _read_json(path)
+            else:
+                run.chapters[path.stem] = _read_json(path)
+        runs.append(run)
+    return runs
+
+
+def _mean(value):
+    """A number, or the ``mean`` of a summary dict (``semlm.core.metrics.summarise``), else None."""
+    if isinstance(value, dict):
+        value = value.get("mean")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _stickiness(metrics: dict, model: str) -> float | None:
+    values = [_mean(by_model.get(model, {}).get("stickiness"))
+              for by_model in metrics.get("domains", {}).values() if isinstance(by_model, dict)]
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def key_metrics(chapter: str, metrics: dict) -> dict:
+    """Validation perplexity of the plain and gated model and mean stickiness over domains, where the chapter has them."""
+    baseline, gated = metrics.get("baseline", metrics.get("plain", {})), metrics.get("gated", {})
+    numbers = {"val PPL plain": _mean(baseline.get("val_ppl")), "val PPL gated": _mean(gated.get("val_ppl")),
+               "val PPL gated, gate off": _mean(gated.get("val_ppl_ungated")),
+               "stickiness plain": _stickiness(metrics, "baseline"), "stickiness gated": _stickiness(metrics, "gated")}
+    if "drift_rate" in gated:  # chapter 9: the topic-drift rate of the data and of both models' generations
+        numbers.update({"drift data": _mean(metrics.get("data", {}).get("drift_rate")),
+                        "drift plain": _mean(baseline.get("drift_rate")), "drift gated": _mean(gated.get("drift_rate")),
+                        "stickiness plain": _mean(baseline.get("stickiness")),
+                        "stickiness gated": _mean(gated.get("stickiness"))})
+    return numbers
+
+
+def recorded_frame(chapter: str, root: str | Path | None = None):
+    """``(frame, message)``: one row per recorded GPU run of ``chapter``, every row labelled as recorded.
+
+    Columns: source, GPU, date, commit, profile, steps, status, wall seconds, tokens/s, MFU and the
+    chapter's key metrics (validation perplexity plain / gated, stickiness). Dry runs (the CPU
+    plumbing check) are left out. Nothing recorded: an empty frame and a message saying so.
+    """
+    import pandas as pd
+
+    rows = []
+    for run in load_recorded(root):
+        if run.dry_run or (chapter not in run.chapters and chapter not in run.provenance.get("chapters", {})):
+            continue
+        info, metrics = run.chapter_info(chapter), run.chapters.get(chapter, {})
+        rows.append({"source": SOURCE_LABEL, "GPU": run.gpu, "date": run.date, "commit": run.commit[:12],
+                     "profile": info.get("profile", metrics.get("profile")),
+                     "steps": metrics.get("max_steps") or (run.provenance.get("max_steps")
+                                                            if "max_steps" in info.get("papermill_parameters", "")
+                                                            else "profile's own"),
+                     "status": info.get("status", "unknown"),
+                     "wall seconds": info.get("wall_seconds", metrics.get("wall_seconds")),
+                     "tokens/s": info.get("tokens_per_second"), "MFU": info.get("mfu"),
+                     **key_metrics(chapter, metrics)})
+    frame = pd.DataFrame(rows)
+    frame.attrs["label"] = LABEL
+    if frame.empty:
+        where = Path(root) if root is not None else RECORDED_DIR
+        return frame, f"no recorded GPU run of {chapter} in {where} (run `make test-gpu` on a GPU machine)"
+    frame = frame.dropna(axis=1, how="all")
+    return frame, f"{len(frame)} {SOURCE_LABEL}(s) of {chapter}; measured on a GPU machine, not by this build"
+
+
+def recorded_bench_frame(root: str | Path | None = None):
+    """``(frame, message)``: the idea-gate benchmark of each recorded GPU run (FLOP ratio vs time ratio, MFU)."""
+    import pandas as pd
+
+    rows = []
+    for run in load_recorded(root):
+        if run.dry_run or not run.bench:
+            continue
+        b = run.bench
+        for workload, key in (("training step", "step"), ("generation, per new token", "generation")):
+            rows.append({"source": SOURCE_LABEL, "GPU": run.gpu, "date": run.date, "commit": run.commit[:12],
+                         "profile": b.get("profile"), "workload": workload,
+                         "FLOP ratio": b.get(f"{key}_flop_ratio"), "time ratio": b.get(f"{key}_time_ratio"),
+                         "time / FLOP ratio": b.get(f"{key}_time_over_flops"),
+                         "target": (b.get("targets") or {}).get(f"{key}_time_over_flops"),
+                         "meets": (b.get("meets_targets") or {}).get(key),
+                         "MFU gated (training)": (b.get("gated") or {}).get("model_flops_utilisation")
+                         if key == "step" else None})
+    frame = pd.DataFrame(rows)
+    frame.attrs["label"] = LABEL
+    if frame.empty:
+        where = Path(root) if root is not None else RECORDED_DIR
+        return frame, f"no recorded GPU benchmark in {where} (run `make test-gpu` on a GPU machine)"
+    return frame, f"{SOURCE_LABEL}(s): measured on a GPU machine, not by this build"
+
+
+# --- collecting a run (called by .ci/run-gpu) ------------------------------------------------------
+
+
+def _read_tsv(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    header = lines[0].split("\t")
+    return [dict(zip(header, line.split("\t"))) for line in lines[1:] if line.strip()]
+
+
+def _number(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        try:
+            return float(text)
+        except (TypeError, ValueError):
+            return text
+
+
+def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
+    """Training tokens/s the chapter reports (the gated model's, else the first) and its MFU.
+
+    Chapter 6 reports ``training.tokens_per_second`` per run; MFU = tokens/s x FLOPs per token
+    (``semlm.book.bench.training_flops_per_token`` at the profile's GPT size) / dense bf16 peak. Chapter 8
+    reports seconds per LoRA step; its tokens/s follow from the profile's batch, and no MFU is given
+    (a frozen 4-bit backbone's FLOPs are not what the counter counts).
+    """
+    from semlm.book.bench import model_flops_utilisation, training_flops_per_token
+
+    out = {"tokens_per_second": None, "mfu": None, "throughput_note": None}
+    profile = metrics.get("profile")
+    rates = metrics.get("training", {}).get("tokens_per_second")
+    if isinstance(rates, dict) and rates:
+        chosen = metrics.get("gated", {}).get("run") if isinstance(metrics.get("gated"), dict) else None
+        name = (chosen if chosen in rates else "gated" if "gated" in rates
+                else next((n for n in rates if n.startswith("gated")), next(iter(rates))))
+        out["tokens_per_second"] = _mean(rates[name])
+        try:
+            from semlm.profiles import idea_profile
+
+            size = idea_profile(profile).size
+            flops = training_flops_per_token(size.n_layer, size.n_embd, int(metrics.get("vocab_size")),
+                                             size.block_size, not name.startswith("baseline"))
+            out["mfu"] = model_flops_utilisation(out["tokens_per_second"], flops, gpu)
+            out["throughput_note"] = f"{name} model; FLOPs from the {profile} profile's GPT size"
+        except Exception as error:  # noqa: BLE001 - the record must still be written
+            out["throughput_note"] = f"MFU not computed ({type(error).__name__}: {error})"
+    elif chapter.startswith("08") and isinstance(metrics.get("by_quantization"), dict):
+        try:
+            from semlm.profiles import lora_profile
+
+            training = lora_profile(profile).training
+            q = metrics.get("quantization") or next(iter(metrics["by_quantization"]))
+            seconds = _mean(metrics["by_quantization"][q]["gated"].get("seconds_per_step"))
+            if seconds:
+                out["tokens_per_second"] = training.batch_size * training.block_size / seconds
+                out["throughput_note"] = f"gated LoRA run ({q}); no MFU for a frozen 4-bit backbone"
+        except Exception as error:  # noqa: BLE001
+            out["throughput_note"] = f"tokens/s not computed ({type(error).__name__}: {error})"
+    return out
+
+
+def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, dry_run: bool, started: float,
+            pytest_summary: str = "", idea_model_summary: str = "") -> Path:
+    """Write ``<root>/<gpu-slug>/``: the chapters' metrics JSON, the bench record and ``provenance.json``."""
+    environment = _read_json(work / "environment.json") if (work / "environment.json").is_file() else {}
+    gpu = environment.get("gpu_name")
+    slug = gpu_slug(gpu) + ("-dry-run" if dry_run else "")
+    dest = root / slug
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    chapters = {}
+    for row in _read_tsv(work / "chapters.tsv"):
+        name = row["chapter"]
+        info = {"status": row["status"], "rc": _number(row["rc"]), "wall_seconds": _number(row["seconds"]),
+                "profile": row["profile"], "papermill_parameters": row.get("parameters", ""), "metrics_file": None}
+        source = work / "metrics" / f"{name}.json"
+        if source.is_file():
+            shutil.copy2(source, dest / source.name)
+            info["metrics_file"] = source.name
+            info.update(chapter_throughput(name, _read_json(source), gpu))
+        chapters[name] = info
+    bench = None
+    if (work / "metrics" / BENCH).is_file():
+        shutil.copy2(work / "metrics" / BENCH, dest / BENCH)
+        record = _read_json(work / "metrics" / BENCH)
+        bench = {k: record.get(k) for k in ("profile", "device", "device_name", "step_flop_ratio", "step_time_ratio",
+                                            "step_time_over_flops", "generation_flop_ratio", "generation_time_ratio",
+                                            "generation_time_over_flops", "targets", "meets_targets", "verdicts")}
+        for kind in ("plain", "gated"):
+            if isinstance(record.get(kind), dict):
+                bench[kind] = {k: record[kind].get(k) for k in ("train_tokens_per_second", "model_flops_utilisation",
+                                                                "generated_tokens_per_second")}
+    driver = None
+    smi = environment.get("nvidia_smi") or ""
+    if smi and "," in smi:
+        driver = smi.split(",")[0].strip()
+    provenance = {
+        "label": LABEL,
+        "gpu": gpu, "gpu_slug": slug, "driver": driver, "nvidia_smi": smi or None,
+        "cuda": environment.get("torch_cuda"),
+        "packages": {k: v for k, v in environment.items() if k not in ("gpu_name", "torch_cuda", "nvidia_smi",
+                                                                      "cuda_available", "torch_error")},
+        "python": sys.version.split()[0],
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": commit, "profile": profile, "max_steps": _number(max_steps), "dry_run": dry_run,
+        "total_seconds": round(_dt.datetime.now().timestamp() - started, 1),
+        "steps": [{**row, "rc": _number(row.get("rc")), "seconds": _number(row.get("seconds"))}
+                  for row in _read_tsv(work / "steps.tsv")],
+        "pytest_summary": pytest_summary or None,
+        "idea_model_tests": idea_model_summary or None,
+        "chapters": chapters,
+        "bench": bench,
+    }
+    (dest / PROVENANCE).write_text(json.dumps(provenance, indent=2))
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m semlm.recorded", description="Recorded GPU runs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="write book/recorded/<gpu>/ from a .ci/run-gpu work folder")
+    c.add_argument("--work", required=True, type=Path)
+    c.add_argument("--root", default=RECORDED_DIR, type=Path)
+    c.add_argument("--commit", default="unknown")
+    c.add_argument("--profile", default="paper")
+    c.add_argument("--max-steps", default="")
+    c.add_argument("--dry-run", default="0")
+    c.add_argument("--started", type=float, default=_dt.datetime.now().timestamp())
+    c.add_argument("--pytest-summary", default="")
+    c.add_argument("--idea-model-summary", default="")
+    s = sub.add_parser("show", help="print the recorded runs of a chapter")
+    s.add_argument("chapter", choices=CHAPTERS)
+    s.add_argument("--root", default=RECORDED_DIR, type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "collect":
+            dest = collect(args.work, args.root, args.commit, args.profile, args.max_steps, args.dry_run == "1",
+                           args.started, args.pytest_summary, args.idea_model_summary)
+            print(dest)
+        else:
+            frame, message = recorded_frame(args.chapter, args.root)
+            print(message)
+            if not frame.empty:
+                print(frame.to_string(index=False))
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

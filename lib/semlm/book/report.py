@@ -1,0 +1,173 @@
+"""Chapter metrics files: ``<metrics dir>/<chapter>.json`` with provenance.
+
+Every chapter ends by calling :func:`write_chapter_metrics`; the record carries the
+profile, seed, wall time, package versions and git commit next to the numbers, so
+each figure in the book can be traced to the run that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+
+from semlm.data.paths import REPO_ROOT
+
+PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "peft", "bitsandbytes", "accelerate", "numpy", "pandas",
+            "matplotlib", "seaborn", "papermill", "jupyter-book")
+
+
+def metrics_dir() -> Path:
+    """``$SEMLM_METRICS_DIR`` (set by the book runner) or ``book/_build/metrics``."""
+    return Path(os.environ.get("SEMLM_METRICS_DIR", REPO_ROOT / "book" / "_build" / "metrics"))
+
+
+def package_versions(names=PACKAGES) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def git_commit() -> str:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        sha = commit.stdout.strip() or "unknown"
+        return sha + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _clean(value):
+    """JSON-safe: NaN/inf become None (JSON has no NaN), tuples become lists."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class ChapterTimer:
+    """Started at the top of a chapter; its ``seconds`` go into the metrics record."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux ``/proc/cpuinfo``), else ``platform.processor()``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def gpu_name() -> str | None:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except Exception:  # a broken CUDA install must not stop a chapter from writing its record
+        return None
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process and of its finished children (worker pools), MiB."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, children) / 1024, 1)  # Linux reports KiB
+
+
+def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers, wall_seconds: float,
+                          directory: str | Path | None = None) -> Path:
+    """Write ``<chapter>.json`` atomically (a crash never leaves a half-written file).
+
+    ``numbers`` is the chapter's record (:mod:`semlm.core.records`, e.g. a ``LeakageAuditRecord``), written
+    with its ``to_dict()``; a plain dict is accepted for files that have no record type (the report's own).
+    """
+    from semlm.core.records import RECORDS, Record
+
+    if isinstance(numbers, Record):
+        expected = RECORDS.get(chapter)
+        if expected is not None and not isinstance(numbers, expected):
+            raise ValueError(f"chapter {chapter} writes a {expected.__name__}, got a {type(numbers).__name__}")
+        numbers = numbers.to_dict()
+    elif not isinstance(numbers, dict):
+        raise ValueError(f"chapter metrics must be a semlm.core.records record or a dict, got {type(numbers).__name__}")
+    directory = Path(directory) if directory is not None else metrics_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {
+        "chapter": chapter,
+        "profile": profile,
+        "seed": seed,
+        "wall_seconds": round(wall_seconds, 2),
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "gpu": gpu_name(),
+        "peak_memory_mb": peak_memory_mb(),
+        "packages": package_versions(),
+        **_clean(numbers),
+    }
+    path = directory / f"{chapter}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=False))
+    tmp.replace(path)
+    return path
+
+
+def load_metrics(directory: str | Path | None = None) -> dict[str, dict]:
+    """Every chapter record in the metrics directory, ``{chapter: record}`` (the report's input)."""
+    directory = Path(directory) if directory is not None else metrics_dir()
+    records = {}
+    for path in sorted(directory.glob("*.json")):
+        if path.stem == "report":
+            continue
+        try:
+            records[path.stem] = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); re-run that chapter to rewrite it") from None
+    return records
+
+
+def chapter_parameters(notebooks_dir: str | Path | None = None) -> dict[str, dict[str, object]]:
+    """The papermill parameters of every chapter with their defaults, read from the notebooks'
+    ``parameters`` cells (so the re-run page can never disagree with the notebooks)."""
+    import ast
+
+    import jupytext
+
+    notebooks_dir = Path(notebooks_dir) if notebooks_dir is not None else REPO_ROOT / "notebooks"
+    out = {}
+    for path in sorted(notebooks_dir.glob("[0-9][0-9]_*.py")):
+        notebook = jupytext.read(path)
+        cells = [c for c in notebook.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+        params = {}
+        for cell in cells:
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    params[node.targets[0].id] = ast.literal_eval(node.value)
+        out[path.stem] = params
+    return out

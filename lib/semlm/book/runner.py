@@ -1,0 +1,746 @@
+"""Build the book: execute every chapter with papermill, then render the HTML with Jupyter Book.
+
+    python -m semlm.book run --profile {smoke,cpu,paper} [--only CHAPTER] [--html]
+                             [--build-dir DIR] [--fresh] [--allow-downloads]
+
+Chapters are the jupytext (py:percent) files ``notebooks/NN_name.py``. Each is converted to
+``.ipynb`` and executed with ``profile`` as its papermill parameter; the result lands in
+``<build>/executed/<chapter>.ipynb`` only when every cell ran, so a failing chapter never
+replaces a good one (its partial notebook is kept as ``<chapter>.failed.ipynb``).
+
+The HTML is built from a staged copy of the book (``<build>/source/``: the configuration,
+``book/*.md``, the executed notebooks and a local MathJax), so the repository never holds
+generated notebooks and the book reads offline. It replaces ``<build>/html`` only when
+Jupyter Book succeeds.
+
+Before any chapter runs, the runner checks the data files every selected chapter reads
+(:data:`semlm.data.fetch.CHAPTER_DATA`). A full build skips the chapters whose data are missing,
+says so in one line (the files and ``make data``), and the HTML says what was skipped and why;
+``--only`` a chapter whose data are missing fails at once with that line.
+
+After a chapter ran, its notebook is made to read like a book page: papermill's injected
+parameters cell is hidden and the values the chapter ran with appear as one ``run with:`` line
+under the visible ``parameters`` cell; absolute paths of this machine in the outputs are
+written relative to the repository. The HTML output also gets ``notebooks/<chapter>.ipynb``,
+the chapter as a notebook without outputs, for download and launch buttons.
+
+SIGTERM or Ctrl-C stops the build and takes every process it started with it (the papermill
+kernel and any worker pools the chapter started).
+
+Exit status: 0 on success, 1 when a chapter or the HTML build fails, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from semlm.data.fetch import differing_for_chapters, missing_for_chapters
+from semlm.data.paths import REPO_ROOT, data_dir
+
+from semlm.profiles import PROFILES  # torch-free: the CLI's usage errors cost no torch import
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+BOOK_DIR = REPO_ROOT / "book"
+DEFAULT_BUILD_DIR = BOOK_DIR / "_build"
+KERNEL_NAME = "python3"
+#: Set (to 1) for the chapters unless --allow-downloads: a chapter must never fetch silently.
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+#: Static folder of the staged source that holds MathJax; see the comment in _config.yml for
+#: why it is not called ``_static``.
+VENDOR_DIR = "_vendor"
+#: Encrypt the kernel's local sockets (CurveZMQ) where its kernelspec supports it; without this,
+#: ipykernel warns on stderr about plain-text TCP for every chapter.
+ENCRYPTED_KERNEL = {"KernelManager": {"transport_encryption": "auto"}}
+PLACEHOLDER = """# {chapter} (not executed)
+
+This chapter was not executed in this build; run `python -m semlm.book run --profile cpu`.
+"""
+SKIPPED_PAGE = """# {chapter} (skipped: data missing)
+
+This build skipped this chapter because the data files it reads were not found:
+{files}.
+
+Run `make data` (it downloads them and checks their SHA-256 against `data/checksums.sha256`),
+or point `SEMLM_DATA_DIR` at a folder that has them (see `data/README.md`); then rebuild.
+"""
+SKIPPED_NOTE = """
+```{{admonition}} Chapters skipped in this build
+:class: warning
+{lines}
+
+Run `make data` to fetch the missing files (see `data/README.md`), then rebuild.
+```
+"""
+SKIPPED_FILE = "skipped.json"
+PUBLISHED_NOTE = """*This notebook is generated from `notebooks/{chapter}.py` of {url}. It imports the
+`semlm` library of that repository: clone it and run `make lab` (pinned environment), or in a
+hosted notebook run `%pip install "semlm @ git+{url}"` first. The `parameters` cell below
+picks the scale: `profile = "smoke"` runs in seconds.*"""
+
+
+class BookError(Exception):
+    """A failure shown to the user as one ``error:`` line; ``exit_code`` is the CLI's status."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# --- chapters ---------------------------------------------------------------------------------
+
+
+def list_chapters() -> list[str]:
+    """Chapter names (file stems of ``notebooks/NN_name.py``), in reading order."""
+    return sorted(path.stem for path in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.py"))
+
+
+def resolve_chapter(name: str, chapters: list[str]) -> str:
+    """The chapter meant by ``name``: a chapter name, with or without ``.py``, or a unique prefix."""
+    name = Path(name).name.removesuffix(".py")
+    if name in chapters:
+        return name
+    matches = [chapter for chapter in chapters if chapter.startswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    choices = ", ".join(chapters) or f"none found in {NOTEBOOKS_DIR}"
+    problem = "ambiguous" if matches else "unknown"
+    raise BookError(f"{problem} chapter {name!r}; choose one of: {choices}", exit_code=2)
+
+
+def check_profile(profile: str) -> None:
+    if profile not in PROFILES:
+        raise BookError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}", exit_code=2)
+
+
+def check_data_dir() -> None:
+    """A ``SEMLM_DATA_DIR`` that does not exist is a typo: say so before any chapter runs."""
+    data_dir = os.environ.get("SEMLM_DATA_DIR")
+    if data_dir and not Path(data_dir).expanduser().is_dir():
+        raise BookError(f"SEMLM_DATA_DIR={data_dir} is not a directory; point it at the data folder "
+                        "(see data/README.md) or unset it to use data/", exit_code=2)
+
+
+# --- executing chapters -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def chapter_environment(build_dir: Path, allow_downloads: bool):
+    """Set the variables the chapters read, for the duration of the build only.
+
+    The kernels inherit this process's environment; restoring it afterwards keeps ``run()``
+    free of side effects when tests call it in-process.
+    """
+    updates = {"SEMLM_METRICS_DIR": str(build_dir / "metrics"), "SEMLM_RUNS_DIR": str(build_dir / "runs"),
+               "SEMLM_BUILD_DIR": str(build_dir)}
+    data_dir = os.environ.get("SEMLM_DATA_DIR")
+    if data_dir:
+        # The kernels run in the repository root, not in the caller's cwd.
+        updates["SEMLM_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
+    if allow_downloads:
+        updates["SEMLM_ALLOW_DOWNLOADS"] = "1"  # the loaders' own opt-in (WikiText-103, FineWeb-Edu, Mistral)
+    else:
+        updates.update(dict.fromkeys(OFFLINE_VARS, "1"))
+    # Progress bars are for people watching a run; in a rendered page they are noise.
+    updates["TQDM_DISABLE"] = "1"
+    saved = {name: os.environ.get(name) for name in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def kernel_python(name: str = KERNEL_NAME) -> str | None:
+    """The interpreter the Jupyter kernel ``name`` would start, or None if there is no such kernel.
+
+    jupyter_client starts ``sys.executable`` for a kernelspec whose command is a bare
+    ``python``/``python3``/``python3.X``; mirror that rule.
+    """
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        command = KernelSpecManager().get_kernel_spec(name).argv[0]
+    except NoSuchKernel:
+        return None
+    bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    return sys.executable if command in bare else command
+
+
+def ensure_kernel() -> None:
+    """Make the ``python3`` kernel run this interpreter, so chapters see this venv's semlm and pins.
+
+    A kernelspec from elsewhere on the Jupyter path (say a user-level install) could start another
+    Python; if so, or if there is none, install one into this environment (writes under sys.prefix).
+    """
+    if _same_environment(kernel_python(), sys.executable):
+        return
+    install = subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME],
+                             capture_output=True, text=True)
+    if install.returncode != 0:
+        raise BookError(f"could not install the Jupyter kernel {KERNEL_NAME!r}: {_last_meaningful_line(install.stderr)}")
+    found = kernel_python()
+    if not _same_environment(found, sys.executable):
+        raise BookError(f"Jupyter kernel {KERNEL_NAME!r} starts {found}, not {sys.executable}; "
+                        "remove that kernelspec (see `jupyter kernelspec list`) or set JUPYTER_PREFER_ENV_PATH=1")
+
+
+def _same_environment(python: str | None, reference: str) -> bool:
+    """Whether ``python`` lives in the same bin directory as ``reference`` (not resolving the venv's symlink)."""
+    return python is not None and Path(os.path.abspath(python)).parent == Path(os.path.abspath(reference)).parent
+
+
+def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
+    """Execute one chapter; its notebook replaces ``<build>/executed/<chapter>.ipynb`` only if every cell ran."""
+    # Imported here: together about two seconds that the CLI's usage errors should not cost.
+    import jupytext
+    import nbformat
+    import papermill
+    from traitlets.config import Config
+
+    work, executed = build_dir / "work", build_dir / "executed"
+    work.mkdir(parents=True, exist_ok=True)
+    executed.mkdir(parents=True, exist_ok=True)
+    notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
+    notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
+    source, running = work / f"{chapter}.source.ipynb", work / f"{chapter}.ipynb"
+    nbformat.write(notebook, source)
+    running.unlink(missing_ok=True)
+    failed = executed / f"{chapter}.failed.ipynb"
+    try:
+        papermill.execute_notebook(str(source), str(running), parameters={"profile": profile},
+                                   kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT),
+                                   progress_bar=_cell_progress(chapter), log_output=False, config=Config(ENCRYPTED_KERNEL))
+    except Exception as exc:  # a failing cell, or a kernel that died or never started
+        partial = _keep_partial(running, failed)
+        raise BookError(f"chapter {chapter} failed: {_describe(exc)}{partial}") from exc
+    failed.unlink(missing_ok=True)
+    finished = nbformat.read(running, as_version=4)
+    nbformat.write(tidy_executed_notebook(finished, build_dir), running)
+    return running.replace(executed / f"{chapter}.ipynb")
+
+
+# --- making an executed notebook read like a page -----------------------------------------------
+
+
+def _assignments(source: str) -> dict[str, str]:
+    """``name -> source of the value`` for the top-level assignments of a parameters cell."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.get_source_segment(source, node.value)
+    return out
+
+
+def run_with_line(notebook) -> str | None:
+    """``run with: profile='smoke', seed=111`` from the parameters cell's defaults and papermill's injected values."""
+    cells = {tag: cell for cell in notebook.cells for tag in cell.get("metadata", {}).get("tags", [])}
+    if "parameters" not in cells:
+        return None
+    values = _assignments(cells["parameters"].source)
+    if "injected-parameters" in cells:
+        values.update(_assignments(cells["injected-parameters"].source))
+    return "run with: " + ", ".join(f"{name}={value}" for name, value in values.items()) if values else None
+
+
+def tidy_executed_notebook(notebook, build_dir: Path | None = None):
+    """Hide papermill's injected cell, show the run's values under the parameters cell, drop machine paths."""
+    import nbformat
+
+    line = run_with_line(notebook)
+    for cell in notebook.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+        if "parameters" in tags and line is not None and cell.cell_type == "code":
+            cell.outputs = [o for o in cell.get("outputs", []) if not _is_run_with(o)]
+            cell.outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text=line + "\n"))
+    return relative_paths(notebook, build_dir)
+
+
+def _is_run_with(output) -> bool:
+    return output.get("output_type") == "stream" and str(output.get("text", "")).startswith("run with: ")
+
+
+def path_replacements(build_dir: Path | None = None) -> list[tuple[str, str]]:
+    """(absolute, shown) pairs, longest first: the build, data and repository folders of this machine."""
+    pairs = []
+    if build_dir is not None:
+        pairs.append((str(Path(build_dir).resolve()), _repo_relative(Path(build_dir))))
+    pairs.append((str(data_dir()), "$SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data"))
+    pairs.append((str(REPO_ROOT), "."))
+    return sorted(pairs, key=lambda pair: -len(pair[0]))
+
+
+def _repo_relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return "<build dir>"
+
+
+def relative_paths(notebook, build_dir: Path | None = None):
+    """Rewrite this machine's absolute paths in outputs and papermill's metadata (``<repo>/x`` -> ``x``)."""
+    pairs = path_replacements(build_dir)
+
+    def clean(text: str) -> str:
+        for absolute, shown in pairs:
+            text = text.replace(absolute + "/", "" if shown == "." else shown + "/").replace(absolute, shown)
+        return text
+
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output["text"] = clean(output["text"] if isinstance(output["text"], str) else "".join(output["text"]))
+            for mime, value in output.get("data", {}).items():
+                if mime.startswith("text/") or mime == "application/json":
+                    if isinstance(value, str):
+                        output["data"][mime] = clean(value)
+            if "traceback" in output:
+                output["traceback"] = [clean(line) for line in output["traceback"]]
+    papermill_meta = notebook.metadata.get("papermill", {})
+    for key in ("input_path", "output_path", "cwd"):
+        if isinstance(papermill_meta.get(key), str):
+            papermill_meta[key] = clean(papermill_meta[key])
+    return notebook
+
+
+def write_published_notebooks(html_dir: Path, chapters: list[str]) -> list[Path]:
+    """``<html>/notebooks/<chapter>.ipynb``: each chapter from its .py source, without outputs (launch/download)."""
+    import jupytext
+    import nbformat
+
+    repository = (yaml.safe_load((REPO_ROOT / "_config.yml").read_text()).get("repository") or {}).get("url", "")
+    written = []
+    for chapter in chapters:
+        notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
+        notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
+        notebook.metadata.pop("jupytext", None)
+        notebook.cells.insert(0, nbformat.v4.new_markdown_cell(PUBLISHED_NOTE.format(chapter=chapter, url=repository)))
+        target = html_dir / "notebooks" / f"{chapter}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, target)
+        written.append(target)
+    return written
+
+
+def _cell_progress(chapter: str):
+    """A cells-executed bar on a terminal (how far along a long chapter is); nothing in logs.
+    ``disable=False`` is explicit because the runner sets TQDM_DISABLE for the kernels' bars."""
+    if not sys.stderr.isatty():
+        return False
+    return {"desc": f"  {chapter}", "disable": False, "leave": False, "dynamic_ncols": True}
+
+
+def _describe(exc: Exception) -> str:
+    """``Name: message`` of the error, on one line; for a failing cell, the error raised in the kernel."""
+    name, message = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+    return f"{name}: {' '.join(str(message).split())}"
+
+
+def _keep_partial(running: Path, failed: Path) -> str:
+    """Move a partially executed notebook (if papermill wrote one) to ``failed``; the note for the error line."""
+    if not running.exists():
+        return ""
+    running.replace(failed)
+    return f" (partial notebook: {_show(failed)})"
+
+
+# --- the HTML ---------------------------------------------------------------------------------
+
+
+def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) -> Path:
+    """Assemble ``<build>/source/``: what Jupyter Book builds.
+
+    A toc entry ``notebooks/<chapter>`` with no executed notebook (after ``--only``, say) gets a
+    placeholder page so the build still succeeds; an executed chapter the toc does not name is
+    reported, because Jupyter Book (only_build_toc_files) would leave it out silently. A chapter
+    in ``skipped`` (``{chapter: missing files}``, default: ``<build>/skipped.json``) gets a page
+    saying which files were missing, even if an older executed notebook exists, and the first
+    page lists the skipped chapters.
+    """
+    skipped = read_skipped(build_dir) if skipped is None else skipped
+    source = build_dir / "source"
+    shutil.rmtree(source, ignore_errors=True)
+    (source / "book").mkdir(parents=True)
+    (source / "notebooks").mkdir()
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(REPO_ROOT / name, source / name)
+    for page in sorted([*BOOK_DIR.glob("*.md"), *BOOK_DIR.glob("*.bib")]):
+        shutil.copy2(page, source / "book" / page.name)
+    for notebook in sorted((build_dir / "executed").glob("*.ipynb")):
+        if not notebook.name.endswith(".failed.ipynb") and notebook.stem not in skipped:
+            shutil.copy2(notebook, source / "notebooks" / notebook.name)
+    toc = _toc_files(source / "_toc.yml")
+    for notebook in sorted((source / "notebooks").glob("*.ipynb")):
+        if f"notebooks/{notebook.stem}" not in toc:
+            print(f"note: {notebook.stem} is not in _toc.yml, so the HTML leaves it out")
+    for entry in toc:
+        page = source / entry
+        missing = not any(page.with_name(page.name + suffix).exists() for suffix in (".ipynb", ".md"))
+        if entry.startswith("notebooks/") and missing:
+            text = (SKIPPED_PAGE.format(chapter=page.name, files=", ".join(f"`{f}`" for f in skipped[page.name]))
+                    if page.name in skipped else PLACEHOLDER.format(chapter=page.name))
+            page.with_name(page.name + ".md").write_text(text)
+    if skipped:
+        root = source / f"{_toc_root(source / '_toc.yml')}.md"
+        if root.is_file():
+            lines = "\n".join(f"* {chapter}: missing {', '.join(f'`{f}`' for f in files)}"
+                              for chapter, files in skipped.items())
+            text = root.read_text()
+            heading_end = text.find("\n") + 1 if text.startswith("# ") else 0
+            root.write_text(text[:heading_end] + SKIPPED_NOTE.format(lines=lines) + text[heading_end:])
+    shutil.copytree(mathjax_dir(), source / VENDOR_DIR / "mathjax")
+    shutil.copy2(BOOK_DIR / "semlm.css", source / VENDOR_DIR / "semlm.css")  # html_css_files
+    return source
+
+
+def read_skipped(build_dir: Path) -> dict[str, list[str]]:
+    path = Path(build_dir) / SKIPPED_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _toc_root(toc_path: Path) -> str:
+    return yaml.safe_load(toc_path.read_text()).get("root", "")
+
+
+def _toc_files(toc_path: Path) -> list[str]:
+    """Every page (``root`` and ``file`` entries) a jb-book toc names, at any depth."""
+
+    def walk(node) -> list[str]:
+        if isinstance(node, list):
+            return [page for item in node for page in walk(item)]
+        if isinstance(node, dict):
+            own = [node[key] for key in ("root", "file") if key in node]
+            return own + [page for value in node.values() for page in walk(value)]
+        return []
+
+    return walk(yaml.safe_load(toc_path.read_text()))
+
+
+def mathjax_dir() -> Path:
+    """The es5 build of MathJax 3 shipped by the pinned ``django-static-mathjax`` wheel (package ``mathjax``)."""
+    spec = importlib.util.find_spec("mathjax")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    es5 = Path(locations[0], "static", "mathjax", "es5") if locations else None
+    if es5 is None or not (es5 / "tex-chtml.js").is_file():
+        raise BookError("MathJax not found (python package django-static-mathjax, pinned in requirements.txt); "
+                        "run `make venv`")
+    return es5
+
+
+def build_html(build_dir: Path) -> Path:
+    """Build the staged source with Jupyter Book; on success swap the result in as ``<build>/html``."""
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    if not jupyter_book.exists():
+        raise BookError(f"jupyter-book not found next to {sys.executable}; run `make venv`")
+    source, output, log = stage_sources(build_dir), build_dir / "jb", build_dir / "jupyter-book.log"
+    shutil.rmtree(output, ignore_errors=True)  # a clean build: no stale pages or warnings hidden by caching
+    result = subprocess.run([str(jupyter_book), "build", str(source), "--path-output", str(output)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output_text = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # Sphinx colours its output even into a pipe
+    log.write_text(output_text)
+    if result.returncode != 0:
+        raise BookError(f"jupyter-book build failed: {_last_meaningful_line(output_text)} (full log: {_show(log)})")
+    print(f"jupyter-book: {_warning_count(output_text)} warning(s) (log: {_show(log)})")
+    drop_duplicate_inline_scripts(output / "_build" / "html")
+    write_published_notebooks(output / "_build" / "html", list_chapters())
+    html = build_dir / "html"
+    _swap_in(output / "_build" / "html", html)
+    return html / "index.html"
+
+
+def drop_duplicate_inline_scripts(html_dir: Path) -> int:
+    """Remove repeated identical inline ``<script>`` lines from every page; returns how many went.
+
+    Jupyter Book 1.0.4 emits sphinx-thebe's ``const THEBE_JS_URL = ...`` script twice per page,
+    so every page raised "Identifier 'THEBE_JS_URL' has already been declared" in the browser.
+    """
+    removed = 0
+    for page in Path(html_dir).rglob("*.html"):
+        seen, kept, changed = set(), [], False
+        for line in page.read_text(encoding="utf-8").splitlines(keepends=True):
+            key = line.strip()
+            if key.startswith("<script>") and key.endswith("</script>") and key in seen:
+                removed, changed = removed + 1, True
+                continue
+            seen.add(key)
+            kept.append(line)
+        if changed:
+            page.write_text("".join(kept), encoding="utf-8")
+    return removed
+
+
+def _last_meaningful_line(log: str) -> str:
+    """The line of a failure log that names the problem: the last ``SomeError: message`` line of a
+    traceback if there is one, else the last line with words in it (not a rule or a ``^`` marker)."""
+    lines = [line.strip() for line in log.splitlines()]
+    errors = [line for line in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception): ", line)]
+    worded = [line for line in lines if re.search(r"[A-Za-z]{2}", line)]
+    return (errors or worded or ["(no output)"])[-1]
+
+
+def _warning_count(log: str) -> int:
+    """Sphinx's own count from ``build succeeded, N warnings.``; warnings do not fail the build."""
+    found = re.search(r"build succeeded, (\d+) warnings?", log)
+    return int(found.group(1)) if found else 0
+
+
+def _swap_in(new: Path, target: Path) -> None:
+    """Replace the directory ``target`` by ``new`` with two renames, so the old book stays until the new one is whole."""
+    old = target.with_name(target.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _show(path: Path) -> str:
+    """``path`` relative to the cwd when it is under it (shorter messages), else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path.resolve())
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+
+def run(profile: str, only: str | None = None, build_dir: Path | str | None = None, fresh: bool = False,
+        html: bool = True, allow_downloads: bool = False) -> Path:
+    """Execute the chapters (all, or ``only`` one) with ``profile``, then build the HTML if ``html``.
+
+    Returns the build directory (the book is ``<build>/html/index.html``). Raises
+    :class:`BookError` on usage errors (``exit_code`` 2) and on failures (1).
+    """
+    check_profile(profile)
+    check_data_dir()
+    chapters = list_chapters()
+    if only is not None:
+        chapters = [resolve_chapter(only, chapters)]
+    skipped = missing_for_chapters(chapters)
+    if skipped:
+        files = sorted({name for names in skipped.values() for name in names})
+        where = "SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data/"
+        line = (f"missing data in {where}: {', '.join(files)} (needed by {', '.join(skipped)}); "
+                "run `make data` or set SEMLM_DATA_DIR")
+        if only is not None:
+            raise BookError(line)
+        print(f"skipping {len(skipped)} chapter(s): {line}", flush=True)
+    chapters = [chapter for chapter in chapters if chapter not in skipped]
+    differing = differing_for_chapters(chapters)
+    if differing:
+        print(f"warning: {', '.join(differing)} differ from the pinned release (data/checksums.sha256); the numbers "
+              "will not match the book's; `make data-verify` says more", flush=True)
+    build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
+    if fresh:
+        shutil.rmtree(build_dir / "runs", ignore_errors=True)
+    record_skipped(build_dir, chapters + list(skipped), skipped)
+    with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit():
+        ensure_kernel()
+        for number, chapter in enumerate(chapters, 1):
+            _run_chapter(number, len(chapters), chapter, profile, build_dir)
+        if html:
+            print("jupyter-book: building HTML ...", flush=True)
+            print(f"book: {_show(build_html(build_dir))}")
+        else:
+            print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
+    return build_dir
+
+
+def record_skipped(build_dir: Path, considered: list[str], skipped: dict[str, list[str]]) -> None:
+    """Update ``<build>/skipped.json`` (read when staging the HTML) for the ``considered`` chapters, and
+    set aside the metrics a skipped chapter left from an earlier build (``<chapter>.json.stale``), so
+    the report never mixes builds."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    record = {chapter: files for chapter, files in read_skipped(build_dir).items() if chapter not in considered}
+    record.update(skipped)
+    path = build_dir / SKIPPED_FILE
+    if record:
+        path.write_text(json.dumps(record, indent=1))
+    else:
+        path.unlink(missing_ok=True)
+    for chapter in skipped:
+        metrics = build_dir / "metrics" / f"{chapter}.json"
+        if metrics.exists():
+            metrics.replace(metrics.with_name(f"{chapter}.json.stale"))
+
+
+@contextlib.contextmanager
+def _stop_children_on_exit():
+    """Turn SIGTERM into KeyboardInterrupt while the build runs, and on the way out (normal or not)
+    end every process this one started that is still alive: the papermill kernel (its own session,
+    so a signal to our group misses it) and the worker pools the kernel forked."""
+    import psutil
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, interrupt) if main_thread else None
+    me = psutil.Process()
+    before = {child.pid for child in me.children(recursive=True)}
+    # Workers outlive a killed kernel as orphans (re-parented away from us), so remember every
+    # process we have seen below us while the build runs. psutil.Process keeps its creation
+    # time, so a recorded process whose pid was reused by someone else's is never signalled.
+    seen: dict[int, psutil.Process] = {}
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.5):
+            with contextlib.suppress(psutil.Error):
+                for child in me.children(recursive=True):
+                    if child.pid not in before:
+                        seen.setdefault(child.pid, child)
+
+    watcher = threading.Thread(target=watch, name="semlm-book-children", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+        with contextlib.suppress(psutil.Error):
+            for child in me.children(recursive=True):
+                if child.pid not in before:
+                    seen.setdefault(child.pid, child)
+        stop_processes([process for process in seen.values() if process.is_running()])
+
+
+def stop_processes(processes, grace: float = 3.0) -> None:
+    """SIGTERM ``processes`` (psutil), wait ``grace`` seconds, SIGKILL what is left."""
+    import psutil
+
+    alive = []
+    for process in processes:
+        try:
+            process.terminate()
+            alive.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=grace)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace)
+
+
+MANIFEST_FILE = "manifest.json"
+
+
+def read_manifest(build_dir: Path) -> dict:
+    """``{chapter: {profile, status, seconds, runs: {trained, resumed, loaded}, run list}}`` of the last builds."""
+    path = Path(build_dir) / MANIFEST_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _record_in_manifest(build_dir: Path, chapter: str, profile: str, status: str, seconds: float,
+                        run_log: Path) -> dict:
+    """Add one chapter's entry to ``<build>/manifest.json``: how long it took and, from the run log that
+    :mod:`semlm.core.runs` appended to while it executed, which of its models were trained and which loaded."""
+    runs = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] if run_log.is_file() else []
+    counts = {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")}
+    entry = {"profile": profile, "status": status, "seconds": round(seconds, 1), "runs": counts,
+             "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds")}
+                          for r in runs]}
+    manifest = read_manifest(build_dir)
+    manifest[chapter] = entry
+    (Path(build_dir) / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1))
+    return entry
+
+
+def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir: Path) -> None:
+    """Execute one chapter, printing ``[i/n] chapter ... ok (12.3 s; 2 models trained, 4 loaded)``."""
+    label = f"[{number}/{total}] {chapter}"
+    terminal = sys.stderr.isatty()
+    print(f"{label} ...", end="\n" if terminal else " ", flush=True)
+    run_log = build_dir / "work" / f"{chapter}.runs.jsonl"
+    run_log.parent.mkdir(parents=True, exist_ok=True)
+    run_log.unlink(missing_ok=True)
+    previous = os.environ.get("SEMLM_RUN_LOG")
+    os.environ["SEMLM_RUN_LOG"] = str(run_log)  # the chapter's kernel inherits it; semlm.core.runs appends
+    start = time.perf_counter()
+    try:
+        execute_chapter(chapter, profile, build_dir)
+    except BookError:
+        _record_in_manifest(build_dir, chapter, profile, "failed", time.perf_counter() - start, run_log)
+        print(f"{label + ' ' if terminal else ''}FAILED ({time.perf_counter() - start:.1f} s)", flush=True)
+        raise
+    finally:
+        if previous is None:
+            os.environ.pop("SEMLM_RUN_LOG", None)
+        else:
+            os.environ["SEMLM_RUN_LOG"] = previous
+    entry = _record_in_manifest(build_dir, chapter, profile, "ok", time.perf_counter() - start, run_log)
+    runs = entry["runs"]
+    models = f"; {runs['trained']} models trained, {runs['loaded']} loaded" if entry["run_list"] else ""
+    print(f"{label + ' ' if terminal else ''}ok ({entry['seconds']:.1f} s{models})", flush=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors become one ``error:`` line and exit status 2 returned by main()."""
+
+    def error(self, message: str):
+        raise BookError(f"{message} (see `python -m semlm.book run --help`)", exit_code=2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m semlm.book", description="Execute the book's chapters and build its HTML.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="run")
+    run_cmd = commands.add_parser("run", help="execute the chapters, then build the HTML",
+                                  description="Execute the chapters with papermill, then build the HTML with Jupyter Book.")
+    run_cmd.add_argument("--profile", required=True, metavar="{" + ",".join(PROFILES) + "}",
+                         help="scale of every experiment: smoke (seconds), cpu (the default book), paper")
+    run_cmd.add_argument("--only", metavar="CHAPTER",
+                         help="execute one chapter (name, name.py or unique prefix such as 01); skips the HTML unless --html")
+    run_cmd.add_argument("--html", action="store_true", help="with --only: build the HTML as well")
+    run_cmd.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD_DIR, metavar="DIR",
+                         help="where executed notebooks, metrics, trained models and the HTML go (default: book/_build)")
+    run_cmd.add_argument("--fresh", action="store_true", help="delete the trained-model cache (<build>/runs) first")
+    run_cmd.add_argument("--allow-downloads", action="store_true",
+                         help="let chapters reach the Hugging Face Hub (default: HF_*_OFFLINE=1)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``semlm-book`` command; returns the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+        run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
+            html=args.only is None or args.html, allow_downloads=args.allow_downloads)
+    except BookError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted; the kernel and its workers were stopped", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

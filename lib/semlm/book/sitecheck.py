@@ -1,0 +1,225 @@
+"""Checks of the rendered book: internal links resolve, and pages render in a real browser.
+
+``broken_internal_links`` is a static check of every ``href``/``src`` between the built HTML
+files (a missing file or a missing ``#anchor``). ``render_check`` opens a page in headless
+Chromium at a desktop window size, waits for MathJax, and reports raw TeX left visible, images
+that did not load, script errors, code blocks wider than the column (they would scroll
+sideways), absolute paths of a machine in cell outputs, pandas Series printed as text (a
+reader gets a table: ``series.to_frame()``) and references to files outside the repository
+(``NOTES.md``, ``../shared/``). ``long_code_lines`` finds the
+source lines that cause the scrolling: visible code lines of the chapters over 80 characters.
+Used by the book-build test and by ``python -m semlm.sitecheck <html dir>`` (and
+``python -m semlm.sitecheck --code-width notebooks/``).
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+#: The reader's window: a laptop screen. The book's column must hold an 80-character code line.
+WINDOW_SIZE = (1280, 900)
+CODE_WIDTH = 80
+#: Files that are not in the repository: the workspace's notes and shared folders.
+OUTSIDE_REFERENCE = r"NOTES\.md|\.\./shared/[\w./-]*"
+#: Absolute paths of a machine (POSIX home/work/temp folders, or a Windows drive) in page text.
+ABSOLUTE_PATH = r"(?:^|[\s'\"(=:,\[])((?:/(?:home|Users|work|tmp|root|mnt|opt|srv|private|usr|var|scratch)/|[A-Za-z]:\\)[^\s'\")\],]*)"
+_SKIP_SCHEMES = {"http", "https", "mailto", "data", "javascript", "ftp"}
+
+
+class _Collector(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[tuple[str, str]] = []  # (tag.attr, url)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for key in ("id", "name"):
+            if attrs.get(key):
+                self.ids.add(attrs[key])
+        for attr in ("href", "src"):
+            if attrs.get(attr) and not (tag == "link" and attrs.get("rel") in ("preconnect", "dns-prefetch")):
+                self.links.append((f"{tag}.{attr}", attrs[attr]))
+
+
+def _parse(path: Path) -> _Collector:
+    collector = _Collector()
+    collector.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return collector
+
+
+def broken_internal_links(html_dir: str | Path) -> list[str]:
+    """``page: tag.attr -> url (why)`` for every relative link whose file or anchor is missing."""
+    html_dir = Path(html_dir)
+    pages = {p.resolve(): _parse(p) for p in html_dir.rglob("*.html")}
+    problems = []
+    for page, parsed in pages.items():
+        for where, url in parsed.links:
+            parts = urlsplit(url)
+            if parts.scheme in _SKIP_SCHEMES or parts.netloc or url.startswith("{"):
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            if parts.path and target.is_dir():
+                target = target / "index.html"
+            label = f"{page.relative_to(html_dir.resolve())}: {where} -> {url}"
+            if not target.exists():
+                problems.append(f"{label} (no such file)")
+            elif parts.fragment and target.suffix == ".html":
+                ids = pages[target].ids if target in pages else _parse(target).ids
+                if unquote(parts.fragment) not in ids:
+                    problems.append(f"{label} (no anchor #{parts.fragment})")
+    return sorted(problems)
+
+
+def find_chromium() -> str | None:
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+_PROBE = """
+<script>
+(() => {
+  // the result goes into an attribute of <body>, which --dump-dom serialises
+  const write = value => document.body.setAttribute("data-semlm-check", JSON.stringify(value));
+  write({error: "page never finished loading"});
+  const inspect = () => {
+    const report = {};
+    report.mathjax = !!(window.MathJax && MathJax.startup);
+    report.math_rendered = document.querySelectorAll("mjx-container").length;
+    const text = document.body.innerText;
+    report.raw_tex = ["\\\\(", "\\\\[", "$$"].filter(s => text.includes(s));
+    report.js_errors = window.__semlmErrors || [];
+    report.images = document.images.length;
+    report.broken_images = Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)
+      .map(i => i.getAttribute("src"));
+    // code that scrolls sideways: report its longest line
+    report.wide_code = Array.from(document.querySelectorAll("div.cell_input pre, div.highlight pre"))
+      .filter(p => p.offsetParent !== null && p.scrollWidth > p.clientWidth + 1)
+      .map(p => p.textContent.split("\\n").reduce((a, b) => b.length > a.length ? b : a, "").trim().slice(0, 100));
+    // a pandas Series printed as text (ends "dtype: ..."): the page should show a table instead
+    report.series_outputs = Array.from(document.querySelectorAll(".cell_output pre"))
+      .map(p => p.textContent.trim().split("\\n")).filter(lines => /dtype: \\w+$/.test(lines[lines.length - 1]))
+      .map(lines => lines[lines.length - 1].slice(0, 100));
+    // files of the authors' workspace that a reader of the book does not have
+    report.outside_references = Array.from(new Set(text.match(new RegExp(__OUTSIDE__, "g")) || []));
+    const pathPattern = new RegExp(__ABSOLUTE_PATH__, "g");
+    report.absolute_paths = Array.from(document.querySelectorAll(".cell_output"))
+      .flatMap(o => Array.from(o.textContent.matchAll(pathPattern), m => m[1]))
+      .filter((v, i, all) => all.indexOf(v) === i).slice(0, 20);
+    write(report);
+  };
+  addEventListener("load", () => {
+    inspect();
+    const typeset = window.MathJax && MathJax.startup && MathJax.startup.promise;
+    if (typeset) { typeset.then(inspect, e => write({error: String(e)})); }
+  });
+})();
+</script>
+"""
+
+
+_ERROR_LISTENER = ('<script>window.__semlmErrors = []; addEventListener("error", '
+                   'e => window.__semlmErrors.push(String(e.message)));</script>')
+
+
+def follow_redirect(page: str | Path) -> Path:
+    """The page a ``<meta http-equiv="refresh">`` stub (Jupyter Book's ``index.html``) points to."""
+    page = Path(page).resolve()
+    match = re.search(r'http-equiv="refresh"[^>]*url=([^"\'>]+)', page.read_text(encoding="utf-8"), re.IGNORECASE)
+    return (page.parent / unquote(match.group(1).strip())).resolve() if match else page
+
+
+def render_check(page: str | Path, chromium: str | None = None, budget_ms: int = 20000) -> dict:
+    """Render ``page`` (after a refresh redirect) in headless Chromium; returns ``{page, mathjax,
+    math_rendered, raw_tex, js_errors, images, broken_images, wide_code, absolute_paths}``."""
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise FileNotFoundError("no Chromium found; install the Debian package `chromium` (apt-get install chromium)")
+    page = follow_redirect(page)
+    html = page.read_text(encoding="utf-8")
+    probe_page = page.with_name(f".semlm-check-{page.name}")
+    html = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + _ERROR_LISTENER, html, count=1)
+    probe = _PROBE.replace("__ABSOLUTE_PATH__", json.dumps(ABSOLUTE_PATH)).replace("__OUTSIDE__", json.dumps(OUTSIDE_REFERENCE))
+    probe_page.write_text(html.replace("</body>", probe + "</body>") if "</body>" in html else html + probe)
+    try:
+        with tempfile.TemporaryDirectory() as profile_dir:
+            result = subprocess.run(
+                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--allow-file-access-from-files", f"--user-data-dir={profile_dir}",
+                 f"--window-size={WINDOW_SIZE[0]},{WINDOW_SIZE[1]}", "--hide-scrollbars",
+                 f"--virtual-time-budget={budget_ms}", "--dump-dom", probe_page.as_uri()],
+                capture_output=True, text=True, timeout=120)
+    finally:
+        probe_page.unlink(missing_ok=True)
+    match = re.search(r'data-semlm-check="([^"]*)"', result.stdout)
+    if match is None:
+        raise RuntimeError(f"Chromium did not run the page probe for {page.name}: {result.stderr.strip()[-300:]}")
+    report = json.loads(html_lib.unescape(match.group(1)))
+    return {"page": page.name, **report}
+
+
+PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs",
+                "outside_references")
+
+
+def problems_of(report: dict) -> dict:
+    """The non-empty problem fields of a :func:`render_check` report."""
+    return {key: report[key] for key in PROBLEM_KEYS if report.get(key)}
+
+
+def long_code_lines(notebooks: str | Path, limit: int = CODE_WIDTH) -> list[str]:
+    """``chapter.py:line: N chars`` for every visible code line over ``limit`` characters in the
+    jupytext chapters under ``notebooks`` (cells tagged remove-input/remove-cell/hide-input are not
+    shown and are skipped). These are the lines that make a rendered code cell scroll sideways."""
+    problems = []
+    for path in sorted(Path(notebooks).glob("[0-9][0-9]_*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        hidden = False
+        code = False
+        for number, line in enumerate(lines, start=1):
+            if line.startswith("# %%"):
+                code = "[markdown]" not in line and "[md]" not in line
+                hidden = any(tag in line for tag in ('"remove-input"', '"remove-cell"', '"hide-input"'))
+                continue
+            if code and not hidden and len(line) > limit:
+                problems.append(f"{path.name}:{number}: {len(line)} chars")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--code-width":
+        lines = long_code_lines(argv[1])
+        print("\n".join(lines) or f"every visible code line fits {CODE_WIDTH} characters")
+        return 1 if lines else 0
+    if len(argv) != 1:
+        print("usage: python -m semlm.sitecheck <built html dir> | --code-width <notebooks dir>", file=sys.stderr)
+        return 2
+    html_dir = Path(argv[0])
+    problems = broken_internal_links(html_dir)
+    for line in problems:
+        print(f"broken link: {line}")
+    for page in [html_dir / "index.html", *sorted((html_dir / "notebooks").glob("*.html"))]:
+        report = render_check(page)
+        bad = problems_of(report)
+        print(f"{'FAIL' if bad else 'ok  '} {page.relative_to(html_dir)}: {bad or report}")
+        problems += [page.name] if bad else []
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""The code a trained model depends on, computed rather than listed: the runner's cache keys.
+
+:func:`code_closure` starts from some functions or classes (an experiment's ``prepare``,
+``build`` and ``fit``, the trainer) and follows every global name their code uses, through the
+library (``semlm.*``) only:
+
+* a function or method: its source, then the globals its bytecode names (nested functions,
+  lambdas and comprehensions included), its default values and closure cells;
+* a class: its source, its library base classes and every method;
+* a module named as a value (``runs.Fit``, ``syn.LEXICON``): the attributes of that module the
+  code names;
+* any other value defined in the library (a constant, a table): its ``repr`` (sets sorted, object
+  addresses dropped), so a changed number changes the key.
+
+Third-party code (torch, transformers) is not followed: its versions are pinned by the build.
+Editing any library function the training code can reach changes the training key; editing code
+only the evaluation reaches (metrics, generation) changes only the evaluation key, so the runner
+re-evaluates a cached model instead of retraining it (:mod:`semlm.core.runs`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+import types
+from typing import Any, Iterable
+
+LIBRARY = "semlm"
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+def _in_library(obj: Any) -> bool:
+    module = getattr(obj, "__module__", None) or (obj.__name__ if isinstance(obj, types.ModuleType) else None)
+    return isinstance(module, str) and (module == LIBRARY or module.startswith(LIBRARY + "."))
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """Every global or attribute name ``code`` and the code objects nested in it use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    # LOAD_GLOBAL / LOAD_NAME arguments are in co_names already; LOAD_DEREF cells are handled by the caller
+    return names
+
+
+def _stable_repr(value: Any) -> str:
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(_stable_repr(v) for v in value)) + "}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_stable_repr(k)}: {_stable_repr(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__ + "(" + ", ".join(_stable_repr(v) for v in value) + ")"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - an odd repr must not break the key
+        text = type(value).__qualname__
+    return _ADDRESS.sub("", text)
+
+
+def _plain(value: Any) -> bool:
+    """A constant made of numbers, strings and containers of them (its repr is its meaning)."""
+    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
+        return True
+    if isinstance(value, dict):
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(_plain(v) for v in value)
+    return False
+
+
+class _Closure:
+    def __init__(self, exclude: Iterable[str] = ()):
+        self.parts: dict[str, str] = {}
+        self.seen: set[int] = set()
+        self.exclude = set(exclude)
+
+    def visit(self, obj: Any, names: set[str] | None = None) -> None:
+        if callable(obj) and hasattr(obj, "__wrapped__") and not inspect.isclass(obj):
+            obj = inspect.unwrap(obj)  # functools.lru_cache, functools.wraps
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        if isinstance(obj, property):
+            for part in (obj.fget, obj.fset, obj.fdel):
+                if part is not None:
+                    self.visit(part)
+            return
+        if isinstance(obj, types.ModuleType):
+            if _in_library(obj):
+                for name in sorted(names or ()):  # only what the code takes from the module
+                    if name in vars(obj):
+                        self.visit(vars(obj)[name])
+            return
+        if id(obj) in self.seen:
+            return
+        if inspect.isfunction(obj) or inspect.ismethod(obj):
+            self.seen.add(id(obj))
+            self._function(inspect.unwrap(getattr(obj, "__func__", obj)))
+        elif inspect.isclass(obj):
+            self.seen.add(id(obj))
+            if _in_library(obj):
+                self._class(obj)
+        elif isinstance(obj, (list, tuple, set, frozenset, dict)):
+            self.seen.add(id(obj))
+            for item in (obj.values() if isinstance(obj, dict) else obj):
+                if inspect.isfunction(item) or inspect.isclass(item):
+                    self.visit(item)
+        elif _in_library(type(obj)):  # an instance of a library class: its class and its settings
+            self.seen.add(id(obj))
+            self.visit(type(obj))
+
+    def _function(self, fn: types.FunctionType) -> None:
+        if not _in_library(fn):
+            return
+        try:
+            source = inspect.getsource(fn)
+        except (OSError, TypeError):
+            source = fn.__code__.co_code.hex()
+        self.parts[f"{fn.__module__}:{fn.__qualname__}"] = source
+        names = _names(fn.__code__)
+        for name in sorted(names):
+            if name in fn.__globals__:
+                self._value(fn.__globals__[name], f"{fn.__module__}.{name}", names)
+        for cell in fn.__closure__ or ():
+            try:
+                self._value(cell.cell_contents, f"{fn.__module__}:{fn.__qualname__}<cell>", names)
+            except ValueError:  # an empty cell
+                pass
+        for default in (fn.__defaults__ or ()) + tuple((fn.__kwdefaults__ or {}).values()):
+            self._value(default, f"{fn.__module__}:{fn.__qualname__}<default>", names)
+
+    def _value(self, value: Any, where: str, names: set[str]) -> None:
+        if isinstance(value, (dict, list, set)) and where.rpartition(".")[2].startswith("_"):
+            return  # a private mutable global is a per-process cache (e.g. prepared data), not code
+        if isinstance(value, types.ModuleType):
+            self.visit(value, names)
+        elif (inspect.isfunction(value) or inspect.isclass(value) or isinstance(value, (staticmethod, classmethod))
+              or (callable(value) and hasattr(value, "__wrapped__"))):
+            self.visit(value)
+        elif _in_library(type(value)):
+            self.visit(value)
+            self.parts[where] = _stable_repr(value)
+        elif _plain(value):
+            self.visit(value)
+            self.parts[where] = _stable_repr(value)
+        elif isinstance(value, (list, tuple, dict, set, frozenset)):
+            self.visit(value)  # e.g. a table of functions; a per-process cache of data is not code
+
+    def _class(self, cls: type) -> None:
+        members = {name: value for name, value in vars(cls).items() if name not in self.exclude}
+        if self.exclude & set(vars(cls)):
+            # the class without the excluded methods: its other members one by one
+            for name, value in sorted(members.items()):
+                if inspect.isfunction(value) or isinstance(value, (staticmethod, classmethod, property)):
+                    self.visit(value)
+                elif not name.startswith("__"):
+                    self.parts[f"{cls.__module__}:{cls.__qualname__}.{name}"] = _stable_repr(value)
+        else:
+            try:
+                self.parts[f"{cls.__module__}:{cls.__qualname__}"] = inspect.getsource(cls)
+            except (OSError, TypeError):
+                self.parts[f"{cls.__module__}:{cls.__qualname__}"] = cls.__qualname__
+            for value in members.values():
+                if inspect.isfunction(value) or isinstance(value, (staticmethod, classmethod, property)):
+                    self.visit(value)
+        for base in cls.__bases__:
+            self.visit(base)
+
+
+def code_closure(*roots: Any, exclude: Iterable[str] = ()) -> dict[str, str]:
+    """``{"module:qualname": source}`` of the library code ``roots`` can reach (see the module doc).
+
+    ``exclude`` names methods of library classes to leave out (an experiment's ``evaluate`` when
+    the training key is computed).
+    """
+    closure = _Closure(exclude)
+    for root in roots:
+        closure.visit(root)
+    return dict(sorted(closure.parts.items()))
+
+
+def closure_hash(*roots: Any, exclude: Iterable[str] = ()) -> str:
+    """A 12-hex-digit hash of :func:`code_closure`; equal across processes and sessions."""
+    digest = hashlib.sha256()
+    for name, source in code_closure(*roots, exclude=exclude).items():
+        digest.update(name.encode())
+        digest.update(b"\0")
+        digest.update(source.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]

@@ -1,0 +1,400 @@
+"""How a run happens, for every chapter: the runner owns the *how*, an experiment the *what*.
+
+An experiment (paper A's synthetic task, SST-2, paper B's GPT, the LoRA runs, topic drift)
+subclasses :class:`Experiment` and declares only what a run is:
+
+* ``name``,
+* ``prepare(spec)``: the data (corpus, tokenizer, tensors),
+* ``build(spec, data)``: a freshly initialised model,
+* ``fit(spec, data)``: a :class:`Fit`, what :func:`semlm.core.train.train` needs (data, config, loss),
+* ``evaluate(spec, data, model, result)``: the trained model's metrics.
+
+The runner (:func:`run_many`, :func:`run_one`) does the rest, the same way for everyone:
+
+* **cache key**: a hash of the spec's config, the *training code closure* (every library function
+  and class that ``prepare``, ``build``, ``fit`` and the trainer can reach, computed by
+  :func:`semlm.core.closure.code_closure`, never listed by hand), the device type and the thread
+  count; a run lives in ``<runs dir>/<experiment>/<group>/<name>-seed<seed>-<key>``, so unchanged
+  code and config reload the finished run and any change trains a new one;
+* **train or load**: :func:`semlm.core.train.train` trains (resuming an interrupted run from its
+  checkpoint, refusing a folder made with another config); a finished run (``train/final``) is never
+  trained again. Its :class:`RunRecord` is read back without touching the model unless the
+  *evaluation closure* (what ``evaluate`` can reach) changed: then the weights are loaded and the
+  run re-evaluated;
+* **threads and device**: every CPU run uses one thread (so its numbers do not depend on how many
+  ran side by side); CUDA when there is one, unless the spec's experiment says otherwise;
+* **worker pool**: ``workers`` spawned one-thread processes, with one progress bar fed by a queue;
+* **run record**: status (trained / resumed / loaded), seconds, steps, history, metrics, peak
+  memory, device and threads, written atomically to ``record.json``; with ``SEMLM_RUN_LOG`` set
+  (the book runner sets it per chapter) one line per run is appended there for the manifest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import multiprocessing as mp
+import os
+import queue
+import resource
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from semlm.core.closure import closure_hash
+from semlm.core.train import TrainingHistory, TrainResult, fingerprint, progress_bar, set_seed, train
+from semlm.data.paths import REPO_ROOT
+
+
+def default_runs_dir(profile: str) -> Path:
+    """``$SEMLM_RUNS_DIR/<profile>``, by default ``book/_build/runs/<profile>``."""
+    return Path(os.environ.get("SEMLM_RUNS_DIR", REPO_ROOT / "book" / "_build" / "runs")) / profile
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _jsonable(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One model to train: its name in the chapter, its seed and the experiment's config for it.
+
+    ``config`` is any picklable value the experiment understands (usually a frozen dataclass);
+    all of it enters the cache key. ``group`` is a sub-folder (a setting, a dataset).
+    """
+
+    name: str
+    seed: int
+    config: Any
+    group: str = ""
+
+    def description(self) -> dict:
+        return {"name": self.name, "seed": self.seed, "group": self.group, "config": _jsonable(self.config)}
+
+
+@dataclass
+class Fit:
+    """What :func:`semlm.core.train.train` needs for one run."""
+
+    train_data: Any
+    val_data: Any
+    config: Any                                 # a semlm.profiles.TrainConfig
+    loss_fn: Callable | None = None             # (model, batch, step) -> (loss, parts); None: paper A's Eq. 5
+    validate: Callable | None = None            # (model, val_data, step) -> perplexity
+    adjective_classes: Sequence[torch.Tensor] = ()
+
+
+class Experiment:
+    """What a run is. Subclasses set ``name`` and implement the four methods.
+
+    The cache keys come from the code itself (:func:`training_key`, :func:`evaluation_key`): every
+    method but ``evaluate`` is training code, ``evaluate`` (and what it calls) is evaluation code.
+
+    Instances must be cheap to pickle (the worker processes receive them): keep only settings
+    on ``self``; :meth:`data` caches prepared data per process and is not pickled.
+    """
+
+    name: str = "experiment"
+    #: where its runs train: None (CUDA when there is one) or a device name ("cpu" when a chapter
+    #: works on the trained models with CPU tensors)
+    device: str | None = None
+
+    def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
+        """The most worker processes these runs may use (None: no cap beyond the context's)."""
+        return None
+
+    def prepare(self, spec: RunSpec):
+        raise NotImplementedError
+
+    def build(self, spec: RunSpec, data) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def fit(self, spec: RunSpec, data) -> Fit:
+        raise NotImplementedError
+
+    def evaluate(self, spec: RunSpec, data, model: torch.nn.Module, result: TrainResult) -> dict:
+        return {}
+
+    def data_key(self, spec: RunSpec):
+        """What identifies the prepared data of ``spec`` (specs with equal keys share it)."""
+        return json.dumps(_jsonable(spec.config), sort_keys=True, default=str)
+
+    def data(self, spec: RunSpec):
+        """``prepare(spec)``, once per process for all specs with the same :meth:`data_key`."""
+        cache = self.__dict__.setdefault("_data_cache", {})
+        key = self.data_key(spec)
+        if key not in cache:
+            cache[key] = self.prepare(spec)
+        return cache[key]
+
+    def use_data(self, spec: RunSpec, data) -> None:
+        """Serve ``data``, already prepared in this process (e.g. by a chapter), for ``spec`` and every
+        spec sharing its :meth:`data_key`, instead of preparing it again."""
+        self.__dict__.setdefault("_data_cache", {})[self.data_key(spec)] = data
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_data_cache"}
+
+    def reference(self) -> str:
+        """``module:attribute`` under which this experiment can be found again (records name it)."""
+        module = type(self).__module__
+        for attribute, value in vars(importlib.import_module(module)).items():
+            # a worker process holds an unpickled copy: the same class with the same settings
+            if value is self or (type(value) is type(self) and value.__getstate__() == self.__getstate__()):
+                return f"{module}:{attribute}"
+        raise ValueError(f"experiment {self.name!r} must be a module-level object of {module} to be recorded")
+
+    def total_steps(self, spec: RunSpec) -> int | None:
+        """Optimiser steps of ``spec`` for the progress bar (None: count finished runs instead)."""
+        return None
+
+
+def experiment_of(reference: str) -> Experiment:
+    module, attribute = reference.split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+@dataclass
+class RunRecord(TrainingHistory):
+    """What one run did and measured; ``load()`` rebuilds the trained model."""
+
+    experiment: str               # "module:attribute" of the Experiment
+    name: str
+    seed: int
+    group: str
+    config: dict
+    key: str
+    run_dir: str
+    status: str                   # trained | resumed | loaded
+    train_seconds: float
+    steps: int
+    history: list[dict]
+    metrics: dict
+    device: str
+    threads: int
+    peak_rss_mb: float
+    stopped_early: bool = False
+    best_step: int | None = None
+    evaluation_key: str = ""
+    spec: RunSpec | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "spec"}
+
+    def load(self, device: str | torch.device | None = None) -> torch.nn.Module:
+        """The trained model in eval mode (on ``device``; default: where it was trained if available)."""
+        experiment = experiment_of(self.experiment)
+        if self.spec is None:
+            raise ValueError(f"record of {self.name} has no spec; get it from run_one / run_many")
+        device = device or (self.device if self.device != "cuda" or torch.cuda.is_available() else "cpu")
+        return load_model(experiment, self.spec, Path(self.run_dir), device)
+
+
+def load_model(experiment: Experiment, spec: RunSpec, folder: Path, device: str | torch.device) -> torch.nn.Module:
+    """Rebuild the model of a finished run from its weights (``train/final``)."""
+    from semlm.core.train import _load_weights
+
+    data = experiment.data(spec)
+    set_seed(spec.seed)
+    model = experiment.build(spec, data).to(device)
+    weights = folder / "train" / "final" / "model.safetensors"
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights} is missing: the run did not finish; run the chapter again to train it")
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    _load_weights(model, weights, trainable < sum(p.numel() for p in model.parameters()))
+    return model.eval()
+
+
+#: methods of an experiment that only evaluate a trained model (left out of the training key)
+EVALUATION_METHODS = ("evaluate",)
+
+
+def training_key(experiment: Experiment) -> str:
+    """Hash of the code a trained model depends on: the experiment's methods but ``evaluate``, the trainer."""
+    return closure_hash(type(experiment), train, exclude=EVALUATION_METHODS)
+
+
+def evaluation_key(experiment: Experiment) -> str:
+    """Hash of the code the metrics of a trained model depend on: ``evaluate`` and what it reaches."""
+    return closure_hash(type(experiment).evaluate)
+
+
+def finished_result(run_dir: Path) -> TrainResult:
+    """The :class:`TrainResult` of a finished run, read from its ``final/history.json`` (status "loaded")."""
+    saved = json.loads((Path(run_dir) / "final" / "history.json").read_text())
+    return TrainResult(saved["history"], saved["train_seconds"], "loaded", Path(run_dir), saved.get("steps", 0),
+                       saved.get("stopped_early", False), saved.get("best_step"))
+
+
+def run_key(experiment: Experiment, spec: RunSpec, device: str, threads: int) -> str:
+    return fingerprint(experiment.name, spec.description(), training_key(experiment),
+                       torch.device(device).type, threads)
+
+
+def run_folder(experiment: Experiment, spec: RunSpec, runs_dir: Path, device: str, threads: int) -> Path:
+    key = run_key(experiment, spec, device, threads)
+    group = Path(experiment.name) / spec.group if spec.group else Path(experiment.name)
+    return Path(runs_dir) / group / f"{spec.name}-seed{spec.seed}-{key}"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _log_run(record: RunRecord) -> None:
+    log = os.environ.get("SEMLM_RUN_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(json.dumps({"experiment": record.experiment, "name": record.name, "seed": record.seed,
+                                "group": record.group, "status": record.status,
+                                "train_seconds": round(record.train_seconds, 2), "device": record.device}) + "\n")
+
+
+def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads: int = 1,
+            device: str | None = None, progress: bool | str = False, progress_queue=None) -> RunRecord:
+    """Train (or load) the run of ``spec`` and evaluate it: the whole life of one run."""
+    device = device or default_device()
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        folder = run_folder(experiment, spec, Path(runs_dir), device, threads)
+        key = folder.name.rsplit("-", 1)[-1]
+        evaluation = evaluation_key(experiment)
+        record_path = folder / "record.json"
+        saved = json.loads(record_path.read_text()) if record_path.is_file() else None
+        if saved is not None and saved.get("evaluation_key") == evaluation:
+            record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
+            _log_run(record)
+            return record
+        data = experiment.data(spec)
+        if (folder / "train" / "final" / "model.safetensors").is_file():  # finished: re-evaluate, never retrain
+            model = load_model(experiment, spec, folder, device)
+            result = finished_result(folder / "train")
+        else:
+            set_seed(spec.seed)
+            model = experiment.build(spec, data).to(device)
+            fit = experiment.fit(spec, data)
+            on_step = (lambda: progress_queue.put(1)) if progress_queue is not None else None
+            label = progress if isinstance(progress, str) else f"{spec.name} (seed {spec.seed})"
+            result = train(model, fit.train_data, fit.val_data, fit.config, fit.adjective_classes,
+                           run_dir=folder / "train", run_description=spec.description(),
+                           progress=label if progress and on_step is None else False, on_step=on_step,
+                           loss_fn=fit.loss_fn, validate=fit.validate)
+        model.eval()
+        metrics = experiment.evaluate(spec, data, model, result)
+        record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
+                           str(folder), result.status, result.train_seconds, result.steps, result.history,
+                           _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(),
+                           result.stopped_early, result.best_step, evaluation, spec)
+        on_disk = record.to_dict()
+        if result.status == "loaded" and saved is not None:  # re-evaluated: the file keeps how it was trained
+            on_disk["status"] = saved.get("status", result.status)
+        _write_atomic(record_path, json.dumps(on_disk, indent=2, default=str))
+        _log_run(record)
+        return record
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and how a chapter's runs happen, whatever the experiment.
+
+    ``profile`` names the default runs folder (:func:`default_runs_dir`); ``workers`` one-thread
+    CPU processes train side by side (None: one per core; the experiment may allow fewer, see
+    :meth:`Experiment.max_workers`); ``progress`` shows one bar for all of them.
+    """
+
+    profile: str
+    runs_dir: str | Path | None = None
+    workers: int | None = None
+    progress: bool = True
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.runs_dir) if self.runs_dir is not None else default_runs_dir(self.profile)
+
+
+def nested(records: Sequence[RunRecord], *fields: str) -> dict:
+    """Records as nested dicts keyed by their ``fields`` in order, e.g. ``nested(records, "name", "seed")``
+    gives ``{"plain": {0: record, 1: record}, "gated": {...}}``."""
+    if not fields:
+        raise ValueError("name at least one field: group, name or seed")
+    out: dict = {}
+    for record in records:
+        level = out
+        for name in fields[:-1]:
+            level = level.setdefault(getattr(record, name), {})
+        level[getattr(record, fields[-1])] = record
+    return out
+
+
+def run_many(experiment: Experiment, specs: Sequence[RunSpec], context: RunContext,
+             label: str | None = None) -> list[RunRecord]:
+    """Every spec's run, trained or loaded, in the order of ``specs``: the one way a chapter runs models.
+
+    On a CPU the runs go to ``context.workers`` spawned one-thread processes (capped by
+    :meth:`Experiment.max_workers`); on CUDA (see :attr:`Experiment.device`) one after another in
+    this process.
+    """
+    runs_dir, progress = context.folder, context.progress
+    device = experiment.device or default_device()
+    workers = context.workers or os.cpu_count() or 1
+    cap = experiment.max_workers(specs)
+    workers = min(workers, cap) if cap else workers
+    if not specs:
+        return []
+    keys = [(s.group, s.name, s.seed) for s in specs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"runs must differ in group, name or seed; got duplicates in {keys}")
+    workers = max(1, min(workers, len(specs)))
+    if workers == 1 or torch.device(device).type == "cuda":
+        return [run_one(experiment, s, runs_dir, 1, device,
+                        progress=f"{label or experiment.name}: {s.name}" if progress else False) for s in specs]
+    for spec in specs:  # prepare (and cache on disk) shared data once, before the workers read it
+        experiment.data(spec)
+    steps = [experiment.total_steps(s) for s in specs]
+    spawn = mp.get_context("spawn")
+    with spawn.Manager() as manager, ProcessPoolExecutor(workers, mp_context=spawn) as pool:
+        updates = manager.Queue()
+        futures = [pool.submit(run_one, experiment, s, runs_dir, 1, device, False, updates) for s in specs]
+        total = sum(steps) if all(steps) else None
+        with progress_bar(total or len(specs), label or f"{experiment.name}: {len(specs)} runs", progress) as bar:
+            finished = 0
+            while not all(f.done() for f in futures):
+                try:
+                    updates.get(timeout=0.2)
+                    if total:
+                        bar.update(1)
+                except queue.Empty:
+                    pass
+                if not total:
+                    now = sum(f.done() for f in futures)
+                    bar.update(now - finished)
+                    finished = now
+        records = [f.result() for f in futures]
+    for record, spec in zip(records, specs):
+        record.spec = spec
+    return records

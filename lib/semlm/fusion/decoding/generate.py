@@ -1,0 +1,149 @@
+"""Batched, grammar-constrained, feature-steered generation for the synthetic task (paper A, Section 2).
+
+N sentences decode together: each step runs the model once on the whole batch, stacks
+the processors (grammar mask, hard control, steering, last-k repetition penalty, then
+transformers' temperature / top-k / top-p warpers) and samples one word per row.
+
+With ``feature_control=True`` (our default) the controls also enter the fusion model through
+the feature channel: the requested values overwrite those predicates in the feature vector
+of the newest position, the slot from which the next word is predicted. The authors'
+SemanticFusion.py defines such a function (``apply_control``) but never calls it: their
+decoder steers only through logit shifts and masks. ``feature_control=False`` is their
+decoder; chapter 3 measures both.
+
+Under the one-clause grammar two of the paper's knobs cannot act: the last-3 repetition
+penalty only touches the three previous words, which the grammar already forbids at the
+next state (every state draws from a different word class), and top-k 20 keeps every
+allowed word (no state allows more than 10). They are kept for fidelity, not effect.
+
+``published_decoding`` turns a config into the authors' decoder for the published setting:
+their nucleus rule (``semlm.fusion.decoding.mixture``) and their steering (``ControlSteering``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from semlm.data import synthetic as syn
+from semlm.fusion.fuzzy import feature_index
+from semlm.fusion.decoding.controls import Controls
+from semlm.fusion.decoding.grammar import ADJ, END, ClauseGrammar, GrammarMask
+from semlm.fusion.decoding.mixture import AuthorsTopPLogitsWarper, check_nucleus_rule, sample_mixture
+from semlm.fusion.decoding.processors import STEERING_RULES, ControlSteering, HardControl, LastKRepetitionPenalty
+
+
+@dataclass(frozen=True)
+class MixtureSettings:
+    """Group-uniform mixture at ADJ under a hard class request (paper: POS 0.97/1.5/1.0, NEG 0.85/1.3/0.95)."""
+
+    alpha: float
+    temperature: float
+    top_p: float
+    nucleus_rule: str = "reach"  # "authors" in the published setting (semlm.fusion.decoding.mixture)
+
+    def __post_init__(self):
+        check_nucleus_rule(self.nucleus_rule)
+
+
+PAPER_MIXTURE = {"positive": MixtureSettings(0.97, 1.5, 1.0), "negative": MixtureSettings(0.85, 1.3, 0.95)}
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 0
+    repetition_penalty: float = 1.5
+    repetition_k: int = 3
+    hard: bool = False
+    mixture: MixtureSettings | None = None
+    feature_control: bool = True
+    logit_steering: bool = True   # False: the controls act through the features (and hard masks) only
+    nucleus_rule: str = "reach"   # top-p outside the mixture: "reach" (transformers) or "authors"
+    steering: str = "ours"        # ControlSteering rule: "ours" or "authors"
+
+    def __post_init__(self):
+        check_nucleus_rule(self.nucleus_rule)
+        if self.steering not in STEERING_RULES:
+            raise ValueError(f"unknown steering {self.steering!r}; choose one of: {', '.join(STEERING_RULES)}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0 or self.repetition_penalty <= 0:
+            raise ValueError("top_k must be >= 0 and repetition_penalty > 0")
+
+
+#: The paper's "fair" baseline and fusion decoding settings (Appendix B).
+BASELINE_FAIR = DecodingConfig(temperature=0.7, top_p=0.9, top_k=20, repetition_penalty=2.5)
+FUSION_DEFAULT = DecodingConfig(temperature=0.7, top_p=0.9, repetition_penalty=1.5)
+
+
+def published_decoding(config: DecodingConfig) -> DecodingConfig:
+    """``config`` as the authors decode: their nucleus rule (mixture and other steps), their
+    steering, and no controls written into the features."""
+    mixture = replace(config.mixture, nucleus_rule="authors") if config.mixture is not None else None
+    return replace(config, mixture=mixture, nucleus_rule="authors", steering="authors", feature_control=False)
+
+
+def _processors(grammar: ClauseGrammar, controls: Controls, config: DecodingConfig) -> LogitsProcessorList:
+    steps = [GrammarMask(grammar)]
+    if config.hard:
+        steps.append(HardControl(grammar, controls))
+    if config.logit_steering:
+        steps.append(ControlSteering(grammar, controls, config.steering))
+    steps += [LastKRepetitionPenalty(config.repetition_penalty, config.repetition_k),
+              TemperatureLogitsWarper(config.temperature)]
+    if config.top_k:
+        steps.append(TopKLogitsWarper(config.top_k))
+    steps.append(TopPLogitsWarper(config.top_p) if config.nucleus_rule == "reach" else AuthorsTopPLogitsWarper(config.top_p))
+    return LogitsProcessorList(steps)
+
+
+@torch.no_grad()
+def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
+             prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
+             codes: tuple[str, ...] = ()) -> list[list[str]]:
+    """``n`` one-clause sentences (word lists, prompt included), decoded as one batch.
+
+    ``codes`` are control tokens placed after ``<bos>`` for a CTRL-style model; the grammar
+    must have been built with ``offset=len(codes)``. They are not part of the returned words.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if len(codes) != grammar.offset:
+        raise ValueError(f"{len(codes)} control codes given but the grammar expects {grammar.offset}; "
+                         f"build it with ClauseGrammar(vocab, offset={len(codes)})")
+    controls = controls or Controls()
+    vocab = grammar.vocab
+    prefix = grammar.parse_prefix(prompt) if prompt else None
+    start = [vocab.bos_id] + vocab.ids(codes) + (vocab.ids(prefix.words) if prefix else [])
+    ids = torch.tensor(start).repeat(n, 1)
+    processors = _processors(grammar, controls, config)
+    generator = torch.Generator().manual_seed(seed)
+    control_columns = torch.tensor([feature_index(k) for k in controls.values], dtype=torch.long)
+    control_values = torch.tensor(list(controls.values.values()), dtype=torch.float32)
+    hard_class = controls.hard_class if config.hard else None
+    class_mask = None
+    if hard_class is not None and config.mixture is not None:
+        words = syn.POSITIVE_ADJECTIVES if hard_class == "positive" else syn.NEGATIVE_ADJECTIVES
+        class_mask = torch.zeros(len(vocab), dtype=torch.bool)
+        class_mask[vocab.ids(words)] = True
+    model.eval()
+    while ids.shape[1] - 1 - grammar.offset < END:
+        features = featurize(ids)
+        if config.feature_control and len(control_columns):
+            features[:, -1, control_columns] = control_values
+        logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
+        state = ids.shape[1] - 1 - grammar.offset
+        if state == ADJ and class_mask is not None:
+            mix = config.mixture
+            next_ids = sample_mixture(logits, class_mask, mix.alpha, mix.temperature, mix.top_p, generator, mix.nucleus_rule)
+        else:
+            probs = torch.softmax(processors(ids, logits), dim=-1)
+            next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
+    return [vocab.decode(row[1 + len(codes):]) for row in ids]

@@ -1,0 +1,206 @@
+"""Train and evaluate baseline / fusion on the synthetic corpus, in either setting.
+
+* ``causal`` (default): causal attention and causal features: a language model.
+* ``published``: the authors' setting (no causal mask, sentence-level features). Its
+  perplexities are not language-model perplexities; the book labels them as such.
+
+This module says only *what* a run is (:class:`SyntheticExperiment`); how it runs (cache
+key, train or load, one-thread worker processes side by side, the run record) is
+:mod:`semlm.core.runs`, the same for every chapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from semlm.fusion.control_codes import CODE_TOKENS, with_codes
+from semlm.data.dataset import LMTensors, encode_corpus
+from semlm.data.synthetic import LEXICON, NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES, SyntheticConfig, SyntheticCorpus, make_corpus
+from semlm.data.vocab import Vocabulary
+from semlm.fusion.features import SyntheticFeatures
+from semlm.core.metrics import evaluate_language_model
+from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.profiles import SyntheticProfile
+from semlm.core import runs
+from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
+
+SETTINGS: tuple[str, ...] = ("causal", "published")
+SETTING_LABELS = {
+    "causal": "causal (a language model)",
+    "published": "published setting: non-causal, NOT a language model",
+}
+
+
+def check_setting(setting: str) -> str:
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r}; choose one of: {', '.join(SETTINGS)}")
+    return setting
+
+
+@dataclass
+class SyntheticData:
+    vocab: Vocabulary
+    corpus: SyntheticCorpus
+    featurizer: SyntheticFeatures
+    train: LMTensors
+    val: LMTensors
+    held_out_ids: list[int]
+    adjective_classes: list[torch.Tensor]
+    code_ids: list[int] = field(default_factory=list)  # control-code tokens (never scored)
+
+
+def prepare_data(corpus_config: SyntheticConfig, setting: str = "causal", codes: bool = False) -> SyntheticData:
+    """Corpus, vocabulary (all grammar words), and tensors with features precomputed once.
+
+    ``codes=True`` prepends each sentence's CTRL-style control codes (``semlm.fusion.control_codes``)
+    and adds them to the vocabulary.
+    """
+    check_setting(setting)
+    corpus = make_corpus(corpus_config)
+    vocab = Vocabulary.build(LEXICON + (CODE_TOKENS if codes else ()))
+    featurizer = SyntheticFeatures(vocab, published=setting == "published")
+    prepare = with_codes if codes else list
+    return SyntheticData(
+        vocab=vocab,
+        corpus=corpus,
+        featurizer=featurizer,
+        train=encode_corpus(prepare(corpus.train), vocab, featurizer),
+        val=encode_corpus(prepare(corpus.val), vocab, featurizer, trailing_pad=True),  # the authors' denominator too
+        held_out_ids=vocab.ids(corpus.split.held_out),
+        adjective_classes=[torch.tensor(vocab.ids(POSITIVE_ADJECTIVES)), torch.tensor(vocab.ids(NEGATIVE_ADJECTIVES))],
+        code_ids=vocab.ids(CODE_TOKENS) if codes else [],
+    )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named model to train: its class, the fusion gate, and loss weights that differ from the profile."""
+
+    kind: str
+    gate: bool = True
+    train_overrides: tuple[tuple[str, float], ...] = ()
+    codes: bool = False  # CTRL-style control codes prepended to every sentence
+
+
+#: The paper's two models and the ablations it does not run (the leakage audit trains them).
+VARIANTS: dict[str, Variant] = {
+    "baseline": Variant("baseline"),
+    "fusion": Variant("fusion"),
+    "fusion_no_gate": Variant("fusion", gate=False),  # h0 = e + u
+    "fusion_no_aux": Variant("fusion", train_overrides=(("aux_weight", 0.0),)),
+    "fusion_no_uniformizer": Variant("fusion", train_overrides=(("uniformizer_weight", 0.0),)),
+    "control_code": Variant("baseline", codes=True),  # the standard alternative: CTRL-style codes
+}
+
+
+def check_variant(name: str) -> Variant:
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose from: {', '.join(VARIANTS)}") from None
+
+
+def model_config(profile: SyntheticProfile, kind: str, vocab_size: int, setting: str, gate: bool = True) -> LMConfig:
+    backbone = BackboneConfig(vocab_size=vocab_size, causal=check_setting(setting) == "causal", **asdict(profile.backbone))
+    return LMConfig(backbone=backbone, kind=kind, gate=gate)
+
+
+
+
+@dataclass(frozen=True)
+class SyntheticRun:
+    """What one synthetic-task run is: the profile, the model (a :data:`VARIANTS` name) and the setting."""
+
+    profile: SyntheticProfile
+    model: str
+    setting: str = "causal"
+
+
+class SyntheticExperiment(runs.Experiment):
+    """Paper A's synthetic task for :mod:`semlm.core.runs`: baseline, fusion and the ablations (``VARIANTS``)."""
+
+    name = "synthetic"
+    device = "cpu"  # small models: one-thread CPU workers beat a GPU's launch overhead, and the chapters decode on CPU
+
+    def data_key(self, spec: RunSpec):
+        run = spec.config
+        return run.profile.corpus, run.setting, VARIANTS[run.model].codes
+
+    def prepare(self, spec: RunSpec) -> SyntheticData:
+        run = spec.config
+        return prepare_data(run.profile.corpus, run.setting, codes=check_variant(run.model).codes)
+
+    def build(self, spec: RunSpec, data: SyntheticData) -> torch.nn.Module:
+        run = spec.config
+        variant = check_variant(run.model)
+        return build_model(model_config(run.profile, variant.kind, len(data.vocab), run.setting, gate=variant.gate))
+
+    def fit(self, spec: RunSpec, data: SyntheticData) -> runs.Fit:
+        run = spec.config
+        config = replace(run.profile.train, **dict(check_variant(run.model).train_overrides))
+        return runs.Fit(data.train, data.val, config, adjective_classes=data.adjective_classes)
+
+    def evaluate(self, spec: RunSpec, data: SyntheticData, model, result) -> dict:
+        return evaluate_language_model(model, data.val, data.vocab, data.held_out_ids, never_scored=data.code_ids)
+
+    def total_steps(self, spec: RunSpec) -> int:
+        p = spec.config.profile
+        return -(-p.corpus.n_train // p.train.batch_size) * p.train.epochs
+
+
+SYNTHETIC = SyntheticExperiment()
+
+
+def spec_for(profile: SyntheticProfile, model: str, setting: str = "causal") -> RunSpec:
+    """The run of ``model`` (a :data:`VARIANTS` name) in ``setting`` at ``profile``'s scale and seed."""
+    check_variant(model)
+    return RunSpec(model, profile.train.seed, SyntheticRun(profile, model, check_setting(setting)), group=setting)
+
+
+def runs_table(records: dict[str, dict[str, RunRecord]]):
+    """One row per run of ``{setting: {model: RunRecord}}``: whether it was trained or loaded, and how long it trained."""
+    import pandas as pd
+
+    return pd.DataFrame([{"setting": s, "model": k, "status": r.status, "train seconds": round(r.train_seconds, 1)}
+                         for s, by_model in records.items() for k, r in by_model.items()])
+
+
+def epoch_curves(records: dict[str, dict[str, RunRecord]]) -> dict[tuple[str, str], list[float]]:
+    """``{(setting, model): validation PPL per epoch}``, the input of ``plots.plot_validation_curves``."""
+    return {(s, k): r.val_ppl_per_epoch for s, by_model in records.items() for k, r in by_model.items()}
+
+
+def paper_comparison_frame(paper: dict[str, dict], records: dict[str, dict[str, RunRecord]], metric: str = "ppl",
+                           paper_label: str = "paper"):
+    """Long table of ``metric``: the paper's value per model beside this build's per (setting, model),
+    the input of ``plots.plot_table1_comparison``."""
+    import pandas as pd
+
+    return pd.DataFrame([{"source": paper_label, "model": k, "value": v[metric]} for k, v in paper.items()]
+                        + [{"source": f"this build: {s}", "model": k, "value": r.metrics[metric]}
+                           for s, by_model in records.items() for k, r in by_model.items()])
+
+
+def run_models(profile: SyntheticProfile, setting: str, kinds: Sequence[str] = ("baseline", "fusion"),
+               runs_dir: str | Path | None = None, workers: int | None = None,
+               progress: bool = True) -> dict[str, RunRecord]:
+    """Train (or load) every model named in ``kinds`` (see ``VARIANTS``): ``{model: RunRecord}``."""
+    records = run_grid([(profile, kind, setting) for kind in kinds], runs_dir, workers, progress,
+                       label=f"{' + '.join(kinds)} ({setting})")
+    return dict(zip(kinds, records))
+
+
+def run_grid(jobs: Sequence[tuple[SyntheticProfile, str, str]], runs_dir: str | Path | None = None,
+             workers: int | None = None, progress: bool = True, label: str | None = None) -> list[RunRecord]:
+    """Train (or load) every ``(profile, model, setting)`` job, e.g. several seeds of several
+    models, on ``workers`` one-thread processes; records come back in the order of ``jobs``."""
+    specs = [spec_for(profile, kind, setting) for profile, kind, setting in jobs]
+    names = {profile.name for profile, _, _ in jobs}
+    if len(names) > 1:
+        raise ValueError(f"all jobs must share one profile, got {sorted(names)}")
+    context = runs.RunContext(names.pop(), runs_dir, workers, progress)
+    return runs.run_many(SYNTHETIC, specs, context, label=label)

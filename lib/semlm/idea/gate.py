@@ -1,0 +1,128 @@
+"""The idea gate as a ``LogitsProcessor``, its X-ray, and a loop mitigation (paper B, Sections 3.3, 5, 6.3).
+
+``IdeaGateLogitsProcessor`` adds ``idea_gate(z_idea)`` of an idea-gated model to the scores of
+any ``generate()`` call. Use it with the model's own gate switched off (``alpha=0.0`` passed to
+``generate``, or a model whose ``config.alpha`` is 0), otherwise the gate is applied twice.
+When the model being decoded *is* the idea model, the processor reuses the idea logits of
+that step's forward pass (a forward hook), so the gate costs no extra forward; otherwise
+(e.g. gating a baseline with another model's idea head) it runs the idea model itself.
+
+``ConcentrationDecay`` is the loop mitigation of chapter 7: the gate strength of each sequence
+shrinks with the share of the idea head's top-k tokens that were already produced in the
+last ``window`` tokens, i.e. when the "plan" has collapsed onto what was just said. It never
+touches individual token scores, so it is not a repetition penalty.
+
+``xray`` lists the tokens whose log-probability the gate raises and lowers the most for a
+prompt (paper B's "X-Ray" analysis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from semlm.idea.model import idea_gate
+
+
+@dataclass(frozen=True)
+class ConcentrationDecay:
+    """alpha_t = alpha * (1 - c_t)^power, c_t = share of the top-``k`` idea tokens among the last ``window`` tokens."""
+
+    top_k: int = 20
+    window: int = 32
+    power: float = 1.0
+
+    def __post_init__(self):
+        if self.top_k < 1 or self.window < 1 or self.power <= 0:
+            raise ValueError(f"top_k and window must be >= 1 and power > 0, got {self.top_k}, {self.window}, {self.power}")
+
+    def concentration(self, input_ids: torch.Tensor, idea_logits: torch.Tensor) -> torch.Tensor:
+        """[B] in [0, 1]: how much of the current plan is made of tokens just generated."""
+        B, V = idea_logits.shape
+        recent = torch.zeros(B, V, dtype=torch.bool, device=idea_logits.device)
+        recent.scatter_(1, input_ids[:, -self.window:], True)
+        top = idea_logits.topk(min(self.top_k, V), dim=-1).indices
+        return recent.gather(1, top).float().mean(-1)
+
+    def strength(self, alpha: float, input_ids: torch.Tensor, idea_logits: torch.Tensor) -> torch.Tensor:
+        return alpha * (1.0 - self.concentration(input_ids, idea_logits)).pow(self.power)
+
+
+class IdeaGateLogitsProcessor:
+    """``(input_ids, scores) -> scores + gate``; stacks in a ``LogitsProcessorList`` like any processor."""
+
+    def __init__(self, idea_model, alpha: float, beta: float | None = None, variant: str | None = None,
+                 eps: float | None = None, decay: ConcentrationDecay | None = None):
+        if getattr(idea_model, "idea_head", None) is None:
+            raise ValueError("IdeaGateLogitsProcessor needs a model with an idea head (config.idea_head=True)")
+        config = idea_model.config
+        self.model, self.alpha, self.decay = idea_model, float(alpha), decay
+        self.beta = config.beta if beta is None else beta
+        self.variant = config.gate_variant if variant is None else variant
+        self.eps = config.eps if eps is None else eps
+        self._captured: torch.Tensor | None = None
+        self._hook = idea_model.idea_head.register_forward_hook(self._capture)
+        self.alphas: list[torch.Tensor] = []  # per-step strengths actually used (for the loop study)
+
+    def _capture(self, module, inputs, output) -> None:
+        self._captured = output[:, -1].detach()
+
+    def remove(self) -> None:
+        """Detach the forward hook (call when done if the model lives on)."""
+        self._hook.remove()
+
+    @torch.no_grad()
+    def idea_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        captured, self._captured = self._captured, None
+        if captured is not None and captured.shape[0] == input_ids.shape[0]:
+            return captured
+        window = self.model.config.n_positions
+        out = self.model(input_ids[:, -window:].to(self.model.device), alpha=0.0)
+        self._captured = None
+        return out.idea_logits[:, -1]
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        idea = self.idea_logits(input_ids).to(scores.device)
+        if self.decay is None:
+            return scores + idea_gate(idea, self.alpha, self.beta, self.variant, self.eps).to(scores.dtype)
+        alpha = self.decay.strength(self.alpha, input_ids, idea)  # [B]
+        self.alphas.append(alpha.detach().cpu())
+        # both variants are linear in alpha for alpha >= 0 up to the clamp; apply per row
+        log_p = torch.log(torch.sigmoid(idea.float()) + self.eps)
+        if self.variant == "clamp_then_scale":
+            gate = alpha[:, None] * log_p.clamp(min=self.beta)
+        else:
+            gate = (alpha[:, None] * log_p).clamp(min=self.beta)
+        return scores + gate.to(scores.dtype)
+
+
+@torch.no_grad()
+def xray(model, tokenizer, prompt: str, alpha: float | None = None, top: int = 10, candidates: int = 50) -> dict:
+    """Tokens the gate boosts and suppresses most after ``prompt`` (change in log-probability, nats).
+
+    Among the ``candidates`` most likely next tokens under the gated head (for "boosted") and
+    under the ungated head (for "suppressed"), rank by delta = log p_gated - log p_ungated. The
+    raw additive gate (z_final - z_token) is <= 0 everywhere; it is reported too. ``ideas``
+    lists the tokens with the highest idea probability (the "concept vector").
+    """
+    if model.idea_head is None:
+        raise ValueError("xray needs an idea-gated model")
+    model.eval()
+    ids = tokenizer(prompt, return_tensors="pt").input_ids[:, -model.config.n_positions:].to(model.device)
+    out = model(ids, alpha=alpha)
+    token, gated, idea = out.token_logits[0, -1].float(), out.logits[0, -1].float(), out.idea_logits[0, -1].float()
+    delta = torch.log_softmax(gated, -1) - torch.log_softmax(token, -1)
+    gate = gated - token
+
+    def rows(index):
+        return [{"token": tokenizer.decode([i]), "id": int(i), "delta_logprob": float(delta[i]), "gate": float(gate[i]),
+                 "p_idea": float(torch.sigmoid(idea[i])), "p_gated": float(torch.softmax(gated, -1)[i]),
+                 "p_ungated": float(torch.softmax(token, -1)[i])} for i in index.tolist()]
+
+    pool_up = gated.topk(candidates).indices
+    pool_down = token.topk(candidates).indices
+    boosted = pool_up[delta[pool_up].argsort(descending=True, stable=True)[:top]]
+    suppressed = pool_down[delta[pool_down].argsort(stable=True)[:top]]
+    return {"prompt": prompt, "boosted": rows(boosted), "suppressed": rows(suppressed),
+            "ideas": rows(idea.topk(top).indices)}

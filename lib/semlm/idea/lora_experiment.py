@@ -1,0 +1,544 @@
+"""Paper B's second setting: an idea head on a frozen (4-bit) backbone, LoRA-tuned on FineWeb-Edu.
+
+Profiles (``lora_profile(name)``, with the other configurations in the torch-free :mod:`semlm.profiles`
+and re-exported here):
+
+* ``smoke``: seconds. The book trains a one-layer ``MistralForCausalLM`` (d = 64) on a sliver of
+  WikiText-2, saves it with ``save_pretrained`` and loads it back (4-bit and full precision) as the
+  frozen backbone; a dozen LoRA steps on FineWeb-Edu.
+* ``cpu``: the book's default. A two-layer ``MistralForCausalLM`` (d = 128, grouped-query
+  attention, 2,048-token byte-level BPE) trained by the book on WikiText-2, then LoRA-tuned on the
+  offline FineWeb-Edu sample, both as baseline (LoRA only) and with the idea head, in 4-bit NF4
+  (the paper's setting) and in float32 (for comparison).
+* ``paper``: ``mistralai/Mistral-7B-v0.1`` in 4-bit NF4 with double quantisation and bf16 compute,
+  block 512, batch 4 x 8 accumulation, 5,000 steps at a constant 2e-4 (AdamW with PyTorch's default
+  weight decay 0.01, clipping at 1.0), validation every 200, patience 10, each training window read
+  once from a stream of fresh documents (the authors' Mistral ``train.py``, ``model.py`` and ``data.py``
+  in github.com/DarshanFofadiya/idea-gated-transformers).
+  It needs a CUDA GPU and the model (Hub download or local cache); without them
+  :func:`resolve_backbone` raises one :class:`BackboneUnavailable` line saying what is missing.
+
+Training is the authors' LoRA recipe (AdamW on the LoRA matrices and the idea head only, constant
+lr 2e-4 at paper scale, alpha ramp to 0.5, lambda 0.1 on the mean idea BCE, validation every N
+steps, early stopping once the ramp is done, best weights kept); the small profiles use warmup +
+cosine and reuse their few documents (``lr_schedule``, ``fresh_documents``).
+
+This module declares only *what* the two kinds of run are, as :mod:`semlm.core.runs` experiments:
+:data:`BACKBONE_PRETRAINING` (the book's small Mistral on WikiText-2) and :data:`LORA` (one LoRA
+run on FineWeb-Edu). How they run (cache key, train or load, the run record, the device) is
+:mod:`semlm.core.runs`, and the loop is :func:`semlm.core.train.train`, which optimises and checkpoints the
+trainable parameters only (the adapters and the idea head, never the 4-bit backbone). On one
+device that loop does what ``accelerate``'s ``Accelerator`` did here before (place the model and
+the batches, backward, clip): no mixed precision was configured, so nothing is lost by dropping it;
+several GPUs are :mod:`semlm.core.distributed`'s business.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from semlm.core import runs
+from semlm.data.bpe import as_transformers, train_bpe, load_tokenizer
+from semlm.data.fineweb import FineWebDocuments, load_fineweb
+from semlm.data.wikitext import downloads_allowed, load_corpus
+from semlm.idea.wikitext_experiment import TokenBlocks, alpha_at, quiet_transformers
+from semlm.idea.targets import PAD_ID, idea_bce_sparse, window_ids
+from semlm.core.metrics import perplexity
+from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
+from semlm.profiles import (LORA_IDEA, PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
+                       LoraSettings, LoraTraining, TrainConfig, lora_profile)
+from semlm.reference import PAPER_B_VAL_PPL
+from semlm.core.runs import RunRecord, RunSpec, default_runs_dir
+from semlm.core.train import set_seed, to_device
+
+BOOK_BACKBONE = "book-mistral (trained on WikiText-2 by this book)"
+
+#: Validation perplexity on FineWeb-Edu of the authors' Mistral-7B LoRA run (paper B, arXiv 2512.03343,
+#: FineWeb-Edu setting). Never a result of this build.
+PAPER_B_LORA_PPL = PAPER_B_VAL_PPL  # FineWeb-Edu, Mistral-7B + LoRA (semlm.reference)
+
+
+class BackboneUnavailable(RuntimeError):
+    """The profile's backbone cannot be used here (no GPU, no network, not cached); one line says why."""
+
+
+def lora_device() -> torch.device:
+    """Where the LoRA runs train and the backbone is loaded: CUDA when there is one (``runs.default_device``)."""
+    return torch.device(runs.default_device())
+
+
+# --- the backbone -------------------------------------------------------------------------------
+
+
+@dataclass
+class BackboneCheckpoint:
+    """A frozen backbone to wrap: where it and its tokeniser live (a folder, or a Hub name) and how it was made."""
+
+    name: str                    # what the metrics call it
+    path: str                    # from_pretrained() argument
+    tokenizer_path: str
+    config: dict
+    wikitext_val_ppl: float | None = None
+    history: list[dict] = field(default_factory=list)
+    train_seconds: float = 0.0
+    status: str = "hub"
+    n_parameters: int | None = None   # of the full-precision model, when known
+
+    @property
+    def tokenizer(self):
+        return backbone_tokenizer(self.tokenizer_path)
+
+
+def backbone_tokenizer(path: str):
+    """The tokeniser saved next to a backbone folder, or a Hub model's (``AutoTokenizer``)."""
+    if Path(path).is_dir():
+        return load_tokenizer(path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def paper_backbone_problems(name: str = PAPER_BACKBONE) -> list[str]:
+    """What stops the paper profile here: no CUDA GPU; the model neither cached nor downloadable."""
+    problems = []
+    if not torch.cuda.is_available():
+        problems.append("no CUDA GPU (4-bit NF4 with double quantisation and bf16 compute needs one; "
+                        f"torch {torch.__version__} sees none)")
+    cached = False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # an unusual hub install: treat as not cached
+        cached = False
+    hub_offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+    if not cached and (hub_offline or not downloads_allowed()):
+        problems.append(f"{name} is not in the local Hugging Face cache and downloads are off "
+                        "(run the book with --allow-downloads and SEMLM_ALLOW_DOWNLOADS=1)")
+    return problems
+
+
+def resolve_backbone(profile: LoraProfile, runs_dir: str | Path | None = None,
+                     progress: bool = False) -> BackboneCheckpoint:
+    """The frozen backbone of ``profile``: the book's own small Mistral (trained once, cached) or the paper's."""
+    if profile.backbone == "book":
+        return train_book_backbone(profile, runs_dir, progress)
+    problems = paper_backbone_problems(profile.backbone)
+    if problems:
+        raise BackboneUnavailable(f"profile {profile.name!r} needs {profile.backbone}: " + "; ".join(problems))
+    return BackboneCheckpoint(profile.backbone, profile.backbone, profile.backbone, {"name": profile.backbone})
+
+
+def _encode(tokenizer, texts: Sequence[str], separator: bool = False) -> torch.Tensor:
+    encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    eos = [tokenizer.eos_token_id] if separator and tokenizer.eos_token_id is not None else []
+    return torch.tensor([i for row in encoded for i in row + eos], dtype=torch.long)
+
+
+def _take_chars(lines: Sequence[str], chars: int | None) -> list[str]:
+    if chars is None:
+        return list(lines)
+    out, total = [], 0
+    for line in lines:
+        if total >= chars:
+            break
+        out.append(line)
+        total += len(line)
+    return out
+
+
+def book_mistral_config(spec: BookBackboneSpec, eos_id: int):
+    """The ``MistralConfig`` of the book's small backbone."""
+    from transformers import MistralConfig
+
+    return MistralConfig(vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
+                         intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
+                         num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
+                         max_position_embeddings=max(512, spec.block_size), sliding_window=None,
+                         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, tie_word_embeddings=False)
+
+
+@dataclass
+class WikiTextBlocks:
+    """The book backbone's data: its BPE tokeniser (trained on WikiText-2's training lines) and token blocks."""
+
+    dataset: str
+    tokenizer: object
+    train: TokenBlocks
+    validation: TokenBlocks
+
+
+def prepare_wikitext(spec: BookBackboneSpec) -> WikiTextBlocks:
+    """WikiText-2 -> a byte-level BPE of ``spec.vocab_size`` (deterministic) -> blocks of ``spec.block_size``."""
+    splits = load_corpus("wikitext-2")
+    bpe_lines = splits.train if spec.bpe_lines is None else splits.train[: spec.bpe_lines]
+    tokenizer = as_transformers(train_bpe(bpe_lines, spec.vocab_size))
+    cap = None if spec.train_tokens is None else 10 * spec.train_tokens + 10_000
+    train_ids = _encode(tokenizer, _take_chars(splits.train, cap))
+    cap = None if spec.eval_tokens is None else 10 * spec.eval_tokens + 10_000
+    val_ids = _encode(tokenizer, _take_chars(splits.valid, cap))
+    return WikiTextBlocks(splits.dataset, tokenizer, TokenBlocks.from_stream(train_ids, spec.block_size, 1, spec.train_tokens),
+                          TokenBlocks.from_stream(val_ids, spec.block_size, 1, spec.eval_tokens))
+
+
+def backbone_loss(model, batch, step: int):
+    """Next-token cross-entropy of a plain causal LM (the backbone's pre-training objective)."""
+    logits = model(input_ids=batch.inputs).logits
+    ce = F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
+    return ce, {"token_ce": ce.detach()}
+
+
+def backbone_perplexity(model, blocks: TokenBlocks, step: int) -> float:
+    return perplexity(model, blocks)
+
+
+def evaluate_backbone(model, data: WikiTextBlocks, folder: Path) -> dict:
+    """Validation perplexity of the trained backbone; writes ``folder`` (``save_pretrained``: model and tokeniser) if missing."""
+    if not (folder / "config.json").is_file():
+        with quiet_transformers():
+            model.save_pretrained(str(folder))
+            data.tokenizer.save_pretrained(str(folder))
+    return {"wikitext_val_ppl": perplexity(model, data.validation), "n_parameters": model.num_parameters(),
+            "mistral_config": model.config.to_dict(), "dataset": data.dataset}
+
+
+class BackbonePretraining(runs.Experiment):
+    """The book's small ``MistralForCausalLM`` pre-trained on WikiText-2 (the frozen backbone of the small profiles).
+
+    ``spec.config`` is a :class:`semlm.profiles.BookBackboneSpec`. The trained model is also written with
+    ``save_pretrained`` to ``<run>/hf`` (with its tokeniser), so that the LoRA runs load it exactly as a Hub model.
+    """
+
+    name = "lora_backbone"
+
+    def prepare(self, spec: RunSpec) -> WikiTextBlocks:
+        return prepare_wikitext(spec.config)
+
+    def build(self, spec: RunSpec, data: WikiTextBlocks):
+        from transformers import MistralForCausalLM
+
+        with quiet_transformers():
+            return MistralForCausalLM(book_mistral_config(spec.config, data.tokenizer.eos_token_id))
+
+    def fit(self, spec: RunSpec, data: WikiTextBlocks) -> runs.Fit:
+        return runs.Fit(data.train, data.validation, replace(spec.config.train, seed=spec.seed),
+                        loss_fn=backbone_loss, validate=backbone_perplexity)
+
+    def evaluate(self, spec: RunSpec, data: WikiTextBlocks, model, result) -> dict:
+        return evaluate_backbone(model, data, Path(result.run_dir).parent / "hf")
+
+
+BACKBONE_PRETRAINING = BackbonePretraining()
+
+
+def train_book_backbone(profile: LoraProfile, runs_dir: str | Path | None = None,
+                        progress: bool = False) -> BackboneCheckpoint:
+    """Pre-train (or reload) the book's small Mistral of ``profile`` on WikiText-2 (``save_pretrained`` in ``<run>/hf``)."""
+    spec = profile.book_backbone
+    if spec is None:
+        raise ValueError(f"profile {profile.name!r} has no book backbone; it uses {profile.backbone}")
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
+    record = runs.run_one(BACKBONE_PRETRAINING, RunSpec("backbone-wikitext-2", profile.seed, spec), runs_dir,
+                          progress="backbone" if progress else False)
+    hf = str(Path(record.run_dir) / "hf")
+    m = record.metrics
+    return BackboneCheckpoint(BOOK_BACKBONE, hf, hf, m["mistral_config"], m["wikitext_val_ppl"], record.history,
+                              record.train_seconds, record.status, m["n_parameters"])
+
+
+# --- FineWeb-Edu blocks -------------------------------------------------------------------------
+
+
+@dataclass
+class LoraData:
+    documents: FineWebDocuments
+    train: TokenBlocks
+    validation: TokenBlocks
+
+    @property
+    def summary(self) -> dict:
+        d = self.documents
+        return {"dataset": d.dataset, "source": d.source, "documents": d.n_documents,
+                "train_documents": len(d.train), "validation_documents": len(d.validation),
+                "characters": d.n_characters, "train_tokens": self.train.n_tokens,
+                "validation_tokens": self.validation.n_tokens}
+
+
+def prepare_fineweb(profile, tokenizer) -> LoraData:
+    """FineWeb-Edu documents -> token streams (``eos`` between documents) -> blocks with idea windows.
+
+    ``profile``: a :class:`LoraProfile` or a :class:`LoraRun` (both name the source, the split and the training).
+    """
+    t = profile.training
+    documents = load_fineweb(profile.fineweb_source, profile.validation_fraction, seed=0,
+                             max_documents=profile.max_documents)
+    train_ids = _encode(tokenizer, documents.train, separator=True)
+    val_ids = _encode(tokenizer, documents.validation, separator=True)
+    return LoraData(documents,
+                    TokenBlocks.from_stream(train_ids, t.block_size, t.idea.window, t.train_tokens),
+                    TokenBlocks.from_stream(val_ids, t.block_size, t.idea.window, t.eval_tokens))
+
+
+# --- LoRA training ------------------------------------------------------------------------------
+
+
+def lora_loss(model: LoraIdeaModel, batch, settings: IdeaSettings, alpha: float) -> tuple[torch.Tensor, dict]:
+    """Token CE on the gated logits + lambda * mean idea BCE (the authors' LoRA objective; no stopword mask)."""
+    out = model(batch.inputs, alpha=alpha)
+    ce = F.cross_entropy(out.logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
+    if out.idea_logits is None:
+        return ce, {"token_ce": ce.detach()}
+    positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
+    bce = idea_bce_sparse(out.idea_logits, positives, batch.targets != PAD_ID, settings.pos_weight, settings.idea_loss_reduction)
+    return ce + settings.idea_weight * bce, {"token_ce": ce.detach(), "idea_bce": bce.detach()}
+
+
+def lora_train_config(training: LoraTraining, seed: int, idea: bool) -> TrainConfig:
+    """The authors' LoRA loop as a :class:`semlm.profiles.TrainConfig` for :func:`semlm.core.train.train`.
+
+    Each window once in stream order (``fresh_documents``) or shuffled passes; early stopping
+    counts only validations after the gate's ramp (a ramping gate changes the model)."""
+    t = training
+    return TrainConfig(max_steps=t.max_steps, batch_size=t.batch_size, accumulation=t.accumulation, lr=t.lr,
+                       weight_decay=t.weight_decay, grad_clip=t.grad_clip,
+                       sampling="in_order" if t.fresh_documents else "shuffle", schedule=t.lr_schedule,
+                       warmup_steps=t.warmup_steps, eval_every=t.eval_every, patience=t.patience,
+                       patience_from_step=t.idea.alpha_ramp_steps if idea else 0, seed=seed,
+                       label_smoothing=0.0, aux_weight=0.0, uniformizer_weight=0.0)
+
+
+@dataclass(frozen=True)
+class LoraRun:
+    """What one LoRA run is: the training recipe, the adapters, the data, the frozen backbone and its precision."""
+
+    training: LoraTraining
+    lora: LoraSettings
+    backbone: str                   # from_pretrained() path or Hub name (a book backbone's folder names its run key)
+    quantization: str
+    idea: bool
+    fineweb_source: str = "offline"
+    max_documents: int | None = None
+    validation_fraction: float = 0.1
+
+    @property
+    def name(self) -> str:
+        return f"{'gated' if self.idea else 'baseline'}-{self.quantization}"
+
+    def alpha_at(self, step: int) -> float:
+        """The gate strength after ``step`` optimiser steps (0 for the baseline)."""
+        return alpha_at(step, self.training.idea) if self.idea else 0.0
+
+
+def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool) -> RunSpec:
+    """The run of the LoRA baseline (``idea=False``) or LoRA + idea gate on ``backbone`` in ``quantization``."""
+    run = LoraRun(profile.training, profile.lora, backbone.path, check_quantization(quantization), bool(idea),
+                  profile.fineweb_source, profile.max_documents, profile.validation_fraction)
+    return RunSpec(run.name, profile.seed, run)
+
+
+def build_lora_model(run: LoraRun) -> LoraIdeaModel:
+    """The frozen backbone of ``run`` (on the default device, in its precision) wrapped with LoRA and, if ``run.idea``, the idea head."""
+    t = run.training
+    config = LoraIdeaConfig(idea_head=run.idea, gate_variant=t.idea.gate_variant, alpha=t.idea.alpha if run.idea else 0.0,
+                            beta=t.idea.beta, eps=t.idea.eps, n_positions=t.block_size,
+                            quantization=check_quantization(run.quantization), lora=run.lora)
+    with quiet_transformers():
+        return LoraIdeaModel(load_backbone(run.backbone, run.quantization, lora_device()), config)
+
+
+def lora_step_loss(model: LoraIdeaModel, batch, step: int, run: LoraRun) -> tuple[torch.Tensor, dict]:
+    """``loss_fn(model, batch, step)`` of the loop (with ``run`` bound): :func:`lora_loss` at the gate strength of ``step``."""
+    return lora_loss(model, batch, run.training.idea, run.alpha_at(step))
+
+
+def lora_validation(model: LoraIdeaModel, blocks: TokenBlocks, step: int, run: LoraRun) -> float:
+    """``validate(model, blocks, step)`` (with ``run`` bound): perplexity at the gate strength of ``step``."""
+    return perplexity(model, blocks, alpha=run.alpha_at(step), batch_size=32)
+
+
+def evaluate_lora(model: LoraIdeaModel, data: LoraData, idea: bool) -> dict:
+    """Validation perplexity (at the configured gate strength, and with the gate off), trainable and frozen counts."""
+    counts = model.trainable_parameter_counts()
+    return {"val_ppl": perplexity(model, data.validation, batch_size=32),
+            "val_ppl_ungated": perplexity(model, data.validation, alpha=0.0, batch_size=32) if idea else None,
+            "trainable": counts, "trainable_params": sum(counts.values()),
+            "frozen_params": model.frozen_parameter_count(),
+            "weights_mb": round(model.backbone.get_memory_footprint() / 2**20, 3)}
+
+
+class LoraExperiment(runs.Experiment):
+    """One LoRA run (``spec.config``: a :class:`LoraRun`) on FineWeb-Edu: only the adapters and the idea head train."""
+
+    name = "lora"
+
+    def data_key(self, spec: RunSpec):
+        run = spec.config
+        return replace(run, quantization="none", idea=False)  # both precisions and models share the data
+
+    def prepare(self, spec: RunSpec) -> LoraData:
+        return prepare_fineweb(spec.config, backbone_tokenizer(spec.config.backbone))
+
+    def build(self, spec: RunSpec, data: LoraData) -> LoraIdeaModel:
+        return build_lora_model(spec.config)
+
+    def fit(self, spec: RunSpec, data: LoraData) -> runs.Fit:
+        run, t = spec.config, spec.config.training
+        if t.fresh_documents and len(data.train) < t.max_steps * t.batch_size:
+            raise ValueError(f"fresh_documents needs {t.max_steps * t.batch_size:,} training windows of {t.block_size} "
+                             f"tokens but the documents give {len(data.train):,}; raise max_documents or lower max_steps")
+        return runs.Fit(data.train, data.validation, lora_train_config(t, spec.seed, run.idea),
+                        loss_fn=partial(lora_step_loss, run=run), validate=partial(lora_validation, run=run))
+
+    def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> dict:
+        return evaluate_lora(model, data, spec.config.idea)
+
+    def total_steps(self, spec: RunSpec) -> int:
+        return spec.config.training.max_steps
+
+
+LORA = LoraExperiment()
+
+
+def train_lora(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool,
+               runs_dir: str | Path | None = None, progress: bool = False) -> RunRecord:
+    """Train (or reload) the LoRA baseline (``idea=False``) or LoRA + idea gate on the frozen backbone.
+
+    The record's ``metrics`` hold ``val_ppl``, ``val_ppl_ungated`` (gated model only), ``trainable``
+    (by group), ``trainable_params``, ``frozen_params`` and ``weights_mb``; ``record.load()`` rebuilds the model.
+    """
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
+    spec = lora_run(profile, backbone, quantization, idea)
+    return runs.run_one(LORA, spec, runs_dir, progress=spec.name if progress else False)
+
+
+def train_lora_models(profile: LoraProfile, backbone: BackboneCheckpoint, runs_dir: str | Path | None = None,
+                      workers: int | None = None, progress: bool = True) -> dict[tuple[str, bool], RunRecord]:
+    """Every ``(quantization, idea)`` run of ``profile``: ``{(quantization, idea): RunRecord}``.
+
+    On a CPU the runs train side by side in ``workers`` one-thread processes (default: one per
+    core, but one in this process at ``smoke`` scale, where starting processes costs more than
+    the runs); on CUDA one after another.
+    """
+    keys = [(q, idea) for q in profile.quantizations for idea in (False, True)]
+    specs = [lora_run(profile, backbone, q, idea) for q, idea in keys]
+    if workers is None:
+        workers = 1 if profile.name == "smoke" else None
+    records = runs.run_many(LORA, specs, runs.RunContext(profile.name, runs_dir, workers, progress), label="LoRA")
+    return dict(zip(keys, records))
+
+
+# --- memory: 4-bit vs full precision -----------------------------------------------------------
+
+
+def _rss_mb(field_name: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str, idea: bool) -> dict:
+    """Peak memory of loading the backbone and ``memory_probe_steps`` training steps (in this process)."""
+    t = profile.training
+    device = lora_device()
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+    else:
+        torch.set_num_threads(1)
+        Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS mark (VmHWM) to the current RSS
+        before = _rss_mb("VmRSS")
+    set_seed(profile.seed)
+    model = build_lora_model(lora_run(profile, backbone, quantization, idea).config)
+    params = list(model.trainable_parameters().values())
+    optimizer = torch.optim.AdamW(params, lr=t.lr)
+    model.train()
+    micro_batch = t.batch_size // t.accumulation  # what one forward/backward holds in memory
+    batch = to_device(data.train.batch(torch.arange(min(micro_batch, len(data.train)))), device)
+    start = time.perf_counter()
+    for _ in range(profile.memory_probe_steps):
+        loss, _ = lora_loss(model, batch, t.idea, t.idea.alpha if idea else 0.0)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    seconds = (time.perf_counter() - start) / profile.memory_probe_steps
+    if cuda:
+        peak = (torch.cuda.max_memory_allocated() - before) / 2**20
+        method = "torch.cuda.max_memory_allocated"
+    else:
+        peak = _rss_mb("VmHWM") - before
+        method = "peak RSS (VmHWM) above the process's RSS before loading, one fresh forked process each"
+    return {"peak_memory_mb": round(peak, 2), "weights_mb": round(model.backbone.get_memory_footprint() / 2**20, 3),
+            "seconds_per_step": seconds, "method": method}
+
+
+def _probe_in_child(queue, *args) -> None:
+    try:
+        queue.put(_probe(*args))
+    except BaseException as error:  # report, do not hang the parent
+        queue.put({"error": f"{type(error).__name__}: {error}"})
+
+
+def measure_memory(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str,
+                   idea: bool = True) -> dict:
+    """Peak memory of a few training steps of the model in ``quantization``.
+
+    CPU: in a forked child (so earlier allocations of this process do not count), the peak RSS
+    above the child's RSS at the start. CUDA: ``torch.cuda.max_memory_allocated`` in this process.
+    """
+    args = (profile, backbone, data, check_quantization(quantization), idea)
+    if lora_device().type == "cuda":
+        return _probe(*args)
+    context = mp.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_probe_in_child, args=(queue, *args))
+    child.start()
+    try:
+        result = queue.get(timeout=600)
+    finally:
+        child.join(timeout=60)
+    if "error" in result:
+        raise RuntimeError(f"memory probe ({quantization}) failed: {result['error']}")
+    return result
+
+
+def nf4_cpu_kernel(cpu_inference_repacking: bool = False) -> str:
+    """How bitsandbytes computes NF4 layers on this CPU as ``load_backbone`` sets them up."""
+    try:
+        from bitsandbytes.functional import has_avx512bf16
+    except Exception:  # another bitsandbytes layout
+        return "unknown"
+    if not has_avx512bf16():
+        return "dequantise to float32, then a float32 matmul (no AVX512-BF16 on this CPU)"
+    if cpu_inference_repacking:
+        return "fused 4-bit x bf16 kernel in no-grad evaluation (AVX512-BF16); training steps dequantise to float32"
+    return ("dequantise to float32, then a float32 matmul, in training and evaluation; the fused AVX512-BF16 "
+            "inference kernel this CPU supports is switched off because it has no backward")
+
+
+def paper_scale_parameter_counts(lora: LoraSettings | None = None) -> dict:
+    """Trainable and frozen parameters of the baseline and gated wrappers around Mistral-7B's architecture.
+
+    ``MistralConfig()``'s defaults are Mistral-7B-v0.1's shape (32 layers, d = 4096, 32 heads, 8 KV heads,
+    V = 32,000). The models are built on the ``meta`` device: no weights, no memory, no download.
+    """
+    from transformers import AutoModelForCausalLM, MistralConfig
+
+    counts = {}
+    with torch.device("meta"), quiet_transformers():
+        for name, idea in (("baseline", False), ("gated", True)):
+            model = LoraIdeaModel(AutoModelForCausalLM.from_config(MistralConfig()),
+                                  LoraIdeaConfig(idea_head=idea, lora=lora or LoraSettings()))
+            counts[name] = {**model.trainable_parameter_counts(), "frozen": model.frozen_parameter_count()}
+    return counts

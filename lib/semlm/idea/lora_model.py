@@ -1,0 +1,275 @@
+"""An idea head and gate on any frozen causal LM, trained through LoRA (paper B, Sections 3 and 4.2).
+
+Paper B's second setting keeps a pretrained Mistral-7B frozen (in 4-bit NF4), adds rank-8 LoRA
+adapters to the attention's query and value projections, and puts the Idea Head on the
+backbone's last hidden state:
+
+    h_t                      last hidden state = the input of the (frozen) token head
+    z_token = W_lm h_t       the backbone's own logits
+    z_idea  = W_2 ReLU(W_1 h_t)            Idea Head, d -> d -> V (the only new dense weights)
+    z_final = z_token + G(log(sigmoid(z_idea) + eps))   gate G of ``semlm.idea.model.idea_gate``
+
+Only the LoRA matrices and the Idea Head train; everything else, the token head included, is
+frozen, so a better perplexity must come from better hidden states and from the gate.
+
+:class:`LoraIdeaModel` wraps any ``transformers`` ``AutoModelForCausalLM``. The gate is applied by
+a forward hook on the backbone's output embedding (``get_output_embeddings()``): that module's
+input *is* the last hidden state and its output the token logits, for every architecture, so the
+same code gates training, evaluation and ``generate()`` (with or without a KV cache) without a
+second forward pass. With ``idea_head=False`` the wrapper is the plain LoRA baseline.
+
+Quantisation (``quantization="nf4"``) goes through bitsandbytes' ``BitsAndBytesConfig``: on CUDA
+the authors' form (NF4, double quantisation, bf16 compute); on CPU NF4 without double
+quantisation and float32 compute, with the model placed with ``.to("cpu")``. The wrapper exposes
+``idea_head``, ``config.{alpha, beta, gate_variant, eps, n_positions}``, ``device`` and
+``forward(input_ids, alpha=...) -> logits / token_logits / idea_logits``, i.e. the interface of
+``IdeaGPTForCausalLM`` that ``semlm.idea.gate.xray`` and the chapter helpers use.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from semlm.profiles import LoraSettings  # noqa: F401  (the peft settings are a torch-free profile; re-exported)
+from semlm.idea.model import IdeaGPTOutput, check_gate_variant, idea_gate
+
+QUANTIZATIONS: tuple[str, ...] = ("none", "nf4")
+
+
+class _DropMissingKernelNotice(logging.Filter):
+    """bitsandbytes logs, on import, that an optional faster CPU kernel package is not installed; harmless here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to load CPU gemm_4bit_forward")
+
+
+logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_DropMissingKernelNotice())
+ADAPTER_DIR, IDEA_HEAD_FILE, WRAPPER_FILE = "adapter", "idea_head.safetensors", "lora_idea.json"
+
+
+@dataclass
+class LoraIdeaConfig:
+    """What the wrapper adds to a backbone; saved next to the adapter as ``lora_idea.json``."""
+
+    idea_head: bool = True
+    gate_variant: str = "scale_then_clamp"   # v2, the paper's equation (the authors' Mistral run)
+    alpha: float = 0.5                       # gate strength at inference (training ramps up to it)
+    beta: float = -2.0
+    eps: float = 1e-8
+    n_positions: int = 512                   # longest input the helpers feed (block size)
+    quantization: str = "none"
+    lora: LoraSettings | None = field(default_factory=LoraSettings)
+
+    def __post_init__(self):
+        check_gate_variant(self.gate_variant)
+        check_quantization(self.quantization)
+        if isinstance(self.lora, dict):
+            lora = dict(self.lora)
+            lora["target_modules"] = tuple(lora.get("target_modules", LoraSettings.target_modules))
+            self.lora = LoraSettings(**lora)
+        if self.alpha < 0 or self.beta > 0 or self.n_positions < 1:
+            raise ValueError(f"need alpha >= 0, beta <= 0 and n_positions >= 1; got {self.alpha}, {self.beta}, "
+                             f"{self.n_positions}")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        if out["lora"] is not None:
+            out["lora"]["target_modules"] = list(out["lora"]["target_modules"])
+        return out
+
+
+def check_quantization(quantization: str) -> str:
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"unknown quantization {quantization!r}; choose one of: {', '.join(QUANTIZATIONS)}")
+    return quantization
+
+
+def quantization_config(quantization: str, device: str | torch.device = "cpu"):
+    """``BitsAndBytesConfig`` for ``quantization`` on ``device`` (None for full precision).
+
+    CUDA: NF4 with double quantisation and bf16 compute (the authors' setting). CPU: NF4 without
+    double quantisation, float32 compute (what the pinned bitsandbytes supports there).
+    """
+    if check_quantization(quantization) == "none":
+        return None
+    from transformers import BitsAndBytesConfig
+
+    cuda = torch.device(device).type == "cuda"
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=cuda,
+                              bnb_4bit_compute_dtype=torch.bfloat16 if cuda else torch.float32)
+
+
+def load_backbone(name_or_path: str | Path, quantization: str = "none", device: str | torch.device | None = None,
+                  cpu_inference_repacking: bool = False):
+    """``AutoModelForCausalLM.from_pretrained`` in full precision or 4-bit NF4, every weight frozen.
+
+    On CPUs with AVX512-BF16 the pinned bitsandbytes repacks a 4-bit layer's weight, in place, the
+    first time it runs without gradients in eval mode (for a fused bf16 inference kernel). Every
+    later forward, training included, then takes that kernel, which has no backward: gradients
+    through the frozen 4-bit layers are dropped with only a warning, so LoRA adapters below them
+    stop learning after the first validation pass. ``cpu_inference_repacking=False`` (default)
+    keeps every 4-bit layer on the dequantise-and-matmul path, in training and evaluation alike.
+    """
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    config = quantization_config(quantization, device)
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        if config is None:
+            model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch.float32).to(device)
+        elif device.type == "cuda":
+            model = AutoModelForCausalLM.from_pretrained(str(name_or_path), quantization_config=config,
+                                                         device_map={"": device.index or 0})
+        else:
+            model = AutoModelForCausalLM.from_pretrained(str(name_or_path), quantization_config=config).to("cpu")
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+    if config is not None and device.type == "cpu" and not cpu_inference_repacking:
+        for module in model.modules():
+            if hasattr(module, "support_avx512bf16_for_cpu"):
+                module.support_avx512bf16_for_cpu = False
+    model.requires_grad_(False)
+    return model.eval()
+
+
+class LoraIdeaModel(nn.Module):
+    """Frozen backbone + LoRA adapters (peft) + optional Idea Head and gate."""
+
+    def __init__(self, backbone, config: LoraIdeaConfig | None = None):
+        super().__init__()
+        self.config = config or LoraIdeaConfig()
+        backbone.requires_grad_(False)
+        if self.config.lora is not None:
+            from peft import get_peft_model
+
+            with warnings.catch_warnings():  # peft reads a deprecated transformers attribute on 4-bit models
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+                backbone = get_peft_model(backbone, self.config.lora.peft_config())
+        self.backbone = backbone
+        token_head = backbone.get_output_embeddings()
+        if token_head is None or not isinstance(token_head, nn.Linear):
+            raise ValueError(f"{type(backbone).__name__} has no linear output embedding (token head) to gate")
+        d, vocab = token_head.in_features, token_head.out_features
+        self.idea_head = (nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, vocab))
+                          if self.config.idea_head else None)
+        if self.idea_head is not None:
+            self.idea_head.to(token_head.weight.device)
+        self._alpha = self.config.alpha
+        self._captured: dict = {}
+        self._hook = token_head.register_forward_hook(self._gate_token_head) if self.idea_head is not None else None
+
+    # -- the gate, applied where the token head runs ------------------------------------------
+    def _gate_token_head(self, module, inputs, token_logits):
+        hidden = inputs[0]
+        idea_logits = self.idea_head(hidden.to(self.idea_head[0].weight.dtype))
+        self._captured = {"token_logits": token_logits, "idea_logits": idea_logits}
+        if self._alpha == 0:
+            return token_logits
+        gate = idea_gate(idea_logits, self._alpha, self.config.beta, self.config.gate_variant, self.config.eps)
+        return token_logits + gate.to(token_logits.dtype)
+
+    @property
+    def device(self) -> torch.device:
+        return self.backbone.get_output_embeddings().weight.device
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                alpha: float | None = None, **kwargs) -> IdeaGPTOutput:
+        """Gated logits (``logits``), the backbone's ``token_logits`` and ``idea_logits``; ``alpha``
+        overrides ``config.alpha`` (training ramps it; 0 gives the ungated logits)."""
+        self._alpha = self.config.alpha if alpha is None else float(alpha)
+        if self._alpha < 0:
+            raise ValueError(f"gate strength alpha must be >= 0, got {alpha}")
+        self._captured = {}
+        try:
+            out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **kwargs)
+        finally:
+            self._alpha = self.config.alpha
+        captured, self._captured = self._captured, {}
+        return IdeaGPTOutput(logits=out.logits, token_logits=captured.get("token_logits", out.logits),
+                             idea_logits=captured.get("idea_logits"))
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, alpha: float | None = None, **kwargs) -> torch.Tensor:
+        """The backbone's ``generate()`` with the gate inside its logits (strength ``alpha``, default ``config.alpha``)."""
+        self._alpha = self.config.alpha if alpha is None else float(alpha)
+        try:
+            return self.backbone.generate(input_ids=input_ids, **kwargs)
+        finally:
+            self._alpha = self.config.alpha
+            self._captured = {}
+
+    # -- what trains ---------------------------------------------------------------------------
+    def trainable_parameters(self) -> dict[str, nn.Parameter]:
+        return {name: p for name, p in self.named_parameters() if p.requires_grad}
+
+    def trainable_parameter_counts(self) -> dict[str, int]:
+        """Trainable parameters by group: ``lora``, ``idea_head`` and ``other`` (0 by construction)."""
+        counts = {"lora": 0, "idea_head": 0, "other": 0}
+        for name, p in self.trainable_parameters().items():
+            group = "idea_head" if name.startswith("idea_head.") else "lora" if ".lora_" in name else "other"
+            counts[group] += p.numel()
+        return counts
+
+    def frozen_parameter_count(self) -> int:
+        """Backbone parameters (a 4-bit weight counts its packed elements, two weights per byte)."""
+        return sum(p.numel() for p in self.parameters() if not p.requires_grad)
+
+    # -- saving: adapter + idea head only ------------------------------------------------------
+    def save_adapter(self, folder: str | Path) -> Path:
+        """Write the LoRA adapter (peft), the Idea Head (safetensors) and ``lora_idea.json``; never the backbone."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.config.lora is not None:
+            self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
+        if self.idea_head is not None:
+            state = {k: v.detach().cpu().contiguous() for k, v in self.idea_head.state_dict().items()}
+            save_file(state, str(folder / IDEA_HEAD_FILE))
+        (folder / WRAPPER_FILE).write_text(json.dumps(self.config.to_dict(), indent=2))
+        return folder
+
+    @classmethod
+    def from_adapter(cls, folder: str | Path, backbone, quantization: str | None = None,
+                     device: str | torch.device | None = None) -> "LoraIdeaModel":
+        """Rebuild a saved wrapper on ``backbone`` (a model, or a name/path loaded with ``quantization``
+        onto ``device``, by default the one :func:`load_backbone` picks)."""
+        folder = Path(folder)
+        if not (folder / WRAPPER_FILE).is_file():
+            raise FileNotFoundError(f"no {WRAPPER_FILE} in {folder}; save one with LoraIdeaModel.save_adapter")
+        config = LoraIdeaConfig(**json.loads((folder / WRAPPER_FILE).read_text()))
+        if quantization is not None:
+            config = replace(config, quantization=check_quantization(quantization))
+        if isinstance(backbone, (str, Path)):
+            backbone = load_backbone(backbone, config.quantization, device)
+        backbone.requires_grad_(False)
+        model = cls(backbone, replace(config, lora=None))
+        if config.lora is not None:
+            from peft import PeftModel
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+                model.backbone = PeftModel.from_pretrained(backbone, str(folder / ADAPTER_DIR), is_trainable=False)
+            model.config = config
+        if model.idea_head is not None:
+            model.idea_head.load_state_dict(load_file(str(folder / IDEA_HEAD_FILE)))
+            model.idea_head.requires_grad_(False)
+        return model.eval()
+
+
+def count_parameters(parameters: Sequence[torch.Tensor]) -> int:
+    return sum(p.numel() for p in parameters)

@@ -1,0 +1,434 @@
+"""The idea-gated GPT of paper B (Fofadiya, arXiv 2512.03343, Section 3), as a transformers model.
+
+A decoder-only GPT (nanoGPT's layout, the backbone of the authors' v1 code): learned token and
+position embeddings, pre-LayerNorm blocks with causal multi-head attention through
+``scaled_dot_product_attention`` and a GELU MLP, dropout, a final LayerNorm, and a token head
+tied to the input embedding. The idea-gated model adds, on the same final hidden state h_t:
+
+    z_idea = W_2 ReLU(W_1 h_t)              Idea Head (untied, d -> d -> V)
+    p_idea = sigmoid(z_idea)                "will token v occur in the next K tokens?"
+    gate   = G(log(p_idea + eps))           <= 0: a log-space penalty on unlikely tokens
+    z_final = z_token + gate                gated logits; the token loss is CE on these
+
+with G one of the two forms in the authors' repository (github.com/DarshanFofadiya/idea-gated-transformers:
+the WikiText GPT's ``model.py`` and the Mistral/LoRA script), selected by name:
+
+* ``clamp_then_scale`` (v1, the authors' WikiText GPT): alpha * clamp(log(p + eps), min=beta),
+  so the gate lies in [alpha * beta, 0];
+* ``scale_then_clamp`` (v2, the paper's equation): max(alpha * log(p + eps), beta), in [beta, 0].
+
+At alpha = 0 both gates are exactly zero and the gated logits equal the token head's.
+
+``IdeaGPTForCausalLM`` is a ``PreTrainedModel`` with ``GenerationMixin``: ``save_pretrained`` /
+``from_pretrained`` / ``generate()`` work, and the gate then acts inside ``generate()`` through the
+model's own forward (``config.alpha``).
+
+KV cache: ``generate()`` keeps the keys and values of past positions in a transformers
+``DynamicCache`` and feeds only the new token each step, so a step costs one position of the
+network instead of the whole prefix. The gate is a function of the last hidden state only, so it
+is the same with and without the cache. The position embeddings are learned for ``n_positions``
+slots; once a sequence is longer than that, the model re-reads the last ``n_positions`` tokens
+each step without the cache (nanoGPT's crop), exactly as the uncached path does, so cached and
+uncached decoding agree token for token at every length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import DynamicCache, GenerationConfig, GenerationMixin, PreTrainedConfig, PreTrainedModel
+from transformers.cache_utils import Cache
+from transformers.utils import ModelOutput
+
+from semlm.profiles import DROPOUT_SCOPES, INITS
+
+GATE_VARIANTS: tuple[str, ...] = ("clamp_then_scale", "scale_then_clamp")
+
+
+def check_gate_variant(variant: str) -> str:
+    if variant not in GATE_VARIANTS:
+        raise ValueError(f"unknown gate variant {variant!r}; choose one of: {', '.join(GATE_VARIANTS)}")
+    return variant
+
+
+def _check_gate_arguments(variant: str, alpha: float, beta: float) -> None:
+    check_gate_variant(variant)
+    if alpha < 0:
+        raise ValueError(f"gate strength alpha must be >= 0, got {alpha}")
+    if beta > 0:
+        raise ValueError(f"clamp floor beta must be <= 0, got {beta}")
+
+
+def _gate_floor(alpha: float, beta: float, variant: str) -> float:
+    """The log-probability below which the clamp acts: beta (v1) or beta / alpha (v2)."""
+    return beta if variant == "clamp_then_scale" else beta / alpha
+
+
+def _drops_eps(alpha: float, beta: float, variant: str, eps: float) -> bool:
+    """True when log(p + eps) may be computed as log(p): wherever the clamp does not act, p > e^floor, so
+    the two differ by less than eps / p < eps * e^-floor (in value, and relatively in the derivative)."""
+    return eps <= 0 or math.log(eps) - _gate_floor(alpha, beta, variant) <= math.log(1e-6)
+
+
+def idea_gate(idea_logits: torch.Tensor, alpha: float, beta: float = -2.0,
+              variant: str = "clamp_then_scale", eps: float = 1e-8) -> torch.Tensor:
+    """The additive gate from idea logits (paper B, Section 3.3; both published variants).
+
+    ``clamp_then_scale``: alpha * clamp(log(sigmoid(z) + eps), min=beta)   (v1; >= alpha * beta)
+    ``scale_then_clamp``: max(alpha * log(sigmoid(z) + eps), beta)         (v2; >= beta)
+    The clamp is what keeps a confidently wrong idea head from removing a token outright.
+    This is the reference form (plain autograd); the model's forward adds it to the token logits
+    through :func:`gated_logits`, which computes the same values with a hand-written backward.
+    """
+    _check_gate_arguments(variant, alpha, beta)
+    if alpha == 0:
+        return torch.zeros_like(idea_logits)
+    z = idea_logits.float()
+    if _drops_eps(alpha, beta, variant, eps):
+        log_p = torch.log(torch.sigmoid(z))  # two vectorised passes; logsigmoid is ~3x slower on CPU
+    else:
+        log_p = torch.log(torch.sigmoid(z) + eps)
+    if variant == "clamp_then_scale":
+        gate = alpha * log_p.clamp(min=beta)
+    else:
+        gate = (alpha * log_p).clamp(min=beta)
+    return gate.to(idea_logits.dtype)
+
+
+class _GatedLogits(torch.autograd.Function):
+    """z_final = z_token + G_alpha(z_idea) with a hand-written backward (same math as :func:`idea_gate`).
+
+    Autograd through ``idea_gate`` runs about eight passes over the [B, T, V] logits for the gate
+    alone (sigmoid, log, clamp, scale, add; their backwards, a comparison and a select). Here the
+    forward is sigmoid, log, clamp, then scale-and-add in place, and the backward a sigmoid and
+    three in-place passes: with p = sigmoid(z) and floor the clamp's threshold in log p,
+
+        d z_final / d z_idea = alpha * (1 - p) * p / (p + eps)   where log(p + eps) >= floor, else 0
+
+    (the factor p / (p + eps) is 1 to float precision when ``_drops_eps``). The backward recomputes
+    p from z_idea (which the idea loss keeps anyway) rather than holding a [B, T, V] buffer through the loss.
+    """
+
+    @staticmethod
+    def forward(ctx, token_logits, idea_logits, alpha, beta, variant, eps):
+        drop_eps = _drops_eps(alpha, beta, variant, eps)
+        gate = torch.sigmoid(idea_logits.float())  # p, then log p in the same buffer
+        gate = gate.log_() if drop_eps else gate.add_(eps).log_()
+        # both variants are alpha * clamp(log p, floor): max(alpha x, beta) = alpha max(x, beta / alpha), alpha > 0
+        gate.clamp_(min=_gate_floor(alpha, beta, variant))
+        if gate.dtype == token_logits.dtype:
+            out = torch.add(token_logits, gate, alpha=alpha, out=gate)  # scale and add in one pass, in place
+        else:
+            out = token_logits + gate.mul_(alpha).to(token_logits.dtype)
+        ctx.save_for_backward(idea_logits)  # p is recomputed: one [B, T, V] buffer less held through the loss
+        ctx.alpha, ctx.eps, ctx.drop_eps = alpha, eps, drop_eps
+        ctx.threshold = math.exp(_gate_floor(alpha, beta, variant)) - (0.0 if drop_eps else eps)
+        ctx.idea_dtype = idea_logits.dtype
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        alpha, grad_idea = ctx.alpha, None
+        if ctx.needs_input_grad[1]:
+            p = torch.sigmoid(ctx.saved_tensors[0].float())
+            ratio = None if ctx.drop_eps else p / (p + ctx.eps)
+            torch.threshold_(p, ctx.threshold, 1.0)  # clamped entries -> p = 1 -> 1 - p = 0
+            grad_idea = torch.addcmul(grad_out, grad_out, p, value=-1.0, out=p).mul_(alpha)  # alpha (1 - p) upstream
+            if ratio is not None:
+                grad_idea.mul_(ratio)
+            grad_idea = grad_idea.to(ctx.idea_dtype)
+        grad_token = grad_out if ctx.needs_input_grad[0] else None
+        return grad_token, grad_idea, None, None, None, None
+
+
+def gated_logits(token_logits: torch.Tensor, idea_logits: torch.Tensor, alpha: float, beta: float = -2.0,
+                 variant: str = "clamp_then_scale", eps: float = 1e-8) -> torch.Tensor:
+    """z_final = z_token + idea_gate(z_idea) (paper B, Section 3.3), computed in few passes.
+
+    Equal to ``token_logits + idea_gate(idea_logits, ...)`` to float precision, values and gradients
+    (tests check both). At alpha = 0 it returns ``token_logits`` itself.
+    """
+    _check_gate_arguments(variant, alpha, beta)
+    if alpha == 0:
+        return token_logits
+    if not (torch.is_grad_enabled() and (token_logits.requires_grad or idea_logits.requires_grad)):
+        with torch.no_grad():
+            return _GatedLogits.forward(_NoContext(), token_logits, idea_logits, alpha, beta, variant, eps)
+    return _GatedLogits.apply(token_logits, idea_logits, alpha, beta, variant, eps)
+
+
+class _NoContext:
+    """Stands in for autograd's ctx when the gate runs without a graph (generation, evaluation)."""
+
+    def save_for_backward(self, *tensors) -> None:
+        pass
+
+
+class IdeaGPTConfig(PreTrainedConfig):
+    """Sizes of the GPT and the gate. ``idea_head=False`` is the plain baseline GPT."""
+
+    model_type = "idea_gpt"
+    attribute_map = {"hidden_size": "n_embd", "max_position_embeddings": "n_positions",
+                     "num_attention_heads": "n_head", "num_hidden_layers": "n_layer"}
+
+    vocab_size: int = 50257
+    n_positions: int = 256
+    n_embd: int = 384
+    n_layer: int = 6
+    n_head: int = 6
+    dropout: float = 0.1
+    idea_head: bool = True
+    gate_variant: str = "clamp_then_scale"
+    alpha: float = 0.5           # gate strength used at inference (training ramps up to it)
+    beta: float = -2.0
+    eps: float = 1e-8
+    initializer_range: float = 0.02
+    # The authors' v1 choices (semlm.profiles.GPTSize): "authors_v1" draws every weight from
+    # N(0, initializer_range) with PyTorch's default biases and no residual scaling; "gpt2_scaled" is
+    # GPT-2's scheme. dropout_scope "embeddings" keeps only the dropout after the embedding sum.
+    init: str = "gpt2_scaled"
+    dropout_scope: str = "everywhere"
+    use_cache: bool = False      # forward() builds a cache only when asked; generate() asks (its own config)
+    bos_token_id: int | None = 0
+    eos_token_id: int | None = 0
+    pad_token_id: int | None = 0
+    tie_word_embeddings: bool = True
+
+
+@dataclass
+class IdeaGPTOutput(ModelOutput):
+    """``logits`` are the gated logits (the token head's when there is no idea head or alpha = 0)."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    token_logits: torch.Tensor | None = None
+    idea_logits: torch.Tensor | None = None
+    hidden_states: torch.Tensor | None = None
+    past_key_values: Cache | None = None
+
+
+def _block_dropout(config: IdeaGPTConfig) -> float:
+    """Dropout on attention weights and residual branches: none when it is only after the embeddings."""
+    if config.dropout_scope not in DROPOUT_SCOPES or config.init not in INITS:
+        raise ValueError(f"dropout_scope must be one of {DROPOUT_SCOPES} and init one of {INITS}; got "
+                         f"{config.dropout_scope!r}, {config.init!r}")
+    return config.dropout if config.dropout_scope == "everywhere" else 0.0
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: IdeaGPTConfig, layer_idx: int = 0):
+        super().__init__()
+        self.n_head, self.dropout, self.layer_idx = config.n_head, _block_dropout(config), layer_idx
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.c_proj._is_residual = True  # GPT-2 init: scaled by 1/sqrt(2 * n_layer)
+        self.resid_dropout = nn.Dropout(self.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: Cache | None = None,
+                is_causal: bool = True) -> torch.Tensor:
+        B, L, d = x.shape
+        q, k, v = self.c_attn(x).view(B, L, 3, self.n_head, d // self.n_head).permute(2, 0, 3, 1, 4)
+        if cache is not None:  # keys and values of the past positions, then this call's appended
+            k, v = cache.update(k, v, self.layer_idx)
+        dropout = self.dropout if self.training else 0.0
+        # Position t attends to positions <= t only: is_causal (no cache, no padding), an explicit causal
+        # & padding mask, or nothing when one new token reads a cache of its own past.
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal and mask is None,
+                                           dropout_p=dropout)
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, L, d)))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: IdeaGPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.c_proj._is_residual = True
+        self.dropout = nn.Dropout(_block_dropout(config))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-LN: x + Attn(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, config: IdeaGPTConfig, layer_idx: int = 0):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(config.n_embd), nn.LayerNorm(config.n_embd)
+        self.attn, self.mlp = CausalSelfAttention(config, layer_idx), MLP(config)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: Cache | None = None,
+                is_causal: bool = True) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), mask, cache, is_causal)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPTBody(nn.Module):
+    def __init__(self, config: IdeaGPTConfig):
+        super().__init__()
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.n_positions, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.h = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                cache: Cache | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Final hidden states of the ``input_ids`` (the new tokens when ``cache`` holds a past).
+
+        ``attention_mask`` covers past and new tokens ([B, past + L], transformers' convention).
+        """
+        B, L = input_ids.shape
+        past = cache.get_seq_length() if cache is not None else 0
+        total, device = past + L, input_ids.device
+        if total > self.wpe.num_embeddings:
+            raise ValueError(f"sequence of length {total} exceeds n_positions={self.wpe.num_embeddings}; crop the input")
+        if attention_mask is not None and attention_mask.shape[-1] != total:
+            raise ValueError(f"attention_mask covers {attention_mask.shape[-1]} positions, expected past + new = {total}")
+        padded = attention_mask is not None and not bool(attention_mask.all())
+        mask, is_causal = None, past == 0  # one new token after a cache reads every cached key: no mask
+        if padded or (past > 0 and L > 1):
+            query = torch.arange(past, total, device=device)
+            allowed = torch.arange(total, device=device)[None, :] <= query[:, None]        # [L, total] causal
+            if padded:  # left padding: never attend to pads; a pad query attends to itself (no empty row)
+                allowed = (allowed[None] & attention_mask.bool()[:, None, :]) | (
+                    torch.arange(total, device=device)[None, :] == query[:, None])[None]
+            mask = allowed[:, None] if allowed.dim() == 3 else allowed
+        if position_ids is None:
+            if padded:  # real tokens count positions from 0
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp_min(0)[:, past:]
+            else:
+                position_ids = torch.arange(past, total, device=device).expand(B, L)
+        x = self.drop(self.wte(input_ids) + self.wpe(position_ids))
+        for block in self.h:
+            x = block(x, mask, cache, is_causal)
+        return self.ln_f(x)
+
+
+class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
+    """GPT with a tied token head and, if ``config.idea_head``, the Idea Head and gate."""
+
+    config_class = IdeaGPTConfig
+    base_model_prefix = "transformer"
+    main_input_name = "input_ids"
+    _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
+    _no_split_modules = ["Block"]
+    _supports_sdpa = True
+
+    def __init__(self, config: IdeaGPTConfig):
+        super().__init__(config)
+        check_gate_variant(config.gate_variant)
+        if config.n_embd % config.n_head:
+            raise ValueError(f"n_embd ({config.n_embd}) must be divisible by n_head ({config.n_head})")
+        self.transformer = GPTBody(config)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.idea_head = (nn.Sequential(nn.Linear(config.n_embd, config.n_embd), nn.ReLU(),
+                                        nn.Linear(config.n_embd, config.vocab_size))
+                          if config.idea_head else None)
+        self.post_init()
+        self.generation_config = GenerationConfig(use_cache=True, bos_token_id=config.bos_token_id,
+                                                  eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """GPT-2's scheme: N(0, 0.02), zero biases, residual projections scaled by 1/sqrt(2 * n_layer);
+        with ``init="authors_v1"`` the authors' ``model.py``: N(0, 0.02) weights, no residual scaling,
+        Linear biases left at PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+        std, authors = self.config.initializer_range, self.config.init == "authors_v1"
+        if isinstance(module, nn.Linear):
+            residual = getattr(module, "_is_residual", False) and not authors
+            scale = 1 / math.sqrt(2 * self.config.n_layer) if residual else 1.0
+            nn.init.normal_(module.weight, mean=0.0, std=std * scale)
+            if module.bias is not None and authors:
+                bound = 1 / math.sqrt(module.in_features)
+                nn.init.uniform_(module.bias, -bound, bound)
+            elif module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.transformer.wte
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.transformer.wte = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, alpha: float | None = None,
+                past_key_values: Cache | None = None, use_cache: bool | None = None,
+                position_ids: torch.Tensor | None = None, return_dict: bool | None = None,
+                **kwargs) -> IdeaGPTOutput:
+        """Gated and ungated logits plus idea logits. ``alpha`` overrides ``config.alpha`` (training ramps it).
+
+        ``labels`` (optional, -100 = ignore) are the input ids as in transformers' causal LMs: the
+        loss is the cross-entropy of the gated logits at t against labels at t + 1.
+        ``use_cache=True`` (or a ``past_key_values`` cache) makes the forward read and extend a
+        ``DynamicCache``; ``input_ids`` are then only the tokens not yet in the cache, and
+        ``attention_mask`` covers cached and new tokens. Training never builds a cache.
+        """
+        use_cache = past_key_values is not None if use_cache is None else use_cache
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache()
+        cache = past_key_values if use_cache else None
+        hidden = self.transformer(input_ids, attention_mask, cache, position_ids)
+        token_logits = self.lm_head(hidden)
+        idea_logits, logits = None, token_logits
+        if self.idea_head is not None:
+            idea_logits = self.idea_head(hidden)
+            a = self.config.alpha if alpha is None else alpha
+            logits = gated_logits(token_logits, idea_logits, a, self.config.beta, self.config.gate_variant,
+                                  self.config.eps)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
+        return IdeaGPTOutput(loss=loss, logits=logits, token_logits=token_logits, idea_logits=idea_logits,
+                             hidden_states=hidden, past_key_values=cache)
+
+    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, past_key_values: Cache | None = None,
+                                      attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
+                                      **kwargs) -> dict:
+        """The tokens ``forward`` has not seen yet, with the cache and the full attention mask.
+
+        With a cache (``generate(use_cache=True)``, the default) only the tokens after the cached
+        ones are fed. Without one, or once the sequence no longer fits ``n_positions``, the model
+        reads the last ``n_positions`` tokens afresh (nanoGPT's crop) and leaves the cache alone,
+        so both paths compute the same logits. What transformers passes to locate the new tokens
+        (``cache_position`` in 4.x, ``next_sequence_length`` in 5.x) is not needed: the cache's own
+        length says it. ``generate(..., alpha=a)`` reaches ``forward`` (``alpha=0.0`` switches the
+        built-in gate off, e.g. when an ``IdeaGateLogitsProcessor`` applies it instead).
+        """
+        window = self.config.n_positions
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache()
+        past = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if use_cache is not False and past_key_values is not None and input_ids.shape[1] <= window:
+            inputs = {"input_ids": input_ids[:, past:], "past_key_values": past_key_values, "use_cache": True}
+            if attention_mask is not None:
+                inputs["attention_mask"] = attention_mask
+        else:
+            inputs = {"input_ids": input_ids[:, -window:], "use_cache": False}
+            if attention_mask is not None:
+                inputs["attention_mask"] = attention_mask[:, -window:]
+        if kwargs.get("alpha") is not None:
+            inputs["alpha"] = kwargs["alpha"]
+        return inputs
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Distinct trainable parameters (the tied head counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())

@@ -1,0 +1,692 @@
+"""Paper B's experiment on WikiText: data, what one GPT run is (:class:`IdeaExperiment`), evaluation and generation.
+
+Profiles (``idea_profile(name)``; the configurations live in the torch-free :mod:`semlm.profiles` and
+are re-exported here):
+
+* ``paper``: the authors' v1 run (their ``train.py``, ``model.py`` and ``evaluate.py`` in
+  github.com/DarshanFofadiya/idea-gated-transformers, WikiText-103 GPT). WikiText-103 and GPT-2's
+  tokeniser need ``--allow-downloads``; without it the run falls back to WikiText-2 and a book-trained
+  50,257-token byte-level BPE (recorded as ``dataset`` / ``tokenizer``).
+* ``cpu``: the book's default on a 2-core laptop (see :func:`~semlm.profiles.idea_profile` for its recipe).
+* ``smoke``: seconds; a sliver of WikiText-2, a 512-token BPE and a one-layer model.
+
+:func:`profile_differences` lists, from the config objects, every way a profile differs from
+``paper``; each chapter prints that table. ``with_max_steps`` caps a run (e.g. a paper-profile run on
+a GPU for 10 minutes) and compresses warmup, cosine and alpha ramp to keep their share of the run.
+
+Training is the authors' loop written as a :class:`~semlm.profiles.TrainConfig` of the book's one
+trainer (:func:`semlm.core.train.train`): ``max_steps`` iterations of windows at random offsets of the token
+stream (``sampling="random_windows"``, :class:`TokenStream`), gradient accumulation, linear warmup from
+0 and a cosine to ``min_lr`` (``schedule="cosine_min_lr"``, their ``get_lr``). This module says only
+*what* a run is (:class:`IdeaExperiment`, :func:`idea_run`); :mod:`semlm.core.runs` trains or reloads it,
+caching it under ``default_runs_dir(profile)/idea/`` keyed by the configuration and the training code
+(an interrupted run resumes from its last validation).
+
+Multi-GPU: the model is a plain ``PreTrainedModel``; :mod:`semlm.core.distributed` runs it with
+``accelerate``. The book's loop is single process.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from semlm.core import runs
+from semlm.data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
+from semlm.data.paths import REPO_ROOT
+from semlm.data.wikitext import TextSplits, downloads_allowed, load_corpus
+from semlm.idea.targets import PAD_ID, top_frequent_ids, vocabulary_mask, window_ids
+from semlm.idea.targets import idea_gated_loss
+from semlm.core.metrics import (distinct_n, perplexity, repetition_rate, stickiness, summarise, unique_domain_density,
+                      words_of)
+from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
+from semlm.profiles import (AUTHORS_STOPWORDS, DROPOUT_SCOPES, INITS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS,  # noqa: F401
+                       GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, TrainConfig, authors_v1_training,
+                       idea_profile, profile_differences, with_max_steps)
+from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
+from semlm.core.train import fingerprint
+
+DOMAINS_DIR = REPO_ROOT / "data" / "domains"
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class TokenBatch:
+    inputs: torch.Tensor    # [B, L]      x_0 .. x_{L-1}
+    targets: torch.Tensor   # [B, L]      x_1 .. x_L (PAD_ID where the text ended)
+    future: torch.Tensor    # [B, L+K-1]  x_1 .. x_{L+K-1}: the next-token targets continued for the idea windows
+
+
+@dataclass
+class TokenBlocks:
+    """Fixed-length blocks of token ids for the shared trainer.
+
+    Row i holds tokens ``[i*L, i*L + L + K)`` of the split (``PAD_ID`` past its end): the first L
+    are the inputs, tokens 1..L the next-token targets, and tokens 1..L+K-1 the idea windows, so
+    the scored positions of consecutive blocks never overlap while the last positions of a block
+    still see a full window (as in the authors' pipeline).
+    """
+
+    input_ids: torch.Tensor  # [N, L + K] long
+    block_size: int
+    window: int
+    device: str = "cpu"
+
+    @classmethod
+    def from_stream(cls, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None) -> "TokenBlocks":
+        ids = ids.long().flatten()
+        if max_tokens is not None:
+            ids = ids[: max_tokens + 1]
+        n = (len(ids) - 1) // block_size
+        if n < 1:
+            raise ValueError(f"need more than {block_size} tokens to make one block, got {len(ids)}")
+        padded = F.pad(ids, (0, block_size + window), value=PAD_ID)
+        rows = padded.unfold(0, block_size + window, block_size)[:n]
+        return cls(rows.contiguous(), block_size, window)
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def n_tokens(self) -> int:
+        return int((self.input_ids[:, 1:self.block_size + 1] != PAD_ID).sum())
+
+    def batch(self, index) -> TokenBatch:
+        rows = self.input_ids[index].to(self.device)
+        L = self.block_size
+        return TokenBatch(rows[:, :L].clamp_min(0), rows[:, 1:L + 1], rows[:, 1:])
+
+    def batches(self, batch_size: int, generator: torch.Generator | None = None, shuffle: bool = False):
+        order = torch.randperm(len(self), generator=generator) if shuffle else torch.arange(len(self))
+        for start in range(0, len(self), batch_size):
+            yield self.batch(order[start:start + batch_size])
+
+
+@dataclass
+class IdeaData:
+    splits_dataset: str           # the corpus used
+    requested_dataset: str
+    note: str
+    tokenizer_dir: Path
+    streams: dict                 # split -> 1-D int32 ids
+    stopword_ids: list[int]       # masked out of the idea loss
+    tokenizer_name: str = "book-bpe"
+    stopwords_not_single_tokens: list[str] = field(default_factory=list)  # listed but not one token here: not masked
+
+    @property
+    def tokenizer(self):
+        return load_tokenizer(self.tokenizer_dir)
+
+    def blocks(self, split: str, profile: IdeaProfile, window: int | None = None, max_tokens: int | None = -1) -> TokenBlocks:
+        cap = (profile.train_tokens if split == "train" else profile.eval_tokens) if max_tokens == -1 else max_tokens
+        return TokenBlocks.from_stream(self.streams[split], profile.size.block_size,
+                                       window or profile.idea.window, cap)
+
+
+def _encode(tokenizer, lines: Sequence[str]) -> torch.Tensor:
+    encoded = tokenizer(list(lines), add_special_tokens=False)["input_ids"]
+    return torch.tensor([i for row in encoded for i in row], dtype=torch.int32)
+
+
+_PREPARED: dict[tuple, IdeaData] = {}
+
+
+def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> IdeaData:
+    """Corpus -> BPE (trained once, cached) -> id streams (cached) and the stopword ids.
+
+    ``profile``: an :class:`IdeaProfile` or an :class:`IdeaRun`. The tokeniser and the id streams are
+    cached under ``runs_dir/idea/`` (default: ``default_runs_dir(profile.name)``, where the chapters and
+    :class:`IdeaExperiment` find them; the folder is named by a hash of what it holds).
+    Memoised per process (a chapter calls it once per run it trains or reloads).
+    """
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
+    key = (profile.dataset, profile.tokenizer, profile.vocab_size, profile.bpe_lines, profile.train_tokens,
+           profile.eval_tokens, profile.idea.stopwords_top_n, profile.idea.stopword_list, str(runs_dir.resolve()),
+           os.environ.get("SEMLM_DATA_DIR"), os.environ.get("SEMLM_ALLOW_DOWNLOADS"))
+    if key not in _PREPARED or not _PREPARED[key].tokenizer_dir.is_dir():
+        _PREPARED[key] = _prepare_data(profile, runs_dir)
+    return _PREPARED[key]
+
+
+def gpt2_tokenizer():
+    """GPT-2's tokeniser (the authors'), from the local cache or, with downloads allowed, the Hub; else None."""
+    from transformers import AutoTokenizer
+
+    try:
+        with quiet_transformers():
+            return AutoTokenizer.from_pretrained("gpt2", local_files_only=not downloads_allowed())
+    except (OSError, ValueError):
+        return None
+
+
+def _prepare_data(profile: IdeaProfile, runs_dir: Path) -> IdeaData:
+    splits: TextSplits = load_corpus(profile.dataset)
+    bpe_lines = splits.train if profile.bpe_lines is None else splits.train[: profile.bpe_lines]
+    gpt2 = gpt2_tokenizer() if profile.tokenizer == "gpt2" else None
+    note = splits.note
+    if profile.tokenizer == "gpt2" and gpt2 is None:
+        note = (note + "; " if note else "") + (f"GPT-2's tokeniser is not available offline: a {profile.vocab_size}-token "
+                                                "byte-level BPE learnt on the training split replaces it")
+    name = "gpt2" if gpt2 is not None else "book-bpe"
+    key = fingerprint({"dataset": splits.dataset, "lines": lines_fingerprint(bpe_lines), "vocab": profile.vocab_size,
+                       "train_tokens": profile.train_tokens, "eval_tokens": profile.eval_tokens, "tokenizer": name})
+    folder = runs_dir / "idea" / f"tokenizer-{splits.dataset}-{name}-{profile.vocab_size}-{key}"
+    if gpt2 is not None:
+        gpt2.pad_token = gpt2.eos_token
+        folder.mkdir(parents=True, exist_ok=True)
+        gpt2.save_pretrained(str(folder))
+        tokenizer = load_tokenizer(folder)
+    else:
+        tokenizer = bpe_tokenizer(bpe_lines, profile.vocab_size, folder)
+    cache = folder / "ids.safetensors"
+    if cache.is_file():
+        streams = load_file(cache)
+    else:
+        streams = {}
+        for split in ("train", "valid", "test"):
+            lines = splits.split(split)
+            cap = profile.train_tokens if split == "train" else profile.eval_tokens
+            if cap is not None:  # encode only what is needed (about 8 characters per token is plenty)
+                lines = _take_chars(lines, 10 * (cap + 1) + 10_000)
+            streams[split] = _encode(tokenizer, lines)
+        save_file(streams, cache)
+    train_ids = streams["train"] if profile.train_tokens is None else streams["train"][: profile.train_tokens]
+    missing: list[str] = []
+    if profile.idea.stopword_list:
+        stop, missing = stopword_ids(tokenizer, profile.idea.stopword_list)
+    else:
+        stop = top_frequent_ids(train_ids.long(), profile.idea.stopwords_top_n)
+    return IdeaData(splits.dataset, splits.requested, note, folder, streams, stop, name, missing)
+
+
+def stopword_ids(tokenizer, words: Sequence[str]) -> tuple[list[int], list[str]]:
+    """The ids of the ``words`` that are one token under ``tokenizer`` (as each of the authors' 18 is under
+    GPT-2's), and the words that are not (left unmasked rather than masking their pieces)."""
+    ids, not_single = [], []
+    for word in words:
+        pieces = tokenizer(word, add_special_tokens=False)["input_ids"]
+        if len(pieces) == 1:
+            ids.append(pieces[0])
+        else:
+            not_single.append(word)
+    return sorted(set(ids)), not_single
+
+
+def _take_chars(lines: Sequence[str], chars: int) -> list[str]:
+    out, total = [], 0
+    for line in lines:
+        if total >= chars:
+            break
+        out.append(line)
+        total += len(line)
+    return out
+
+
+# --- model and training -------------------------------------------------------------------------
+
+
+def model_config(profile: IdeaProfile, vocab_size: int, idea: bool, settings: IdeaSettings | None = None,
+                 eos_id: int = 0) -> IdeaGPTConfig:
+    """The GPT of ``profile`` (an :class:`IdeaProfile` or an :class:`IdeaRun`: its ``size`` and ``idea``),
+    initialised and regularised as ``size`` says (the authors' v1 ``init`` and ``dropout_scope`` by default:
+    weights N(0, 0.02) with PyTorch's default biases, dropout only after the embeddings)."""
+    s, size = settings or profile.idea, profile.size
+    return IdeaGPTConfig(vocab_size=vocab_size, n_positions=size.block_size, n_embd=size.n_embd, n_layer=size.n_layer,
+                         n_head=size.n_head, dropout=size.dropout, idea_head=idea, gate_variant=s.gate_variant,
+                         alpha=s.alpha if idea else 0.0, beta=s.beta, eps=s.eps, init=size.init,
+                         dropout_scope=size.dropout_scope, bos_token_id=eos_id, eos_token_id=eos_id,
+                         pad_token_id=eos_id)
+
+
+def alpha_at(step: int, settings: IdeaSettings) -> float:
+    """Linear ramp of the gate strength from 0 to ``settings.alpha`` over ``alpha_ramp_steps`` optimiser steps."""
+    if settings.alpha_ramp_steps == 0:
+        return settings.alpha
+    return settings.alpha * min(1.0, step / settings.alpha_ramp_steps)
+
+
+def autocast_for(device: torch.device | str):
+    """bf16 autocast on CUDA only; CPU runs in float32."""
+    device = torch.device(device)
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+
+def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool):
+    """``loss_fn(model, batch, step) -> (loss, parts)`` for :func:`semlm.core.train.train`: paper B's loss
+    (:func:`semlm.idea.targets.idea_gated_loss`) with the gate strength ``alpha_at(step, settings)``.
+
+    ``step`` is the optimiser steps done (every micro-batch of an accumulated step gets the same
+    alpha); ``step=None`` is the end of the ramp (``settings.alpha``), e.g. for a benchmark. The
+    stopword ids become the vocabulary mask of the idea BCE. ``parts`` holds the token CE, the idea
+    BCE in the settings' reduction and per counted column (``idea_bce_per_column``, comparable
+    between the two reductions), as detached 0-d tensors, and alpha.
+    """
+    stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
+    masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
+
+    def loss_fn(model, batch: TokenBatch, step: int | None = None):
+        alpha = (settings.alpha if step is None else alpha_at(step, settings)) if idea else 0.0
+        with autocast_for(batch.inputs.device):
+            out = model(batch.inputs, alpha=alpha)
+        if not idea:
+            loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=PAD_ID)
+            return loss, {"token_ce": ce.detach()}
+        vocab = out.idea_logits.shape[-1]
+        key = (vocab, str(out.idea_logits.device))
+        if key not in masks:
+            masks[key] = vocabulary_mask(vocab, stop, out.idea_logits.device)
+        positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
+        loss, ce, bce = idea_gated_loss(out.logits, batch.targets, out.idea_logits, positives, masks[key],
+                                        settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction,
+                                        ignore_index=PAD_ID)
+        bce = bce.detach()  # parts are detached tensors: the loop decides when to wait for the device
+        per_column = bce / masks[key].sum() if settings.idea_loss_reduction == "sum_vocab" else bce
+        return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
+
+    return loss_fn
+
+
+class TokenStream:
+    """A training split as one id stream, sampled like the authors' ``get_batch``: windows at random offsets
+    (the data of ``sampling="random_windows"``; the training loop moves the batches to the model's device)."""
+
+    def __init__(self, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None):
+        ids = ids.long().flatten()
+        self.ids = ids if max_tokens is None else ids[: max_tokens + 1]
+        self.block_size, self.window = block_size, window
+        if len(self.ids) < block_size + window + 1:
+            raise ValueError(f"need more than {block_size + window} training tokens, got {len(self.ids)}; "
+                             f"raise train_tokens or lower block_size / window")
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """The stream itself (the trainer hashes it into the run's fingerprint)."""
+        return self.ids
+
+    def __len__(self) -> int:
+        """The number of distinct window offsets."""
+        return len(self.ids) - self.block_size - self.window
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> TokenBatch:
+        L, K = self.block_size, self.window
+        starts = torch.randint(len(self), (batch_size,), generator=generator)
+        rows = self.ids[starts[:, None] + torch.arange(L + K)]   # x_i .. x_{i+L+K-1}
+        return TokenBatch(rows[:, :L], rows[:, 1:L + 1], rows[:, 1:])
+
+
+@contextmanager
+def quiet_transformers():
+    """No progress bars or info lines from transformers while saving / loading / generating."""
+    from transformers.utils import logging
+
+    was = logging.is_progress_bar_enabled()
+    verbosity = logging.get_verbosity()
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if was:
+            logging.enable_progress_bar()
+
+
+
+
+@dataclass(frozen=True)
+class IdeaRun:
+    """What one paper-B GPT run is: everything its weights depend on, and nothing else (the profile's
+    generation and sweep settings are not in it, so changing them retrains nothing).
+
+    The corpus fields are the profile's (``name`` is the profile's name); ``train`` and ``idea`` are
+    this run's recipe and idea settings; ``run_tokens`` its training tokens (-1: ``train_tokens``).
+    """
+
+    name: str
+    dataset: str
+    tokenizer: str
+    vocab_size: int
+    bpe_lines: int | None
+    train_tokens: int | None
+    eval_tokens: int | None
+    size: GPTSize
+    train: TrainConfig
+    idea: IdeaSettings
+    gated: bool
+    run_tokens: int | None = -1
+
+
+def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSettings | None = None,
+             train_tokens: int | None = -1, steps: int | None = None) -> RunSpec:
+    """The run ``name`` of ``profile``: the plain (``gated=False``) or the idea-gated GPT.
+
+    ``settings`` replace the profile's idea settings, ``train_tokens`` its training budget (-1: the
+    profile's; None: all), ``steps`` its iterations (warmup, cosine and alpha ramp keep their share,
+    as with :func:`with_max_steps`).
+    """
+    capped = with_max_steps(profile, steps) if steps is not None else profile
+    idea = settings or capped.idea
+    if steps is not None and settings is not None:  # keep the ramp's share of the shorter run
+        idea = replace(idea, alpha_ramp_steps=capped.idea.alpha_ramp_steps)
+    run = IdeaRun(profile.name, profile.dataset, profile.tokenizer, profile.vocab_size, profile.bpe_lines,
+                  profile.train_tokens, profile.eval_tokens, profile.size, capped.train, idea, gated, train_tokens)
+    return RunSpec(name, profile.train.seed, run, group=profile.dataset)
+
+
+class IdeaExperiment(runs.Experiment):
+    """Paper B's GPT on WikiText for :mod:`semlm.core.runs`: the plain and the idea-gated model (chapters 6, 7).
+
+    Metrics: ``val_ppl`` (gated logits at the model's alpha), ``val_ppl_ungated`` (alpha = 0; None for
+    the plain model) and ``train_tokens`` (the length of the run's training stream).
+    """
+
+    name = "idea"
+
+    def data_key(self, spec: RunSpec):
+        r = spec.config
+        return (r.name, r.dataset, r.tokenizer, r.vocab_size, r.bpe_lines, r.train_tokens, r.eval_tokens,
+                r.idea.stopword_list, r.idea.stopwords_top_n)
+
+    def prepare(self, spec: RunSpec) -> IdeaData:
+        return prepare_data(spec.config)
+
+    def build(self, spec: RunSpec, data: IdeaData) -> IdeaGPTForCausalLM:
+        run = spec.config
+        tokenizer = data.tokenizer
+        return IdeaGPTForCausalLM(model_config(run, len(tokenizer), run.gated, run.idea, tokenizer.eos_token_id))
+
+    def fit(self, spec: RunSpec, data: IdeaData) -> runs.Fit:
+        run = spec.config
+        stream = TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
+                             run.train_tokens if run.run_tokens == -1 else run.run_tokens)
+        return runs.Fit(stream, data.blocks("valid", run), run.train,
+                        loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated))
+
+    def evaluate(self, spec: RunSpec, data: IdeaData, model, result) -> dict:
+        run = spec.config
+        val = data.blocks("valid", run)
+        tokens = run.train_tokens if run.run_tokens == -1 else run.run_tokens
+        return {"val_ppl": perplexity(model, val),
+                "val_ppl_ungated": perplexity(model, val, alpha=0.0) if run.gated else None,
+                "train_tokens": TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
+                                            tokens).n_tokens}
+
+    def total_steps(self, spec: RunSpec) -> int:
+        return spec.config.train.max_steps
+
+
+
+IDEA = IdeaExperiment()
+
+
+#: The two idea-loss forms of the authors' code: v1 (WikiText GPT) and v2 (Mistral LoRA).
+LOSS_FORMS = {"sum": SUM_IDEA_LOSS, "mean": MEAN_IDEA_LOSS}
+
+
+def main_run_specs(profile: IdeaProfile) -> list[RunSpec]:
+    """Chapter 6's models: the plain GPT and the gated GPT, the latter in both loss forms when
+    ``profile.compare_loss_forms`` (``gated-sum``, ``gated-mean``), else in the profile's form (``gated``)."""
+    specs = [idea_run(profile, "baseline", False)]
+    if profile.compare_loss_forms:
+        specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
+    else:
+        specs.append(idea_run(profile, "gated", True))
+    return specs
+
+
+def main_runs(profile: IdeaProfile, workers: int = 1, runs_dir: str | Path | None = None) -> tuple[dict, str]:
+    """Train or reload :func:`main_run_specs`; ``runs["gated"]`` is the chosen gated model. With both loss
+    forms trained, the choice is the form with the lower validation perplexity (gated logits): the
+    evidence chapter 6 reports. Returns ``(runs, chosen run name)``; chapters 6 and 7 share it."""
+    records = train_runs(profile, main_run_specs(profile), runs_dir, workers)
+    if "gated" in records:
+        return records, "gated"
+    chosen = min((f"gated-{form}" for form in LOSS_FORMS), key=lambda name: records[name].metrics["val_ppl"])
+    records["gated"] = records[chosen]
+    return records, chosen
+
+
+def train_runs(profile: IdeaProfile, specs: Sequence[RunSpec], runs_dir: str | Path | None = None,
+               workers: int = 1) -> dict[str, RunRecord]:
+    """Train or reload every spec (:func:`idea_run`) with :func:`semlm.core.runs.run_many` (``workers``
+    one-thread processes, at most ``profile.max_workers``): ``{spec name: RunRecord}``."""
+    records = runs.run_many(IDEA, list(specs), runs.RunContext(profile.name, runs_dir, max(1, min(workers, profile.max_workers))),
+                            label=f"idea GPT ({profile.name})")
+    return {spec.name: record for spec, record in zip(specs, records)}
+
+
+# --- domains and generation ---------------------------------------------------------------------
+
+
+@dataclass
+class Domain:
+    name: str
+    prompts: list[str]
+    terms: list[str] = field(default_factory=list)
+
+
+def load_domains(folder: str | Path = DOMAINS_DIR) -> dict[str, Domain]:
+    """``<name>.txt`` files with ``[prompts]`` and ``[terms]`` sections (see data/domains/README.md)."""
+    folder = Path(folder)
+    files = sorted(folder.glob("*.txt"))
+    if not files:
+        raise FileNotFoundError(f"no domain files (*.txt) in {folder}; see data/domains/README.md")
+    domains = {}
+    for path in files:
+        section, prompts, terms = None, [], []
+        for raw in path.read_text().splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line in ("[prompts]", "[terms]"):
+                section = line
+            elif section == "[prompts]":
+                prompts.append(" " + line)
+            elif section == "[terms]":
+                terms += line.lower().split()
+            else:
+                raise ValueError(f"{path}: text before a [prompts] or [terms] header: {line!r}")
+        if not prompts or not terms:
+            raise ValueError(f"{path} needs both a [prompts] and a [terms] section")
+        domains[path.stem] = Domain(path.stem, prompts, terms)
+    return domains
+
+
+def stopwords() -> frozenset[str]:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
+
+
+@torch.no_grad()
+def generate_texts(model, tokenizer, prompts: Sequence[str], samples_per_prompt: int, max_new_tokens: int,
+                   seed: int, alpha: float | None = None, do_sample: bool = True, temperature: float = 0.6,
+                   repetition_penalty: float | None = 1.2, logits_processor=None,
+                   penalty_form: str = "authors") -> list[dict]:
+    """Continuations of every prompt (one left-padded batch), via transformers' ``generate()``.
+
+    ``penalty_form="authors"``: the repetition penalty compounds per occurrence over the model's
+    context window (:class:`~semlm.idea.compounding_penalty.CompoundingRepetitionPenalty`, the
+    authors' ``evaluate.py``); ``"transformers"``: transformers' once-per-token penalty. Left padding
+    (several prompts of different lengths) counts as occurrences of the pad token in both.
+    Each sample carries ``text`` (the continuation) and ``full_text`` (prompt + continuation).
+    """
+    from transformers import LogitsProcessorList
+
+    from semlm.idea.compounding_penalty import CompoundingRepetitionPenalty
+
+    if penalty_form not in ("authors", "transformers"):
+        raise ValueError(f"penalty_form must be 'authors' or 'transformers', got {penalty_form!r}")
+
+    tokenizer.padding_side = "left"
+    batch = tokenizer([p for p in prompts for _ in range(samples_per_prompt)], return_tensors="pt", padding=True)
+    torch.manual_seed(seed)
+    kwargs = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=tokenizer.pad_token_id,
+                  eos_token_id=None,
+                  # our GPT keeps a KV cache (identical tokens, linear instead of quadratic time); the
+                  # LoRA wrapper of chapter 8 re-reads its context every step
+                  use_cache=isinstance(model, IdeaGPTForCausalLM))
+    if do_sample:
+        kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
+    processors = list(logits_processor or [])
+    if repetition_penalty and penalty_form == "transformers":
+        kwargs["repetition_penalty"] = repetition_penalty
+    elif repetition_penalty:
+        processors.insert(0, CompoundingRepetitionPenalty(repetition_penalty, window=model.config.n_positions))
+    if processors:
+        kwargs["logits_processor"] = LogitsProcessorList(processors)
+    if alpha is not None:
+        kwargs["alpha"] = alpha
+    with quiet_transformers():
+        out = model.generate(batch.input_ids.to(model.device), attention_mask=batch.attention_mask.to(model.device),
+                             **kwargs)
+    new = out[:, batch.input_ids.shape[1]:].cpu()
+    return [{"prompt": prompts[i // samples_per_prompt], "seed": seed, "ids": new[i].tolist(),
+             "text": tokenizer.decode(new[i], skip_special_tokens=True),
+             "full_text": tokenizer.decode(out[i].cpu(), skip_special_tokens=True)} for i in range(len(new))]
+
+
+def score_generation(sample: dict, domain: Domain, stop: frozenset[str]) -> dict:
+    words = words_of(sample["text"])
+    return {"stickiness": stickiness(words, domain.terms, stop),
+            "unique_density": unique_domain_density(words, domain.terms),
+            "distinct_1": distinct_n(words, 1), "distinct_2": distinct_n(words, 2),
+            "repetition": repetition_rate(words, 4), "token_repetition": repetition_rate(sample["ids"], 4)}
+
+
+METRIC_NAMES = ("stickiness", "unique_density", "distinct_1", "distinct_2", "repetition", "token_repetition")
+
+
+def domain_retention(model, tokenizer, domains: dict[str, Domain], generation: GenerationSettings,
+                     alpha: float | None = None, samples_per_prompt: int | None = None) -> dict:
+    """Per domain: every sample's scores and their means with 95% intervals over samples (all seeds pooled).
+
+    All domains' prompts decode in one batch per seed. ``by_seed`` keeps the spread of the per-seed means.
+    """
+    stop, out = stopwords(), {}
+    n = samples_per_prompt or generation.samples_per_prompt
+    prompts = [(name, p) for name, domain in domains.items() for p in domain.prompts]
+    rows = {name: [] for name in domains}
+    for seed in generation.seeds:
+        samples = generate_texts(model, tokenizer, [p for _, p in prompts], n, generation.max_new_tokens, seed, alpha,
+                                 temperature=generation.temperature, repetition_penalty=generation.repetition_penalty,
+                                 penalty_form=generation.penalty_form)
+        for i, sample in enumerate(samples):
+            name = prompts[i // n][0]
+            rows[name].append({**sample, "domain": name, **score_generation(sample, domains[name], stop)})
+    for name, domain_rows in rows.items():
+        summary = {m: summarise([r[m] for r in domain_rows]) for m in METRIC_NAMES}
+        by_seed = {m: summarise([summarise([r[m] for r in domain_rows if r["seed"] == s])["mean"]
+                                 for s in generation.seeds]) for m in METRIC_NAMES}
+        out[name] = {"summary": summary, "by_seed": by_seed, "samples": domain_rows}
+    return out
+
+
+# --- the authors' evaluation protocol -------------------------------------------------------------
+
+
+#: The 15 words the authors' ``evaluate.py`` removes before computing stickiness.
+AUTHORS_EVAL_STOPWORDS = frozenset({"the", "a", "an", "and", "or", "but", "in", "on", "at", "to", "for", "of", "with",
+                                    "is", "was"})
+
+
+def authors_stickiness(text: str, terms) -> float:
+    """The authors' ``calculate_stickiness_ratio``: lower-case, drop "." and ",", split on whitespace, remove
+    their 15 stopwords; domain hits / remaining words (0.0 if none remain). Applied to prompt + continuation."""
+    words = text.lower().replace(".", "").replace(",", "").split()
+    content = [w for w in words if w not in AUTHORS_EVAL_STOPWORDS]
+    if not content:
+        return 0.0
+    vocabulary = set(terms)
+    return sum(w in vocabulary for w in content) / len(content)
+
+
+AUTHORS_METRICS = ("authors_stickiness", "unique_density", "distinct_2")
+
+
+def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSettings, alpha: float | None = None) -> dict:
+    """The authors' evaluation: per domain one prompt, ``authors_samples`` continuations of ``authors_new_tokens`` at
+    temperature ``generation.temperature`` with the compounding repetition penalty, scored by
+    :func:`authors_stickiness` on prompt + continuation. ``domains``: ``{name: {"prompt", "terms"}}``
+    (:data:`semlm.reference.PAPER_B_EVAL_DOMAINS`). Also the paper's density (distinct domain terms per
+    100 words) and distinct-2, on the continuation's words. One batch per domain and seed (no padding).
+    """
+    out, samples = {}, generation.authors_samples
+    per_seed = max(1, math.ceil(samples / len(generation.seeds)))
+    for name, domain in domains.items():
+        rows = []
+        for seed in generation.seeds:
+            for sample in generate_texts(model, tokenizer, [domain["prompt"]], per_seed, generation.authors_new_tokens, seed,
+                                         alpha, temperature=generation.temperature,
+                                         repetition_penalty=generation.repetition_penalty, penalty_form="authors"):
+                words = words_of(sample["text"])
+                rows.append({**sample, "domain": name,
+                             "authors_stickiness": authors_stickiness(sample["full_text"], domain["terms"]),
+                             "unique_density": unique_domain_density(words, domain["terms"]),
+                             "distinct_2": distinct_n(words, 2)})
+        rows = rows[:samples]
+        out[name] = {"summary": {m: summarise([r[m] for r in rows]) for m in AUTHORS_METRICS}, "samples": rows}
+    return out
+
+
+def difference_interval(a: Sequence[float], b: Sequence[float]) -> dict:
+    """Mean of ``a`` minus mean of ``b`` with a Welch 95% interval (independent samples; NaNs dropped), as
+    JSON: :meth:`semlm.core.records.Interval.welch`."""
+    from semlm.core.records import Interval
+
+    return Interval.welch(a, b).to_dict()
+
+
+#: A model is competent to be judged on paper B's generation claims if its validation perplexity is
+#: at most this fraction of the best count-based bigram model's on the same tokens (see :func:`competence`).
+COMPETENCE_RATIO = 0.75
+
+
+def ngram_reference(train_ids: torch.Tensor, valid_ids: torch.Tensor, vocab_size: int,
+                    lambdas: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)) -> dict:
+    """Validation perplexities of count models from the training tokens: add-one unigram, and a bigram
+    interpolated with it, ``p = l p_bigram(v | u) + (1 - l) p_unigram(v)``, at the best ``l`` of a
+    grid *chosen on the validation split itself* (so the bigram reference is, if anything, optimistic)."""
+    train, valid = train_ids.long().flatten(), valid_ids.long().flatten()
+    unigram = (torch.bincount(train, minlength=vocab_size).double() + 1) / (len(train) + vocab_size)
+    pairs = train[:-1] * vocab_size + train[1:]
+    keys, counts = torch.unique(pairs, return_counts=True)
+    context = torch.bincount(train[:-1], minlength=vocab_size).double()
+    prev, nxt = valid[:-1], valid[1:]
+    query = prev * vocab_size + nxt
+    pos = torch.searchsorted(keys, query).clamp_max(len(keys) - 1)
+    pair_count = torch.where(keys[pos] == query, counts[pos].double(), torch.zeros_like(query, dtype=torch.double))
+    p_bigram = torch.where(context[prev] > 0, pair_count / context[prev].clamp_min(1), torch.zeros_like(pair_count))
+    p_uni = unigram[nxt]
+    best = min(((math.exp(-torch.log(l * p_bigram + (1 - l) * p_uni).mean().item()), l) for l in lambdas))
+    return {"unigram_val_ppl": math.exp(-torch.log(p_uni).mean().item()), "bigram_val_ppl": best[0],
+            "bigram_lambda": best[1], "tokens": len(nxt)}
+
+
+def competence(model_ppls: dict, reference: dict, ratio: float = COMPETENCE_RATIO) -> dict:
+    """Does every model beat the bigram reference by the margin ``ratio`` (PPL <= ratio x bigram PPL)?
+
+    Why a bigram: a model that cannot clearly beat word-pair counts has not learnt to use context
+    beyond the previous token, so its 100-token continuations are not text whose topic can drift or
+    stay; judging topic retention or diversity on them measures noise. The 25% margin asks for a
+    gain of at least ln(1/0.75) = 0.29 nats per token over the bigram counts.
+    """
+    worst = max(model_ppls, key=model_ppls.get)
+    passes = all(p <= ratio * reference["bigram_val_ppl"] for p in model_ppls.values())
+    return {**reference, "model_val_ppl": dict(model_ppls), "threshold_ratio": ratio,
+            "threshold_ppl": ratio * reference["bigram_val_ppl"], "worst_model": worst,
+            "worst_ratio": model_ppls[worst] / reference["bigram_val_ppl"], "passes": passes}

@@ -1,0 +1,72 @@
+"""The FLOP counter behind the idea-gate benchmark (semlm.book.bench), checked against the real model."""
+
+import pytest
+import torch
+
+from semlm.book.bench import (forward_flops_per_position, idea_flop_ratios, model_flops_utilisation, peak_bf16_flops,
+                         training_flops_per_token, verdict)
+from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
+
+
+@pytest.mark.parametrize("idea", [False, True])
+def test_matmul_flops_are_twice_the_linear_weights_of_the_model(idea):
+    config = IdeaGPTConfig(vocab_size=97, n_positions=16, n_embd=24, n_layer=3, n_head=2, idea_head=idea)
+    model = IdeaGPTForCausalLM(config)
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    parts = forward_flops_per_position(3, 24, 97, context=5, idea_head=idea)
+    assert parts["total"] - parts["attention scores"] == 2 * weights
+    assert parts["attention scores"] == 3 * 4 * 5 * 24
+    assert (parts["idea head"] > 0) == idea
+
+
+def test_training_counts_three_forward_passes_over_the_mean_causal_context():
+    forward = forward_flops_per_position(2, 32, 50, context=(8 + 1) / 2, idea_head=True)["total"]
+    assert training_flops_per_token(2, 32, 50, 8, True) == 3 * forward
+
+
+def test_flop_ratio_is_above_one_and_grows_with_the_vocabulary():
+    small, large = (idea_flop_ratios(6, 384, v, 256, 8, 32) for v in (2048, 50257))
+    for r in (small, large):
+        assert 1 < r["training"]["ratio"] < 2 and 1 < r["generation"]["ratio"] < 2
+    assert large["training"]["ratio"] > small["training"]["ratio"]
+    assert large["generation"]["context"] == 8 + 16
+
+
+def test_mfu_uses_the_dense_bf16_peak_of_known_gpus_only():
+    assert peak_bf16_flops("NVIDIA H100 80GB HBM3") == 989e12 == peak_bf16_flops("NVIDIA H200")
+    assert peak_bf16_flops("cpu") is None and model_flops_utilisation(1e6, 1e6, None) is None
+    assert model_flops_utilisation(1e6, 989e6 / 2, "NVIDIA H100") == pytest.approx(0.5)
+
+
+def test_verdict_compares_time_ratio_with_target_times_flop_ratio():
+    assert verdict(1.5, 1.5, 1.05).startswith("meets")
+    assert verdict(1.6, 1.5, 1.05).startswith("MISSES")
+
+
+def test_flop_count_adds_the_gate_and_losses_elementwise_work_over_the_vocabulary():
+    from semlm.book.bench import elementwise_flops_per_position
+
+    plain, gated = (elementwise_flops_per_position(100, idea) for idea in (False, True))
+    assert plain["total"] == plain["token loss"] == 5 * 100                 # softmax CE, forward + backward
+    assert gated["idea gate"] == 11 * 100 and gated["idea loss"] == 10 * 100
+    assert elementwise_flops_per_position(100, False, "generation")["total"] == 0
+    assert elementwise_flops_per_position(100, True, "generation")["idea gate"] == 7 * 100
+    ratios = idea_flop_ratios(2, 128, 2048, 64, 8, 32)["training"]
+    assert ratios["ratio"] > ratios["matmul_ratio"]                         # the gate's work is counted
+    matmul = training_flops_per_token(2, 128, 2048, 64, True)
+    assert ratios["gated_flops_per_token"] == matmul + gated["total"] / 100 * 2048
+    with pytest.raises(ValueError, match="unknown kind 'decode'"):
+        elementwise_flops_per_position(100, True, "decode")
+
+
+def test_idea_benchmark_records_wall_and_cpu_time_ratios_next_to_the_flop_ratio():
+    from semlm.book.bench import run_idea_benchmark
+
+    record = run_idea_benchmark("smoke", steps=1, repeats=2, threads=1, new_tokens=4, generation_batch=2)
+    flops = idea_flop_ratios(record["n_layer"], record["n_embd"], record["vocab_size"], record["block_size"],
+                             record["prompt_tokens"], record["new_tokens"])
+    assert record["step_flop_ratio"] == flops["training"]["ratio"] > flops["training"]["matmul_ratio"]
+    assert len(record["gated"]["step_seconds_all"]) == 2
+    assert record["step_time_ratio"] == record["gated"]["step_seconds"] / record["plain"]["step_seconds"]
+    assert record["step_cpu_time_ratio"] == record["gated"]["step_cpu_seconds"] / record["plain"]["step_cpu_seconds"]
+    assert record["step_cpu_time_over_flops"] == pytest.approx(record["step_cpu_time_ratio"] / record["step_flop_ratio"])

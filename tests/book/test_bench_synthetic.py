@@ -1,0 +1,54 @@
+"""Paper A's benchmark helpers (semlm.book.bench): the FLOP count and the training-variant comparison."""
+
+import pytest
+import torch
+
+from semlm.book.bench import (TRAINING_VARIANTS, bf16_decision, nominal_cpu_peak_flops, summarise_training_variants,
+                         synthetic_forward_flops_per_position)
+from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+
+
+@pytest.mark.parametrize("kind", ["baseline", "fusion"])
+def test_matmul_flops_are_twice_the_linear_weights_plus_the_tied_head(kind):
+    backbone = BackboneConfig(vocab_size=41, d_model=32, n_layers=3, n_heads=2, d_ff=48)
+    model = build_model(LMConfig(backbone, kind=kind))
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    parts = synthetic_forward_flops_per_position(backbone, 41, kind, 22, context=6)
+    assert parts["total"] - parts["attention scores"] == 2 * (weights + 41 * 32)
+    assert parts["attention scores"] == 3 * 2 * 2 * 6 * 32
+
+
+def test_nominal_peak_states_its_formula():
+    peak = nominal_cpu_peak_flops()
+    assert "FMA" in peak["formula"]
+    assert peak["per_core"] is None or peak["per_core"] > 1e9
+
+
+def _results(shift_bucketed: float, bf16_seconds: float):
+    results = {}
+    for name in TRAINING_VARIANTS:
+        for kind, base in (("baseline", 10.0), ("fusion", 6.0)):
+            for seed, noise in zip((1, 2, 3), (-0.2, 0.0, 0.2)):
+                ppl = base + noise + (shift_bucketed if name != next(iter(TRAINING_VARIANTS)) else 0.0)
+                seconds = bf16_seconds if "bf16" in name else 10.0
+                results[name, kind, seed] = {"ppl": ppl, "ppl_seen_only": ppl - 1, "train_seconds": seconds,
+                                             "train_cpu_seconds": seconds}
+    return results
+
+
+def test_a_variant_inside_the_reference_interval_is_within_and_a_shifted_one_is_not():
+    same = summarise_training_variants(_results(0.1, bf16_seconds=12.0), "smoke")
+    bf16 = same["variants"]["bf16 autocast, shuffled batches"]
+    assert bf16["within_seed_intervals"] and not bf16["faster"] and bf16["cpu_time_ratio"] == pytest.approx(1.2)
+    assert "off" in bf16_decision(same, False) and "slower" in bf16_decision(same, False)
+    shifted = summarise_training_variants(_results(2.0, bf16_seconds=5.0), "smoke")
+    bf16 = shifted["variants"]["bf16 autocast, shuffled batches"]
+    assert bf16["faster"] and not bf16["within_seed_intervals"]
+    assert "outside" in bf16_decision(shifted, False)
+
+
+def test_missing_runs_are_named():
+    results = _results(0.0, 10.0)
+    results.pop(next(iter(results)))
+    with pytest.raises(ValueError, match="missing 1 runs"):
+        summarise_training_variants(results, "smoke")

@@ -1,0 +1,265 @@
+"""The book runner's fast paths: usage errors answer at once, on one line, with exit status 2,
+before anything is executed or written. Building the book is tested elsewhere (slow)."""
+
+import os
+
+import pytest
+
+from semlm.book import runner as book
+from semlm.data.paths import REPO_ROOT
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.fixture
+def fake_notebooks(tmp_path, monkeypatch):
+    """A notebooks/ folder with two chapters and two files that are not chapters."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for name in ("02_beta.py", "01_alpha.py", "01_alpha.ipynb", "notes.md"):
+        (folder / name).write_text("# %%\n")
+    monkeypatch.setattr(book, "NOTEBOOKS_DIR", folder)
+    return folder
+
+
+def test_unknown_profile_exits_2_with_one_line_listing_profiles(capsys, tmp_path):
+    assert book.main(["run", "--profile", "huge", "--build-dir", str(tmp_path / "build")]) == 2
+    assert one_error_line(capsys) == "error: unknown profile 'huge'; choose one of: smoke, cpu, paper"
+    assert not (tmp_path / "build").exists()
+
+
+def test_unknown_chapter_exits_2_with_one_line_listing_chapters(capsys, tmp_path):
+    assert book.main(["run", "--profile", "smoke", "--only", "99_nope", "--build-dir", str(tmp_path / "build")]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("error: unknown chapter '99_nope'; choose one of: ")
+    assert all(chapter in line for chapter in book.list_chapters())
+    assert not (tmp_path / "build").exists()
+
+
+def test_unknown_chapter_message_names_every_chapter_in_order(capsys, fake_notebooks):
+    assert book.main(["run", "--profile", "smoke", "--only", "03"]) == 2
+    assert one_error_line(capsys) == "error: unknown chapter '03'; choose one of: 01_alpha, 02_beta"
+
+
+def test_missing_profile_is_a_one_line_usage_error(capsys):
+    assert book.main(["run"]) == 2
+    assert "--profile" in one_error_line(capsys)
+
+
+def test_list_chapters_is_the_sorted_stems_of_the_notebooks():
+    assert book.list_chapters() == sorted(path.stem for path in (REPO_ROOT / "notebooks").glob("*.py"))
+
+
+def test_list_chapters_sorts_and_ignores_other_files(fake_notebooks):
+    assert book.list_chapters() == ["01_alpha", "02_beta"]
+
+
+@pytest.mark.parametrize("name", ["01_alpha", "01_alpha.py", "notebooks/01_alpha.py", "01", "01_al"])
+def test_only_accepts_a_name_file_name_or_unique_prefix(name, fake_notebooks):
+    assert book.resolve_chapter(name, book.list_chapters()) == "01_alpha"
+
+
+def test_an_ambiguous_prefix_is_a_usage_error(fake_notebooks):
+    with pytest.raises(book.BookError, match=r"ambiguous chapter '0'; choose one of: 01_alpha, 02_beta") as info:
+        book.resolve_chapter("0", book.list_chapters())
+    assert info.value.exit_code == 2
+
+
+def test_profiles_match_the_library():
+    from semlm.profiles import PROFILES
+
+    assert book.PROFILES == PROFILES
+
+
+def test_chapter_environment_is_offline_absolute_and_restored(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SEMLM_DATA_DIR", "data-here")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with book.chapter_environment(tmp_path / "build", allow_downloads=False):
+        assert os.environ["SEMLM_DATA_DIR"] == str(tmp_path.resolve() / "data-here")
+        assert os.environ["SEMLM_RUNS_DIR"] == str(tmp_path / "build" / "runs")
+        assert os.environ["HF_HUB_OFFLINE"] == os.environ["TRANSFORMERS_OFFLINE"] == "1"
+    assert os.environ["SEMLM_DATA_DIR"] == "data-here"
+    assert "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_allow_downloads_leaves_the_hub_variables_alone(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with book.chapter_environment(tmp_path, allow_downloads=True):
+        assert "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_a_failed_build_is_summarised_by_its_error_line():
+    log = "Running Sphinx\nTraceback (most recent call last):\n  File \"x.py\", line 1\n" \
+          "yaml.parser.ParserError: while parsing a flow node\n  in line 59\n    ^\n====\n"
+    assert book._last_meaningful_line(log) == "yaml.parser.ParserError: while parsing a flow node"
+    assert book._last_meaningful_line("Sphinx said no\n=====\n") == "Sphinx said no"
+
+
+def test_the_html_loads_mathjax_from_the_installed_package():
+    assert (book.mathjax_dir() / "tex-chtml.js").is_file()
+
+
+def test_missing_data_directory_exits_2_before_running_anything(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(tmp_path / "no-such-dir"))
+    assert book.main(["run", "--profile", "smoke", "--build-dir", str(tmp_path / "build")]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("error: SEMLM_DATA_DIR=") and "is not a directory" in line and "data/README.md" in line
+    assert not (tmp_path / "build").exists()
+
+
+SLEEPY_CHAPTER = '''# %% tags=["parameters"]
+profile = "cpu"
+
+# %%
+import multiprocessing, os, pathlib, time
+pool = multiprocessing.get_context("fork").Pool(2)
+pool.map(abs, [1, 2])
+pids = [worker.pid for worker in pool._pool] + [os.getpid()]
+pathlib.Path(os.environ["SLEEPY_READY"]).write_text(" ".join(map(str, pids)))
+time.sleep(300)
+'''
+RUNNER = '''import sys
+from pathlib import Path
+from semlm.book import runner as book
+book.NOTEBOOKS_DIR = Path(sys.argv[1])
+sys.exit(book.main(["run", "--profile", "smoke", "--only", "01_sleepy", "--build-dir", sys.argv[2]]))
+'''
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_killing_the_runner_leaves_no_kernel_or_worker_processes(tmp_path, signum):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "01_sleepy.py").write_text(SLEEPY_CHAPTER)
+    ready = tmp_path / "ready"
+    env = {**os.environ, "SLEEPY_READY": str(ready), "OMP_NUM_THREADS": "1"}
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(notebooks), str(tmp_path / "build")], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not ready.exists() or not ready.read_text().strip():
+            assert runner.poll() is None, runner.communicate()
+            assert time.monotonic() < deadline, "the chapter never started its workers"
+            time.sleep(0.2)
+        pids = [int(pid) for pid in ready.read_text().split()]
+        assert len(pids) == 3 and all(psutil.pid_exists(pid) for pid in pids)
+        runner.send_signal(getattr(signal, signum))
+        _, err = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, err
+    assert "interrupted" in err
+
+    def alive(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in pids if alive(pid)] == [], "kernel or pool workers survived the runner"
+
+
+def test_only_a_chapter_whose_data_is_missing_fails_at_once_naming_files_and_make_data(capsys, tmp_path, monkeypatch):
+    empty = tmp_path / "empty-data"
+    empty.mkdir()
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(empty))
+    assert book.main(["run", "--profile", "smoke", "--only", "05_sst2", "--build-dir", str(tmp_path / "b")]) == 1
+    line = one_error_line(capsys)
+    assert "sst2/train.tsv" in line and "sst2/dev.tsv" in line and "make data" in line
+
+
+def test_a_build_without_data_skips_those_chapters_and_says_why_in_the_html(capsys, tmp_path, monkeypatch,
+                                                                             fake_notebooks):
+    from semlm.data import fetch as data_fetch
+
+    empty = tmp_path / "empty-data"
+    empty.mkdir()
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(empty))
+    monkeypatch.setitem(data_fetch.CHAPTER_DATA, "02_beta", ("wikitext-2/train.txt",))
+    executed = []
+    monkeypatch.setattr(book, "execute_chapter", lambda chapter, profile, build_dir: executed.append(chapter))
+    monkeypatch.setattr(book, "ensure_kernel", lambda: None)
+    build = tmp_path / "build"
+    (build / "metrics").mkdir(parents=True)
+    (build / "metrics" / "02_beta.json").write_text("{}")  # left by an earlier build that had the data
+    book.run("smoke", build_dir=build, html=False)
+    assert executed == ["01_alpha"]
+    out = capsys.readouterr().out
+    skip_lines = [line for line in out.splitlines() if line.startswith("skipping")]
+    assert len(skip_lines) == 1 and "wikitext-2/train.txt" in skip_lines[0] and "make data" in skip_lines[0]
+    assert not (build / "metrics" / "02_beta.json").exists() and (build / "metrics" / "02_beta.json.stale").exists()
+    monkeypatch.setattr(book, "_toc_files", lambda path: ["book/intro", "notebooks/01_alpha", "notebooks/02_beta"])
+    monkeypatch.setattr(book, "_toc_root", lambda path: "book/intro")
+    source = book.stage_sources(build)
+    page = (source / "notebooks" / "02_beta.md").read_text()
+    assert "skipped" in page and "`wikitext-2/train.txt`" in page and "make data" in page
+    intro = (source / "book" / "intro.md").read_text()
+    assert "Chapters skipped in this build" in intro and "02_beta" in intro
+    # once the data are there, the same build directory forgets the skip
+    (empty / "wikitext-2").mkdir()
+    (empty / "wikitext-2" / "train.txt").write_text("x")
+    book.run("smoke", build_dir=build, html=False)
+    assert book.read_skipped(build) == {} and executed[-2:] == ["01_alpha", "02_beta"]
+
+
+def test_the_executed_notebook_hides_the_injected_cell_and_shows_one_run_with_line(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('profile = "cpu"\nseed = 111', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell('# Parameters\nprofile = "smoke"\n', metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("print(path)", outputs=[nbformat.v4.new_output(
+            "stream", name="stdout", text=f"wrote {REPO_ROOT}/book/_build/metrics/x.json and {tmp_path}/b/runs\n")]),
+    ])
+    tidy = book.tidy_executed_notebook(notebook, tmp_path / "b")
+    assert "remove-cell" in tidy.cells[1].metadata["tags"]
+    assert tidy.cells[0].outputs[0]["text"] == "run with: profile=\"smoke\", seed=111\n"
+    assert tidy.cells[2].outputs[0]["text"] == "wrote book/_build/metrics/x.json and <build dir>/runs\n"
+    # tidying twice keeps one line
+    assert len(book.tidy_executed_notebook(tidy).cells[0].outputs) == 1
+
+
+def test_published_notebooks_are_the_chapters_without_outputs_and_say_how_to_run_them(tmp_path, fake_notebooks):
+    import nbformat
+
+    (fake_notebooks / "01_alpha.py").write_text('# %% tags=["parameters"]\nprofile = "cpu"\n\n# %%\nprint(profile)\n')
+    written = book.write_published_notebooks(tmp_path / "html", ["01_alpha"])
+    assert written == [tmp_path / "html" / "notebooks" / "01_alpha.ipynb"]
+    notebook = nbformat.read(written[0], as_version=4)
+    assert notebook.cells[0].cell_type == "markdown" and "make lab" in notebook.cells[0].source
+    assert "parameters" in notebook.cells[1].metadata["tags"]
+    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
+    assert notebook.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_manifest_says_per_chapter_which_models_were_trained_and_which_loaded(tmp_path):
+    import json
+
+    from semlm.book.runner import _record_in_manifest, read_manifest
+
+    log = tmp_path / "ch.runs.jsonl"
+    rows = [{"experiment": "semlm.fusion.synthetic_experiment:SYNTHETIC", "name": n, "seed": 1, "group": "causal", "status": s,
+             "train_seconds": 1.0, "device": "cpu"} for n, s in (("baseline", "trained"), ("fusion", "loaded"))]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _record_in_manifest(tmp_path, "02_fusion_training", "smoke", "ok", 12.34, log)
+    _record_in_manifest(tmp_path, "01_feature_bank", "smoke", "ok", 1.0, tmp_path / "absent.jsonl")
+    manifest = read_manifest(tmp_path)
+    assert manifest["02_fusion_training"]["runs"] == {"trained": 1, "resumed": 0, "loaded": 1}
+    assert [r["status"] for r in manifest["02_fusion_training"]["run_list"]] == ["trained", "loaded"]
+    assert manifest["01_feature_bank"]["runs"] == {"trained": 0, "resumed": 0, "loaded": 0}

@@ -1,0 +1,103 @@
+"""Recorded GPU runs (semlm.book.recorded): loading, labelling, and collecting a .ci/run-gpu work folder."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from semlm.book.recorded import (LABEL, SOURCE_LABEL, collect, gpu_slug, load_recorded, recorded_bench_frame,
+                             recorded_frame)
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "recorded"
+
+
+def test_fixture_runs_load_with_their_chapter_metrics():
+    runs = {r.slug: r for r in load_recorded(FIXTURES)}
+    assert set(runs) == {"fixture-gpu", "cpu-dry-run"}
+    run = runs["fixture-gpu"]
+    assert run.gpu.startswith("FIXTURE") and run.commit.startswith("0123456789ab")
+    assert set(run.chapters) == {"06_idea_gating"} and run.bench is None
+
+
+def test_chapter_frame_is_labelled_recorded_and_leaves_dry_runs_out():
+    frame, message = recorded_frame("06_idea_gating", FIXTURES)
+    assert len(frame) == 1 and set(frame["source"]) == {SOURCE_LABEL} and frame.attrs["label"] == LABEL
+    row = frame.iloc[0]
+    assert (row["GPU"], row["profile"], row["steps"], row["tokens/s"], row["MFU"]) == (
+        "FIXTURE GPU (not a real run)", "paper", 200, 100000.0, 0.05)
+    assert (row["val PPL plain"], row["val PPL gated"], row["val PPL gated, gate off"]) == (300.0, 310.0, 305.0)
+    assert row["stickiness plain"] == pytest.approx(0.2) and row["stickiness gated"] == pytest.approx(0.3)
+    assert "not by this build" in message
+
+
+def test_a_chapter_that_failed_on_the_gpu_shows_its_status_without_numbers():
+    frame, _ = recorded_frame("08_lora_4bit_idea_gating", FIXTURES)
+    assert list(frame["status"]) == ["timeout"] and "val PPL gated" not in frame
+
+
+def test_nothing_recorded_gives_an_empty_frame_and_one_line(tmp_path):
+    frame, message = recorded_frame("07_xray_and_sweeps", tmp_path)
+    assert frame.empty and "\n" not in message and "no recorded GPU run of 07_xray_and_sweeps" in message
+
+
+def test_malformed_provenance_fails_with_one_line_naming_the_file(tmp_path):
+    (tmp_path / "h100").mkdir()
+    (tmp_path / "h100" / "provenance.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"h100/provenance.json is not valid JSON"):
+        load_recorded(tmp_path)
+
+
+@pytest.mark.parametrize("name, slug", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"),
+                                        ("NVIDIA A100-SXM4-40GB", "a100"), (None, "cpu"), ("Some New GPU", "some-new-gpu")])
+def test_gpu_slug(name, slug):
+    assert gpu_slug(name) == slug
+
+
+def test_collect_writes_provenance_metrics_and_throughput_from_a_work_folder(tmp_path):
+    work = tmp_path / "work"
+    (work / "metrics").mkdir(parents=True)
+    (work / "environment.json").write_text(json.dumps({
+        "torch": "2.11.0", "transformers": "5.17.0", "cuda_available": True, "gpu_name": "NVIDIA H100 80GB HBM3",
+        "torch_cuda": "13.0", "nvidia_smi": "580.1, NVIDIA H100 80GB HBM3, 81559 MiB"}))
+    (work / "steps.tsv").write_text("step\tstatus\trc\tseconds\tnote\npytest-cuda\tok\t0\t30\t7 passed\n"
+                                    "06_idea_gating\tok\t0\t120\tprofile paper\n")
+    (work / "chapters.tsv").write_text("chapter\tstatus\trc\tseconds\tprofile\tparameters\n"
+                                       "06_idea_gating\tok\t0\t120\tpaper\t-p profile paper -p max_steps 200\n"
+                                       "07_xray_and_sweeps\ttimeout\t124\t170\tpaper\t-p profile paper\n")
+    metrics = json.loads((FIXTURES / "fixture-gpu" / "06_idea_gating.json").read_text())
+    (work / "metrics" / "06_idea_gating.json").write_text(json.dumps(metrics))
+    dest = collect(work, tmp_path / "recorded", "abc123", "paper", "200", False, 0.0, "7 passed in 30s", "24 passed")
+    assert dest.name == "h100" and sorted(p.name for p in dest.iterdir()) == ["06_idea_gating.json", "provenance.json"]
+    provenance = json.loads((dest / "provenance.json").read_text())
+    assert provenance["driver"] == "580.1" and provenance["git_commit"] == "abc123" and provenance["max_steps"] == 200
+    assert provenance["packages"]["transformers"] == "5.17.0" and provenance["pytest_summary"] == "7 passed in 30s"
+    chapter = provenance["chapters"]["06_idea_gating"]
+    assert chapter["status"] == "ok" and chapter["tokens_per_second"] == 100000.0
+    # MFU = tokens/s x training FLOPs per token of the paper GPT (gated) / 989 TFLOP/s
+    from semlm.book.bench import training_flops_per_token
+
+    expected = 100000.0 * training_flops_per_token(6, 384, 50257, 256, True) / 989e12
+    assert chapter["mfu"] == pytest.approx(expected)
+    assert provenance["chapters"]["07_xray_and_sweeps"] == {
+        "status": "timeout", "rc": 124, "wall_seconds": 170, "profile": "paper",
+        "papermill_parameters": "-p profile paper", "metrics_file": None}
+    frame, _ = recorded_frame("06_idea_gating", tmp_path / "recorded")
+    assert frame.iloc[0]["GPU"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_bench_frame_of_a_collected_run_shows_both_workloads_and_no_dry_runs(tmp_path):
+    work = tmp_path / "work"
+    (work / "metrics").mkdir(parents=True)
+    (work / "environment.json").write_text(json.dumps({"gpu_name": "NVIDIA H200"}))
+    (work / "metrics" / "bench_idea.json").write_text(json.dumps({
+        "profile": "paper", "step_flop_ratio": 1.6, "step_time_ratio": 1.8, "step_time_over_flops": 1.125,
+        "generation_flop_ratio": 1.6, "generation_time_ratio": 1.2, "generation_time_over_flops": 0.75,
+        "targets": {"step_time_over_flops": 1.05, "generation_time_over_flops": 1.1},
+        "meets_targets": {"step": False, "generation": True}, "gated": {"model_flops_utilisation": 0.2}}))
+    collect(work, tmp_path / "rec", "abc", "paper", "200", False, 0.0)
+    collect(work, tmp_path / "rec", "abc", "smoke", "6", True, 0.0)  # a dry run next to it
+    frame, message = recorded_bench_frame(tmp_path / "rec")
+    assert list(frame["workload"]) == ["training step", "generation, per new token"]
+    assert list(frame["meets"]) == [False, True] and frame.iloc[0]["MFU gated (training)"] == 0.2
+    assert set(frame["GPU"]) == {"NVIDIA H200"} and set(frame["source"]) == {SOURCE_LABEL}
+    assert recorded_bench_frame(tmp_path / "nothing")[0].empty

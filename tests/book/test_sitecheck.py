@@ -1,0 +1,105 @@
+"""The rendered-site checks themselves: they must catch what they claim to catch."""
+
+from semlm.book.sitecheck import broken_internal_links, render_check
+
+
+def test_link_check_finds_missing_files_and_anchors_and_accepts_good_links(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.html").write_text('<h1 id="top">B</h1>')
+    (tmp_path / "a.html").write_text(
+        '<a href="sub/b.html#top">ok</a> <a href="#here">ok</a> <span id="here"></span>'
+        '<a href="https://example.org/x">external</a> <a href="missing.html">bad</a>'
+        '<a href="sub/b.html#nowhere">bad anchor</a> <img src="img/none.png">')
+    problems = broken_internal_links(tmp_path)
+    assert problems == sorted([
+        "a.html: a.href -> missing.html (no such file)",
+        "a.html: a.href -> sub/b.html#nowhere (no anchor #nowhere)",
+        "a.html: img.src -> img/none.png (no such file)",
+    ])
+
+
+def test_render_check_reports_raw_tex_broken_images_and_script_errors(tmp_path, chromium):
+    page = tmp_path / "page.html"
+    page.write_text('<html><head></head><body><p>Energy $$E = mc^2$$ and \\(x\\).</p>'
+                    '<img src="missing.png"><script>undefinedFunction();</script></body></html>')
+    report = render_check(page, chromium)
+    assert set(report["raw_tex"]) == {"$$", "\\("}
+    assert report["broken_images"] == ["missing.png"]
+    assert any("undefinedFunction" in e for e in report["js_errors"])
+
+
+def test_render_check_passes_a_clean_page(tmp_path, chromium):
+    import base64
+
+    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+    (tmp_path / "dot.png").write_bytes(png)
+    page = tmp_path / "page.html"
+    page.write_text('<html><head></head><body><p>plain text</p><img src="dot.png"></body></html>')
+    report = render_check(page, chromium)
+    assert report["raw_tex"] == [] and report["broken_images"] == [] and report["js_errors"] == []
+    assert report["images"] == 1
+
+
+def code_page(tmp_path, code: str, output: str = "", prose: str = "") -> "Path":
+    import html
+
+    page = tmp_path / "code.html"
+    page.write_text('<html><head><style>main { width: 760px; } pre { overflow-x: auto; font: 14px monospace; }'
+                    '</style></head><body><main>'
+                    f'<p>{html.escape(prose)}</p>'
+                    f'<div class="cell_input"><div class="highlight"><pre>{html.escape(code)}</pre></div></div>'
+                    f'<div class="cell_output"><pre>{html.escape(output)}</pre></div></main></body></html>')
+    return page
+
+
+def test_render_check_fails_a_code_cell_that_scrolls_sideways_and_names_its_line(tmp_path, chromium):
+    from semlm.book.sitecheck import problems_of
+
+    long_line = "result = some_function(" + ", ".join(f"argument_{i}=value_{i}" for i in range(12)) + ")"
+    report = render_check(code_page(tmp_path, f"short = 1\n{long_line}\n"), chromium)
+    assert report["wide_code"] == [long_line[:100]]
+    assert "wide_code" in problems_of(report)
+    eighty = "x = [" + ", ".join(["1"] * 24) + "]"
+    assert len(eighty) <= 80
+    assert render_check(code_page(tmp_path, eighty), chromium)["wide_code"] == []
+
+
+def test_render_check_fails_an_absolute_path_in_an_output_but_not_in_prose(tmp_path, chromium):
+    from semlm.book.sitecheck import problems_of
+
+    page = code_page(tmp_path, "print(where)", output="metrics in /home/alice/semlm/book/_build/metrics\n"
+                                                       "data: data/sst2 (relative, fine)",
+                     prose="an example command: jupytext -o /tmp/04.ipynb")
+    report = render_check(page, chromium)
+    assert report["absolute_paths"] == ["/home/alice/semlm/book/_build/metrics"]
+    assert "absolute_paths" in problems_of(report)
+    clean = render_check(code_page(tmp_path, "print(where)", output="metrics in book/_build/metrics"), chromium)
+    assert problems_of(clean) == {}
+
+
+def test_long_code_lines_reports_visible_code_only(tmp_path):
+    from semlm.book.sitecheck import long_code_lines
+
+    wide = "y = " + "1 + " * 30 + "1"
+    (tmp_path / "01_chapter.py").write_text(
+        "# %% [markdown]\n# " + "prose " * 30 + "\n\n"
+        f"# %%\nx = 1\n{wide}\n\n"
+        f'# %% tags=["remove-input"]\n{wide}\n')
+    assert long_code_lines(tmp_path) == [f"01_chapter.py:6: {len(wide)} chars"]
+
+
+def test_render_check_flags_a_pandas_series_printed_as_text(tmp_path, chromium):
+    from semlm.book.sitecheck import problems_of
+
+    series = "causal     0.000000\npublished  0.058429\nName: largest change, dtype: float64"
+    report = render_check(code_page(tmp_path, "pd.Series(changes)", output=series), chromium)
+    assert report["series_outputs"] == ["Name: largest change, dtype: float64"]
+    assert "series_outputs" in problems_of(report)
+    table = render_check(code_page(tmp_path, "frame", output="   value\ncausal 0.0"), chromium)
+    assert table["series_outputs"] == []
+
+
+def test_render_check_flags_references_to_files_outside_the_repository(tmp_path, chromium):
+    page = code_page(tmp_path, "x = 1", prose="as measured in NOTES.md; data in ../shared/data/sst2")
+    assert render_check(page, chromium)["outside_references"] == ["NOTES.md", "../shared/data/sst2"]
+    assert render_check(code_page(tmp_path, "x = 1", prose="see data/README.md"), chromium)["outside_references"] == []

@@ -1,0 +1,76 @@
+"""The run machinery (semlm.core.runs): cache key, train-or-load, records, worker pool, run log."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from semlm.core import runs
+from semlm.fusion.synthetic_experiment import SYNTHETIC, run_grid, spec_for
+from semlm.profiles import synthetic_profile
+
+
+@pytest.fixture(scope="module")
+def profile():
+    smoke = synthetic_profile("smoke", seed=5)
+    return replace(smoke, train=replace(smoke.train, epochs=2))
+
+
+def test_a_finished_run_is_loaded_with_the_same_weights_and_metrics(profile, tmp_path, monkeypatch):
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv("SEMLM_RUN_LOG", str(log))
+    spec = spec_for(profile, "fusion")
+    first = runs.run_one(SYNTHETIC, spec, tmp_path)
+    second = runs.run_one(SYNTHETIC, spec, tmp_path)
+    assert (first.status, second.status) == ("trained", "loaded")
+    assert second.metrics == first.metrics and second.history == first.history
+    assert first.steps == SYNTHETIC.total_steps(spec)
+    a, b = first.load(), second.load()
+    for (name, pa), (_, pb) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(pa, pb), name
+    record = json.loads((runs.run_folder(SYNTHETIC, spec, tmp_path, "cpu", 1) / "record.json").read_text())
+    assert record["status"] == "trained" and record["threads"] == 1 and record["device"] == "cpu"
+    assert [json.loads(line)["status"] for line in log.read_text().splitlines()] == ["trained", "loaded"]
+
+
+def test_the_cache_key_changes_with_config_seed_and_threads(profile):
+    # code changes: tests/core/test_closure.py
+    spec = spec_for(profile, "fusion")
+    key = runs.run_key(SYNTHETIC, spec, "cpu", 1)
+    assert runs.run_key(SYNTHETIC, spec_for(profile, "baseline"), "cpu", 1) != key
+    assert runs.run_key(SYNTHETIC, spec_for(synthetic_profile("smoke", seed=6), "fusion"), "cpu", 1) != key
+    assert runs.run_key(SYNTHETIC, spec, "cpu", 2) != key  # thread count changes float sums
+    assert runs.run_key(SYNTHETIC, spec, "cpu", 1) == key
+
+
+def test_a_finished_run_whose_evaluation_code_changed_is_re_evaluated_not_retrained(profile, tmp_path, monkeypatch):
+    spec = spec_for(profile, "baseline")
+    first = runs.run_one(SYNTHETIC, spec, tmp_path)
+    weights = (runs.run_folder(SYNTHETIC, spec, tmp_path, "cpu", 1) / "train" / "final" / "model.safetensors")
+    before = weights.read_bytes()
+    monkeypatch.setattr(runs, "evaluation_key", lambda experiment: "edited")
+    again = runs.run_one(SYNTHETIC, spec, tmp_path)
+    assert again.status == "loaded" and again.evaluation_key == "edited"
+    assert again.metrics == first.metrics and again.history == first.history
+    assert weights.read_bytes() == before
+    saved = json.loads((weights.parents[2] / "record.json").read_text())
+    assert saved["status"] == "trained" and saved["evaluation_key"] == "edited"
+
+
+def test_worker_processes_give_the_same_records_as_one_process(profile, tmp_path):
+    jobs = [(profile, "baseline", "causal"), (profile, "fusion", "causal")]
+    serial = run_grid(jobs, tmp_path / "serial", workers=1, progress=False)
+    parallel = run_grid(jobs, tmp_path / "parallel", workers=2, progress=False)
+    for a, b in zip(serial, parallel):
+        assert (a.name, a.status) == (b.name, b.status) == (a.name, "trained")
+        assert a.history == [{**row, "seconds": r["seconds"], "train_seconds": r["train_seconds"]}
+                             for row, r in zip(b.history, a.history)]
+        assert a.metrics == b.metrics
+    assert parallel[1].load().__class__.__name__ == "FusionLM"
+
+
+def test_duplicate_runs_are_refused(profile, tmp_path):
+    spec = spec_for(profile, "fusion")
+    with pytest.raises(ValueError, match="duplicates"):
+        runs.run_many(SYNTHETIC, [spec, spec], runs.RunContext("smoke", tmp_path))

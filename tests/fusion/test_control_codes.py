@@ -1,0 +1,56 @@
+"""The CTRL-style control-code baseline: codes on the data, the grammar shifted past them."""
+
+import pytest
+import torch
+
+from semlm.fusion.control_codes import CODE_TOKENS, codes_for, sentence_polarity, with_codes
+from semlm.data.synthetic import SyntheticConfig
+from semlm.fusion.decoding import ClauseGrammar, Controls, generate
+from semlm.fusion.synthetic_experiment import prepare_data
+
+
+def test_codes_describe_polarity_and_punctuation():
+    one = ["Alice", "cooks", "the", "meal", ",", "very", "good", "!"]
+    mixed = one[:-1] + ["but", "she", "starts", "the", "task", ",", "slightly", "bad", "?"]
+    assert with_codes([one, mixed]) == [["<pos>", "<!>"] + one, ["<mixed>", "<?>"] + mixed]
+    assert sentence_polarity(["Bob", "bad", "poor"]) == "negative"
+
+
+def test_unknown_code_names_the_choices():
+    with pytest.raises(ValueError, match="choose one of: positive, negative, mixed"):
+        codes_for("happy", "!")
+    with pytest.raises(ValueError, match="unknown punctuation"):
+        codes_for("positive", ";")
+
+
+def test_code_tokens_are_inputs_but_never_scored_targets():
+    data = prepare_data(SyntheticConfig(n_train=8, n_val=4), codes=True)
+    assert set(CODE_TOKENS) <= set(data.vocab.tokens)
+    first = data.corpus.train[0]
+    expected = codes_for(sentence_polarity(first), first[-1])
+    assert data.vocab.decode(data.train.input_ids[0, 1:3]) == list(expected)
+    assert sorted(data.code_ids) == sorted(data.vocab.ids(CODE_TOKENS))
+
+
+class _Uniform(torch.nn.Module):
+    def __init__(self, vocab_size):
+        super().__init__()
+        self.vocab_size = vocab_size
+
+    def forward(self, ids, features, mask):
+        return type("Out", (), {"logits": torch.zeros(*ids.shape, self.vocab_size)})()
+
+
+def test_generation_after_codes_follows_the_grammar_and_drops_the_codes():
+    data = prepare_data(SyntheticConfig(n_train=8, n_val=4), codes=True)
+    grammar = ClauseGrammar(data.vocab, offset=2)
+    out = generate(_Uniform(len(data.vocab)), data.featurizer, grammar, 5, Controls(), seed=0,
+                   codes=codes_for("negative", "?"))
+    assert all(grammar.parses(sentence) for sentence in out)
+
+
+def test_codes_and_grammar_offset_must_agree():
+    data = prepare_data(SyntheticConfig(n_train=8, n_val=4), codes=True)
+    with pytest.raises(ValueError, match="offset=2"):
+        generate(_Uniform(len(data.vocab)), data.featurizer, ClauseGrammar(data.vocab), 2, Controls(),
+                 codes=codes_for("negative", "?"))

@@ -1,0 +1,63 @@
+"""The idea loss's two reductions (paper B: v1 summed, v2 averaged over the vocabulary) and the profiles' choice."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from semlm.idea.wikitext_experiment import LOSS_FORMS, IdeaSettings, idea_profile, main_run_specs
+from semlm.idea.targets import PAD_ID, idea_bce_sparse, vocabulary_mask, window_ids
+
+
+def test_paper_keeps_v1_and_the_small_profiles_train_both_forms():
+    paper = idea_profile("paper")
+    assert (paper.idea.idea_loss_reduction, paper.idea.idea_weight, paper.idea.pos_weight) == ("sum_vocab", 0.01, 5.0)
+    assert [s.name for s in main_run_specs(paper)] == ["baseline", "gated"]
+    for name in ("cpu", "smoke"):
+        specs = {s.name: s for s in main_run_specs(idea_profile(name))}
+        assert list(specs) == ["baseline", "gated-sum", "gated-mean"]
+        for form, kw in LOSS_FORMS.items():
+            assert (specs[f"gated-{form}"].config.idea.idea_loss_reduction,
+                    specs[f"gated-{form}"].config.idea.idea_weight) == (kw["idea_loss_reduction"], kw["idea_weight"])
+        assert not specs["baseline"].config.gated and specs["gated-mean"].config.gated
+
+
+def test_unknown_idea_loss_reduction_is_rejected():
+    with pytest.raises(ValueError, match="unknown idea_loss_reduction 'max'"):
+        IdeaSettings(idea_loss_reduction="max")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 8), st.integers(1, 5), st.integers(3, 40), st.integers(0, 10_000),
+       st.sampled_from([None, 5.0]), st.integers(0, 2))
+def test_mean_reduction_is_the_masked_vocabulary_sum_divided_by_the_unmasked_columns(batch, length, window, vocab, seed,
+                                                                                   pos_weight, n_stop):
+    g = torch.Generator().manual_seed(seed)
+    future = torch.randint(PAD_ID, vocab, (batch, length + window - 1), generator=g)
+    logits = torch.randn(batch, length, vocab, generator=g)
+    positives = window_ids(future, window, length)
+    mask = vocabulary_mask(vocab, list(range(n_stop)))
+    summed = idea_bce_sparse(logits, positives, None, pos_weight, "sum_vocab", mask)
+    mean = idea_bce_sparse(logits, positives, None, pos_weight, "mean", mask)
+    assert torch.allclose(mean * (vocab - n_stop), summed, rtol=1e-5)
+
+
+def test_main_runs_pick_the_gated_form_with_the_lower_validation_perplexity(monkeypatch):
+    import semlm.idea.wikitext_experiment as ie
+
+    class Run:
+        def __init__(self, ppl):
+            self.metrics = {"val_ppl": ppl}
+
+    ppl = {"baseline": 50.0, "gated-sum": 70.0, "gated-mean": 55.0}
+    monkeypatch.setattr(ie, "train_runs", lambda profile, specs, runs_dir, workers: {s.name: Run(ppl[s.name])
+                                                                                    for s in specs})
+    runs, chosen = ie.main_runs(idea_profile("smoke"))
+    assert chosen == "gated-mean" and runs["gated"] is runs["gated-mean"]
+    ppl.update({"gated-sum": 54.0})
+    assert ie.main_runs(idea_profile("smoke"))[1] == "gated-sum"
+    ppl["gated"] = 60.0
+    runs, chosen = ie.main_runs(idea_profile("paper"))  # the paper profile trains v1 only
+    assert chosen == "gated" and set(runs) == {"baseline", "gated"}

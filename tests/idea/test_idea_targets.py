@@ -1,0 +1,163 @@
+"""Idea-head targets (multi-hot bags of the next K tokens) and the idea BCE (paper B, Section 3)."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from semlm.idea.targets import (PAD_ID, idea_bce, idea_bce_sparse, idea_targets, top_frequent_ids, vocabulary_mask,
+                                window_ids)
+from semlm.idea.targets import idea_gated_loss
+
+
+def bag(row):
+    return set(row.nonzero().flatten().tolist())
+
+
+def test_targets_match_a_hand_example_with_window_edges_padding_and_keep_stopwords_in_the_bag():
+    # next-token targets continued past the block; the text ends after 5 tokens (then padding)
+    future = torch.tensor([[4, 2, 4, 7, 5, PAD_ID, PAD_ID]])
+    bags = idea_targets(future, window=3, vocab_size=8, length=5)
+    assert bags.shape == (1, 5, 8)
+    assert [bag(bags[0, t]) for t in range(5)] == [
+        {2, 4},      # 4 2 4: a repeated token counts once
+        {2, 4, 7},   # 2 4 7
+        {4, 5, 7},   # 4 7 5: 5 stays in the bag even if it is a stopword (the loss masks it)
+        {5, 7},      # 7 5 <pad>
+        {5},         # 5 <pad> <pad>
+    ]
+
+
+def test_stopword_columns_get_exactly_zero_gradient_and_the_other_columns_do():
+    future = torch.tensor([[4, 2, 4, 7, 5, PAD_ID, PAD_ID]])
+    mask = vocabulary_mask(8, [5, 0])
+    for reduction in ("sum_vocab", "mean"):
+        logits = torch.randn(1, 5, 8, requires_grad=True)
+        idea_bce_sparse(logits, window_ids(future, 3, 5), None, 5.0, reduction, mask).backward()
+        assert torch.all(logits.grad[..., [0, 5]] == 0)       # neither positive (5) nor negative (0) signal
+        assert torch.all(logits.grad[..., [1, 2, 3, 4, 6, 7]] != 0)
+
+
+def test_masked_loss_equals_the_loss_over_the_unmasked_columns_only():
+    g = torch.Generator().manual_seed(0)
+    future = torch.randint(0, 9, (2, 8), generator=g)
+    logits = torch.randn(2, 5, 9, generator=g)
+    keep = [1, 2, 3, 5, 6, 8]
+    targets = idea_targets(future, 4, 9, length=5)
+    masked = idea_bce(logits, targets, None, 5.0, "mean", vocabulary_mask(9, [0, 4, 7]))
+    restricted = idea_bce(logits[..., keep], targets[..., keep], None, 5.0, "mean")
+    assert torch.allclose(masked, restricted)
+    summed = idea_bce(logits, targets, None, 5.0, "sum_vocab", vocabulary_mask(9, [0, 4, 7]))
+    assert torch.allclose(summed, restricted * len(keep))
+
+
+def test_paper_b_total_loss_is_gated_token_ce_plus_lambda_times_masked_idea_bce():
+    g = torch.Generator().manual_seed(1)
+    logits, idea = torch.randn(2, 4, 6, generator=g), torch.randn(2, 4, 6, generator=g)
+    targets = torch.randint(0, 6, (2, 4), generator=g)
+    targets[1, 3] = PAD_ID
+    future = torch.cat([targets, torch.randint(0, 6, (2, 2), generator=g)], 1)
+    positives = window_ids(future, 3, 4)
+    mask = vocabulary_mask(6, [2])
+    total, ce, bce = idea_gated_loss(logits, targets, idea, positives, mask, 0.01, 5.0, "sum_vocab")
+    assert torch.allclose(ce, torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(),
+                                                                ignore_index=PAD_ID))
+    assert torch.allclose(bce, idea_bce_sparse(idea, positives, targets != PAD_ID, 5.0, "sum_vocab", mask))
+    assert torch.allclose(total, ce + 0.01 * bce)
+    plain, plain_ce, none = idea_gated_loss(logits, targets, None, None, None, 0.01)
+    assert none is None and torch.allclose(plain, ce)
+    with pytest.raises(ValueError, match="needs the window ids"):
+        idea_gated_loss(logits, targets, idea, None, mask, 0.01)
+
+
+def test_vocabulary_mask_rejects_ids_outside_the_vocabulary():
+    assert vocabulary_mask(4, [1]).tolist() == [1.0, 0.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="stopword ids must be in"):
+        vocabulary_mask(4, [4])
+
+
+def test_windows_past_the_given_future_are_truncated():
+    future = torch.tensor([[1, 2, 3]])
+    bags = idea_targets(future, window=2, vocab_size=5, length=3)
+    assert [bag(bags[0, t]) for t in range(3)] == [{1, 2}, {2, 3}, {3}]
+
+
+def test_default_length_gives_every_position_a_full_window():
+    future = torch.arange(10)[None]
+    assert idea_targets(future, window=4, vocab_size=10).shape == (1, 7, 10)
+
+
+def test_bad_inputs_raise_one_clear_error():
+    with pytest.raises(ValueError, match="window K must be >= 1"):
+        idea_targets(torch.zeros(1, 3, dtype=torch.long), window=0, vocab_size=4)
+    with pytest.raises(ValueError, match="future ids must be in"):
+        idea_targets(torch.tensor([[9]]), window=1, vocab_size=4)
+    with pytest.raises(ValueError, match="unknown reduction"):
+        idea_bce(torch.zeros(1, 1, 3), torch.zeros(1, 1, 3), reduction="max")
+
+
+def test_top_frequent_ids_breaks_ties_by_smaller_id():
+    ids = torch.tensor([3, 3, 1, 1, 2, 0, PAD_ID])
+    assert top_frequent_ids(ids, 2) == [1, 3]
+    assert top_frequent_ids(ids, 2, exclude=[1]) == [3, 0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 12), st.integers(1, 6), st.integers(2, 9), st.integers(0, 10_000),
+       st.sampled_from(["sum_vocab", "mean"]), st.sampled_from([None, 5.0]))
+def test_sparse_bce_equals_dense_bce(batch, length, window, vocab, seed, reduction, pos_weight):
+    g = torch.Generator().manual_seed(seed)
+    future = torch.randint(-1, vocab, (batch, length + window - 1), generator=g)
+    vocab_mask = vocabulary_mask(vocab, [0]) if vocab > 3 else None
+    logits = torch.randn(batch, length, vocab, generator=g)
+    mask = torch.rand(batch, length, generator=g) > 0.3
+    dense = idea_bce(logits, idea_targets(future, window, vocab, length=length), mask, pos_weight, reduction, vocab_mask)
+    sparse = idea_bce_sparse(logits, window_ids(future, window, length), mask, pos_weight, reduction, vocab_mask)
+    assert torch.allclose(dense, sparse, rtol=1e-5, atol=1e-5)
+
+
+def test_window_ids_hold_each_positive_once():
+    future = torch.tensor([[4, 2, 4, 7, 5, PAD_ID, PAD_ID]])
+    positives = window_ids(future, 3, 5)
+    assert [sorted(set(r.tolist()) - {PAD_ID}) for r in positives[0]] == [[2, 4], [2, 4, 7], [4, 5, 7], [5, 7], [5]]
+    assert all(len([x for x in r.tolist() if x != PAD_ID]) == len(set(r.tolist()) - {PAD_ID}) for r in positives[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 12), st.integers(1, 6), st.integers(2, 9), st.integers(0, 10_000),
+       st.sampled_from(["sum_vocab", "mean"]), st.sampled_from([None, 5.0]))
+def test_sparse_bce_gradient_equals_the_naive_dense_gradient(batch, length, window, vocab, seed, reduction, pos_weight):
+    """The hand-written backward of the sparse BCE against autograd through a dense float64 BCE."""
+    g = torch.Generator().manual_seed(seed)
+    future = torch.randint(-1, vocab, (batch, length + window - 1), generator=g)
+    vocab_mask = vocabulary_mask(vocab, [0]) if vocab > 3 else None
+    logits = (torch.randn(batch, length, vocab, generator=g) * 6).requires_grad_()
+    mask = torch.rand(batch, length, generator=g) > 0.3
+    idea_bce_sparse(logits, window_ids(future, window, length), mask, pos_weight, reduction, vocab_mask).backward()
+    dense_logits = logits.detach().double().requires_grad_()
+    targets = idea_targets(future, window, vocab, length=length).double()
+    weight = None if pos_weight is None else torch.tensor(pos_weight, dtype=torch.float64)
+    per_entry = torch.nn.functional.binary_cross_entropy_with_logits(dense_logits, targets, pos_weight=weight,
+                                                                     reduction="none")
+    columns = vocab
+    if vocab_mask is not None:
+        per_entry, columns = per_entry * vocab_mask.double(), vocab_mask.sum().item()
+    per_position = per_entry.sum(-1) / (columns if reduction == "mean" else 1)
+    scored = mask.double()
+    ((per_position * scored).sum() / scored.sum().clamp_min(1.0)).backward()
+    # float32 precision of a position's gradient scale: a confident positive's gradient is sigmoid(z) -
+    # (w (1 - sigmoid(z)) + sigmoid(z)) in float32 (dense column + window correction), exact only in float64
+    row_weight = 1.0 / float(scored.sum().clamp_min(1.0)) / (columns if reduction == "mean" else 1)
+    assert torch.allclose(logits.grad.double(), dense_logits.grad, rtol=1e-5, atol=1e-6 * row_weight)
+
+
+def test_sparse_bce_and_its_gradient_match_the_dense_bce_for_extreme_logits():
+    logits = torch.tensor([[[25.0, -30.0, 0.5, 90.0, -90.0, 19.9, 20.1]]], requires_grad=True)
+    dense_logits = logits.detach().clone().requires_grad_()
+    future = torch.tensor([[3, 1, 6]])
+    vocab_mask = vocabulary_mask(7, [2])
+    dense = idea_bce(dense_logits, idea_targets(future, 3, 7, length=1), None, 5.0, "sum_vocab", vocab_mask)
+    sparse = idea_bce_sparse(logits, window_ids(future, 3, 1), None, 5.0, "sum_vocab", vocab_mask)
+    assert torch.allclose(dense, sparse, rtol=1e-6)
+    dense.backward(), sparse.backward()
+    assert torch.allclose(logits.grad, dense_logits.grad, atol=1e-6)
