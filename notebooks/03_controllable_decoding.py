@@ -70,7 +70,12 @@ from semlm.fusion.decoding import (
     published_decoding,
 )
 from semlm.data.vocab import detokenize
-from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS, prepare_data, run_models
+from semlm.fusion.synthetic_experiment import (
+    SETTING_LABELS,
+    SETTINGS,
+    prepare_data,
+    run_models,
+)
 from semlm.core.metrics import (
     FOCUS_TOKENS,
     control_accuracy,

@@ -57,7 +57,12 @@ from semlm.idea.wikitext_experiment import (
     profile_differences,
     train_runs,
 )
-from semlm.core.metrics import perplexity, proportion, repetition_rate, summarise
+from semlm.core.metrics import (
+    perplexity,
+    proportion,
+    repetition_rate,
+    summarise,
+)
 from semlm.profiles import check_parameters
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 

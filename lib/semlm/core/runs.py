@@ -47,6 +47,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from semlm.core.closure import closure_hash
+from semlm.core.records import Record
 from semlm.core.train import TrainingHistory, TrainResult, fingerprint, progress_bar, set_seed, train
 from semlm.data.paths import REPO_ROOT
 
@@ -66,6 +67,8 @@ def peak_rss_mb() -> float:
 
 
 def _jsonable(value):
+    if isinstance(value, Record):
+        return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
@@ -118,6 +121,10 @@ class Experiment:
     #: where its runs train: None (CUDA when there is one) or a device name ("cpu" when a chapter
     #: works on the trained models with CPU tensors)
     device: str | None = None
+
+    #: the typed metrics of one run (a :class:`semlm.core.records.Record`) that ``evaluate`` returns;
+    #: :attr:`RunRecord.metrics` is one of these (None: a plain dict)
+    metrics_type: type[Record] | None = None
 
     def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
         """The most worker processes these runs may use (None: no cap beyond the context's)."""
@@ -189,7 +196,7 @@ class RunRecord(TrainingHistory):
     train_seconds: float
     steps: int
     history: list[dict]
-    metrics: dict
+    metrics: Any                  # the experiment's metrics_type, or a dict
     device: str
     threads: int
     peak_rss_mb: float
@@ -198,8 +205,13 @@ class RunRecord(TrainingHistory):
     evaluation_key: str = ""
     spec: RunSpec | None = field(default=None, repr=False, compare=False)
 
+    def __post_init__(self):
+        metrics_type = experiment_of(self.experiment).metrics_type if ":" in self.experiment else None
+        if metrics_type is not None and not isinstance(self.metrics, metrics_type):
+            self.metrics = metrics_type.from_dict(self.metrics)
+
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "spec"}
+        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "spec"}
 
     def load(self, device: str | torch.device | None = None) -> torch.nn.Module:
         """The trained model in eval mode (on ``device``; default: where it was trained if available)."""
