@@ -2,8 +2,10 @@
 before anything is executed or written. Building the book is tested elsewhere (slow)."""
 
 import os
+import subprocess
 
 import pytest
+import yaml
 
 from semlm.book import runner as book
 from semlm.data.paths import REPO_ROOT
@@ -145,8 +147,10 @@ def test_killing_the_runner_leaves_no_kernel_or_worker_processes(tmp_path, signu
     (notebooks / "01_sleepy.py").write_text(SLEEPY_CHAPTER)
     ready = tmp_path / "ready"
     env = {**os.environ, "SLEEPY_READY": str(ready), "OMP_NUM_THREADS": "1"}
+    # as under `nohup make test &`: the runner starts with SIGINT ignored, and must still stop on it
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(notebooks), str(tmp_path / "build")], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         deadline = time.monotonic() + 90
         while not ready.exists() or not ready.read_text().strip():
@@ -263,3 +267,23 @@ def test_manifest_says_per_chapter_which_models_were_trained_and_which_loaded(tm
     assert manifest["02_fusion_training"]["runs"] == {"trained": 1, "resumed": 0, "loaded": 1}
     assert [r["status"] for r in manifest["02_fusion_training"]["run_list"]] == ["trained", "loaded"]
     assert manifest["01_feature_bank"]["runs"] == {"trained": 0, "resumed": 0, "loaded": 0}
+
+
+def test_without_a_repository_url_no_button_or_notebook_points_at_a_repository(tmp_path):
+    from semlm.book.runner import PUBLISHED_NOTE_NO_URL, staged_config
+
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text())
+    staged = staged_config({**config, "repository": {"url": ""}})
+    assert not staged["html"]["use_repository_button"] and not staged["html"]["use_issues_button"]
+    assert all(not value for key, value in staged["launch_buttons"].items() if key.endswith("_url"))
+    assert "http" not in PUBLISHED_NOTE_NO_URL
+    with_url = staged_config({**config, "repository": {"url": "https://example.org/book"}})
+    assert with_url["launch_buttons"]["colab_url"] == config["launch_buttons"]["colab_url"]
+
+
+def test_no_placeholder_repository_url_anywhere_in_the_repository():
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.split()
+    for name in tracked:
+        path = REPO_ROOT / name
+        if path.suffix in {".py", ".md", ".yml", ".toml", ".cfg", ".txt"} and path.is_file():
+            assert "semlm/" + "semlm-book" not in path.read_text(errors="ignore"), name

@@ -89,6 +89,27 @@ PUBLISHED_NOTE = """*This notebook is generated from `notebooks/{chapter}.py` of
 `semlm` library of that repository: clone it and run `make lab` (pinned environment), or in a
 hosted notebook run `%pip install "semlm @ git+{url}"` first. The `parameters` cell below
 picks the scale: `profile = "smoke"` runs in seconds.*"""
+PUBLISHED_NOTE_NO_URL = """*This notebook is generated from `notebooks/{chapter}.py` of the repository this book was
+built from. It imports that repository's `semlm` library: clone it and run `make lab` (pinned
+environment). The `parameters` cell below picks the scale: `profile = "smoke"` runs in seconds.*"""
+
+
+def repository_url() -> str:
+    """``repository.url`` of ``_config.yml``: the one setting behind repository links and launch buttons."""
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text()) or {}
+    return str((config.get("repository") or {}).get("url") or "").strip()
+
+
+def staged_config(config: dict) -> dict:
+    """``_config.yml`` as the build uses it: without a repository URL, no repository, issues or launch
+    buttons (nothing may point at a placeholder)."""
+    if (config.get("repository") or {}).get("url"):
+        return config
+    html = {**config.get("html", {}), "use_repository_button": False, "use_issues_button": False,
+            "use_edit_page_button": False}
+    launch = {key: "" if key.endswith("_url") else value for key, value in config.get("launch_buttons", {}).items()}
+    launch["thebe"] = False
+    return {**config, "html": html, "launch_buttons": launch}
 
 
 class BookError(Exception):
@@ -330,13 +351,14 @@ def write_published_notebooks(html_dir: Path, chapters: list[str]) -> list[Path]
     import jupytext
     import nbformat
 
-    repository = (yaml.safe_load((REPO_ROOT / "_config.yml").read_text()).get("repository") or {}).get("url", "")
+    repository = repository_url()
+    note = PUBLISHED_NOTE if repository else PUBLISHED_NOTE_NO_URL
     written = []
     for chapter in chapters:
         notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
         notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
         notebook.metadata.pop("jupytext", None)
-        notebook.cells.insert(0, nbformat.v4.new_markdown_cell(PUBLISHED_NOTE.format(chapter=chapter, url=repository)))
+        notebook.cells.insert(0, nbformat.v4.new_markdown_cell(note.format(chapter=chapter, url=repository)))
         target = html_dir / "notebooks" / f"{chapter}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, target)
@@ -384,8 +406,9 @@ def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) 
     shutil.rmtree(source, ignore_errors=True)
     (source / "book").mkdir(parents=True)
     (source / "notebooks").mkdir()
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy2(REPO_ROOT / name, source / name)
+    shutil.copy2(REPO_ROOT / "_toc.yml", source / "_toc.yml")
+    config = staged_config(yaml.safe_load((REPO_ROOT / "_config.yml").read_text()) or {})
+    (source / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     for page in sorted([*BOOK_DIR.glob("*.md"), *BOOK_DIR.glob("*.bib")]):
         shutil.copy2(page, source / "book" / page.name)
     for notebook in sorted((build_dir / "executed").glob("*.ipynb")):
@@ -601,6 +624,9 @@ def _stop_children_on_exit():
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, interrupt) if main_thread else None
+    # A process started in the background by a non-interactive shell (`nohup make test &`) inherits
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler: set the one we rely on.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     me = psutil.Process()
     before = {child.pid for child in me.children(recursive=True)}
     # Workers outlive a killed kernel as orphans (re-parented away from us), so remember every
@@ -625,6 +651,7 @@ def _stop_children_on_exit():
         watcher.join()
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
         with contextlib.suppress(psutil.Error):
             for child in me.children(recursive=True):
                 if child.pid not in before:
