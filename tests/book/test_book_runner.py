@@ -287,3 +287,21 @@ def test_no_placeholder_repository_url_anywhere_in_the_repository():
         path = REPO_ROOT / name
         if path.suffix in {".py", ".md", ".yml", ".toml", ".cfg", ".txt"} and path.is_file():
             assert "semlm/" + "semlm-book" not in path.read_text(errors="ignore"), name
+
+
+def test_numpy_scalars_display_plainly_in_chapter_kernels_but_importing_semlm_patches_nothing(tmp_path):
+    from pathlib import Path
+
+    import numpy as np
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import semlm
+
+    assert "IPython" not in (Path(semlm.__file__).read_text())
+    shell = InteractiveShell.instance()
+    before = shell.display_formatter.format(np.float64(1.5))[0]["text/plain"]
+    startup = book.ipython_dir(tmp_path) / "profile_default" / "startup" / "00-semlm-display.py"
+    exec(startup.read_text(), {"get_ipython": lambda: shell})
+    assert before == "np.float64(1.5)"
+    assert shell.display_formatter.format(np.float64(1.5))[0]["text/plain"] == "1.5"
+    assert shell.display_formatter.format(np.int64(3))[0]["text/plain"] == "3"

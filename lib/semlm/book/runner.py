@@ -157,6 +157,18 @@ def check_data_dir() -> None:
 # --- executing chapters -----------------------------------------------------------------------
 
 
+def ipython_dir(build_dir: Path) -> Path:
+    """An IPython directory whose startup file loads :mod:`semlm.book.display` in every chapter kernel."""
+    from semlm.book.display import STARTUP
+
+    folder = Path(build_dir) / "ipython"
+    startup = folder / "profile_default" / "startup" / "00-semlm-display.py"
+    startup.parent.mkdir(parents=True, exist_ok=True)
+    if not startup.is_file() or startup.read_text() != STARTUP:
+        startup.write_text(STARTUP)
+    return folder
+
+
 @contextlib.contextmanager
 def chapter_environment(build_dir: Path, allow_downloads: bool):
     """Set the variables the chapters read, for the duration of the build only.
@@ -176,6 +188,7 @@ def chapter_environment(build_dir: Path, allow_downloads: bool):
         updates.update(dict.fromkeys(OFFLINE_VARS, "1"))
     # Progress bars are for people watching a run; in a rendered page they are noise.
     updates["TQDM_DISABLE"] = "1"
+    updates["IPYTHONDIR"] = str(ipython_dir(build_dir))  # glued numpy numbers render (semlm.book.display)
     saved = {name: os.environ.get(name) for name in updates}
     os.environ.update(updates)
     try:
