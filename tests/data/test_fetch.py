@@ -25,6 +25,12 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@pytest.fixture(autouse=True)
+def every_host_answers(monkeypatch):
+    """No test reaches the network: the reachability probe says every host answers."""
+    monkeypatch.setattr(data_fetch, "reachable", lambda url, timeout=5.0: "")
+
+
 def test_wikitext_writer_restores_the_release_blank_lines_and_line_endings():
     assert data_fetch.wikitext_lines(HUB_WIKI) == WIKI
     assert data_fetch.wikitext_lines(HUB_WIKI, newline="\r\n") == WIKI.replace(b"\n", b"\r\n")
@@ -198,3 +204,45 @@ def test_present_files_whose_hash_differs_are_named(tmp_path):
     assert data_fetch.differing_for_chapters(["05_sst2"], tmp_path, sums) == []
     (tmp_path / "sst2" / "dev.tsv").write_bytes(b"a local edit")
     assert data_fetch.differing_for_chapters(["01_feature_bank", "05_sst2"], tmp_path, sums) == ["sst2/dev.tsv"]
+
+
+def test_an_unreachable_hub_costs_its_folders_one_line_each_and_the_other_sources_still_come(tmp_path):
+    text = b"First document.\r\n\r\nSecond document."
+    hub, lines = wikitext_hub(), []
+    sums = {**wikitext_sums(), "fineweb-edu-sample/fineweb_edu.txt": sha(text)}
+    probe = lambda url: "huggingface.co unreachable (timeout)" if "huggingface" in url else ""  # noqa: E731
+    statuses = data_fetch.fetch(tmp_path, ["wikitext-2", "fineweb-edu-sample"], load=hub, download=lambda url: text,
+                                checksums=sums, echo=lines.append, probe=probe)
+    assert hub.calls == []  # no retries against a host that did not answer the probe
+    assert [line for line in lines if line.startswith("FAILED")] == [
+        "FAILED   wikitext-2: huggingface.co unreachable (timeout); nothing fetched (check the network, then run "
+        "`make data` again)"]
+    assert {s.name: s.state for s in statuses}["fineweb-edu-sample/fineweb_edu.txt"] == "ok"
+
+
+def test_a_failing_dataset_does_not_stop_the_others_and_the_command_exits_non_zero(tmp_path, monkeypatch, capsys):
+    def load(repository, config, split):
+        if repository == "nyu-mll/glue":
+            raise ConnectionError("503 Service Unavailable\n(retrying)")
+        return HUB_WIKI
+
+    monkeypatch.setattr(data_fetch, "_load_hub", load)
+    monkeypatch.setattr(data_fetch, "read_checksums", lambda path=None: {**wikitext_sums(),
+                                                                        "sst2/train.tsv": sha(SST2_TRAIN_BYTES)})
+    status = data_main(["fetch", "--data-dir", str(tmp_path), "--only", "sst2", "wikitext-2"])
+    out = capsys.readouterr()
+    assert status == 1
+    assert "FAILED   sst2/train.tsv: ConnectionError: 503 Service Unavailable (retrying)" in out.out
+    assert (tmp_path / "wikitext-2" / "train.txt").read_bytes() == WIKI  # fetched after sst2 failed
+    assert len([line for line in out.err.splitlines() if line.startswith("error:")]) == 1
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(data_fetch.os, "replace", broken_replace)
+    lines = []
+    data_fetch.fetch(tmp_path, ["wikitext-2"], load=wikitext_hub(), checksums=wikitext_sums(), echo=lines.append)
+    assert sum("No space left on device" in line for line in lines) == 3
+    assert list((tmp_path / "wikitext-2").iterdir()) == []

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,10 +237,34 @@ def differing_for_chapters(chapters: Sequence[str], root: str | Path | None = No
 # --- fetch ------------------------------------------------------------------------------------
 
 
+HUB_URL = "https://huggingface.co"
+
+
 def _load_hub(repository: str, config: str | None, split: str):
+    """The hub rows of one split, quietly: no progress bars, and no warning per retry (one failure,
+    one line, printed by :func:`fetch`)."""
+    import logging
+
     import datasets
 
+    datasets.disable_progress_bars()
+    for name in ("datasets", "huggingface_hub", "fsspec", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     return datasets.load_dataset(repository, config, split=split)
+
+
+def reachable(url: str, timeout: float = 5.0) -> str:
+    """``""`` if ``url``'s host answers within ``timeout`` seconds, else the reason in a few words."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        with urllib.request.urlopen(f"{parts.scheme}://{parts.netloc}/", timeout=timeout):  # noqa: S310
+            return ""
+    except urllib.error.HTTPError:
+        return ""  # the host answered (a 4xx/5xx on its front page still means it is reachable)
+    except (OSError, ValueError) as error:
+        return f"{parts.netloc} unreachable ({type(getattr(error, 'reason', error)).__name__})"
 
 
 def _download(url: str) -> bytes:
@@ -255,45 +280,71 @@ def _write_checked(path: Path, data: bytes, expected: str | None) -> str:
                 f"not written (the source changed; see data/README.md for the pinned copies)")
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "wb") as out:
-        out.write(data)
-    os.replace(temporary, path)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    finally:  # a failed write (disk full, interrupted) leaves no temporary file behind
+        if os.path.exists(temporary):
+            os.unlink(temporary)
     return ""
 
 
 def fetch(root: str | Path | None = None, folders: Sequence[str] | None = None,
-          load: Loader = _load_hub, download: Callable[[str], bytes] = _download,
-          checksums: dict[str, str] | None = None, echo: Callable[[str], None] = print) -> list[FileStatus]:
+          load: Loader | None = None, download: Callable[[str], bytes] | None = None,
+          checksums: dict[str, str] | None = None, echo: Callable[[str], None] = print,
+          probe: Callable[[str], str] | None = None) -> list[FileStatus]:
     """Fetch every file of ``folders`` (default: all) that is missing or corrupt under ``root``.
 
-    ``load(repository, config, split)`` returns the hub rows (``datasets.load_dataset``) and
-    ``download(url)`` the bytes of a plain file; both are parameters so the tests run offline.
-    Returns the final state of every file of those folders.
+    Each folder is tried on its own: a host that does not answer a quick probe, or a failing
+    download, costs that folder one ``FAILED`` line and the others still come. ``load(repository,
+    config, split)`` returns the hub rows (``datasets.load_dataset``), ``download(url)`` the bytes
+    of a plain file and ``probe(url)`` says why a host is unreachable (``""`` if it answers); all
+    three are parameters so the tests run offline. Returns the final state of every file of those
+    folders (a failed one is "missing" or "corrupt" there).
     """
     root = Path(root) if root is not None else data_dir()
     checksums = read_checksums() if checksums is None else checksums
+    load, download, probe = load or _load_hub, download or _download, probe or reachable
     folders = list(SOURCES) if folders is None else list(folders)
     for folder in folders:
         if folder not in SOURCES:
             raise ValueError(f"unknown data folder {folder!r}; choose from: {', '.join(SOURCES)}")
     before = {s.name: s for s in verify(root, checksums)}
+    probed: dict[str, str] = {}
     for folder in folders:
         source = SOURCES[folder]
-        for name in source.files:
+        todo = [name for name in source.files if before.get(f"{folder}/{name}", None) is None
+                or before[f"{folder}/{name}"].state != "ok"]
+        for name in sorted(set(source.files) - set(todo), key=source.files.index):
+            echo(f"ok       {folder}/{name} (already there, sha256 matches)")
+        if not todo:
+            continue
+        host = source.url or HUB_URL
+        if host not in probed:
+            probed[host] = probe(host)
+        if probed[host]:
+            echo(f"FAILED   {folder}: {probed[host]}; nothing fetched (check the network, then run `make data` again)")
+            continue
+        for name in todo:
             key = f"{folder}/{name}"
-            if key in before and before[key].state == "ok":
-                echo(f"ok       {key} (already there, sha256 matches)")
-                continue
-            if source.url is not None:
-                echo(f"fetch    {key} <- {source.url}")
-                data = download(source.url)
-            else:
-                repository, config = source.hub
-                split = source.splits[name]
-                echo(f"fetch    {key} <- datasets.load_dataset({repository!r}, {config!r}, split={split!r})")
-                data = source.write(name, list(load(repository, config, split)))
-            problem = _write_checked(root / key, data, checksums.get(key))
+            try:
+                data = _fetch_one(source, name, key, load, download, echo)
+                problem = _write_checked(root / key, data, checksums.get(key))
+            except Exception as error:  # noqa: BLE001 - one line per failed file, the others go on
+                problem = f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
             if problem:
                 echo(f"FAILED   {key}: {problem}")
     wanted = {f"{folder}/{name}" for folder in folders for name in SOURCES[folder].files}
     return [status for status in verify(root, checksums) if status.name in wanted]
+
+
+def _fetch_one(source: Source, name: str, key: str, load: Loader, download: Callable[[str], bytes],
+               echo: Callable[[str], None]) -> bytes:
+    if source.url is not None:
+        echo(f"fetch    {key} <- {source.url}")
+        return download(source.url)
+    repository, config = source.hub
+    split = source.splits[name]
+    echo(f"fetch    {key} <- datasets.load_dataset({repository!r}, {config!r}, split={split!r})")
+    return source.write(name, list(load(repository, config, split)))
