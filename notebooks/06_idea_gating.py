@@ -42,35 +42,28 @@ max_steps = None
 
 # %%
 import pandas as pd
-import seaborn as sns
 from myst_nb import glue
 
 from semlm import plots
+from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.core.metrics import perplexity
+from semlm.core.runs import RunContext, nested, run_many
+from semlm.idea import report
+from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.idea.wikitext_experiment import (
-    LOSS_FORMS,
+    IDEA,
     authors_protocol,
-    competence,
-    difference_interval,
     domain_retention,
+    idea_data,
+    idea_gating_runs,
     idea_profile,
     load_domains,
-    main_runs,
     model_config,
-    ngram_reference,
-    prepare_data,
     profile_differences,
+    with_chosen_gated,
 )
-from semlm.idea.targets import idea_targets, vocabulary_mask
-from semlm.core.metrics import perplexity
-from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.profiles import check_parameters
-from semlm.reference import (
-    PAPER_B_EVAL_DOMAINS,
-    PAPER_B_STICKINESS,
-    PAPER_B_TABLE1,
-    PAPER_B_VAL_PPL,
-)
-from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 
 check_parameters(
     profile=profile, seed=seed, workers=workers, max_steps=max_steps
@@ -94,16 +87,8 @@ config
 # unless the run was capped with `max_steps` or the data fell back (next section).
 
 # %%
-differences = pd.DataFrame(
-    profile_differences(config),
-    columns=["setting", "this run", "authors' run"],
-)
-glue("n_differences", len(differences), display=False)
-(
-    differences.set_index("setting")
-    if len(differences)
-    else pd.DataFrame({"": ["no differences from the authors' run"]})
-)
+glue("n_differences", len(profile_differences(config)), display=False)
+report.differences_frame(config)
 
 # %% [markdown]
 # ## Data and tokeniser
@@ -118,28 +103,11 @@ glue("n_differences", len(differences), display=False)
 # each that is a single token under this tokeniser is masked out of the idea loss.
 
 # %%
-data = prepare_data(config)
+data = idea_data(config)  # the copy the runs below use
 tokenizer = data.tokenizer
 glue("dataset", data.splits_dataset, display=False)
 glue("vocab", len(tokenizer), display=False)
-pd.Series(
-    {
-        "dataset used": data.splits_dataset,
-        "dataset requested": data.requested_dataset,
-        "tokeniser": data.tokenizer_name,
-        "note": data.note or "-",
-        "vocabulary": len(tokenizer),
-        **{f"{split} tokens": len(ids) for split, ids in data.streams.items()},
-        "stopword tokens (masked out of the idea loss)": " ".join(
-            repr(tokenizer.decode([i])) for i in data.stopword_ids
-        ),
-        (
-            "authors' stopwords that are not one token here (not masked)"
-        ): ", ".join(map(repr, data.stopwords_not_single_tokens))
-        or "none",
-    },
-    name="value",
-).to_frame()
+report.data_summary(data)
 
 # %% [markdown]
 # ## The idea targets and the stopword mask
@@ -155,26 +123,7 @@ pd.Series(
 # the mask leaves out of the loss.
 
 # %%
-ids = data.streams["train"][: 1 + config.idea.window].long()
-bag = idea_targets(
-    ids[None, 1:], config.idea.window, len(tokenizer), length=1
-)[0, 0]
-mask = vocabulary_mask(len(tokenizer), data.stopword_ids)
-in_bag = bag.nonzero().flatten().tolist()
-pd.DataFrame(
-    {
-        "input (position 0)": [repr(tokenizer.decode(ids[:1]))],
-        "next K tokens": [tokenizer.decode(ids[1:])],
-        "bag (counted in the loss)": [
-            " | ".join(tokenizer.decode([i]) for i in in_bag if mask[i] == 1)
-        ],
-        "bag (masked stopwords: no idea-BCE gradient)": [
-            " | ".join(
-                repr(tokenizer.decode([i])) for i in in_bag if mask[i] == 0
-            )
-        ],
-    }
-).T
+report.idea_target_example(data, config.idea.window)
 
 # %% [markdown]
 # ## The gate
@@ -214,15 +163,7 @@ sizes = {
     )
     for name, idea in (("baseline", False), ("gated", True))
 }
-pd.DataFrame(
-    {
-        "parameters": sizes,
-        "layers": config.size.n_layer,
-        "heads": config.size.n_head,
-        "d": config.size.n_embd,
-        "block": config.size.block_size,
-    }
-)
+report.size_table(config, sizes)
 
 # %% [markdown]
 # ## Training
@@ -239,53 +180,14 @@ pd.DataFrame(
 # only that path is tested.
 
 # %%
-runs, chosen = main_runs(config, workers)
-trained = {n: r for n, r in runs.items() if n != "gated" or chosen == "gated"}
-tokens_per_step = config.train.batch_size * config.size.block_size
-train_table = pd.DataFrame(
-    [
-        {
-            "model": n,
-            "status": r.status,
-            "iterations": r.steps,
-            "train minutes": r.train_seconds / 60,
-            "seconds per iteration": r.seconds_per_step,
-            "training tokens / s": tokens_per_step / r.seconds_per_step,
-            "validation PPL": r.metrics["val_ppl"],
-        }
-        for n, r in trained.items()
-    ]
-).set_index("model")
-step_time_ratio = (
-    runs["gated"].seconds_per_step / runs["baseline"].seconds_per_step
+records = run_many(
+    IDEA, idea_gating_runs(config), RunContext(config.name, workers=workers)
 )
-budget_minutes = sum(r.train_seconds for r in trained.values()) / 60
-glue("step_time_ratio", step_time_ratio, display=False)
-glue("budget_minutes", budget_minutes, display=False)
-glue(
-    "train_tokens",
-    f"{config.train.max_steps * tokens_per_step:,}",
-    display=False,
-)
-glue(
-    "tokens_per_second",
-    tokens_per_step / runs["baseline"].seconds_per_step,
-    display=False,
-)
-glue(
-    "tokens_per_second_gated",
-    tokens_per_step / runs["gated"].seconds_per_step,
-    display=False,
-)
-train_table.style.format(
-    "{:.3g}",
-    subset=[
-        "train minutes",
-        "seconds per iteration",
-        "training tokens / s",
-        "validation PPL",
-    ],
-)
+trained = nested(records, "name")
+runs, chosen = with_chosen_gated(trained)
+for key, value in report.training_numbers(trained, runs, config).items():
+    glue(key, value, display=False)
+report.training_table(trained, config)
 
 # %% [markdown]
 # Each model sees {glue:text}`train_tokens` training tokens. The plain GPT trains at
@@ -308,90 +210,10 @@ train_table.style.format(
 
 # %%
 forms = [n for n in trained if n.startswith("gated")]
-curves = pd.DataFrame(
-    [
-        {"model": n, **row}
-        for n in ["baseline", *forms]
-        for row in runs[n].history
-    ]
-)
-fig = sns.relplot(
-    data=curves.melt(
-        id_vars=["model", "step"],
-        value_vars=(
-            ["val_ppl", "idea_bce_per_column"]
-            if "idea_bce_per_column" in curves
-            else ["val_ppl"]
-        ),
-    ).dropna(),
-    x="step",
-    y="value",
-    hue="model",
-    col="variable",
-    kind="line",
-    marker="o",
-    facet_kws={"sharey": False},
-    height=3.2,
-    aspect=1.3,
-)
-form_table = pd.DataFrame(
-    {
-        n: {
-            "validation PPL (gated logits)": runs[n].metrics["val_ppl"],
-            "validation PPL (gate off)": runs[n].metrics["val_ppl_ungated"],
-            "idea BCE per column, last interval": runs[n]
-            .history[-1]
-            .get("idea_bce_per_column"),
-            "token CE, last interval": runs[n].history[-1]["token_ce"],
-        }
-        for n in forms
-    }
-).T
-if len(forms) > 1:
-    other = next(n for n in forms if n != chosen)
-    glue("form_chosen", chosen, display=False)
-    glue("form_other", other, display=False)
-    glue("form_ppl_chosen", runs[chosen].metrics["val_ppl"], display=False)
-    glue("form_ppl_other", runs[other].metrics["val_ppl"], display=False)
-    glue(
-        "form_bce_chosen",
-        runs[chosen].history[-1]["idea_bce_per_column"],
-        display=False,
-    )
-    glue(
-        "form_bce_other",
-        runs[other].history[-1]["idea_bce_per_column"],
-        display=False,
-    )
-    glue(
-        "form_ppl_baseline", runs["baseline"].metrics["val_ppl"], display=False
-    )
-else:
-    for key in ("form_chosen", "form_other"):
-        glue(
-            key,
-            f"{chosen} (only the authors' v1 form is trained at this profile)",
-            display=False,
-        )
-    for key in (
-        "form_ppl_chosen",
-        "form_ppl_other",
-        "form_bce_chosen",
-        "form_bce_other",
-    ):
-        glue(
-            key,
-            (
-                runs[chosen].metrics["val_ppl"]
-                if "ppl" in key
-                else runs[chosen].history[-1]["idea_bce_per_column"]
-            ),
-            display=False,
-        )
-    glue(
-        "form_ppl_baseline", runs["baseline"].metrics["val_ppl"], display=False
-    )
-form_table
+fig = plots.plot_loss_form_curves(report.loss_form_curves(runs, forms))
+for key, value in report.loss_form_numbers(runs, forms, chosen).items():
+    glue(key, value, display=False)
+report.loss_form_table(runs, forms)
 
 # %% [markdown]
 # In this build the gated model trained with {glue:text}`form_chosen` reaches validation perplexity
@@ -419,66 +241,9 @@ form_table
 # %%
 models = {name: run.load() for name, run in runs.items()}
 test = data.blocks("test", config)
-ppl = pd.DataFrame(
-    {
-        "validation": {
-            "baseline": runs["baseline"].metrics["val_ppl"],
-            "gated": runs["gated"].metrics["val_ppl"],
-            "gated (ungated logits)": runs["gated"].metrics["val_ppl_ungated"],
-        },
-        "test": {
-            "baseline": perplexity(models["baseline"], test),
-            "gated": perplexity(models["gated"], test),
-            "gated (ungated logits)": perplexity(
-                models["gated"], test, alpha=0.0
-            ),
-        },
-    }
-)
-for name in ppl.index:
-    glue(
-        f"val_{name.split()[0]}{'_ungated' if 'ungated' in name else ''}",
-        ppl.loc[name, "validation"],
-        display=False,
-    )
-valid_tokens = (
-    data.blocks("valid", config)
-    .input_ids[:, 1 : config.size.block_size + 1]
-    .flatten()
-)
-reference = ngram_reference(
-    (
-        data.streams["train"]
-        if config.train_tokens is None
-        else data.streams["train"][: config.train_tokens]
-    ),
-    valid_tokens[valid_tokens >= 0],
-    len(tokenizer),
-)
-check = competence(
-    {name: runs[name].metrics["val_ppl"] for name in ("baseline", "gated")},
-    reference,
-)
-ppl.loc["unigram counts (reference)", "validation"] = reference[
-    "unigram_val_ppl"
-]
-ppl.loc["interpolated bigram counts (reference)", "validation"] = reference[
-    "bigram_val_ppl"
-]
-glue("competence_ratio", check["threshold_ratio"], display=False)
-glue("bigram_ppl", reference["bigram_val_ppl"], display=False)
-glue("worst_ratio", check["worst_ratio"], display=False)
-glue(
-    "competence_verdict",
-    (
-        "pass: the generation claims are judged on these models"
-        if check["passes"]
-        else "fail: the claims table marks paper B's perplexity, stickiness "
-        "and diversity claims 'not testable at this scale' "
-        "for this build"
-    ),
-    display=False,
-)
+ppl, check = report.perplexity_table(models, runs, data, config, test)
+for key, value in report.perplexity_numbers(ppl, check).items():
+    glue(key, value, display=False)
 ppl.style.format("{:.2f}", na_rep="-")
 
 # %% [markdown]
@@ -501,23 +266,7 @@ pd.DataFrame(
 )
 
 # %%
-curve = pd.DataFrame(
-    [
-        {"model": n, "step": row["step"], "validation PPL": row["val_ppl"]}
-        for n in ("baseline", "gated")
-        for row in runs[n].history
-    ]
-)
-fig = sns.relplot(
-    data=curve,
-    x="step",
-    y="validation PPL",
-    hue="model",
-    kind="line",
-    marker="o",
-    height=3.2,
-    aspect=1.5,
-)
+fig = plots.plot_validation_history(runs)
 
 # %% [markdown]
 # ## Domain retention, the authors' protocol
@@ -541,66 +290,17 @@ authors = {
     )
     for name in ("baseline", "gated")
 }
-
-
-def show(v):
-    """mean [95% interval]; "undefined" when a bound is not finite."""
-    from semlm.core.records import Interval
-
-    return Interval.from_dict(v).format(3)
-
-
-authors_numbers = {}
-for d in PAPER_B_EVAL_DOMAINS:
-    entry = {
-        m: {k: v for k, v in authors[m][d]["summary"].items()} for m in authors
-    }
-    entry["difference"] = {
-        "authors_stickiness": difference_interval(
-            [r["authors_stickiness"] for r in authors["gated"][d]["samples"]],
-            [
-                r["authors_stickiness"]
-                for r in authors["baseline"][d]["samples"]
-            ],
-        )
-    }
-    authors_numbers[d] = entry
-authors_table = pd.DataFrame(
-    [
-        {
-            "domain": d,
-            "model": m,
-            **{k: show(v) for k, v in e[m].items()},
-            "paper (stickiness)": PAPER_B_STICKINESS.get(d, {}).get(m),
-        }
-        for d, e in authors_numbers.items()
-        for m in ("baseline", "gated")
-    ]
-)
-authors_table["gated - baseline stickiness"] = [
-    (
-        show(authors_numbers[d]["difference"]["authors_stickiness"])
-        if m == "gated"
-        else ""
-    )
-    for d, m in zip(authors_table.domain, authors_table.model)
-]
+authors_numbers = report.authors_comparison(authors)
 glue("authors_samples", config.generation.authors_samples, display=False)
 glue("authors_tokens", config.generation.authors_new_tokens, display=False)
-authors_table.set_index(["domain", "model"])
+report.authors_table(authors_numbers)
 
 # %% [markdown]
 # This build draws {glue:text}`authors_samples` continuations of {glue:text}`authors_tokens` tokens per
 # domain and model. The paper's Table 1 (WikiText-103 GPTs, 60 samples per domain) for comparison:
 
 # %%
-pd.DataFrame(
-    [
-        {"domain": d, "model": m, **v}
-        for d, e in PAPER_B_TABLE1.items()
-        for m, v in e.items()
-    ]
-).set_index(["domain", "model"])
+report.paper_table1()
 
 # %% [markdown]
 # ## Domain retention, the book's protocol
@@ -624,51 +324,21 @@ retention = {
     name: domain_retention(models[name], tokenizer, domains, config.generation)
     for name in ("baseline", "gated")
 }
-frame = pd.DataFrame(
-    [
-        {"domain": d, "model": m, "metric": k, **v}
-        for m, by_domain in retention.items()
-        for d, res in by_domain.items()
-        for k, v in res["summary"].items()
-    ]
-)
-fig = plots.plot_domain_retention(frame)
+fig = plots.plot_domain_retention(report.retention_frame(retention))
 
 # %%
-table = pd.DataFrame(
-    [
-        {
-            "domain": d,
-            "model": m,
-            **{
-                k: show(v)
-                for k, v in res["summary"].items()
-                if k
-                in ("stickiness", "unique_density", "distinct_2", "repetition")
-            },
-        }
-        for m, by_domain in retention.items()
-        for d, res in by_domain.items()
-    ]
-)
-table.set_index(["domain", "model"]).sort_index()
+report.retention_table(retention)
 
 # %%
-book_diffs = {
-    d: difference_interval(
-        [r["stickiness"] for r in retention["gated"][d]["samples"]],
-        [r["stickiness"] for r in retention["baseline"][d]["samples"]],
-    )
-    for d in domains
-}
-above = [d for d, v in book_diffs.items() if v["ci_low"] > 0]
-below = [d for d, v in book_diffs.items() if v["ci_high"] < 0]
+book_diffs = report.book_differences(retention)
+above = [d for d, v in book_diffs.items() if v.low > 0]
+below = [d for d, v in book_diffs.items() if v.high < 0]
 glue("book_above", ", ".join(above) or "none", display=False)
 glue("book_below", ", ".join(below) or "none", display=False)
 glue("book_n", len(domains), display=False)
 pd.DataFrame(
     {
-        d: {"gated - baseline stickiness": show(v)}
+        d: {"gated - baseline stickiness": report.show(v)}
         for d, v in book_diffs.items()
     }
 ).T
@@ -684,18 +354,22 @@ pd.DataFrame(
 # The first continuation of each of the authors' prompts, from each model.
 
 # %%
-pd.DataFrame(
-    [
-        {
-            "domain": d,
-            "prompt": PAPER_B_EVAL_DOMAINS[d]["prompt"],
-            **{
-                m: authors[m][d]["samples"][0]["text"].strip() for m in authors
-            },
-        }
-        for d in PAPER_B_EVAL_DOMAINS
-    ]
-).set_index("domain")
+report.authors_examples(authors)
+
+# %%
+record = report.idea_gating_record(
+    config,
+    data,
+    runs,
+    trained,
+    chosen,
+    sizes,
+    ppl,
+    check,
+    authors_numbers,
+    retention,
+)
+write_chapter_metrics("06_idea_gating", profile, seed, record, timer.seconds)
 
 # %% [markdown]
 # ## Recorded GPU runs
@@ -727,116 +401,3 @@ recorded.T if not recorded.empty else None
 #    the gate switched off, `perplexity(models["gated"], test, alpha=0.0)`.
 #    Compare it with the baseline: is the gain in the gate, or in the backbone
 #    that the idea loss helped to train?
-
-
-# %%
-def domain_numbers(model):
-    return {
-        d: {
-            k: res["summary"][k]["mean"]
-            for k in (
-                "stickiness",
-                "unique_density",
-                "distinct_2",
-                "repetition",
-            )
-        }
-        | {
-            f"{k}_ci": [
-                res["summary"][k]["ci_low"],
-                res["summary"][k]["ci_high"],
-            ]
-            for k in ("stickiness", "distinct_2")
-        }
-        for d, res in retention[model].items()
-    }
-
-
-from semlm.core.records import IdeaGatingRecord
-
-by_model = {m: domain_numbers(m) for m in ("baseline", "gated")}
-record = IdeaGatingRecord(
-    dataset=data.splits_dataset,
-    baseline={
-        "val_ppl": runs["baseline"].metrics["val_ppl"],
-        "test_ppl": ppl.loc["baseline", "test"],
-        "history": runs["baseline"].history,
-        "train_seconds": runs["baseline"].train_seconds,
-        "parameters": sizes["baseline"],
-    },
-    gated={
-        "run": chosen,
-        "val_ppl": runs["gated"].metrics["val_ppl"],
-        "val_ppl_ungated": runs["gated"].metrics["val_ppl_ungated"],
-        "test_ppl": ppl.loc["gated", "test"],
-        "test_ppl_ungated": ppl.loc["gated (ungated logits)", "test"],
-        "history": runs["gated"].history,
-        "train_seconds": runs["gated"].train_seconds,
-        "parameters": sizes["gated"],
-    },
-    competence=check,
-    authors_protocol=authors_numbers,
-    extra={
-        "dataset_requested": data.requested_dataset,
-        "dataset_note": data.note,
-        "tokenizer": data.tokenizer_name,
-        "vocab_size": len(tokenizer),
-        "max_steps": config.train.max_steps,
-        "capped_from": config.capped_from,
-        "differences_from_authors": [
-            {k: str(v) for k, v in row.items()}
-            for row in profile_differences(config)
-        ],
-        "loss_forms": {
-            n: {
-                "val_ppl": runs[n].metrics["val_ppl"],
-                "val_ppl_ungated": runs[n].metrics["val_ppl_ungated"],
-                "settings": {
-                    k: runs[n].config["idea"][k]
-                    for k in (
-                        "idea_loss_reduction",
-                        "idea_weight",
-                        "pos_weight",
-                    )
-                },
-                "history": runs[n].history,
-            }
-            for n in forms
-        },
-        "training": {
-            "tokens_per_iteration": tokens_per_step,
-            "budget_minutes": budget_minutes,
-            "tokens_per_second": {
-                n: tokens_per_step / r.seconds_per_step
-                for n, r in trained.items()
-            },
-        },
-        "domains": {
-            d: {m: by_model[m][d] for m in by_model}
-            | {"difference": {"stickiness": book_diffs[d]}}
-            for d in domains
-        },
-        "step_time_ratio": step_time_ratio,
-        "stopwords": {
-            "masked_ids": data.stopword_ids,
-            "not_single_tokens": data.stopwords_not_single_tokens,
-        },
-        "generation": {
-            "authors_samples_per_domain": config.generation.authors_samples,
-            "authors_new_tokens": config.generation.authors_new_tokens,
-            "book_samples_per_domain": len(
-                retention["gated"][next(iter(domains))]["samples"]
-            ),
-            "max_new_tokens": config.generation.max_new_tokens,
-            "temperature": config.generation.temperature,
-            "repetition_penalty": config.generation.repetition_penalty,
-            "penalty_form": config.generation.penalty_form,
-        },
-        "paper": {
-            "val_ppl_mistral_fineweb": PAPER_B_VAL_PPL,
-            "stickiness_wikitext103": PAPER_B_STICKINESS,
-            "table1_wikitext103": PAPER_B_TABLE1,
-        },
-    },
-)
-write_chapter_metrics("06_idea_gating", profile, seed, record, timer.seconds)

@@ -40,31 +40,21 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from semlm.idea.gate import (
-    ConcentrationDecay,
-    IdeaGateLogitsProcessor,
-    xray,
-)
+from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.core.metrics import perplexity
+from semlm.core.runs import RunContext, nested, run_many
+from semlm.idea import sweeps
+from semlm.idea.gate import xray
+from semlm.idea.report import differences_frame, run_table
 from semlm.idea.wikitext_experiment import (
-    GenerationSettings,
-    domain_retention,
-    generate_texts,
+    IDEA,
+    idea_data,
+    idea_gating_runs,
     idea_profile,
-    idea_run,
     load_domains,
-    main_runs,
-    prepare_data,
-    profile_differences,
-    train_runs,
-)
-from semlm.core.metrics import (
-    perplexity,
-    proportion,
-    repetition_rate,
-    summarise,
+    with_chosen_gated,
 )
 from semlm.profiles import check_parameters
-from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(
     profile=profile, seed=seed, workers=workers, max_steps=max_steps
@@ -78,26 +68,14 @@ if config.capped_from is not None:
         f"(max_steps = {max_steps}); "
         f"the sweep runs at most {config.sweep_steps:,}."
     )
-data = prepare_data(config)
+data = idea_data(config)
 tokenizer = data.tokenizer
-runs, chosen = main_runs(
-    config, workers
-)  # chapter 6's runs (reloaded from the cache) and its choice of loss form
+# chapter 6's runs (reloaded from the cache) and its choice of loss form
+context = RunContext(config.name, workers=workers)
+records = run_many(IDEA, idea_gating_runs(config), context)
+runs, chosen = with_chosen_gated(nested(records, "name"))
 gated = runs["gated"].load()
-chosen_idea = replace(
-    config.idea,
-    **{
-        k: runs["gated"].config["idea"][k]
-        for k in ("idea_loss_reduction", "idea_weight")
-    },
-)
-domains = load_domains()
-pd.DataFrame(
-    [
-        {"model": n, "status": r.status, "val PPL": r.metrics["val_ppl"]}
-        for n, r in runs.items()
-    ]
-)
+run_table(runs)
 
 # %% [markdown]
 # The gated model is chapter 6's choice of loss form ({glue:text}`chosen_run`). This run against the
@@ -105,15 +83,7 @@ pd.DataFrame(
 
 # %%
 glue("chosen_run", chosen, display=False)
-differences = pd.DataFrame(
-    profile_differences(config),
-    columns=["setting", "this run", "authors' run"],
-)
-(
-    differences.set_index("setting")
-    if len(differences)
-    else pd.DataFrame({"": ["no differences from the authors' run"]})
-)
+differences_frame(config)
 
 # %% [markdown]
 # ## X-ray: what the gate boosts and suppresses
@@ -125,38 +95,12 @@ differences = pd.DataFrame(
 # gated head (boosted) and under the ungated head (suppressed).
 
 # %%
-xrays = {
-    d: xray(gated, tokenizer, dom.prompts[0], top=8)
-    for d, dom in domains.items()
-}
-stop = set(
-    data.stopword_ids
-)  # masked out of the idea loss: their idea probability was never trained
-for d, x in xrays.items():
-    wide = xray(gated, tokenizer, domains[d].prompts[0], top=8 + len(stop))[
-        "ideas"
-    ]
-    x["ideas"] = [row for row in wide if row["id"] not in stop][:8]
+domains = load_domains()
+xrays = sweeps.domain_xrays(gated, tokenizer, domains, data.stopword_ids)
 fig = plots.plot_xray(list(xrays.values())[:4], top=6)
 
-
 # %%
-def tokens(rows):
-    return " ".join(repr(r["token"]) for r in rows)
-
-
-pd.DataFrame(
-    [
-        {
-            "domain": d,
-            "prompt": x["prompt"].strip(),
-            "boosted": tokens(x["boosted"][:6]),
-            "suppressed": tokens(x["suppressed"][:6]),
-            "top ideas (p_idea)": tokens(x["ideas"][:6]),
-        }
-        for d, x in xrays.items()
-    ]
-).set_index("domain")
+sweeps.xray_table(xrays)
 
 # %% [markdown]
 # Read the table with the model's size in mind: the "ideas" are the tokens the idea head
@@ -174,34 +118,14 @@ pd.DataFrame(
 # baseline, and values other than 0.5 are off the training distribution.
 
 # %%
-small_generation = replace(
-    config.generation,
-    samples_per_prompt=config.sweep_samples_per_prompt,
-    seeds=(0,),
-)
+small_generation = sweeps.sweep_generation(config)
 val = data.blocks("valid", config)
 
 
 def retention_summary(model, alpha=None):
-    res = domain_retention(
-        model, tokenizer, domains, small_generation, alpha=alpha
+    return sweeps.retention_summary(
+        model, tokenizer, domains, small_generation, alpha
     )
-    out = {}
-    for metric in ("stickiness", "distinct_2", "repetition"):
-        values = [
-            r[metric]
-            for by_domain in res.values()
-            for r in by_domain["samples"]
-        ]
-        s = summarise(values)
-        out.update(
-            {
-                metric: s["mean"],
-                f"{metric}_low": s["ci_low"],
-                f"{metric}_high": s["ci_high"],
-            }
-        )
-    return out
 
 
 alpha_rows = [
@@ -236,15 +160,12 @@ alpha_sweep.round(3)
 # idea-loss form of chapter 6 for this profile ({glue:text}`sweep_loss_form`).
 
 # %%
+chosen_idea = runs["gated"].spec.config.idea
 train_stream = data.streams["train"]
 n_sweep_tokens = min(
     config.sweep_train_tokens or len(train_stream), len(train_stream)
 )
-glue(
-    "sweep_tokens",
-    f"{n_sweep_tokens:,}",
-    display=False,
-)
+glue("sweep_tokens", f"{n_sweep_tokens:,}", display=False)
 glue("sweep_steps", config.sweep_steps, display=False)
 glue(
     "main_tokens",
@@ -258,73 +179,12 @@ glue(
     f"lambda = {chosen_idea.idea_weight}",
     display=False,
 )
-sweep_specs = [
-    idea_run(
-        config,
-        "sweep-baseline",
-        False,
-        train_tokens=config.sweep_train_tokens,
-        steps=config.sweep_steps,
-    )
-]
-for beta in (-2.0, -1.5, -1.0):
-    sweep_specs.append(
-        idea_run(
-            config,
-            f"sweep-beta{beta}",
-            True,
-            replace(chosen_idea, beta=beta),
-            config.sweep_train_tokens,
-            config.sweep_steps,
-        )
-    )
-for k in (10, 50):
-    sweep_specs.append(
-        idea_run(
-            config,
-            f"sweep-k{k}",
-            True,
-            replace(chosen_idea, window=k),
-            config.sweep_train_tokens,
-            config.sweep_steps,
-        )
-    )
-sweep_runs = train_runs(config, sweep_specs, workers=workers)
-
-
-def sweep_row(run):
-    model = run.load()
-    return {
-        "val_ppl": run.metrics["val_ppl"],
-        "val_ppl_ungated": run.metrics["val_ppl_ungated"],
-        **retention_summary(model),
-    }
-
-
-reference = sweep_row(sweep_runs["sweep-beta-2.0"])
-beta_sweep = pd.DataFrame(
-    [
-        {
-            "beta": b,
-            **(
-                reference
-                if b == -2.0
-                else sweep_row(sweep_runs[f"sweep-beta{b}"])
-            ),
-        }
-        for b in (-2.0, -1.5, -1.0)
-    ]
+sweep_records = run_many(
+    IDEA, sweeps.gate_sweep_runs(config, chosen_idea), context
 )
-k_sweep = pd.DataFrame(
-    [
-        {
-            "K": k,
-            **(reference if k == 20 else sweep_row(sweep_runs[f"sweep-k{k}"])),
-        }
-        for k in (10, 20, 50)
-    ]
+beta_sweep, k_sweep, small_baseline = sweeps.sweep_tables(
+    nested(sweep_records, "name"), tokenizer, domains, small_generation
 )
-small_baseline = sweep_row(sweep_runs["sweep-baseline"])
 glue("small_baseline_ppl", small_baseline["val_ppl"], display=False)
 fig = plots.plot_sweep(
     beta_sweep,
@@ -363,96 +223,18 @@ pd.concat(
 
 # %%
 prompts = [p for d in domains.values() for p in d.prompts]
-loop_rows, loop_samples = [], {}
-for alpha in (0.0, 0.5, 1.0, 2.0):
-    for decoder, decay in (
-        ("gate", None),
-        ("gate + concentration decay", ConcentrationDecay()),
-    ):
-        if alpha == 0.0 and decay is not None:
-            continue
-        gate = IdeaGateLogitsProcessor(gated, alpha, decay=decay)
-        out = generate_texts(
-            gated,
-            tokenizer,
-            prompts,
-            1,
-            config.loop_new_tokens,
-            seed=0,
-            alpha=0.0,
-            do_sample=False,
-            repetition_penalty=None,
-            logits_processor=[gate],
-        )
-        gate.remove()
-        rates = [repetition_rate(s["ids"], 4) for s in out]
-        loops = proportion(sum(r > 0.5 for r in rates), len(rates))
-        loop_samples[(alpha, decoder)] = out
-        loop_rows.append(
-            {
-                "alpha": alpha,
-                "decoder": decoder,
-                **summarise(rates),
-                "loop_share": loops["value"],
-                "loop_low": loops["ci_low"],
-                "loop_high": loops["ci_high"],
-            }
-        )
-baseline_greedy = generate_texts(
-    runs["baseline"].load(),
-    tokenizer,
-    prompts,
-    1,
-    config.loop_new_tokens,
-    seed=0,
-    do_sample=False,
-    repetition_penalty=None,
+loops, loop_samples, baseline_rates = sweeps.greedy_loops(
+    gated, runs["baseline"].load(), tokenizer, prompts, config.loop_new_tokens
 )
-baseline_rates = summarise(
-    [repetition_rate(s["ids"], 4) for s in baseline_greedy]
-)
-loops = pd.DataFrame(loop_rows)
-loops_plot = pd.concat(
-    [
-        loops,
-        loops[loops.alpha == 0.0].assign(decoder="gate + concentration decay"),
-    ]
-)
-fig = plots.plot_loops(loops_plot.sort_values(["decoder", "alpha"]))
+fig = plots.plot_loops(sweeps.loops_for_plot(loops))
 
 # %%
 loops.round(3)
 
 # %%
-strong = loops[loops.alpha == loops.alpha.max()].set_index("decoder")
-off = loops[loops.alpha == 0.0].iloc[0]
-plain, mitigated = strong.loc["gate"], strong.loc["gate + concentration decay"]
-gate_loops_more = plain["ci_low"] > off["ci_high"]
-mitigation_helps = mitigated["ci_high"] < plain["ci_low"]
-verdict = (
-    "the strongest gate loops more than no gate, and concentration decay "
-    "removes a significant part of it"
-    if gate_loops_more and mitigation_helps
-    else (
-        "the strongest gate loops more than no gate, but concentration decay "
-        "does not reduce it significantly"
-        if gate_loops_more
-        else (
-            "in this build a strong gate does not loop significantly more "
-            "than no gate (intervals overlap), "
-            "so the mitigation cannot be judged here"
-            if not mitigation_helps
-            else "a strong gate does not loop significantly more than no "
-            "gate, yet concentration decay still lowers repetition"
-        )
-    )
-)
-glue("loop_off", off["mean"], display=False)
-glue("loop_strong", plain["mean"], display=False)
-glue("loop_mitigated", mitigated["mean"], display=False)
-glue("loop_alpha", float(loops.alpha.max()), display=False)
-glue("loop_baseline", baseline_rates["mean"], display=False)
-glue("loop_verdict", verdict, display=False)
+loop_numbers = sweeps.loop_numbers(loops, baseline_rates)
+for key, value in loop_numbers.items():
+    glue(key, value, display=False)
 
 # %% [markdown]
 # Share of repeated 4-grams under greedy decoding: {glue:text}`loop_off:.2f` with the gate off,
@@ -465,15 +247,22 @@ glue("loop_verdict", verdict, display=False)
 # One continuation per strength, for reading:
 
 # %%
-pd.DataFrame(
-    [
-        {
-            "decoder": f"{d} (alpha {a})",
-            "continuation": s[0]["text"].strip()[:300],
-        }
-        for (a, d), s in loop_samples.items()
-    ]
-).set_index("decoder")
+sweeps.loop_examples(loop_samples)
+
+# %%
+record = sweeps.xray_record(
+    data.splits_dataset,
+    config,
+    xrays,
+    {"alpha": alpha_sweep, "beta": beta_sweep, "k": k_sweep},
+    small_baseline,
+    loops,
+    baseline_rates,
+    loop_numbers["loop_verdict"],
+)
+write_chapter_metrics(
+    "07_xray_and_sweeps", profile, seed, record, timer.seconds
+)
 
 # %% [markdown]
 # ## Recorded GPU runs
@@ -502,48 +291,3 @@ recorded.T if not recorded.empty else None
 # 3. **Loops.** Set `config = replace(config, loop_new_tokens=160)` before the
 #    greedy-decoding cell. Do the gated model's repetition loops start later,
 #    and does concentration decay still break them?
-
-
-# %%
-def records(frame):
-    return frame.to_dict(orient="records")
-
-
-from semlm.core.records import XrayRecord
-
-record = XrayRecord(
-    extra={
-        "dataset": data.splits_dataset,
-        "xray": {
-            x["prompt"].strip(): {
-                "boosted": [r["token"] for r in x["boosted"]],
-                "suppressed": [r["token"] for r in x["suppressed"]],
-                "ideas": [r["token"] for r in x["ideas"]],
-                "boosted_delta": [r["delta_logprob"] for r in x["boosted"]],
-                "suppressed_delta": [
-                    r["delta_logprob"] for r in x["suppressed"]
-                ],
-            }
-            for x in xrays.values()
-        },
-        "sweeps": {
-            "alpha": records(alpha_sweep),
-            "beta": records(beta_sweep),
-            "k": records(k_sweep),
-            "small_baseline": small_baseline,
-            "alpha_note": "inference only; model trained with alpha -> 0.5",
-            "train_tokens": config.sweep_train_tokens,
-            "steps": config.sweep_steps,
-        },
-        "loops": {
-            "rows": records(loops),
-            "baseline_greedy": baseline_rates,
-            "verdict": verdict,
-            "new_tokens": config.loop_new_tokens,
-            "mitigation": "concentration decay (top-20 ideas, last 32 tokens)",
-        },
-    },
-)
-write_chapter_metrics(
-    "07_xray_and_sweeps", profile, seed, record, timer.seconds
-)

@@ -49,25 +49,26 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
+from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.core.runs import RunContext, nested, run_many
+from semlm.idea import report
 from semlm.idea.gate import xray
-from semlm.idea.wikitext_experiment import (
-    load_domains,
-    domain_retention,
-    profile_differences,
-)
 from semlm.idea.lora_experiment import (
+    BACKBONE_PRETRAINING,
+    LORA,
     PAPER_B_LORA_PPL,
+    backbone_runs,
     lora_device,
     lora_profile,
+    lora_runs,
     measure_memory,
     nf4_cpu_kernel,
     paper_scale_parameter_counts,
     prepare_fineweb,
     resolve_backbone,
-    train_lora_models,
 )
+from semlm.idea.wikitext_experiment import domain_retention, load_domains
 from semlm.profiles import check_parameters
-from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, max_steps=max_steps)
 timer = ChapterTimer()
@@ -91,15 +92,7 @@ if config.capped_from is not None:
 # `paper` profile), read from the two configuration objects.
 
 # %%
-differences = pd.DataFrame(
-    profile_differences(config, lora_profile("paper", seed)),
-    columns=["setting", "this run", "authors' run"],
-)
-(
-    differences.set_index("setting")
-    if len(differences)
-    else pd.DataFrame({"": ["no differences from the authors' run"]})
-)
+report.differences_frame(config, lora_profile("paper", seed))
 
 # %% [markdown]
 # ## The frozen backbone
@@ -112,26 +105,18 @@ differences = pd.DataFrame(
 # Mistral-7B.
 
 # %%
-backbone = resolve_backbone(config)
+context = RunContext(config.name)
+backbone_records = run_many(
+    BACKBONE_PRETRAINING, backbone_runs(config), context
+)
+backbone = resolve_backbone(config, backbone_records)
 tokenizer = backbone.tokenizer
 glue(
     "backbone_wikitext_ppl",
     backbone.wikitext_val_ppl or float("nan"),
     display=False,
 )
-pd.Series(
-    {
-        "backbone": backbone.name,
-        "layers": backbone.config.get("num_hidden_layers"),
-        "hidden size": backbone.config.get("hidden_size"),
-        "vocabulary": backbone.config.get("vocab_size"),
-        "parameters": backbone.n_parameters,
-        "WikiText-2 validation PPL": backbone.wikitext_val_ppl,
-        "pre-training (s)": backbone.train_seconds,
-        "status": backbone.status,
-    },
-    name="value",
-).to_frame()
+report.backbone_summary(backbone)
 
 # %% [markdown]
 # ## FineWeb-Edu
@@ -174,62 +159,17 @@ pd.Series(summary, name="value").to_frame()
 # validation loss (token CE + 0.1 x idea BCE); this chapter stops on the validation perplexity.
 
 # %%
-runs = train_lora_models(config, backbone)
-curves = pd.DataFrame(
-    [
-        {"model": "gated" if idea else "baseline", "quantization": q, **row}
-        for (q, idea), run in runs.items()
-        for row in run.history
-    ]
-)
-fig = plots.plot_lora_curves(curves)
-
+records = run_many(LORA, lora_runs(config, backbone), context)
+runs = {(r.spec.config.quantization, r.spec.config.idea): r for r in records}
+fig = plots.plot_lora_curves(report.lora_curves(runs))
 
 # %%
-def quant_label(q):
-    return "NF4 (4-bit)" if q == "nf4" else "float32"
-
-
-table = pd.DataFrame(
-    [
-        {
-            "quantization": quant_label(q),
-            "model": "LoRA + idea gate" if idea else "LoRA baseline",
-            "val PPL": run.metrics["val_ppl"],
-            "val PPL, gate off": run.metrics["val_ppl_ungated"],
-            "trainable params": run.metrics["trainable_params"],
-            "LoRA params": run.metrics["trainable"]["lora"],
-            "idea-head params": run.metrics["trainable"]["idea_head"],
-            "steps": run.steps,
-            "best step": run.best_step,
-            "stopped early": run.stopped_early,
-            "s / step": run.seconds_per_step,
-            "status": run.status,
-        }
-        for (q, idea), run in runs.items()
-    ]
-)
 base, gated = runs[(main_q, False)], runs[(main_q, True)]
-glue("base_ppl", base.metrics["val_ppl"], display=False)
-glue("gated_ppl", gated.metrics["val_ppl"], display=False)
-glue("gated_ppl_off", gated.metrics["val_ppl_ungated"], display=False)
-glue("lora_params", base.metrics["trainable_params"], display=False)
-glue("gated_params", gated.metrics["trainable_params"], display=False)
-glue(
-    "idea_share",
-    gated.metrics["trainable"]["idea_head"]
-    / gated.metrics["trainable_params"],
-    display=False,
-)
-glue("backbone_params", backbone.n_parameters or 0, display=False)
-glue(
-    "paper_base_ppl", PAPER_B_LORA_PPL["baseline"], display=False
-)  # reported values, not results of this build
-glue("paper_gated_ppl", PAPER_B_LORA_PPL["gated"], display=False)
-table.style.format(
-    {"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / step": "{:.3f}"},
-    na_rep="–",
-)
+for key, value in report.lora_numbers(
+    base, gated, backbone, PAPER_B_LORA_PPL
+).items():
+    glue(key, value, display=False)
+report.lora_table(runs)
 
 # %% [markdown]
 # For comparison, the same wrappers around Mistral-7B's architecture, built on PyTorch's `meta`
@@ -291,16 +231,7 @@ glue("w_nf4", memory["nf4"]["weights_mb"], display=False)
 glue("vocab_size", backbone.config.get("vocab_size"), display=False)
 nf4_layers_kind = nf4_cpu_kernel() if lora_device().type == "cpu" else "CUDA"
 print(f"NF4 layers on this machine: {nf4_layers_kind}")
-pd.DataFrame(
-    {
-        quant_label(q): {
-            "peak memory (MiB)": m["peak_memory_mb"],
-            "backbone weights (MiB)": m["weights_mb"],
-            "s / training step": m["seconds_per_step"],
-        }
-        for q, m in memory.items()
-    }
-).T
+report.memory_table(memory)
 
 # %% [markdown]
 # The 4-bit backbone's weights take {glue:text}`w_nf4:.2f` MiB against {glue:text}`w_fp32:.2f` MiB in
@@ -319,27 +250,16 @@ pd.DataFrame(
 # checks that the adapters still get gradients after an evaluation pass.
 
 # %%
-delta = {
-    q: runs[(q, True)].metrics["val_ppl"] - runs[(q, False)].metrics["val_ppl"]
-    for q in config.quantizations
-}
-glue("delta_nf4", delta["nf4"], display=False)
-if "none" in delta:
-    glue("delta_fp32", delta["none"], display=False)
-    glue(
-        "nf4_cost_base",
-        runs[("nf4", False)].metrics["val_ppl"]
-        - runs[("none", False)].metrics["val_ppl"],
-        display=False,
-    )
-    glue(
-        "step_ratio",
-        runs[("nf4", True)].seconds_per_step
-        / runs[("none", True)].seconds_per_step,
-        display=False,
-    )
+deltas = report.quantization_numbers(runs, config.quantizations)
+for key, value in deltas.items():
+    glue(key, value, display=False)
 pd.Series(
-    {quant_label(q): d for q, d in delta.items()},
+    {
+        report.quant_label(q): deltas[
+            "delta_nf4" if q == "nf4" else "delta_fp32"
+        ]
+        for q in config.quantizations
+    },
     name="gated - baseline val PPL",
 ).to_frame()
 
@@ -368,18 +288,8 @@ retention = {
     name: domain_retention(model, tokenizer, domains, config.generation)
     for name, model in models.items()
 }
-frame = pd.DataFrame(
-    [
-        {
-            "domain": d,
-            "model": name,
-            "metric": m,
-            **retention[name][d]["summary"][m],
-        }
-        for name in models
-        for d in domains
-        for m in ("stickiness", "unique_density", "distinct_2")
-    ]
+frame = report.retention_frame(
+    retention, ("stickiness", "unique_density", "distinct_2")
 )
 fig = plots.plot_domain_retention(frame)
 
@@ -425,6 +335,23 @@ pd.DataFrame(
     }
 )
 
+# %%
+record = report.lora_record(
+    config,
+    backbone,
+    summary,
+    runs,
+    paper_counts,
+    memory,
+    nf4_cpu_kernel() if lora_device().type == "cpu" else "cuda",
+    retention,
+    ray,
+    PAPER_B_LORA_PPL,
+)
+write_chapter_metrics(
+    "08_lora_4bit_idea_gating", profile, seed, record, timer.seconds
+)
+
 # %% [markdown]
 # ## Recorded GPU runs
 #
@@ -454,98 +381,3 @@ recorded.T if not recorded.empty else None
 #    with a prompt of another domain from `data/domains/`. Does a frozen
 #    backbone with a small idea head boost on-topic tokens as the
 #    from-scratch GPT of chapter 7 does?
-
-# %%
-from semlm.core.records import LoraRecord
-
-record = LoraRecord(
-    dataset=summary["dataset"],
-    backbone=backbone.name,
-    baseline={
-        "val_ppl": base.metrics["val_ppl"],
-        "steps": base.steps,
-        "history": base.history,
-    },
-    gated={
-        "val_ppl": gated.metrics["val_ppl"],
-        "val_ppl_ungated": gated.metrics["val_ppl_ungated"],
-        "steps": gated.steps,
-        "history": gated.history,
-    },
-    extra={
-        "data": summary,
-        "backbone_config": {
-            k: backbone.config.get(k)
-            for k in (
-                "num_hidden_layers",
-                "hidden_size",
-                "vocab_size",
-                "num_attention_heads",
-                "num_key_value_heads",
-            )
-        },
-        "backbone_wikitext_val_ppl": backbone.wikitext_val_ppl,
-        "quantization": main_q,
-        "lora": {
-            "r": config.lora.r,
-            "lora_alpha": config.lora.lora_alpha,
-            "dropout": config.lora.lora_dropout,
-            "target_modules": list(config.lora.target_modules),
-        },
-        "trainable_params": {
-            "baseline": base.metrics["trainable_params"],
-            "gated": gated.metrics["trainable_params"],
-            "gated_by_group": gated.metrics["trainable"],
-            "frozen": backbone.n_parameters,
-            "mistral_7b_architecture": paper_counts,
-        },
-        "by_quantization": {
-            q: {
-                "baseline": {
-                    "val_ppl": runs[(q, False)].metrics["val_ppl"],
-                    "seconds_per_step": runs[(q, False)].seconds_per_step,
-                },
-                "gated": {
-                    "val_ppl": runs[(q, True)].metrics["val_ppl"],
-                    "val_ppl_ungated": runs[(q, True)].metrics[
-                        "val_ppl_ungated"
-                    ],
-                    "seconds_per_step": runs[(q, True)].seconds_per_step,
-                },
-            }
-            for q in config.quantizations
-        },
-        "peak_memory_mb": {
-            "fp32": memory["none"]["peak_memory_mb"],
-            "nf4": memory["nf4"]["peak_memory_mb"],
-        },
-        "weights_mb": {
-            "fp32": memory["none"]["weights_mb"],
-            "nf4": memory["nf4"]["weights_mb"],
-        },
-        "memory_method": memory["nf4"]["method"],
-        "nf4_kernel": (
-            nf4_cpu_kernel() if lora_device().type == "cpu" else "cuda"
-        ),
-        "domains": {
-            d: {
-                name: {
-                    m: retention[name][d]["summary"][m]["mean"]
-                    for m in ("stickiness", "unique_density", "distinct_2")
-                }
-                for name in models
-            }
-            for d in domains
-        },
-        "xray": {
-            prompt: {
-                "boosted": [r["token"] for r in ray["boosted"]],
-                "suppressed": [r["token"] for r in ray["suppressed"]],
-            }
-        },
-        "paper_reference_ppl": PAPER_B_LORA_PPL,
-    },
-)
-write_chapter_metrics(
-    "08_lora_4bit_idea_gating", profile, seed, record, timer.seconds
-)

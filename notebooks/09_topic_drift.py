@@ -47,15 +47,18 @@ from semlm.book.claims import TOPIC_MAX_MIXED
 from semlm.data.topics import MIXED, NO_TOPIC, TEMPLATES
 from semlm.profiles import check_parameters
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.core.runs import RunContext, nested, run_many
+from semlm.idea import topic_report
 from semlm.idea.topic_experiment import (
     CHAPTER,
+    TOPIC_DRIFT,
     alpha_sweep,
     data_drift,
     evaluate_runs,
     prepare_topic_data,
     sentence_labels,
     topic_drift_profile,
-    train_topic_models,
+    topic_drift_runs,
 )
 
 check_parameters(
@@ -140,15 +143,14 @@ data_rate = data_drift(data.corpus.val, world)
 exact = all(
     sentence_labels(d.words, world) == list(d.topics) for d in data.corpus.val
 )
-glue("data_drift", data_rate["mean"], display=False)
+glue("data_drift", data_rate.mean, display=False)
 glue("labelling_exact", "every" if exact else "not every", display=False)
 pd.Series(
     {
         "switch_prob": config.data.switch_prob,
-        "measured drift (validation documents)": data_rate["mean"],
-        "95% interval": f"[{data_rate['ci_low']:.3f}, "
-        f"{data_rate['ci_high']:.3f}]",
-        "transitions": data_rate["n"],
+        "measured drift (validation documents)": data_rate.mean,
+        "95% interval": f"[{data_rate.low:.3f}, {data_rate.high:.3f}]",
+        "transitions": data_rate.n,
         "labels equal the generator's topics": exact,
     }
 )
@@ -190,118 +192,28 @@ glue("n_seeds", len(seeds), display=False)
 # finished runs are cached under `book/_build/runs/<profile>/topic_drift/`.
 
 # %%
-runs = train_topic_models(config, seeds, workers=workers)
-pd.DataFrame(
-    [
-        {
-            "model": kind,
-            "seed": s,
-            "status": r.status,
-            "steps": r.steps,
-            "train seconds": round(r.train_seconds, 1),
-            "validation PPL": r.metrics["val_ppl"],
-            "validation PPL, gate off": r.metrics["val_ppl_ungated"],
-        }
-        for kind, by_seed in runs.items()
-        for s, r in by_seed.items()
-    ]
+records = run_many(
+    TOPIC_DRIFT,
+    topic_drift_runs(config, seeds),
+    RunContext(config.name, workers=workers),
 )
+runs = nested(records, "name", "seed")
+topic_report.training_table(runs)
 
 # %% [markdown]
 # ## Drift of plain and gated generations
 
 # %%
 results = evaluate_runs(runs, data, config)
-
-
-def show(v):
-    """mean [95% interval]; "undefined" when a bound is not finite."""
-    from semlm.core.records import Interval
-
-    return Interval.from_dict(v).format(3)
-
-
-table = pd.DataFrame(
-    {
-        kind: {
-            "drift rate": show(results[kind]["drift_rate"]),
-            "stickiness to the prompt's topic": show(
-                results[kind]["stickiness"]
-            ),
-            "distinct-2": show(results[kind]["distinct_2"]),
-            "mixed sentences (share)": show(results[kind]["mixed_share"]),
-            "validation PPL": show(results[kind]["val_ppl"]),
-        }
-        for kind in ("plain", "gated")
-    }
-)
-table["gated - plain (paired by seed)"] = [
-    show(results["paired"][m])
-    for m in (
-        "drift_rate",
-        "stickiness",
-        "distinct_2",
-        "mixed_share",
-        "val_ppl",
-    )
-]
-table
+topic_report.drift_table(results)
 
 # %%
-frame = pd.DataFrame(
-    [
-        {
-            "model": "data",
-            **{k: data_rate[k] for k in ("mean", "ci_low", "ci_high")},
-        }
-    ]
-    + [
-        {
-            "model": kind,
-            **{
-                k: results[kind]["drift_rate"][k]
-                for k in ("mean", "ci_low", "ci_high")
-            },
-        }
-        for kind in ("plain", "gated")
-    ]
-)
+frame = topic_report.drift_frame(results, data_rate)
 fig = plots.plot_drift_rates(frame, switch_prob=config.data.switch_prob)
 
 # %%
-plain, gated, paired = (
-    results["plain"]["drift_rate"],
-    results["gated"]["drift_rate"],
-    results["paired"]["drift_rate"],
-)
-for name, value in (("plain", plain), ("gated", gated), ("paired", paired)):
-    glue(f"drift_{name}", value["mean"], display=False)
-    glue(f"drift_{name}_low", value["ci_low"], display=False)
-    glue(f"drift_{name}_high", value["ci_high"], display=False)
-below = gated["ci_high"] < plain["ci_low"] or paired["ci_high"] < 0
-above = gated["ci_low"] > plain["ci_high"] or paired["ci_low"] > 0
-glue(
-    "drift_verdict",
-    (
-        "the gated model drifts less than the plain one, beyond the intervals"
-        if below and not above
-        else (
-            "the gated model drifts more than the plain one, "
-            "beyond the intervals"
-            if above and not below
-            else "the intervals overlap, so this build shows no difference "
-            "in drift between the two"
-        )
-    ),
-    display=False,
-)
-glue("gated_ppl", results["gated"]["val_ppl"]["mean"], display=False)
-glue(
-    "gated_ppl_ungated",
-    results["gated"]["val_ppl_ungated"]["mean"],
-    display=False,
-)
-glue("plain_ppl", results["plain"]["val_ppl"]["mean"], display=False)
+for key, value in topic_report.drift_numbers(results).items():
+    glue(key, value, display=False)
 
 # %% [markdown]
 # The data change topic at {glue:text}`data_drift:.3f` of the transitions. The plain model's
@@ -326,49 +238,15 @@ glue("plain_ppl", results["plain"]["val_ppl"]["mean"], display=False)
 sweep = alpha_sweep(runs["gated"], data, config)
 fig = plots.plot_drift_tradeoff(
     pd.DataFrame(sweep),
-    data_rate=data_rate["mean"],
-    plain_rate=results["plain"]["drift_rate"]["mean"],
+    data_rate=data_rate.mean,
+    plain_rate=results.plain.drift_rate.mean,
 )
 
 # %%
-sweep_frame = pd.DataFrame(sweep)[
-    [
-        "alpha",
-        "drift_rate",
-        "drift_rate_low",
-        "drift_rate_high",
-        "ppl",
-        "distinct_2",
-        "stickiness",
-    ]
-]
-glue("sweep_drift_first", sweep[0]["drift_rate"], display=False)
-glue("sweep_drift_last", sweep[-1]["drift_rate"], display=False)
-glue("sweep_ppl_first", sweep[0]["ppl"], display=False)
-glue("sweep_ppl_last", sweep[-1]["ppl"], display=False)
-glue("sweep_alpha_first", sweep[0]["alpha"], display=False)
-glue("sweep_alpha_last", sweep[-1]["alpha"], display=False)
-off = next((row for row in sweep if row["alpha"] == 0.0), None)
-plain_rate = results["plain"]["drift_rate"]
-glue(
-    "gate_off_drift", off["drift_rate"] if off else float("nan"), display=False
-)
-glue(
-    "gate_off_verdict",
-    (
-        "no point at alpha = 0 was swept"
-        if off is None
-        else (
-            "more than the plain model, beyond its interval: trained "
-            "behind the gate, the token head has come to rely on it, "
-            "so switching the gate off does not give back a plain model"
-            if off["drift_rate_low"] > plain_rate["ci_high"]
-            else "not more than the plain model beyond the intervals"
-        )
-    ),
-    display=False,
-)
-sweep_frame.round(3)
+numbers = topic_report.sweep_numbers(sweep, results.plain.drift_rate)
+for key, value in numbers.items():
+    glue(key, value, display=False)
+pd.DataFrame(sweep)[topic_report.SWEEP_COLUMNS].round(3)
 
 # %% [markdown]
 # From $\alpha$ = {glue:text}`sweep_alpha_first` to $\alpha$ = {glue:text}`sweep_alpha_last` the
@@ -386,21 +264,13 @@ sweep_frame.round(3)
 # The first continuation of the first prompt of each topic, from the first seed of each model.
 
 # %%
-first = seeds[0]
-pd.DataFrame(
-    [
-        {
-            "topic": row["topic"],
-            "prompt": row["prompt"].replace("<eos>", "").strip(),
-            **{
-                kind: results["per_seed"][kind][first]["samples"][i]["text"]
-                for kind in ("plain", "gated")
-            },
-        }
-        for i, row in enumerate(results["per_seed"]["plain"][first]["samples"])
-        if i % (config.samples_per_prompt * config.prompts_per_topic) == 0
-    ]
-).set_index("topic")
+topic_report.topic_examples(results, seeds[0], config)
+
+# %%
+record = topic_report.topic_drift_record(
+    config, data, data_rate, exact, seeds, results, sweep, runs
+)
+write_chapter_metrics(CHAPTER, profile, seed, record, timer.seconds)
 
 # %% [markdown]
 # ## Recorded GPU runs
@@ -431,49 +301,3 @@ recorded.T if not recorded.empty else None
 #    `data_rate`, the rate at which the training text itself switches topic
 #    (`data_drift`). Should a good language model match it, and what does a
 #    gated model far below it give up?
-
-
-# %%
-def seed_summary(kind):
-    keys = (
-        "drift_rate",
-        "stickiness",
-        "distinct_2",
-        "mixed_share",
-        "val_ppl",
-    ) + (("val_ppl_ungated",) if kind == "gated" else ())
-    return {k: results[kind][k] for k in keys}
-
-
-from semlm.core.records import TopicDriftRecord
-
-record = TopicDriftRecord(
-    data={
-        "drift_rate": data_rate,
-        "switch_prob": config.data.switch_prob,
-        "labelling_exact": exact,
-        "n_topics": world.n_topics,
-        "vocab_size": len(world.vocabulary),
-        "sentences_per_doc": config.data.sentences_per_doc,
-        "train_docs": config.data.n_train_docs,
-    },
-    plain=seed_summary("plain"),
-    gated=seed_summary("gated"),
-    paired=results["paired"],
-    extra={
-        "seeds": seeds,
-        "alpha_sweep": sweep,
-        "train_alpha": config.idea.alpha,
-        "generation": {
-            "prompts": world.n_topics * config.prompts_per_topic,
-            "samples_per_prompt": config.samples_per_prompt,
-            "max_new_tokens": config.max_new_tokens,
-            "temperature": config.temperature,
-        },
-        "train_seconds": {
-            kind: sum(r.train_seconds for r in by_seed.values())
-            for kind, by_seed in runs.items()
-        },
-    },
-)
-write_chapter_metrics(CHAPTER, profile, seed, record, timer.seconds)

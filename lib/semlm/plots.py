@@ -266,6 +266,23 @@ def plot_idea_curves(curves: Mapping[str, Sequence[float]]):
     return fig
 
 
+def plot_loss_form_curves(curves: pd.DataFrame):
+    """Validation perplexity and idea BCE per counted column (when logged) against the iteration, one line per
+    model; ``curves``: model, step and the logged columns (chapter 6's two idea-loss forms)."""
+    values = ["val_ppl", "idea_bce_per_column"] if "idea_bce_per_column" in curves else ["val_ppl"]
+    return sns.relplot(data=curves.melt(id_vars=["model", "step"], value_vars=values).dropna(), x="step", y="value",
+                       hue="model", col="variable", kind="line", marker="o", facet_kws={"sharey": False}, height=3.2,
+                       aspect=1.3)
+
+
+def plot_validation_history(runs: Mapping, models: Sequence[str] = ("baseline", "gated")):
+    """Validation perplexity against the iteration of each of ``models`` (run records by name)."""
+    curve = pd.DataFrame([{"model": n, "step": row["step"], "validation PPL": row["val_ppl"]}
+                          for n in models for row in runs[n].history])
+    return sns.relplot(data=curve, x="step", y="validation PPL", hue="model", kind="line", marker="o", height=3.2,
+                       aspect=1.5)
+
+
 def plot_domain_retention(frame: pd.DataFrame, metrics: Sequence[str] = ("stickiness", "unique_density", "distinct_2")):
     """Bars with 95% intervals per domain and model; ``frame``: domain, model, metric, mean, ci_low, ci_high."""
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.3 * len(metrics), 3.5))

@@ -236,24 +236,27 @@ def test_the_idea_loss_takes_alpha_from_the_step_and_keeps_no_counter():
 
 @pytest.mark.needs_data("06_idea_gating")
 def test_smoke_runs_train_once_then_reload_with_their_metrics(tmp_path, monkeypatch):
-    from semlm.idea.wikitext_experiment import idea_run, main_runs, prepare_data, train_runs
     from semlm.core.metrics import perplexity
+    from semlm.core.runs import RunContext, nested, run_many
+    from semlm.idea.wikitext_experiment import IDEA, idea_data, idea_gating_runs, idea_run, with_chosen_gated
 
     monkeypatch.setenv("SEMLM_RUNS_DIR", str(tmp_path))  # the tokeniser cache too
     profile = idea_profile("smoke")
-    runs, chosen = main_runs(profile)
+    context = RunContext(profile.name)
+    runs, chosen = with_chosen_gated(nested(run_many(IDEA, idea_gating_runs(profile), context), "name"))
     assert set(runs) == {"baseline", "gated-sum", "gated-mean", "gated"} and runs["gated"] is runs[chosen]
     assert {r.status for r in runs.values()} == {"trained"} and {r.steps for r in runs.values()} == {20}
-    assert runs["baseline"].metrics["val_ppl_ungated"] is None and runs["gated"].metrics["val_ppl_ungated"] > 1
-    assert runs["gated-sum"].config["idea"]["idea_loss_reduction"] == "sum_vocab"
+    assert runs["baseline"].metrics.val_ppl_ungated is None and runs["gated"].metrics.val_ppl_ungated > 1
+    assert runs["gated-sum"].spec.config.idea.idea_loss_reduction == "sum_vocab"
     assert [row["step"] for row in runs["gated"].history] == [10, 20]
-    again, _ = main_runs(profile)
+    again, _ = with_chosen_gated(nested(run_many(IDEA, idea_gating_runs(profile), context), "name"))
     assert {r.status for r in again.values()} == {"loaded"}
     assert again["baseline"].metrics == runs["baseline"].metrics
     model = again["gated"].load("cpu")
-    val = prepare_data(profile).blocks("valid", profile)
-    assert perplexity(model, val) == pytest.approx(runs["gated"].metrics["val_ppl"], rel=1e-5)
-    short = train_runs(profile, [idea_run(profile, "short", True, replace(profile.idea, window=10), 6_000, 8)])
-    run = short["short"]
-    assert run.steps == 8 and run.metrics["train_tokens"] == 6_001
+    data = idea_data(profile)
+    assert data is IDEA.data(runs["gated"].spec)  # the experiment's copy, prepared once in this process
+    assert perplexity(model, data.blocks("valid", profile)) == pytest.approx(runs["gated"].metrics.val_ppl, rel=1e-5)
+    spec = idea_run(profile, "short", True, replace(profile.idea, window=10), 6_000, 8)
+    [run] = run_many(IDEA, [spec], context)
+    assert run.steps == 8 and run.metrics.train_tokens == 6_001
     assert run.config["idea"]["window"] == 10 and run.config["idea"]["alpha_ramp_steps"] == 2  # 5 x 8 / 20

@@ -7,16 +7,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semlm.idea.wikitext_experiment import LOSS_FORMS, IdeaSettings, idea_profile, main_run_specs
+from semlm.idea.wikitext_experiment import LOSS_FORMS, IdeaSettings, idea_gating_runs, idea_profile, with_chosen_gated
 from semlm.idea.targets import PAD_ID, idea_bce_sparse, vocabulary_mask, window_ids
 
 
 def test_paper_keeps_v1_and_the_small_profiles_train_both_forms():
     paper = idea_profile("paper")
     assert (paper.idea.idea_loss_reduction, paper.idea.idea_weight, paper.idea.pos_weight) == ("sum_vocab", 0.01, 5.0)
-    assert [s.name for s in main_run_specs(paper)] == ["baseline", "gated"]
+    assert [s.name for s in idea_gating_runs(paper)] == ["baseline", "gated"]
     for name in ("cpu", "smoke"):
-        specs = {s.name: s for s in main_run_specs(idea_profile(name))}
+        specs = {s.name: s for s in idea_gating_runs(idea_profile(name))}
         assert list(specs) == ["baseline", "gated-sum", "gated-mean"]
         for form, kw in LOSS_FORMS.items():
             assert (specs[f"gated-{form}"].config.idea.idea_loss_reduction,
@@ -44,20 +44,26 @@ def test_mean_reduction_is_the_masked_vocabulary_sum_divided_by_the_unmasked_col
     assert torch.allclose(mean * (vocab - n_stop), summed, rtol=1e-5)
 
 
-def test_main_runs_pick_the_gated_form_with_the_lower_validation_perplexity(monkeypatch):
-    import semlm.idea.wikitext_experiment as ie
+def test_the_chosen_gated_model_is_the_form_with_the_lower_validation_perplexity():
+    from semlm.core.records import IdeaRunMetrics
 
     class Run:
         def __init__(self, ppl):
-            self.metrics = {"val_ppl": ppl}
+            self.metrics = IdeaRunMetrics(val_ppl=ppl)
 
     ppl = {"baseline": 50.0, "gated-sum": 70.0, "gated-mean": 55.0}
-    monkeypatch.setattr(ie, "train_runs", lambda profile, specs, runs_dir, workers: {s.name: Run(ppl[s.name])
-                                                                                    for s in specs})
-    runs, chosen = ie.main_runs(idea_profile("smoke"))
-    assert chosen == "gated-mean" and runs["gated"] is runs["gated-mean"]
-    ppl.update({"gated-sum": 54.0})
-    assert ie.main_runs(idea_profile("smoke"))[1] == "gated-sum"
-    ppl["gated"] = 60.0
-    runs, chosen = ie.main_runs(idea_profile("paper"))  # the paper profile trains v1 only
-    assert chosen == "gated" and set(runs) == {"baseline", "gated"}
+    runs = {name: Run(value) for name, value in ppl.items()}
+    chosen_runs, chosen = with_chosen_gated(runs)
+    assert chosen == "gated-mean" and chosen_runs["gated"] is runs["gated-mean"] and "gated" not in runs
+    runs["gated-sum"] = Run(54.0)
+    assert with_chosen_gated(runs)[1] == "gated-sum"
+    plain = {"baseline": Run(50.0), "gated": Run(60.0)}  # the paper profile trains v1 only
+    chosen_runs, chosen = with_chosen_gated(plain)
+    assert chosen == "gated" and set(chosen_runs) == {"baseline", "gated"}
+
+
+def test_the_worker_policy_is_the_profiles():
+    from semlm.idea.wikitext_experiment import IDEA
+
+    assert IDEA.max_workers(idea_gating_runs(idea_profile("smoke"))) == 1
+    assert IDEA.max_workers(idea_gating_runs(idea_profile("cpu"))) == idea_profile("cpu").max_workers == 2

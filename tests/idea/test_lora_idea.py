@@ -16,9 +16,9 @@ from semlm.data.fineweb import load_fineweb, read_documents, split_documents, sp
 from semlm.idea.wikitext_experiment import TokenBlocks
 from semlm.idea.lora_experiment import (LORA, PAPER_BACKBONE, BackboneCheckpoint, BackboneUnavailable, LoraData, LoraRun,
                                    LoraTraining, lora_profile, lora_train_config, paper_scale_parameter_counts,
-                                   resolve_backbone, train_lora)
+                                   lora_run, resolve_backbone)
 from semlm.core.metrics import perplexity
-from semlm.core.runs import RunSpec
+from semlm.core.runs import RunContext, RunSpec, run_many
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, idea_gate
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, LoraSettings, load_backbone
 
@@ -317,22 +317,23 @@ def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_boo
         profile.training, max_steps=6, eval_every=2, patience=1, block_size=16, batch_size=batch_size,
         train_tokens=None, eval_tokens=None, fresh_documents=fresh_documents, accumulation=accumulation))
     ramp = profile.training.idea.alpha_ramp_steps
-    run = train_lora(profile, tiny_book_backbone, "none", True, runs_dir=tmp_path / "runs")
+    context = RunContext(profile.name, tmp_path / "runs")
+    [run] = run_many(LORA, [lora_run(profile, tiny_book_backbone, "none", True)], context)
     assert run.status == "trained" and run.steps <= 6 and run.stopped_early == (run.steps < 6)
     assert [row["step"] for row in run.history] == list(range(2, run.steps + 1, 2))
     best = next(row for row in run.history if row["step"] == run.best_step)
     if run.best_step >= ramp:  # validated at the full gate strength, as the final model is
-        assert math.isclose(run.metrics["val_ppl"], best["val_ppl"], rel_tol=1e-4)
-    assert run.metrics["trainable_params"] == sum(run.metrics["trainable"].values()) > 0
-    assert run.metrics["val_ppl_ungated"] > 0 and run.metrics["frozen_params"] > 0
+        assert math.isclose(run.metrics.val_ppl, best["val_ppl"], rel_tol=1e-4)
+    assert run.metrics.trainable_params == sum(run.metrics.trainable.values()) > 0
+    assert run.metrics.val_ppl_ungated > 0 and run.metrics.frozen_params > 0
     # only the adapters and the idea head are checkpointed, never the frozen backbone
     model = run.load("cpu")
     saved = load_file(Path(run.run_dir) / "train" / "final" / "model.safetensors")
     assert set(saved) == set(model.trainable_parameters())
     # the reloaded model is the kept (best) one: it reproduces the recorded perplexity
     data = LORA.data(run.spec)
-    assert math.isclose(perplexity(model, data.validation, batch_size=32), run.metrics["val_ppl"], rel_tol=1e-5)
-    again = train_lora(profile, tiny_book_backbone, "none", True, runs_dir=tmp_path / "runs")
+    assert math.isclose(perplexity(model, data.validation, batch_size=32), run.metrics.val_ppl, rel_tol=1e-5)
+    [again] = run_many(LORA, [lora_run(profile, tiny_book_backbone, "none", True)], context)
     assert again.status == "loaded" and again.metrics == run.metrics and again.run_dir == run.run_dir
 
 
@@ -340,13 +341,14 @@ def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_boo
 def test_the_book_backbone_is_pretrained_once_and_saved_as_a_from_pretrained_folder(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from semlm.idea.lora_experiment import BACKBONE_PRETRAINING, BookBackboneSpec, train_book_backbone
+    from semlm.idea.lora_experiment import BACKBONE_PRETRAINING, BookBackboneSpec, backbone_runs
 
     spec = BookBackboneSpec(vocab_size=300, hidden_size=64, intermediate_size=128, num_layers=1, num_heads=2,
                             num_kv_heads=1, block_size=16, bpe_lines=300, train_tokens=2_000, eval_tokens=500,
                             train=replace(BookBackboneSpec.train, epochs=1, batch_size=16))
     profile = replace(lora_profile("smoke"), book_backbone=spec)
-    first = train_book_backbone(profile, tmp_path)
+    context = RunContext(profile.name, tmp_path)
+    first = resolve_backbone(profile, run_many(BACKBONE_PRETRAINING, backbone_runs(profile), context))
     assert first.status == "trained" and first.config["hidden_size"] == 64 and first.n_parameters > 0
     assert len(first.history) == 1 and first.history[0]["val_ppl"] > 1
     # the saved folder is the trained model: loaded as a Hub checkpoint would be, it gives the recorded perplexity
@@ -354,10 +356,11 @@ def test_the_book_backbone_is_pretrained_once_and_saved_as_a_from_pretrained_fol
     data = BACKBONE_PRETRAINING.data(RunSpec("backbone-wikitext-2", profile.seed, spec))
     assert math.isclose(perplexity(reloaded, data.validation), first.wikitext_val_ppl, rel_tol=1e-5)
     assert first.tokenizer("a test").input_ids == data.tokenizer("a test").input_ids
-    again = train_book_backbone(profile, tmp_path)
+    again = resolve_backbone(profile, run_many(BACKBONE_PRETRAINING, backbone_runs(profile), context))
     assert (again.status, again.path, again.wikitext_val_ppl) == ("loaded", first.path, first.wikitext_val_ppl)
-    with pytest.raises(ValueError, match="has no book backbone"):
-        train_book_backbone(lora_profile("paper"), tmp_path)
+    assert backbone_runs(lora_profile("paper")) == []
+    with pytest.raises(ValueError, match="needs its backbone run"):
+        resolve_backbone(profile)
 
 
 # --- FineWeb-Edu loader ------------------------------------------------------------------------

@@ -9,9 +9,11 @@ import pytest
 from semlm.book.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STATUSES, evaluate_claims
 from semlm.data.topics import END, EOS, MIXED, NO_TOPIC, TopicConfig, TopicWorld, make_topic_corpus, split_sentences
 from semlm.core.metrics import mean_interval
-from semlm.idea.topic_experiment import (alpha_sweep, data_drift, drift_counts, drift_rate, evaluate_runs, prepare_topic_data,
-                               score_continuation, sentence_labels, topic_drift_profile, topic_stickiness,
-                               train_topic_models)
+from semlm.core.runs import RunContext, nested, run_many
+from semlm.idea.topic_experiment import (TOPIC_DRIFT, alpha_sweep, data_drift, drift_counts, drift_rate, evaluate_runs,
+                                         prepare_topic_data, score_continuation, sentence_labels, topic_drift_profile,
+                                         topic_drift_runs, topic_stickiness)
+from semlm.idea import topic_report
 
 
 def small(**kwargs):
@@ -49,8 +51,9 @@ def test_drift_rate_of_the_data_equals_the_generators_own_switches():
     k, n = switches(corpus.train)
     assert drift_rate([d.text for d in corpus.train], corpus.world) == k / n
     measured = data_drift(corpus.train, corpus.world)
-    assert (measured["k"], measured["n"]) == (k, n)
-    assert measured["ci_low"] < 0.2 < measured["ci_high"]
+    assert (measured.successes, measured.n) == (k, n)
+    assert measured.low < 0.2 < measured.high
+    assert set(measured.to_dict()) == {"mean", "ci_low", "ci_high", "k", "n"}
 
 
 def test_mixed_and_topicless_sentences_are_handled_explicitly():
@@ -119,21 +122,42 @@ def test_bad_profile_and_mismatched_start_topics_raise():
 def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     profile = topic_drift_profile("smoke")
     profile = replace(profile, data=replace(profile.data, n_train_docs=40, n_val_docs=4), sweep_alphas=(0.0, 1.0))
-    runs = train_topic_models(profile, [5, 6], runs_dir=tmp_path)
+    context = RunContext(profile.name, tmp_path)
+    assert TOPIC_DRIFT.max_workers(topic_drift_runs(profile, [5, 6])) == 1  # the smoke profile's policy
+    runs = nested(run_many(TOPIC_DRIFT, topic_drift_runs(profile, [5, 6]), context), "name", "seed")
     assert {k: sorted(v) for k, v in runs.items()} == {"plain": [5, 6], "gated": [5, 6]}
-    assert runs["plain"][5].metrics["val_ppl_ungated"] is None and runs["gated"][5].metrics["val_ppl_ungated"] > 1
+    assert runs["plain"][5].metrics.val_ppl_ungated is None and runs["gated"][5].metrics.val_ppl_ungated > 1
     assert runs["gated"][5].status == "trained" and runs["gated"][5].steps == runs["plain"][6].steps > 0
     data = prepare_topic_data(profile.data)
     results = evaluate_runs(runs, data, profile)
     for kind in ("plain", "gated", "paired"):
-        assert {"drift_rate", "stickiness", "distinct_2", "val_ppl"} <= set(results[kind])
-        assert {"mean", "ci_low", "ci_high", "values"} <= set(results[kind]["drift_rate"])
+        summary = getattr(results, kind)
+        assert all(getattr(summary, m) is not None for m in ("drift_rate", "stickiness", "distinct_2", "val_ppl"))
+        assert {"mean", "ci_low", "ci_high", "values"} <= set(summary.drift_rate.to_dict())
     sweep = alpha_sweep(runs["gated"], data, profile)
     assert [row["alpha"] for row in sweep] == [0.0, 1.0]
     assert {"drift_rate", "ppl", "distinct_2", "drift_rate_low", "drift_rate_high"} <= set(sweep[0])
+    numbers = topic_report.drift_numbers(results)
+    assert numbers["drift_plain"] == results.plain.drift_rate.mean and "drift_verdict" in numbers
+    assert list(topic_report.drift_table(results).columns) == ["plain", "gated", "gated - plain (paired by seed)"]
+    record = topic_report.topic_drift_record(profile, data, data_drift(data.corpus.val, data.world), True, [5, 6],
+                                             results, sweep, runs).to_dict()
+    assert {"data", "plain", "gated", "paired", "seeds", "alpha_sweep"} <= set(record)
     # a second call reloads the cached runs instead of training again
-    again = train_topic_models(profile, [5], runs_dir=tmp_path)
-    assert again["gated"][5].status == "loaded"
+    again = run_many(TOPIC_DRIFT, topic_drift_runs(profile, [5]), context)
+    assert [r.status for r in again] == ["loaded", "loaded"]
+    with pytest.raises(ValueError, match="distinct and non-empty"):
+        topic_drift_runs(profile, [5, 5])
+
+
+def test_the_gate_off_verdict_reads_the_plain_models_interval():
+    from semlm.core.records import Interval
+
+    plain = Interval(0.2, 0.15, 0.25)
+    row = {"alpha": 0.0, "drift_rate": 0.4, "drift_rate_low": 0.3, "ppl": 2.0}
+    assert topic_report.sweep_numbers([row], plain)["gate_off_verdict"].startswith("more than the plain model")
+    assert topic_report.sweep_numbers([{**row, "drift_rate_low": 0.2}], plain)["gate_off_verdict"].startswith("not more")
+    assert topic_report.sweep_numbers([{**row, "alpha": 1.0}], plain)["gate_off_verdict"] == "no point at alpha = 0 was swept"
 
 
 # --- the claim rules -------------------------------------------------------------------------------

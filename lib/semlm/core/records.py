@@ -437,6 +437,48 @@ class SST2Record(ChapterRecord):
     control: SST2ControlModes | None = None
 
 
+# -- chapters 6-9: paper B's runs (``RunRecord.metrics`` of the paper-B experiments) --
+
+@dataclass(frozen=True, kw_only=True)
+class IdeaRunMetrics(Record):
+    """One GPT run of chapters 6 and 7 (``IdeaExperiment``): validation perplexity with the gate
+    (``val_ppl``) and without it (``val_ppl_ungated``; None for a plain GPT), training tokens."""
+
+    val_ppl: float | None = None
+    val_ppl_ungated: float | None = None
+    train_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoraRunMetrics(Record):
+    """One LoRA run of chapter 8: perplexities, trainable parameters by group and in all, frozen ones."""
+
+    val_ppl: float | None = None
+    val_ppl_ungated: float | None = None
+    trainable: dict[str, int] | None = None
+    trainable_params: int | None = None
+    frozen_params: int | None = None
+    weights_mb: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackboneRunMetrics(Record):
+    """The book's small Mistral pre-trained on WikiText-2 (chapter 8's frozen backbone)."""
+
+    wikitext_val_ppl: float | None = None
+    n_parameters: int | None = None
+    mistral_config: dict | None = None
+    dataset: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicRunMetrics(Record):
+    """One GPT of chapter 9: validation perplexity with and without the gate (None for a plain GPT)."""
+
+    val_ppl: float | None = None
+    val_ppl_ungated: float | None = None
+
+
 # -- chapter 6: idea gating on WikiText --
 
 @dataclass(frozen=True, kw_only=True)
@@ -495,6 +537,9 @@ class TopicModelSummary(Record):
     drift_rate: Interval | None = None
     distinct_2: Interval | None = None
     mixed_share: Interval | None = None
+    stickiness: Interval | None = None
+    val_ppl: Interval | None = None
+    val_ppl_ungated: Interval | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

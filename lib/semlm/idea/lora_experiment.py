@@ -50,14 +50,15 @@ from semlm.core import runs
 from semlm.data.bpe import as_transformers, train_bpe, load_tokenizer
 from semlm.data.fineweb import FineWebDocuments, load_fineweb
 from semlm.data.wikitext import downloads_allowed, load_corpus
-from semlm.idea.wikitext_experiment import TokenBlocks, alpha_at, quiet_transformers
+from semlm.idea.wikitext_experiment import TokenBlocks, alpha_at, encode_lines, quiet_transformers, take_chars
 from semlm.idea.targets import PAD_ID, idea_bce_sparse, window_ids
 from semlm.core.metrics import perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
 from semlm.profiles import (LORA_IDEA, PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
                        LoraSettings, LoraTraining, TrainConfig, lora_profile)
 from semlm.reference import PAPER_B_VAL_PPL
-from semlm.core.runs import RunRecord, RunSpec, default_runs_dir
+from semlm.core.records import BackboneRunMetrics, LoraRunMetrics
+from semlm.core.runs import RunRecord, RunSpec
 from semlm.core.train import set_seed, to_device
 
 BOOK_BACKBONE = "book-mistral (trained on WikiText-2 by this book)"
@@ -127,33 +128,28 @@ def paper_backbone_problems(name: str = PAPER_BACKBONE) -> list[str]:
     return problems
 
 
-def resolve_backbone(profile: LoraProfile, runs_dir: str | Path | None = None,
-                     progress: bool = False) -> BackboneCheckpoint:
-    """The frozen backbone of ``profile``: the book's own small Mistral (trained once, cached) or the paper's."""
+def backbone_runs(profile: LoraProfile) -> list[RunSpec]:
+    """The backbone pre-training run of ``profile`` (:data:`BACKBONE_PRETRAINING`): the book's small Mistral
+    on WikiText-2, or none when the profile names a Hub model."""
+    if profile.book_backbone is None:
+        return []
+    return [RunSpec("backbone-wikitext-2", profile.seed, profile.book_backbone)]
+
+
+def resolve_backbone(profile: LoraProfile, records: Sequence[RunRecord] = ()) -> BackboneCheckpoint:
+    """The frozen backbone of ``profile``: the book's own small Mistral (``records``: the run of
+    :func:`backbone_runs`, trained or reloaded by :func:`semlm.core.runs.run_many`) or the paper's."""
     if profile.backbone == "book":
-        return train_book_backbone(profile, runs_dir, progress)
+        if profile.book_backbone is None:
+            raise ValueError(f"profile {profile.name!r} has no book backbone; it uses {profile.backbone}")
+        if len(records) != 1:
+            raise ValueError(f"profile {profile.name!r} needs its backbone run: pass the records of "
+                             "run_many(BACKBONE_PRETRAINING, backbone_runs(profile), ...)")
+        return book_backbone(records[0])
     problems = paper_backbone_problems(profile.backbone)
     if problems:
         raise BackboneUnavailable(f"profile {profile.name!r} needs {profile.backbone}: " + "; ".join(problems))
     return BackboneCheckpoint(profile.backbone, profile.backbone, profile.backbone, {"name": profile.backbone})
-
-
-def _encode(tokenizer, texts: Sequence[str], separator: bool = False) -> torch.Tensor:
-    encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    eos = [tokenizer.eos_token_id] if separator and tokenizer.eos_token_id is not None else []
-    return torch.tensor([i for row in encoded for i in row + eos], dtype=torch.long)
-
-
-def _take_chars(lines: Sequence[str], chars: int | None) -> list[str]:
-    if chars is None:
-        return list(lines)
-    out, total = [], 0
-    for line in lines:
-        if total >= chars:
-            break
-        out.append(line)
-        total += len(line)
-    return out
 
 
 def book_mistral_config(spec: BookBackboneSpec, eos_id: int):
@@ -183,9 +179,9 @@ def prepare_wikitext(spec: BookBackboneSpec) -> WikiTextBlocks:
     bpe_lines = splits.train if spec.bpe_lines is None else splits.train[: spec.bpe_lines]
     tokenizer = as_transformers(train_bpe(bpe_lines, spec.vocab_size))
     cap = None if spec.train_tokens is None else 10 * spec.train_tokens + 10_000
-    train_ids = _encode(tokenizer, _take_chars(splits.train, cap))
+    train_ids = encode_lines(tokenizer, take_chars(splits.train, cap), dtype=torch.long)
     cap = None if spec.eval_tokens is None else 10 * spec.eval_tokens + 10_000
-    val_ids = _encode(tokenizer, _take_chars(splits.valid, cap))
+    val_ids = encode_lines(tokenizer, take_chars(splits.valid, cap), dtype=torch.long)
     return WikiTextBlocks(splits.dataset, tokenizer, TokenBlocks.from_stream(train_ids, spec.block_size, 1, spec.train_tokens),
                           TokenBlocks.from_stream(val_ids, spec.block_size, 1, spec.eval_tokens))
 
@@ -201,14 +197,15 @@ def backbone_perplexity(model, blocks: TokenBlocks, step: int) -> float:
     return perplexity(model, blocks)
 
 
-def evaluate_backbone(model, data: WikiTextBlocks, folder: Path) -> dict:
+def evaluate_backbone(model, data: WikiTextBlocks, folder: Path) -> BackboneRunMetrics:
     """Validation perplexity of the trained backbone; writes ``folder`` (``save_pretrained``: model and tokeniser) if missing."""
     if not (folder / "config.json").is_file():
         with quiet_transformers():
             model.save_pretrained(str(folder))
             data.tokenizer.save_pretrained(str(folder))
-    return {"wikitext_val_ppl": perplexity(model, data.validation), "n_parameters": model.num_parameters(),
-            "mistral_config": model.config.to_dict(), "dataset": data.dataset}
+    return BackboneRunMetrics(wikitext_val_ppl=perplexity(model, data.validation),
+                              n_parameters=model.num_parameters(), mistral_config=model.config.to_dict(),
+                              dataset=data.dataset)
 
 
 class BackbonePretraining(runs.Experiment):
@@ -219,6 +216,7 @@ class BackbonePretraining(runs.Experiment):
     """
 
     name = "lora_backbone"
+    metrics_type = BackboneRunMetrics
 
     def prepare(self, spec: RunSpec) -> WikiTextBlocks:
         return prepare_wikitext(spec.config)
@@ -233,26 +231,19 @@ class BackbonePretraining(runs.Experiment):
         return runs.Fit(data.train, data.validation, replace(spec.config.train, seed=spec.seed),
                         loss_fn=backbone_loss, validate=backbone_perplexity)
 
-    def evaluate(self, spec: RunSpec, data: WikiTextBlocks, model, result) -> dict:
+    def evaluate(self, spec: RunSpec, data: WikiTextBlocks, model, result) -> BackboneRunMetrics:
         return evaluate_backbone(model, data, Path(result.run_dir).parent / "hf")
 
 
 BACKBONE_PRETRAINING = BackbonePretraining()
 
 
-def train_book_backbone(profile: LoraProfile, runs_dir: str | Path | None = None,
-                        progress: bool = False) -> BackboneCheckpoint:
-    """Pre-train (or reload) the book's small Mistral of ``profile`` on WikiText-2 (``save_pretrained`` in ``<run>/hf``)."""
-    spec = profile.book_backbone
-    if spec is None:
-        raise ValueError(f"profile {profile.name!r} has no book backbone; it uses {profile.backbone}")
-    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-    record = runs.run_one(BACKBONE_PRETRAINING, RunSpec("backbone-wikitext-2", profile.seed, spec), runs_dir,
-                          progress="backbone" if progress else False)
+def book_backbone(record: RunRecord) -> BackboneCheckpoint:
+    """The book's small Mistral of a finished :data:`BACKBONE_PRETRAINING` run (``save_pretrained`` in ``<run>/hf``)."""
     hf = str(Path(record.run_dir) / "hf")
     m = record.metrics
-    return BackboneCheckpoint(BOOK_BACKBONE, hf, hf, m["mistral_config"], m["wikitext_val_ppl"], record.history,
-                              record.train_seconds, record.status, m["n_parameters"])
+    return BackboneCheckpoint(BOOK_BACKBONE, hf, hf, m.mistral_config, m.wikitext_val_ppl, record.history,
+                              record.train_seconds, record.status, m.n_parameters)
 
 
 # --- FineWeb-Edu blocks -------------------------------------------------------------------------
@@ -281,8 +272,8 @@ def prepare_fineweb(profile, tokenizer) -> LoraData:
     t = profile.training
     documents = load_fineweb(profile.fineweb_source, profile.validation_fraction, seed=0,
                              max_documents=profile.max_documents)
-    train_ids = _encode(tokenizer, documents.train, separator=True)
-    val_ids = _encode(tokenizer, documents.validation, separator=True)
+    train_ids = encode_lines(tokenizer, documents.train, separator=True, dtype=torch.long)
+    val_ids = encode_lines(tokenizer, documents.validation, separator=True, dtype=torch.long)
     return LoraData(documents,
                     TokenBlocks.from_stream(train_ids, t.block_size, t.idea.window, t.train_tokens),
                     TokenBlocks.from_stream(val_ids, t.block_size, t.idea.window, t.eval_tokens))
@@ -328,6 +319,7 @@ class LoraRun:
     fineweb_source: str = "offline"
     max_documents: int | None = None
     validation_fraction: float = 0.1
+    profile: str = ""               # the profile's name (its worker policy, see LoraExperiment.max_workers)
 
     @property
     def name(self) -> str:
@@ -341,7 +333,7 @@ class LoraRun:
 def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool) -> RunSpec:
     """The run of the LoRA baseline (``idea=False``) or LoRA + idea gate on ``backbone`` in ``quantization``."""
     run = LoraRun(profile.training, profile.lora, backbone.path, check_quantization(quantization), bool(idea),
-                  profile.fineweb_source, profile.max_documents, profile.validation_fraction)
+                  profile.fineweb_source, profile.max_documents, profile.validation_fraction, profile.name)
     return RunSpec(run.name, profile.seed, run)
 
 
@@ -365,20 +357,28 @@ def lora_validation(model: LoraIdeaModel, blocks: TokenBlocks, step: int, run: L
     return perplexity(model, blocks, alpha=run.alpha_at(step), batch_size=32)
 
 
-def evaluate_lora(model: LoraIdeaModel, data: LoraData, idea: bool) -> dict:
+def evaluate_lora(model: LoraIdeaModel, data: LoraData, idea: bool) -> LoraRunMetrics:
     """Validation perplexity (at the configured gate strength, and with the gate off), trainable and frozen counts."""
     counts = model.trainable_parameter_counts()
-    return {"val_ppl": perplexity(model, data.validation, batch_size=32),
-            "val_ppl_ungated": perplexity(model, data.validation, alpha=0.0, batch_size=32) if idea else None,
-            "trainable": counts, "trainable_params": sum(counts.values()),
-            "frozen_params": model.frozen_parameter_count(),
-            "weights_mb": round(model.backbone.get_memory_footprint() / 2**20, 3)}
+    return LoraRunMetrics(val_ppl=perplexity(model, data.validation, batch_size=32),
+                          val_ppl_ungated=perplexity(model, data.validation, alpha=0.0, batch_size=32) if idea else None,
+                          trainable=counts, trainable_params=sum(counts.values()),
+                          frozen_params=model.frozen_parameter_count(),
+                          weights_mb=round(model.backbone.get_memory_footprint() / 2**20, 3))
 
 
 class LoraExperiment(runs.Experiment):
-    """One LoRA run (``spec.config``: a :class:`LoraRun`) on FineWeb-Edu: only the adapters and the idea head train."""
+    """One LoRA run (``spec.config``: a :class:`LoraRun`) on FineWeb-Edu: only the adapters and the idea head train.
+
+    Metrics: :class:`~semlm.core.records.LoraRunMetrics`. On a CPU the runs train side by side in one-thread
+    processes, but in this process at ``smoke`` scale, where starting processes costs more than the runs.
+    """
 
     name = "lora"
+    metrics_type = LoraRunMetrics
+
+    def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
+        return 1 if any(s.config.profile == "smoke" for s in specs) else None
 
     def data_key(self, spec: RunSpec):
         run = spec.config
@@ -398,7 +398,7 @@ class LoraExperiment(runs.Experiment):
         return runs.Fit(data.train, data.validation, lora_train_config(t, spec.seed, run.idea),
                         loss_fn=partial(lora_step_loss, run=run), validate=partial(lora_validation, run=run))
 
-    def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> dict:
+    def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> LoraRunMetrics:
         return evaluate_lora(model, data, spec.config.idea)
 
     def total_steps(self, spec: RunSpec) -> int:
@@ -408,32 +408,10 @@ class LoraExperiment(runs.Experiment):
 LORA = LoraExperiment()
 
 
-def train_lora(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool,
-               runs_dir: str | Path | None = None, progress: bool = False) -> RunRecord:
-    """Train (or reload) the LoRA baseline (``idea=False``) or LoRA + idea gate on the frozen backbone.
-
-    The record's ``metrics`` hold ``val_ppl``, ``val_ppl_ungated`` (gated model only), ``trainable``
-    (by group), ``trainable_params``, ``frozen_params`` and ``weights_mb``; ``record.load()`` rebuilds the model.
-    """
-    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-    spec = lora_run(profile, backbone, quantization, idea)
-    return runs.run_one(LORA, spec, runs_dir, progress=spec.name if progress else False)
-
-
-def train_lora_models(profile: LoraProfile, backbone: BackboneCheckpoint, runs_dir: str | Path | None = None,
-                      workers: int | None = None, progress: bool = True) -> dict[tuple[str, bool], RunRecord]:
-    """Every ``(quantization, idea)`` run of ``profile``: ``{(quantization, idea): RunRecord}``.
-
-    On a CPU the runs train side by side in ``workers`` one-thread processes (default: one per
-    core, but one in this process at ``smoke`` scale, where starting processes costs more than
-    the runs); on CUDA one after another.
-    """
-    keys = [(q, idea) for q in profile.quantizations for idea in (False, True)]
-    specs = [lora_run(profile, backbone, q, idea) for q, idea in keys]
-    if workers is None:
-        workers = 1 if profile.name == "smoke" else None
-    records = runs.run_many(LORA, specs, runs.RunContext(profile.name, runs_dir, workers, progress), label="LoRA")
-    return dict(zip(keys, records))
+def lora_runs(profile: LoraProfile, backbone: BackboneCheckpoint) -> list[RunSpec]:
+    """Chapter 8's runs: the LoRA baseline and LoRA + idea gate on ``backbone``, in each of the profile's
+    quantisations (in that order)."""
+    return [lora_run(profile, backbone, q, idea) for q in profile.quantizations for idea in (False, True)]
 
 
 # --- memory: 4-bit vs full precision -----------------------------------------------------------

@@ -22,7 +22,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -31,12 +30,13 @@ from semlm.core import runs
 from semlm.data import topics as topics_module
 from semlm.data.topics import (EOS, MIXED, NO_TOPIC, TopicConfig, TopicCorpus, TopicWorld, make_topic_corpus,
                           split_sentences)
-from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_loss_fn
-from semlm.core.metrics import distinct_n, mean_interval, perplexity, proportion, stickiness, summarise
+from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_loss_fn, sample_interval
+from semlm.core.metrics import distinct_n, perplexity, stickiness
+from semlm.core.records import Interval, TopicModelSummary, TopicRunMetrics
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
 from semlm.profiles import TOPIC_STOP_WORDS as STOP_WORDS
 from semlm.profiles import GPTSize, IdeaSettings, TopicDriftProfile, TrainConfig, topic_drift_profile  # noqa: F401
-from semlm.core.runs import RunRecord, RunSpec, default_device, default_runs_dir
+from semlm.core.runs import RunRecord, RunSpec, default_device
 
 CHAPTER = "09_topic_drift"
 
@@ -94,14 +94,15 @@ def topic_stickiness(text: str | Sequence[str], topic: int, world: TopicWorld) -
     return stickiness(words, world.content_words(topic), STOP_WORDS)
 
 
-def data_drift(documents: Sequence[topics_module.Document], world: TopicWorld) -> dict:
-    """Drift of corpus documents measured by the labeller: ``{mean, ci_low, ci_high, k, n}`` (Wilson 95%)."""
+def data_drift(documents: Sequence[topics_module.Document], world: TopicWorld) -> Interval:
+    """Drift of corpus documents measured by the labeller: the rate with its Wilson 95% interval, ``n``
+    transitions and ``successes`` changes (written as ``{mean, ci_low, ci_high, n, k}``)."""
     changes = transitions = 0
     for doc in documents:
         c, n = drift_counts(sentence_labels(doc.words, world))
         changes, transitions = changes + c, transitions + n
-    p = proportion(changes, transitions)
-    return {"mean": p["value"], "ci_low": p["ci_low"], "ci_high": p["ci_high"], "k": changes, "n": transitions}
+    p = Interval.of_proportion(changes, transitions)
+    return Interval(p.mean, p.low, p.high, transitions, None, "mean", changes)
 
 
 # --- data ----------------------------------------------------------------------------------------
@@ -158,14 +159,20 @@ class TopicRun:
     train: TrainConfig
     idea: IdeaSettings
     gated: bool
+    profile: str = ""     # the profile's name (its worker policy, see TopicDriftExperiment.max_workers)
 
 
 class TopicDriftExperiment(runs.Experiment):
     """Plain and idea-gated GPTs on the topic world for :mod:`semlm.core.runs` (epochs over token blocks,
-    paper B's loss with alpha ramped over optimiser steps). Metrics: ``val_ppl``, ``val_ppl_ungated``
-    (None for the plain model)."""
+    paper B's loss with alpha ramped over optimiser steps). Metrics (:class:`~semlm.core.records.TopicRunMetrics`):
+    ``val_ppl``, ``val_ppl_ungated`` (None for the plain model). Workers: the profile's ``max_workers``."""
 
     name = "topic_drift"
+    metrics_type = TopicRunMetrics
+
+    def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
+        return min((topic_drift_profile(s.config.profile).max_workers for s in specs if s.config.profile),
+                   default=None)
 
     def data_key(self, spec: RunSpec):
         return spec.config.data
@@ -182,10 +189,10 @@ class TopicDriftExperiment(runs.Experiment):
         return runs.Fit(data.blocks("train", run), data.blocks("valid", run), run.train,
                         loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated))
 
-    def evaluate(self, spec: RunSpec, data: TopicData, model, result) -> dict:
+    def evaluate(self, spec: RunSpec, data: TopicData, model, result) -> TopicRunMetrics:
         val = data.blocks("valid", spec.config)
-        return {"val_ppl": perplexity(model, val),
-                "val_ppl_ungated": perplexity(model, val, alpha=0.0) if spec.config.gated else None}
+        return TopicRunMetrics(val_ppl=perplexity(model, val),
+                               val_ppl_ungated=perplexity(model, val, alpha=0.0) if spec.config.gated else None)
 
     def total_steps(self, spec: RunSpec) -> int:
         run = spec.config
@@ -198,24 +205,15 @@ TOPIC_DRIFT = TopicDriftExperiment()
 
 def topic_run(profile: TopicDriftProfile, gated: bool, seed: int) -> RunSpec:
     """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``."""
-    run = TopicRun(profile.data, profile.size, replace(profile.train, seed=seed), profile.idea, gated)
+    run = TopicRun(profile.data, profile.size, replace(profile.train, seed=seed), profile.idea, gated, profile.name)
     return RunSpec("gated" if gated else "plain", seed, run)
 
 
-def train_topic_models(profile: TopicDriftProfile, seeds: Sequence[int], runs_dir: str | Path | None = None,
-                       workers: int = 1) -> dict[str, dict[int, RunRecord]]:
-    """``{"plain": {seed: record}, "gated": {seed: record}}``, trained or reloaded with
-    :func:`semlm.core.runs.run_many` (``workers`` one-thread CPU processes, at most ``profile.max_workers``;
-    on a GPU one after another)."""
+def topic_drift_runs(profile: TopicDriftProfile, seeds: Sequence[int]) -> list[RunSpec]:
+    """Chapter 9's runs: the plain and the gated GPT for every training seed."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
-    specs = [topic_run(profile, gated, s) for s in seeds for gated in (False, True)]
-    records = runs.run_many(TOPIC_DRIFT, specs, runs.RunContext(profile.name, runs_dir, max(1, min(workers, profile.max_workers))),
-                            label=f"topic drift ({profile.name})")
-    out: dict[str, dict[int, RunRecord]] = {"plain": {}, "gated": {}}
-    for spec, record in zip(specs, records):
-        out[spec.name][spec.seed] = record
-    return out
+    return [topic_run(profile, gated, s) for s in seeds for gated in (False, True)]
 
 
 # --- generation and scoring ----------------------------------------------------------------------
@@ -267,8 +265,8 @@ def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alp
     changes, transitions = sum(r["changes"] for r in rows), sum(r["transitions"] for r in rows)
     sentences = sum(r["sentences"] for r in rows)
     return {"drift_rate": changes / transitions if transitions else float("nan"),
-            "stickiness": summarise([r["stickiness"] for r in rows])["mean"],
-            "distinct_2": summarise([r["distinct_2"] for r in rows])["mean"],
+            "stickiness": sample_interval([r["stickiness"] for r in rows]).mean,
+            "distinct_2": sample_interval([r["distinct_2"] for r in rows]).mean,
             "changes": changes, "transitions": transitions, "sentences": sentences,
             "mixed_share": sum(r["mixed"] for r in rows) / sentences if sentences else float("nan"),
             "ended_share": sum(r["ended"] for r in rows) / len(rows), "samples": rows}
@@ -278,11 +276,22 @@ SEED_METRICS = ("drift_rate", "stickiness", "distinct_2", "mixed_share", "val_pp
 SHARES = frozenset({"drift_rate", "stickiness", "distinct_2", "mixed_share"})  # intervals clipped to [0, 1]
 
 
-def _over_seeds(name: str, values: Sequence[float]) -> dict:
-    return mean_interval(values, bounds=(0.0, 1.0) if name in SHARES else None)
+def _over_seeds(name: str, values: Sequence[float]) -> Interval:
+    return Interval.of_mean(values, bounds=(0.0, 1.0) if name in SHARES else None)
 
 
-def evaluate_runs(runs: dict[str, dict[int, RunRecord]], data: TopicData, profile: TopicDriftProfile) -> dict:
+@dataclass
+class TopicDriftResults:
+    """Chapter 9's models over seeds: each kind's metrics (mean and 95% interval over seeds), the per-seed
+    difference gated - plain (``paired``) and every seed's scores and samples (``per_seed[kind][seed]``)."""
+
+    plain: TopicModelSummary
+    gated: TopicModelSummary
+    paired: TopicModelSummary
+    per_seed: dict[str, dict[int, dict]]
+
+
+def evaluate_runs(runs: dict[str, dict[int, RunRecord]], data: TopicData, profile: TopicDriftProfile) -> TopicDriftResults:
     """Per model kind: each seed's generation scores and perplexities, and their mean with a 95% interval over seeds.
 
     Also ``paired``: the per-seed difference gated - plain of every metric, with its interval.
@@ -292,16 +301,16 @@ def evaluate_runs(runs: dict[str, dict[int, RunRecord]], data: TopicData, profil
         per_seed[kind] = {}
         for seed, run in by_seed.items():
             scores = evaluate_generations(run.load(), data, profile)
-            per_seed[kind][seed] = {**scores, "val_ppl": run.metrics["val_ppl"],
-                                    "val_ppl_ungated": run.metrics["val_ppl_ungated"]}
+            per_seed[kind][seed] = {**scores, "val_ppl": run.metrics.val_ppl,
+                                    "val_ppl_ungated": run.metrics.val_ppl_ungated}
     out = {kind: {m: _over_seeds(m, [s[m] for s in seeds.values()]) for m in SEED_METRICS}
            for kind, seeds in per_seed.items()}
-    out["gated"]["val_ppl_ungated"] = mean_interval([s["val_ppl_ungated"] for s in per_seed["gated"].values()])
+    out["gated"]["val_ppl_ungated"] = Interval.of_mean([s["val_ppl_ungated"] for s in per_seed["gated"].values()])
     common = sorted(set(per_seed["plain"]) & set(per_seed["gated"]))
-    out["paired"] = {m: mean_interval([per_seed["gated"][s][m] - per_seed["plain"][s][m] for s in common])
-                     for m in SEED_METRICS}
-    out["per_seed"] = per_seed
-    return out
+    paired = {m: Interval.of_mean([per_seed["gated"][s][m] - per_seed["plain"][s][m] for s in common])
+              for m in SEED_METRICS}
+    return TopicDriftResults(TopicModelSummary(**out["plain"]), TopicModelSummary(**out["gated"]),
+                             TopicModelSummary(**paired), per_seed)
 
 
 def alpha_sweep(runs: dict[int, RunRecord], data: TopicData, profile: TopicDriftProfile,
@@ -322,6 +331,6 @@ def alpha_sweep(runs: dict[int, RunRecord], data: TopicData, profile: TopicDrift
         row = {"alpha": float(alpha)}
         for name, vals in values.items():
             summary = _over_seeds(name, vals)
-            row.update({name: summary["mean"], f"{name}_low": summary["ci_low"], f"{name}_high": summary["ci_high"]})
+            row.update({name: summary.mean, f"{name}_low": summary.low, f"{name}_high": summary.high})
         rows.append(row)
     return rows

@@ -29,7 +29,6 @@ Multi-GPU: the model is a plain ``PreTrainedModel``; :mod:`semlm.core.distribute
 from __future__ import annotations
 
 import math
-import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,6 +51,7 @@ from semlm.profiles import (AUTHORS_STOPWORDS, DROPOUT_SCOPES, INITS, MEAN_IDEA_
                        GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, TrainConfig, authors_v1_training,
                        idea_profile, profile_differences, with_max_steps)
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
+from semlm.core.records import IdeaRunMetrics, Interval
 from semlm.core.train import fingerprint
 
 DOMAINS_DIR = REPO_ROOT / "data" / "domains"
@@ -133,12 +133,11 @@ class IdeaData:
                                        window or profile.idea.window, cap)
 
 
-def _encode(tokenizer, lines: Sequence[str]) -> torch.Tensor:
+def encode_lines(tokenizer, lines: Sequence[str], separator: bool = False, dtype=torch.int32) -> torch.Tensor:
+    """``lines`` as one id stream (``eos`` after each line with ``separator``, when the tokeniser has one)."""
     encoded = tokenizer(list(lines), add_special_tokens=False)["input_ids"]
-    return torch.tensor([i for row in encoded for i in row], dtype=torch.int32)
-
-
-_PREPARED: dict[tuple, IdeaData] = {}
+    eos = [tokenizer.eos_token_id] if separator and tokenizer.eos_token_id is not None else []
+    return torch.tensor([i for row in encoded for i in row + eos], dtype=dtype)
 
 
 def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> IdeaData:
@@ -146,16 +145,11 @@ def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> Id
 
     ``profile``: an :class:`IdeaProfile` or an :class:`IdeaRun`. The tokeniser and the id streams are
     cached under ``runs_dir/idea/`` (default: ``default_runs_dir(profile.name)``, where the chapters and
-    :class:`IdeaExperiment` find them; the folder is named by a hash of what it holds).
-    Memoised per process (a chapter calls it once per run it trains or reloads).
+    :class:`IdeaExperiment` find them; the folder is named by a hash of what it holds). Not memoised:
+    :func:`idea_data` serves a chapter the copy its runs use (the experiment's data cache).
     """
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-    key = (profile.dataset, profile.tokenizer, profile.vocab_size, profile.bpe_lines, profile.train_tokens,
-           profile.eval_tokens, profile.idea.stopwords_top_n, profile.idea.stopword_list, str(runs_dir.resolve()),
-           os.environ.get("SEMLM_DATA_DIR"), os.environ.get("SEMLM_ALLOW_DOWNLOADS"))
-    if key not in _PREPARED or not _PREPARED[key].tokenizer_dir.is_dir():
-        _PREPARED[key] = _prepare_data(profile, runs_dir)
-    return _PREPARED[key]
+    return _prepare_data(profile, runs_dir)
 
 
 def gpt2_tokenizer():
@@ -197,8 +191,8 @@ def _prepare_data(profile: IdeaProfile, runs_dir: Path) -> IdeaData:
             lines = splits.split(split)
             cap = profile.train_tokens if split == "train" else profile.eval_tokens
             if cap is not None:  # encode only what is needed (about 8 characters per token is plenty)
-                lines = _take_chars(lines, 10 * (cap + 1) + 10_000)
-            streams[split] = _encode(tokenizer, lines)
+                lines = take_chars(lines, 10 * (cap + 1) + 10_000)
+            streams[split] = encode_lines(tokenizer, lines)
         save_file(streams, cache)
     train_ids = streams["train"] if profile.train_tokens is None else streams["train"][: profile.train_tokens]
     missing: list[str] = []
@@ -222,7 +216,10 @@ def stopword_ids(tokenizer, words: Sequence[str]) -> tuple[list[int], list[str]]
     return sorted(set(ids)), not_single
 
 
-def _take_chars(lines: Sequence[str], chars: int) -> list[str]:
+def take_chars(lines: Sequence[str], chars: int | None) -> list[str]:
+    """The first lines of ``lines`` up to the one that reaches ``chars`` characters (all of them for None)."""
+    if chars is None:
+        return list(lines)
     out, total = [], 0
     for line in lines:
         if total >= chars:
@@ -390,11 +387,13 @@ def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSetting
 class IdeaExperiment(runs.Experiment):
     """Paper B's GPT on WikiText for :mod:`semlm.core.runs`: the plain and the idea-gated model (chapters 6, 7).
 
-    Metrics: ``val_ppl`` (gated logits at the model's alpha), ``val_ppl_ungated`` (alpha = 0; None for
-    the plain model) and ``train_tokens`` (the length of the run's training stream).
+    Metrics (:class:`~semlm.core.records.IdeaRunMetrics`): ``val_ppl`` (gated logits at the model's alpha),
+    ``val_ppl_ungated`` (alpha = 0; None for the plain model) and ``train_tokens`` (the length of the run's
+    training stream).
     """
 
     name = "idea"
+    metrics_type = IdeaRunMetrics
 
     def data_key(self, spec: RunSpec):
         r = spec.config
@@ -416,18 +415,21 @@ class IdeaExperiment(runs.Experiment):
         return runs.Fit(stream, data.blocks("valid", run), run.train,
                         loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated))
 
-    def evaluate(self, spec: RunSpec, data: IdeaData, model, result) -> dict:
+    def evaluate(self, spec: RunSpec, data: IdeaData, model, result) -> IdeaRunMetrics:
         run = spec.config
         val = data.blocks("valid", run)
         tokens = run.train_tokens if run.run_tokens == -1 else run.run_tokens
-        return {"val_ppl": perplexity(model, val),
-                "val_ppl_ungated": perplexity(model, val, alpha=0.0) if run.gated else None,
-                "train_tokens": TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
-                                            tokens).n_tokens}
+        return IdeaRunMetrics(val_ppl=perplexity(model, val),
+                              val_ppl_ungated=perplexity(model, val, alpha=0.0) if run.gated else None,
+                              train_tokens=TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
+                                                       tokens).n_tokens)
 
     def total_steps(self, spec: RunSpec) -> int:
         return spec.config.train.max_steps
 
+    def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
+        """The profile's ``max_workers`` (1 at ``smoke`` and ``paper``: one run after another)."""
+        return min((idea_profile(s.config.name).max_workers for s in specs), default=None)
 
 
 IDEA = IdeaExperiment()
@@ -437,9 +439,10 @@ IDEA = IdeaExperiment()
 LOSS_FORMS = {"sum": SUM_IDEA_LOSS, "mean": MEAN_IDEA_LOSS}
 
 
-def main_run_specs(profile: IdeaProfile) -> list[RunSpec]:
-    """Chapter 6's models: the plain GPT and the gated GPT, the latter in both loss forms when
-    ``profile.compare_loss_forms`` (``gated-sum``, ``gated-mean``), else in the profile's form (``gated``)."""
+def idea_gating_runs(profile: IdeaProfile) -> list[RunSpec]:
+    """Chapter 6's models (chapter 7 reloads them): the plain GPT and the gated GPT, the latter in both
+    loss forms when ``profile.compare_loss_forms`` (``gated-sum``, ``gated-mean``), else in the profile's
+    form (``gated``)."""
     specs = [idea_run(profile, "baseline", False)]
     if profile.compare_loss_forms:
         specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
@@ -448,25 +451,19 @@ def main_run_specs(profile: IdeaProfile) -> list[RunSpec]:
     return specs
 
 
-def main_runs(profile: IdeaProfile, workers: int = 1, runs_dir: str | Path | None = None) -> tuple[dict, str]:
-    """Train or reload :func:`main_run_specs`; ``runs["gated"]`` is the chosen gated model. With both loss
-    forms trained, the choice is the form with the lower validation perplexity (gated logits): the
-    evidence chapter 6 reports. Returns ``(runs, chosen run name)``; chapters 6 and 7 share it."""
-    records = train_runs(profile, main_run_specs(profile), runs_dir, workers)
-    if "gated" in records:
-        return records, "gated"
-    chosen = min((f"gated-{form}" for form in LOSS_FORMS), key=lambda name: records[name].metrics["val_ppl"])
-    records["gated"] = records[chosen]
-    return records, chosen
+def with_chosen_gated(runs: dict[str, RunRecord]) -> tuple[dict[str, RunRecord], str]:
+    """``runs`` (by name, :func:`idea_gating_runs`) with ``"gated"`` naming the gated model the chapters use,
+    and its run name. With both loss forms trained, the choice is the form with the lower validation
+    perplexity (gated logits): the evidence chapter 6 reports."""
+    if "gated" in runs:
+        return dict(runs), "gated"
+    chosen = min((f"gated-{form}" for form in LOSS_FORMS), key=lambda name: runs[name].metrics.val_ppl)
+    return {**runs, "gated": runs[chosen]}, chosen
 
 
-def train_runs(profile: IdeaProfile, specs: Sequence[RunSpec], runs_dir: str | Path | None = None,
-               workers: int = 1) -> dict[str, RunRecord]:
-    """Train or reload every spec (:func:`idea_run`) with :func:`semlm.core.runs.run_many` (``workers``
-    one-thread processes, at most ``profile.max_workers``): ``{spec name: RunRecord}``."""
-    records = runs.run_many(IDEA, list(specs), runs.RunContext(profile.name, runs_dir, max(1, min(workers, profile.max_workers))),
-                            label=f"idea GPT ({profile.name})")
-    return {spec.name: record for spec, record in zip(specs, records)}
+def idea_data(profile: IdeaProfile) -> IdeaData:
+    """The data of ``profile``'s runs, prepared once per process by :data:`IDEA` (the copy its runs use)."""
+    return IDEA.data(idea_run(profile, "baseline", False))
 
 
 # --- domains and generation ---------------------------------------------------------------------
@@ -571,8 +568,23 @@ def score_generation(sample: dict, domain: Domain, stop: frozenset[str]) -> dict
 METRIC_NAMES = ("stickiness", "unique_density", "distinct_1", "distinct_2", "repetition", "token_repetition")
 
 
+@dataclass
+class DomainScores:
+    """One model's continuations of one domain's prompts: each metric's mean with its 95% interval over the
+    samples (``summary``, all seeds pooled), over the per-seed means (``by_seed``), and every scored sample."""
+
+    summary: dict[str, Interval]
+    samples: list[dict]
+    by_seed: dict[str, Interval] | None = None
+
+
+def sample_interval(values: Sequence[float]) -> Interval:
+    """Mean and 95% interval of ``values`` over samples (NaNs dropped; :func:`semlm.core.metrics.summarise`)."""
+    return Interval.from_dict(summarise(values))
+
+
 def domain_retention(model, tokenizer, domains: dict[str, Domain], generation: GenerationSettings,
-                     alpha: float | None = None, samples_per_prompt: int | None = None) -> dict:
+                     alpha: float | None = None, samples_per_prompt: int | None = None) -> dict[str, DomainScores]:
     """Per domain: every sample's scores and their means with 95% intervals over samples (all seeds pooled).
 
     All domains' prompts decode in one batch per seed. ``by_seed`` keeps the spread of the per-seed means.
@@ -589,10 +601,10 @@ def domain_retention(model, tokenizer, domains: dict[str, Domain], generation: G
             name = prompts[i // n][0]
             rows[name].append({**sample, "domain": name, **score_generation(sample, domains[name], stop)})
     for name, domain_rows in rows.items():
-        summary = {m: summarise([r[m] for r in domain_rows]) for m in METRIC_NAMES}
-        by_seed = {m: summarise([summarise([r[m] for r in domain_rows if r["seed"] == s])["mean"]
-                                 for s in generation.seeds]) for m in METRIC_NAMES}
-        out[name] = {"summary": summary, "by_seed": by_seed, "samples": domain_rows}
+        summary = {m: sample_interval([r[m] for r in domain_rows]) for m in METRIC_NAMES}
+        by_seed = {m: sample_interval([sample_interval([r[m] for r in domain_rows if r["seed"] == s]).mean
+                                       for s in generation.seeds]) for m in METRIC_NAMES}
+        out[name] = DomainScores(summary, domain_rows, by_seed)
     return out
 
 
@@ -618,7 +630,8 @@ def authors_stickiness(text: str, terms) -> float:
 AUTHORS_METRICS = ("authors_stickiness", "unique_density", "distinct_2")
 
 
-def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSettings, alpha: float | None = None) -> dict:
+def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSettings,
+                     alpha: float | None = None) -> dict[str, DomainScores]:
     """The authors' evaluation: per domain one prompt, ``authors_samples`` continuations of ``authors_new_tokens`` at
     temperature ``generation.temperature`` with the compounding repetition penalty, scored by
     :func:`authors_stickiness` on prompt + continuation. ``domains``: ``{name: {"prompt", "terms"}}``
@@ -639,16 +652,19 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
                              "unique_density": unique_domain_density(words, domain["terms"]),
                              "distinct_2": distinct_n(words, 2)})
         rows = rows[:samples]
-        out[name] = {"summary": {m: summarise([r[m] for r in rows]) for m in AUTHORS_METRICS}, "samples": rows}
+        out[name] = DomainScores({m: sample_interval([r[m] for r in rows]) for m in AUTHORS_METRICS}, rows)
     return out
 
 
-def difference_interval(a: Sequence[float], b: Sequence[float]) -> dict:
-    """Mean of ``a`` minus mean of ``b`` with a Welch 95% interval (independent samples; NaNs dropped), as
-    JSON: :meth:`semlm.core.records.Interval.welch`."""
-    from semlm.core.records import Interval
+def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """Mean of ``a`` minus mean of ``b`` with a Welch 95% interval (independent samples; NaNs dropped):
+    :meth:`semlm.core.records.Interval.welch`."""
+    return Interval.welch(a, b)
 
-    return Interval.welch(a, b).to_dict()
+
+def stickiness_difference(gated: DomainScores, baseline: DomainScores, metric: str = "stickiness") -> Interval:
+    """Gated minus baseline ``metric`` over the two models' samples of one domain (Welch 95% interval)."""
+    return difference_interval([r[metric] for r in gated.samples], [r[metric] for r in baseline.samples])
 
 
 #: A model is competent to be judged on paper B's generation claims if its validation perplexity is

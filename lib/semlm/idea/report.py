@@ -1,0 +1,378 @@
+"""What chapters 6 and 8 show of paper B's WikiText GPTs and LoRA runs: tables, the numbers their prose
+cites, and the chapter records (:class:`~semlm.core.records.IdeaGatingRecord`,
+:class:`~semlm.core.records.LoraRecord`).
+
+The chapters call these with the runs (:mod:`semlm.core.runs` records) and the evaluations they made;
+everything here only arranges numbers already computed, except :func:`perplexity_table`, which scores
+the loaded models on the test split and builds the bigram reference.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from semlm.core.metrics import perplexity
+from semlm.core.records import IdeaGatingRecord, Interval, LoraRecord
+from semlm.core.runs import RunRecord
+from semlm.idea.targets import idea_targets, vocabulary_mask
+from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, competence, ngram_reference, profile_differences,
+                                            stickiness_difference)
+from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_STICKINESS, PAPER_B_TABLE1, PAPER_B_VAL_PPL
+
+MODELS = ("baseline", "gated")
+BOOK_METRICS = ("stickiness", "unique_density", "distinct_2", "repetition")
+
+
+# --- shared by the paper-B chapters ---------------------------------------------------------------
+
+
+def differences_frame(profile, reference=None) -> pd.DataFrame:
+    """Every setting in which ``profile`` differs from the authors' run (:func:`profile_differences`), as a
+    table indexed by setting, or one row saying there is none."""
+    args = (profile,) if reference is None else (profile, reference)
+    differences = pd.DataFrame(profile_differences(*args), columns=["setting", "this run", "authors' run"])
+    if len(differences):
+        return differences.set_index("setting")
+    return pd.DataFrame({"": ["no differences from the authors' run"]})
+
+
+def retention_frame(retention: dict[str, dict[str, DomainScores]], metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """Long table (domain, model, metric, mean, ci_low, ci_high, n) of :func:`domain_retention` per model."""
+    return pd.DataFrame([{"domain": d, "model": m, "metric": k, **v.to_dict()}
+                         for m, by_domain in retention.items() for d, scores in by_domain.items()
+                         for k, v in scores.summary.items() if metrics is None or k in metrics])
+
+
+def run_table(runs: dict[str, RunRecord]) -> pd.DataFrame:
+    """Status and validation perplexity of each run (by name)."""
+    return pd.DataFrame([{"model": n, "status": r.status, "val PPL": r.metrics.val_ppl} for n, r in runs.items()])
+
+
+def show(interval: Interval) -> str:
+    """mean [95% interval]; "undefined" when a bound is not finite."""
+    return interval.format(3)
+
+
+# --- chapter 6 ----------------------------------------------------------------------------------
+
+
+def data_summary(data: IdeaData) -> pd.DataFrame:
+    """The corpus, tokeniser, split sizes and the stopwords masked out of the idea loss."""
+    tokenizer = data.tokenizer
+    not_single = "authors' stopwords that are not one token here (not masked)"
+    return pd.Series({
+        "dataset used": data.splits_dataset, "dataset requested": data.requested_dataset,
+        "tokeniser": data.tokenizer_name, "note": data.note or "-", "vocabulary": len(tokenizer),
+        **{f"{split} tokens": len(ids) for split, ids in data.streams.items()},
+        "stopword tokens (masked out of the idea loss)": " ".join(repr(tokenizer.decode([i])) for i in data.stopword_ids),
+        not_single: ", ".join(map(repr, data.stopwords_not_single_tokens)) or "none",
+    }, name="value").to_frame()
+
+
+def idea_target_example(data: IdeaData, window: int) -> pd.DataFrame:
+    """The first training tokens, the bag position 0 is trained on, and which of its tokens the mask drops."""
+    tokenizer = data.tokenizer
+    ids = data.streams["train"][: 1 + window].long()
+    bag = idea_targets(ids[None, 1:], window, len(tokenizer), length=1)[0, 0]
+    mask = vocabulary_mask(len(tokenizer), data.stopword_ids)
+    in_bag = bag.nonzero().flatten().tolist()
+    return pd.DataFrame({
+        "input (position 0)": [repr(tokenizer.decode(ids[:1]))],
+        "next K tokens": [tokenizer.decode(ids[1:])],
+        "bag (counted in the loss)": [" | ".join(tokenizer.decode([i]) for i in in_bag if mask[i] == 1)],
+        "bag (masked stopwords: no idea-BCE gradient)": [
+            " | ".join(repr(tokenizer.decode([i])) for i in in_bag if mask[i] == 0)],
+    }).T
+
+
+def size_table(config, sizes: dict[str, int]) -> pd.DataFrame:
+    """Parameters per model and the GPT's shape."""
+    s = config.size
+    return pd.DataFrame({"parameters": sizes, "layers": s.n_layer, "heads": s.n_head, "d": s.n_embd,
+                         "block": s.block_size})
+
+
+def tokens_per_step(config) -> int:
+    return config.train.batch_size * config.size.block_size
+
+
+def training_numbers(trained: dict[str, RunRecord], runs: dict[str, RunRecord], config) -> dict:
+    """What the training paragraph cites: step-time ratio, CPU-minutes, tokens and tokens per second."""
+    per_step = tokens_per_step(config)
+    return {"step_time_ratio": runs["gated"].seconds_per_step / runs["baseline"].seconds_per_step,
+            "budget_minutes": sum(r.train_seconds for r in trained.values()) / 60,
+            "train_tokens": f"{config.train.max_steps * per_step:,}",
+            "tokens_per_second": per_step / runs["baseline"].seconds_per_step,
+            "tokens_per_second_gated": per_step / runs["gated"].seconds_per_step}
+
+
+def training_table(trained: dict[str, RunRecord], config):
+    """Status, iterations, minutes, speed and validation perplexity of every trained model (styled)."""
+    per_step = tokens_per_step(config)
+    table = pd.DataFrame([{"model": n, "status": r.status, "iterations": r.steps, "train minutes": r.train_seconds / 60,
+                           "seconds per iteration": r.seconds_per_step,
+                           "training tokens / s": per_step / r.seconds_per_step, "validation PPL": r.metrics.val_ppl}
+                          for n, r in trained.items()]).set_index("model")
+    return table.style.format("{:.3g}", subset=["train minutes", "seconds per iteration", "training tokens / s",
+                                                "validation PPL"])
+
+
+def loss_form_curves(runs: dict[str, RunRecord], forms: Sequence[str]) -> pd.DataFrame:
+    """Validation history of the baseline and every gated loss form, one row per model and evaluation."""
+    return pd.DataFrame([{"model": n, **row} for n in ["baseline", *forms] for row in runs[n].history])
+
+
+def loss_form_table(runs: dict[str, RunRecord], forms: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({n: {"validation PPL (gated logits)": runs[n].metrics.val_ppl,
+                             "validation PPL (gate off)": runs[n].metrics.val_ppl_ungated,
+                             "idea BCE per column, last interval": runs[n].history[-1].get("idea_bce_per_column"),
+                             "token CE, last interval": runs[n].history[-1]["token_ce"]} for n in forms}).T
+
+
+def loss_form_numbers(runs: dict[str, RunRecord], forms: Sequence[str], chosen: str) -> dict:
+    """The loss-form paragraph's numbers: the chosen and the other form's perplexity and idea BCE."""
+    ppl, bce = (lambda n: runs[n].metrics.val_ppl), (lambda n: runs[n].history[-1]["idea_bce_per_column"])
+    if len(forms) > 1:
+        other = next(n for n in forms if n != chosen)
+        return {"form_chosen": chosen, "form_other": other, "form_ppl_chosen": ppl(chosen),
+                "form_ppl_other": ppl(other), "form_bce_chosen": bce(chosen), "form_bce_other": bce(other),
+                "form_ppl_baseline": ppl("baseline")}
+    only = f"{chosen} (only the authors' v1 form is trained at this profile)"
+    return {"form_chosen": only, "form_other": only, "form_ppl_chosen": ppl(chosen), "form_ppl_other": ppl(chosen),
+            "form_bce_chosen": bce(chosen), "form_bce_other": bce(chosen), "form_ppl_baseline": ppl("baseline")}
+
+
+def perplexity_table(models: dict, runs: dict[str, RunRecord], data: IdeaData, config,
+                     test) -> tuple[pd.DataFrame, dict]:
+    """Validation and ``test`` perplexity of the plain and gated model (gate on and off), the count-model
+    references, and the competence check (:func:`competence`) of the two models against the bigram."""
+    gated = runs["gated"].metrics
+    ppl = pd.DataFrame({
+        "validation": {"baseline": runs["baseline"].metrics.val_ppl, "gated": gated.val_ppl,
+                       "gated (ungated logits)": gated.val_ppl_ungated},
+        "test": {"baseline": perplexity(models["baseline"], test), "gated": perplexity(models["gated"], test),
+                 "gated (ungated logits)": perplexity(models["gated"], test, alpha=0.0)}})
+    valid_tokens = data.blocks("valid", config).input_ids[:, 1: config.size.block_size + 1].flatten()
+    train = data.streams["train"] if config.train_tokens is None else data.streams["train"][: config.train_tokens]
+    reference = ngram_reference(train, valid_tokens[valid_tokens >= 0], len(data.tokenizer))
+    check = competence({name: runs[name].metrics.val_ppl for name in MODELS}, reference)
+    ppl.loc["unigram counts (reference)", "validation"] = reference["unigram_val_ppl"]
+    ppl.loc["interpolated bigram counts (reference)", "validation"] = reference["bigram_val_ppl"]
+    return ppl, check
+
+
+def perplexity_numbers(ppl: pd.DataFrame, check: dict) -> dict:
+    """The perplexity paragraph's numbers (``val_baseline``, ``val_gated``, ``val_gated_ungated``, the
+    competence ratio, bigram perplexity, worst ratio and the verdict)."""
+    numbers = {f"val_{name.split()[0]}{'_ungated' if 'ungated' in name else ''}": ppl.loc[name, "validation"]
+               for name in ppl.index}
+    verdict = ("pass: the generation claims are judged on these models" if check["passes"] else
+               "fail: the claims table marks paper B's perplexity, stickiness and diversity claims "
+               "'not testable at this scale' for this build")
+    return {**numbers, "competence_ratio": check["threshold_ratio"], "bigram_ppl": check["bigram_val_ppl"],
+            "worst_ratio": check["worst_ratio"], "competence_verdict": verdict}
+
+
+def authors_comparison(authors: dict[str, dict[str, DomainScores]]) -> dict:
+    """Per domain of the authors' protocol: each model's summary and the gated - baseline stickiness."""
+    return {d: {**{m: dict(authors[m][d].summary) for m in authors},
+                "difference": {"authors_stickiness": stickiness_difference(authors["gated"][d], authors["baseline"][d],
+                                                                           "authors_stickiness")}}
+            for d in PAPER_B_EVAL_DOMAINS}
+
+
+def authors_table(numbers: dict) -> pd.DataFrame:
+    """The authors' protocol per domain and model next to the paper's stickiness, with the difference."""
+    table = pd.DataFrame([{"domain": d, "model": m, **{k: show(v) for k, v in e[m].items()},
+                           "paper (stickiness)": PAPER_B_STICKINESS.get(d, {}).get(m)}
+                          for d, e in numbers.items() for m in MODELS])
+    table["gated - baseline stickiness"] = [show(numbers[d]["difference"]["authors_stickiness"]) if m == "gated" else ""
+                                            for d, m in zip(table.domain, table.model)]
+    return table.set_index(["domain", "model"])
+
+
+def paper_table1() -> pd.DataFrame:
+    """The paper's Table 1 (WikiText-103 GPTs)."""
+    return pd.DataFrame([{"domain": d, "model": m, **v} for d, e in PAPER_B_TABLE1.items()
+                         for m, v in e.items()]).set_index(["domain", "model"])
+
+
+def retention_table(retention: dict[str, dict[str, DomainScores]]) -> pd.DataFrame:
+    """The book's protocol: mean [interval] of stickiness, density, distinct-2 and repetition per domain and model."""
+    return pd.DataFrame([{"domain": d, "model": m, **{k: show(v) for k, v in res.summary.items() if k in BOOK_METRICS}}
+                         for m, by_domain in retention.items()
+                         for d, res in by_domain.items()]).set_index(["domain", "model"]).sort_index()
+
+
+def book_differences(retention: dict[str, dict[str, DomainScores]]) -> dict[str, Interval]:
+    """Gated - baseline stickiness per book domain (Welch 95% interval over the samples)."""
+    return {d: stickiness_difference(retention["gated"][d], retention["baseline"][d]) for d in retention["gated"]}
+
+
+def authors_examples(authors: dict[str, dict[str, DomainScores]]) -> pd.DataFrame:
+    """The first continuation of each of the authors' prompts, from each model."""
+    return pd.DataFrame([{"domain": d, "prompt": PAPER_B_EVAL_DOMAINS[d]["prompt"],
+                          **{m: authors[m][d].samples[0]["text"].strip() for m in authors}}
+                         for d in PAPER_B_EVAL_DOMAINS]).set_index("domain")
+
+
+def _domain_numbers(by_domain: dict[str, DomainScores]) -> dict:
+    return {d: {k: res.summary[k].mean for k in BOOK_METRICS}
+            | {f"{k}_ci": [res.summary[k].low, res.summary[k].high] for k in ("stickiness", "distinct_2")}
+            for d, res in by_domain.items()}
+
+
+def _loss_forms(runs: dict[str, RunRecord], forms: Sequence[str]) -> dict:
+    settings = ("idea_loss_reduction", "idea_weight", "pos_weight")
+    return {n: {"val_ppl": runs[n].metrics.val_ppl, "val_ppl_ungated": runs[n].metrics.val_ppl_ungated,
+                "settings": {k: runs[n].config["idea"][k] for k in settings}, "history": runs[n].history}
+            for n in forms}
+
+
+def _generation(config, book_samples: int) -> dict:
+    g = config.generation
+    return {"authors_samples_per_domain": g.authors_samples, "authors_new_tokens": g.authors_new_tokens,
+            "book_samples_per_domain": book_samples, "max_new_tokens": g.max_new_tokens,
+            "temperature": g.temperature, "repetition_penalty": g.repetition_penalty, "penalty_form": g.penalty_form}
+
+
+def idea_gating_record(config, data: IdeaData, runs: dict[str, RunRecord], trained: dict[str, RunRecord], chosen: str,
+                       sizes: dict[str, int], ppl: pd.DataFrame, check: dict, authors: dict,
+                       retention: dict[str, dict[str, DomainScores]]) -> IdeaGatingRecord:
+    """Chapter 6's record: both models' perplexities, the competence check, the authors' protocol, and in
+    ``extra`` the data, loss forms, training speed, book domains, stopwords, generation and paper values."""
+    base, gated = runs["baseline"], runs["gated"]
+    numbers = training_numbers(trained, runs, config)
+    diffs = book_differences(retention)
+    by_model = {m: _domain_numbers(retention[m]) for m in MODELS}
+    forms = [n for n in trained if n.startswith("gated")]
+    extra = {
+        "dataset_requested": data.requested_dataset, "dataset_note": data.note, "tokenizer": data.tokenizer_name,
+        "vocab_size": len(data.tokenizer), "max_steps": config.train.max_steps, "capped_from": config.capped_from,
+        "differences_from_authors": [{k: str(v) for k, v in row.items()} for row in profile_differences(config)],
+        "loss_forms": _loss_forms(runs, forms),
+        "training": {"tokens_per_iteration": tokens_per_step(config), "budget_minutes": numbers["budget_minutes"],
+                     "tokens_per_second": {n: tokens_per_step(config) / r.seconds_per_step
+                                           for n, r in trained.items()}},
+        "domains": {d: {m: by_model[m][d] for m in by_model} | {"difference": {"stickiness": diffs[d]}} for d in diffs},
+        "step_time_ratio": numbers["step_time_ratio"],
+        "stopwords": {"masked_ids": data.stopword_ids, "not_single_tokens": data.stopwords_not_single_tokens},
+        "generation": _generation(config, len(retention["gated"][next(iter(diffs))].samples)),
+        "paper": {"val_ppl_mistral_fineweb": PAPER_B_VAL_PPL, "stickiness_wikitext103": PAPER_B_STICKINESS,
+                  "table1_wikitext103": PAPER_B_TABLE1},
+    }
+    return IdeaGatingRecord(
+        dataset=data.splits_dataset,
+        baseline={"val_ppl": base.metrics.val_ppl, "test_ppl": ppl.loc["baseline", "test"], "history": base.history,
+                  "train_seconds": base.train_seconds, "parameters": sizes["baseline"]},
+        gated={"run": chosen, "val_ppl": gated.metrics.val_ppl, "val_ppl_ungated": gated.metrics.val_ppl_ungated,
+               "test_ppl": ppl.loc["gated", "test"], "test_ppl_ungated": ppl.loc["gated (ungated logits)", "test"],
+               "history": gated.history, "train_seconds": gated.train_seconds, "parameters": sizes["gated"]},
+        competence=check, authors_protocol=authors, extra=extra)
+
+
+# --- chapter 8 ----------------------------------------------------------------------------------
+
+
+def quant_label(quantization: str) -> str:
+    return "NF4 (4-bit)" if quantization == "nf4" else "float32"
+
+
+def backbone_summary(backbone) -> pd.DataFrame:
+    """The frozen backbone: name, shape, parameters, its WikiText-2 perplexity and pre-training."""
+    c = backbone.config
+    return pd.Series({"backbone": backbone.name, "layers": c.get("num_hidden_layers"), "hidden size": c.get("hidden_size"),
+                      "vocabulary": c.get("vocab_size"), "parameters": backbone.n_parameters,
+                      "WikiText-2 validation PPL": backbone.wikitext_val_ppl,
+                      "pre-training (s)": backbone.train_seconds, "status": backbone.status}, name="value").to_frame()
+
+
+def lora_curves(runs: dict[tuple[str, bool], RunRecord]) -> pd.DataFrame:
+    """Validation history of every ``(quantization, idea)`` run."""
+    return pd.DataFrame([{"model": "gated" if idea else "baseline", "quantization": q, **row}
+                         for (q, idea), run in runs.items() for row in run.history])
+
+
+def lora_table(runs: dict[tuple[str, bool], RunRecord]):
+    """Perplexities, trainable parameters, steps and speed of every LoRA run (styled)."""
+    table = pd.DataFrame([{
+        "quantization": quant_label(q), "model": "LoRA + idea gate" if idea else "LoRA baseline",
+        "val PPL": run.metrics.val_ppl, "val PPL, gate off": run.metrics.val_ppl_ungated,
+        "trainable params": run.metrics.trainable_params, "LoRA params": run.metrics.trainable["lora"],
+        "idea-head params": run.metrics.trainable["idea_head"], "steps": run.steps, "best step": run.best_step,
+        "stopped early": run.stopped_early, "s / step": run.seconds_per_step, "status": run.status,
+    } for (q, idea), run in runs.items()])
+    return table.style.format({"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / step": "{:.3f}"}, na_rep="–")
+
+
+def lora_numbers(base: RunRecord, gated: RunRecord, backbone, paper_ppl: dict) -> dict:
+    """What the LoRA paragraph cites (``paper_*``: the paper's reported values, not results of this build)."""
+    g = gated.metrics
+    return {"base_ppl": base.metrics.val_ppl, "gated_ppl": g.val_ppl, "gated_ppl_off": g.val_ppl_ungated,
+            "lora_params": base.metrics.trainable_params, "gated_params": g.trainable_params,
+            "idea_share": g.trainable["idea_head"] / g.trainable_params, "backbone_params": backbone.n_parameters or 0,
+            "paper_base_ppl": paper_ppl["baseline"], "paper_gated_ppl": paper_ppl["gated"]}
+
+
+def memory_table(memory: dict[str, dict]) -> pd.DataFrame:
+    """Peak memory, backbone weights and step time per quantisation (:func:`measure_memory`)."""
+    return pd.DataFrame({quant_label(q): {"peak memory (MiB)": m["peak_memory_mb"],
+                                          "backbone weights (MiB)": m["weights_mb"],
+                                          "s / training step": m["seconds_per_step"]} for q, m in memory.items()}).T
+
+
+def quantization_numbers(runs: dict[tuple[str, bool], RunRecord], quantizations: Sequence[str]) -> dict:
+    """Gated - baseline validation perplexity per quantisation (``delta_nf4``, ``delta_fp32``) and, with
+    both precisions, what NF4 costs the baseline and the gated model's step-time ratio."""
+    ppl = {key: run.metrics.val_ppl for key, run in runs.items()}
+    out = {"delta_nf4": ppl[("nf4", True)] - ppl[("nf4", False)]}
+    if "none" in quantizations:
+        out.update({"delta_fp32": ppl[("none", True)] - ppl[("none", False)],
+                    "nf4_cost_base": ppl[("nf4", False)] - ppl[("none", False)],
+                    "step_ratio": runs[("nf4", True)].seconds_per_step / runs[("none", True)].seconds_per_step})
+    return out
+
+
+def _by_quantization(runs: dict[tuple[str, bool], RunRecord], quantizations: Sequence[str]) -> dict:
+    def scores(run: RunRecord, gated: bool) -> dict:
+        extra = {"val_ppl_ungated": run.metrics.val_ppl_ungated} if gated else {}
+        return {"val_ppl": run.metrics.val_ppl, **extra, "seconds_per_step": run.seconds_per_step}
+
+    return {q: {"baseline": scores(runs[(q, False)], False), "gated": scores(runs[(q, True)], True)}
+            for q in quantizations}
+
+
+def lora_record(config, backbone, data_summary: dict, runs: dict[tuple[str, bool], RunRecord], paper_counts: dict,
+                memory: dict[str, dict], nf4_kernel: str, retention: dict[str, dict[str, DomainScores]],
+                ray: dict, paper_ppl: dict) -> LoraRecord:
+    """Chapter 8's record: the main quantisation's baseline and gated perplexity, and in ``extra`` the data,
+    backbone, LoRA settings, parameter counts, both precisions, memory, domains and the X-ray."""
+    main_q = config.quantizations[0]
+    base, gated = runs[(main_q, False)], runs[(main_q, True)]
+    shape = ("num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads")
+    metrics = ("stickiness", "unique_density", "distinct_2")
+    domains = next(iter(retention.values()))
+    extra = {
+        "data": data_summary, "backbone_config": {k: backbone.config.get(k) for k in shape},
+        "backbone_wikitext_val_ppl": backbone.wikitext_val_ppl, "quantization": main_q,
+        "lora": {"r": config.lora.r, "lora_alpha": config.lora.lora_alpha, "dropout": config.lora.lora_dropout,
+                 "target_modules": list(config.lora.target_modules)},
+        "trainable_params": {"baseline": base.metrics.trainable_params, "gated": gated.metrics.trainable_params,
+                             "gated_by_group": gated.metrics.trainable, "frozen": backbone.n_parameters,
+                             "mistral_7b_architecture": paper_counts},
+        "by_quantization": _by_quantization(runs, config.quantizations),
+        "peak_memory_mb": {"fp32": memory["none"]["peak_memory_mb"], "nf4": memory["nf4"]["peak_memory_mb"]},
+        "weights_mb": {"fp32": memory["none"]["weights_mb"], "nf4": memory["nf4"]["weights_mb"]},
+        "memory_method": memory["nf4"]["method"], "nf4_kernel": nf4_kernel,
+        "domains": {d: {name: {m: retention[name][d].summary[m].mean for m in metrics} for name in retention}
+                    for d in domains},
+        "xray": {ray["prompt"]: {"boosted": [r["token"] for r in ray["boosted"]],
+                                 "suppressed": [r["token"] for r in ray["suppressed"]]}},
+        "paper_reference_ppl": paper_ppl,
+    }
+    return LoraRecord(dataset=data_summary["dataset"], backbone=backbone.name,
+                      baseline={"val_ppl": base.metrics.val_ppl, "steps": base.steps, "history": base.history},
+                      gated={"val_ppl": gated.metrics.val_ppl, "val_ppl_ungated": gated.metrics.val_ppl_ungated,
+                             "steps": gated.steps, "history": gated.history}, extra=extra)
