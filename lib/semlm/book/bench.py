@@ -905,8 +905,8 @@ def print_authors_comparison(record: dict) -> None:
               f"{side['peak_mb']:7.0f} MB peak")
     if "ratios" in record:
         r = record["ratios"]
-        print(f"  ours / theirs    median {r['wall_seconds']['median']:8.2f} wall  {r['cpu_seconds']['median']:8.2f} CPU"
-              f"  {r['peak_mb']['median']:7.2f} peak (median of the per-pair ratios)")
+        print(f"  ours / theirs    median {r['wall_seconds']['median']:8.2f} wall  "
+              f"{r['cpu_seconds']['median']:8.2f} CPU  {r['peak_mb']['median']:7.2f} peak (median of the pairs)")
 
 
 def run_authors_comparison(args) -> int:
@@ -926,6 +926,143 @@ def run_synthetic_once(profile: str, seed: int, workers: int | None) -> None:
     with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
         runs = run_models(config, "causal", runs_dir=runs_dir, workers=workers, progress=False)
     print("validation PPL: " + ", ".join(f"{k} {r.metrics['ppl']:.3f}" for k, r in runs.items()))
+
+
+# --- the benchmarks chapter's tables (notebooks/98_benchmarks.py) ----------------------------
+
+
+def summary_frame(record: dict):
+    """This build's wall time, memory and generation time next to their targets (no other machine's)."""
+    import pandas as pd
+
+    generation = record["generation"]
+    return pd.DataFrame(
+        {"this build": [record["wall_seconds"], sum(record["peak_rss_mb"].values()), generation["seconds"]],
+         "target": [TARGET_SECONDS, None, generation["target_seconds"]]},
+        index=["wall seconds (train + evaluate both models)", "peak memory, MiB (summed over processes)",
+               "seconds to generate 200 hard-controlled sentences (one batch)"])
+
+
+def per_model_frame(record: dict):
+    """Train seconds and peak MiB of each model's worker."""
+    import pandas as pd
+
+    return pd.DataFrame({"train seconds": record["train_seconds"],
+                         "peak MiB": {k: v for k, v in record["peak_rss_mb"].items() if k != "runner"}})
+
+
+def flops_frame(record: dict):
+    """Per model: training FLOPs per position, GFLOP/s reached and its share of the measured / nominal peak."""
+    import pandas as pd
+
+    return pd.DataFrame({kind: {"training GFLOP per position": m["training_flops_per_position"] / 1e9,
+                                "train seconds": m["train_seconds"], "GFLOP/s reached": m["flops_per_second"] / 1e9,
+                                "share of measured peak": m["share_of_measured_peak"],
+                                "share of nominal peak": m["share_of_nominal_peak"]}
+                         for kind, m in record["flops"]["models"].items()}).T
+
+
+def training_variants_frame(record: dict):
+    """``(frame, caption)`` of the fp32 / bucketing / bf16 comparison; ``(None, message)`` if it did not run."""
+    import pandas as pd
+
+    from semlm.core.records import Interval
+
+    variants = record.get("training_variants")
+    if variants is None:
+        return None, "the training variants were not compared (--variants-profile none)"
+    rows = {}
+    for name, row in variants["variants"].items():
+        cells = {f"{kind} val PPL (95% interval)": f"{Interval.from_dict(row[kind]['ppl']):.3f}"
+                 for kind in variants["kinds"]}
+        for kind in variants["kinds"]:
+            change = Interval.from_dict(row[kind]["ppl_paired_change"])
+            cells[f"{kind} PPL change, paired by seed"] = (f"{change.mean:+.1%} "
+                                                           f"[{change.low:+.1%}, {change.high:+.1%}]")
+        cells["train CPU time / reference"] = round(row["cpu_time_ratio"], 2)
+        cells["within seed intervals"] = row["within_seed_intervals"]
+        rows[name] = cells
+    caption = f"profile {variants['profile']}, seeds {variants['seeds']}; {record['bf16_decision']}"
+    return pd.DataFrame(rows).T, caption
+
+
+def idea_ratio_frame(idea: dict):
+    """Training step and cached generation: FLOP ratio, time ratio, their quotient, target and verdict."""
+    import pandas as pd
+
+    rows = {"training step": ("step", IDEA_STEP_TARGET),
+            "generation, per new token (KV cache)": ("generation", IDEA_GENERATION_TARGET)}
+    return pd.DataFrame({name: {"FLOP ratio gated / plain (counted)": round(idea[f"{key}_flop_ratio"], 3),
+                                "time ratio gated / plain (measured)": round(idea[f"{key}_time_ratio"], 3),
+                                "time ratio / FLOP ratio": round(idea[f"{key}_time_over_flops"], 3),
+                                "target (time / FLOP ratio at most)": target,
+                                "verdict": "meets" if idea["meets_targets"][key] else "misses"}
+                         for name, (key, target) in rows.items()}).T
+
+
+def idea_flop_parts_frame(idea: dict):
+    """Forward FLOPs per position of the gated model by part, with each part's share."""
+    import pandas as pd
+
+    parts = pd.Series(idea["flops"]["training"]["parts_gated"], name="FLOPs per position (forward)")
+    return parts.to_frame().assign(share=lambda f: f.iloc[:, 0] / parts["total"])
+
+
+def chapter_glue(record: dict, profile: str) -> dict:
+    """The numbers the benchmarks chapter's prose quotes (``{glue:text}``), by name."""
+    flops, idea = record["flops"], record["idea"]
+    meets = {"step": idea["meets_targets"]["step"], "generation": idea["meets_targets"]["generation"]}
+    return {
+        "bench_wall": record["wall_seconds"], "bench_profile": profile,
+        "bench_generation": record["generation"]["generations_per_second"],
+        "bench_verdict": {True: "meets", False: "misses", None: "is not comparable with"}[record["meets_target"]],
+        "bench_peak_measured": flops["peak_measured_per_thread"] / 1e9,
+        "bench_peak_formula": flops["nominal_formula"],
+        "bench_peak_nominal": (flops["peak_nominal_per_core"] or float("nan")) / 1e9,
+        "bench_padding": 100 * (1 - flops["real_positions"] / flops["computed_positions"]),
+        "bench_fusion_share": 100 * flops["models"]["fusion"]["share_of_measured_peak"],
+        "idea_step_flop_ratio": idea["step_flop_ratio"], "idea_step_over": idea["step_time_over_flops"],
+        "idea_gen_over": idea["generation_time_over_flops"],
+        "idea_step_verdict": "meets" if meets["step"] else "misses",
+        "idea_gen_verdict": "meets" if meets["generation"] else "misses",
+        "idea_bench_device": f"{idea['device']} ({idea['threads']} thread(s))",
+    }
+
+
+def authors_comparison_frame(record: dict, path: str | Path | None = None):
+    """``(frame, note)``: the authors' script against ours, both measured on one machine.
+
+    The comparison is read from ``path`` if given, else from ``record`` (a comparison the bench JSON
+    of this metrics folder held). None recorded: an empty frame and a note saying how to make one.
+    """
+    import pandas as pd
+
+    comparison = previous_authors_comparison(path) if path else record.get("authors_comparison")
+    if not comparison:
+        return pd.DataFrame(), (
+            "No comparison with the authors' script is recorded. It runs only on request, on your machine: "
+            f"download SemanticFusion.py (or .ipynb) from {AUTHORS_REPOSITORY}, then `python -m semlm.bench "
+            "--authors-script PATH --profile cpu` (or `make bench AUTHORS=PATH`) writes it into the bench JSON, "
+            "and the next build of this page shows it.")
+    labels = {"wall_seconds": "wall seconds", "cpu_seconds": "CPU seconds (user + sys, process tree)",
+              "peak_mb": "peak memory, MB (process tree)"}
+    columns = {f"ours ({comparison['profile']})": comparison["ours"]}
+    if "ratios" in comparison:
+        columns["authors' script"] = comparison["authors_script"]
+    frame = pd.DataFrame({name: {label: side[key] for key, label in labels.items()}
+                          for name, side in columns.items()})
+    if "ratios" in comparison:
+        frame["ours / theirs (median of pairs)"] = [comparison["ratios"][key]["median"] for key in labels]
+    workload = comparison["ours"]["workload"]
+    note = (f"Medians of {comparison['runs']} runs of each side, in turn, measured by `python -m semlm.bench "
+            f"--authors-script` on {comparison['cpu_model']} ({comparison['cpu_count']} cores) on "
+            f"{comparison['date']} (commit {comparison['git_commit'][:10]}). Ours trains "
+            f"{workload['training_sentences']} sentences x {workload['epochs']} epochs, "
+            f"{sum(workload['parameters'].values()):,} parameters in both models; theirs: "
+            f"{comparison['authors_script'].get('training_sentences_x_epochs', 'unknown')}.")
+    if "error" in comparison:
+        note += f" Their side did not run: {comparison['error']}"
+    return frame, note
 
 
 def main(argv: list[str] | None = None) -> int:
