@@ -152,3 +152,15 @@ def test_fewer_than_two_runs_is_refused_and_our_default_side_trains_the_syntheti
     assert "at least 2" in capsys.readouterr().err
     assert bench._ours_command("smoke", 111, None)[-6:] == ["--only", "synthetic", "--profile", "smoke",
                                                             "--seed", "111"]
+
+
+def test_the_chapter_shows_a_written_comparison_and_otherwise_says_how_to_make_one(tmp_path, fast_ours):
+    frame, note = bench.authors_comparison_frame({})
+    assert frame.empty and "--authors-script" in note and "make bench AUTHORS=" in note
+    out = tmp_path / "elsewhere.json"
+    assert _bench(["--authors-script", str(_script(tmp_path)), "--out", str(out)]) == 0
+    assert bench.previous_authors_comparison(out) == json.loads(out.read_text())["authors_comparison"]
+    frame, note = bench.authors_comparison_frame({}, out)
+    assert list(frame.columns) == ["ours (smoke)", "authors' script", "ours / theirs (median of pairs)"]
+    assert "2 runs of each side" in note and "unknown" in note
+    assert bench.previous_authors_comparison(tmp_path / "none.json") is None

@@ -1062,7 +1062,7 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None):
             f"{comparison['authors_script'].get('training_sentences_x_epochs', 'unknown')}.")
     if "error" in comparison:
         note += f" Their side did not run: {comparison['error']}"
-    return frame, note
+    return frame.round(2), note
 
 
 def main(argv: list[str] | None = None) -> int:
