@@ -734,7 +734,8 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
 
     CPU: user + sys of the process and every descendant it waited for (the ``RUSAGE_CHILDREN``
     difference across the run; runs are measured one at a time). Memory: the tree's summed RSS,
-    sampled every :data:`MEMORY_SAMPLE_SECONDS`.
+    sampled every :data:`MEMORY_SAMPLE_SECONDS` (pages shared between processes, such as the PyTorch
+    library, count once per process, as for the book's other summed peaks).
     """
     import resource
     import subprocess
