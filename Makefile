@@ -18,6 +18,7 @@ help:
 	@echo "make test   - install (if needed) and run the test suite"
 	@echo "make book   - install (if needed), execute every chapter (profile=cpu), build HTML into book/_build/html"
 	@echo "make bench  - install (if needed) and run the benchmarks (numbers -> book/_build/metrics/bench.json)"
+	@echo "make bench AUTHORS=PATH - time the authors' SemanticFusion.py/.ipynb against ours on this machine"
 	@echo "make test-gpu - on a GPU machine: CUDA tests + paper-profile chapters 6-8, recorded in book/recorded/ (.ci/run-gpu)"
 	@echo "make data   - download the datasets into data/ (or \$$SEMLM_DATA_DIR) and check their SHA-256 (network)"
 	@echo "make data-verify - check the datasets against data/checksums.sha256 (no network)"
@@ -47,8 +48,10 @@ book: $(STAMP)
 book-smoke: $(STAMP)
 	$(BIN)/python -m semlm.book run --profile smoke
 
+# `make bench AUTHORS=path/to/SemanticFusion.py [RUNS=3]`: the authors' script (downloaded by you from
+# github.com/YongchaoHuang/semantic_fusion) against ours on this machine, instead of the benchmarks.
 bench: $(STAMP)
-	$(BIN)/python -m semlm.bench
+	$(BIN)/python -m semlm.bench $(if $(AUTHORS),--authors-script "$(AUTHORS)" $(if $(RUNS),--runs $(RUNS)))
 
 # No venv: the GPU machine's own Python with .whl/ wheels (see the header of .ci/run-gpu).
 test-gpu:

@@ -1,8 +1,13 @@
-"""The FLOP counter behind the idea-gate benchmark (semlm.book.bench), checked against the real model."""
+"""semlm.book.bench: the FLOP counter behind the idea-gate benchmark (checked against the real model) and the
+comparison with the authors' script (their side a tiny script; our side's timing never asserted)."""
+
+import json
+import sys
 
 import pytest
 import torch
 
+from semlm.book import bench
 from semlm.book.bench import (forward_flops_per_position, idea_flop_ratios, model_flops_utilisation, peak_bf16_flops,
                          training_flops_per_token, verdict)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
@@ -70,3 +75,92 @@ def test_idea_benchmark_records_wall_and_cpu_time_ratios_next_to_the_flop_ratio(
     assert record["step_time_ratio"] == record["gated"]["step_seconds"] / record["plain"]["step_seconds"]
     assert record["step_cpu_time_ratio"] == record["gated"]["step_cpu_seconds"] / record["plain"]["step_cpu_seconds"]
     assert record["step_cpu_time_over_flops"] == pytest.approx(record["step_cpu_time_ratio"] / record["step_flop_ratio"])
+
+
+# --- the authors' script against ours (python -m semlm.bench --authors-script) -------------------
+
+
+@pytest.fixture
+def fast_ours(monkeypatch):
+    """Our side as a 0.1 s process: the real one trains the synthetic experiment (tens of seconds)."""
+    monkeypatch.setattr(bench, "_ours_command", lambda *args: [sys.executable, "-c", "import time; time.sleep(0.1)"])
+
+
+def _script(tmp_path, body="import time\ntime.sleep(0.1)\nprint('done')\n"):
+    path = tmp_path / "SemanticFusion.py"
+    path.write_text(body)
+    return path
+
+
+def _bench(argv):
+    return bench.main(["--profile", "smoke", "--runs", "2", *argv])
+
+
+def test_authors_comparison_writes_both_sides_medians_and_numeric_ratios(tmp_path, fast_ours):
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps({"wall_seconds": 1.0}))           # an earlier entry survives the merge
+    assert _bench(["--authors-script", str(_script(tmp_path)), "--out", str(out)]) == 0
+    written = json.loads(out.read_text())
+    record = written["authors_comparison"]
+    assert written["wall_seconds"] == 1.0 and record["runs"] == 2
+    for side in ("authors_script", "ours"):
+        for measure in ("wall_seconds", "cpu_seconds", "peak_mb"):
+            assert isinstance(record[side][measure], float) and len(record[side][f"{measure}_runs"]) == 2
+    for measure in ("wall_seconds", "cpu_seconds", "peak_mb"):
+        assert isinstance(record["ratios"][measure]["median"], float)
+        assert len(record["ratios"][measure]["per_pair"]) == 2
+    assert record["authors_script"]["stdout_tail"] == ["done"]
+    assert record["ours"]["workload"]["training_sentences_x_epochs"] > 0
+    assert record["cpu_model"] and record["authors_script"]["parameters"] == "unknown"
+
+
+def test_a_missing_script_is_one_error_line_and_our_side_is_still_written(tmp_path, fast_ours, capsys):
+    out = tmp_path / "bench.json"
+    assert _bench(["--authors-script", str(tmp_path / "nowhere.py"), "--out", str(out)]) != 0
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "not found" in error and "nowhere.py" in error
+    record = json.loads(out.read_text())["authors_comparison"]
+    assert isinstance(record["ours"]["wall_seconds"], float) and "ratios" not in record
+
+
+def test_a_failing_script_names_the_run_and_its_last_error_line(tmp_path, fast_ours, capsys):
+    script = _script(tmp_path, "raise SystemExit('no data here')\n")
+    assert _bench(["--authors-script", str(script), "--out", str(tmp_path / "b.json")]) != 0
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "failed on run 1" in error and "no data here" in error
+
+
+def test_a_notebook_runs_its_code_cells_without_magics(tmp_path, fast_ours, capsys):
+    cells = [{"cell_type": "markdown", "source": ["# title"]},
+             {"cell_type": "code", "source": ["%matplotlib inline\n", "!pip install x\n", "x = 2\n"]},
+             {"cell_type": "code", "source": "print(x * 21)"}]
+    notebook = tmp_path / "SemanticFusion.ipynb"
+    notebook.write_text(json.dumps({"cells": cells}))
+    code, skipped = bench.notebook_code(notebook)
+    assert skipped == 2 and "%" not in code and "x = 2" in code
+    out = tmp_path / "b.json"
+    assert _bench(["--authors-script", str(notebook), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["authors_comparison"]["authors_script"]["stdout_tail"] == ["42"]
+    notebook.write_text(json.dumps({"cells": cells[:1]}))
+    capsys.readouterr()
+    assert _bench(["--authors-script", str(notebook), "--out", str(out)]) != 0
+    assert "has no code cells" in capsys.readouterr().err
+
+
+def test_fewer_than_two_runs_is_refused_and_our_default_side_trains_the_synthetic_experiment(capsys):
+    assert bench.main(["--profile", "smoke", "--authors-script", "x.py", "--runs", "1"]) == 2
+    assert "at least 2" in capsys.readouterr().err
+    assert bench._ours_command("smoke", 111, None)[-6:] == ["--only", "synthetic", "--profile", "smoke",
+                                                            "--seed", "111"]
+
+
+def test_the_chapter_shows_a_written_comparison_and_otherwise_says_how_to_make_one(tmp_path, fast_ours):
+    frame, note = bench.authors_comparison_frame({})
+    assert frame.empty and "--authors-script" in note and "make bench AUTHORS=" in note
+    out = tmp_path / "elsewhere.json"
+    assert _bench(["--authors-script", str(_script(tmp_path)), "--out", str(out)]) == 0
+    assert bench.previous_authors_comparison(out) == json.loads(out.read_text())["authors_comparison"]
+    frame, note = bench.authors_comparison_frame({}, out)
+    assert list(frame.columns) == ["ours (smoke)", "authors' script", "ours / theirs (median of pairs)"]
+    assert "2 runs of each side" in note and "unknown" in note
+    assert bench.previous_authors_comparison(tmp_path / "none.json") is None

@@ -187,6 +187,15 @@ def _paired_status(diff: Interval) -> str:
     return REPRODUCED if diff.above(0) else NOT_REPRODUCED if diff.below(0) else INCONCLUSIVE
 
 
+def _all_above_status(intervals, threshold: float) -> str:
+    """REPRODUCED if every interval lies above ``threshold``, NOT_REPRODUCED if any lies below it, else
+    INCONCLUSIVE."""
+    intervals = list(intervals)
+    if all(i.above(threshold) for i in intervals):
+        return REPRODUCED
+    return NOT_REPRODUCED if any(i.below(threshold) for i in intervals) else INCONCLUSIVE
+
+
 _PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced if its 95% interval lies above 0 in the "
                     "causal setting (the language model), not reproduced if below, inconclusive (no difference "
                     "detected) if it contains 0 or fewer than 2 seeds ran; the published setting is reported beside it")
@@ -456,13 +465,7 @@ def _idea_stickiness(metrics):
         domain = _entry(protocol, d, IDEA, "authors_protocol")
         diffs[d] = _entry(domain.difference, "authors_stickiness", IDEA, f"authors_protocol.{d}.difference")
     text = "; ".join(f"{d} {v:+.3f}" for d, v in diffs.items())
-    if all(v.above(0) for v in diffs.values()):
-        status = REPRODUCED
-    elif any(v.below(0) for v in diffs.values()):
-        status = NOT_REPRODUCED
-    else:
-        status = INCONCLUSIVE
-    return Verdict(status, f"gated - baseline stickiness: {text}", None,
+    return Verdict(_all_above_status(diffs.values(), 0), f"gated - baseline stickiness: {text}", None,
                    {d: round(v.mean, 4) for d, v in diffs.items()}, None, _profile(metrics, IDEA))
 
 
@@ -474,14 +477,8 @@ def _idea_distinct(metrics):
     if not values:
         raise _Missing(f"{IDEA} has no authors_protocol.<domain>.gated.distinct_2")
     worst = min(values, key=lambda d: values[d].low)
-    if all(v.above(0.9) for v in values.values()):
-        status = REPRODUCED
-    elif any(v.below(0.9) for v in values.values()):
-        status = NOT_REPRODUCED
-    else:
-        status = INCONCLUSIVE
-    return Verdict(status, f"lowest gated distinct-2 interval: {worst} {values[worst]:.3f}",
-                   None, values[worst].mean, (values[worst].low, values[worst].high), _profile(metrics, IDEA))
+    return Verdict(_all_above_status(values.values(), 0.9),
+                   f"lowest gated distinct-2 interval: {worst} {values[worst]:.3f}", None, values[worst].mean, (values[worst].low, values[worst].high), _profile(metrics, IDEA))
 
 
 @_guard

@@ -171,3 +171,97 @@ def chapter_parameters(notebooks_dir: str | Path | None = None) -> dict[str, dic
                     params[node.targets[0].id] = ast.literal_eval(node.value)
         out[path.stem] = params
     return out
+
+
+# --- the reproducibility report's tables (notebooks/99_reproducibility_report.py) --------------
+
+#: Background colour of each claim status in the report's table.
+STATUS_COLOURS = {
+    "reproduced": "#d8f0d8",
+    "not reproduced": "#f6d5d5",
+    "not meaningful as published": "#fbecc8",
+    "not run at this profile": "#e6e6e6",
+    "inconclusive": "#dde6f3",
+    "holds by construction": "#ece3f5",
+    "not testable at this scale": "#f3eadb",
+}
+#: Provenance fields of a chapter record that the run manifest lists.
+MANIFEST_FIELDS = ("profile", "seed", "wall_seconds", "peak_memory_mb", "git_commit")
+
+
+def _show_value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def claims_table(claims: list[dict]):
+    """The claims (``semlm.book.claims.evaluate_claims``) as a styled table, the status cell coloured."""
+    import pandas as pd
+
+    table = pd.DataFrame([{
+        "paper": row["paper"], "claim": row["claim"], "paper value": _show_value(row["paper_value"]),
+        "published setting (ours)": _show_value(row["published_value"]),
+        "causal (ours)": _show_value(row["causal_value"]),
+        "95% CI": "" if row["ci"] is None else f"[{row['ci'][0]:.3g}, {row['ci'][1]:.3g}]",
+        "profile": row["profile"] or "", "status": row["status"], "why": row["reason"], "rule": row.get("rule", ""),
+    } for row in claims])
+    return (table.style.hide(axis="index")
+            .map(lambda status: f"background-color: {STATUS_COLOURS[status]}", subset=["status"])
+            .set_properties(**{"text-align": "left", "font-size": "0.8em", "vertical-align": "top"})
+            .set_properties(subset=["why"], **{"min-width": "20em"})
+            .set_properties(subset=["rule"], **{"min-width": "16em"})
+            .set_properties(subset=["claim"], **{"min-width": "12em"}))
+
+
+def status_counts(claims: list[dict]):
+    """How many claims have each status (every status listed, zero included)."""
+    import pandas as pd
+
+    from semlm.book.claims import STATUSES
+
+    counts = pd.Series([row["status"] for row in claims]).value_counts().reindex(STATUSES, fill_value=0)
+    return counts.rename("claims").to_frame()
+
+
+def run_manifest_frame(metrics: dict[str, dict]):
+    """One row per chapter record: profile, seed, wall time, peak memory and the commit it ran."""
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "chapter": name, "profile": rec.get("profile"), "seed": rec.get("seed"),
+        "wall time (s)": rec.get("wall_seconds"), "peak memory (MiB)": rec.get("peak_memory_mb"),
+        "git commit": (rec.get("git_commit") or "")[:10],
+    } for name, rec in metrics.items()]).set_index("chapter")
+
+
+def hardware_summary(metrics: dict[str, dict]) -> dict:
+    """The machine the chapters ran on (from the first record) and their total wall time."""
+    first = next(iter(metrics.values()), {})
+    return {"CPU": first.get("cpu_model"), "CPU cores": first.get("cpu_count"), "GPU": first.get("gpu") or "none",
+            "machine": first.get("machine"), "python": first.get("python"),
+            "total chapter wall time (min)": round(sum(r.get("wall_seconds", 0) for r in metrics.values()) / 60, 1)}
+
+
+def bench_numbers(metrics: dict[str, dict]) -> dict:
+    """The top-level numbers of this build's benchmark record (provenance fields left out)."""
+    return {k: v for k, v in metrics.get("bench", {}).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and k not in ("seed", "cpu_count", "wall_seconds", "peak_memory_mb")}
+
+
+def parameters_frame(params: dict[str, dict[str, object]]):
+    """Every chapter's papermill parameters and defaults (:func:`chapter_parameters`)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"chapter": name, "parameter": key, "default": repr(value)}
+                         for name, values in params.items() for key, value in values.items()]
+                        ).set_index(["chapter", "parameter"])
+
+
+def report_manifest(metrics: dict[str, dict], params: dict[str, dict[str, object]]) -> dict:
+    """The manifest the report writes: each chapter's provenance, the hardware, packages, bench and parameters."""
+    first = next(iter(metrics.values()), {})
+    return {"chapters": {name: {k: rec.get(k) for k in MANIFEST_FIELDS} for name, rec in metrics.items()},
+            "hardware": hardware_summary(metrics), "packages": first.get("packages", {}),
+            "bench": bench_numbers(metrics), "parameters": params}
