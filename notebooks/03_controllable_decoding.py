@@ -58,7 +58,7 @@ from semlm import plots
 from semlm.core import runs
 from semlm.core.metrics import polarity_confusion
 from semlm.fusion import control_study as study
-from semlm.data.vocab import detokenize
+from semlm.data.vocab import detokenize  # the exercises print with it
 from semlm.fusion.synthetic_experiment import (
     SETTINGS,
     SYNTHETIC,

@@ -37,7 +37,7 @@ seed = 111
 workers = 2
 
 # %%
-from dataclasses import replace
+from dataclasses import replace  # the exercises change the profile with it
 
 import pandas as pd
 import torch
