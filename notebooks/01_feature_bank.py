@@ -32,7 +32,6 @@ profile = "cpu"
 seed = 111
 
 # %%
-import numpy as np
 import pandas as pd
 import torch
 from myst_nb import glue
@@ -42,7 +41,8 @@ from semlm.fusion import fuzzy
 from semlm import plots
 from semlm.data import synthetic
 from semlm.data.vocab import Vocabulary
-from semlm.fusion.features import SyntheticFeatures
+from semlm.fusion import features
+from semlm.fusion.features import CAUSAL, PUBLISHED, SyntheticFeatures
 from semlm.profiles import check_parameters
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
@@ -88,48 +88,7 @@ triplets.style.format("{:.3f}").background_gradient(cmap="Blues", axis=None)
 # choose the simplest causal reading and say so (details in `semlm.fusion.features`):
 
 # %%
-groups = {
-    "part of speech (word lookup)": ["is_noun", "is_verb", "is_adj"],
-    "shallow roles (position in the clause so far)": [
-        "is_subject",
-        "is_object",
-        "is_head",
-    ],
-    "boundaries (word lookup)": [
-        "is_bos",
-        "is_eos",
-        "is_comma",
-        "is_question",
-    ],
-    "polarity triplets (adjective lexicon)": [
-        "pos_low",
-        "pos_med",
-        "pos_high",
-        "neg_low",
-        "neg_med",
-        "neg_high",
-    ],
-    "strength triplet (the word before t)": ["str_low", "str_med", "str_high"],
-    "discourse / style": ["coref_subject", "is_capitalized", "is_pronoun"],
-}
-bank = (
-    pd.DataFrame(
-        [
-            (
-                fuzzy.feature_index(n),
-                n,
-                g,
-                "graded" if n in fuzzy.GRADED_FEATURES else "binary",
-            )
-            for g, names in groups.items()
-            for n in names
-        ],
-        columns=["column", "predicate", "group (source)", "values"],
-    )
-    .sort_values("column")
-    .set_index("column")
-)
-assert list(bank.predicate) == list(fuzzy.FEATURE_NAMES)
+bank = features.feature_bank_table()  # groups: features.FEATURE_GROUPS
 bank
 
 # %% [markdown]
@@ -182,40 +141,18 @@ fig = plots.plot_semantic_matrix(S2, tokens2, title=" ".join(two_clauses))
 # %%
 sentence_a = "Alice reviews the paper , very good !".split()
 sentence_b = "Alice reviews the paper , very good ?".split()
-changed_at = 1 + next(
-    i for i, (a, b) in enumerate(zip(sentence_a, sentence_b)) if a != b
-)  # +1 for <bos>
 published = SyntheticFeatures(vocab, published=True)
-diffs = {}
-for name, fx in {
-    "causal featurizer": featurize,
-    "published featurizer (reads the future)": published,
-}.items():
-    A, tokens_a = semantic_matrix(sentence_a, fx)
-    B, _ = semantic_matrix(sentence_b, fx)
-    diffs[name] = np.abs(A - B)
-fig = plots.plot_future_sensitivity(
-    diffs,
-    [
-        f"{a} / {b}" if a != b else a
-        for a, b in zip(
-            tokens_a,
-            vocab.decode(torch.tensor(vocab.encode(sentence_b)), False),
-        )
-    ],
-    changed_at=changed_at,
+diffs, tokens_ab, changed_at = features.future_change(
+    {CAUSAL: featurize, PUBLISHED: published}, vocab, sentence_a, sentence_b
 )
+fig = plots.plot_future_sensitivity(diffs, tokens_ab, changed_at=changed_at)
 
 # %%
 prefix_change = {
     name: float(d[:changed_at].max()) for name, d in diffs.items()
 }
-glue("causal_prefix_change", prefix_change["causal featurizer"], display=False)
-glue(
-    "published_prefix_change",
-    prefix_change["published featurizer (reads the future)"],
-    display=False,
-)
+glue("causal_prefix_change", prefix_change[CAUSAL], display=False)
+glue("published_prefix_change", prefix_change[PUBLISHED], display=False)
 pd.Series(
     prefix_change, name="largest change above the dashed line"
 ).to_frame()
@@ -240,14 +177,20 @@ pd.Series(
     {
         "features per token": fuzzy.NUM_FEATURES,
         "largest change before the edit, causal featurizer": prefix_change[
-            "causal featurizer"
+            CAUSAL
         ],
         "largest change before the edit, published featurizer": prefix_change[
-            "published featurizer (reads the future)"
+            PUBLISHED
         ],
     },
     name="value",
 ).to_frame()
+
+# %%
+record = features.feature_bank_record(
+    triplets, sentence_a, sentence_b, changed_at, prefix_change
+)
+write_chapter_metrics("01_feature_bank", profile, seed, record, timer.seconds)
 
 # %% [markdown]
 # ## Exercises
@@ -265,26 +208,3 @@ pd.Series(
 #    `sentence_a` in an earlier word. The causal featurizer's difference must
 #    stay exactly 0 before the edit; count the columns and tokens where the
 #    published featurizer (`SyntheticFeatures(vocab, published=True)`) changes.
-
-# %%
-from semlm.core.records import FeatureBankRecord
-
-record = FeatureBankRecord(
-    extra={
-        "n_features": fuzzy.NUM_FEATURES,
-        "feature_names": list(fuzzy.FEATURE_NAMES),
-        "centres": list(fuzzy.CENTRES),
-        "tau": fuzzy.TAU,
-        "strength_triplets": triplets.round(6).to_dict(orient="index"),
-        "causality_demo": {
-            "sentence_a": " ".join(sentence_a),
-            "sentence_b": " ".join(sentence_b),
-            "changed_at": changed_at,
-            "causal_max_prefix_change": prefix_change["causal featurizer"],
-            "published_max_prefix_change": prefix_change[
-                "published featurizer (reads the future)"
-            ],
-        },
-    },
-)
-write_chapter_metrics("01_feature_bank", profile, seed, record, timer.seconds)

@@ -42,21 +42,19 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from semlm.core.causality import future_sensitivity
+from semlm.core import runs
+from semlm.fusion import training_report as report
 from semlm.fusion.synthetic_experiment import (
-    SETTING_LABELS,
-    SETTINGS,
+    SYNTHETIC,
     epoch_curves,
+    fusion_training_runs,
     paper_comparison_frame,
     prepare_data,
-    run_models,
     runs_table,
 )
-from semlm.core.metrics import FOCUS_TOKENS
 from semlm.profiles import check_parameters, synthetic_profile
 from semlm.reference import (
     AUTHORS_SCRIPT_RERUN_TABLE1,
-    PAPER_A_FOCUS_CE,
     PAPER_A_TABLE1,
     PAPER_A_VAL_PPL_BY_EPOCH,
 )
@@ -132,11 +130,10 @@ pd.Series(sizes, name="trainable parameters").to_frame()
 # re-building the book with unchanged code reloads identical weights.
 
 # %%
-runs = {
-    setting: run_models(config, setting, workers=workers)
-    for setting in SETTINGS
-}
-runs_table(runs)
+context = runs.RunContext(profile, workers=workers)
+records = runs.run_many(SYNTHETIC, fusion_training_runs(config), context)
+trained = runs.nested(records, "group", "name")  # {setting: {model: run}}
+runs_table(trained)
 
 # %% [markdown]
 # ## Validation perplexity per epoch (paper Figure 1)
@@ -146,95 +143,32 @@ runs_table(runs)
 # different things.
 
 # %%
-curves = epoch_curves(runs)
+curves = epoch_curves(trained)
 fig = plots.plot_validation_curves(curves, paper=PAPER_A_VAL_PPL_BY_EPOCH)
 
 # %% [markdown]
 # ## Table 1, side by side with the paper
 
 # %%
-rows = []
-for setting, by_kind in runs.items():
-    for kind, run in by_kind.items():
-        rows.append(
-            {
-                "setting": SETTING_LABELS[setting],
-                "model": kind,
-                "PPL": run.metrics["ppl"],
-                "PPL, authors' denominator": run.metrics[
-                    "ppl_authors_denominator"
-                ],
-                "seen-only PPL": run.metrics["ppl_seen_only"],
-                "seen-only PPL, authors' denominator": run.metrics[
-                    "ppl_seen_only_authors_denominator"
-                ],
-                "semantic MSE": run.metrics.get("sem_mse"),
-            }
-        )
-for source, reference in {
-    "paper (published setting)": PAPER_A_TABLE1,
-    (
-        "authors' SemanticFusion.py, re-run by us on a 2-core CPU"
-    ): AUTHORS_SCRIPT_RERUN_TABLE1,
-}.items():
-    for kind, values in reference.items():
-        rows.append(
-            {
-                "setting": source,
-                "model": kind,
-                "PPL": None,
-                "PPL, authors' denominator": values["ppl"],
-                "seen-only PPL": None,
-                "seen-only PPL, authors' denominator": values["ppl_seen_only"],
-                "semantic MSE": values.get("sem_mse"),
-            }
-        )
-table1 = pd.DataFrame(rows).set_index(["setting", "model"])
+table1 = report.table1_frame(
+    trained,
+    {
+        "paper (published setting)": PAPER_A_TABLE1,
+        (
+            "authors' SemanticFusion.py, re-run by us on a 2-core CPU"
+        ): AUTHORS_SCRIPT_RERUN_TABLE1,
+    },
+)
 table1.style.format("{:.4g}", na_rep="–")
 
-
 # %%
-def metric(setting, kind, name):
-    return runs[setting][kind].metrics[name]
-
-
-def relative_change(setting, name):
-    return 100 * (
-        metric(setting, "fusion", name) / metric(setting, "baseline", name) - 1
-    )
-
-
-for setting in SETTINGS:
-    for kind in ("baseline", "fusion"):
-        glue(
-            f"{setting}_{kind}_ppl",
-            metric(setting, kind, "ppl"),
-            display=False,
-        )
-        glue(
-            f"{setting}_{kind}_seen",
-            metric(setting, kind, "ppl_seen_only"),
-            display=False,
-        )
-        glue(
-            f"{setting}_{kind}_ppl_authors",
-            metric(setting, kind, "ppl_authors_denominator"),
-            display=False,
-        )
-    glue(
-        f"{setting}_ppl_change", relative_change(setting, "ppl"), display=False
-    )
-glue("causal_sem_mse", metric("causal", "fusion", "sem_mse"), display=False)
-glue(
-    "published_sem_mse",
-    metric("published", "fusion", "sem_mse"),
-    display=False,
-)
+for name, value in report.table1_numbers(trained).items():
+    glue(name, value, display=False)
 glue("profile", profile, display=False)
 glue("seed", seed, display=False)
 
 # %%
-frame = paper_comparison_frame(PAPER_A_TABLE1, runs, "ppl")
+frame = paper_comparison_frame(PAPER_A_TABLE1, trained, "ppl")
 fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %% [markdown]
@@ -274,20 +208,8 @@ fig = plots.plot_table1_comparison(frame, "ppl")
 # %%
 causal_floor_good = math.log(2 * len(split.positive_train))
 glue("floor_good", causal_floor_good, display=False)
-focus_rows = []
-for setting, by_kind in runs.items():
-    for kind, run in by_kind.items():
-        for token, ce in run.metrics["focus_ce"].items():
-            focus_rows.append(
-                {"setting": setting, "model": kind, "token": token, "ce": ce}
-            )
-focus = pd.DataFrame(focus_rows)
-paper_focus = pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper ")
-focus_table = focus.pivot_table(
-    index="token", columns=["setting", "model"], values="ce"
-).reindex(list(FOCUS_TOKENS))
-focus_table.columns = [f"{s} {m}" for s, m in focus_table.columns]
-focus_table.join(paper_focus).style.format("{:.4f}", na_rep="–")
+focus = report.focus_frame(trained)
+report.focus_table(trained).style.format("{:.4f}", na_rep="–")
 
 # %% [markdown]
 # ## Focus-token cross-entropy (paper Table 6)
@@ -314,16 +236,13 @@ probe = data.val.input_ids[:64]
 position, replacement = 6, data.vocab.id(
     "extremely"
 )  # the intensifier slot of the first clause
-sensitivity = {}
-for setting, by_kind in runs.items():
-    probe_data = prepare_data(config.corpus, setting)
-    for kind, run in by_kind.items():
-        sensitivity[(setting, kind)] = future_sensitivity(
-            run.load(), probe_data.featurizer, probe, position, replacement
-        )
-sensitivity_table = pd.Series(
-    sensitivity, name="max |Δ logit| before the changed token"
-).rename_axis(["setting", "model"])
+featurizers = {
+    setting: prepare_data(config.corpus, setting).featurizer
+    for setting in trained
+}
+sensitivity = report.leak_sensitivity(
+    trained, featurizers, probe, position, replacement
+)
 glue(
     "causal_sensitivity",
     max(v for (s, _), v in sensitivity.items() if s == "causal"),
@@ -334,7 +253,7 @@ glue(
     min(v for (s, _), v in sensitivity.items() if s == "published"),
     display=False,
 )
-sensitivity_table.to_frame().style.format("{:.3g}")
+report.sensitivity_frame(sensitivity).to_frame().style.format("{:.3g}")
 
 # %% [markdown]
 # The causal models move by at most {glue:text}`causal_sensitivity:.2g` (floating-point
@@ -346,17 +265,13 @@ sensitivity_table.to_frame().style.format("{:.3g}")
 # ## Key numbers
 
 # %%
-pd.DataFrame(
-    {
-        (SETTING_LABELS[s], k): {
-            "PPL": r.metrics["ppl"],
-            "seen-only PPL": r.metrics["ppl_seen_only"],
-            "max |Δ logit| from the future": sensitivity[(s, k)],
-        }
-        for s, by_kind in runs.items()
-        for k, r in by_kind.items()
-    }
-).T.round(4)
+report.key_numbers(trained, sensitivity)
+
+# %%
+record = report.fusion_training_record(config, trained, sensitivity)
+write_chapter_metrics(
+    "02_fusion_training", profile, seed, record, timer.seconds
+)
 
 # %% [markdown]
 # ## Exercises
@@ -373,31 +288,3 @@ pd.DataFrame(
 #    moves when tokens after `t` change. Compare its value for the causal and
 #    the published fusion model in the leak section: which one could a reader
 #    use to generate text left to right?
-
-# %%
-numbers = {}
-for setting, by_kind in runs.items():
-    numbers[setting] = {"label": SETTING_LABELS[setting]}
-    for kind, run in by_kind.items():
-        numbers[setting][kind] = {
-            **{k: v for k, v in run.metrics.items()},
-            "val_ppl_per_epoch": run.val_ppl_per_epoch,
-            "train_seconds": run.train_seconds,
-            "run_status": run.status,
-            "future_sensitivity": sensitivity[(setting, kind)],
-        }
-numbers["paper"] = {"table1": PAPER_A_TABLE1, "focus_ce": PAPER_A_FOCUS_CE}
-numbers["config"] = {
-    "corpus": vars(config.corpus),
-    "backbone": vars(config.backbone),
-    "train": vars(config.train),
-}
-from semlm.core.records import FusionTrainingRecord
-
-write_chapter_metrics(
-    "02_fusion_training",
-    profile,
-    seed,
-    FusionTrainingRecord(extra=numbers),
-    timer.seconds,
-)

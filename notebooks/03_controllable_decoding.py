@@ -51,44 +51,22 @@ seed = 111
 workers = 2
 
 # %%
-import time
-
 import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
-from dataclasses import replace
-
-from semlm.fusion.decoding import (
-    BASELINE_FAIR,
-    FUSION_DEFAULT,
-    PAPER_MIXTURE,
-    ClauseGrammar,
-    Controls,
-    DecodingConfig,
-    generate,
-    published_decoding,
-)
-from semlm.data.vocab import detokenize
+from semlm.core import runs
+from semlm.core.metrics import polarity_confusion
+from semlm.fusion import control_study as study
+from semlm.data.vocab import detokenize  # the exercises print with it
 from semlm.fusion.synthetic_experiment import (
-    SETTING_LABELS,
     SETTINGS,
-    prepare_data,
-    run_models,
+    SYNTHETIC,
+    fusion_training_runs,
 )
-from semlm.core.metrics import (
-    FOCUS_TOKENS,
-    control_accuracy,
-    held_out_hit_rate,
-    polarity_confusion,
-)
+from semlm.fusion.training_report import focus_by_model
 from semlm.profiles import check_parameters, synthetic_profile
-from semlm.reference import (
-    PAPER_A_FOCUS_CE,
-    PAPER_A_HARD_CONTROL,
-    PAPER_A_OOD_ALPHA,
-    PAPER_A_OOD_HIT,
-)
+from semlm.reference import PAPER_A_OOD_ALPHA, PAPER_A_OOD_HIT
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, workers=workers)
@@ -96,50 +74,11 @@ timer = ChapterTimer()
 config = synthetic_profile(profile, seed)
 N = 200  # generations per setting, as in the paper
 
-runs = {
-    setting: run_models(config, setting, workers=workers, progress=False)
-    for setting in SETTINGS
-}
-data = {setting: prepare_data(config.corpus, setting) for setting in SETTINGS}
-models = {
-    (s, k): r.load() for s, by_kind in runs.items() for k, r in by_kind.items()
-}
-grammar = ClauseGrammar(data["causal"].vocab)
-split = data["causal"].corpus.split
-
-
-def decode(
-    setting,
-    kind,
-    n,
-    controls=None,
-    prompt=None,
-    decoding=FUSION_DEFAULT,
-    seed_offset=0,
-    authors_rules=None,
-):
-    """``authors_rules`` (default: in the published setting) decodes with
-    ``published_decoding``."""
-    if setting == "published" if authors_rules is None else authors_rules:
-        decoding = published_decoding(decoding)
-    return generate(
-        models[(setting, kind)],
-        data[setting].featurizer,
-        grammar,
-        n,
-        Controls(controls or {}),
-        prompt=prompt,
-        config=decoding,
-        seed=seed + seed_offset,
-    )
-
-
-POSITIVE = {"pos_high": 0.95, "str_high": 0.9}
-NEGATIVE_QUESTION = {"neg_high": 0.95, "is_question": 1.0, "str_med": 0.6}
-HARD = {
-    "pos": DecodingConfig(hard=True, mixture=PAPER_MIXTURE["positive"]),
-    "neg": DecodingConfig(hard=True, mixture=PAPER_MIXTURE["negative"]),
-}
+context = runs.RunContext(profile, workers=workers, progress=False)
+records = runs.run_many(SYNTHETIC, fusion_training_runs(config), context)
+trained = runs.nested(records, "group", "name")  # chapter 2's models
+decode = study.Decoder.of(trained, config, seed)
+split = decode.data["causal"].corpus.split
 
 # %% [markdown]
 # ## Generations (paper Figure 2 and Table 5)
@@ -156,54 +95,11 @@ HARD = {
 # them from the same random seed gives the same sentences.
 
 # %%
-settings_shown = {
-    "baseline (fair)": ("baseline", None, BASELINE_FAIR),
-    "fusion (no control)": ("fusion", None, FUSION_DEFAULT),
-    "fusion (positive & strong, hard)": ("fusion", POSITIVE, HARD["pos"]),
-    "fusion (negative & question, hard)": (
-        "fusion",
-        NEGATIVE_QUESTION,
-        HARD["neg"],
-    ),
-}
-examples = []
-for prompt in (None, "Carol starts the model,"):
-    for offset, (label, (kind, controls, decoding)) in enumerate(
-        settings_shown.items()
-    ):
-        # a seed per setting: with one seed, similar models draw the same
-        # random numbers
-        for sentence in decode(
-            "causal",
-            kind,
-            3,
-            controls,
-            prompt,
-            decoding,
-            seed_offset=11 + offset,
-        ):
-            examples.append(
-                {
-                    "prompt": prompt or "(none)",
-                    "setting": label,
-                    "generation": detokenize(sentence),
-                }
-            )
+examples = study.examples(decode)
 pd.DataFrame(examples).set_index(["prompt", "setting"])
 
 # %%
-no_ops = all(
-    decode(s, kind, N, decoding=d, seed_offset=7)
-    == decode(
-        s,
-        kind,
-        N,
-        decoding=replace(d, top_k=0, repetition_penalty=1.0),
-        seed_offset=7,
-    )
-    for s in SETTINGS
-    for kind, d in (("baseline", BASELINE_FAIR), ("fusion", FUSION_DEFAULT))
-)
+no_ops = study.grammar_no_ops(decode, N)
 glue("no_ops", "identical" if no_ops else "NOT identical", display=False)
 print(
     "with and without top-k 20 / last-3 repetition penalty: "
@@ -217,45 +113,9 @@ print(
 # polarity (and whose punctuation matches); brackets are 95% Wilson intervals.
 
 # %%
-hard = {
-    (s, cls): decode(
-        s,
-        "fusion",
-        N,
-        POSITIVE if cls == "pos" else NEGATIVE_QUESTION,
-        decoding=HARD[cls],
-    )
-    for s in SETTINGS
-    for cls in ("pos", "neg")
-}
-hard_scores = {
-    (s, cls): control_accuracy(
-        out, "POS" if cls == "pos" else "NEG", "!" if cls == "pos" else "?"
-    )
-    for (s, cls), out in hard.items()
-}
-
-
-def fmt(p):
-    """rate [95% Wilson interval] (successes/trials)."""
-    from semlm.core.records import Interval
-
-    return f"{Interval.from_dict(p):.2f} ({p['k']}/{p['n']})"
-
-
-pd.DataFrame(
-    [
-        {
-            "setting": SETTING_LABELS[s],
-            "request": cls,
-            "adjective accuracy": fmt(v["adj_acc"]),
-            "punctuation accuracy": fmt(v["punct_acc"]),
-            "paper": f"{PAPER_A_HARD_CONTROL[cls]['adj_acc']:.2f} / "
-            f"{PAPER_A_HARD_CONTROL[cls]['punct_acc']:.2f}",
-        }
-        for (s, cls), v in hard_scores.items()
-    ]
-)
+hard = study.hard_control(decode, N)
+hard_scores = {key: study.accuracy(out, key[1]) for key, out in hard.items()}
+study.hard_table(hard_scores)
 
 # %%
 confusion = polarity_confusion(
@@ -277,60 +137,16 @@ fig = plots.plot_confusion(confusion, "hard control, causal fusion model")
 
 # %%
 strengths = [0.0, 0.25, 0.5, 0.75, 1.0]
-curve = []
-for value in strengths:
-    for cls, controls, polarity, punct in (
-        ("pos", {"pos_high": value, "str_high": value}, "POS", "!"),
-        ("neg", {"neg_high": value, "is_question": value}, "NEG", "?"),
-    ):
-        scores = control_accuracy(
-            decode("causal", "fusion", N, controls, seed_offset=100),
-            polarity,
-            punct,
-        )
-        for what, key in (
-            ("adjective", "adj_acc"),
-            ("punctuation", "punct_acc"),
-        ):
-            p = scores[key]
-            curve.append(
-                {
-                    "strength": value,
-                    "series": f"{cls} {what} "
-                    f"({polarity if what == 'adjective' else punct})",
-                    "accuracy": p["value"],
-                    "low": p["ci_low"],
-                    "high": p["ci_high"],
-                }
-            )
-curve = pd.DataFrame(curve)
+curve = study.soft_curve(decode, N, strengths)
 fig = plots.plot_control_curve(curve)
 
 # %%
-soft = {
-    cls: control_accuracy(
-        decode("causal", "fusion", N, controls, seed_offset=200),
-        polarity,
-        punct,
-    )
-    for cls, controls, polarity, punct in (
-        ("pos", POSITIVE, "POS", "!"),
-        ("neg", NEGATIVE_QUESTION, "NEG", "?"),
-    )
-}
-glue("soft_pos_adj", soft["pos"]["adj_acc"]["value"], display=False)
-glue("soft_neg_adj", soft["neg"]["adj_acc"]["value"], display=False)
-glue("soft_pos_punct", soft["pos"]["punct_acc"]["value"], display=False)
-glue("soft_neg_punct", soft["neg"]["punct_acc"]["value"], display=False)
-pd.DataFrame(
-    {
-        cls: {
-            "adjective accuracy": fmt(v["adj_acc"]),
-            "punctuation accuracy": fmt(v["punct_acc"]),
-        }
-        for cls, v in soft.items()
-    }
-).T
+soft = study.soft_control(decode, N)
+glue("soft_pos_adj", soft["pos"].adj_acc.mean, display=False)
+glue("soft_neg_adj", soft["neg"].adj_acc.mean, display=False)
+glue("soft_pos_punct", soft["pos"].punct_acc.mean, display=False)
+glue("soft_neg_punct", soft["neg"].punct_acc.mean, display=False)
+study.soft_table(soft)
 
 # %% [markdown]
 # With the paper's control values but no restriction, the adjective has the requested
@@ -348,41 +164,13 @@ pd.DataFrame(
 # $\alpha$ with the rest fixed.
 
 # %%
-held_out = {"pos": split.positive_held_out, "neg": split.negative_held_out}
 ood = {
-    (s, cls): held_out_hit_rate(hard[(s, cls)], held_out[cls])
+    (s, cls): study.held_out_hits(hard[(s, cls)], decode.held_out[cls])
     for s in SETTINGS
     for cls in ("pos", "neg")
 }
-sweep = []
-for cls, mixture in (
-    ("pos", PAPER_MIXTURE["positive"]),
-    ("neg", PAPER_MIXTURE["negative"]),
-):
-    for alpha in (0.0, 0.25, 0.5, 0.75, 0.85, 0.97, 1.0):
-        decoding = DecodingConfig(
-            hard=True,
-            mixture=type(mixture)(alpha, mixture.temperature, mixture.top_p),
-        )
-        out = decode(
-            "causal",
-            "fusion",
-            N,
-            POSITIVE if cls == "pos" else NEGATIVE_QUESTION,
-            decoding=decoding,
-            seed_offset=300,
-        )
-        p = held_out_hit_rate(out, held_out[cls])
-        sweep.append(
-            {
-                "class": cls,
-                "alpha": alpha,
-                "rate": p["value"],
-                "low": p["ci_low"],
-                "high": p["ci_high"],
-            }
-        )
-sweep = pd.DataFrame(sweep)
+alphas = (0.0, 0.25, 0.5, 0.75, 0.85, 0.97, 1.0)
+sweep = study.ood_sweep(decode, N, alphas)
 reference = len(split.positive_held_out) / (
     len(split.positive_held_out) + len(split.positive_train)
 )
@@ -395,19 +183,9 @@ fig = plots.plot_ood_sweep(
 )
 
 # %%
-glue("ood_pos", ood[("causal", "pos")]["value"], display=False)
-glue("ood_neg", ood[("causal", "neg")]["value"], display=False)
-pd.DataFrame(
-    [
-        {
-            "setting": SETTING_LABELS[s],
-            "class": cls,
-            "held-out hit rate": fmt(p),
-            "paper": PAPER_A_OOD_HIT[cls],
-        }
-        for (s, cls), p in ood.items()
-    ]
-)
+glue("ood_pos", ood[("causal", "pos")].mean, display=False)
+glue("ood_neg", ood[("causal", "neg")].mean, display=False)
+study.ood_table(ood)
 
 # %% [markdown]
 # With the paper's settings the causal fusion model picks a held-out adjective in
@@ -428,109 +206,13 @@ pd.DataFrame(
 # any logit steering. Each row below is the same model, the same requests and N.
 
 # %%
-side = []
-for s in SETTINGS:
-    for rule in ("reach", "authors"):
-        for path, features, steering in (
-            ("logits + features (ours)", True, True),
-            ("logits only (authors')", False, True),
-            ("features only", True, False),
-        ):
-            row = {"setting": s, "nucleus rule": rule, "control path": path}
-            for offset, (cls, controls, polarity, punct) in enumerate(
-                (
-                    ("pos", POSITIVE, "POS", "!"),
-                    ("neg", NEGATIVE_QUESTION, "NEG", "?"),
-                )
-            ):
-                mixture = replace(HARD[cls].mixture, nucleus_rule=rule)
-                hard_config = replace(
-                    HARD[cls],
-                    mixture=mixture,
-                    nucleus_rule=rule,
-                    feature_control=features,
-                    logit_steering=steering,
-                )
-                out = decode(
-                    s,
-                    "fusion",
-                    N,
-                    controls,
-                    decoding=hard_config,
-                    seed_offset=400 + offset,
-                    authors_rules=False,
-                )
-                row[f"OOD hit {cls}"] = held_out_hit_rate(out, held_out[cls])
-                soft_config = replace(
-                    FUSION_DEFAULT,
-                    nucleus_rule=rule,
-                    feature_control=features,
-                    logit_steering=steering,
-                )
-                row[f"soft adj {cls}"] = control_accuracy(
-                    decode(
-                        s,
-                        "fusion",
-                        N,
-                        controls,
-                        decoding=soft_config,
-                        seed_offset=410 + offset,
-                        authors_rules=False,
-                    ),
-                    polarity,
-                    punct,
-                )["adj_acc"]
-            side.append(row)
-side_table = pd.DataFrame(
-    [
-        {k: (fmt(v) if isinstance(v, dict) else v) for k, v in row.items()}
-        for row in side
-    ]
-)
+side = study.rule_and_path(decode, N)
+side_table = study.rule_and_path_table(side)
 side_table.set_index(["setting", "nucleus rule", "control path"])
 
-
 # %%
-def side_value(setting, rule, path, key):
-    return next(
-        r[key]["value"]
-        for r in side
-        if (r["setting"], r["nucleus rule"], r["control path"])
-        == (setting, rule, path)
-    )
-
-
-OURS, AUTHORS, FEATURES = (
-    "logits + features (ours)",
-    "logits only (authors')",
-    "features only",
-)
-glue(
-    "ood_neg_reach",
-    side_value("causal", "reach", OURS, "OOD hit neg"),
-    display=False,
-)
-glue(
-    "ood_neg_authors",
-    side_value("causal", "authors", OURS, "OOD hit neg"),
-    display=False,
-)
-glue(
-    "ood_neg_published_authors",
-    side_value("published", "authors", AUTHORS, "OOD hit neg"),
-    display=False,
-)
-for cls in ("pos", "neg"):
-    for name, path in (
-        ("with", OURS),
-        ("without", AUTHORS),
-        ("alone", FEATURES),
-    ):
-        glue(
-            f"soft_{cls}_{name}",
-            side_value("causal", "reach", path, f"soft adj {cls}"),
-            display=False,
-        )
+for name, value in study.rule_and_path_numbers(side).items():
+    glue(name, value, display=False)
 
 # %% [markdown]
 # For the causal model, the authors' nucleus rule moves the negative held-out rate from
@@ -551,16 +233,7 @@ for cls in ("pos", "neg"):
 # acts on.
 
 # %%
-focus = pd.DataFrame(
-    {
-        f"{s} {k}": r.metrics["focus_ce"]
-        for s, by_kind in runs.items()
-        for k, r in by_kind.items()
-    }
-)
-focus = focus.reindex(list(FOCUS_TOKENS)).join(
-    pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper ")
-)
+focus = focus_by_model(trained)
 focus.style.format("{:.4f}", na_rep="–")
 
 # %% [markdown]
@@ -569,22 +242,10 @@ focus.style.format("{:.4f}", na_rep="–")
 # All N sentences of a request decode as one batch.
 
 # %%
-times = []
-for repeat in range(4):
-    start = time.perf_counter()
-    decode(
-        "causal",
-        "fusion",
-        N,
-        POSITIVE,
-        decoding=HARD["pos"],
-        seed_offset=repeat,
-    )
-    times.append(time.perf_counter() - start)
-generations_per_second = N / min(times[1:])
+best, generations_per_second = study.generations_per_second(decode, N)
 glue("gen_per_s", generations_per_second, display=False)
 print(
-    f"{N} hard-controlled sentences in {min(times[1:]):.3f} s "
+    f"{N} hard-controlled sentences in {best:.3f} s "
     f"({generations_per_second:.0f} per second)"
 )
 
@@ -592,22 +253,26 @@ print(
 # ## Key numbers (causal fusion model, N = 200 per request)
 
 # %%
-pd.DataFrame(
-    {
-        cls: {
-            "hard adjective / punctuation": (
-                f"{hard_scores[('causal', cls)]['adj_acc']['value']:.2f} / "
-                f"{hard_scores[('causal', cls)]['punct_acc']['value']:.2f}"
-            ),
-            "soft adjective / punctuation": (
-                f"{soft[cls]['adj_acc']['value']:.2f} / "
-                f"{soft[cls]['punct_acc']['value']:.2f}"
-            ),
-            "held-out hit rate": f"{ood[('causal', cls)]['value']:.2f}",
-        }
-        for cls in ("pos", "neg")
-    }
-).T
+study.key_numbers(hard_scores, soft, ood)
+
+# %%
+record = study.decoding_record(
+    N,
+    hard_scores,
+    soft,
+    curve,
+    confusion,
+    ood,
+    sweep,
+    side,
+    no_ops,
+    focus,
+    generations_per_second,
+    examples,
+)
+write_chapter_metrics(
+    "03_controllable_decoding", profile, seed, record, timer.seconds
+)
 
 # %% [markdown]
 # ## Exercises
@@ -620,78 +285,5 @@ pd.DataFrame(
 #    print the sentences with `detokenize`. Does the strength request show up
 #    as a weak intensifier before a negative adjective?
 # 3. **Mixture weight.** In the out-of-distribution sweep, add `0.9` and `0.99`
-#    to the values of `alpha`. Where does the held-out hit rate pass the
+#    to `alphas`. Where does the held-out hit rate pass the
 #    paper's value, and what happens to the trained adjectives?
-
-
-# %%
-def as_metrics(p):
-    return {
-        "value": p["value"],
-        "ci_low": p["ci_low"],
-        "ci_high": p["ci_high"],
-        "n": p["n"],
-    }
-
-
-from semlm.core.records import DecodingRecord
-
-record = DecodingRecord(
-    extra={
-        "n_per_setting": N,
-        "control": {
-            "hard": {
-                cls: {
-                    k: hard_scores[("causal", cls)][k]["value"]
-                    for k in ("adj_acc", "punct_acc")
-                }
-                for cls in ("pos", "neg")
-            },
-            "hard_ci": {
-                cls: {
-                    k: as_metrics(v)
-                    for k, v in hard_scores[("causal", cls)].items()
-                }
-                for cls in ("pos", "neg")
-            },
-            "hard_published": {
-                cls: {
-                    k: v["value"]
-                    for k, v in hard_scores[("published", cls)].items()
-                }
-                for cls in ("pos", "neg")
-            },
-            "soft": {
-                cls: {k: v["value"] for k, v in soft[cls].items()}
-                for cls in ("pos", "neg")
-            },
-            "soft_ci": {
-                cls: {k: as_metrics(v) for k, v in soft[cls].items()}
-                for cls in ("pos", "neg")
-            },
-            "soft_curve": curve.to_dict(orient="records"),
-        },
-        "confusion": {"hard": confusion},
-        "ood_hit": {
-            cls: ood[("causal", cls)]["value"] for cls in ("pos", "neg")
-        },
-        "ood_hit_published": {
-            cls: ood[("published", cls)]["value"] for cls in ("pos", "neg")
-        },
-        "ood_alpha_sweep": sweep.to_dict(orient="records"),
-        "rule_and_control_path": [
-            {
-                k: (as_metrics(v) if isinstance(v, dict) else v)
-                for k, v in row.items()
-            }
-            for row in side
-        ],
-        "grammar_makes_top_k_and_repetition_penalty_no_ops": no_ops,
-        "focus_ce": {col: focus[col].to_dict() for col in focus.columns},
-        "generations_per_second": generations_per_second,
-        "examples": examples,
-    },
-)
-write_chapter_metrics(
-    "03_controllable_decoding", profile, seed, record, timer.seconds
-)

@@ -45,35 +45,28 @@ n_seeds = None  # None: the profile's (smoke 2, cpu 3, paper 5)
 # %%
 import math
 
-import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
+from semlm.core import runs
+from semlm.core.metrics import FOCUS_TOKENS
+from semlm.data.synthetic import make_corpus
+from semlm.fusion import audit_tables as tables
 from semlm.fusion.audit import (
-    ABLATIONS,
-    REQUESTS,
+    AuditRuns,
+    audit_runs,
     audit_seeds,
     control_reports,
-    train_audit_models,
+    summarise_audit,
 )
-from semlm.data.synthetic import make_corpus
-from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS
 from semlm.fusion.leakage import causal_floors
-from semlm.book.claims import paired_difference
-from semlm.core.metrics import FOCUS_TOKENS, mean_interval
+from semlm.fusion.synthetic_experiment import SYNTHETIC
 from semlm.profiles import check_parameters, synthetic_profile
-from semlm.reference import (
-    PAPER_A_FOCUS_CE,
-    PAPER_A_HARD_CONTROL,
-    PAPER_A_OOD_HIT,
-    PAPER_A_TABLE1,
-)
+from semlm.reference import PAPER_A_TABLE1
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
 check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
 timer = ChapterTimer()
-# the smoke profile only checks the code paths: 2 seeds still give an
-# interval
 if profile == "smoke" and n_seeds is not None and n_seeds > 2:
     print(f"smoke profile: {n_seeds} seeds requested, 2 used")
     n_seeds = 2
@@ -82,13 +75,6 @@ N = 200  # generations per request and model, as in the paper
 corpus = make_corpus(
     synthetic_profile(profile, seed).corpus
 )  # the words only; models come later
-
-
-def fmt(summary, digits=3):
-    """mean [95% interval] over seeds."""
-    from semlm.core.records import Interval
-
-    return Interval.from_dict(summary).format(digits)
 
 
 # %% [markdown]
@@ -136,29 +122,7 @@ glue(
     floors["ppl_seen_only_authors_denominator"],
     display=False,
 )
-pd.DataFrame(
-    {
-        "causal floor": {
-            "PPL": floors["ppl"],
-            "seen-only PPL": floors["ppl_seen_only"],
-            "PPL, authors' denominator": floors["ppl_authors_denominator"],
-            "seen-only PPL, authors' denominator": floors[
-                "ppl_seen_only_authors_denominator"
-            ],
-        },
-        **{
-            f"paper, {kind}": {
-                "PPL": None,
-                "seen-only PPL": None,  # the paper counts the authors' way
-                "PPL, authors' denominator": PAPER_A_TABLE1[kind]["ppl"],
-                "seen-only PPL, authors' denominator": PAPER_A_TABLE1[kind][
-                    "ppl_seen_only"
-                ],
-            }
-            for kind in ("baseline", "fusion")
-        },
-    }
-).round(3)
+tables.floors_frame(floors)
 
 # %% [markdown]
 # No causal model can score below {glue:text}`floor_ppl:.3f` on this validation set on
@@ -177,8 +141,13 @@ pd.DataFrame(
 # chapters 2 and 3 are re-used.
 
 # %%
-audit = train_audit_models(profile, seeds, workers=workers, progress=False)
+context = runs.RunContext(profile, workers=workers, progress=False)
+records = runs.run_many(SYNTHETIC, audit_runs(profile, seeds), context)
+audit = AuditRuns.of(records, seeds)
 print(f"{len(audit.runs)} models, seeds {seeds}, profile {profile!r}")
+# the control generations of every model (Tables 2-4, below)
+reports = control_reports(audit, profile, N)
+summary = summarise_audit(audit, reports, floors)
 
 # %% [markdown]
 # ## Table 1 over seeds
@@ -188,107 +157,24 @@ print(f"{len(audit.runs)} models, seeds {seeds}, profile {profile!r}")
 # single seeds; the red dashed line is the paper, the dotted line the causal floor.
 
 # %%
-table1 = {
-    s: {
-        m: {
-            k: mean_interval(audit.values(s, m, k))
-            for k in (
-                "ppl",
-                "ppl_seen_only",
-                "ppl_authors_denominator",
-                "ppl_seen_only_authors_denominator",
-            )
-        }
-        for m in ("baseline", "fusion")
-    }
-    for s in SETTINGS
-}
-for s in SETTINGS:
-    table1[s]["fusion"]["sem_mse"] = mean_interval(
-        audit.values(s, "fusion", "sem_mse")
-    )
-# the paper's perplexities count the <eos> -> <pad> target: they sit next
-# to ours counted the same way
-PAPER_COUNTS_AS = {
-    "ppl_authors_denominator": "ppl",
-    "ppl_seen_only_authors_denominator": "ppl_seen_only",
-    "sem_mse": "sem_mse",
-}
-rows = []
-for s in SETTINGS:
-    for m in ("baseline", "fusion"):
-        for k, summary in table1[s][m].items():
-            rows.append(
-                {
-                    "setting": SETTING_LABELS[s],
-                    "model": m,
-                    "metric": k,
-                    "mean [95% CI]": fmt(summary, 4 if k == "sem_mse" else 3),
-                    "paper": PAPER_A_TABLE1[m].get(PAPER_COUNTS_AS.get(k, "")),
-                    "causal floor": floors.get(k),
-                }
-            )
-pd.DataFrame(rows).set_index(["setting", "model", "metric"])
+tables.table1_frame(summary)
 
 # %%
-points = []
-for s in SETTINGS:
-    for m in ("baseline", "fusion"):
-        for k in ("ppl", "ppl_seen_only"):
-            for seed_, value in zip(seeds, table1[s][m][k]["values"]):
-                points.append(
-                    {
-                        "metric": k,
-                        "row": f"{s} / {m}",
-                        "seed": seed_,
-                        "value": value,
-                        **table1[s][m][k],
-                    }
-                )
 fig = plots.plot_seed_intervals(
-    pd.DataFrame(points).drop(columns="values"),
+    tables.table1_points(summary),
     "Table 1 over seeds",
     references={"paper": PAPER_A_TABLE1["fusion"], "causal floor": floors},
 )
 
 # %%
-gain = {
-    s: paired_difference(
-        audit.values(s, "baseline", "ppl_seen_only"),
-        audit.values(s, "fusion", "ppl_seen_only"),
-    )
-    for s in SETTINGS
-}
-
-
-def gain_verdict(summary):
-    if (
-        len(summary["values"]) < 2
-        or summary["ci_low"] <= 0 <= summary["ci_high"]
-    ):
-        return "no difference detected (the interval contains 0)"
-    return "fusion lower" if summary["ci_low"] > 0 else "fusion higher"
-
-
-glue("gain_causal", fmt(gain["causal"]), display=False)
-glue("gain_published", fmt(gain["published"]), display=False)
-glue("gain_causal_verdict", gain_verdict(gain["causal"]), display=False)
-glue("gain_published_verdict", gain_verdict(gain["published"]), display=False)
+gain = summary.gain
+glue("gain_causal", gain["causal"].format(), display=False)
+glue("gain_published", gain["published"].format(), display=False)
+for s in gain:
+    verdict = tables.gain_verdict(gain[s])
+    glue(f"gain_{s}_verdict", verdict, display=False)
 glue("n_seeds", len(seeds), display=False)
-pd.DataFrame(
-    [
-        {
-            "setting": SETTING_LABELS[s],
-            **{
-                f"seed {k}": round(v, 4)
-                for k, v in zip(seeds, gain[s]["values"])
-            },
-            "mean [95% CI]": fmt(gain[s]),
-            "verdict": gain_verdict(gain[s]),
-        }
-        for s in SETTINGS
-    ]
-).set_index("setting")
+tables.gain_frame(summary)
 
 # %% [markdown]
 # Baseline minus fusion seen-only perplexity, paired by seed (each seed trains both models
@@ -305,42 +191,10 @@ pd.DataFrame(
 # on the token's alternatives; a model that reads the future can go below it.
 
 # %%
-focus_rows = []
-for token in FOCUS_TOKENS:
-    row = {"token": token, "causal floor": floors["focus_ce"][token]}
-    for s in SETTINGS:
-        for m in ("baseline", "fusion"):
-            row[f"{s} {m}"] = mean_interval(
-                [
-                    r.metrics["focus_ce"][token]
-                    for (ss, mm, _), r in audit.runs.items()
-                    if ss == s and mm == m
-                ]
-            )["mean"]
-    row["paper fusion"] = PAPER_A_FOCUS_CE["fusion"][token]
-    focus_rows.append(row)
-focus = pd.DataFrame(focus_rows).set_index("token")
-focus_seeds = {
-    token: {
-        f"{s} {m}": [
-            audit.runs[(s, m, seed_)].metrics["focus_ce"][token]
-            for seed_ in seeds
-        ]
-        for s in SETTINGS
-        for m in ("baseline", "fusion")
-    }
-    for token in FOCUS_TOKENS
-}
-below = {
-    s: [
-        t
-        for t in FOCUS_TOKENS
-        if focus.loc[t, f"{s} fusion"] < floors["focus_ce"][t] - 0.05
-    ]
-    for s in SETTINGS
-}
-glue("below_published", ", ".join(below["published"]) or "none", display=False)
-glue("below_causal", ", ".join(below["causal"]) or "none", display=False)
+focus = tables.focus_frame(summary)
+for s in ("published", "causal"):
+    below = tables.below_floor(focus, floors, s)
+    glue(f"below_{s}", ", ".join(below) or "none", display=False)
 focus.round(3).replace(math.inf, "∞")
 
 # %% [markdown]
@@ -360,72 +214,7 @@ focus.round(3).replace(math.inf, "∞")
 # share of hard generations whose adjective has the intended polarity (Table 3).
 
 # %%
-reports = control_reports(audit, profile, N)
-
-
-def control_values(setting, model, path):
-    out = []
-    for s_ in seeds:
-        value = reports[(setting, model, s_)]
-        for key in path:
-            value = value[key]
-        out.append(value["value"] if isinstance(value, dict) else value)
-    return out
-
-
-UNIT = (0.0, 1.0)  # accuracies and hit rates: intervals clipped to [0, 1]
-control = {
-    s: {
-        mode: {
-            cls: {
-                k: mean_interval(
-                    control_values(s, "fusion", (mode, cls, k)), UNIT
-                )
-                for k in ("adj_acc", "punct_acc")
-            }
-            for cls in REQUESTS
-        }
-        for mode in ("hard", "soft")
-    }
-    for s in SETTINGS
-}
-ood = {
-    s: {
-        cls: mean_interval(control_values(s, "fusion", ("ood_hit", cls)), UNIT)
-        for cls in REQUESTS
-    }
-    for s in SETTINGS
-}
-diagonal = {
-    s: mean_interval(
-        control_values(s, "fusion", ("confusion_diagonal",)), UNIT
-    )
-    for s in SETTINGS
-}
-rows = []
-for s in SETTINGS:
-    for cls in REQUESTS:
-        rows.append(
-            {
-                "setting": SETTING_LABELS[s],
-                "request": cls,
-                "hard adj / punct": (
-                    f"{fmt(control[s]['hard'][cls]['adj_acc'], 2)} / "
-                    f"{fmt(control[s]['hard'][cls]['punct_acc'], 2)}"
-                ),
-                "soft adj / punct": (
-                    f"{fmt(control[s]['soft'][cls]['adj_acc'], 2)} / "
-                    f"{fmt(control[s]['soft'][cls]['punct_acc'], 2)}"
-                ),
-                "OOD hit": fmt(ood[s][cls], 2),
-                "paper OOD": PAPER_A_OOD_HIT[cls],
-                "paper hard": (
-                    f"{PAPER_A_HARD_CONTROL[cls]['adj_acc']:.2f} / "
-                    f"{PAPER_A_HARD_CONTROL[cls]['punct_acc']:.2f}"
-                ),
-            }
-        )
-pd.DataFrame(rows).set_index(["setting", "request"])
+tables.control_table(summary)
 
 # %% [markdown]
 # Hard control is exact in both settings and every seed, which is what a class restriction
@@ -440,60 +229,11 @@ pd.DataFrame(rows).set_index(["setting", "request"])
 # drops the feature-reconstruction loss, **no uniformizer** drops the class-uniformizer term.
 
 # %%
-variants = ("baseline", "fusion") + ABLATIONS
-ablations = {}
-for v in variants:
-    entry = {
-        k: mean_interval(audit.values("causal", v, k))
-        for k in ("ppl", "ppl_seen_only")
-    }
-    if v != "baseline":
-        entry["sem_mse"] = mean_interval(audit.values("causal", v, "sem_mse"))
-        entry["ood_hit"] = {
-            cls: mean_interval(
-                control_values("causal", v, ("ood_hit", cls)), UNIT
-            )
-            for cls in REQUESTS
-        }
-        entry["soft_adj_acc"] = {
-            cls: mean_interval(
-                control_values("causal", v, ("soft", cls, "adj_acc")), UNIT
-            )
-            for cls in REQUESTS
-        }
-    ablations[v] = entry
-pd.DataFrame(
-    [
-        {
-            "model": v,
-            "PPL": fmt(e["ppl"]),
-            "seen-only PPL": fmt(e["ppl_seen_only"]),
-            "sem MSE": fmt(e["sem_mse"], 4) if "sem_mse" in e else "",
-            "OOD hit pos / neg": (
-                f"{fmt(e['ood_hit']['pos'], 2)} / {fmt(e['ood_hit']['neg'], 2)}"
-                if "ood_hit" in e
-                else ""
-            ),
-            "soft adj acc pos / neg": (
-                f"{fmt(e['soft_adj_acc']['pos'], 2)} / "
-                f"{fmt(e['soft_adj_acc']['neg'], 2)}"
-                if "soft_adj_acc" in e
-                else ""
-            ),
-        }
-        for v, e in ablations.items()
-    ]
-).set_index("model")
+tables.ablation_table(summary)
 
 # %%
-points = [
-    {"metric": k, "row": v, "seed": s_, "value": value, **ablations[v][k]}
-    for v in variants
-    for k in ("ppl", "ppl_seen_only")
-    for s_, value in zip(seeds, ablations[v][k]["values"])
-]
 fig = plots.plot_seed_intervals(
-    pd.DataFrame(points).drop(columns="values"),
+    tables.seed_points(summary.ablations, seeds),
     "ablations (causal)",
     references={"causal floor": floors},
 )
@@ -513,98 +253,18 @@ fig = plots.plot_seed_intervals(
 # mixture as fusion; under soft control only the codes act (no steering at all).
 
 # %%
-code = {
-    "ppl": mean_interval(audit.values("causal", "control_code", "ppl")),
-    "ppl_seen_only": mean_interval(
-        audit.values("causal", "control_code", "ppl_seen_only")
-    ),
-    **{
-        mode: {
-            cls: {
-                k: mean_interval(
-                    control_values("causal", "control_code", (mode, cls, k)),
-                    UNIT,
-                )
-                for k in ("adj_acc", "punct_acc")
-            }
-            for cls in REQUESTS
-        }
-        for mode in ("soft", "hard")
-    },
-    "ood_hit": {
-        cls: mean_interval(
-            control_values("causal", "control_code", ("ood_hit", cls)), UNIT
-        )
-        for cls in REQUESTS
-    },
-}
-rows = []
-for name, source in (
-    ("control codes (causal)", code),
-    (
-        "fusion (causal)",
-        {
-            **table1["causal"]["fusion"],
-            **control["causal"],
-            "ood_hit": ood["causal"],
-        },
-    ),
-):
-    rows.append(
-        {
-            "model": name,
-            "PPL": fmt(source["ppl"]),
-            "seen-only PPL": fmt(source["ppl_seen_only"]),
-            **{
-                f"soft {cls} adj / punct": (
-                    f"{fmt(source['soft'][cls]['adj_acc'], 2)} / "
-                    f"{fmt(source['soft'][cls]['punct_acc'], 2)}"
-                )
-                for cls in REQUESTS
-            },
-            **{
-                f"OOD hit {cls}": fmt(source["ood_hit"][cls], 2)
-                for cls in REQUESTS
-            },
-        }
-    )
-glue("code_soft_pos", code["soft"]["pos"]["adj_acc"]["mean"], display=False)
+code = summary.control_code
+glue("code_soft_pos", code["soft"]["pos"]["adj_acc"].mean, display=False)
 glue(
     "code_soft_neg_punct",
-    code["soft"]["neg"]["punct_acc"]["mean"],
+    code["soft"]["neg"]["punct_acc"].mean,
     display=False,
 )
-glue("code_ood_pos", code["ood_hit"]["pos"]["mean"], display=False)
-glue("fusion_ood_pos", ood["causal"]["pos"]["mean"], display=False)
-code_soft_worst = min(
-    code["soft"][c][k]["mean"]
-    for c in REQUESTS
-    for k in ("adj_acc", "punct_acc")
-)
-glue(
-    "code_verdict",
-    (
-        "the codes are a strong, cheap control that needs no feature bank"
-        if code_soft_worst >= 0.9
-        else "at this profile the codes are a weak control"
-    ),
-    display=False,
-)
-same_ood = (
-    abs(code["ood_hit"]["pos"]["mean"] - ood["causal"]["pos"]["mean"]) < 0.05
-)
-glue(
-    "ood_verdict",
-    (
-        "which says that the mixture sampler, not the feature channel, "
-        "does the out-of-distribution work"
-        if same_ood
-        else "so the feature channel changes how often the mixture "
-        "reaches unseen words"
-    ),
-    display=False,
-)
-pd.DataFrame(rows).set_index("model")
+glue("code_ood_pos", code["ood_hit"]["pos"].mean, display=False)
+glue("fusion_ood_pos", summary.ood_hit["causal"]["pos"].mean, display=False)
+for name, sentence in tables.code_verdicts(summary).items():
+    glue(name, sentence, display=False)
+tables.code_table(summary)
 
 # %% [markdown]
 # With nothing but the codes, the plain language model puts a positive adjective in
@@ -619,28 +279,11 @@ pd.DataFrame(rows).set_index("model")
 # ## Key numbers
 
 # %%
-key = pd.DataFrame(
-    {
-        "causal floor PPL / seen-only": f"{floors['ppl']:.3f} / "
-        f"{floors['ppl_seen_only']:.3f}",
-        "published fusion seen-only PPL": fmt(
-            table1["published"]["fusion"]["ppl_seen_only"]
-        ),
-        "causal fusion seen-only PPL": fmt(
-            table1["causal"]["fusion"]["ppl_seen_only"]
-        ),
-        "causal baseline seen-only PPL": fmt(
-            table1["causal"]["baseline"]["ppl_seen_only"]
-        ),
-        "causal fusion OOD hit pos / neg": (
-            f"{fmt(ood['causal']['pos'], 2)} / "
-            f"{fmt(ood['causal']['neg'], 2)}"
-        ),
-        "seeds": ", ".join(map(str, seeds)),
-    },
-    index=["value"],
-).T
-key
+tables.key_numbers(summary)
+
+# %%
+record = tables.leakage_audit_record(summary, N)
+write_chapter_metrics("04_leakage_audit", profile, seed, record, timer.seconds)
 
 # %% [markdown]
 # ## Exercises
@@ -656,24 +299,3 @@ key
 # 4. **Control codes.** Compare the control-code baseline's hard and soft
 #    control with the fusion model's. What does fusion add that two tokens in
 #    front of the sentence do not?
-
-# %%
-from semlm.core.records import LeakageAuditRecord
-
-record = LeakageAuditRecord(
-    table1=table1,
-    floors=floors,
-    control=control,
-    ood_hit=ood,
-    confusion_diagonal=diagonal,
-    focus_ce_seeds=focus_seeds,
-    extra={
-        "seeds": seeds,
-        "n_per_request": N,
-        "focus_ce": focus.to_dict(orient="index"),
-        "paired_gain_seen_only": gain,
-        "ablations": ablations,
-        "control_code_baseline": code,
-    },
-)
-write_chapter_metrics("04_leakage_audit", profile, seed, record, timer.seconds)

@@ -37,16 +37,17 @@ seed = 111
 workers = 2
 
 # %%
-from dataclasses import replace
+from dataclasses import replace  # the exercises change the profile with it
 
 import pandas as pd
 import torch
 from myst_nb import glue
 
 from semlm import plots
-from semlm.core.causality import future_sensitivity
+from semlm.core import runs
+from semlm.fusion import sst2_report
+from semlm.fusion import training_report as report
 from semlm.fusion.synthetic_experiment import (
-    SETTING_LABELS,
     default_runs_dir,
     epoch_curves,
     paper_comparison_frame,
@@ -56,23 +57,19 @@ from semlm.profiles import check_parameters
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.fusion.sst2_experiment import (
     PAPER_A_TABLE7,
-    SETTINGS,
+    SST2,
     classifier_accuracy,
-    continue_under_control,
     control_frame,
     control_prefixes,
     feature_table,
-    judge_continuations,
     prepare_sst2,
-    run_sst2_models,
     sst2_profile,
+    sst2_runs,
     tag_coverage,
     train_sentiment_classifier,
 )
 
 check_parameters(profile=profile, seed=seed, workers=workers)
-# The classifier and the generation below are small-tensor work: one thread
-# is fastest (a second one mostly waits). Training runs set their own.
 torch.set_num_threads(1)
 timer = ChapterTimer()
 config = sst2_profile(profile, seed)
@@ -162,26 +159,8 @@ pd.Series(
 
 
 # %%
-def feature_leak(featurize, ids, position, replacement):
-    changed = ids.clone()
-    changed[:, position] = replacement
-    return (
-        (featurize(ids)[:, :position] - featurize(changed)[:, :position])
-        .abs()
-        .max()
-        .item()
-    )
-
-
-dev_ids = data.tensors["causal"]["dev"].input_ids
 replacement = data.vocab.id("!")
-feature_changes = {
-    s: max(
-        feature_leak(data.featurizers[s], dev_ids, t, replacement)
-        for t in (2, 5, 9)
-    )
-    for s in SETTINGS
-}
+feature_changes = sst2_report.feature_changes(data, replacement)
 glue("feature_leak_causal", feature_changes["causal"], display=False)
 pd.Series(
     feature_changes, name="max |Δ feature| before the changed token"
@@ -208,71 +187,32 @@ pd.Series(
 # problem (`semlm.fusion.sst2_experiment.EMBEDDING_INIT`).
 
 # %%
-runs = run_sst2_models(config, data, runs_dir=runs_dir, workers=workers)
-runs_table(runs)
+specs = sst2_runs(config)
+SST2.use_data(specs[0], data)  # the data above, not prepared again
+context = runs.RunContext(profile, workers=workers)
+trained = runs.nested(runs.run_many(SST2, specs, context), "group", "name")
+runs_table(trained)
 
 # %% [markdown]
 # ## Dev perplexity per epoch (paper Figure 3)
 
 # %%
-curves = epoch_curves(runs)
+curves = epoch_curves(trained)
 fig = plots.plot_validation_curves(curves)
 
 # %% [markdown]
 # ## Table 7, side by side with the paper
 
 # %%
-rows = [
-    {
-        "setting": SETTING_LABELS[s],
-        "model": k,
-        "dev PPL": r.metrics["ppl"],
-        "semantic MSE": r.metrics.get("sem_mse"),
-    }
-    for s, by_kind in runs.items()
-    for k, r in by_kind.items()
-]
-rows += [
-    {
-        "setting": "paper, Table 7 (published setting)",
-        "model": k,
-        "dev PPL": v["ppl"],
-        "semantic MSE": v.get("sem_mse"),
-    }
-    for k, v in PAPER_A_TABLE7.items()
-]
-pd.DataFrame(rows).set_index(["setting", "model"]).style.format(
-    "{:.4g}", na_rep="–"
-)
-
+sst2_report.table7_frame(trained).style.format("{:.4g}", na_rep="–")
 
 # %%
-def ppl(setting, kind):
-    return runs[setting][kind].metrics["ppl"]
-
-
-for setting in SETTINGS:
-    for kind in ("baseline", "fusion"):
-        glue(f"{setting}_{kind}_ppl", ppl(setting, kind), display=False)
-    glue(
-        f"{setting}_ppl_change",
-        100 * (ppl(setting, "fusion") / ppl(setting, "baseline") - 1),
-        display=False,
-    )
-glue(
-    "causal_sem_mse",
-    runs["causal"]["fusion"].metrics["sem_mse"],
-    display=False,
-)
-glue(
-    "published_sem_mse",
-    runs["published"]["fusion"].metrics["sem_mse"],
-    display=False,
-)
+for name, value in sst2_report.table7_numbers(trained).items():
+    glue(name, value, display=False)
 glue("profile", profile, display=False)
 glue("seed", seed, display=False)
 frame = paper_comparison_frame(
-    PAPER_A_TABLE7, runs, "ppl", "paper (published)"
+    PAPER_A_TABLE7, trained, "ppl", "paper (published)"
 )
 fig = plots.plot_table1_comparison(frame, "ppl")
 
@@ -310,21 +250,15 @@ fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %%
 probe = data.tensors["causal"]["dev"].input_ids[:64]
-sensitivity = {
-    (s, k): future_sensitivity(
-        r.load(), data.featurizers[s], probe, 5, replacement
-    )
-    for s, by_kind in runs.items()
-    for k, r in by_kind.items()
-}
+sensitivity = report.leak_sensitivity(
+    trained, data.featurizers, probe, 5, replacement
+)
 glue(
     "causal_sensitivity",
     max(v for (s, _), v in sensitivity.items() if s == "causal"),
     display=False,
 )
-pd.Series(
-    sensitivity, name="max |Δ logit| before the changed token"
-).rename_axis(["setting", "model"]).to_frame()
+report.sensitivity_frame(sensitivity).to_frame()
 
 # %% [markdown]
 # The causal models do not move (at most {glue:text}`causal_sensitivity:.2g`, floating-point
@@ -341,10 +275,10 @@ classifier = train_sentiment_classifier(config.classifier, seed)
 classifier_dev = classifier_accuracy(
     classifier, data.dev_sentences, data.dev_labels
 )
-glue("classifier_acc", classifier_dev["value"], display=False)
-glue("classifier_lo", classifier_dev["ci_low"], display=False)
-glue("classifier_hi", classifier_dev["ci_high"], display=False)
-pd.Series(classifier_dev, name="classifier, dev").to_frame()
+glue("classifier_acc", classifier_dev.mean, display=False)
+glue("classifier_lo", classifier_dev.low, display=False)
+glue("classifier_hi", classifier_dev.high, display=False)
+pd.Series(classifier_dev.to_dict(), name="classifier, dev").to_frame()
 
 # %% [markdown]
 # Its dev accuracy is {glue:text}`classifier_acc:.3f` (95% Wilson interval
@@ -371,122 +305,20 @@ pd.Series(classifier_dev, name="classifier, dev").to_frame()
 
 # %%
 prefixes = control_prefixes(data, config.control)
-models = {k: runs["causal"][k].load() for k in ("baseline", "fusion")}
-generations, judged = {}, {}
-for kind, model in models.items():
-    for offset, (request, mode) in enumerate(
-        [
-            (None, "soft"),
-            ("pos", "soft"),
-            ("neg", "soft"),
-            ("pos", "hard"),
-            ("neg", "hard"),
-        ]
-    ):
-        out = continue_under_control(
-            model,
-            data,
-            prefixes,
-            request,
-            mode,
-            config.control,
-            seed=seed + offset,
-        )
-        generations[(kind, request, mode)] = out
-        judged[(kind, request, mode)] = judge_continuations(
-            out, classifier, request
-        )
+models = {k: trained["causal"][k].load() for k in ("baseline", "fusion")}
+generations, judged = sst2_report.control_generations(
+    models, data, prefixes, classifier, config.control, seed
+)
 glue("n_prefixes", len(prefixes), display=False)
-# The feature channel alone: no logit steering, no restriction (only the
-# fusion model reads features).
-features_only = replace(config.control, steer_boost=0.0, steer_penalty=0.0)
-for kind, model in models.items():
-    for offset, request in enumerate(("pos", "neg")):
-        out = continue_under_control(
-            model,
-            data,
-            prefixes,
-            request,
-            "soft",
-            features_only,
-            seed=seed + 10 + offset,
-        )
-        generations[(kind, request, "features only")] = out
-        judged[(kind, request, "features only")] = judge_continuations(
-            out, classifier, request
-        )
-
-
-def fmt(p):
-    """rate [95% Wilson interval] (successes/trials)."""
-    from semlm.core.records import Interval
-
-    return f"{Interval.from_dict(p):.2f} ({p['k']}/{p['n']})"
-
-
-control_rows = []
-for (kind, request, mode), j in judged.items():
-    if request is None:
-        control_rows.append(
-            {
-                "model": kind,
-                "request": "none",
-                "mode": "-",
-                "VADER": "pos " + fmt(j["vader_pos_share"]),
-                "classifier": "pos " + fmt(j["classifier_pos_share"]),
-            }
-        )
-    else:
-        control_rows.append(
-            {
-                "model": kind,
-                "request": request,
-                "mode": mode,
-                "VADER": fmt(j["acc"]),
-                "classifier": fmt(j["classifier_acc"]),
-            }
-        )
-pd.DataFrame(control_rows).set_index(["model", "request", "mode"])
+sst2_report.control_table(judged)
 
 # %%
 bars = control_frame(judged, len(prefixes))
 fig = plots.plot_sst2_control(bars)
 
 # %%
-for name, key in (
-    ("soft_pos", ("fusion", "pos", "soft")),
-    ("soft_neg", ("fusion", "neg", "soft")),
-    ("hard_pos", ("fusion", "pos", "hard")),
-    ("hard_neg", ("fusion", "neg", "hard")),
-    ("feat_pos", ("fusion", "pos", "features only")),
-    ("feat_neg", ("fusion", "neg", "features only")),
-    ("base_soft_pos", ("baseline", "pos", "soft")),
-    ("base_soft_neg", ("baseline", "neg", "soft")),
-):
-    glue(f"{name}_vader", judged[key]["acc"]["value"], display=False)
-    glue(f"{name}_clf", judged[key]["classifier_acc"]["value"], display=False)
-for kind in ("baseline", "fusion"):
-    none = judged[(kind, None, "soft")]
-    glue(
-        f"none_{kind}_pos_vader",
-        none["vader_pos_share"]["value"],
-        display=False,
-    )
-    glue(
-        f"none_{kind}_neg_vader",
-        none["vader_neg_share"]["value"],
-        display=False,
-    )
-    glue(
-        f"none_{kind}_pos_clf",
-        none["classifier_pos_share"]["value"],
-        display=False,
-    )
-    glue(
-        f"none_{kind}_neg_clf",
-        1 - none["classifier_pos_share"]["value"],
-        display=False,
-    )
+for name, value in sst2_report.control_numbers(judged).items():
+    glue(name, value, display=False)
 
 # %% [markdown]
 # With {glue:text}`n_prefixes` prompts per request, the fusion model's continuations are
@@ -520,51 +352,29 @@ for kind in ("baseline", "fusion"):
 # receives too.
 
 # %%
-pd.DataFrame(
-    [
-        {
-            "model": kind,
-            "request": request,
-            "VADER": fmt(judged[(kind, request, "features only")]["acc"]),
-            "classifier": fmt(
-                judged[(kind, request, "features only")]["classifier_acc"]
-            ),
-        }
-        for kind in ("baseline", "fusion")
-        for request in ("pos", "neg")
-    ]
-).set_index(["model", "request"])
+sst2_report.features_only_table(judged)
 
 # %% [markdown]
 # ### Example continuations
 
 # %%
-examples = []
-for i in range(4):
-    for kind in ("baseline", "fusion"):
-        for request, mode in (
-            (None, "soft"),
-            ("pos", "features only"),
-            ("neg", "features only"),
-            ("pos", "soft"),
-            ("neg", "soft"),
-            ("pos", "hard"),
-            ("neg", "hard"),
-        ):
-            examples.append(
-                {
-                    "prompt": " ".join(prefixes[i]),
-                    "model": kind,
-                    "control": (
-                        "none" if request is None else f"{request}, {mode}"
-                    ),
-                    "continuation": " ".join(
-                        generations[(kind, request, mode)][i]
-                    ),
-                }
-            )
+examples = sst2_report.example_continuations(generations, prefixes)
 pd.set_option("display.max_colwidth", 120)
 pd.DataFrame(examples).set_index(["prompt", "model", "control"])
+
+# %%
+record = sst2_report.sst2_record(
+    config,
+    data,
+    trained,
+    sensitivity,
+    judged,
+    len(prefixes),
+    classifier_dev,
+    feature_changes,
+    examples,
+)
+write_chapter_metrics("05_sst2", profile, seed, record, timer.seconds)
 
 # %% [markdown]
 # ## Exercises
@@ -579,83 +389,3 @@ pd.DataFrame(examples).set_index(["prompt", "model", "control"])
 # 3. **Capitalisation.** Point `SEMLM_DATA_DIR` at a copy of the data without
 #    `sst-phrases/`. Which source does the chapter then use for
 #    `is_capitalized`, and does any number in Table 7 change?
-
-# %%
-from semlm.core.records import SST2Record
-
-by_setting = {s: {"label": SETTING_LABELS[s]} for s in SETTINGS}
-for setting, by_kind in runs.items():
-    for kind, run in by_kind.items():
-        by_setting[setting][kind] = {
-            **run.metrics,
-            "val_ppl_per_epoch": run.val_ppl_per_epoch,
-            "train_seconds": run.train_seconds,
-            "run_status": run.status,
-            "future_sensitivity": sensitivity[(setting, kind)],
-        }
-control = {}
-for mode in ("soft", "hard"):
-    control[mode] = {}
-    for request in ("pos", "neg"):
-        j = judged[("fusion", request, mode)]
-        control[mode][request] = {
-            "acc": j["acc"]["value"],
-            "acc_ci": j["acc"],
-            "classifier_acc": j["classifier_acc"]["value"],
-            "classifier_ci": j["classifier_acc"],
-            "baseline_acc": judged[("baseline", request, mode)]["acc"][
-                "value"
-            ],
-            "baseline_classifier_acc": judged[("baseline", request, mode)][
-                "classifier_acc"
-            ]["value"],
-        }
-control["features_only"] = {
-    request: {
-        "acc": judged[("fusion", request, "features only")]["acc"]["value"],
-        "acc_ci": judged[("fusion", request, "features only")]["acc"],
-        "classifier_acc": judged[("fusion", request, "features only")][
-            "classifier_acc"
-        ]["value"],
-        "classifier_ci": judged[("fusion", request, "features only")][
-            "classifier_acc"
-        ],
-        "baseline_acc": judged[("baseline", request, "features only")]["acc"][
-            "value"
-        ],
-    }
-    for request in ("pos", "neg")
-}
-control["none"] = {
-    kind: {k: v for k, v in judged[(kind, None, "soft")].items()}
-    for kind in ("baseline", "fusion")
-}
-control["n_prefixes"] = len(prefixes)
-record = SST2Record(
-    causal=by_setting["causal"],
-    published=by_setting["published"],
-    fusion={
-        "sem_mse": runs["causal"]["fusion"].metrics["sem_mse"],
-        "sem_mse_published": runs["published"]["fusion"].metrics["sem_mse"],
-    },
-    control=control,
-    extra={
-        "classifier": {
-            "dev_acc": classifier_dev["value"],
-            "dev_ci": classifier_dev,
-        },
-        "data": {
-            "n_train_used": len(data.train_sentences),
-            "n_train_available": data.n_train_available,
-            "vocab_size": len(data.vocab),
-            "min_freq": config.min_freq,
-            "dev_unk_rate": data.unk_rate("dev"),
-            "pos_tagger": data.prior.source,
-            "capitalisation": data.capitalisation_source,
-        },
-        "feature_leak": feature_changes,
-        "examples": examples,
-        "paper": {"table7": PAPER_A_TABLE7},
-    },
-)
-write_chapter_metrics("05_sst2", profile, seed, record, timer.seconds)

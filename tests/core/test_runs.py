@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from semlm.core import runs
-from semlm.fusion.synthetic_experiment import SYNTHETIC, run_grid, spec_for
+from semlm.fusion.synthetic_experiment import SYNTHETIC, spec_for, synthetic_runs
 from semlm.profiles import synthetic_profile
 
 
@@ -59,9 +59,9 @@ def test_a_finished_run_whose_evaluation_code_changed_is_re_evaluated_not_retrai
 
 
 def test_worker_processes_give_the_same_records_as_one_process(profile, tmp_path):
-    jobs = [(profile, "baseline", "causal"), (profile, "fusion", "causal")]
-    serial = run_grid(jobs, tmp_path / "serial", workers=1, progress=False)
-    parallel = run_grid(jobs, tmp_path / "parallel", workers=2, progress=False)
+    specs = synthetic_runs(profile, ("baseline", "fusion"), ("causal",))
+    serial = runs.run_many(SYNTHETIC, specs, runs.RunContext("smoke", tmp_path / "serial", 1, False))
+    parallel = runs.run_many(SYNTHETIC, specs, runs.RunContext("smoke", tmp_path / "parallel", 2, False))
     for a, b in zip(serial, parallel):
         assert (a.name, a.status) == (b.name, b.status) == (a.name, "trained")
         assert a.history == [{**row, "seconds": r["seconds"], "train_seconds": r["train_seconds"]}

@@ -99,11 +99,13 @@ def test_progress_bars_are_off_when_the_book_runner_says_so(monkeypatch):
 
 
 def test_ablation_variants_train_the_right_model_with_the_right_losses(tmp_path):
-    from semlm.fusion.synthetic_experiment import run_models
+    from semlm.core import runs as runner
+    from semlm.fusion.synthetic_experiment import SYNTHETIC, synthetic_runs
 
     profile = synthetic_profile("smoke", seed=4)
-    runs = run_models(profile, "causal", ("fusion", "fusion_no_gate", "fusion_no_aux", "fusion_no_uniformizer"),
-                      runs_dir=tmp_path, workers=1, progress=False)
+    specs = synthetic_runs(profile, ("fusion", "fusion_no_gate", "fusion_no_aux", "fusion_no_uniformizer"), ("causal",))
+    records = runner.run_many(SYNTHETIC, specs, runner.RunContext(profile.name, tmp_path, workers=1, progress=False))
+    runs = runner.nested(records, "name")
     assert runs["fusion_no_gate"].load().gate is None and runs["fusion"].load().gate is not None
     histories = {name: tuple(run.val_ppl_per_epoch) for name, run in runs.items()}
     assert len(set(histories.values())) == 4  # each ablation changes training
@@ -111,10 +113,10 @@ def test_ablation_variants_train_the_right_model_with_the_right_losses(tmp_path)
 
 
 def test_unknown_model_variant_lists_the_choices(tmp_path):
-    from semlm.fusion.synthetic_experiment import run_models
+    from semlm.fusion.synthetic_experiment import synthetic_runs
 
     with pytest.raises(ValueError, match="unknown model 'fusion_no_foo'; choose from: baseline, fusion, fusion_no_gate"):
-        run_models(synthetic_profile("smoke"), "causal", ("fusion_no_foo",), runs_dir=tmp_path, workers=1)
+        synthetic_runs(synthetic_profile("smoke"), ("fusion_no_foo",))
 
 
 # --- step mode: paper B's loop (random windows of a token stream, accumulation, cosine_min_lr) -------

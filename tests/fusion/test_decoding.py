@@ -8,7 +8,8 @@ from semlm.data import synthetic as syn
 from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, GrammarMask,
                             LastKRepetitionPenalty, generate, group_uniform_mixture, nucleus)
 from semlm.fusion.decoding.grammar import END, INTENS, STATES, _WORDS_FOR_STATE
-from semlm.fusion.synthetic_experiment import prepare_data, run_models
+from semlm.core import runs
+from semlm.fusion.synthetic_experiment import SYNTHETIC, prepare_data, synthetic_runs
 from semlm.profiles import synthetic_profile
 
 
@@ -20,9 +21,10 @@ def grammar(vocab):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     profile = synthetic_profile("smoke")
-    runs = run_models(profile, "causal", runs_dir=tmp_path_factory.mktemp("runs"), workers=1, progress=False)
+    context = runs.RunContext(profile.name, tmp_path_factory.mktemp("runs"), workers=1, progress=False)
+    fusion, = runs.run_many(SYNTHETIC, synthetic_runs(profile, ("fusion",), ("causal",)), context)
     data = prepare_data(profile.corpus)
-    return runs["fusion"].load(), data.featurizer, ClauseGrammar(data.vocab)
+    return fusion.load(), data.featurizer, ClauseGrammar(data.vocab)
 
 
 # --- grammar -------------------------------------------------------------------------------

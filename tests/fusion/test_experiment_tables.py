@@ -2,9 +2,9 @@ from semlm.fusion.synthetic_experiment import epoch_curves, runs_table
 from semlm.core.runs import RunRecord
 
 
-def run(kind, setting, ppls, status="trained"):
+def run(kind, setting, ppls, status="trained", metrics=None):
     return RunRecord("semlm.fusion.synthetic_experiment:SYNTHETIC", kind, 111, setting, {}, "key", "unused", status, 12.34,
-                     len(ppls), [{"val_ppl": p} for p in ppls], {}, "cpu", 1, 0.0)
+                     len(ppls), [{"val_ppl": p} for p in ppls], metrics or {}, "cpu", 1, 0.0)
 
 
 def test_runs_table_has_one_row_per_run_with_status_and_rounded_time():
@@ -24,7 +24,6 @@ def test_epoch_curves_keys_setting_and_kind():
 def test_paper_comparison_frame_puts_the_paper_beside_each_setting():
     from semlm.fusion.synthetic_experiment import paper_comparison_frame
 
-    records = {"causal": {"fusion": run("fusion", "causal", [2.0])}}
-    records["causal"]["fusion"].metrics["ppl"] = 3.5
+    records = {"causal": {"fusion": run("fusion", "causal", [2.0], metrics={"ppl": 3.5})}}
     frame = paper_comparison_frame({"fusion": {"ppl": 1.2}}, records, "ppl", "paper (published)")
     assert frame.values.tolist() == [["paper (published)", "fusion", 1.2], ["this build: causal", "fusion", 3.5]]

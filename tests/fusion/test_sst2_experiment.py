@@ -11,8 +11,16 @@ from semlm.core.metrics import perplexity
 from semlm.fusion.model import build_model
 from semlm.fusion.sst2_experiment import (
     SST2, classifier_accuracy, continue_under_control, control_prefixes, judge_continuations, prepare_sst2,
-    run_sst2_models, sst2_model_config, sst2_profile, sst2_spec, train_sentiment_classifier,
+    sst2_model_config, sst2_profile, sst2_runs, sst2_spec, train_sentiment_classifier,
 )
+from semlm.core import runs
+
+
+def run_sst2(profile, data, runs_dir, **which):
+    specs = sst2_runs(profile, **which)
+    SST2.use_data(specs[0], data)
+    records = runs.run_many(SST2, specs, runs.RunContext(profile.name, runs_dir, workers=1))
+    return runs.nested(records, "group", "name")
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -57,14 +65,13 @@ def test_training_batches_are_length_bucketed_so_most_of_a_batch_is_not_padding(
 def test_runs_train_once_then_load_and_report_the_dev_perplexity_of_the_saved_model(toy, tmp_path):
     profile, data = toy
     profile = replace(profile, train=replace(profile.train, epochs=1))
-    first = run_sst2_models(profile, data, runs_dir=tmp_path, workers=1, kinds=("baseline", "fusion"),
-                            settings=("causal",))
+    first = run_sst2(profile, data, tmp_path, kinds=("baseline", "fusion"), settings=("causal",))
     assert set(first) == {"causal"} and set(first["causal"]) == {"baseline", "fusion"}
     fusion = first["causal"]["fusion"]
     assert fusion.status == "trained" and fusion.steps == -(-24 // profile.train.batch_size)
-    assert "sem_mse" in fusion.metrics and "sem_mse" not in first["causal"]["baseline"].metrics
-    assert fusion.metrics["ppl"] == pytest.approx(perplexity(fusion.load(), data.tensors["causal"]["dev"]), rel=1e-6)
-    again = run_sst2_models(profile, data, runs_dir=tmp_path, workers=1, kinds=("fusion",), settings=("causal",))
+    assert fusion.metrics.sem_mse is not None and first["causal"]["baseline"].metrics.sem_mse is None
+    assert fusion.metrics.ppl == pytest.approx(perplexity(fusion.load(), data.tensors["causal"]["dev"]), rel=1e-6)
+    again = run_sst2(profile, data, tmp_path, kinds=("fusion",), settings=("causal",))
     assert again["causal"]["fusion"].status == "loaded"
     assert again["causal"]["fusion"].metrics == fusion.metrics
 
@@ -81,7 +88,7 @@ def test_models_start_from_the_small_tied_embedding(toy):
 def test_runs_refuse_data_of_another_profile_and_unknown_models(toy, tmp_path):
     profile, data = toy
     with pytest.raises(ValueError, match="training rows"):
-        run_sst2_models(replace(profile, n_train=5), data, runs_dir=tmp_path)
+        run_sst2(replace(profile, n_train=5), data, tmp_path)
     with pytest.raises(ValueError, match="unknown model 'gpt'"):
         sst2_spec(profile, "gpt", "causal")
     with pytest.raises(ValueError, match="unknown setting"):
@@ -124,8 +131,8 @@ def test_judges_count_polarity_of_continuations(toy):
     classifier = train_sentiment_classifier(profile.classifier, 0, data.train_sentences,
                                             [1, 0] * 12)  # fixture rows alternate positive / negative
     judged = judge_continuations([["a", "wonderful", "delight"], ["awful", "and", "boring"]], classifier, "pos")
-    assert judged["acc"]["k"] == 1 and judged["acc"]["n"] == 2
-    assert judged["vader"] == {"POS": 1, "NEG": 1}
+    assert judged.acc.successes == 1 and judged.acc.n == 2
+    assert judged.vader == {"POS": 1, "NEG": 1}
     assert control_prefixes(data, replace(profile.control, prefix_words=3, min_sentence_words=8)) == [
         s[:3] for s in data.dev_sentences if len(s) >= 8]
 
@@ -138,4 +145,4 @@ def test_classifier_dev_accuracy_in_smoke_profile_is_well_above_chance():
     classifier = train_sentiment_classifier(profile.classifier, 111)
     dev = load_sst2("dev").to_dict()
     accuracy = classifier_accuracy(classifier, [s.split() for s in dev["sentence"]], dev["label"])
-    assert accuracy["value"] > 0.70, accuracy  # chance is 0.51; the full classifier reaches ~0.79
+    assert accuracy.mean > 0.70, accuracy  # chance is 0.51; the full classifier reaches ~0.79

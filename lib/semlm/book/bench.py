@@ -38,7 +38,8 @@ from typing import Sequence
 import torch
 
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
-from semlm.fusion.synthetic_experiment import peak_rss_mb, prepare_data, run_models
+from semlm.core import runs as runner
+from semlm.fusion.synthetic_experiment import SYNTHETIC, peak_rss_mb, prepare_data, synthetic_runs
 from semlm.profiles import PROFILES, synthetic_profile
 from semlm.core.records import BenchmarkRecord
 from semlm.book.report import write_chapter_metrics
@@ -79,7 +80,9 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
     config = synthetic_profile(profile, seed)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
-        runs = run_models(config, "causal", runs_dir=runs_dir, workers=workers, progress=progress)
+        context = runner.RunContext(config.name, runs_dir, workers, progress)
+        records = runner.run_many(SYNTHETIC, synthetic_runs(config, settings=("causal",)), context)
+        runs = runner.nested(records, "name")
         wall = time.perf_counter() - start
         generation = time_controlled_generation(runs["fusion"].load(), config)
     record = {
@@ -93,7 +96,7 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         "target_seconds": TARGET_SECONDS,
         "meets_target": wall <= TARGET_SECONDS if profile != "smoke" else None,
         "authors_script_historical": AUTHORS_SCRIPT_HISTORICAL,
-        "val_ppl": {k: r.metrics["ppl"] for k, r in runs.items()},
+        "val_ppl": {k: r.metrics.ppl for k, r in runs.items()},
         "generation": generation,
         "generations_per_second": generation["generations_per_second"],
     }

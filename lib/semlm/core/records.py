@@ -312,6 +312,31 @@ class ChapterRecord(Record):
     profile: str | None = None
 
 
+# -- paper A's runs: what one trained model measures (``RunRecord.metrics``) --
+
+@dataclass(frozen=True, kw_only=True)
+class LanguageModelMetrics(Record):
+    """One synthetic-task model on the validation split (``semlm.core.metrics.evaluate_language_model``)."""
+
+    ppl: float | None = None
+    ppl_seen_only: float | None = None
+    focus_ce: dict[str, float] | None = None
+    n_tokens: int | None = None
+    ppl_authors_denominator: float | None = None
+    ppl_seen_only_authors_denominator: float | None = None
+    n_pad_targets: int | None = None
+    sem_mse: float | None = None  # fusion models only
+
+
+@dataclass(frozen=True, kw_only=True)
+class SST2Metrics(Record):
+    """One SST-2 model on the dev split (``semlm.fusion.sst2_experiment.evaluate_sst2_model``)."""
+
+    ppl: float | None = None
+    n_tokens: int | None = None
+    sem_mse: float | None = None  # fusion models only
+
+
 # -- chapters the claims do not read: provenance only, their numbers in ``extra`` --
 
 @dataclass(frozen=True, kw_only=True)
@@ -426,6 +451,20 @@ class SST2ControlModes(Record):
     hard: dict[str, SST2Control] | None = None
     soft: dict[str, SST2Control] | None = None
     features_only: dict[str, SST2Control] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SST2Judgement(Record):
+    """How VADER and the classifier judge a set of continuations (``judge_continuations``): label counts,
+    and the share judged as requested (``acc``, ``classifier_acc``) or, with no request, the shares."""
+
+    vader: dict[str, int] | None = None
+    classifier: dict[str, int] | None = None
+    acc: Interval | None = None
+    classifier_acc: Interval | None = None
+    vader_pos_share: Interval | None = None
+    vader_neg_share: Interval | None = None
+    classifier_pos_share: Interval | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,9 +14,10 @@ from typing import Sequence
 from semlm.fusion.control_codes import N_CODES, codes_for
 from semlm.data.synthetic import AdjectiveSplit
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, FUSION_DEFAULT, generate, published_decoding
-from semlm.fusion.synthetic_experiment import SETTINGS, prepare_data, run_grid
-from semlm.core.runs import RunRecord
-from semlm.core.metrics import control_accuracy, held_out_hit_rate, polarity_confusion
+from semlm.fusion.synthetic_experiment import SETTINGS, prepare_data, synthetic_runs
+from semlm.core.metrics import FOCUS_TOKENS, control_accuracy, held_out_hit_rate, polarity_confusion
+from semlm.core.records import ControlModes, Interval, LanguageModelScores, ModelPair
+from semlm.core.runs import RunRecord, RunSpec
 from semlm.profiles import synthetic_profile
 
 #: The two requests of paper A's Tables 2-4: positive & strong with "!", negative with "?".
@@ -39,6 +40,23 @@ def audit_seeds(seed: int, n_seeds: int | None = None, profile: str = "cpu") -> 
     return [seed + i for i in range(n_seeds)]
 
 
+#: the Table-1 metrics summarised over seeds (plus ``sem_mse`` for fusion models)
+TABLE1_METRICS: tuple[str, ...] = ("ppl", "ppl_seen_only", "ppl_authors_denominator",
+                                   "ppl_seen_only_authors_denominator")
+UNIT = (0.0, 1.0)  # accuracies and hit rates: intervals clipped to [0, 1]
+
+
+def audit_runs(profile: str, seeds: Sequence[int]) -> list[RunSpec]:
+    """Chapter 4's runs: baseline and fusion in both settings, the ablations and the control-code
+    model (causal), per seed."""
+    specs = []
+    for seed in seeds:
+        config = synthetic_profile(profile, seed)
+        specs += synthetic_runs(config)
+        specs += synthetic_runs(config, ABLATIONS + ("control_code",), ("causal",))
+    return specs
+
+
 @dataclass
 class AuditRuns:
     """Every trained model of the audit, keyed by (setting, model name, seed)."""
@@ -46,24 +64,17 @@ class AuditRuns:
     runs: dict[tuple[str, str, int], RunRecord]
     seeds: list[int]
 
+    @classmethod
+    def of(cls, records: Sequence[RunRecord], seeds: Sequence[int]) -> AuditRuns:
+        """The records of :func:`audit_runs` (from ``runs.run_many``), keyed by (setting, model, seed)."""
+        return cls({(r.group, r.name, r.seed): r for r in records}, list(seeds))
+
     def values(self, setting: str, model: str, metric: str) -> list[float]:
-        return [self.runs[(setting, model, s)].metrics[metric] for s in self.seeds]
+        return [getattr(self.runs[(setting, model, s)].metrics, metric) for s in self.seeds]
 
-
-def train_audit_models(profile: str, seeds: Sequence[int], workers: int = 2, progress: bool = True) -> AuditRuns:
-    """Baseline and fusion in both settings, the ablations and the control-code model (causal), per seed."""
-    jobs, keys = [], []
-    for seed in seeds:
-        config = synthetic_profile(profile, seed)
-        for setting in SETTINGS:
-            for model in ("baseline", "fusion"):
-                jobs.append((config, model, setting))
-                keys.append((setting, model, seed))
-        for model in ABLATIONS + ("control_code",):
-            jobs.append((config, model, "causal"))
-            keys.append(("causal", model, seed))
-    runs = run_grid(jobs, workers=workers, progress=progress, label=f"{len(jobs)} models x {len(seeds)} seeds")
-    return AuditRuns(dict(zip(keys, runs)), list(seeds))
+    def over_seeds(self, setting: str, model: str, metric: str) -> Interval:
+        """Mean and 95% t-interval over seeds of one run metric."""
+        return Interval.of_mean(self.values(setting, model, metric))
 
 
 def control_report(model, featurizer, grammar: ClauseGrammar, split: AdjectiveSplit, n: int, seed: int,
@@ -116,3 +127,88 @@ def control_reports(audit: AuditRuns, profile: str, n: int) -> dict[tuple[str, s
             codes_by_request=control_code_requests() if with_codes else None, setting=setting)
     return reports
 
+
+
+# --- summaries over seeds (chapter 4) ----------------------------------------------------------
+
+
+def control_values(reports: dict, seeds: Sequence[int], setting: str, model: str, *path: str) -> list[float]:
+    """One number of :func:`control_report` per seed, found by ``path`` (e.g. "soft", "pos", "adj_acc")."""
+    out = []
+    for seed in seeds:
+        value = reports[(setting, model, seed)]
+        for key in path:
+            value = value[key]
+        out.append(value["value"] if isinstance(value, dict) else value)
+    return out
+
+
+@dataclass
+class AuditSummary:
+    """Chapter 4's numbers over seeds: Table 1, control (Tables 2-4), ablations, control codes."""
+
+    seeds: list[int]
+    floors: dict
+    table1: dict[str, ModelPair]
+    control: dict[str, ControlModes]
+    ood_hit: dict[str, dict[str, Interval]]
+    confusion_diagonal: dict[str, Interval]
+    gain: dict[str, Interval]                     # baseline - fusion seen-only PPL, paired by seed
+    focus_seeds: dict[str, dict[str, list[float]]]
+    ablations: dict[str, dict]
+    control_code: dict
+
+
+def _table1(audit: AuditRuns) -> dict[str, ModelPair]:
+    out = {}
+    for s in SETTINGS:
+        scores = {m: {k: audit.over_seeds(s, m, k) for k in TABLE1_METRICS} for m in ("baseline", "fusion")}
+        scores["fusion"]["sem_mse"] = audit.over_seeds(s, "fusion", "sem_mse")
+        out[s] = ModelPair(**{m: LanguageModelScores(**v) for m, v in scores.items()})
+    return out
+
+
+def _control_over_seeds(reports: dict, seeds: Sequence[int], setting: str, model: str, modes) -> dict:
+    """``{mode: {request: {adj_acc, punct_acc}}}`` over seeds."""
+    return {mode: {cls: {k: Interval.of_mean(control_values(reports, seeds, setting, model, mode, cls, k), UNIT)
+                         for k in ("adj_acc", "punct_acc")} for cls in REQUESTS} for mode in modes}
+
+
+def _ood_over_seeds(reports: dict, seeds: Sequence[int], setting: str, model: str, path=("ood_hit",)) -> dict:
+    return {cls: Interval.of_mean(control_values(reports, seeds, setting, model, *path, cls), UNIT)
+            for cls in REQUESTS}
+
+
+def _ablations(audit: AuditRuns, reports: dict) -> dict[str, dict]:
+    out = {}
+    for variant in ("baseline", "fusion") + ABLATIONS:
+        entry = {k: audit.over_seeds("causal", variant, k) for k in ("ppl", "ppl_seen_only")}
+        if variant != "baseline":
+            entry["sem_mse"] = audit.over_seeds("causal", variant, "sem_mse")
+            entry["ood_hit"] = _ood_over_seeds(reports, audit.seeds, "causal", variant)
+            entry["soft_adj_acc"] = {
+                cls: Interval.of_mean(control_values(reports, audit.seeds, "causal", variant, "soft", cls, "adj_acc"),
+                                      UNIT) for cls in REQUESTS}
+        out[variant] = entry
+    return out
+
+
+def summarise_audit(audit: AuditRuns, reports: dict, floors: dict) -> AuditSummary:
+    """Every over-seeds number of chapter 4 from the trained models, their control reports and the floors."""
+    seeds = audit.seeds
+    control = {s: _control_over_seeds(reports, seeds, s, "fusion", ("hard", "soft")) for s in SETTINGS}
+    code = {"ppl": audit.over_seeds("causal", "control_code", "ppl"),
+            "ppl_seen_only": audit.over_seeds("causal", "control_code", "ppl_seen_only"),
+            **_control_over_seeds(reports, seeds, "causal", "control_code", ("soft", "hard")),
+            "ood_hit": _ood_over_seeds(reports, seeds, "causal", "control_code")}
+    return AuditSummary(
+        seeds=list(seeds), floors=floors, table1=_table1(audit),
+        control={s: ControlModes(**modes) for s, modes in control.items()},
+        ood_hit={s: _ood_over_seeds(reports, seeds, s, "fusion") for s in SETTINGS},
+        confusion_diagonal={s: Interval.of_mean(control_values(reports, seeds, s, "fusion", "confusion_diagonal"), UNIT)
+                            for s in SETTINGS},
+        gain={s: Interval.paired(audit.values(s, "baseline", "ppl_seen_only"),
+                                 audit.values(s, "fusion", "ppl_seen_only")) for s in SETTINGS},
+        focus_seeds={token: {f"{s} {m}": [audit.runs[(s, m, seed)].metrics.focus_ce[token] for seed in seeds]
+                             for s in SETTINGS for m in ("baseline", "fusion")} for token in FOCUS_TOKENS},
+        ablations=_ablations(audit, reports), control_code=code)

@@ -32,12 +32,15 @@ clause and ``is_head`` the verb of the main (first) clause; ``is_noun`` marks co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
 
 from semlm.data import synthetic as syn
 from semlm.data.vocab import BOS, EOS, Vocabulary
+from semlm.core.records import FeatureBankRecord
+from semlm.fusion import fuzzy
 from semlm.fusion.fuzzy import FEATURE_INDEX, NUM_FEATURES, triangular_memberships
 
 #: Strength added to every position when the sentence ends with "!" (published mode only).
@@ -162,3 +165,56 @@ class SyntheticFeatures:
         real = self.tables.is_content[ids]
         last = (real.long() * torch.arange(ids.shape[1], device=ids.device)).max(dim=1).values
         return self.tables.is_exclamation[ids.gather(1, last.unsqueeze(1))].float()
+
+
+#: The 22 predicates by group, with where each group's values come from (chapter 1's table).
+FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
+    "part of speech (word lookup)": ("is_noun", "is_verb", "is_adj"),
+    "shallow roles (position in the clause so far)": ("is_subject", "is_object", "is_head"),
+    "boundaries (word lookup)": ("is_bos", "is_eos", "is_comma", "is_question"),
+    "polarity triplets (adjective lexicon)": ("pos_low", "pos_med", "pos_high", "neg_low", "neg_med", "neg_high"),
+    "strength triplet (the word before t)": ("str_low", "str_med", "str_high"),
+    "discourse / style": ("coref_subject", "is_capitalized", "is_pronoun"),
+}
+
+
+def feature_bank_table():
+    """One row per predicate, in column order: its name, group (source) and whether it is graded."""
+    import pandas as pd
+
+    rows = [(fuzzy.feature_index(n), n, g, "graded" if n in fuzzy.GRADED_FEATURES else "binary")
+            for g, names in FEATURE_GROUPS.items() for n in names]
+    bank = pd.DataFrame(rows, columns=["column", "predicate", "group (source)", "values"])
+    bank = bank.sort_values("column").set_index("column")
+    if list(bank.predicate) != list(fuzzy.FEATURE_NAMES):
+        raise ValueError("FEATURE_GROUPS must name every predicate of fuzzy.FEATURE_NAMES once")
+    return bank
+
+
+def future_change(featurizers: dict[str, SyntheticFeatures], vocab: Vocabulary, sentence_a: Sequence[str],
+                  sentence_b: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str], int]:
+    """How each featurizer's semantic matrix changes between two sentences of equal length:
+    ``({name: |S(a) - S(b)|}, token labels "a / b" where they differ, first changed row)``."""
+    ids_a, ids_b = torch.tensor(vocab.encode(sentence_a)), torch.tensor(vocab.encode(sentence_b))
+    changed_at = 1 + next(i for i, (a, b) in enumerate(zip(sentence_a, sentence_b)) if a != b)  # +1 for <bos>
+    diffs = {name: np.abs(fx(ids_a).numpy() - fx(ids_b).numpy()) for name, fx in featurizers.items()}
+    tokens = [f"{a} / {b}" if a != b else a
+              for a, b in zip(vocab.decode(ids_a, skip_special=False), vocab.decode(ids_b, False))]
+    return diffs, tokens, changed_at
+
+
+CAUSAL, PUBLISHED = "causal featurizer", "published featurizer (reads the future)"
+
+
+def feature_bank_record(triplets, sentence_a: Sequence[str], sentence_b: Sequence[str], changed_at: int,
+                        prefix_change: dict[str, float]) -> FeatureBankRecord:
+    """Chapter 1's metrics file: the bank's definition, the strength triplets and the causality demo
+    (``prefix_change`` by :data:`CAUSAL` / :data:`PUBLISHED`)."""
+    return FeatureBankRecord(extra={
+        "n_features": fuzzy.NUM_FEATURES, "feature_names": list(fuzzy.FEATURE_NAMES),
+        "centres": list(fuzzy.CENTRES), "tau": fuzzy.TAU,
+        "strength_triplets": triplets.round(6).to_dict(orient="index"),
+        "causality_demo": {"sentence_a": " ".join(sentence_a), "sentence_b": " ".join(sentence_b),
+                           "changed_at": changed_at, "causal_max_prefix_change": prefix_change[CAUSAL],
+                           "published_max_prefix_change": prefix_change[PUBLISHED]},
+    })

@@ -8,7 +8,7 @@ Pieces, in the order the chapter uses them:
   teacher-forcing tensors. Word level because every predicate is a property of a word
   (a VADER valence, a tag prior); with BPE a word's features would have to be spread over
   its pieces.
-* :class:`SST2Experiment` / ``run_sst2_models``: baseline and fusion in the causal and the
+* :class:`SST2Experiment` / ``sst2_runs``: baseline and fusion in the causal and the
   published (non-causal) setting. This module says only *what* a run is; how it runs (cache
   key, train or load, one-thread worker processes, the run record) is :mod:`semlm.core.runs`.
 * ``train_sentiment_classifier``: a bag-of-words logistic regression on SST-2 train (its own
@@ -37,13 +37,14 @@ from semlm.data.vocab import Vocabulary
 from semlm.fusion.decoding.processors import LastKRepetitionPenalty
 from semlm.fusion.synthetic_experiment import check_setting
 from semlm.fusion.fuzzy import feature_index
-from semlm.core.metrics import perplexity, proportion, score_tokens
+from semlm.core.metrics import perplexity, score_tokens
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 from semlm.profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
     BackboneSize, ClassifierConfig, ControlConfig, SST2Profile, TrainConfig, sst2_profile,
 )
 from semlm.reference import PAPER_A_TABLE7  # noqa: F401  (re-exported for chapter 5)
-from semlm.core.runs import RunRecord, RunSpec
+from semlm.core.records import Interval, SST2Judgement, SST2Metrics
+from semlm.core.runs import RunSpec
 from semlm.fusion.sst2_features import (
     COARSE_TAGS, SST2Features, TagPrior, build_sst2_tables, build_vocabulary, capitalised_words, load_spacy_tagger,
     map_unknown, tag_prior, vader_lexicon,
@@ -193,6 +194,7 @@ class SST2Experiment(runs.Experiment):
 
     name = "sst2"
     device = "cpu"  # the chapter scores and continues text with CPU tensors (score_tokens, continue_under_control)
+    metrics_type = SST2Metrics
 
     def data_key(self, spec: RunSpec):
         run = spec.config
@@ -221,15 +223,20 @@ class SST2Experiment(runs.Experiment):
         run = spec.config
         return -(-len(self.data(spec).tensors[run.setting]["train"]) // run.train.batch_size) * run.train.epochs
 
-    def remember(self, spec: RunSpec, data: SST2Data) -> None:
-        """Use ``data``, already prepared in this process, for ``spec`` and every spec sharing its data."""
+    def max_workers(self, specs) -> int:
+        """The profile's ``workers`` (smoke: 1, training in this process: starting workers, each
+        importing torch, costs more than its training)."""
+        return min(sst2_profile(spec.config.profile).workers for spec in specs)
+
+    def use_data(self, spec: RunSpec, data: SST2Data) -> None:
+        """Use ``data`` (``prepare_sst2`` of the same profile), already prepared in this process, for
+        ``spec`` and every spec sharing its data; refuses data of another scale."""
         run = spec.config
         expected = len(subsample(data.n_train_available, run.n_train, run.train.seed))
         if len(data.train_sentences) != expected:
             raise ValueError(f"the data holds {len(data.train_sentences)} training rows, the profile wants {expected}; "
                              f"pass prepare_sst2(profile) of the same profile")
-        self.use_data(spec, data)
-
+        super().use_data(spec, data)
 
 
 SST2 = SST2Experiment()
@@ -244,24 +251,11 @@ def sst2_spec(profile: SST2Profile, kind: str, setting: str) -> RunSpec:
     return RunSpec(kind, profile.train.seed, run, group=setting)
 
 
-def run_sst2_models(profile: SST2Profile, data: SST2Data | None = None, runs_dir: str | Path | None = None,
-                    workers: int | None = None, kinds: Sequence[str] = KINDS,
-                    settings: Sequence[str] = SETTINGS) -> dict[str, dict[str, RunRecord]]:
-    """Train (or load) every (setting, kind) model on ``workers`` one-thread processes: ``runs[setting][kind]``.
-
-    ``data`` (``prepare_sst2(profile)``) is reused in this process instead of preparing it again;
-    worker processes prepare their own copy (the tag prior comes from its cache).
-    """
-    specs = [sst2_spec(profile, k, s) for s in settings for k in kinds]
-    if data is not None:
-        SST2.remember(specs[0], data)
-    # smoke trains in this process: starting workers (each imports torch) costs more than its training
-    workers = min(workers or profile.workers, profile.workers)
-    records = runs.run_many(SST2, specs, runs.RunContext(profile.name, runs_dir, workers))
-    out: dict[str, dict[str, RunRecord]] = {}
-    for spec, record in zip(specs, records):
-        out.setdefault(spec.group, {})[spec.name] = record
-    return out
+def sst2_runs(profile: SST2Profile, kinds: Sequence[str] = KINDS, settings: Sequence[str] = SETTINGS) -> list[RunSpec]:
+    """Chapter 5's runs: every model of ``kinds`` in every setting (``runs.nested(records, "group", "name")``
+    gives ``{setting: {kind: record}}``). Serve the chapter's ``prepare_sst2`` data to the runs with
+    ``SST2.use_data(specs[0], data)``; worker processes prepare their own copy (the tag prior is cached)."""
+    return [sst2_spec(profile, kind, setting) for setting in settings for kind in kinds]
 
 
 # --- the independent sentiment classifier ------------------------------------------------------
@@ -328,10 +322,10 @@ def train_sentiment_classifier(config: ClassifierConfig, seed: int = 111,
     return model.eval()
 
 
-def classifier_accuracy(model: BagOfWordsClassifier, texts: Sequence[Sequence[str]], labels: Sequence[int]) -> dict:
+def classifier_accuracy(model: BagOfWordsClassifier, texts: Sequence[Sequence[str]], labels: Sequence[int]) -> Interval:
     predicted = (model.predict_proba(texts) > 0.5).long()
     correct = int((predicted == torch.tensor(list(labels))).sum())
-    return proportion(correct, len(labels))
+    return Interval.of_proportion(correct, len(labels))
 
 
 # --- judging polarity ---------------------------------------------------------------------------
@@ -459,22 +453,21 @@ def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[
 
 
 def judge_continuations(continuations: Sequence[Sequence[str]], classifier: BagOfWordsClassifier,
-                        wanted: str | None) -> dict:
+                        wanted: str | None) -> SST2Judgement:
     """Realised polarity of continuations by VADER and by the classifier; accuracies when ``wanted`` is "pos"/"neg"."""
     vader, clf = vader_polarity(continuations), classifier_polarity(classifier, continuations)
-    out = {"vader": dict(Counter(vader)), "classifier": dict(Counter(clf))}
+    counts = {"vader": dict(Counter(vader)), "classifier": dict(Counter(clf))}
+    share = Interval.of_proportion
     if wanted is not None:
         label = "POS" if wanted == "pos" else "NEG"
-        out["acc"] = proportion(sum(v == label for v in vader), len(vader))
-        out["classifier_acc"] = proportion(sum(c == label for c in clf), len(clf))
-    else:
-        out["vader_pos_share"] = proportion(sum(v == "POS" for v in vader), len(vader))
-        out["vader_neg_share"] = proportion(sum(v == "NEG" for v in vader), len(vader))
-        out["classifier_pos_share"] = proportion(sum(c == "POS" for c in clf), len(clf))
-    return out
+        return SST2Judgement(**counts, acc=share(sum(v == label for v in vader), len(vader)),
+                             classifier_acc=share(sum(c == label for c in clf), len(clf)))
+    return SST2Judgement(**counts, vader_pos_share=share(sum(v == "POS" for v in vader), len(vader)),
+                         vader_neg_share=share(sum(v == "NEG" for v in vader), len(vader)),
+                         classifier_pos_share=share(sum(c == "POS" for c in clf), len(clf)))
 
 
-def control_frame(judged: dict, n: int):
+def control_frame(judged: dict[tuple, SST2Judgement], n: int):
     """Bars for ``plots.plot_sst2_control``: per model, judge, request and mode (none / soft / hard) the
     share judged as requested with its Wilson interval; ``judged[(model, request, mode)]`` from
     ``judge_continuations`` (request None = no control)."""
@@ -486,12 +479,12 @@ def control_frame(judged: dict, n: int):
         for request, label in (("pos", "POS"), ("neg", "NEG")):
             none = judged[(model, None, "soft")]
             for judge, counts_key, acc_key in (("VADER", "vader", "acc"), ("classifier", "classifier", "classifier_acc")):
-                shares = {"none": proportion(none[counts_key].get(label, 0), n)}
-                shares.update({mode: judged[(model, request, mode)][acc_key] for mode in ("soft", "hard")
+                shares = {"none": Interval.of_proportion(getattr(none, counts_key).get(label, 0), n)}
+                shares.update({mode: getattr(judged[(model, request, mode)], acc_key) for mode in ("soft", "hard")
                                if (model, request, mode) in judged})
                 for mode, p in shares.items():
                     rows.append({"request": request, "mode": mode, "series": f"{model}, {judge}",
-                                 "value": p["value"], "low": p["ci_low"], "high": p["ci_high"]})
+                                 "value": p.mean, "low": p.low, "high": p.high})
     return pd.DataFrame(rows)
 
 

@@ -12,7 +12,6 @@ key, train or load, one-thread worker processes side by side, the run record) is
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -26,6 +25,7 @@ from semlm.core.metrics import evaluate_language_model
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 from semlm.profiles import SyntheticProfile
 from semlm.core import runs
+from semlm.core.records import LanguageModelMetrics
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
 
 SETTINGS: tuple[str, ...] = ("causal", "published")
@@ -125,6 +125,7 @@ class SyntheticExperiment(runs.Experiment):
 
     name = "synthetic"
     device = "cpu"  # small models: one-thread CPU workers beat a GPU's launch overhead, and the chapters decode on CPU
+    metrics_type = LanguageModelMetrics  # what ``evaluate_language_model`` measures, read by attribute
 
     def data_key(self, spec: RunSpec):
         run = spec.config
@@ -161,6 +162,17 @@ def spec_for(profile: SyntheticProfile, model: str, setting: str = "causal") -> 
     return RunSpec(model, profile.train.seed, SyntheticRun(profile, model, check_setting(setting)), group=setting)
 
 
+def synthetic_runs(profile: SyntheticProfile, models: Sequence[str] = ("baseline", "fusion"),
+                   settings: Sequence[str] = SETTINGS) -> list[RunSpec]:
+    """Every ``model`` (a :data:`VARIANTS` name) in every setting at ``profile``'s scale and seed."""
+    return [spec_for(profile, model, setting) for setting in settings for model in models]
+
+
+def fusion_training_runs(profile: SyntheticProfile) -> list[RunSpec]:
+    """Chapter 2's runs (chapter 3 decodes with the same models): baseline and fusion, causal and published."""
+    return synthetic_runs(profile)
+
+
 def runs_table(records: dict[str, dict[str, RunRecord]]):
     """One row per run of ``{setting: {model: RunRecord}}``: whether it was trained or loaded, and how long it trained."""
     import pandas as pd
@@ -181,26 +193,5 @@ def paper_comparison_frame(paper: dict[str, dict], records: dict[str, dict[str, 
     import pandas as pd
 
     return pd.DataFrame([{"source": paper_label, "model": k, "value": v[metric]} for k, v in paper.items()]
-                        + [{"source": f"this build: {s}", "model": k, "value": r.metrics[metric]}
+                        + [{"source": f"this build: {s}", "model": k, "value": getattr(r.metrics, metric)}
                            for s, by_model in records.items() for k, r in by_model.items()])
-
-
-def run_models(profile: SyntheticProfile, setting: str, kinds: Sequence[str] = ("baseline", "fusion"),
-               runs_dir: str | Path | None = None, workers: int | None = None,
-               progress: bool = True) -> dict[str, RunRecord]:
-    """Train (or load) every model named in ``kinds`` (see ``VARIANTS``): ``{model: RunRecord}``."""
-    records = run_grid([(profile, kind, setting) for kind in kinds], runs_dir, workers, progress,
-                       label=f"{' + '.join(kinds)} ({setting})")
-    return dict(zip(kinds, records))
-
-
-def run_grid(jobs: Sequence[tuple[SyntheticProfile, str, str]], runs_dir: str | Path | None = None,
-             workers: int | None = None, progress: bool = True, label: str | None = None) -> list[RunRecord]:
-    """Train (or load) every ``(profile, model, setting)`` job, e.g. several seeds of several
-    models, on ``workers`` one-thread processes; records come back in the order of ``jobs``."""
-    specs = [spec_for(profile, kind, setting) for profile, kind, setting in jobs]
-    names = {profile.name for profile, _, _ in jobs}
-    if len(names) > 1:
-        raise ValueError(f"all jobs must share one profile, got {sorted(names)}")
-    context = runs.RunContext(names.pop(), runs_dir, workers, progress)
-    return runs.run_many(SYNTHETIC, specs, context, label=label)

@@ -1,0 +1,140 @@
+"""Chapters 2 and 5: tables and records of trained baseline / fusion models, ``{setting: {model: RunRecord}}``.
+
+The records come from :func:`semlm.core.runs.run_many` and :func:`semlm.core.runs.nested` (``"group",
+"name"``); their ``metrics`` are typed (:class:`semlm.core.records.LanguageModelMetrics` on the synthetic
+task, :class:`semlm.core.records.SST2Metrics` on SST-2), so every table here reads them by attribute.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import torch
+
+from semlm.core.causality import future_sensitivity
+from semlm.core.metrics import FOCUS_TOKENS
+from semlm.core.records import FusionTrainingRecord
+from semlm.core.runs import RunRecord
+from semlm.fusion.synthetic_experiment import SETTING_LABELS
+from semlm.profiles import SyntheticProfile
+from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_TABLE1
+
+Trained = Mapping[str, Mapping[str, RunRecord]]
+
+#: Table 1's columns: label -> metric
+TABLE1_COLUMNS = {"PPL": "ppl", "PPL, authors' denominator": "ppl_authors_denominator",
+                  "seen-only PPL": "ppl_seen_only",
+                  "seen-only PPL, authors' denominator": "ppl_seen_only_authors_denominator",
+                  "semantic MSE": "sem_mse"}
+
+
+def _items(trained: Trained):
+    return [(s, k, r) for s, by_kind in trained.items() for k, r in by_kind.items()]
+
+
+def table1_frame(trained: Trained, references: Mapping[str, Mapping[str, dict]]):
+    """Paper A's Table 1 for every trained model, then each reference (the paper, a re-run of the authors'
+    script), which reports only the authors' denominator."""
+    import pandas as pd
+
+    rows = [{"setting": SETTING_LABELS[s], "model": k,
+             **{label: getattr(r.metrics, metric) for label, metric in TABLE1_COLUMNS.items()}}
+            for s, k, r in _items(trained)]
+    for source, reference in references.items():
+        for kind, values in reference.items():
+            rows.append({"setting": source, "model": kind, "PPL": None,
+                         "PPL, authors' denominator": values["ppl"], "seen-only PPL": None,
+                         "seen-only PPL, authors' denominator": values["ppl_seen_only"],
+                         "semantic MSE": values.get("sem_mse")})
+    return pd.DataFrame(rows).set_index(["setting", "model"])
+
+
+def relative_change(trained: Trained, setting: str, metric: str = "ppl") -> float:
+    """Fusion relative to baseline in ``setting``, in percent."""
+    fusion, baseline = (getattr(trained[setting][k].metrics, metric) for k in ("fusion", "baseline"))
+    return 100 * (fusion / baseline - 1)
+
+
+def table1_numbers(trained: Trained) -> dict[str, float]:
+    """The numbers chapter 2's prose cites, by glue name (``causal_fusion_ppl``, ``published_ppl_change``...)."""
+    out = {}
+    for setting, by_kind in trained.items():
+        for kind, run in by_kind.items():
+            out[f"{setting}_{kind}_ppl"] = run.metrics.ppl
+            out[f"{setting}_{kind}_seen"] = run.metrics.ppl_seen_only
+            out[f"{setting}_{kind}_ppl_authors"] = run.metrics.ppl_authors_denominator
+        out[f"{setting}_ppl_change"] = relative_change(trained, setting)
+    for setting in trained:
+        out[f"{setting}_sem_mse"] = trained[setting]["fusion"].metrics.sem_mse
+    return out
+
+
+def focus_frame(trained: Trained):
+    """Long table of focus-token cross-entropy: setting, model, token, ce (``plots.plot_focus_ce``)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"setting": s, "model": k, "token": token, "ce": ce}
+                         for s, k, r in _items(trained) for token, ce in r.metrics.focus_ce.items()])
+
+
+def focus_table(trained: Trained):
+    """Paper Table 6: CE per focus token (rows) and trained model (columns), beside the paper's."""
+    import pandas as pd
+
+    table = focus_frame(trained).pivot_table(index="token", columns=["setting", "model"], values="ce")
+    table = table.reindex(list(FOCUS_TOKENS))
+    table.columns = [f"{s} {m}" for s, m in table.columns]
+    return table.join(pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper "))
+
+
+def leak_sensitivity(trained: Trained, featurizers: Mapping[str, Callable], probe: torch.Tensor, position: int,
+                     replacement: int) -> dict[tuple[str, str], float]:
+    """``future_sensitivity`` of every trained model (its setting's featurizer): how much the logits before
+    ``position`` move when the token there becomes ``replacement``; 0 for a language model."""
+    return {(s, k): future_sensitivity(r.load(), featurizers[s], probe, position, replacement)
+            for s, k, r in _items(trained)}
+
+
+def sensitivity_frame(sensitivity: Mapping[tuple[str, str], float]):
+    import pandas as pd
+
+    return pd.Series(sensitivity, name="max |Δ logit| before the changed token").rename_axis(["setting", "model"])
+
+
+def key_numbers(trained: Trained, sensitivity: Mapping[tuple[str, str], float]):
+    """Chapter 2's headline numbers: perplexities and the leak, per setting and model."""
+    import pandas as pd
+
+    return pd.DataFrame({(SETTING_LABELS[s], k): {"PPL": r.metrics.ppl, "seen-only PPL": r.metrics.ppl_seen_only,
+                                                  "max |Δ logit| from the future": sensitivity[(s, k)]}
+                         for s, k, r in _items(trained)}).T.round(4)
+
+
+def run_summary(run: RunRecord, sensitivity: float) -> dict:
+    """What a chapter's metrics file keeps of one trained model."""
+    return {**run.metrics.to_dict(), "val_ppl_per_epoch": run.val_ppl_per_epoch,
+            "train_seconds": run.train_seconds, "run_status": run.status, "future_sensitivity": sensitivity}
+
+
+def by_setting(trained: Trained, sensitivity: Mapping[tuple[str, str], float]) -> dict[str, dict]:
+    """``{setting: {label, baseline: run_summary, fusion: run_summary}}``."""
+    return {s: {"label": SETTING_LABELS[s], **{k: run_summary(r, sensitivity[(s, k)]) for k, r in by_kind.items()}}
+            for s, by_kind in trained.items()}
+
+
+def fusion_training_record(config: SyntheticProfile, trained: Trained,
+                           sensitivity: Mapping[tuple[str, str], float]) -> FusionTrainingRecord:
+    """Chapter 2's metrics file: every model's metrics, curve and leak, the paper's numbers, the profile."""
+    numbers = by_setting(trained, sensitivity)
+    numbers["paper"] = {"table1": PAPER_A_TABLE1, "focus_ce": PAPER_A_FOCUS_CE}
+    numbers["config"] = {"corpus": vars(config.corpus), "backbone": vars(config.backbone),
+                         "train": vars(config.train)}
+    return FusionTrainingRecord(extra=numbers)
+
+
+def focus_by_model(trained: Trained):
+    """Focus-token CE, one column per ``"setting model"`` and one per paper model (``paper fusion``...)."""
+    import pandas as pd
+
+    focus = pd.DataFrame({f"{s} {k}": r.metrics.focus_ce for s, k, r in _items(trained)})
+    return focus.reindex(list(FOCUS_TOKENS)).join(pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper "))

@@ -1,0 +1,157 @@
+"""The library side of chapters 1-5: run declarations, typed summaries, tables and records."""
+
+import math
+
+import pytest
+
+from semlm.core.metrics import FOCUS_TOKENS
+from semlm.core.records import Interval, LanguageModelMetrics, SST2Judgement
+from semlm.core.runs import RunRecord
+from semlm.profiles import synthetic_profile
+
+SYNTHETIC_REF = "semlm.fusion.synthetic_experiment:SYNTHETIC"
+FOCUS = {token: 1.5 for token in FOCUS_TOKENS}
+
+
+def record(name, seed, group, ppl, sem_mse=None, status="trained"):
+    metrics = {"ppl": ppl, "ppl_seen_only": ppl - 0.1, "ppl_authors_denominator": ppl - 0.2,
+               "ppl_seen_only_authors_denominator": ppl - 0.3, "focus_ce": dict(FOCUS), "n_tokens": 10,
+               "n_pad_targets": 0}
+    if sem_mse is not None:
+        metrics["sem_mse"] = sem_mse
+    return RunRecord(SYNTHETIC_REF, name, seed, group, {}, "key", "unused", status, 1.0, 1,
+                     [{"val_ppl": ppl}], metrics, "cpu", 1, 0.0)
+
+
+def test_run_metrics_are_typed_and_written_back_unchanged():
+    run = record("fusion", 111, "causal", 3.0, sem_mse=0.01)
+    assert isinstance(run.metrics, LanguageModelMetrics)
+    assert run.metrics.ppl == 3.0 and run.metrics.focus_ce == FOCUS
+    assert set(run.to_dict()["metrics"]) == {"ppl", "ppl_seen_only", "ppl_authors_denominator",
+                                             "ppl_seen_only_authors_denominator", "focus_ce", "n_tokens",
+                                             "n_pad_targets", "sem_mse"}
+    assert "sem_mse" not in record("baseline", 111, "causal", 3.0).to_dict()["metrics"]
+
+
+def test_chapter_runs_are_declared_ahead_and_distinct():
+    from semlm.fusion.audit import ABLATIONS, audit_runs
+    from semlm.fusion.synthetic_experiment import fusion_training_runs
+
+    chapter2 = fusion_training_runs(synthetic_profile("smoke"))
+    assert [(s.group, s.name) for s in chapter2] == [("causal", "baseline"), ("causal", "fusion"),
+                                                     ("published", "baseline"), ("published", "fusion")]
+    specs = audit_runs("smoke", [111, 112])
+    assert len(specs) == 2 * (4 + len(ABLATIONS) + 1)
+    assert len({(s.group, s.name, s.seed) for s in specs}) == len(specs)
+    assert {s.seed for s in specs} == {111, 112}
+
+
+def test_sst2_runs_cap_workers_at_the_profile():
+    from semlm.fusion.sst2_experiment import SST2, sst2_profile, sst2_runs
+
+    assert SST2.max_workers(sst2_runs(sst2_profile("smoke"))) == sst2_profile("smoke").workers == 1
+    assert SST2.max_workers(sst2_runs(sst2_profile("cpu"))) == 2
+
+
+def fake_audit(seeds=(111, 112)):
+    from semlm.fusion.audit import ABLATIONS, AuditRuns
+
+    records = []
+    for i, seed in enumerate(seeds):
+        for setting in ("causal", "published"):
+            for model in ("baseline", "fusion"):
+                records.append(record(model, seed, setting, 3.0 + i + (model == "baseline"),
+                                      0.01 if model == "fusion" else None))
+        for model in ABLATIONS + ("control_code",):
+            records.append(record(model, seed, "causal", 3.5 + i, None if model == "control_code" else 0.02))
+    return AuditRuns.of(records, seeds)
+
+
+def fake_report(hit):
+    rate = {"value": hit, "ci_low": 0.0, "ci_high": 1.0, "k": 1, "n": 2}
+    accuracy = {"adj_acc": rate, "punct_acc": rate}
+    return {"hard": {"pos": accuracy, "neg": accuracy}, "soft": {"pos": accuracy, "neg": accuracy},
+            "ood_hit": {"pos": rate, "neg": rate}, "confusion_diagonal": hit}
+
+
+def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
+    from semlm.fusion import audit_tables
+    from semlm.fusion.audit import summarise_audit
+
+    audit = fake_audit()
+    reports = {key: fake_report(0.5 + 0.1 * (key[2] - 111)) for key in audit.runs if key[1] != "baseline"}
+    floors = {"ppl": 2.0, "ppl_seen_only": 1.9, "ppl_authors_denominator": 1.8,
+              "ppl_seen_only_authors_denominator": 1.7, "focus_ce": {t: 1.0 for t in FOCUS}}
+    summary = summarise_audit(audit, reports, floors)
+    fusion = summary.table1["causal"].fusion
+    assert fusion.ppl.mean == pytest.approx(3.5) and fusion.ppl.values == (3.0, 4.0)
+    assert summary.table1["causal"].baseline.sem_mse is None
+    assert summary.gain["causal"].mean == pytest.approx(1.0)  # baseline - fusion, paired by seed
+    assert summary.control["causal"].hard["pos"].adj_acc.mean == pytest.approx(0.55)
+    assert summary.focus_seeds[FOCUS_TOKENS[0]]["causal fusion"] == [1.5, 1.5]
+    assert audit_tables.gain_verdict(summary.gain["causal"]) == "fusion lower"
+    for table in (audit_tables.table1_frame, audit_tables.gain_frame, audit_tables.control_table,
+                  audit_tables.ablation_table, audit_tables.code_table, audit_tables.key_numbers,
+                  audit_tables.table1_points):
+        assert len(table(summary)) > 0
+    saved = audit_tables.leakage_audit_record(summary, 2).to_dict()
+    assert saved["table1"]["causal"]["fusion"]["ppl"]["values"] == [3.0, 4.0]
+    assert saved["paired_gain_seen_only"]["causal"]["mean"] == pytest.approx(1.0)
+
+
+def test_training_report_reads_records_by_attribute():
+    from semlm.fusion import training_report
+
+    trained = {s: {m: record(m, 111, s, 4.0 if m == "baseline" else 3.0, 0.01 if m == "fusion" else None)
+                   for m in ("baseline", "fusion")} for s in ("causal", "published")}
+    numbers = training_report.table1_numbers(trained)
+    assert numbers["causal_ppl_change"] == pytest.approx(-25.0) and numbers["published_sem_mse"] == 0.01
+    summary = training_report.run_summary(trained["causal"]["fusion"], 0.0)
+    assert summary["ppl"] == 3.0 and summary["val_ppl_per_epoch"] == [3.0] and summary["run_status"] == "trained"
+    frame = training_report.table1_frame(trained, {"paper": {"fusion": {"ppl": 2.2, "ppl_seen_only": 2.0}}})
+    assert len(frame) == 5 and math.isnan(frame.loc[("paper", "fusion"), "PPL"])
+
+
+def test_rule_and_path_numbers_name_every_glued_rate():
+    from semlm.fusion.control_study import CONTROL_PATHS, rate, rule_and_path_numbers
+
+    hit = Interval.of_proportion(3, 4)
+    side = [{"setting": s, "nucleus rule": r, "control path": p, "OOD hit pos": hit, "OOD hit neg": hit,
+             "soft adj pos": hit, "soft adj neg": hit}
+            for s in ("causal", "published") for r in ("reach", "authors") for p in CONTROL_PATHS]
+    numbers = rule_and_path_numbers(side)
+    assert len(numbers) == 3 + 6 and set(numbers.values()) == {0.75}
+    assert rate(hit) == f"{hit:.2f} (3/4)"
+
+
+def test_sst2_control_record_keeps_the_fields_the_claims_read():
+    from semlm.core.records import SST2ControlModes
+    from semlm.fusion.sst2_report import FEATURES_ONLY, _control_record, control_numbers
+
+    share = Interval.of_proportion(2, 4)
+    asked = SST2Judgement(vader={"POS": 2}, classifier={"POS": 2}, acc=share, classifier_acc=share)
+    none = SST2Judgement(vader={"POS": 2}, classifier={"POS": 2}, vader_pos_share=share, vader_neg_share=share,
+                         classifier_pos_share=share)
+    judged = {(k, None, "soft"): none for k in ("baseline", "fusion")}
+    judged.update({(k, r, m): asked for k in ("baseline", "fusion") for r in ("pos", "neg")
+                   for m in ("soft", "hard", FEATURES_ONLY)})
+    control = SST2ControlModes.from_dict(_control_record(judged, 4))
+    assert control.hard["pos"].acc == 0.5 and control.hard["pos"].acc_ci.low < 0.5
+    assert control.features_only["neg"].baseline_acc == 0.5
+    assert control_numbers(judged)["none_fusion_neg_clf"] == 0.5
+
+
+def test_feature_bank_table_and_future_change():
+    from semlm.data import synthetic
+    from semlm.data.vocab import Vocabulary
+    from semlm.fusion import features, fuzzy
+
+    assert list(features.feature_bank_table().predicate) == list(fuzzy.FEATURE_NAMES)
+    vocab = Vocabulary.build(synthetic.LEXICON)
+    a = "Alice reviews the paper , very good !".split()
+    b = "Alice reviews the paper , very good ?".split()
+    diffs, tokens, changed_at = features.future_change(
+        {"causal": features.SyntheticFeatures(vocab), "published": features.SyntheticFeatures(vocab, published=True)},
+        vocab, a, b)
+    assert changed_at == 8 and tokens[8] == "! / ?"
+    assert diffs["causal"][:changed_at].max() == 0 and diffs["published"][:changed_at].max() > 0
