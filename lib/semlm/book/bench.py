@@ -928,8 +928,9 @@ def run_synthetic_once(profile: str, seed: int, workers: int | None) -> None:
     """Our side of the comparison: train and evaluate both models fresh in a temporary run folder."""
     config = synthetic_profile(profile, seed)
     with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
-        runs = run_models(config, "causal", runs_dir=runs_dir, workers=workers, progress=False)
-    print("validation PPL: " + ", ".join(f"{k} {r.metrics['ppl']:.3f}" for k, r in runs.items()))
+        context = runner.RunContext(config.name, runs_dir, workers, progress=False)
+        runs = runner.nested(runner.run_many(SYNTHETIC, synthetic_runs(config, settings=("causal",)), context), "name")
+    print("validation PPL: " + ", ".join(f"{k} {r.metrics.ppl:.3f}" for k, r in runs.items()))
 
 
 # --- the benchmarks chapter's tables (notebooks/98_benchmarks.py) ----------------------------
