@@ -417,27 +417,36 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     return with_max_steps(config, max_steps)
 
 
-def with_max_steps(profile: IdeaProfile, max_steps: int | None) -> IdeaProfile:
-    """``profile`` capped at ``max_steps`` iterations (``None``: unchanged; a cap above the profile's is refused).
+def cap_steps(train, idea: IdeaSettings, max_steps: int | None):
+    """``(train, idea, share)`` of a run capped at ``max_steps`` optimiser steps: the one step cap of every profile.
 
-    The warmup, the cosine and the alpha ramp keep their share of the run (a 1,000-step cap of the
-    paper's 50,000 warms up for 20 steps and ramps alpha over 40; chapter 7's sweep runs shrink by the same
-    share), so a capped run is the same recipe compressed, not the first minutes of the long one.
-    ``capped_from`` records the original length.
+    ``train`` is any recipe with ``max_steps``, ``warmup_steps`` and ``eval_every`` (a :class:`TrainConfig`,
+    a :class:`LoraTraining`). The warmup and the alpha ramp keep their share of the run and validation
+    happens at least 5 times, so a capped run is the same recipe compressed, not the first minutes of
+    the long one. ``share`` is None when nothing is capped (``max_steps`` None or not below the recipe's).
     """
     if max_steps is None:
-        return profile
+        return train, idea, None
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
-    full = profile.train.max_steps
-    if max_steps >= full:
+    if max_steps >= train.max_steps:
+        return train, idea, None
+    share = max_steps / train.max_steps
+    train = replace(train, max_steps=max_steps, warmup_steps=round(train.warmup_steps * share),
+                    eval_every=max(1, min(train.eval_every, max_steps // 5 or 1)))
+    return train, replace(idea, alpha_ramp_steps=round(idea.alpha_ramp_steps * share)), share
+
+
+def with_max_steps(profile: IdeaProfile, max_steps: int | None) -> IdeaProfile:
+    """``profile`` capped at ``max_steps`` iterations (:func:`cap_steps`; ``None`` or a cap at or above
+    the profile's: unchanged). A 1,000-step cap of the paper's 50,000 warms up for 20 steps and ramps alpha
+    over 40; chapter 7's sweep runs shrink by the same share. ``capped_from`` records the original length.
+    """
+    train, idea, share = cap_steps(profile.train, profile.idea, max_steps)
+    if share is None:
         return profile
-    share = max_steps / full
-    train = replace(profile.train, max_steps=max_steps, warmup_steps=round(profile.train.warmup_steps * share),
-                    eval_every=max(1, min(profile.train.eval_every, max_steps // 5 or 1)))
-    idea = replace(profile.idea, alpha_ramp_steps=round(profile.idea.alpha_ramp_steps * share))
     return replace(profile, train=train, idea=idea, sweep_steps=max(1, round(profile.sweep_steps * share)),
-                   capped_from=full)
+                   capped_from=profile.train.max_steps)
 
 
 def _flatten(prefix: str, value) -> dict:
@@ -655,18 +664,10 @@ def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
 
 
 def _cap_lora(profile: LoraProfile, max_steps: int | None) -> LoraProfile:
-    if max_steps is None:
+    training, idea, share = cap_steps(profile.training, profile.training.idea, max_steps)
+    if share is None:
         return profile
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
-    t = profile.training
-    if max_steps >= t.max_steps:
-        return profile
-    share = max_steps / t.max_steps
-    training = replace(t, max_steps=max_steps, warmup_steps=round(t.warmup_steps * share),
-                       eval_every=max(1, min(t.eval_every, max_steps // 5 or 1)),
-                       idea=replace(t.idea, alpha_ramp_steps=round(t.idea.alpha_ramp_steps * share)))
-    return replace(profile, training=training, capped_from=t.max_steps)
+    return replace(profile, training=replace(training, idea=idea), capped_from=profile.training.max_steps)
 
 
 def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
