@@ -46,7 +46,8 @@ def test_bf16_autocast_training_steps_of_the_idea_gpt_are_finite_and_lower_the_l
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(25):
-        loss, parts = loss_fn(model, batch)
+        with autocast_for("cuda"):  # the trainer's precision for paper B on a GPU (TrainConfig.autocast)
+            loss, parts = loss_fn(model, batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -37,8 +37,8 @@ class TrainConfig:
     label_smoothing: float = 0.02
     aux_weight: float = 0.5
     uniformizer_weight: float = 0.01
-    seed: int = 0
-    #: mixed precision of the forward pass: None (float32) or "bf16" (``torch.autocast`` on the run's device)
+    #: mixed precision of the forward pass (:data:`PRECISIONS`, decided by ``semlm.core.precision``):
+    #: None (float32), "bf16" (``torch.autocast`` on the run's device) or "bf16_on_cuda" (float32 on a CPU)
     autocast: str | None = None
     max_steps: int | None = None        # None: ``epochs`` passes over the data
     accumulation: int = 1               # micro-batches per optimiser step
@@ -57,8 +57,8 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
-        if self.autocast not in (None, "bf16"):
-            raise ValueError(f"autocast must be None or 'bf16', got {self.autocast!r}")
+        if self.autocast not in PRECISIONS:
+            raise ValueError(f"autocast must be one of {PRECISIONS}, got {self.autocast!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 or None, got {self.max_steps}")
         if self.accumulation < 1 or self.batch_size % self.accumulation:
@@ -78,6 +78,7 @@ class TrainConfig:
 
 
 SAMPLINGS = ("shuffle", "in_order", "random_windows")
+PRECISIONS = (None, "bf16", "bf16_on_cuda")
 SCHEDULES = ("cosine", "cosine_min_lr", "constant")
 
 
@@ -96,6 +97,7 @@ class SyntheticProfile:
     corpus: SyntheticConfig
     backbone: BackboneSize
     train: TrainConfig
+    seed: int = 111              # the training seed of its runs (``RunSpec.seed``)
 
 
 def check_profile(profile) -> str:
@@ -139,13 +141,14 @@ def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
     """Corpus, backbone size and training config of the synthetic experiment for ``profile``."""
     check_profile(profile)
     check_parameters(seed=seed)
-    paper = SyntheticProfile(profile, SyntheticConfig(), BackboneSize(), TrainConfig(seed=seed))
+    paper = SyntheticProfile(profile, SyntheticConfig(), BackboneSize(), TrainConfig(), seed)
     if profile == "smoke":
         return SyntheticProfile(
             profile,
             SyntheticConfig(n_train=384, n_val=96),
             BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
             replace(paper.train, epochs=8, batch_size=64, lr=3e-3),
+            seed,
         )
     return replace(paper, name=profile)
 
@@ -193,6 +196,7 @@ class SST2Profile:
     classifier: ClassifierConfig
     control: ControlConfig
     workers: int = 2
+    seed: int = 111              # the training seed of its runs (``RunSpec.seed``) and of the subsample
 
 
 def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
@@ -203,7 +207,7 @@ def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
     """
     check_profile(profile)
     check_parameters(seed=seed)
-    paper = SST2Profile(profile, None, 2, BackboneSize(), TrainConfig(seed=seed), ClassifierConfig(), ControlConfig())
+    paper = SST2Profile(profile, None, 2, BackboneSize(), TrainConfig(), ClassifierConfig(), ControlConfig(), seed=seed)
     if profile == "smoke":
         return SST2Profile(profile, 600, 2, BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
                            replace(paper.train, epochs=3, lr=3e-3), ClassifierConfig(n_train=12000, epochs=3),
@@ -285,7 +289,7 @@ class IdeaSettings:
                              f"{self.alpha}, {self.beta}, {self.alpha_ramp_steps}")
 
 
-def authors_v1_training(seed: int = 111, max_steps: int = 50_000, micro_batch: int = 8, accumulation: int = 4,
+def authors_v1_training(max_steps: int = 50_000, micro_batch: int = 8, accumulation: int = 4,
                         lr: float = 3e-4, min_lr: float = 3e-5, warmup_steps: int = 1000,
                         grad_clip: float | None = None, eval_every: int = 1000) -> TrainConfig:
     """The authors' v1 training loop (their ``train.py``) as a :class:`TrainConfig`: iterations, not epochs.
@@ -296,12 +300,13 @@ def authors_v1_training(seed: int = 111, max_steps: int = 50_000, micro_batch: i
     the learning rate); the learning rate warms up linearly from 0 over ``warmup_steps`` and then
     follows a cosine from ``lr`` to ``min_lr`` at ``max_steps`` (``schedule="cosine_min_lr"``, their
     ``get_lr``). No gradient clipping (the paper's text says they clip; their v1 loop does not).
-    Validation perplexity on the whole validation split every ``eval_every`` iterations.
+    Validation perplexity on the whole validation split every ``eval_every`` iterations. bf16 autocast
+    on a GPU (as the authors), float32 on a CPU.
     """
     return TrainConfig(max_steps=max_steps, batch_size=micro_batch * accumulation, accumulation=accumulation,
                        sampling="random_windows", schedule="cosine_min_lr", lr=lr, min_lr=min_lr,
                        warmup_steps=warmup_steps, weight_decay=0.01, grad_clip=grad_clip, eval_every=eval_every,
-                       seed=seed)
+                       autocast="bf16_on_cuda")
 
 
 @dataclass(frozen=True)
@@ -344,6 +349,7 @@ class IdeaProfile:
     max_workers: int = 2             # training processes (1 = in the notebook's own process)
     compare_loss_forms: bool = True  # chapter 6 also trains the other idea-loss form (v1 sum vs v2 mean)
     capped_from: int | None = None   # max_steps of the profile before a ``max_steps`` cap (None = not capped)
+    seed: int = 111                  # the training seed of its runs (``RunSpec.seed``)
 
 
 #: The idea BCE averaged over the (unmasked) vocabulary with weight 0.1: the authors' own v2 form
@@ -379,16 +385,16 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     check_profile(profile)
     paper = IdeaProfile(
         name="paper", dataset="wikitext-103", tokenizer="gpt2", vocab_size=50257, bpe_lines=None, train_tokens=None,
-        eval_tokens=None, size=GPTSize(), train=authors_v1_training(seed), idea=IdeaSettings(),
+        eval_tokens=None, size=GPTSize(), train=authors_v1_training(), idea=IdeaSettings(),
         generation=GenerationSettings(samples_per_prompt=5, max_new_tokens=100, seeds=(0,)),
         sweep_train_tokens=20_000_000, sweep_steps=5000, sweep_samples_per_prompt=5, loop_new_tokens=150,
-        max_workers=1, compare_loss_forms=False)
+        max_workers=1, compare_loss_forms=False, seed=seed)
     if profile == "cpu":
         config = replace(
             paper, name="cpu", dataset="wikitext-2", tokenizer="book-bpe", vocab_size=2048, bpe_lines=None,
             train_tokens=None, eval_tokens=40_000,
             size=GPTSize(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0),
-            train=authors_v1_training(seed, max_steps=600, micro_batch=32, accumulation=1, lr=2e-3, min_lr=2e-4,
+            train=authors_v1_training(max_steps=600, micro_batch=32, accumulation=1, lr=2e-3, min_lr=2e-4,
                                       warmup_steps=30, grad_clip=1.0, eval_every=50),
             idea=replace(paper.idea, alpha_ramp_steps=150, **MEAN_IDEA_LOSS),
             generation=GenerationSettings(samples_per_prompt=3, max_new_tokens=50, seeds=(0, 1)),
@@ -399,7 +405,7 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
             paper, name="smoke", dataset="wikitext-2", tokenizer="book-bpe", vocab_size=512, bpe_lines=3000,
             train_tokens=12_000, eval_tokens=3_000,
             size=GPTSize(n_layer=1, n_head=2, n_embd=32, block_size=32, dropout=0.0),
-            train=authors_v1_training(seed, max_steps=20, micro_batch=16, accumulation=1, lr=3e-3, min_lr=3e-4,
+            train=authors_v1_training(max_steps=20, micro_batch=16, accumulation=1, lr=3e-3, min_lr=3e-4,
                                       warmup_steps=2, grad_clip=1.0, eval_every=10),
             idea=replace(paper.idea, alpha_ramp_steps=5, **MEAN_IDEA_LOSS),
             generation=GenerationSettings(samples_per_prompt=2, max_new_tokens=12, seeds=(0,), authors_samples=2,
@@ -411,27 +417,36 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     return with_max_steps(config, max_steps)
 
 
-def with_max_steps(profile: IdeaProfile, max_steps: int | None) -> IdeaProfile:
-    """``profile`` capped at ``max_steps`` iterations (``None``: unchanged; a cap above the profile's is refused).
+def cap_steps(train, idea: IdeaSettings, max_steps: int | None):
+    """``(train, idea, share)`` of a run capped at ``max_steps`` optimiser steps: the one step cap of every profile.
 
-    The warmup, the cosine and the alpha ramp keep their share of the run (a 1,000-step cap of the
-    paper's 50,000 warms up for 20 steps and ramps alpha over 40; chapter 7's sweep runs shrink by the same
-    share), so a capped run is the same recipe compressed, not the first minutes of the long one.
-    ``capped_from`` records the original length.
+    ``train`` is any recipe with ``max_steps``, ``warmup_steps`` and ``eval_every`` (a :class:`TrainConfig`,
+    a :class:`LoraTraining`). The warmup and the alpha ramp keep their share of the run and validation
+    happens at least 5 times, so a capped run is the same recipe compressed, not the first minutes of
+    the long one. ``share`` is None when nothing is capped (``max_steps`` None or not below the recipe's).
     """
     if max_steps is None:
-        return profile
+        return train, idea, None
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
-    full = profile.train.max_steps
-    if max_steps >= full:
+    if max_steps >= train.max_steps:
+        return train, idea, None
+    share = max_steps / train.max_steps
+    train = replace(train, max_steps=max_steps, warmup_steps=round(train.warmup_steps * share),
+                    eval_every=max(1, min(train.eval_every, max_steps // 5 or 1)))
+    return train, replace(idea, alpha_ramp_steps=round(idea.alpha_ramp_steps * share)), share
+
+
+def with_max_steps(profile: IdeaProfile, max_steps: int | None) -> IdeaProfile:
+    """``profile`` capped at ``max_steps`` iterations (:func:`cap_steps`; ``None`` or a cap at or above
+    the profile's: unchanged). A 1,000-step cap of the paper's 50,000 warms up for 20 steps and ramps alpha
+    over 40; chapter 7's sweep runs shrink by the same share. ``capped_from`` records the original length.
+    """
+    train, idea, share = cap_steps(profile.train, profile.idea, max_steps)
+    if share is None:
         return profile
-    share = max_steps / full
-    train = replace(profile.train, max_steps=max_steps, warmup_steps=round(profile.train.warmup_steps * share),
-                    eval_every=max(1, min(profile.train.eval_every, max_steps // 5 or 1)))
-    idea = replace(profile.idea, alpha_ramp_steps=round(profile.idea.alpha_ramp_steps * share))
     return replace(profile, train=train, idea=idea, sweep_steps=max(1, round(profile.sweep_steps * share)),
-                   capped_from=full)
+                   capped_from=profile.train.max_steps)
 
 
 def _flatten(prefix: str, value) -> dict:
@@ -450,7 +465,7 @@ def _get_path(obj, dotted: str):
 
 
 #: Fields that are not part of the recipe (bookkeeping of the book's own runs).
-_NOT_RECIPE = {"name", "max_workers", "capped_from", "compare_loss_forms", "train.seed", "seed"}
+_NOT_RECIPE = {"name", "max_workers", "capped_from", "compare_loss_forms", "seed"}
 
 
 def profile_differences(profile, reference=None) -> list[dict]:
@@ -460,7 +475,7 @@ def profile_differences(profile, reference=None) -> list[dict]:
     Computed from the two config objects (nested dataclasses flattened to dotted names), so a
     difference cannot be left out of the chapters' "our profile vs the authors' run" tables.
     """
-    reference = reference or idea_profile("paper", profile.train.seed)
+    reference = reference or idea_profile("paper", profile.seed)
     theirs = _flatten("", reference)
     ours = {}
     for key, value in _flatten("", profile).items():
@@ -521,7 +536,8 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
     cpu = TopicDriftProfile(
         name="cpu", data=TopicConfig(seed=seed, n_train_docs=3000, sentences_per_doc=10),
         size=GPTSize(n_layer=2, n_head=4, n_embd=64, block_size=64, dropout=0.0),
-        train=TrainConfig(epochs=4, batch_size=32, lr=3e-3, weight_decay=0.01, warmup_fraction=0.05, seed=seed),
+        train=TrainConfig(epochs=4, batch_size=32, lr=3e-3, weight_decay=0.01, warmup_fraction=0.05,
+                          autocast="bf16_on_cuda"),
         idea=idea, n_seeds=3, samples_per_prompt=8, sweep_samples_per_prompt=4)
     if profile == "cpu":
         return cpu
@@ -648,18 +664,10 @@ def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
 
 
 def _cap_lora(profile: LoraProfile, max_steps: int | None) -> LoraProfile:
-    if max_steps is None:
+    training, idea, share = cap_steps(profile.training, profile.training.idea, max_steps)
+    if share is None:
         return profile
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
-    t = profile.training
-    if max_steps >= t.max_steps:
-        return profile
-    share = max_steps / t.max_steps
-    training = replace(t, max_steps=max_steps, warmup_steps=round(t.warmup_steps * share),
-                       eval_every=max(1, min(t.eval_every, max_steps // 5 or 1)),
-                       idea=replace(t.idea, alpha_ramp_steps=round(t.idea.alpha_ramp_steps * share)))
-    return replace(profile, training=training, capped_from=t.max_steps)
+    return replace(profile, training=replace(training, idea=idea), capped_from=profile.training.max_steps)
 
 
 def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:

@@ -65,7 +65,8 @@ def test_cache_key_closure_leaves_training_alone_when_only_evaluation_or_present
 
 def test_the_training_closure_reaches_what_a_hand_list_missed():
     synthetic = code_closure(type(SYNTHETIC), exclude=runs.EVALUATION_METHODS)
-    assert "semlm.fusion.losses:label_smoothed_cross_entropy" in code_closure(runs.train)
+    assert "semlm.fusion.losses:label_smoothed_cross_entropy" in synthetic  # the loss its fit passes (Eq. 5)
+    assert "semlm.core.precision:autocast" in code_closure(runs.train)
     assert "semlm.fusion.model:FusionLM" in synthetic
     assert not any(name.startswith("semlm.core.metrics:evaluate") for name in synthetic)
     idea = code_closure(type(IDEA), exclude=runs.EVALUATION_METHODS)

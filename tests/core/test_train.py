@@ -3,6 +3,7 @@ import json
 import pytest
 import torch
 
+from semlm.fusion.losses import FusionLoss
 from semlm.fusion.synthetic_experiment import model_config, prepare_data
 from semlm.fusion.model import build_model
 from semlm.profiles import synthetic_profile
@@ -18,15 +19,16 @@ def setup():
 
 def fresh(setup, kind="fusion"):
     profile, data = setup
-    set_seed(profile.train.seed)
+    set_seed(profile.seed)
     return build_model(model_config(profile, kind, len(data.vocab), "causal"))
 
 
-def run(setup, run_dir=None, config=None, **kwargs):
+def run(setup, run_dir=None, config=None, seed=None, **kwargs):
     profile, data = setup
     model = fresh(setup)
-    result = train(model, data.train, data.val, config or profile.train, data.adjective_classes,
-                   run_dir=run_dir, progress=False, **kwargs)
+    config = config or profile.train
+    result = train(model, data.train, data.val, config, FusionLoss.from_config(config, data.adjective_classes),
+                   seed=profile.seed if seed is None else seed, run_dir=run_dir, progress=False, **kwargs)
     return model, result
 
 
@@ -47,8 +49,20 @@ def test_same_seed_gives_identical_runs(setup):
 def test_different_seed_gives_a_different_run(setup):
     profile, _ = setup
     _, a = run(setup)
-    _, b = run(setup, config=TrainConfig(**{**vars(profile.train), "seed": 99}))
+    _, b = run(setup, seed=99)
     assert a.val_ppl_per_epoch != b.val_ppl_per_epoch
+
+
+def test_run_folder_from_another_seed_is_refused(setup, tmp_path):
+    run(setup, tmp_path / "run", stop_after_epoch=1)
+    with pytest.raises(CheckpointMismatch, match=r"differs in: seed"):
+        run(setup, tmp_path / "run", seed=99)
+
+
+def test_a_loss_is_required_and_must_be_callable(setup):
+    profile, data = setup
+    with pytest.raises(TypeError, match="loss_fn must be a callable .* semlm.fusion.losses.FusionLoss"):
+        train(fresh(setup), data.train, data.val, profile.train, data.adjective_classes, seed=0, progress=False)
 
 
 def test_interrupted_run_resumes_to_the_same_result(setup, tmp_path):
@@ -135,7 +149,7 @@ def idea_setup(**train_kwargs):
     ids = torch.randint(1, 32, (3000,), generator=torch.Generator().manual_seed(0))
     stream = TokenStream(ids[:2500], profile.size.block_size, idea.window)
     val = TokenBlocks.from_stream(ids[2500:], profile.size.block_size, idea.window)
-    config = dc_replace(authors_v1_training(seed=7, max_steps=6, micro_batch=4, accumulation=2, lr=3e-3,
+    config = dc_replace(authors_v1_training(max_steps=6, micro_batch=4, accumulation=2, lr=3e-3,
                                             min_lr=3e-4, warmup_steps=2, eval_every=2), **train_kwargs)
     torch.manual_seed(1)
     model = IdeaGPTForCausalLM(model_config(profile, 32, True, idea))
@@ -145,7 +159,7 @@ def idea_setup(**train_kwargs):
 def train_steps_run(run_dir=None, **kwargs):
     train_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("stop_after_step",)}
     model, stream, val, config, loss_fn, idea = idea_setup(**train_kwargs)
-    result = train(model, stream, val, config, run_dir=run_dir, progress=False, loss_fn=loss_fn, **kwargs)
+    result = train(model, stream, val, config, loss_fn, seed=7, run_dir=run_dir, progress=False, **kwargs)
     return model, result, config, idea
 
 
@@ -213,3 +227,21 @@ def test_learning_rate_schedules_equal_transformers_schedulers(schedule):
         assert ours.get_last_lr()[0] == pytest.approx(theirs.get_last_lr()[0], rel=1e-12, abs=1e-15)
         ours_opt.step(), theirs_opt.step()
         ours.step(), theirs.step()
+
+
+def test_precision_is_decided_by_the_config_and_the_device():
+    from semlm.core.precision import autocast_dtype
+
+    assert autocast_dtype(None, "cuda") is None and autocast_dtype(None, "cpu") is None
+    assert autocast_dtype("bf16", "cpu") == autocast_dtype("bf16", "cuda") == torch.bfloat16
+    assert autocast_dtype("bf16_on_cuda", "cpu") is None and autocast_dtype("bf16_on_cuda", "cuda") == torch.bfloat16
+    with pytest.raises(ValueError, match="autocast must be one of"):
+        TrainConfig(autocast="fp16")
+
+
+def test_paper_b_trains_in_bf16_on_a_gpu_and_paper_a_in_float32():
+    from semlm.profiles import idea_profile, lora_profile, topic_drift_profile
+
+    assert idea_profile("smoke").train.autocast == topic_drift_profile("smoke").train.autocast == "bf16_on_cuda"
+    assert synthetic_profile("smoke").train.autocast is None
+    assert lora_profile("smoke").book_backbone.train.autocast is None

@@ -64,3 +64,27 @@ def test_uniformizer_is_zero_for_flat_class_logits_and_without_adjective_targets
     logits[..., 1:3] = 0.7
     assert adjective_uniformizer(logits, torch.tensor([[1, 2]]), torch.ones(1, 2), [torch.tensor([1, 2])]).item() == pytest.approx(0, abs=1e-7)
     assert adjective_uniformizer(logits, torch.tensor([[0, 0]]), torch.ones(1, 2), [torch.tensor([1, 2])]).item() == 0
+
+
+def test_fusion_loss_is_eq5_the_weighted_sum_of_its_terms():
+    from types import SimpleNamespace
+
+    from semlm.fusion.losses import FusionLoss
+    from semlm.profiles import TrainConfig
+
+    torch.manual_seed(0)
+    logits, features = torch.randn(2, 3, 6), torch.rand(2, 3, 4)
+    out = SimpleNamespace(logits=logits, feature_pred=torch.rand(2, 3, 4) * 0.8 + 0.1)
+    batch = SimpleNamespace(input_ids=None, features=features, mask=torch.ones(2, 3, dtype=torch.bool),
+                            targets=torch.tensor([[1, 2, 3], [4, 1, 0]]), scored=torch.ones(2, 3, dtype=torch.bool))
+    classes = (torch.tensor([1, 2]), torch.tensor([3, 4]))
+    loss_fn = FusionLoss.from_config(TrainConfig(label_smoothing=0.1, aux_weight=0.5, uniformizer_weight=0.2), classes)
+    loss, parts = loss_fn(lambda *args: out, batch, step=0)
+    lm = label_smoothed_cross_entropy(logits, batch.targets, batch.scored, 0.1)
+    uni = adjective_uniformizer(logits, batch.targets, batch.scored, classes)
+    aux = auxiliary_bce(out.feature_pred, features, batch.mask)
+    assert loss.item() == pytest.approx((lm + 0.2 * uni + 0.5 * aux).item(), rel=1e-6)
+    assert set(parts) == {"lm", "uniformizer", "aux"} and not any(p.requires_grad for p in parts.values())
+    plain = FusionLoss.from_config(TrainConfig(label_smoothing=0.1, aux_weight=0.5, uniformizer_weight=0.0), classes)
+    _, parts = plain(lambda *args: SimpleNamespace(logits=logits, feature_pred=None), batch, step=0)
+    assert set(parts) == {"lm"}  # no aux head, no uniformizer weight: only the LM term

@@ -243,6 +243,7 @@ def _train_variant(profile: str, seed: int, kind: str, bucket_batches: int, prec
     from semlm.core.metrics import evaluate_language_model
     from semlm.fusion.model import build_model
     from semlm.core.train import set_seed, train
+    from semlm.fusion.losses import FusionLoss
 
     torch.set_num_threads(1)
     config = synthetic_profile(profile, seed)
@@ -252,7 +253,7 @@ def _train_variant(profile: str, seed: int, kind: str, bucket_batches: int, prec
     train_config = dataclasses.replace(config.train, autocast=precision)
     cpu0 = time.process_time()
     result = train(model, dataclasses.replace(data.train, bucket_batches=bucket_batches), data.val, train_config,
-                   data.adjective_classes, progress=False)
+                   FusionLoss.from_config(train_config, data.adjective_classes), seed=seed, progress=False)
     cpu_seconds = time.process_time() - cpu0
     metrics = evaluate_language_model(model, data.val, data.vocab, data.held_out_ids)
     return {"ppl": metrics["ppl"], "ppl_seen_only": metrics["ppl_seen_only"], "train_seconds": result.train_seconds,
@@ -442,10 +443,13 @@ def idea_flop_ratios(n_layer: int, n_embd: int, vocab_size: int, block_size: int
 
 
 def _train_job(model, optimizer, loss_fn, batches, device: str):
+    from semlm.core.precision import autocast
+
     def run():
         model.train()
         for batch in batches:
-            loss, _ = loss_fn(model, batch)
+            with autocast("bf16_on_cuda", device):  # as the trainer runs paper B's GPTs
+                loss, _ = loss_fn(model, batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

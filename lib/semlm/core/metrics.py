@@ -25,6 +25,7 @@ from semlm.data.dataset import LMTensors
 from semlm.data.synthetic import NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES
 from semlm.data.vocab import Vocabulary
 from semlm.core.records import Interval, t_quantile_975, wilson_bounds  # noqa: F401 (t_quantile_975 re-exported)
+from semlm.core.precision import autocast
 
 #: The tokens of the paper's Table 6 plus those the foundation issue asks for.
 FOCUS_TOKENS: tuple[str, ...] = ("good", "great", "terrible", "slightly", "very", "!", "?", ",")
@@ -118,7 +119,7 @@ def _block_perplexity(model: torch.nn.Module, blocks, alpha: float | None, batch
     total, count = 0.0, 0
     for batch in blocks.batches(batch_size):
         inputs, targets = batch.inputs.to(device), batch.targets.to(device)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with autocast("bf16_on_cuda", device):  # bf16 on a GPU, as paper B's training
             logits = model(inputs, **kwargs).logits
         total += F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=PAD_ID,
                                  reduction="sum").item()

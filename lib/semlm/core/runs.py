@@ -97,14 +97,13 @@ class RunSpec:
 
 @dataclass
 class Fit:
-    """What :func:`semlm.core.train.train` needs for one run."""
+    """What :func:`semlm.core.train.train` needs for one run (its seed is the spec's, ``RunSpec.seed``)."""
 
     train_data: Any
     val_data: Any
     config: Any                                 # a semlm.profiles.TrainConfig
-    loss_fn: Callable | None = None             # (model, batch, step) -> (loss, parts); None: paper A's Eq. 5
-    validate: Callable | None = None            # (model, val_data, step) -> perplexity
-    adjective_classes: Sequence[torch.Tensor] = ()
+    loss_fn: Callable                           # (model, batch, step) -> (loss, parts), e.g. fusion.losses.FusionLoss
+    validate: Callable | None = None            # (model, val_data, step) -> perplexity; None: metrics.perplexity
 
 
 class Experiment:
@@ -310,10 +309,9 @@ def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads
             fit = experiment.fit(spec, data)
             on_step = (lambda: progress_queue.put(1)) if progress_queue is not None else None
             label = progress if isinstance(progress, str) else f"{spec.name} (seed {spec.seed})"
-            result = train(model, fit.train_data, fit.val_data, fit.config, fit.adjective_classes,
-                           run_dir=folder / "train", run_description=spec.description(),
-                           progress=label if progress and on_step is None else False, on_step=on_step,
-                           loss_fn=fit.loss_fn, validate=fit.validate)
+            result = train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
+                           validate=fit.validate, run_dir=folder / "train", run_description=spec.description(),
+                           progress=label if progress and on_step is None else False, on_step=on_step)
         model.eval()
         metrics = experiment.evaluate(spec, data, model, result)
         record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,

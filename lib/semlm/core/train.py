@@ -1,4 +1,9 @@
-"""One trainer for every chapter: AdamW, 10% warmup + cosine, clipping, label smoothing.
+"""One trainer for every chapter: AdamW, warmup + cosine (or constant), clipping, accumulation, patience.
+
+An experiment supplies the *what* (its data, its ``loss_fn(model, batch, step) -> (loss, parts)``,
+optionally its ``validate``); :class:`Trainer` owns the *how*, once: the optimiser and the
+schedule, mixed precision (:mod:`semlm.core.precision`), resuming, checkpoints, early stopping,
+and (given an ``accelerate.Accelerator``) data-parallel training over several processes.
 
 Reproducibility and safety rules:
 
@@ -24,17 +29,22 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm import tqdm
 
-from semlm.data.dataset import LMTensors
-from semlm.fusion.losses import adjective_uniformizer, auxiliary_bce, label_smoothed_cross_entropy
 from semlm.core.metrics import perplexity
+from semlm.core.precision import autocast
 from semlm.profiles import TrainConfig
+
+#: ``loss_fn(model, batch, step) -> (loss, parts)``: ``step`` is the optimiser steps done, ``parts``
+#: named detached 0-d tensors (or floats) logged per validation
+LossFn = Callable[[nn.Module, Any, int], "tuple[torch.Tensor, dict]"]
+#: ``validate(model, val_data, step) -> perplexity``
+Validate = Callable[[nn.Module, Any, int], float]
 
 
 class TrainingHistory:
@@ -76,46 +86,12 @@ def progress_bar(total: int, description: str, enabled: bool = True, **kwargs) -
     return tqdm(total=total, desc=description, disable=not enabled or env_off, mininterval=1.0, **kwargs)
 
 
-def autocast(precision: str | None, batch=None, device: str | torch.device | None = None):
-    """``torch.autocast`` in bf16 on the batch's (or ``device``'s) device type when ``precision == "bf16"``, else a no-op."""
-    if precision is None:
-        return contextlib.nullcontext()
-    if device is None:
-        tensor = getattr(batch, "input_ids", None)
-        if tensor is None:
-            tensor = getattr(batch, "inputs", None)
-        device = tensor.device if tensor is not None else "cpu"
-    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
-
-
 def set_seed(seed: int) -> None:
     """Seed torch (and Python's ``random``) for model initialisation."""
     import random
 
     random.seed(seed)
     torch.manual_seed(seed)
-
-
-def training_loss(model: nn.Module, batch: LMTensors, config: TrainConfig,
-                  adjective_classes: Sequence[torch.Tensor], label_smoothing: float | None = None) -> tuple[torch.Tensor, dict]:
-    """Eq. 5 for one batch; the auxiliary term only exists for models with an aux head.
-
-    ``parts`` holds each term as a detached 0-d tensor, not a Python float: converting is
-    the caller's choice (a ``.item()`` per term would wait for the device at every step).
-    """
-    out = model(batch.input_ids, batch.features, batch.mask)
-    eps = config.label_smoothing if label_smoothing is None else label_smoothing
-    lm = label_smoothed_cross_entropy(out.logits, batch.targets, batch.scored, eps)  # no <pad> targets
-    loss, parts = lm, {"lm": lm.detach()}
-    if config.uniformizer_weight and adjective_classes:
-        uni = adjective_uniformizer(out.logits, batch.targets, batch.scored, adjective_classes)
-        loss = loss + config.uniformizer_weight * uni
-        parts["uniformizer"] = uni.detach()
-    if out.feature_pred is not None and config.aux_weight:
-        aux = auxiliary_bce(out.feature_pred, batch.features, batch.mask)
-        loss = loss + config.aux_weight * aux
-        parts["aux"] = aux.detach()
-    return loss, parts
 
 
 def fingerprint(*parts) -> str:
@@ -201,7 +177,7 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total_
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _step_batches(data, config: TrainConfig, start_step: int, steps_per_epoch: int):
+def _step_batches(data, config: TrainConfig, seed: int, start_step: int, steps_per_epoch: int):
     """Yield ``(step, batch)`` from ``start_step`` on. Every epoch (``shuffle``) or every step
     (``random_windows``) reseeds torch and the sampling generator from ``(seed, epoch | step)``,
     so a run resumed at a checkpoint is bit-identical to an uninterrupted one."""
@@ -209,14 +185,14 @@ def _step_batches(data, config: TrainConfig, start_step: int, steps_per_epoch: i
     step = start_step
     if config.sampling == "random_windows":
         while True:
-            torch.manual_seed(_seed_of(config.seed, step))
-            generator.manual_seed(_seed_of(config.seed, step) + 1)
+            torch.manual_seed(_seed_of(seed, step))
+            generator.manual_seed(_seed_of(seed, step) + 1)
             yield step, data.sample(config.batch_size, generator)
             step += 1
     epoch = start_step // steps_per_epoch
     while True:
-        torch.manual_seed(_seed_of(config.seed, epoch))
-        generator.manual_seed(_seed_of(config.seed, epoch) + 1)
+        torch.manual_seed(_seed_of(seed, epoch))
+        generator.manual_seed(_seed_of(seed, epoch) + 1)
         skip = step - epoch * steps_per_epoch
         batches = data.batches(config.batch_size, generator, shuffle=config.sampling == "shuffle")
         for index, batch in enumerate(batches):
@@ -244,49 +220,69 @@ def _load_weights(model: nn.Module, path: Path, trainable_only: bool) -> None:
     model.load_state_dict(state, strict=False)
 
 
-def train(model: nn.Module, train_data, val_data, config: TrainConfig,
-          adjective_classes: Sequence[torch.Tensor] = (), run_dir: str | Path | None = None,
-          run_description: dict | None = None, progress: bool | str = True,
-          stop_after_epoch: int | None = None, stop_after_step: int | None = None,
-          on_step: Callable[[], None] | None = None,
-          loss_fn: Callable[[nn.Module, object, int], tuple[torch.Tensor, dict]] | None = None,
-          validate: Callable[[nn.Module, object, int], float] | None = None) -> TrainResult:
-    """Train ``model`` in place and return its validation history: the one loop of every chapter.
 
-    By default it trains paper A's models on ``LMTensors`` with Eq. 5. Other chapters pass
-    ``loss_fn(model, batch, step) -> (loss, parts)`` and ``validate(model, val_data, step) -> ppl``
-    (``step``: optimiser steps done, e.g. for a gate strength ramped over steps) and any data
-    with ``batches(batch_size, generator, shuffle)`` (or ``sample(batch_size, generator)`` for
-    ``sampling="random_windows"``) whose ``input_ids`` are hashed into the run key.
+def _no_best() -> dict:
+    return {"value": math.inf, "step": None, "state": None, "bad": 0}
 
-    Only parameters with ``requires_grad`` are optimised (a frozen backbone stays frozen), and a
-    model whose trainable parameters are a small part of it (LoRA adapters, an idea head) is
-    checkpointed by those alone. ``run_description`` (any JSON-able dict, e.g. the model config)
-    goes into the run's fingerprint together with ``config`` and the data, so that a folder cannot
-    silently mix runs. ``stop_after_epoch`` / ``stop_after_step`` end early (the run stays
-    resumable; the tests simulate an interruption with them). ``on_step`` is called after every
-    optimiser step (worker processes use it to report progress to the parent).
+
+class Trainer:
+    """One run of the loop: the optimiser, the schedule and the state a checkpoint holds.
+
+    :func:`train` is the way to use it; the methods are its parts: :meth:`resume` (the run
+    folder), :meth:`optimiser_step` (one batch, in ``accumulation`` micro-batches),
+    :meth:`validate_and_checkpoint` (a history row, patience, the checkpoint) and :meth:`finish`
+    (best weights, ``final/``). With an ``accelerate.Accelerator`` every process draws the same
+    global batch and trains on its share of the rows; DistributedDataParallel averages the
+    gradients, so N processes make the update one process makes with the whole batch.
     """
-    run_dir = Path(run_dir) if run_dir is not None else None
-    run_info = {"train_config": asdict(config), "model": run_description or {},
-                "data": fingerprint(train_data.input_ids, val_data.input_ids)}
-    key = fingerprint(run_info)
-    steps_per_epoch = max(1, math.ceil(len(train_data) / config.batch_size))
-    total_steps = config.max_steps or steps_per_epoch * config.epochs
-    eval_every = config.eval_every or (steps_per_epoch if config.max_steps is None else total_steps)
-    if stop_after_epoch is not None:
-        stop_after_step = stop_after_epoch * steps_per_epoch
-    device = next(model.parameters()).device
-    params = [p for p in model.parameters() if p.requires_grad]
-    all_params = sum(p.numel() for p in model.parameters())
-    trainable_only = sum(p.numel() for p in params) < all_params
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    scheduler = make_scheduler(optimizer, config, total_steps)
 
-    history: list[dict] = []
-    start_step, spent, status = 0, 0.0, "trained"
-    best = {"value": math.inf, "step": None, "state": None, "bad": 0}
-    if run_dir is not None:
+    def __init__(self, model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: LossFn, seed: int,
+                 validate: Validate, accelerator=None):
+        if not callable(loss_fn):
+            raise TypeError(f"loss_fn must be a callable (model, batch, step) -> (loss, parts), got "
+                            f"{type(loss_fn).__name__}; paper A's Eq. 5 is semlm.fusion.losses.FusionLoss")
+        self.model, self.config, self.loss_fn, self.seed, self.validate = model, config, loss_fn, seed, validate
+        self.train_data, self.val_data = train_data, val_data
+        self.accelerator = accelerator
+        self.processes = accelerator.num_processes if accelerator is not None else 1
+        if config.batch_size % (config.accumulation * self.processes):
+            raise ValueError(f"batch_size {config.batch_size} must split into accumulation {config.accumulation} "
+                             f"x {self.processes} processes; change batch_size or the number of processes")
+        self.is_main = accelerator is None or accelerator.is_main_process
+        self.device = next(model.parameters()).device
+        self.steps_per_epoch = max(1, math.ceil(len(train_data) / config.batch_size))
+        self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
+        self.eval_every = config.eval_every or (self.steps_per_epoch if config.max_steps is None else self.total_steps)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.trainable_only = sum(p.numel() for p in self.params) < sum(p.numel() for p in model.parameters())
+        self.optimizer = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay)
+        self.scheduler = make_scheduler(self.optimizer, config, self.total_steps)
+        # the module the steps run (DistributedDataParallel with several processes); weights are model's
+        self.forward_model = accelerator.prepare_model(model) if accelerator is not None else model
+        self.history: list[dict] = []
+        self.step, self.train_seconds, self.status = 0, 0.0, "trained"
+        self.best, self.stopped_early = _no_best(), False
+        self.running: dict[str, float] = {}
+        self.counted = 0
+
+    # --- the run folder ---------------------------------------------------------------------
+
+    def resume(self, run_dir: Path, run_info: dict) -> None:
+        """Claim ``run_dir`` for this run and load its checkpoint if it has one.
+
+        Refuses a folder made with another configuration (:class:`CheckpointMismatch`) and a
+        finished one (``FileExistsError``). With an accelerator the main process goes first
+        (it writes ``run.json``), then the others read what it wrote.
+        """
+        first = self.accelerator.main_process_first() if self.accelerator is not None else contextlib.nullcontext()
+        with first:
+            self._claim(run_dir, run_info)
+            checkpoint = run_dir / "checkpoint"
+            if (checkpoint / "model.safetensors").exists():
+                self._load_checkpoint(checkpoint)
+
+    def _claim(self, run_dir: Path, run_info: dict) -> None:
+        key = fingerprint(run_info)
         run_dir.mkdir(parents=True, exist_ok=True)
         info_path = run_dir / "run.json"
         if info_path.exists():
@@ -294,107 +290,184 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig,
             if existing.get("key") != key:
                 differing = sorted(k for k in run_info if existing.get("run", {}).get(k) != run_info[k])
                 raise CheckpointMismatch(
-                    f"{run_dir} holds a run with a different configuration (differs in: {', '.join(differing) or 'unknown'}); "
-                    f"use another run folder or delete this one"
-                )
-        else:
+                    f"{run_dir} holds a run with a different configuration (differs in: "
+                    f"{', '.join(differing) or 'unknown'}); use another run folder or delete this one")
+        elif self.is_main:
             info_path.write_text(json.dumps({"key": key, "run": run_info}, indent=2, default=str))
-        final, ckpt = run_dir / "final", run_dir / "checkpoint"
+        final = run_dir / "final"
         if (final / "model.safetensors").exists():
             raise FileExistsError(f"{final} holds a finished run; load it (semlm.core.runs.load_model) "
                                   f"or train into another folder")
-        if (ckpt / "model.safetensors").exists():
-            _load_weights(model, ckpt / "model.safetensors", trainable_only)
-            state = torch.load(ckpt / "trainer_state.pt", weights_only=False, map_location=device)
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            history, start_step, spent, best = state["history"], state["step"], state["train_seconds"], state["best"]
-            status = "resumed"
 
-    label = progress if isinstance(progress, str) else "train"
-    bar = progress_bar(total_steps, label, bool(progress), initial=start_step, dynamic_ncols=True)
-    model.train()
-    running: dict[str, float] = {}
-    counted, t0 = 0, time.perf_counter()
-    stopped_early = False
-    step = start_step
-    for step, batch in _step_batches(train_data, config, start_step, steps_per_epoch):
-        if step >= total_steps or (stop_after_step is not None and step >= stop_after_step):
-            break
-        optimizer.zero_grad(set_to_none=True)
-        pieces = split_batch(to_device(batch, device), config.accumulation)
-        for piece in pieces:  # gradient accumulation: the update of one batch, less activation memory
-            with autocast(config.autocast, device=device):
-                if loss_fn is None:
-                    loss, parts = training_loss(model, piece, config, adjective_classes)
-                else:
-                    loss, parts = loss_fn(model, piece, step)
-            (loss / len(pieces) if len(pieces) > 1 else loss).backward()
+    def _load_checkpoint(self, folder: Path) -> None:
+        _load_weights(self.model, folder / "model.safetensors", self.trainable_only)
+        state = torch.load(folder / "trainer_state.pt", weights_only=False, map_location=self.device)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.history, self.step, self.train_seconds = state["history"], state["step"], state["train_seconds"]
+        self.best, self.status = state["best"], "resumed"
+
+    def _write_checkpoint(self, run_dir: Path) -> None:
+        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                 "history": self.history, "step": self.step, "train_seconds": self.train_seconds,
+                 "best": self.best}
+
+        def write(folder: Path):
+            save_file(_trainable_state(self.model, self.trainable_only), folder / "model.safetensors")
+            torch.save(state, folder / "trainer_state.pt")
+
+        _atomic_dir_write(run_dir / "checkpoint", write)
+
+    # --- one optimiser step -----------------------------------------------------------------
+
+    def _my_rows(self, piece):
+        """This process's share of a micro-batch (all of it with one process)."""
+        if self.processes == 1:
+            return piece
+        return split_batch(piece, self.processes)[self.accelerator.process_index]
+
+    def optimiser_step(self, step: int, batch) -> float:
+        """One update from ``batch`` (``accumulation`` micro-batches); returns the learning rate it used."""
+        self.optimizer.zero_grad(set_to_none=True)
+        pieces = split_batch(to_device(batch, self.device), self.config.accumulation)
+        for index, piece in enumerate(pieces):  # gradient accumulation: the update of one batch, less memory
+            last = index == len(pieces) - 1
+            no_sync = self.accelerator.no_sync(self.forward_model) if self.processes > 1 and not last \
+                else contextlib.nullcontext()  # all-reduce the gradients once, after the last micro-batch
+            with no_sync:
+                with autocast(self.config.autocast, self.device):
+                    loss, parts = self.loss_fn(self.forward_model, self._my_rows(piece), step)
+                (loss / len(pieces) if len(pieces) > 1 else loss).backward()
             for name, value in {"train_loss": loss.detach(), **parts}.items():
-                running[name] = running.get(name, 0.0) + float(value) / len(pieces)
-        if config.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-        optimizer.step()
-        lr = scheduler.get_last_lr()[0]
-        scheduler.step()
-        counted += 1
-        bar.update(1)
-        if on_step is not None:
-            on_step()
-        done = step + 1
-        if done % eval_every and done != total_steps:
-            continue
-        seconds = time.perf_counter() - t0
-        spent += seconds
-        value = (validate or _validate_perplexity)(model, val_data, done)
-        model.train()
-        row = {"step": done, "val_ppl": value, "seconds": seconds, "train_seconds": spent, "lr": lr,
-               **{name: total / counted for name, total in running.items()}}
-        if config.max_steps is None:
-            row = {"epoch": math.ceil(done / steps_per_epoch), **row}
-        history.append(row)
-        running, counted = {}, 0
-        bar.set_postfix(val_ppl=f"{value:.3f}")
-        if config.patience is not None:
-            if value < best["value"] or done < config.patience_from_step:
-                best = {"value": value, "step": done, "state": _trainable_state(model, True), "bad": 0}
+                self.running[name] = self.running.get(name, 0.0) + float(value) / len(pieces)
+        if self.config.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
+        self.optimizer.step()
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        self.counted += 1
+        return lr
+
+    # --- validation, patience, checkpoint ---------------------------------------------------
+
+    def _running_means(self) -> dict[str, float]:
+        """The training parts averaged over the steps since the last validation (and over processes)."""
+        names = list(self.running)
+        totals = [self.running[name] for name in names]
+        if self.processes > 1 and names:
+            totals = self.accelerator.reduce(torch.tensor(totals, device=self.device), "mean").tolist()
+        return {name: total / self.counted for name, total in zip(names, totals)}
+
+    def validate_and_checkpoint(self, seconds: float, lr: float, run_dir: Path | None) -> float:
+        """After step ``self.step``: a history row, the patience count, and a checkpoint unless the run ends."""
+        self.train_seconds += seconds
+        value = self.validate(self.model, self.val_data, self.step)
+        self.forward_model.train()
+        row = {"step": self.step, "val_ppl": value, "seconds": seconds, "train_seconds": self.train_seconds,
+               "lr": lr, **self._running_means()}
+        if self.config.max_steps is None:
+            row = {"epoch": math.ceil(self.step / self.steps_per_epoch), **row}
+        self.history.append(row)
+        self.running, self.counted = {}, 0
+        if self.config.patience is not None:
+            if value < self.best["value"] or self.step < self.config.patience_from_step:
+                self.best = {"value": value, "step": self.step, "state": _trainable_state(self.model, True), "bad": 0}
             else:
-                best["bad"] += 1
-                stopped_early = best["bad"] >= config.patience
-        if run_dir is not None and not stopped_early and done < total_steps:
-            state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                     "history": history, "step": done, "train_seconds": spent, "best": best}
+                self.best["bad"] += 1
+                self.stopped_early = self.best["bad"] >= self.config.patience
+        if run_dir is not None and self.is_main and not self.stopped_early and self.step < self.total_steps:
+            self._write_checkpoint(run_dir)
+        return value
 
-            def write_checkpoint(folder: Path, state=state):
-                save_file(_trainable_state(model, trainable_only), folder / "model.safetensors")
-                torch.save(state, folder / "trainer_state.pt")
+    # --- the loop and its end ---------------------------------------------------------------
 
-            _atomic_dir_write(run_dir / "checkpoint", write_checkpoint)
+    def run(self, run_dir: Path | None, stop_after_step: int | None, bar, on_step: Callable[[], None] | None) -> None:
+        """Optimiser steps from ``self.step`` to the end (or ``stop_after_step``, or patience)."""
+        self.forward_model.train()
         t0 = time.perf_counter()
-        if stopped_early:
-            break
-    bar.close()
-    steps = history[-1]["step"] if history else start_step
-    if steps < total_steps and not stopped_early:
-        model.eval()
-        return TrainResult(history, spent, "interrupted", run_dir, steps)
-    if best["state"] is not None:
-        with torch.no_grad():
-            named = dict(model.named_parameters())
-            for name, value in best["state"].items():
-                named[name].copy_(value)
-    model.eval()
-    result = TrainResult(history, spent, status, run_dir, steps, stopped_early, best["step"])
-    if run_dir is not None:
-        def write_final(folder: Path):
-            save_file(_trainable_state(model, trainable_only), folder / "model.safetensors")
-            (folder / "history.json").write_text(json.dumps(
-                {"history": history, "train_seconds": spent, "steps": steps, "stopped_early": stopped_early,
-                 "best_step": best["step"]}, indent=2))
+        for step, batch in _step_batches(self.train_data, self.config, self.seed, self.step, self.steps_per_epoch):
+            if step >= self.total_steps or (stop_after_step is not None and step >= stop_after_step):
+                break
+            lr = self.optimiser_step(step, batch)
+            self.step = step + 1
+            bar.update(1)
+            if on_step is not None:
+                on_step()
+            if self.step % self.eval_every and self.step != self.total_steps:
+                continue
+            value = self.validate_and_checkpoint(time.perf_counter() - t0, lr, run_dir)
+            bar.set_postfix(val_ppl=f"{value:.3f}")
+            t0 = time.perf_counter()
+            if self.stopped_early:
+                break
 
-        _atomic_dir_write(run_dir / "final", write_final)
-        shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
-    return result
+    def finish(self, run_dir: Path | None) -> TrainResult:
+        """The run's result; a finished run gets its best weights (patience) and ``final/`` (never rewritten)."""
+        steps = self.history[-1]["step"] if self.history else self.step
+        self.model.eval()
+        if steps < self.total_steps and not self.stopped_early:
+            return TrainResult(self.history, self.train_seconds, "interrupted", run_dir, steps)
+        if self.best["state"] is not None:
+            with torch.no_grad():
+                named = dict(self.model.named_parameters())
+                for name, value in self.best["state"].items():
+                    named[name].copy_(value)
+        result = TrainResult(self.history, self.train_seconds, self.status, run_dir, steps, self.stopped_early,
+                             self.best["step"])
+        if run_dir is not None and self.is_main:
+            saved = {"history": self.history, "train_seconds": self.train_seconds, "steps": steps,
+                     "stopped_early": self.stopped_early, "best_step": self.best["step"]}
+
+            def write_final(folder: Path):
+                save_file(_trainable_state(self.model, self.trainable_only), folder / "model.safetensors")
+                (folder / "history.json").write_text(json.dumps(saved, indent=2))
+
+            _atomic_dir_write(run_dir / "final", write_final)
+            shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
+        if self.accelerator is not None:
+            self.accelerator.wait_for_everyone()  # every process returns once final/ is written
+        return result
+
+
+def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: LossFn, *, seed: int,
+          validate: Validate | None = None, run_dir: str | Path | None = None, run_description: dict | None = None,
+          progress: bool | str = True, stop_after_epoch: int | None = None, stop_after_step: int | None = None,
+          on_step: Callable[[], None] | None = None, accelerator=None) -> TrainResult:
+    """Train ``model`` in place with ``loss_fn`` and return its validation history: the one loop of every chapter.
+
+    ``loss_fn(model, batch, step) -> (loss, parts)`` is the experiment's objective (paper A's Eq. 5 is
+    :class:`semlm.fusion.losses.FusionLoss`) and ``validate(model, val_data, step) -> ppl`` its
+    validation (default: :func:`semlm.core.metrics.perplexity`); ``step`` is the optimiser steps
+    done, e.g. for a gate strength ramped over steps. The data has ``batches(batch_size, generator,
+    shuffle)`` (or ``sample(batch_size, generator)`` for ``sampling="random_windows"``) and
+    ``input_ids``, hashed into the run key. ``seed`` (the run's, ``RunSpec.seed``) draws the batches
+    and reseeds dropout every epoch or step.
+
+    Only parameters with ``requires_grad`` are optimised (a frozen backbone stays frozen), and a
+    model whose trainable parameters are a small part of it (LoRA adapters, an idea head) is
+    checkpointed by those alone. ``run_description`` (any JSON-able dict, e.g. the model config)
+    goes into the run's fingerprint together with ``config``, ``seed`` and the data, so that a folder
+    cannot silently mix runs. ``stop_after_epoch`` / ``stop_after_step`` end early (the run stays
+    resumable; the tests simulate an interruption with them). ``on_step`` is called after every
+    optimiser step (worker processes use it to report progress to the parent). ``accelerator`` (an
+    ``accelerate.Accelerator``) trains data-parallel over the processes it started
+    (:mod:`semlm.core.distributed`); only its main process writes the run folder.
+    """
+    if accelerator is not None:
+        model.to(accelerator.device)
+    trainer = Trainer(model, train_data, val_data, config, loss_fn, seed, validate or _validate_perplexity, accelerator)
+    run_dir = Path(run_dir) if run_dir is not None else None
+    if run_dir is not None:
+        trainer.resume(run_dir, {"train_config": asdict(config), "seed": seed, "model": run_description or {},
+                                 "data": fingerprint(train_data.input_ids, val_data.input_ids)})
+    if stop_after_epoch is not None:
+        stop_after_step = stop_after_epoch * trainer.steps_per_epoch
+    label = progress if isinstance(progress, str) else "train"
+    bar = progress_bar(trainer.total_steps, label, bool(progress) and trainer.is_main, initial=trainer.step,
+                       dynamic_ncols=True)
+    trainer.run(run_dir, stop_after_step, bar, on_step)
+    bar.close()
+    return trainer.finish(run_dir)
 
 
 def _validate_perplexity(model: nn.Module, data, step: int) -> float:

@@ -2,7 +2,8 @@
 
     L = L_LM^LS + lambda_aux * L_aux + lambda_uni * L_uni          (Eq. 5)
 
-All three average over the scored (non-pad) positions given by ``mask``.
+All three average over the scored (non-pad) positions given by ``mask``. :class:`FusionLoss`
+is Eq. 5 as the loss an experiment hands to the trainer (``loss_fn(model, batch, step)``).
 
 Paper B's objective is :func:`semlm.idea.targets.idea_gated_loss`.
 """
@@ -10,6 +11,7 @@ Paper B's objective is :func:`semlm.idea.targets.idea_gated_loss`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -61,3 +63,38 @@ def adjective_uniformizer(logits: torch.Tensor, targets: torch.Tensor, mask: tor
     if not per_class:
         return flat_logits.new_zeros(())
     return torch.stack(per_class).mean()
+
+
+@dataclass(frozen=True, eq=False)
+class FusionLoss:
+    """Eq. 5 for one batch of ``LMTensors``: ``loss_fn(model, batch, step) -> (loss, parts)`` of the trainer.
+
+    The auxiliary term only exists for models with an aux head and a non-zero ``aux_weight``; the
+    uniformizer only with adjective classes and a non-zero ``uniformizer_weight``. ``parts`` holds
+    each term as a detached 0-d tensor, not a Python float: converting is the caller's choice (a
+    ``.item()`` per term would wait for the device at every step).
+    """
+
+    label_smoothing: float
+    aux_weight: float
+    uniformizer_weight: float
+    adjective_classes: tuple[torch.Tensor, ...] = ()
+
+    @classmethod
+    def from_config(cls, config, adjective_classes: Sequence[torch.Tensor] = ()) -> "FusionLoss":
+        """The loss weights of a :class:`semlm.profiles.TrainConfig` and the adjective classes of Eq. 8."""
+        return cls(config.label_smoothing, config.aux_weight, config.uniformizer_weight, tuple(adjective_classes))
+
+    def __call__(self, model, batch, step: int | None = None) -> tuple[torch.Tensor, dict]:
+        out = model(batch.input_ids, batch.features, batch.mask)
+        lm = label_smoothed_cross_entropy(out.logits, batch.targets, batch.scored, self.label_smoothing)
+        loss, parts = lm, {"lm": lm.detach()}  # no <pad> targets
+        if self.uniformizer_weight and self.adjective_classes:
+            uni = adjective_uniformizer(out.logits, batch.targets, batch.scored, self.adjective_classes)
+            loss = loss + self.uniformizer_weight * uni
+            parts["uniformizer"] = uni.detach()
+        if out.feature_pred is not None and self.aux_weight:
+            aux = auxiliary_bce(out.feature_pred, batch.features, batch.mask)
+            loss = loss + self.aux_weight * aux
+            parts["aux"] = aux.detach()
+        return loss, parts

@@ -38,6 +38,7 @@ from semlm.fusion.decoding.processors import LastKRepetitionPenalty
 from semlm.fusion.synthetic_experiment import check_setting
 from semlm.fusion.fuzzy import feature_index
 from semlm.core.metrics import perplexity, score_tokens
+from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 from semlm.profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
     BackboneSize, ClassifierConfig, ControlConfig, SST2Profile, TrainConfig, sst2_profile,
@@ -108,10 +109,10 @@ SST2_BUCKET_BATCHES = 50
 def prepare_sst2(profile: SST2Profile | SST2Run, cache_dir: str | Path | None = None) -> SST2Data:
     """Vocabulary, feature bank and tensors of both settings; the tag prior is cached in ``cache_dir``.
 
-    ``profile`` is an :class:`SST2Profile` or an :class:`SST2Run` (``n_train``, ``min_freq``, ``train.seed``).
+    ``profile`` is an :class:`SST2Profile` or an :class:`SST2Run` (``n_train``, ``min_freq``, ``seed``).
     """
     train_split, dev_split = load_sst2("train"), load_sst2("dev")
-    picked = subsample(len(train_split), profile.n_train, profile.train.seed)
+    picked = subsample(len(train_split), profile.n_train, profile.seed)
     columns = train_split.to_dict()  # plain lists: indexing a datasets column row by row is slow
     all_sentences = columns["sentence"]
     train_sentences = [tokenize(all_sentences[i]) for i in picked]
@@ -187,6 +188,7 @@ class SST2Run:
     train: TrainConfig
     kind: str
     setting: str
+    seed: int = 111              # the run's seed (its RunSpec's): the subsample of training phrases
 
 
 class SST2Experiment(runs.Experiment):
@@ -198,7 +200,7 @@ class SST2Experiment(runs.Experiment):
 
     def data_key(self, spec: RunSpec):
         run = spec.config
-        return run.profile, run.n_train, run.min_freq, run.train.seed
+        return run.profile, run.n_train, run.min_freq, run.seed
 
     def prepare(self, spec: RunSpec) -> SST2Data:
         run = spec.config
@@ -214,7 +216,7 @@ class SST2Experiment(runs.Experiment):
         run = spec.config
         tensors = data.tensors[run.setting]
         return runs.Fit(tensors["train"], tensors["dev"], run.train,
-                        adjective_classes=list(data.adjective_classes.values()))
+                        FusionLoss.from_config(run.train, data.adjective_classes.values()))
 
     def evaluate(self, spec: RunSpec, data: SST2Data, model, result) -> dict:
         return evaluate_sst2_model(model, data.tensors[spec.config.setting]["dev"])
@@ -232,7 +234,7 @@ class SST2Experiment(runs.Experiment):
         """Use ``data`` (``prepare_sst2`` of the same profile), already prepared in this process, for
         ``spec`` and every spec sharing its data; refuses data of another scale."""
         run = spec.config
-        expected = len(subsample(data.n_train_available, run.n_train, run.train.seed))
+        expected = len(subsample(data.n_train_available, run.n_train, run.seed))
         if len(data.train_sentences) != expected:
             raise ValueError(f"the data holds {len(data.train_sentences)} training rows, the profile wants {expected}; "
                              f"pass prepare_sst2(profile) of the same profile")
@@ -247,8 +249,8 @@ def sst2_spec(profile: SST2Profile, kind: str, setting: str) -> RunSpec:
     if kind not in KINDS:
         raise ValueError(f"unknown model {kind!r}; choose one of: {', '.join(KINDS)}")
     run = SST2Run(profile.name, profile.n_train, profile.min_freq, profile.backbone, profile.train, kind,
-                  check_setting(setting))
-    return RunSpec(kind, profile.train.seed, run, group=setting)
+                  check_setting(setting), profile.seed)
+    return RunSpec(kind, profile.seed, run, group=setting)
 
 
 def sst2_runs(profile: SST2Profile, kinds: Sequence[str] = KINDS, settings: Sequence[str] = SETTINGS) -> list[RunSpec]:

@@ -21,6 +21,7 @@ from semlm.data.dataset import LMTensors, encode_corpus
 from semlm.data.synthetic import LEXICON, NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES, SyntheticConfig, SyntheticCorpus, make_corpus
 from semlm.data.vocab import Vocabulary
 from semlm.fusion.features import SyntheticFeatures
+from semlm.fusion.losses import FusionLoss
 from semlm.core.metrics import evaluate_language_model
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 from semlm.profiles import SyntheticProfile
@@ -143,7 +144,7 @@ class SyntheticExperiment(runs.Experiment):
     def fit(self, spec: RunSpec, data: SyntheticData) -> runs.Fit:
         run = spec.config
         config = replace(run.profile.train, **dict(check_variant(run.model).train_overrides))
-        return runs.Fit(data.train, data.val, config, adjective_classes=data.adjective_classes)
+        return runs.Fit(data.train, data.val, config, FusionLoss.from_config(config, data.adjective_classes))
 
     def evaluate(self, spec: RunSpec, data: SyntheticData, model, result) -> dict:
         return evaluate_language_model(model, data.val, data.vocab, data.held_out_ids, never_scored=data.code_ids)
@@ -159,7 +160,7 @@ SYNTHETIC = SyntheticExperiment()
 def spec_for(profile: SyntheticProfile, model: str, setting: str = "causal") -> RunSpec:
     """The run of ``model`` (a :data:`VARIANTS` name) in ``setting`` at ``profile``'s scale and seed."""
     check_variant(model)
-    return RunSpec(model, profile.train.seed, SyntheticRun(profile, model, check_setting(setting)), group=setting)
+    return RunSpec(model, profile.seed, SyntheticRun(profile, model, check_setting(setting)), group=setting)
 
 
 def synthetic_runs(profile: SyntheticProfile, models: Sequence[str] = ("baseline", "fusion"),

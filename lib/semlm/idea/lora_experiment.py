@@ -228,8 +228,7 @@ class BackbonePretraining(runs.Experiment):
             return MistralForCausalLM(book_mistral_config(spec.config, data.tokenizer.eos_token_id))
 
     def fit(self, spec: RunSpec, data: WikiTextBlocks) -> runs.Fit:
-        return runs.Fit(data.train, data.validation, replace(spec.config.train, seed=spec.seed),
-                        loss_fn=backbone_loss, validate=backbone_perplexity)
+        return runs.Fit(data.train, data.validation, spec.config.train, backbone_loss, backbone_perplexity)
 
     def evaluate(self, spec: RunSpec, data: WikiTextBlocks, model, result) -> BackboneRunMetrics:
         return evaluate_backbone(model, data, Path(result.run_dir).parent / "hf")
@@ -293,7 +292,7 @@ def lora_loss(model: LoraIdeaModel, batch, settings: IdeaSettings, alpha: float)
     return ce + settings.idea_weight * bce, {"token_ce": ce.detach(), "idea_bce": bce.detach()}
 
 
-def lora_train_config(training: LoraTraining, seed: int, idea: bool) -> TrainConfig:
+def lora_train_config(training: LoraTraining, idea: bool) -> TrainConfig:
     """The authors' LoRA loop as a :class:`semlm.profiles.TrainConfig` for :func:`semlm.core.train.train`.
 
     Each window once in stream order (``fresh_documents``) or shuffled passes; early stopping
@@ -303,7 +302,7 @@ def lora_train_config(training: LoraTraining, seed: int, idea: bool) -> TrainCon
                        weight_decay=t.weight_decay, grad_clip=t.grad_clip,
                        sampling="in_order" if t.fresh_documents else "shuffle", schedule=t.lr_schedule,
                        warmup_steps=t.warmup_steps, eval_every=t.eval_every, patience=t.patience,
-                       patience_from_step=t.idea.alpha_ramp_steps if idea else 0, seed=seed,
+                       patience_from_step=t.idea.alpha_ramp_steps if idea else 0,
                        label_smoothing=0.0, aux_weight=0.0, uniformizer_weight=0.0)
 
 
@@ -395,7 +394,7 @@ class LoraExperiment(runs.Experiment):
         if t.fresh_documents and len(data.train) < t.max_steps * t.batch_size:
             raise ValueError(f"fresh_documents needs {t.max_steps * t.batch_size:,} training windows of {t.block_size} "
                              f"tokens but the documents give {len(data.train):,}; raise max_documents or lower max_steps")
-        return runs.Fit(data.train, data.validation, lora_train_config(t, spec.seed, run.idea),
+        return runs.Fit(data.train, data.validation, lora_train_config(t, run.idea),
                         loss_fn=partial(lora_step_loss, run=run), validate=partial(lora_validation, run=run))
 
     def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> LoraRunMetrics:

@@ -20,7 +20,7 @@ says what a run is; :mod:`semlm.core.runs` trains or reloads it, caching it unde
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
@@ -152,7 +152,7 @@ def model_config(profile: TopicDriftProfile, vocab_size: int, idea: bool) -> Ide
 @dataclass(frozen=True)
 class TopicRun:
     """What one chapter-9 run is: the world and corpus, the GPT, the training recipe (its seed is the
-    run's), the idea settings, and plain or gated. The profile's generation settings are not in it."""
+    spec's), the idea settings, and plain or gated. The profile's generation settings are not in it."""
 
     data: TopicConfig
     size: GPTSize
@@ -205,7 +205,7 @@ TOPIC_DRIFT = TopicDriftExperiment()
 
 def topic_run(profile: TopicDriftProfile, gated: bool, seed: int) -> RunSpec:
     """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``."""
-    run = TopicRun(profile.data, profile.size, replace(profile.train, seed=seed), profile.idea, gated, profile.name)
+    run = TopicRun(profile.data, profile.size, profile.train, profile.idea, gated, profile.name)
     return RunSpec("gated" if gated else "plain", seed, run)
 
 

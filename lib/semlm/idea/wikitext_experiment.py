@@ -29,7 +29,7 @@ Multi-GPU: the model is a plain ``PreTrainedModel``; :mod:`semlm.core.distribute
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -51,6 +51,7 @@ from semlm.profiles import (AUTHORS_STOPWORDS, DROPOUT_SCOPES, INITS, MEAN_IDEA_
                        GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, TrainConfig, authors_v1_training,
                        idea_profile, profile_differences, with_max_steps)
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
+from semlm.core.precision import autocast
 from semlm.core.records import IdeaRunMetrics, Interval
 from semlm.core.train import fingerprint
 
@@ -253,9 +254,8 @@ def alpha_at(step: int, settings: IdeaSettings) -> float:
 
 
 def autocast_for(device: torch.device | str):
-    """bf16 autocast on CUDA only; CPU runs in float32."""
-    device = torch.device(device)
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    """bf16 autocast on CUDA only; CPU runs in float32 (``semlm.core.precision``, as paper B's training)."""
+    return autocast("bf16_on_cuda", device)
 
 
 def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool):
@@ -263,7 +263,8 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
     (:func:`semlm.idea.targets.idea_gated_loss`) with the gate strength ``alpha_at(step, settings)``.
 
     ``step`` is the optimiser steps done (every micro-batch of an accumulated step gets the same
-    alpha); ``step=None`` is the end of the ramp (``settings.alpha``), e.g. for a benchmark. The
+    alpha); ``step=None`` is the end of the ramp (``settings.alpha``), e.g. for a benchmark. Its
+    precision is the caller's (the trainer's ``TrainConfig.autocast``, or :func:`autocast_for`). The
     stopword ids become the vocabulary mask of the idea BCE. ``parts`` holds the token CE, the idea
     BCE in the settings' reduction and per counted column (``idea_bce_per_column``, comparable
     between the two reductions), as detached 0-d tensors, and alpha.
@@ -273,8 +274,7 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
 
     def loss_fn(model, batch: TokenBatch, step: int | None = None):
         alpha = (settings.alpha if step is None else alpha_at(step, settings)) if idea else 0.0
-        with autocast_for(batch.inputs.device):
-            out = model(batch.inputs, alpha=alpha)
+        out = model(batch.inputs, alpha=alpha)
         if not idea:
             loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=PAD_ID)
             return loss, {"token_ce": ce.detach()}
@@ -381,7 +381,7 @@ def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSetting
         idea = replace(idea, alpha_ramp_steps=capped.idea.alpha_ramp_steps)
     run = IdeaRun(profile.name, profile.dataset, profile.tokenizer, profile.vocab_size, profile.bpe_lines,
                   profile.train_tokens, profile.eval_tokens, profile.size, capped.train, idea, gated, train_tokens)
-    return RunSpec(name, profile.train.seed, run, group=profile.dataset)
+    return RunSpec(name, profile.seed, run, group=profile.dataset)
 
 
 class IdeaExperiment(runs.Experiment):
