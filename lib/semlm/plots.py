@@ -417,3 +417,42 @@ def plot_drift_tradeoff(frame: pd.DataFrame, data_rate: float | None = None, pla
     right.legend(frameon=False, fontsize=7)
     fig.tight_layout()
     return fig
+
+
+INTENT_PALETTE = {"intent": "#1f77b4", "control_code": "#2ca02c", "shuffled": "#d62728", "baseline": "#7f7f7f",
+                  "no_request": "#9467bd"}
+
+
+def plot_intensity_response(frame: pd.DataFrame, reference: float | None = None):
+    """Share of strong intensifiers against the ``str_high`` written into the features, one line per
+    variant with its 95% band over seeds (``frame``: variant, str_high, mean, ci_low, ci_high);
+    ``reference`` is the unconditioned baseline's share."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for variant, part in frame.groupby("variant", sort=False):
+        colour = INTENT_PALETTE.get(variant, "#ff7f0e")
+        ax.plot(part["str_high"], part["mean"], marker="o", color=colour, label=variant)
+        ax.fill_between(part["str_high"], part["ci_low"], part["ci_high"], color=colour, alpha=0.2)
+    if reference is not None:
+        ax.axhline(reference, color=INTENT_PALETTE["baseline"], ls=":", lw=1.2, label="baseline (no request)")
+    ax.set(xlabel="str_high written into the features", ylabel="share of very / extremely", ylim=(0, 1),
+           title="intensity response (95% bands over seeds)")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def plot_intent_control(frame: pd.DataFrame):
+    """Features-only control accuracy per variant with 95% intervals over seeds, one panel per metric
+    (``frame``: variant, metric, mean, ci_low, ci_high)."""
+    metrics = list(dict.fromkeys(frame["metric"]))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.4 * len(metrics), 3.4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        part = frame[frame["metric"] == metric]
+        x = np.arange(len(part))
+        err = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]]).clip(min=0)
+        ax.bar(x, part["mean"], 0.6, yerr=err, capsize=4,
+               color=[INTENT_PALETTE.get(v, "#ff7f0e") for v in part["variant"]])
+        ax.set_xticks(x, part["variant"], rotation=20)
+        ax.set(ylim=(0, 1.05), title=metric)
+    axes[0][0].set_ylabel("accuracy against the request")
+    fig.tight_layout()
+    return fig

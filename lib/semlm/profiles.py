@@ -703,3 +703,41 @@ def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
         quantizations=("nf4", "none"),
         generation=GenerationSettings(samples_per_prompt=1, max_new_tokens=8, seeds=(0,)),
         memory_probe_steps=2)
+
+
+# --- chapter 10: features-only control (semlm.fusion.intent_experiment) ---------------------------------
+
+
+@dataclass(frozen=True)
+class IntentProfile:
+    """Scale of chapter 10: the synthetic models (paper A's size at ``cpu``), how many training
+    seeds, how many sentences are sampled per request, and the ``str_high`` values of the sweep."""
+
+    name: str
+    synthetic: SyntheticProfile
+    n_seeds: int
+    samples_per_request: int
+    str_high_values: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+    def __post_init__(self):
+        if self.n_seeds < 1 or self.samples_per_request < 1:
+            raise ValueError(f"n_seeds and samples_per_request must be >= 1, got {self.n_seeds}, "
+                             f"{self.samples_per_request}")
+        if len(self.str_high_values) < 2 or not all(0.0 <= v <= 1.0 for v in self.str_high_values):
+            raise ValueError(f"str_high_values needs >= 2 values in [0, 1], got {self.str_high_values}")
+
+    def seeds(self, seed: int = 111) -> list[int]:
+        """``n_seeds`` consecutive training seeds from ``seed``."""
+        return [seed + i for i in range(self.n_seeds)]
+
+
+#: Training seeds of chapter 10 per profile (4 models each: intent, shuffled, baseline, control code).
+INTENT_SEEDS = {"smoke": 2, "cpu": 5, "paper": 5}
+
+
+def intent_profile(profile: str, seed: int = 111) -> IntentProfile:
+    """Chapter 10's scale: the synthetic task's models and corpus at ``profile`` (``cpu``: paper A's
+    own size, about a minute per model on one core), its seeds and its sampling budget."""
+    check_profile(profile)
+    samples = {"smoke": 24, "cpu": 100, "paper": 200}[profile]
+    return IntentProfile(profile, synthetic_profile(profile, seed), INTENT_SEEDS[profile], samples)

@@ -89,22 +89,32 @@ def test_focus_ce_claim_needs_a_paired_interval_not_a_lower_mean():
 
 
 def test_a_wide_interval_is_inconclusive_and_a_narrow_one_is_judged():
-    # negative request: alpha 0.85 guarantees 0.51 > 0.43 - 0.05, so by construction ...
+    # the half-width rule applies to every rate, even where the sampler alone would explain the paper's value
     rows = by_id(evaluate_claims({"04_leakage_audit": audit_record(ood_neg=(0.30, 0.53, 0.76))}))
+    assert rows["A-T4-ood-neg"]["status"] == INCONCLUSIVE
+    rows = by_id(evaluate_claims({"04_leakage_audit": audit_record(ood_neg=(0.48, 0.50, 0.52))}))
     assert rows["A-T4-ood-neg"]["status"] == BY_CONSTRUCTION
-    # ... unless the paper's alpha guaranteed less: then a [0.30, 0.76]-wide interval decides nothing
+    # ... unless the paper's value were far above what the sampler alone gives: then it is judged
     import semlm.reference as ref
-    original = dict(ref.PAPER_A_OOD_ALPHA)
+    original = dict(ref.PAPER_A_OOD_HIT)
     try:
-        ref.PAPER_A_OOD_ALPHA["neg"] = 0.3
-        wide = by_id(evaluate_claims({"04_leakage_audit": audit_record(ood_neg=(0.30, 0.53, 0.76))}))
-        narrow_in = by_id(evaluate_claims({"04_leakage_audit": audit_record(ood_neg=(0.40, 0.43, 0.46))}))
-        narrow_out = by_id(evaluate_claims({"04_leakage_audit": audit_record(ood_neg=(0.10, 0.12, 0.14))}))
+        ref.PAPER_A_OOD_HIT["neg"] = 0.9
+        narrow_in = by_id(evaluate_claims({"04_leakage_audit": audit_record(ood_neg=(0.88, 0.90, 0.92))}))
+        narrow_out = by_id(evaluate_claims({"04_leakage_audit": audit_record(ood_neg=(0.48, 0.50, 0.52))}))
     finally:
-        ref.PAPER_A_OOD_ALPHA.update(original)
-    assert wide["A-T4-ood-neg"]["status"] == INCONCLUSIVE
+        ref.PAPER_A_OOD_HIT.update(original)
     assert narrow_in["A-T4-ood-neg"]["status"] == REPRODUCED
     assert narrow_out["A-T4-ood-neg"]["status"] == NOT_REPRODUCED
+
+
+def test_ood_reason_gives_the_rate_the_sampler_alone_produces_under_each_nucleus_rule():
+    from semlm.book.claims import sampler_alone_rate, sampler_guaranteed_rate
+
+    # negative request (alpha 0.85, T 1.3, top-p 0.95): the authors' rule drops the last held-out word
+    assert abs(sampler_alone_rate("neg", "authors") - 0.41) < 0.01
+    assert abs(sampler_alone_rate("neg", "reach") - sampler_guaranteed_rate(0.85)) < 1e-6
+    reason = by_id(evaluate_claims({"04_leakage_audit": audit_record()}))["A-T4-ood-neg"]["reason"]
+    assert "0.41 under the authors' nucleus rule" in reason and "0.51" in reason
 
 
 def test_semantic_mse_is_judged_on_its_interval():
@@ -113,6 +123,9 @@ def test_semantic_mse_is_judged_on_its_interval():
     assert by_id(evaluate_claims({"04_leakage_audit": record}))["A-T1-mse"]["status"] == INCONCLUSIVE
     record["table1"]["causal"]["fusion"]["sem_mse"] = summary([0.05, 0.06, 0.07])
     assert by_id(evaluate_claims({"04_leakage_audit": record}))["A-T1-mse"]["status"] == NOT_REPRODUCED
+    # a low MSE holds by construction: the head reconstructs its own input at the same position
+    low = by_id(evaluate_claims({"04_leakage_audit": audit_record()}))["A-T1-mse"]
+    assert low["status"] == BY_CONSTRUCTION and "same position" in low["reason"]
 
 
 def test_parameters_are_read_from_the_notebooks():
@@ -174,25 +187,48 @@ def test_stickiness_is_judged_by_intervals_not_signs():
     assert low_diversity["B-distinct"]["status"] == NOT_REPRODUCED
 
 
-def sst2_record(acc=(24, 24), n=24, baseline=1.0):
-    hard = {cls: SST2Control(acc=k / n, acc_ci=Interval.of_proportion(k, n), baseline_acc=baseline)
-            for cls, k in zip(("pos", "neg"), acc)}
+def sst2_record(acc=(24, 24), n=24, baseline=(12, 12)):
+    """Hard control: ``acc`` prompts of ``n`` judged right by the classifier for the fusion model, ``baseline``
+    right for the baseline with the same steering (the first prompts in both lists)."""
+    def verdicts(k):
+        return [1] * k + [0] * (n - k)
+
+    hard = {cls: SST2Control(acc=k / n, acc_ci=Interval.of_proportion(k, n), baseline_acc=b / n,
+                             classifier_correct=verdicts(k), baseline_classifier_correct=verdicts(b))
+            for cls, k, b in zip(("pos", "neg"), acc, baseline)}
     return SST2Record(profile="cpu", control=SST2ControlModes(hard=hard,
                                                               soft={c: SST2Control(acc=0.8) for c in ("pos", "neg")}))
 
 
-def test_sst2_control_that_the_steering_gives_the_baseline_too_holds_by_construction():
-    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(200, 199), n=200, baseline=1.0)}))
-    assert rows["A-T7-control"]["status"] == BY_CONSTRUCTION
-    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(200, 199), n=200, baseline=0.5)}))
+def test_sst2_control_that_the_steering_gives_the_baseline_too_is_not_reproduced():
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(200, 199), n=200, baseline=(200, 199))}))
+    assert rows["A-T7-control"]["status"] == NOT_REPRODUCED
+    assert "steering, not the fused features" in rows["A-T7-control"]["reason"]
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(200, 199), n=200, baseline=(100, 100))}))
     assert rows["A-T7-control"]["status"] == REPRODUCED
-    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(120, 199), n=200, baseline=0.5)}))
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(120, 199), n=200, baseline=(100, 100))}))
     assert rows["A-T7-control"]["status"] == NOT_REPRODUCED
 
 
 def test_sst2_control_on_few_sentences_is_inconclusive():
-    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(10, 9), n=12, baseline=0.5)}))
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(10, 9), n=12, baseline=(6, 6))}))
     assert rows["A-T7-control"]["status"] == INCONCLUSIVE
+
+
+def test_sst2_control_without_per_prompt_verdicts_is_not_run_and_names_the_field():
+    record = SST2Record(profile="cpu", control=SST2ControlModes(
+        hard={c: SST2Control(acc=1.0, acc_ci=Interval.of_proportion(200, 200), baseline_acc=1.0) for c in ("pos", "neg")}))
+    row = by_id(evaluate_claims({"05_sst2": record}))["A-T7-control"]
+    assert row["status"] == NOT_RUN and "classifier_correct" in row["reason"]
+
+
+def test_holds_by_construction_only_where_the_decoder_or_the_input_guarantees_it():
+    allowed = {"A-T2-adj", "A-T2-punct", "A-T3-diagonal", "A-T4-ood-pos", "A-T4-ood-neg", "A-T1-mse", "A-T7-mse"}
+    record = SST2Record(profile="cpu", fusion={"sem_mse": 0.001},
+                        control=sst2_record(acc=(200, 200), n=200, baseline=(200, 200)).control)
+    rows = evaluate_claims({"04_leakage_audit": audit_record(), "05_sst2": record})
+    assert {r["id"] for r in rows if r["status"] == BY_CONSTRUCTION} <= allowed
+    assert by_id(rows)["A-T7-mse"]["status"] == BY_CONSTRUCTION
 
 
 def test_a_typed_record_and_its_json_dict_get_the_same_verdicts():
@@ -216,5 +252,5 @@ def test_a_record_missing_a_field_is_not_run_for_the_claims_that_read_it():
 
 def test_sst2_control_without_fused_features_doing_the_work_is_not_reproduced_even_with_intervals():
     # every interval narrow and below 0.90: a model that does not follow the request fails
-    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(100, 110), n=200, baseline=0.5)}))
+    rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(100, 110), n=200, baseline=(50, 50))}))
     assert rows["A-T7-control"]["status"] == NOT_REPRODUCED

@@ -444,6 +444,10 @@ class SST2Control(Record):
     acc: float | None = None
     acc_ci: Interval | None = None
     baseline_acc: float | None = None
+    #: the independent classifier's verdict (1 = the requested polarity) per prompt, in prompt order, for the
+    #: fusion model and for the baseline with the same steering (what ``A-T7-control`` pairs)
+    classifier_correct: list[int] | None = None
+    baseline_classifier_correct: list[int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -619,3 +623,66 @@ def load_record(chapter: str, data) -> ChapterRecord:
     if isinstance(data, Record):
         raise ValueError(f"chapter {chapter} needs a {cls.__name__}, got a {type(data).__name__}")
     return cls.from_dict(data)
+
+
+# -- chapter 10: features-only control (intent features) --
+
+@dataclass(frozen=True, kw_only=True)
+class IntentReading(Record):
+    """One model read one way (``semlm.fusion.intent_experiment``), one seed: features-only control
+    judged from the generated text, the held-out adjective rate, conditional PPL on validation, and
+    the share of strong intensifiers per ``str_high`` value (None where the model has no such knob)."""
+
+    polarity_acc: float | None = None
+    punct_acc: float | None = None
+    held_out_rate: float | None = None
+    strong_share: float | None = None          # without a strength request
+    ppl: float | None = None
+    strong_share_by_str_high: list[float] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntentRunMetrics(Record):
+    """What one trained run of chapter 10 measured: ``{reading: IntentReading}`` (the intent model
+    gives two readings, ``intent`` and ``no_request``)."""
+
+    readings: dict[str, IntentReading] | None = None
+    str_high: list[float] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntentVariantScores(Record):
+    """One variant over seeds."""
+
+    polarity_acc: Interval | None = None
+    punct_acc: Interval | None = None
+    held_out_rate: Interval | None = None
+    strong_share: Interval | None = None
+    ppl: Interval | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntensityResponse(Record):
+    """Share of strong intensifiers (very, extremely) per ``str_high`` value over seeds, and the
+    least-squares slope per seed summarised over seeds."""
+
+    str_high: list[float] | None = None
+    share: list[Interval] | None = None
+    slope: Interval | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntentControl(Record):
+    seeds: list[int] | None = None
+    variants: dict[str, IntentVariantScores] | None = None
+    intensity: IntensityResponse | None = None           # the intent model
+    intensity_shuffled: IntensityResponse | None = None  # the shuffled control, given the same requests
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntentControlRecord(ChapterRecord):
+    chapter: ClassVar[str] = "10_intent_control"
+    intent: IntentControl | None = None
+
+
+RECORDS[IntentControlRecord.chapter] = IntentControlRecord

@@ -1,0 +1,317 @@
+"""Features-only control on the synthetic task: does the feature channel alone steer a causal model?
+
+Five variants, all trained on the same corpus with the same recipe, paired by training seed:
+
+* ``intent``: the fusion model whose channel carries the request of the clause being written
+  (:mod:`semlm.fusion.intent`), given the request at generation time;
+* ``control_code``: the CTRL-style baseline given the same polarity and punctuation as two code
+  tokens (:mod:`semlm.fusion.control_codes`; it has no code for strength);
+* ``shuffled``: the same fusion model trained with the request rows shuffled between sentences
+  (the channel says nothing about the words), then given the request: the control that must fail;
+* ``baseline``: the plain language model, unconditioned;
+* ``no_request``: the ``intent`` model with the request predicates at their training mean.
+
+Generation is plain ancestral sampling at temperature 1: no logit steering, no grammar mask;
+only the tokens that are never text (``<pad>``, ``<bos>``, control codes) are suppressed with
+transformers' ``SuppressTokensLogitsProcessor``. Requests and judging: the polarity of every
+adjective of the sentence and its final punctuation are compared with the request; the
+intensity response is the share of strong intensifiers (``very``, ``extremely``) as ``str_high``
+moves. This module says what a run is; :mod:`semlm.core.runs` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import torch
+from transformers import LogitsProcessorList, SuppressTokensLogitsProcessor
+
+from semlm.core import runs
+from semlm.core.metrics import evaluate_language_model
+from semlm.core.records import (Interval, IntensityResponse, IntentControl, IntentReading, IntentRunMetrics,
+                                IntentVariantScores)
+from semlm.core.runs import RunRecord, RunSpec
+from semlm.data import synthetic as syn
+from semlm.data.dataset import LMTensors
+from semlm.data.synthetic import SyntheticConfig
+from semlm.fusion.control_codes import codes_for, sentence_polarity
+from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, IntentFeatures, Request, declared_intent,
+                                 intent_rows)
+from semlm.fusion.model import build_model
+from semlm.fusion.synthetic_experiment import SyntheticData, model_config, prepare_data
+from semlm.profiles import IntentProfile, SyntheticProfile
+
+CHAPTER = "10_intent_control"
+#: Models that train, and the readings (variants) the chapter reports.
+TRAINED: tuple[str, ...] = ("intent", "control_code", "shuffled", "baseline")
+VARIANTS: tuple[str, ...] = ("intent", "control_code", "shuffled", "baseline", "no_request")
+#: Requests of the control table: every polarity with every final punctuation.
+REQUESTS: tuple[tuple[str, str], ...] = tuple((p, q) for p in ("positive", "negative") for q in syn.END_PUNCTUATION)
+STRONG_INTENSIFIERS: tuple[str, ...] = tuple(w for w, r in syn.INTENSITY.items() if r >= 0.8)
+
+
+def check_trained(variant: str) -> str:
+    if variant not in TRAINED:
+        raise ValueError(f"unknown chapter-10 model {variant!r}; choose one of: {', '.join(TRAINED)}")
+    return variant
+
+
+@dataclass(frozen=True)
+class IntentRun:
+    """One trained model of chapter 10: the synthetic profile (with the run's seed), the variant, and
+    the generation budget its evaluation uses."""
+
+    synthetic: SyntheticProfile
+    variant: str
+    samples_per_request: int
+    str_high_values: tuple[float, ...]
+
+
+@dataclass
+class IntentData:
+    base: SyntheticData               # corpus, vocabulary, token-feature tensors (codes for control_code)
+    train: LMTensors                  # what the model trains on (intent channel for intent / shuffled)
+    val: LMTensors                    # validation with the true requests
+    featurizer: IntentFeatures | None
+    request_mean: torch.Tensor | None  # [R] training mean of the request predicates
+
+
+def with_intent(tensors: LMTensors, sentences: Sequence[Sequence[str]], featurizer: IntentFeatures,
+                permutation: torch.Tensor | None = None) -> LMTensors:
+    """``tensors`` with the intent channel of ``sentences`` (their rows, in order); ``permutation``
+    gives sentence i the requests of sentence ``permutation[i]`` (the shuffled control)."""
+    rows = intent_rows([declared_intent(s) for s in sentences])
+    if permutation is not None:
+        rows = rows[permutation]
+    return replace(tensors, features=featurizer(tensors.input_ids, rows))
+
+
+def request_mean(tensors: LMTensors) -> torch.Tensor:
+    """[R] mean of the request predicates over the real input positions."""
+    return tensors.features[tensors.mask][:, REQUEST_COLUMNS].mean(0)
+
+
+def prepare_intent_data(corpus: SyntheticConfig, variant: str) -> IntentData:
+    """The data of ``variant``: token features (baseline), codes (control_code) or the intent channel,
+    true (intent) or shuffled between training sentences with a permutation drawn from the corpus seed."""
+    base = prepare_data(corpus, "causal", codes=check_trained(variant) == "control_code")
+    if variant not in ("intent", "shuffled"):
+        return IntentData(base, base.train, base.val, None, None)
+    featurizer = IntentFeatures(base.vocab)
+    permutation = None
+    if variant == "shuffled":
+        permutation = torch.randperm(len(base.corpus.train), generator=torch.Generator().manual_seed(corpus.corpus_seed))
+    train = with_intent(base.train, base.corpus.train, featurizer, permutation)
+    val = with_intent(base.val, base.corpus.val, featurizer)
+    return IntentData(base, train, val, featurizer, request_mean(train))
+
+
+# --- sampling and judging ------------------------------------------------------------------------
+
+@torch.no_grad()
+def sample_sentences(model: torch.nn.Module, data: IntentData, requests: Sequence[Request], seed: int,
+                     codes: Sequence[Sequence[str]] | None = None, mean: torch.Tensor | None = None) -> list[list[str]]:
+    """One sentence per request, sampled at temperature 1 from ``<bos>`` (and its codes), batched.
+
+    Fusion models read the intent channel of their request (``mean``: the training mean the unset
+    predicates take); the others ignore features. Nothing but never-text tokens is masked.
+    """
+    vocab, n = data.base.vocab, len(requests)
+    start = [[vocab.bos_id] + vocab.ids(c) for c in codes] if codes else [[vocab.bos_id]] * n
+    ids = torch.tensor(start)
+    suppress = [vocab.pad_id, vocab.bos_id] + list(data.base.code_ids)
+    processors = LogitsProcessorList([SuppressTokensLogitsProcessor(suppress)])
+    uses_features = data.featurizer is not None
+    rows = torch.stack([r.vector(mean if mean is not None else data.request_mean) for r in requests]) if uses_features \
+        else None
+    generator = torch.Generator().manual_seed(seed)
+    done = torch.zeros(n, dtype=torch.bool)
+    limit = data.base.corpus.config.max_len - 1  # words and <eos>
+    model.eval()
+    while ids.shape[1] - len(start[0]) < limit and not done.all():
+        features = data.featurizer(ids, rows) if uses_features else torch.zeros(*ids.shape, 1)
+        logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
+        probs = torch.softmax(processors(ids, logits), dim=-1)
+        next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        next_ids = torch.where(done, torch.full_like(next_ids, vocab.pad_id), next_ids)
+        done |= next_ids == vocab.eos_id
+        ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
+    skip = len(start[0])
+    return [[w for w in vocab.decode(row[skip:]) if w not in ("<eos>", "<pad>")] for row in ids]
+
+
+def judge(sentences: Sequence[Sequence[str]], requests: Sequence[Request], held_out: Sequence[str]) -> dict:
+    """Polarity and punctuation accuracy against the requests, held-out adjective rate, strong share."""
+    polarity = [sentence_polarity(s) == r.polarity for s, r in zip(sentences, requests)]
+    punct = [bool(s) and s[-1] == r.punctuation for s, r in zip(sentences, requests)]
+    adjectives = [w for s in sentences for w in s if w in syn.POSITIVE_ADJECTIVES or w in syn.NEGATIVE_ADJECTIVES]
+    return {"polarity_acc": sum(polarity) / len(polarity), "punct_acc": sum(punct) / len(punct),
+            "held_out_rate": sum(w in held_out for w in adjectives) / max(len(adjectives), 1),
+            "strong_share": strong_share(sentences)}
+
+
+def strong_share(sentences: Sequence[Sequence[str]]) -> float:
+    """Share of the intensifiers written that are strong (very, extremely); NaN if none was written."""
+    intensifiers = [w for s in sentences for w in s if w in syn.INTENSITY]
+    strong = sum(w in STRONG_INTENSIFIERS for w in intensifiers)
+    return strong / len(intensifiers) if intensifiers else float("nan")
+
+
+def control_requests(n: int) -> list[Request]:
+    return [Request(p, q) for p, q in REQUESTS for _ in range(n)]
+
+
+def sweep_requests(n: int, value: float) -> list[Request]:
+    """``n`` requests at ``str_high = value``: polarity alternating, punctuation ".". """
+    return [Request(("positive", "negative")[i % 2], ".", value) for i in range(n)]
+
+
+def read_model(model, data: IntentData, run: IntentRun, seed: int, variant: str) -> IntentReading:
+    """One reading of a trained model: features-only control, strength sweep (fusion models), PPL."""
+    mean = data.request_mean
+    if variant == "no_request":  # every predicate at its mean, whatever was asked
+        requests = control_requests(run.samples_per_request)
+        sentences = sample_sentences(model, data, [Request()] * len(requests), seed)
+    else:
+        requests = control_requests(run.samples_per_request)
+        codes = [codes_for(r.polarity, r.punctuation) for r in requests] if variant == "control_code" else None
+        sentences = sample_sentences(model, data, requests, seed, codes, mean)
+    scores = judge(sentences, requests, data.base.corpus.split.held_out)
+    sweep = None
+    if variant in ("intent", "shuffled"):
+        sweep = [strong_share(sample_sentences(model, data, sweep_requests(run.samples_per_request, v),
+                                               seed + 1 + i, mean=mean))
+                 for i, v in enumerate(run.str_high_values)]
+    val = data.val
+    if variant == "no_request":
+        features = val.features.clone()
+        features[..., REQUEST_COLUMNS] = mean
+        features[~val.mask] = 0.0
+        val = replace(val, features=features)
+    ppl = evaluate_language_model(model, val, data.base.vocab, data.base.held_out_ids,
+                                  never_scored=data.base.code_ids)["ppl"]
+    return IntentReading(**scores, ppl=ppl, strong_share_by_str_high=sweep)
+
+
+class IntentExperiment(runs.Experiment):
+    """Chapter 10's models for :mod:`semlm.core.runs`: intent, shuffled, control-code and baseline LMs."""
+
+    name = "intent_control"
+    device = "cpu"  # small models; evaluation samples with CPU tensors
+    metrics_type = IntentRunMetrics
+
+    def data_key(self, spec: RunSpec):
+        run = spec.config
+        return run.synthetic.corpus, run.variant
+
+    def prepare(self, spec: RunSpec) -> IntentData:
+        return prepare_intent_data(spec.config.synthetic.corpus, spec.config.variant)
+
+    def build(self, spec: RunSpec, data: IntentData) -> torch.nn.Module:
+        run = spec.config
+        if run.variant in ("intent", "shuffled"):
+            config = model_config(run.synthetic, "fusion", len(data.base.vocab), "causal")
+            return build_model(replace(config, n_features=N_INTENT_FEATURES))
+        return build_model(model_config(run.synthetic, "baseline", len(data.base.vocab), "causal"))
+
+    def fit(self, spec: RunSpec, data: IntentData) -> runs.Fit:
+        return runs.Fit(data.train, data.val, spec.config.synthetic.train, adjective_classes=data.base.adjective_classes)
+
+    def evaluate(self, spec: RunSpec, data: IntentData, model, result) -> IntentRunMetrics:
+        run = spec.config
+        seed = 1000 * spec.seed
+        readings = {run.variant: read_model(model, data, run, seed, run.variant)}
+        if run.variant == "intent":
+            readings["no_request"] = read_model(model, data, run, seed + 500, "no_request")
+        return IntentRunMetrics(readings=readings, str_high=list(run.str_high_values))
+
+    def total_steps(self, spec: RunSpec) -> int:
+        p = spec.config.synthetic
+        return -(-p.corpus.n_train // p.train.batch_size) * p.train.epochs
+
+
+EXPERIMENT = IntentExperiment()
+
+
+def intent_runs(profile: IntentProfile, seeds: Sequence[int]) -> list[RunSpec]:
+    """The chapter's runs: every trained model (:data:`TRAINED`) for every training seed."""
+    if not seeds:
+        raise ValueError("intent_runs needs at least one seed")
+    specs = []
+    for seed in seeds:
+        synthetic = replace(profile.synthetic, train=replace(profile.synthetic.train, seed=seed))
+        for variant in TRAINED:
+            run = IntentRun(synthetic, variant, profile.samples_per_request, tuple(profile.str_high_values))
+            specs.append(RunSpec(variant, seed, run))
+    return specs
+
+
+def train_intent_models(profile: IntentProfile, seeds: Sequence[int], runs_dir=None, workers: int | None = None,
+                        progress: bool = True) -> list[RunRecord]:
+    """Train (or load) and evaluate every run of :func:`intent_runs`."""
+    context = runs.RunContext(profile.name, runs_dir, workers, progress)
+    return runs.run_many(EXPERIMENT, intent_runs(profile, seeds), context, label="intent control")
+
+
+# --- the chapter's summary over seeds -----------------------------------------------------------
+
+def _slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of ``y`` on ``x`` (NaN points dropped)."""
+    pairs = [(a, b) for a, b in zip(x, y) if b == b]
+    if len(pairs) < 2:
+        return float("nan")
+    mx = sum(a for a, _ in pairs) / len(pairs)
+    my = sum(b for _, b in pairs) / len(pairs)
+    var = sum((a - mx) ** 2 for a, _ in pairs)
+    return sum((a - mx) * (b - my) for a, b in pairs) / var
+
+
+def intensity_response(by_seed: dict[int, IntentReading], str_high: Sequence[float]) -> IntensityResponse:
+    curves = [by_seed[s].strong_share_by_str_high for s in sorted(by_seed)]
+    share = [Interval.of_mean([c[i] for c in curves if c[i] == c[i]], bounds=(0.0, 1.0)) for i in range(len(str_high))]
+    return IntensityResponse(str_high=list(str_high), share=share,
+                             slope=Interval.of_mean([_slope(str_high, c) for c in curves]))
+
+
+def readings_by_variant(records: Sequence[RunRecord]) -> dict[str, dict[int, IntentReading]]:
+    """``{variant: {seed: IntentReading}}`` from the runs' records."""
+    out: dict[str, dict[int, IntentReading]] = {}
+    for record in records:
+        for variant, reading in record.metrics.readings.items():
+            out.setdefault(variant, {})[record.seed] = reading
+    return out
+
+
+def summarise(records: Sequence[RunRecord]) -> IntentControl:
+    """Every variant over seeds (95% t-intervals), and the intensity responses of the fusion models."""
+    readings = readings_by_variant(records)
+    seeds = sorted(readings["intent"])
+    str_high = records[0].metrics.str_high
+    variants = {}
+    for variant in VARIANTS:
+        by_seed = [readings[variant][s] for s in seeds]
+        fields = ("polarity_acc", "punct_acc", "held_out_rate", "strong_share", "ppl")
+        variants[variant] = IntentVariantScores(**{
+            f: Interval.of_mean([getattr(r, f) for r in by_seed], bounds=None if f == "ppl" else (0.0, 1.0))
+            for f in fields})
+    return IntentControl(seeds=seeds, variants=variants, intensity=intensity_response(readings["intent"], str_high),
+                         intensity_shuffled=intensity_response(readings["shuffled"], str_high))
+
+
+def paired_seeds(summary: IntentControl, metric: str, first: str, second: str) -> Interval:
+    """``first - second`` of ``metric`` paired by training seed."""
+    a, b = getattr(summary.variants[first], metric), getattr(summary.variants[second], metric)
+    return Interval.paired(a.values, b.values)
+
+
+def examples(model, data: IntentData, variant: str, n_per_request: int = 1, seed: int = 0) -> list[dict]:
+    """A few sentences per request of the control table, for the chapter's example table."""
+    requests = control_requests(n_per_request)
+    codes = [codes_for(r.polarity, r.punctuation) for r in requests] if variant == "control_code" else None
+    if variant == "no_request":
+        sentences = sample_sentences(model, data, [Request()] * len(requests), seed)
+    else:
+        sentences = sample_sentences(model, data, requests, seed, codes)
+    return [{"variant": variant, "request": f"{r.polarity} {r.punctuation}", "sentence": " ".join(s)}
+            for r, s in zip(requests, sentences)]

@@ -1,0 +1,48 @@
+"""Intent features: the request of the clause being written, causal in the tokens."""
+
+import torch
+
+from semlm.core.causality import future_sensitivity
+from semlm.data.synthetic import LEXICON
+from semlm.data.vocab import Vocabulary
+from semlm.fusion.intent import (INTENT_INDEX, MAX_CLAUSES, N_INTENT_FEATURES, IntentFeatures, Request,
+                                 declared_intent, intent_rows)
+from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+
+VOCAB = Vocabulary.build(LEXICON)
+SENTENCE = "Alice cooks the meal , slightly good but she trains the model , extremely awful ?".split()
+
+
+def features_of(words):
+    ids = torch.tensor([VOCAB.encode(words)[:-1]])
+    return ids, IntentFeatures(VOCAB)(ids, intent_rows([declared_intent(words)]))[0]
+
+
+def test_declared_intent_reads_back_the_generator_draws():
+    intent = declared_intent(SENTENCE)
+    assert [(c.polarity, c.intensity) for c in intent.clauses] == [("positive", 0.2), ("negative", 1.0)]
+    assert intent.punctuation == "?"
+
+
+def test_the_conjunction_position_already_describes_the_next_clause():
+    ids, feats = features_of(SENTENCE)
+    words = ["<bos>"] + SENTENCE
+    conj = words.index("but")
+    pos_high, neg_high = INTENT_INDEX["pos_high"], INTENT_INDEX["neg_high"]
+    assert feats[: conj, pos_high].eq(1.0).all()            # <bos> .. "good": the positive first clause
+    assert feats[conj:, neg_high].eq(1.0).all()             # "but" onwards: the negative second clause
+    assert feats[:, INTENT_INDEX["is_question"]].eq(1.0).all()  # the sentence-level request everywhere
+    assert feats.shape == (len(words), N_INTENT_FEATURES)
+
+
+def test_an_intent_model_stays_causal_in_the_tokens():
+    torch.manual_seed(0)
+    backbone = BackboneConfig(vocab_size=len(VOCAB), d_model=32, n_layers=2, n_heads=2, d_ff=64, dropout=0.0)
+    model = build_model(LMConfig(backbone=backbone, kind="fusion", n_features=N_INTENT_FEATURES))
+    mean = torch.full((11,), 0.5)
+    request = Request("negative", "!", 0.8).vector(mean).expand(1, MAX_CLAUSES, -1)
+    featurize = IntentFeatures(VOCAB)
+    ids = torch.tensor([VOCAB.encode(SENTENCE)[:-1]])
+    for position in range(1, ids.shape[1]):
+        change = future_sensitivity(model, lambda x: featurize(x, request), ids, position, VOCAB.id("and"))
+        assert change < 1e-5, position
