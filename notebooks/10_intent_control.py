@@ -51,6 +51,7 @@ from myst_nb import glue
 from semlm import plots
 from semlm.book.claims import evaluate_claims
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.core import runs
 from semlm.core.causality import future_sensitivity
 from semlm.core.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
@@ -119,7 +120,8 @@ pd.DataFrame(
 # initialisation seed on the same batches.
 
 # %%
-records = ie.train_intent_models(config, seeds, workers=workers)
+context = runs.RunContext(config.name, workers=workers)
+records = runs.run_many(ie.EXPERIMENT, ie.intent_runs(config, seeds), context)
 train_seconds = sum(r.train_seconds for r in records)
 print(
     f"{len(records)} models, {train_seconds / 60:.1f} CPU-minutes of training "

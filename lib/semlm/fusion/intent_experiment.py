@@ -38,6 +38,7 @@ from semlm.data.synthetic import SyntheticConfig
 from semlm.fusion.control_codes import codes_for, sentence_polarity
 from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, IntentFeatures, Request, declared_intent,
                                  intent_rows)
+from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import build_model
 from semlm.fusion.synthetic_experiment import SyntheticData, model_config, prepare_data
 from semlm.profiles import IntentProfile, SyntheticProfile
@@ -216,7 +217,8 @@ class IntentExperiment(runs.Experiment):
         return build_model(model_config(run.synthetic, "baseline", len(data.base.vocab), "causal"))
 
     def fit(self, spec: RunSpec, data: IntentData) -> runs.Fit:
-        return runs.Fit(data.train, data.val, spec.config.synthetic.train, adjective_classes=data.base.adjective_classes)
+        config = spec.config.synthetic.train
+        return runs.Fit(data.train, data.val, config, FusionLoss.from_config(config, data.base.adjective_classes))
 
     def evaluate(self, spec: RunSpec, data: IntentData, model, result) -> IntentRunMetrics:
         run = spec.config
@@ -240,18 +242,11 @@ def intent_runs(profile: IntentProfile, seeds: Sequence[int]) -> list[RunSpec]:
         raise ValueError("intent_runs needs at least one seed")
     specs = []
     for seed in seeds:
-        synthetic = replace(profile.synthetic, train=replace(profile.synthetic.train, seed=seed))
+        synthetic = replace(profile.synthetic, seed=seed)
         for variant in TRAINED:
             run = IntentRun(synthetic, variant, profile.samples_per_request, tuple(profile.str_high_values))
             specs.append(RunSpec(variant, seed, run))
     return specs
-
-
-def train_intent_models(profile: IntentProfile, seeds: Sequence[int], runs_dir=None, workers: int | None = None,
-                        progress: bool = True) -> list[RunRecord]:
-    """Train (or load) and evaluate every run of :func:`intent_runs`."""
-    context = runs.RunContext(profile.name, runs_dir, workers, progress)
-    return runs.run_many(EXPERIMENT, intent_runs(profile, seeds), context, label="intent control")
 
 
 # --- the chapter's summary over seeds -----------------------------------------------------------
