@@ -751,7 +751,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m semlm.book", description="Execute the book's chapters and build its HTML.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="run")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,plan}")
     run_cmd = commands.add_parser("run", help="execute the chapters, then build the HTML",
                                   description="Execute the chapters with papermill, then build the HTML with Jupyter Book.")
     run_cmd.add_argument("--profile", required=True, metavar="{" + ",".join(PROFILES) + "}",
@@ -764,13 +764,32 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--fresh", action="store_true", help="delete the trained-model cache (<build>/runs) first")
     run_cmd.add_argument("--allow-downloads", action="store_true",
                          help="let chapters reach the Hugging Face Hub (default: HF_*_OFFLINE=1)")
+    plan_cmd = commands.add_parser("plan", help="list every chapter's trained models (and train them ahead)",
+                                   description="List the runs every chapter declares; --train trains them before "
+                                               "the chapters run, so the chapters load them from the cache.")
+    plan_cmd.add_argument("--profile", required=True, choices=list(PROFILES), help="scale of every experiment")
+    plan_cmd.add_argument("--train", action="store_true", help="train (or load) them now")
+    plan_cmd.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     return parser
+
+
+def plan_command(profile: str, train: bool, workers: int | None) -> int:
+    """``python -m semlm.book plan``: list (and with ``--train`` train) every chapter's runs."""
+    from semlm.book import plan
+
+    print(plan.describe(plan.book_runs(profile)))
+    if train:
+        plan.train_ahead(profile, workers=workers)
+        print("trained: the chapters will load these runs from the cache")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """The ``semlm-book`` command; returns the exit status."""
     try:
         args = _parser().parse_args(argv)
+        if args.command == "plan":
+            return plan_command(args.profile, args.train, args.workers)
         run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
             html=args.only is None or args.html, allow_downloads=args.allow_downloads)
     except BookError as exc:

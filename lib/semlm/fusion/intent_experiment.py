@@ -38,6 +38,7 @@ from semlm.data.synthetic import SyntheticConfig
 from semlm.fusion.control_codes import codes_for, sentence_polarity
 from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, IntentFeatures, Request, declared_intent,
                                  intent_rows)
+from semlm.fusion.decoding.generate import sample_next_token
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import build_model
 from semlm.fusion.synthetic_experiment import SyntheticData, model_config, prepare_data
@@ -132,12 +133,7 @@ def sample_sentences(model: torch.nn.Module, data: IntentData, requests: Sequenc
     model.eval()
     while ids.shape[1] - len(start[0]) < limit and not done.all():
         features = data.featurizer(ids, rows) if uses_features else torch.zeros(*ids.shape, 1)
-        logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
-        probs = torch.softmax(processors(ids, logits), dim=-1)
-        next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        next_ids = torch.where(done, torch.full_like(next_ids, vocab.pad_id), next_ids)
-        done |= next_ids == vocab.eos_id
-        ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
+        ids, done = sample_next_token(model, ids, features, processors, generator, done, vocab.pad_id, vocab.eos_id)
     skip = len(start[0])
     return [[w for w in vocab.decode(row[skip:]) if w not in ("<eos>", "<pad>")] for row in ids]
 

@@ -28,7 +28,8 @@ from typing import Sequence
 
 import torch
 from torch import nn
-from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+from transformers import (LogitsProcessorList, MinNewTokensLengthLogitsProcessor, SuppressTokensLogitsProcessor,
+                          TemperatureLogitsWarper, TopPLogitsWarper)
 
 from semlm.core import runs
 from semlm.data.dataset import LMTensors, encode_corpus
@@ -38,6 +39,8 @@ from semlm.fusion.decoding.processors import LastKRepetitionPenalty
 from semlm.fusion.synthetic_experiment import check_setting
 from semlm.fusion.fuzzy import feature_index
 from semlm.core.metrics import perplexity, score_tokens
+from semlm.fusion.decoding.generate import sample_next_token
+from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 from semlm.profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
@@ -352,46 +355,6 @@ def classifier_polarity(model: BagOfWordsClassifier, texts: Sequence[Sequence[st
 # --- continuation under control ----------------------------------------------------------------
 
 
-class SentimentSteering:
-    """Soft control on real text: every lexicon word gets ``+boost x |valence|`` if it has the requested
-    polarity and ``-penalty x |valence|`` if it has the other one (the paper's +6 / -3 at its ADJ slot,
-    spread over the lexicon by strength, since real text has no grammar slot)."""
-
-    def __init__(self, valence: torch.Tensor, polarity: int, boost: float, penalty: float):
-        wanted = (valence * polarity).clamp(min=0)
-        other = (-valence * polarity).clamp(min=0)
-        self.shift = boost * wanted - penalty * other
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        return scores + self.shift.to(scores.device)
-
-
-class AdjectiveClassRestriction:
-    """Hard control: every adjective outside the requested VADER class is forbidden, so the next
-    adjective the model writes (whenever it writes one) has the requested polarity."""
-
-    def __init__(self, is_adjective: torch.Tensor, allowed: torch.Tensor):
-        self.forbidden = is_adjective.clone()
-        self.forbidden[allowed] = False
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        return scores.masked_fill(self.forbidden.to(scores.device), float("-inf"))
-
-
-class BanTokens:
-    """Forbid special tokens; <eos> only until ``min_length`` new tokens exist."""
-
-    def __init__(self, always: Sequence[int], eos_id: int, prompt_length: int, min_new: int):
-        self.always, self.eos_id, self.until = list(always), eos_id, prompt_length + min_new
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        scores = scores.clone()
-        scores[:, self.always] = float("-inf")
-        if input_ids.shape[1] < self.until:
-            scores[:, self.eos_id] = float("-inf")
-        return scores
-
-
 def control_prefixes(data: SST2Data, config: ControlConfig) -> list[list[str]]:
     """The first ``prefix_words`` words of the first ``n_prefixes`` dev sentences that are long enough."""
     long_enough = [s for s in data.dev_sentences if len(s) >= config.min_sentence_words]
@@ -420,7 +383,8 @@ def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[
     vocab, featurize = data.vocab, data.featurizers["causal"]
     ids = torch.tensor([vocab.encode(map_unknown(p, vocab))[:-1] for p in prefixes])
     prompt_length = ids.shape[1]
-    steps = [BanTokens([vocab.pad_id, vocab.bos_id, vocab.id("<unk>")], vocab.eos_id, prompt_length, config.min_new_tokens)]
+    steps = [SuppressTokensLogitsProcessor([vocab.pad_id, vocab.bos_id, vocab.id("<unk>")]),
+             MinNewTokensLengthLogitsProcessor(prompt_length, config.min_new_tokens, vocab.eos_id)]
     columns, values = [], []
     if request is not None:
         polarity = POLARITIES[request]
@@ -441,12 +405,8 @@ def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[
         features = featurize(ids)
         if columns:
             features[:, -1, columns] = torch.tensor(values)
-        logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
-        probs = torch.softmax(processors(ids, logits), dim=-1)
-        next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        next_ids = torch.where(finished, torch.full_like(next_ids, vocab.eos_id), next_ids)
-        finished |= next_ids == vocab.eos_id
-        ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
+        ids, finished = sample_next_token(model, ids, features, processors, generator, finished, vocab.eos_id,
+                                          vocab.eos_id)
     continuations = []
     for row in ids[:, prompt_length:].tolist():
         words = vocab.decode(row, skip_special=False)

@@ -147,3 +147,17 @@ def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, 
             next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
     return [vocab.decode(row[1 + len(codes):]) for row in ids]
+
+
+@torch.no_grad()
+def sample_next_token(model: torch.nn.Module, ids: torch.Tensor, features: torch.Tensor, processors,
+                      generator: torch.Generator, finished: torch.Tensor, fill_id: int,
+                      eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of plain sampling from a (fusion or baseline) LM reading ``features``: the processed
+    next-token distribution at the last position, one draw per row; rows already ``finished`` get
+    ``fill_id``. Returns ``(ids + the new column, finished)``; a row finishes on ``eos_id``."""
+    logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
+    probs = torch.softmax(processors(ids, logits), dim=-1)
+    next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    next_ids = torch.where(finished, torch.full_like(next_ids, fill_id), next_ids)
+    return torch.cat([ids, next_ids.unsqueeze(1)], dim=1), finished | (next_ids == eos_id)

@@ -19,7 +19,7 @@ on "?". Two rules (``STEERING_RULES``):
 from __future__ import annotations
 
 import torch
-from transformers import RepetitionPenaltyLogitsProcessor
+from transformers import LogitsProcessor, RepetitionPenaltyLogitsProcessor
 
 from semlm.data import synthetic as syn
 from semlm.fusion.decoding.controls import Controls
@@ -97,3 +97,32 @@ class LastKRepetitionPenalty:
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         return self.inner(input_ids[:, -self.k:], scores)
+
+
+# --- real text (SST-2, chapter 5): no grammar slots, so control acts on the lexicon ------------------
+
+
+class SentimentSteering(LogitsProcessor):
+    """Soft control on real text: every lexicon word gets ``+boost x |valence|`` if it has the requested
+    polarity and ``-penalty x |valence|`` if it has the other one (the paper's +6 / -3 at its ADJ slot,
+    spread over the lexicon by strength, since real text has no grammar slot)."""
+
+    def __init__(self, valence: torch.Tensor, polarity: int, boost: float, penalty: float):
+        wanted = (valence * polarity).clamp(min=0)
+        other = (-valence * polarity).clamp(min=0)
+        self.shift = boost * wanted - penalty * other
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return scores + self.shift.to(scores.device)
+
+
+class AdjectiveClassRestriction(LogitsProcessor):
+    """Hard control: every adjective outside the requested VADER class is forbidden, so the next
+    adjective the model writes (whenever it writes one) has the requested polarity."""
+
+    def __init__(self, is_adjective: torch.Tensor, allowed: torch.Tensor):
+        self.forbidden = is_adjective.clone()
+        self.forbidden[allowed] = False
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return scores.masked_fill(self.forbidden.to(scores.device), float("-inf"))

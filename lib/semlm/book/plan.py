@@ -1,0 +1,96 @@
+"""The book's trained models, listed before any chapter runs (``python -m semlm.book plan``).
+
+Every chapter declares its runs through one library function (``fusion_training_runs``,
+``audit_runs``, ``sst2_runs``, ``idea_gating_runs``, ``topic_drift_runs``, ``intent_runs``,
+``backbone_runs``); :func:`book_runs` calls them with each chapter's default parameters, so the
+whole book's runs can be listed, counted and trained ahead of the chapters
+(:func:`train_ahead`: one :func:`semlm.core.runs.run_many` per experiment). The chapters then
+find every model in the cache. Two chapters have runs that depend on another run's result and
+are listed as such: chapter 7's sweep (the loss form chapter 6 chooses) and chapter 8's LoRA
+runs (the backbone they adapt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The chapters' default ``seed`` parameter (every chapter's ``parameters`` cell).
+DEFAULT_SEED = 111
+
+#: Runs that can only be listed once another run has finished, and why.
+DEPENDENT = {
+    "07_xray_and_sweeps": "its beta / K sweep retrains the loss form chapter 6 chooses (chapter 6's runs first)",
+    "08_lora_4bit_idea_gating": "its LoRA runs adapt the backbone listed here (the backbone first)",
+}
+
+
+@dataclass(frozen=True)
+class ChapterRuns:
+    """The runs one chapter trains (or loads) with its default parameters."""
+
+    chapter: str
+    experiment: object            # a semlm.core.runs.Experiment
+    specs: tuple                  # of semlm.core.runs.RunSpec
+
+    @property
+    def count(self) -> int:
+        return len(self.specs)
+
+
+def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
+    """Every run the book's chapters declare at ``profile``, chapter by chapter (runs shared by two
+    chapters are listed under the first; see :data:`DEPENDENT` for those listed later)."""
+    from semlm.fusion.audit import audit_runs, audit_seeds
+    from semlm.fusion.intent_experiment import EXPERIMENT as INTENT, intent_runs
+    from semlm.fusion.sst2_experiment import SST2, sst2_runs
+    from semlm.fusion.synthetic_experiment import SYNTHETIC, fusion_training_runs
+    from semlm.idea.lora_experiment import BACKBONE_PRETRAINING, backbone_runs
+    from semlm.idea.topic_experiment import TOPIC_DRIFT, topic_drift_runs
+    from semlm.idea.wikitext_experiment import IDEA, idea_gating_runs
+    from semlm.profiles import (idea_profile, intent_profile, lora_profile, sst2_profile,
+                                synthetic_profile, topic_drift_profile)
+
+    topic = topic_drift_profile(profile, seed)
+    intent = intent_profile(profile, seed)
+    planned = [
+        ChapterRuns("02_fusion_training", SYNTHETIC, tuple(fusion_training_runs(synthetic_profile(profile, seed)))),
+        ChapterRuns("04_leakage_audit", SYNTHETIC, tuple(audit_runs(profile, audit_seeds(seed, None, profile)))),
+        ChapterRuns("05_sst2", SST2, tuple(sst2_runs(sst2_profile(profile, seed)))),
+        ChapterRuns("06_idea_gating", IDEA, tuple(idea_gating_runs(idea_profile(profile, seed, None)))),
+        ChapterRuns("08_lora_4bit_idea_gating", BACKBONE_PRETRAINING,
+                    tuple(backbone_runs(lora_profile(profile, seed, None)))),
+        ChapterRuns("09_topic_drift", TOPIC_DRIFT, tuple(topic_drift_runs(topic, topic.seeds(seed)))),
+        ChapterRuns("10_intent_control", INTENT, tuple(intent_runs(intent, intent.seeds(seed)))),
+    ]
+    seen: set = set()
+    out = []
+    for entry in planned:  # chapter 4 re-uses chapter 2's models at its first seed
+        fresh = tuple(s for s in entry.specs if (entry.experiment.name, s.group, s.name, s.seed, repr(s.config)) not in seen)
+        seen.update((entry.experiment.name, s.group, s.name, s.seed, repr(s.config)) for s in entry.specs)
+        out.append(ChapterRuns(entry.chapter, entry.experiment, fresh))
+    return out
+
+
+def train_ahead(profile: str, seed: int = DEFAULT_SEED, workers: int | None = None, runs_dir=None) -> dict[str, int]:
+    """Train (or load) every run of :func:`book_runs` before the chapters: one pool per experiment,
+    the experiments with the most runs first. Returns ``{chapter: runs}``."""
+    from semlm.core import runs
+
+    planned = book_runs(profile, seed)
+    by_experiment: dict[str, list] = {}
+    for entry in planned:
+        by_experiment.setdefault(entry.experiment.name, []).append(entry)
+    context = runs.RunContext(profile, runs_dir, workers)
+    for entries in sorted(by_experiment.values(), key=lambda e: -sum(x.count for x in e)):
+        specs = [s for entry in entries for s in entry.specs]
+        if specs:
+            runs.run_many(entries[0].experiment, specs, context, label=f"{entries[0].experiment.name} ({profile})")
+    return {entry.chapter: entry.count for entry in planned}
+
+
+def describe(planned: list[ChapterRuns]) -> str:
+    """The plan as a few lines of text: runs per chapter and experiment, and the runs listed later."""
+    lines = [f"{entry.chapter:28s} {entry.experiment.name:14s} {entry.count:3d} runs" for entry in planned]
+    lines.append(f"{'total':28s} {'':14s} {sum(e.count for e in planned):3d} runs")
+    lines += [f"{chapter:28s} later: {why}" for chapter, why in DEPENDENT.items()]
+    return "\n".join(lines)

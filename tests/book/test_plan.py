@@ -1,0 +1,30 @@
+"""The book's runs can be listed (and trained) before any chapter runs: semlm.book.plan."""
+
+from semlm.book import plan
+from semlm.book.runner import main as book_main
+from semlm.book.runner import list_chapters
+from semlm.fusion.synthetic_experiment import fusion_training_runs
+from semlm.profiles import synthetic_profile
+
+
+def test_every_chapter_that_trains_is_listed_once_and_runs_are_not_repeated():
+    planned = plan.book_runs("smoke")
+    chapters = [entry.chapter for entry in planned]
+    assert len(set(chapters)) == len(chapters)
+    assert set(chapters) | set(plan.DEPENDENT) >= {c for c in list_chapters() if c[:2] in
+                                                  {"02", "04", "05", "06", "07", "08", "09", "10"}}
+    keys = [(e.experiment.name, s.group, s.name, s.seed, repr(s.config)) for e in planned for s in e.specs]
+    assert len(keys) == len(set(keys))
+
+
+def test_the_plan_lists_exactly_what_the_chapter_declares():
+    chapter2 = next(e for e in plan.book_runs("smoke") if e.chapter == "02_fusion_training")
+    assert list(chapter2.specs) == fusion_training_runs(synthetic_profile("smoke", plan.DEFAULT_SEED))
+    audit = next(e for e in plan.book_runs("smoke") if e.chapter == "04_leakage_audit")
+    assert not set(map(repr, audit.specs)) & set(map(repr, chapter2.specs))  # chapter 4 re-uses chapter 2's models
+
+
+def test_plan_command_prints_the_runs_per_chapter(capsys):
+    assert book_main(["plan", "--profile", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "02_fusion_training" in out and "total" in out and "later:" in out
