@@ -469,6 +469,7 @@ class SST2Judgement(Record):
     vader_pos_share: Interval | None = None
     vader_neg_share: Interval | None = None
     classifier_pos_share: Interval | None = None
+    classifier_correct: list[int] | None = None   # per prompt, in prefix order: 1 if the classifier agrees
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -423,7 +423,8 @@ def judge_continuations(continuations: Sequence[Sequence[str]], classifier: BagO
     if wanted is not None:
         label = "POS" if wanted == "pos" else "NEG"
         return SST2Judgement(**counts, acc=share(sum(v == label for v in vader), len(vader)),
-                             classifier_acc=share(sum(c == label for c in clf), len(clf)))
+                             classifier_acc=share(sum(c == label for c in clf), len(clf)),
+                             classifier_correct=[int(c == label) for c in clf])
     return SST2Judgement(**counts, vader_pos_share=share(sum(v == "POS" for v in vader), len(vader)),
                          vader_neg_share=share(sum(v == "NEG" for v in vader), len(vader)),
                          classifier_pos_share=share(sum(c == "POS" for c in clf), len(clf)))

@@ -142,7 +142,10 @@ def _control_record(judged: Mapping[tuple, SST2Judgement], n_prefixes: int) -> d
     def entry(request, mode, baseline_classifier=True):
         fusion, baseline = judged[("fusion", request, mode)], judged[("baseline", request, mode)]
         out = {"acc": fusion.acc.mean, "acc_ci": fusion.acc, "classifier_acc": fusion.classifier_acc.mean,
-               "classifier_ci": fusion.classifier_acc, "baseline_acc": baseline.acc.mean}
+               "classifier_ci": fusion.classifier_acc, "baseline_acc": baseline.acc.mean,
+               # per prompt (the same prefixes for both models): the claims pair fusion and baseline by prompt
+               "classifier_correct": fusion.classifier_correct,
+               "baseline_classifier_correct": baseline.classifier_correct}
         if baseline_classifier:
             out["baseline_classifier_acc"] = baseline.classifier_acc.mean
         return out
