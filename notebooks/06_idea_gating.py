@@ -60,12 +60,9 @@ from semlm.idea.wikitext_experiment import (
     authors_protocol_over_seeds,
     idea_gating_runs,
     idea_profile,
-    idea_seed_runs,
     load_domains,
     model_config,
     profile_differences,
-    profile_form_run,
-    runs_by_seed,
     with_chosen_gated,
 )
 from semlm.profiles import check_parameters
@@ -193,11 +190,11 @@ report.size_table(config, sizes)
 # only that path is tested.
 
 # %%
-specs = idea_gating_runs(config) + idea_seed_runs(config, n_seeds)
+specs = idea_gating_runs(config, n_seeds)
 records = run_many(IDEA, specs, RunContext(config.name, workers=workers))
 trained = nested([r for r in records if r.seed == seed], "name")
 runs, chosen = with_chosen_gated(trained)
-by_seed = runs_by_seed(records, config)
+by_seed = report.runs_by_seed(records, config)
 numbers = {
     **report.training_numbers(trained, runs, config),
     **report.all_training_numbers(records),
@@ -259,9 +256,7 @@ report.loss_form_table(runs, forms)
 # %%
 models = {name: run.load() for name, run in runs.items()}
 test = data.blocks("test", config)
-ppl, check = report.perplexity_table(
-    models, runs, data, config, test, by_seed
-)
+ppl, check = report.perplexity_table(models, runs, data, config, test, by_seed)
 for key, value in report.perplexity_numbers(ppl, check).items():
     glue(key, value, display=False)
 ppl.style.format("{:.2f}", na_rep="-")
@@ -339,9 +334,7 @@ report.paper_table1()
 seed_scores = authors_protocol_over_seeds(
     by_seed, tokenizer, PAPER_B_EVAL_DOMAINS, config.generation
 )
-over_seeds = report.seed_comparison(
-    by_seed, seed_scores, profile_form_run(config)
-)
+over_seeds = report.seed_comparison(by_seed, seed_scores, config)
 for key, value in report.seed_numbers(over_seeds).items():
     glue(key, value, display=False)
 report.seed_table(over_seeds)

@@ -60,7 +60,6 @@ from semlm.idea.lora_experiment import (
     PAPER_B_LORA_PPL,
     backbone_runs,
     capacity_control_runs,
-    fineweb_bigram_reference,
     lora_device,
     lora_profile,
     lora_runs,
@@ -236,9 +235,7 @@ pd.DataFrame(paper_counts).T
 # training blocks, reaches {glue:text}`cc_bigram:.1f` on the same validation tokens.
 
 # %%
-control = report.lora_capacity(
-    records, main_q, fineweb_bigram_reference(data, len(tokenizer))
-)
+control = report.lora_capacity(records, main_q, data, len(tokenizer))
 glue("main_quant", report.quant_label(main_q), display=False)
 for key, value in report.capacity_numbers(control).items():
     glue(key, value, display=False)

@@ -18,8 +18,8 @@ from semlm.core.records import (Competence, IdeaGatingRecord, IdeaOverSeeds, Int
                                 LoraRecord, SeedPaired)
 from semlm.core.runs import RunRecord
 from semlm.idea.targets import idea_targets, vocabulary_mask
-from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, competence, ngram_reference, profile_differences,
-                                            stickiness_difference)
+from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, IdeaProfile, competence, ngram_reference,
+                                            profile_differences, profile_form_run, stickiness_difference)
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_STICKINESS, PAPER_B_TABLE1, PAPER_B_VAL_PPL
 
 MODELS = ("baseline", "gated")
@@ -197,15 +197,26 @@ def authors_table(numbers: dict) -> pd.DataFrame:
     return table.set_index(["domain", "model"])
 
 
+def runs_by_seed(records: Sequence[RunRecord], profile: IdeaProfile) -> dict[int, dict[str, RunRecord]]:
+    """``{seed: {"baseline": record, "gated": record}}`` of the seed comparison (the gated model in the profile's
+    loss form), from the records of :func:`idea_gating_runs` and :func:`idea_seed_runs`."""
+    gated = profile_form_run(profile)
+    out: dict[int, dict[str, RunRecord]] = {}
+    for record in records:
+        if record.name in ("baseline", gated):
+            out.setdefault(record.seed, {})["gated" if record.name == gated else "baseline"] = record
+    return dict(sorted(out.items()))
+
+
 #: The authors' protocol's metrics the seed comparison reads (``stickiness``: continuation only).
 SEED_METRICS = ("stickiness", "authors_stickiness", "distinct_2")
 
 
 def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
-                    scores: dict[int, dict[str, dict[str, DomainScores]]], gated_run: str) -> IdeaOverSeeds:
+                    scores: dict[int, dict[str, dict[str, DomainScores]]], config) -> IdeaOverSeeds:
     """Chapter 6 over training seeds: validation PPL and, per metric of :data:`SEED_METRICS` and domain of the
     authors' protocol, each seed's mean over the samples, paired by seed; ``"all"`` is each seed's mean of the
-    domains' means (every domain weighs the same)."""
+    domains' means (every domain weighs the same). ``config``: the profile (it names the gated run)."""
     seeds = list(by_seed)
     domains = list(next(iter(scores.values()))["baseline"])
 
@@ -216,7 +227,7 @@ def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
     table = {metric: {d: SeedPaired.of(per_seed("baseline", metric, d), per_seed("gated", metric, d))
                       for d in [*domains, None]} for metric in SEED_METRICS}
     ppl = SeedPaired.of(*[[by_seed[s][m].metrics.val_ppl for s in seeds] for m in MODELS])
-    return IdeaOverSeeds(seeds=seeds, gated_run=gated_run, val_ppl=ppl,
+    return IdeaOverSeeds(seeds=seeds, gated_run=profile_form_run(config), val_ppl=ppl,
                          domains={m: {d or "all": v for d, v in by_domain.items()} for m, by_domain in table.items()})
 
 
@@ -384,10 +395,14 @@ def main_lora_runs(records: Sequence[RunRecord], seed: int) -> dict[tuple[str, b
 CONTROL_MODELS = ("baseline", "gated", "control")
 
 
-def lora_capacity(records: Sequence[RunRecord], quantization: str, reference: dict) -> LoraCapacityControl:
+def lora_capacity(records: Sequence[RunRecord], quantization: str, data, vocab_size: int) -> LoraCapacityControl:
     """Baseline, gated model and capacity control over seeds in ``quantization`` (validation PPL paired by seed),
-    their trainable parameters by group, and the competence note: every model against the bigram ``reference``
-    (:func:`semlm.idea.lora_experiment.fineweb_bigram_reference`)."""
+    their trainable parameters by group, and the competence note: every model against the interpolated bigram
+    counted on ``data`` (a :class:`~semlm.idea.lora_experiment.LoraData`;
+    :func:`~semlm.idea.lora_experiment.fineweb_bigram_reference`)."""
+    from semlm.idea.lora_experiment import fineweb_bigram_reference
+
+    reference = fineweb_bigram_reference(data, vocab_size)
     chosen = [r for r in records if r.spec.config.quantization == quantization]
     kind = {r.key: r.name.split("-")[0] for r in chosen}  # baseline-nf4, gated-nf4, control-nf4
     ppl = {m: {r.seed: r.metrics.val_ppl for r in chosen if kind[r.key] == m} for m in CONTROL_MODELS}
@@ -404,13 +419,13 @@ def lora_capacity(records: Sequence[RunRecord], quantization: str, reference: di
 def capacity_table(control: LoraCapacityControl) -> pd.DataFrame:
     """Validation PPL per seed of the three models and the paired differences (mean [95% t-interval])."""
     p = control.val_ppl
-    table = pd.DataFrame({m: dict(zip(control.seeds, getattr(p, m).values)) for m in CONTROL_MODELS})
-    table["gated - baseline"] = table["gated"] - table["baseline"]
-    table["gated - control"] = table["gated"] - table["control"]
-    table.index = [f"seed {s}" for s in control.seeds]
-    table.loc["mean [95% interval]"] = [getattr(p, m).format(2) for m in CONTROL_MODELS] + [
-        p.gated_minus_baseline.format(2, signed=True), p.gated_minus_control.format(2, signed=True)]
-    return table
+    columns = {**{m: getattr(p, m) for m in CONTROL_MODELS}, "gated - baseline": p.gated_minus_baseline,
+               "gated - control": p.gated_minus_control}
+    signed = {"gated - baseline", "gated - control"}
+    rows = {f"seed {s}": {c: f"{v.values[i]:{'+' if c in signed else ''}.2f}" for c, v in columns.items()}
+            for i, s in enumerate(control.seeds)}
+    rows["mean [95% interval]"] = {c: v.format(2, signed=c in signed) for c, v in columns.items()}
+    return pd.DataFrame(rows).T
 
 
 def capacity_numbers(control: LoraCapacityControl) -> dict:

@@ -439,16 +439,17 @@ IDEA = IdeaExperiment()
 LOSS_FORMS = {"sum": SUM_IDEA_LOSS, "mean": MEAN_IDEA_LOSS}
 
 
-def idea_gating_runs(profile: IdeaProfile) -> list[RunSpec]:
+def idea_gating_runs(profile: IdeaProfile, n_seeds: int | None = 1) -> list[RunSpec]:
     """Chapter 6's models (chapter 7 reloads them): the plain GPT and the gated GPT, the latter in both
     loss forms when ``profile.compare_loss_forms`` (``gated-sum``, ``gated-mean``), else in the profile's
-    form (``gated``)."""
+    form (``gated``); with ``n_seeds`` > 1 (None: the profile's), the seed comparison's further runs
+    (:func:`idea_seed_runs`)."""
     specs = [idea_run(profile, "baseline", False)]
     if profile.compare_loss_forms:
         specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
     else:
         specs.append(idea_run(profile, "gated", True))
-    return specs
+    return specs + idea_seed_runs(profile, n_seeds)
 
 
 def profile_form_run(profile: IdeaProfile) -> str:
@@ -475,17 +476,6 @@ def idea_seed_runs(profile: IdeaProfile, n_seeds: int | None = None) -> list[Run
         seeded = replace(profile, train=replace(profile.train, seed=seed))
         specs += [idea_run(seeded, "baseline", False), idea_run(seeded, profile_form_run(profile), True)]
     return specs
-
-
-def runs_by_seed(records: Sequence[RunRecord], profile: IdeaProfile) -> dict[int, dict[str, RunRecord]]:
-    """``{seed: {"baseline": record, "gated": record}}`` of the seed comparison (the gated model in the profile's
-    loss form), from the records of :func:`idea_gating_runs` and :func:`idea_seed_runs`."""
-    gated = profile_form_run(profile)
-    out: dict[int, dict[str, RunRecord]] = {}
-    for record in records:
-        if record.name in ("baseline", gated):
-            out.setdefault(record.seed, {})["gated" if record.name == gated else "baseline"] = record
-    return dict(sorted(out.items()))
 
 
 def with_chosen_gated(runs: dict[str, RunRecord]) -> tuple[dict[str, RunRecord], str]:
@@ -699,7 +689,7 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
 
 def authors_protocol_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, domains: dict,
                                 generation: GenerationSettings) -> dict[int, dict[str, dict[str, DomainScores]]]:
-    """:func:`authors_protocol` of every model of :func:`runs_by_seed`: ``{seed: {model: {domain: scores}}}``
+    """:func:`authors_protocol` of every model of :func:`semlm.idea.report.runs_by_seed`: ``{seed: {model: {domain: scores}}}``
     (each model loaded in turn, with the same sampling seeds)."""
     return {seed: {name: authors_protocol(record.load(), tokenizer, domains, generation)
                    for name, record in pair.items()} for seed, pair in by_seed.items()}
