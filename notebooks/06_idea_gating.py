@@ -29,7 +29,9 @@
 # * the two idea-loss forms of the authors' code (v1: summed over the vocabulary; v2: averaged),
 #   trained side by side at the same budget;
 # * domain retention with the authors' own protocol (their four domains, prompts, word lists,
-#   sampling and scoring), and with the book's WikiText domains beside it.
+#   sampling and scoring), and with the book's WikiText domains beside it;
+# * the plain and the gated GPT trained with several seeds, so that stickiness and diversity are
+#   judged over training seeds rather than over the samples of one trained pair.
 #
 # Chapter 7 opens the gate up (X-ray), sweeps its settings and studies repetition loops.
 

@@ -456,16 +456,6 @@ def fineweb_bigram_reference(data: LoraData, vocab_size: int) -> dict:
     return ngram_reference(train, valid, vocab_size)
 
 
-def capacity_control_table(records: Sequence[RunRecord], quantization: str) -> dict[str, dict[int, float]]:
-    """Validation PPL by model (``baseline``, ``gated``, ``control``) and seed of the runs in ``quantization``."""
-    table: dict[str, dict[int, float]] = {"baseline": {}, "gated": {}, "control": {}}
-    for record in records:
-        run = record.spec.config
-        if run.quantization == quantization:
-            table[run.name.split("-")[0]][record.seed] = record.metrics.val_ppl
-    return table
-
-
 # --- memory: 4-bit vs full precision -----------------------------------------------------------
 
 
