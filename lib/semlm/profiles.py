@@ -350,6 +350,7 @@ class IdeaProfile:
     compare_loss_forms: bool = True  # chapter 6 also trains the other idea-loss form (v1 sum vs v2 mean)
     capped_from: int | None = None   # max_steps of the profile before a ``max_steps`` cap (None = not capped)
     seed: int = 111                  # the training seed of its runs (``RunSpec.seed``)
+    n_seeds: int = 1                 # training seeds of chapter 6's plain and gated GPT (the profile's loss form)
 
 
 #: The idea BCE averaged over the (unmasked) vocabulary with weight 0.1: the authors' own v2 form
@@ -399,7 +400,7 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
             idea=replace(paper.idea, alpha_ramp_steps=150, **MEAN_IDEA_LOSS),
             generation=GenerationSettings(samples_per_prompt=3, max_new_tokens=50, seeds=(0, 1)),
             sweep_train_tokens=None, sweep_steps=150, sweep_samples_per_prompt=2, loop_new_tokens=48, max_workers=2,
-            compare_loss_forms=True)
+            compare_loss_forms=True, n_seeds=3)
     elif profile == "smoke":
         config = replace(
             paper, name="smoke", dataset="wikitext-2", tokenizer="book-bpe", vocab_size=512, bpe_lines=3000,
@@ -411,7 +412,7 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
             generation=GenerationSettings(samples_per_prompt=2, max_new_tokens=12, seeds=(0,), authors_samples=2,
                                           authors_new_tokens=12),
             sweep_train_tokens=6_000, sweep_steps=8, sweep_samples_per_prompt=1, loop_new_tokens=16, max_workers=1,
-            compare_loss_forms=True)
+            compare_loss_forms=True, n_seeds=2)
     else:
         config = paper
     return with_max_steps(config, max_steps)
@@ -656,6 +657,7 @@ class LoraProfile:
     memory_probe_steps: int = 3
     seed: int = 111
     capped_from: int | None = None              # max_steps before a ``max_steps`` cap (None = not capped)
+    n_seeds: int = 1                            # training seeds of the capacity-control comparison (main quantisation)
 
 
 def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> LoraProfile:
@@ -687,7 +689,7 @@ def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
                              lr_schedule="cosine", warmup_steps=12, fresh_documents=False,
                              eval_every=20, patience=4, train_tokens=None, eval_tokens=16_384,
                              idea=replace(paper.training.idea, alpha_ramp_steps=60)),
-            quantizations=("nf4", "none"),
+            quantizations=("nf4", "none"), n_seeds=3,
             generation=GenerationSettings(samples_per_prompt=2, max_new_tokens=40, seeds=(0,)))
     return replace(
         paper, name="smoke", backbone="book",
@@ -700,7 +702,7 @@ def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
                          lr_schedule="cosine", warmup_steps=1, fresh_documents=False,
                          eval_every=4, patience=2, train_tokens=8_000, eval_tokens=1_024,
                          idea=replace(paper.training.idea, alpha_ramp_steps=4)),
-        quantizations=("nf4", "none"),
+        quantizations=("nf4", "none"), n_seeds=2,
         generation=GenerationSettings(samples_per_prompt=1, max_new_tokens=8, seeds=(0,)),
         memory_probe_steps=2)
 

@@ -161,11 +161,10 @@ def idea_record(model_ppl=40.0, bigram_ppl=60.0, stick_diff=(0.01, 0.03), distin
 
 
 def test_a_competent_model_can_reproduce_paper_b_claims_and_each_verdict_has_its_rule():
+    # stickiness and distinct-2 are judged over training seeds: tests/book/test_claims_realdata.py
     rows = by_id(evaluate_claims({"06_idea_gating": idea_record()}))
     assert rows["B-ppl"]["status"] == REPRODUCED
-    assert rows["B-stickiness"]["status"] == REPRODUCED
-    assert rows["B-distinct"]["status"] == REPRODUCED
-    assert all("bigram" in rows[c]["rule"] for c in ("B-ppl", "B-stickiness", "B-distinct"))
+    assert "bigram" in rows["B-ppl"]["rule"]
 
 
 def test_an_incompetent_model_is_not_testable_whatever_its_numbers():
@@ -176,15 +175,6 @@ def test_an_incompetent_model_is_not_testable_whatever_its_numbers():
         assert rows[claim]["status"] == NOT_TESTABLE
         assert "101.0" in rows[claim]["reason"] and "0.75" in rows[claim]["reason"]  # the number and the threshold
     assert NOT_TESTABLE in STATUSES
-
-
-def test_stickiness_is_judged_by_intervals_not_signs():
-    overlapping = by_id(evaluate_claims({"06_idea_gating": idea_record(stick_diff=(-0.01, 0.05))}))
-    assert overlapping["B-stickiness"]["status"] == INCONCLUSIVE
-    below = by_id(evaluate_claims({"06_idea_gating": idea_record(stick_diff=(-0.05, -0.01))}))
-    assert below["B-stickiness"]["status"] == NOT_REPRODUCED
-    low_diversity = by_id(evaluate_claims({"06_idea_gating": idea_record(distinct=(0.5, 0.6))}))
-    assert low_diversity["B-distinct"]["status"] == NOT_REPRODUCED
 
 
 def sst2_record(acc=(24, 24), n=24, baseline=(12, 12)):

@@ -3,10 +3,12 @@
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
+import torch
 
 from semlm.core.records import IdeaRunMetrics, Interval, LoraRunMetrics
 from semlm.idea import report, sweeps
-from semlm.idea.wikitext_experiment import DomainScores, idea_profile
+from semlm.idea.wikitext_experiment import DomainScores, TokenBlocks, idea_profile
 
 
 def run(metrics, history=(), seconds=1.0):
@@ -73,3 +75,74 @@ def test_the_sweep_runs_share_the_sweep_budget_and_the_chosen_loss_form():
                            "sweep-k50"]
     assert {s.config.train.max_steps for s in specs.values()} == {profile.sweep_steps}
     assert specs["sweep-k50"].config.idea.window == 50 and not specs["sweep-baseline"].config.gated
+
+
+# --- the seed comparison (chapter 6) and the capacity control (chapter 8) ---------------------
+
+
+def test_chapter_6_trains_the_profiles_form_at_every_further_seed():
+    from semlm.idea.wikitext_experiment import idea_gating_runs, profile_form_run
+
+    cpu = idea_profile("cpu")
+    assert cpu.n_seeds == 3 and idea_profile("smoke").n_seeds == 2 and profile_form_run(cpu) == "gated-mean"
+    specs = idea_gating_runs(cpu, None)
+    assert [(s.name, s.seed) for s in specs] == [
+        ("baseline", 111), ("gated-sum", 111), ("gated-mean", 111),
+        ("baseline", 112), ("gated-mean", 112), ("baseline", 113), ("gated-mean", 113)]
+    assert specs[4].config.train.seed == 112 and specs[4].config.idea == specs[2].config.idea
+    assert len(idea_gating_runs(cpu)) == 3  # chapter 7 reloads the first seed's models only
+    assert [s.name for s in idea_gating_runs(idea_profile("paper"), 2)] == ["baseline", "gated"] * 2
+
+
+def test_the_seed_comparison_pairs_each_seeds_means_over_the_four_domains():
+    cpu = idea_profile("cpu")
+
+    def record(name, seed, ppl):
+        return SimpleNamespace(name=name, seed=seed, metrics=IdeaRunMetrics(val_ppl=ppl))
+
+    records = [record("baseline", 111, 10.0), record("gated-sum", 111, 9.0), record("gated-mean", 111, 9.5),
+               record("baseline", 112, 11.0), record("gated-mean", 112, 10.0)]
+    by_seed = report.runs_by_seed(records, cpu)
+    assert {s: {m: r.metrics.val_ppl for m, r in p.items()} for s, p in by_seed.items()} == {
+        111: {"baseline": 10.0, "gated": 9.5}, 112: {"baseline": 11.0, "gated": 10.0}}
+
+    def scores(stick):  # two domains; the second is always 0
+        summary = {m: Interval.of_mean([v]) for m, v in (("stickiness", stick), ("authors_stickiness", stick),
+                                                          ("distinct_2", 0.9))}
+        zero = {m: Interval.of_mean([0.0]) for m in summary}
+        return {"chemistry": DomainScores(summary, []), "finance": DomainScores(zero, [])}
+
+    seed_scores = {111: {"baseline": scores(0.1), "gated": scores(0.3)},
+                   112: {"baseline": scores(0.2), "gated": scores(0.3)}}
+    over = report.seed_comparison(by_seed, seed_scores, cpu)
+    assert over.seeds == [111, 112] and over.gated_run == "gated-mean"
+    assert over.domains["stickiness"]["chemistry"].gated_minus_baseline.values == pytest.approx((0.2, 0.1))
+    assert over.domains["stickiness"]["all"].gated_minus_baseline.values == pytest.approx((0.1, 0.05))
+    assert over.val_ppl.gated_minus_baseline.values == (-0.5, -1.0)
+    assert {"stickiness", "authors_stickiness", "distinct_2"} == set(over.domains)
+    assert len(report.seed_table(over)) == 3 * 3 + 1
+
+
+def test_the_capacity_control_pairs_the_three_models_by_seed():
+    def record(name, seed, ppl, trainable):
+        return SimpleNamespace(name=name, seed=seed, key=f"{name}-{seed}",
+                               spec=SimpleNamespace(config=SimpleNamespace(quantization=name.split("-")[1])),
+                               metrics=LoraRunMetrics(val_ppl=ppl, trainable=trainable))
+
+    counts = {"baseline": {"lora": 8, "idea_head": 0, "output_adapter": 0},
+              "gated": {"lora": 8, "idea_head": 40, "output_adapter": 0},
+              "control": {"lora": 8, "idea_head": 0, "output_adapter": 40}}
+    values = {"baseline": (30.0, 31.0, 30.5), "gated": (28.0, 29.0, 28.0), "control": (29.0, 29.5, 29.0)}
+    records = [record(f"{m}-nf4", 111 + i, v, counts[m]) for m, vs in values.items() for i, v in enumerate(vs)]
+    records.append(record("baseline-none", 111, 5.0, counts["baseline"]))  # another precision: left out
+    tokens = torch.arange(400) % 17
+    blocks = TokenBlocks.from_stream(tokens, 16, 4)
+    control = report.lora_capacity(records, "nf4", SimpleNamespace(train=blocks, validation=blocks), 17)
+    assert control.seeds == [111, 112, 113]
+    assert control.val_ppl.gated_minus_baseline.values == (-2.0, -2.0, -2.5)
+    assert control.val_ppl.gated_minus_control.values == (-1.0, -0.5, -1.0)
+    assert control.competence.worst_model == "baseline (seed 112)"
+    table = report.capacity_table(control)
+    assert list(table.index) == ["seed 111", "seed 112", "seed 113", "mean [95% interval]"]
+    numbers = report.capacity_numbers(control)
+    assert (numbers["cc_idea_params"], numbers["cc_adapter_params"], numbers["cc_seeds"]) == (40, 40, 3)

@@ -69,7 +69,7 @@ def test_trainable_parameters_are_exactly_the_lora_matrices_and_the_idea_head(ti
     r, kv_width = 8, 2 * HIDDEN // 4  # v_proj: 2 kv heads of head_dim 16
     lora = LAYERS * ((HIDDEN * r + r * HIDDEN) + (HIDDEN * r + r * kv_width))
     idea = HIDDEN * HIDDEN + HIDDEN + HIDDEN * VOCAB + VOCAB
-    assert model.trainable_parameter_counts() == {"lora": lora, "idea_head": idea, "other": 0}
+    assert model.trainable_parameter_counts() == {"lora": lora, "idea_head": idea, "output_adapter": 0, "other": 0}
     # the token head and the embeddings stay frozen
     assert not model.backbone.get_output_embeddings().weight.requires_grad
     assert not model.backbone.get_input_embeddings().weight.requires_grad
@@ -80,6 +80,56 @@ def test_the_baseline_trains_only_lora_and_honours_other_target_modules(tiny_mis
     names = model.trainable_parameters()
     assert names and all(".lora_" in n and ("k_proj" in n or "o_proj" in n) for n in names)
     assert model.idea_head is None and model.trainable_parameter_counts()["idea_head"] == 0
+
+
+# --- the capacity control ----------------------------------------------------------------------
+
+
+def test_the_capacity_control_trains_as_many_parameters_as_the_idea_head_and_starts_as_the_baseline(tiny_mistral):
+    gated = wrapper(tiny_mistral)
+    control = wrapper(tiny_mistral, idea=False, output_adapter=True)
+    g, c = gated.trainable_parameter_counts(), control.trainable_parameter_counts()
+    assert c["output_adapter"] == g["idea_head"] and c["lora"] == g["lora"] and c["idea_head"] == 0
+    assert sum(c.values()) == sum(g.values())
+    baseline = wrapper(tiny_mistral, idea=False)
+    x = inputs()
+    with torch.no_grad():  # zero-initialised output layer, fresh LoRA: the baseline's logits exactly
+        torch.testing.assert_close(control(x).logits, baseline(x).logits)
+    out = control(x)
+    out.logits.logsumexp(-1).sum().backward()
+    assert control.output_adapter[2].weight.grad.abs().sum() > 0  # the adapter learns from the token loss
+    assert out.idea_logits is None
+
+
+def test_the_capacity_control_adds_its_adapter_to_the_token_logits_and_survives_saving(tiny_mistral, tmp_path):
+    control = wrapper(tiny_mistral, idea=False, output_adapter=True).eval()
+    perturb_trainable(control)
+    plain = load_backbone(tiny_mistral, "none", "cpu")
+    x = inputs()
+    with torch.no_grad():
+        hidden = plain(x, output_hidden_states=True).hidden_states[-1]
+        out = control(x)
+        reloaded = LoraIdeaModel.from_adapter(control.save_adapter(tmp_path / "control"), tiny_mistral, device="cpu")
+        assert reloaded.output_adapter is not None and reloaded.idea_head is None
+        torch.testing.assert_close(reloaded(x).logits, out.logits)
+    assert control.output_adapter is not None and hidden.shape[-1] == HIDDEN
+    with pytest.raises(ValueError, match="not both"):
+        LoraIdeaConfig(idea_head=True, output_adapter=True)
+
+
+def test_capacity_control_runs_add_the_control_and_every_further_seed():
+    from semlm.idea.lora_experiment import capacity_control_runs, lora_runs
+
+    profile = lora_profile("cpu")
+    backbone = BackboneCheckpoint("b", "x", "x", {})
+    extra = capacity_control_runs(profile, backbone)
+    assert [(s.name, s.seed) for s in extra] == [
+        ("control-nf4", 111), ("baseline-nf4", 112), ("gated-nf4", 112), ("control-nf4", 112),
+        ("baseline-nf4", 113), ("gated-nf4", 113), ("control-nf4", 113)]
+    assert extra[0].config.output_adapter and not extra[0].config.idea
+    assert len(extra) + len(lora_runs(profile, backbone)) == 11 and profile.n_seeds == 3
+    assert len(capacity_control_runs(lora_profile("smoke"), backbone)) == 4
+    assert LORA.data_key(extra[0]) == LORA.data_key(extra[1])  # one data set for every run
 
 
 # --- the gate ----------------------------------------------------------------------------------
@@ -139,7 +189,7 @@ def test_the_wrapper_accepts_any_causal_lm_such_as_the_books_gpt():
     model = LoraIdeaModel(gpt, LoraIdeaConfig(lora=LoraSettings(target_modules=("c_attn",))))
     out = model(inputs(2, 8))
     out.logits.sum().backward()
-    assert set(model.trainable_parameter_counts()) == {"lora", "idea_head", "other"}
+    assert set(model.trainable_parameter_counts()) == {"lora", "idea_head", "output_adapter", "other"}
     assert model.trainable_parameter_counts()["other"] == 0
     assert all(p.grad is not None for p in model.trainable_parameters().values())
 
@@ -249,6 +299,8 @@ def test_mistral_7b_counts_follow_from_its_shape_without_weights():
     assert counts["baseline"]["lora"] == counts["gated"]["lora"] == layers * (2 * d * r + d * r + r * kv)
     assert counts["gated"]["idea_head"] == d * d + d + d * vocab + vocab
     assert counts["baseline"]["idea_head"] == counts["gated"]["other"] == 0
+    assert counts["control"]["output_adapter"] == counts["gated"]["idea_head"]
+    assert counts["control"]["lora"] == counts["baseline"]["lora"] and counts["control"]["idea_head"] == 0
 
 
 # --- training loop -----------------------------------------------------------------------------

@@ -552,6 +552,43 @@ class AuthorsDomain(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SeedPaired(Record):
+    """One metric over training seeds: each model's per-seed values (``baseline``, ``gated``; a third model
+    where there is one, ``control``) with 95% t-intervals, and the per-seed differences."""
+
+    baseline: Interval | None = None
+    gated: Interval | None = None
+    control: Interval | None = None
+    gated_minus_baseline: Interval | None = None
+    gated_minus_control: Interval | None = None
+
+    @classmethod
+    def of(cls, baseline: Sequence[float], gated: Sequence[float],
+           control: Sequence[float] | None = None) -> SeedPaired:
+        """From per-seed values in the same seed order (the third model optional)."""
+        if control is None:
+            return cls(baseline=Interval.of_mean(baseline), gated=Interval.of_mean(gated),
+                       gated_minus_baseline=Interval.paired(gated, baseline))
+        return cls(baseline=Interval.of_mean(baseline), gated=Interval.of_mean(gated),
+                   control=Interval.of_mean(control), gated_minus_baseline=Interval.paired(gated, baseline),
+                   gated_minus_control=Interval.paired(gated, control))
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdeaOverSeeds(Record):
+    """Chapter 6's plain and gated GPT trained with several seeds (the profile's idea-loss form), each pair
+    scored with the authors' protocol. ``domains[metric][domain]``: per-seed means over the samples of that
+    domain (``"all"``: the mean of the four domains' means), paired by seed. Metrics: ``stickiness`` (the
+    authors' word count on the continuation only), ``authors_stickiness`` (their count, prompt included),
+    ``distinct_2``."""
+
+    seeds: list[int] | None = None
+    gated_run: str | None = None
+    val_ppl: SeedPaired | None = None
+    domains: dict[str, dict[str, SeedPaired]] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class IdeaGatingRecord(ChapterRecord):
     chapter: ClassVar[str] = "06_idea_gating"
     dataset: str | None = None
@@ -559,9 +596,23 @@ class IdeaGatingRecord(ChapterRecord):
     baseline: ValidationScore | None = None
     gated: ValidationScore | None = None
     authors_protocol: dict[str, AuthorsDomain] | None = None
+    over_seeds: IdeaOverSeeds | None = None
 
 
 # -- chapter 8: LoRA on a frozen 4-bit backbone --
+
+@dataclass(frozen=True, kw_only=True)
+class LoraCapacityControl(Record):
+    """The LoRA baseline, LoRA + idea gate and the capacity control (LoRA + an output adapter as large as the
+    idea head, no idea objective) over training seeds, in one quantisation: validation PPL paired by seed.
+    ``competence``: the baseline's validation PPL over the interpolated bigram's on the same tokens."""
+
+    seeds: list[int] | None = None
+    quantization: str | None = None
+    val_ppl: SeedPaired | None = None
+    trainable_params: dict[str, dict[str, int]] | None = None
+    competence: Competence | None = None
+
 
 @dataclass(frozen=True, kw_only=True)
 class LoraRecord(ChapterRecord):
@@ -570,6 +621,7 @@ class LoraRecord(ChapterRecord):
     backbone: str | None = None
     baseline: ValidationScore | None = None
     gated: ValidationScore | None = None
+    capacity_control: LoraCapacityControl | None = None
 
 
 # -- chapter 9: topic drift --

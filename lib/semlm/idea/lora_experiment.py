@@ -50,7 +50,8 @@ from semlm.core import runs
 from semlm.data.bpe import as_transformers, train_bpe, load_tokenizer
 from semlm.data.fineweb import FineWebDocuments, load_fineweb
 from semlm.data.wikitext import downloads_allowed, load_corpus
-from semlm.idea.wikitext_experiment import TokenBlocks, alpha_at, encode_lines, quiet_transformers, take_chars
+from semlm.idea.wikitext_experiment import (TokenBlocks, alpha_at, encode_lines, ngram_reference, quiet_transformers,
+                                            take_chars)
 from semlm.idea.targets import PAD_ID, idea_bce_sparse, window_ids
 from semlm.core.metrics import perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
@@ -319,20 +320,27 @@ class LoraRun:
     max_documents: int | None = None
     validation_fraction: float = 0.1
     profile: str = ""               # the profile's name (its worker policy, see LoraExperiment.max_workers)
+    output_adapter: bool = False    # the capacity control: the baseline + an idea-head-sized output adapter
 
     @property
     def name(self) -> str:
-        return f"{'gated' if self.idea else 'baseline'}-{self.quantization}"
+        kind = "gated" if self.idea else "control" if self.output_adapter else "baseline"
+        return f"{kind}-{self.quantization}"
 
     def alpha_at(self, step: int) -> float:
         """The gate strength after ``step`` optimiser steps (0 for the baseline)."""
         return alpha_at(step, self.training.idea) if self.idea else 0.0
 
 
-def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool) -> RunSpec:
-    """The run of the LoRA baseline (``idea=False``) or LoRA + idea gate on ``backbone`` in ``quantization``."""
+def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool,
+             control: bool = False) -> RunSpec:
+    """The run of the LoRA baseline (``idea=False``), LoRA + idea gate, or (``control=True``) the capacity
+    control on ``backbone`` in ``quantization``, with the profile's seed."""
+    if idea and control:
+        raise ValueError("a LoRA run is the gated model (idea=True) or its capacity control (control=True), not both")
     run = LoraRun(profile.training, profile.lora, backbone.path, check_quantization(quantization), bool(idea),
-                  profile.fineweb_source, profile.max_documents, profile.validation_fraction, profile.name)
+                  profile.fineweb_source, profile.max_documents, profile.validation_fraction, profile.name,
+                  bool(control))
     return RunSpec(run.name, profile.seed, run)
 
 
@@ -341,7 +349,8 @@ def build_lora_model(run: LoraRun) -> LoraIdeaModel:
     t = run.training
     config = LoraIdeaConfig(idea_head=run.idea, gate_variant=t.idea.gate_variant, alpha=t.idea.alpha if run.idea else 0.0,
                             beta=t.idea.beta, eps=t.idea.eps, n_positions=t.block_size,
-                            quantization=check_quantization(run.quantization), lora=run.lora)
+                            quantization=check_quantization(run.quantization), lora=run.lora,
+                            output_adapter=run.output_adapter)
     with quiet_transformers():
         return LoraIdeaModel(load_backbone(run.backbone, run.quantization, lora_device()), config)
 
@@ -381,7 +390,7 @@ class LoraExperiment(runs.Experiment):
 
     def data_key(self, spec: RunSpec):
         run = spec.config
-        return replace(run, quantization="none", idea=False)  # both precisions and models share the data
+        return replace(run, quantization="none", idea=False, output_adapter=False)  # every run shares the data
 
     def prepare(self, spec: RunSpec) -> LoraData:
         return prepare_fineweb(spec.config, backbone_tokenizer(spec.config.backbone))
@@ -411,6 +420,39 @@ def lora_runs(profile: LoraProfile, backbone: BackboneCheckpoint) -> list[RunSpe
     """Chapter 8's runs: the LoRA baseline and LoRA + idea gate on ``backbone``, in each of the profile's
     quantisations (in that order)."""
     return [lora_run(profile, backbone, q, idea) for q in profile.quantizations for idea in (False, True)]
+
+
+def lora_seeds(profile: LoraProfile, n_seeds: int | None = None) -> list[int]:
+    """The training seeds of the capacity-control comparison: ``seed, seed + 1, ...`` (the profile's ``n_seeds``
+    unless given)."""
+    n = profile.n_seeds if n_seeds is None else n_seeds
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n_seeds must be an int >= 1 or None (the profile's {profile.n_seeds}), got {n!r}")
+    return [profile.seed + i for i in range(n)]
+
+
+def capacity_control_runs(profile: LoraProfile, backbone: BackboneCheckpoint,
+                          n_seeds: int | None = None) -> list[RunSpec]:
+    """The runs the capacity-control comparison adds to :func:`lora_runs`: in the main quantisation, the control at
+    the profile's seed, and baseline, gated model and control at every further seed (same backbone, same data)."""
+    q = profile.quantizations[0]
+    specs = [lora_run(profile, backbone, q, False, control=True)]
+    for seed in lora_seeds(profile, n_seeds)[1:]:
+        seeded = replace(profile, seed=seed)
+        specs += [lora_run(seeded, backbone, q, False), lora_run(seeded, backbone, q, True),
+                  lora_run(seeded, backbone, q, False, control=True)]
+    return specs
+
+
+def fineweb_bigram_reference(data: LoraData, vocab_size: int) -> dict:
+    """The count models of chapter 6's competence check (:func:`semlm.idea.wikitext_experiment.ngram_reference`)
+    on this run's FineWeb-Edu tokens: trained on the training blocks, scored on the validation tokens the
+    LoRA perplexities score (every next-token pair of the validation blocks)."""
+    L = data.train.block_size
+    train = data.train.input_ids[:, :L].flatten()
+    rows = data.validation.input_ids
+    valid = torch.cat([rows[:, :L].flatten(), rows[-1, L:L + 1]])
+    return ngram_reference(train, valid, vocab_size)
 
 
 # --- memory: 4-bit vs full precision -----------------------------------------------------------
@@ -514,8 +556,8 @@ def paper_scale_parameter_counts(lora: LoraSettings | None = None) -> dict:
 
     counts = {}
     with torch.device("meta"), quiet_transformers():
-        for name, idea in (("baseline", False), ("gated", True)):
+        for name, idea, control in (("baseline", False, False), ("gated", True, False), ("control", False, True)):
             model = LoraIdeaModel(AutoModelForCausalLM.from_config(MistralConfig()),
-                                  LoraIdeaConfig(idea_head=idea, lora=lora or LoraSettings()))
+                                  LoraIdeaConfig(idea_head=idea, lora=lora or LoraSettings(), output_adapter=control))
             counts[name] = {**model.trainable_parameter_counts(), "frozen": model.frozen_parameter_count()}
     return counts

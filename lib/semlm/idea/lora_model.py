@@ -18,6 +18,12 @@ input *is* the last hidden state and its output the token logits, for every arch
 same code gates training, evaluation and ``generate()`` (with or without a KV cache) without a
 second forward pass. With ``idea_head=False`` the wrapper is the plain LoRA baseline.
 
+The capacity control (``output_adapter=True``, no idea head) is the baseline with a trainable output
+adapter of exactly the idea head's shape, ``z = z_token + W_2 ReLU(W_1 h_t)`` (d -> d -> V), trained on
+the token loss alone. ``W_2`` and its bias start at zero, so the control starts as the baseline. It
+separates what the idea objective and gate add from what any vocabulary-sized trainable layer on a
+frozen token head adds.
+
 Quantisation (``quantization="nf4"``) goes through bitsandbytes' ``BitsAndBytesConfig``: on CUDA
 the authors' form (NF4, double quantisation, bf16 compute); on CPU NF4 without double
 quantisation and float32 compute, with the model placed with ``.to("cpu")``. The wrapper exposes
@@ -54,6 +60,17 @@ class _DropMissingKernelNotice(logging.Filter):
 
 logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_DropMissingKernelNotice())
 ADAPTER_DIR, IDEA_HEAD_FILE, WRAPPER_FILE = "adapter", "idea_head.safetensors", "lora_idea.json"
+OUTPUT_ADAPTER_FILE = "output_adapter.safetensors"
+
+
+def head_mlp(d: int, vocab: int, zero_output: bool = False) -> nn.Sequential:
+    """The idea head's shape, Linear(d, d) -> ReLU -> Linear(d, V); ``zero_output`` zeroes the last layer
+    (the capacity control's output adapter then adds nothing until it trains)."""
+    mlp = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, vocab))
+    if zero_output:
+        nn.init.zeros_(mlp[2].weight)
+        nn.init.zeros_(mlp[2].bias)
+    return mlp
 
 
 @dataclass
@@ -68,10 +85,14 @@ class LoraIdeaConfig:
     n_positions: int = 512                   # longest input the helpers feed (block size)
     quantization: str = "none"
     lora: LoraSettings | None = field(default_factory=LoraSettings)
+    output_adapter: bool = False             # the capacity control: d -> d -> V added to the logits, no gate
 
     def __post_init__(self):
         check_gate_variant(self.gate_variant)
         check_quantization(self.quantization)
+        if self.idea_head and self.output_adapter:
+            raise ValueError("choose idea_head=True (the gated model) or output_adapter=True (its capacity "
+                             "control), not both")
         if isinstance(self.lora, dict):
             lora = dict(self.lora)
             lora["target_modules"] = tuple(lora.get("target_modules", LoraSettings.target_modules))
@@ -166,17 +187,22 @@ class LoraIdeaModel(nn.Module):
         if token_head is None or not isinstance(token_head, nn.Linear):
             raise ValueError(f"{type(backbone).__name__} has no linear output embedding (token head) to gate")
         d, vocab = token_head.in_features, token_head.out_features
-        self.idea_head = (nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, vocab))
-                          if self.config.idea_head else None)
-        if self.idea_head is not None:
-            self.idea_head.to(token_head.weight.device)
+        self.idea_head = head_mlp(d, vocab) if self.config.idea_head else None
+        self.output_adapter = head_mlp(d, vocab, zero_output=True) if self.config.output_adapter else None
+        for head in (self.idea_head, self.output_adapter):
+            if head is not None:
+                head.to(token_head.weight.device)
         self._alpha = self.config.alpha
         self._captured: dict = {}
-        self._hook = token_head.register_forward_hook(self._gate_token_head) if self.idea_head is not None else None
+        hooked = self.idea_head is not None or self.output_adapter is not None
+        self._hook = token_head.register_forward_hook(self._gate_token_head) if hooked else None
 
-    # -- the gate, applied where the token head runs ------------------------------------------
+    # -- the gate (or the control's adapter), applied where the token head runs -------------
     def _gate_token_head(self, module, inputs, token_logits):
         hidden = inputs[0]
+        if self.output_adapter is not None:
+            adapter = self.output_adapter(hidden.to(self.output_adapter[0].weight.dtype))
+            return token_logits + adapter.to(token_logits.dtype)
         idea_logits = self.idea_head(hidden.to(self.idea_head[0].weight.dtype))
         self._captured = {"token_logits": token_logits, "idea_logits": idea_logits}
         if self._alpha == 0:
@@ -219,10 +245,12 @@ class LoraIdeaModel(nn.Module):
         return {name: p for name, p in self.named_parameters() if p.requires_grad}
 
     def trainable_parameter_counts(self) -> dict[str, int]:
-        """Trainable parameters by group: ``lora``, ``idea_head`` and ``other`` (0 by construction)."""
-        counts = {"lora": 0, "idea_head": 0, "other": 0}
+        """Trainable parameters by group: ``lora``, ``idea_head``, ``output_adapter`` (the capacity control's)
+        and ``other`` (0 by construction)."""
+        counts = {"lora": 0, "idea_head": 0, "output_adapter": 0, "other": 0}
         for name, p in self.trainable_parameters().items():
-            group = "idea_head" if name.startswith("idea_head.") else "lora" if ".lora_" in name else "other"
+            head = name.split(".")[0]
+            group = head if head in ("idea_head", "output_adapter") else "lora" if ".lora_" in name else "other"
             counts[group] += p.numel()
         return counts
 
@@ -237,9 +265,9 @@ class LoraIdeaModel(nn.Module):
         folder.mkdir(parents=True, exist_ok=True)
         if self.config.lora is not None:
             self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
-        if self.idea_head is not None:
-            state = {k: v.detach().cpu().contiguous() for k, v in self.idea_head.state_dict().items()}
-            save_file(state, str(folder / IDEA_HEAD_FILE))
+        for head, file in ((self.idea_head, IDEA_HEAD_FILE), (self.output_adapter, OUTPUT_ADAPTER_FILE)):
+            if head is not None:
+                save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}, str(folder / file))
         (folder / WRAPPER_FILE).write_text(json.dumps(self.config.to_dict(), indent=2))
         return folder
 
@@ -265,9 +293,10 @@ class LoraIdeaModel(nn.Module):
                 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
                 model.backbone = PeftModel.from_pretrained(backbone, str(folder / ADAPTER_DIR), is_trainable=False)
             model.config = config
-        if model.idea_head is not None:
-            model.idea_head.load_state_dict(load_file(str(folder / IDEA_HEAD_FILE)))
-            model.idea_head.requires_grad_(False)
+        for head, file in ((model.idea_head, IDEA_HEAD_FILE), (model.output_adapter, OUTPUT_ADAPTER_FILE)):
+            if head is not None:
+                head.load_state_dict(load_file(str(folder / file)))
+                head.requires_grad_(False)
         return model.eval()
 
 

@@ -14,11 +14,12 @@ from typing import Sequence
 import pandas as pd
 
 from semlm.core.metrics import perplexity
-from semlm.core.records import IdeaGatingRecord, Interval, LoraRecord
+from semlm.core.records import (Competence, IdeaGatingRecord, IdeaOverSeeds, Interval, LoraCapacityControl,
+                                LoraRecord, SeedPaired)
 from semlm.core.runs import RunRecord
 from semlm.idea.targets import idea_targets, vocabulary_mask
-from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, competence, ngram_reference, profile_differences,
-                                            stickiness_difference)
+from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, IdeaProfile, competence, ngram_reference,
+                                            profile_differences, profile_form_run, stickiness_difference)
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_STICKINESS, PAPER_B_TABLE1, PAPER_B_VAL_PPL
 
 MODELS = ("baseline", "gated")
@@ -145,9 +146,10 @@ def loss_form_numbers(runs: dict[str, RunRecord], forms: Sequence[str], chosen: 
 
 
 def perplexity_table(models: dict, runs: dict[str, RunRecord], data: IdeaData, config,
-                     test) -> tuple[pd.DataFrame, dict]:
+                     test, by_seed: dict[int, dict[str, RunRecord]] | None = None) -> tuple[pd.DataFrame, dict]:
     """Validation and ``test`` perplexity of the plain and gated model (gate on and off), the count-model
-    references, and the competence check (:func:`competence`) of the two models against the bigram."""
+    references, and the competence check (:func:`competence`) of the two models against the bigram, and of
+    every model of the seed comparison (``by_seed``, :func:`runs_by_seed`) when given."""
     gated = runs["gated"].metrics
     ppl = pd.DataFrame({
         "validation": {"baseline": runs["baseline"].metrics.val_ppl, "gated": gated.val_ppl,
@@ -157,7 +159,9 @@ def perplexity_table(models: dict, runs: dict[str, RunRecord], data: IdeaData, c
     valid_tokens = data.blocks("valid", config).input_ids[:, 1: config.size.block_size + 1].flatten()
     train = data.streams["train"] if config.train_tokens is None else data.streams["train"][: config.train_tokens]
     reference = ngram_reference(train, valid_tokens[valid_tokens >= 0], len(data.tokenizer))
-    check = competence({name: runs[name].metrics.val_ppl for name in MODELS}, reference)
+    seeded = {f"{name} (seed {seed})": record.metrics.val_ppl
+              for seed, pair in (by_seed or {}).items() for name, record in pair.items()}
+    check = competence({**{name: runs[name].metrics.val_ppl for name in MODELS}, **seeded}, reference)
     ppl.loc["unigram counts (reference)", "validation"] = reference["unigram_val_ppl"]
     ppl.loc["interpolated bigram counts (reference)", "validation"] = reference["bigram_val_ppl"]
     return ppl, check
@@ -191,6 +195,71 @@ def authors_table(numbers: dict) -> pd.DataFrame:
     table["gated - baseline stickiness"] = [show(numbers[d]["difference"]["authors_stickiness"]) if m == "gated" else ""
                                             for d, m in zip(table.domain, table.model)]
     return table.set_index(["domain", "model"])
+
+
+def runs_by_seed(records: Sequence[RunRecord], profile: IdeaProfile) -> dict[int, dict[str, RunRecord]]:
+    """``{seed: {"baseline": record, "gated": record}}`` of the seed comparison (the gated model in the profile's
+    loss form), from the records of :func:`idea_gating_runs` and :func:`idea_seed_runs`."""
+    gated = profile_form_run(profile)
+    out: dict[int, dict[str, RunRecord]] = {}
+    for record in records:
+        if record.name in ("baseline", gated):
+            out.setdefault(record.seed, {})["gated" if record.name == gated else "baseline"] = record
+    return dict(sorted(out.items()))
+
+
+#: The authors' protocol's metrics the seed comparison reads (``stickiness``: continuation only).
+SEED_METRICS = ("stickiness", "authors_stickiness", "distinct_2")
+
+
+def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
+                    scores: dict[int, dict[str, dict[str, DomainScores]]], config) -> IdeaOverSeeds:
+    """Chapter 6 over training seeds: validation PPL and, per metric of :data:`SEED_METRICS` and domain of the
+    authors' protocol, each seed's mean over the samples, paired by seed; ``"all"`` is each seed's mean of the
+    domains' means (every domain weighs the same). ``config``: the profile (it names the gated run)."""
+    seeds = list(by_seed)
+    domains = list(next(iter(scores.values()))["baseline"])
+
+    def per_seed(model: str, metric: str, domain: str | None) -> list[float]:
+        names = [domain] if domain else domains
+        return [sum(scores[s][model][d].summary[metric].mean for d in names) / len(names) for s in seeds]
+
+    table = {metric: {d: SeedPaired.of(per_seed("baseline", metric, d), per_seed("gated", metric, d))
+                      for d in [*domains, None]} for metric in SEED_METRICS}
+    ppl = SeedPaired.of(*[[by_seed[s][m].metrics.val_ppl for s in seeds] for m in MODELS])
+    return IdeaOverSeeds(seeds=seeds, gated_run=profile_form_run(config), val_ppl=ppl,
+                         domains={m: {d or "all": v for d, v in by_domain.items()} for m, by_domain in table.items()})
+
+
+SEED_LABELS = {"stickiness": "stickiness, continuation only (ours)",
+               "authors_stickiness": "stickiness, prompt + continuation (the authors' count)",
+               "distinct_2": "distinct-2"}
+
+
+def seed_table(over_seeds: IdeaOverSeeds) -> pd.DataFrame:
+    """Per metric and domain: baseline, gated and gated - baseline, each mean [95% t-interval over seeds]."""
+    rows = [{"metric": SEED_LABELS[m], "domain": d, "baseline": show(v.baseline), "gated": show(v.gated),
+             "gated - baseline (paired by seed)": v.gated_minus_baseline.format(3, signed=True)}
+            for m, by_domain in over_seeds.domains.items() for d, v in by_domain.items()]
+    ppl = over_seeds.val_ppl
+    rows.append({"metric": "validation PPL", "domain": "-", "baseline": ppl.baseline.format(2),
+                 "gated": ppl.gated.format(2), "gated - baseline (paired by seed)": ppl.gated_minus_baseline.format(2, True)})
+    return pd.DataFrame(rows).set_index(["metric", "domain"])
+
+
+def seed_numbers(over_seeds: IdeaOverSeeds) -> dict:
+    """What the seed paragraph cites: seeds, the four-domain stickiness and distinct-2 differences, minutes."""
+    overall = {m: over_seeds.domains[m]["all"] for m in SEED_METRICS}
+    return {"n_seeds": len(over_seeds.seeds), "seed_gated_run": over_seeds.gated_run,
+            "seed_stick_diff": overall["stickiness"].gated_minus_baseline.format(3, signed=True),
+            "seed_authors_diff": overall["authors_stickiness"].gated_minus_baseline.format(3, signed=True),
+            "seed_distinct_diff": overall["distinct_2"].gated_minus_baseline.format(3, signed=True),
+            "seed_distinct_plain": overall["distinct_2"].baseline.mean}
+
+
+def all_training_numbers(records: Sequence[RunRecord]) -> dict:
+    """How many models the chapter trains, over all seeds, and their CPU-minutes."""
+    return {"all_models": len(records), "all_minutes": sum(r.train_seconds for r in records) / 60}
 
 
 def paper_table1() -> pd.DataFrame:
@@ -240,7 +309,8 @@ def _generation(config, book_samples: int) -> dict:
 
 def idea_gating_record(config, data: IdeaData, runs: dict[str, RunRecord], trained: dict[str, RunRecord], chosen: str,
                        sizes: dict[str, int], ppl: pd.DataFrame, check: dict, authors: dict,
-                       retention: dict[str, dict[str, DomainScores]]) -> IdeaGatingRecord:
+                       retention: dict[str, dict[str, DomainScores]],
+                       over_seeds: IdeaOverSeeds | None = None) -> IdeaGatingRecord:
     """Chapter 6's record: both models' perplexities, the competence check, the authors' protocol, and in
     ``extra`` the data, loss forms, training speed, book domains, stopwords, generation and paper values."""
     base, gated = runs["baseline"], runs["gated"]
@@ -270,7 +340,7 @@ def idea_gating_record(config, data: IdeaData, runs: dict[str, RunRecord], train
         gated={"run": chosen, "val_ppl": gated.metrics.val_ppl, "val_ppl_ungated": gated.metrics.val_ppl_ungated,
                "test_ppl": ppl.loc["gated", "test"], "test_ppl_ungated": ppl.loc["gated (ungated logits)", "test"],
                "history": gated.history, "train_seconds": gated.train_seconds, "parameters": sizes["gated"]},
-        competence=check, authors_protocol=authors, extra=extra)
+        competence=check, authors_protocol=authors, over_seeds=over_seeds, extra=extra)
 
 
 # --- chapter 8 ----------------------------------------------------------------------------------
@@ -316,6 +386,58 @@ def lora_numbers(base: RunRecord, gated: RunRecord, backbone, paper_ppl: dict) -
             "paper_base_ppl": paper_ppl["baseline"], "paper_gated_ppl": paper_ppl["gated"]}
 
 
+def main_lora_runs(records: Sequence[RunRecord], seed: int) -> dict[tuple[str, bool], RunRecord]:
+    """The baseline and gated runs of the profile's seed by ``(quantization, idea)`` (no control, no other seed)."""
+    return {(r.spec.config.quantization, r.spec.config.idea): r for r in records
+            if r.seed == seed and not r.spec.config.output_adapter}
+
+
+CONTROL_MODELS = ("baseline", "gated", "control")
+
+
+def lora_capacity(records: Sequence[RunRecord], quantization: str, data, vocab_size: int) -> LoraCapacityControl:
+    """Baseline, gated model and capacity control over seeds in ``quantization`` (validation PPL paired by seed),
+    their trainable parameters by group, and the competence note: every model against the interpolated bigram
+    counted on ``data`` (a :class:`~semlm.idea.lora_experiment.LoraData`;
+    :func:`~semlm.idea.lora_experiment.fineweb_bigram_reference`)."""
+    from semlm.idea.lora_experiment import fineweb_bigram_reference
+
+    reference = fineweb_bigram_reference(data, vocab_size)
+    chosen = [r for r in records if r.spec.config.quantization == quantization]
+    kind = {r.key: r.name.split("-")[0] for r in chosen}  # baseline-nf4, gated-nf4, control-nf4
+    ppl = {m: {r.seed: r.metrics.val_ppl for r in chosen if kind[r.key] == m} for m in CONTROL_MODELS}
+    seeds = sorted(ppl["baseline"])
+    if any(sorted(ppl[m]) != seeds for m in CONTROL_MODELS):
+        raise ValueError(f"the capacity control needs every model at every seed, got { {m: sorted(v) for m, v in ppl.items()} }")
+    counts = {m: next(r.metrics.trainable for r in chosen if kind[r.key] == m) for m in CONTROL_MODELS}
+    check = competence({f"{m} (seed {s})": v for m in CONTROL_MODELS for s, v in ppl[m].items()}, reference)
+    return LoraCapacityControl(seeds=seeds, quantization=quantization,
+                               val_ppl=SeedPaired.of(*[[ppl[m][s] for s in seeds] for m in CONTROL_MODELS]),
+                               trainable_params=counts, competence=check)
+
+
+def capacity_table(control: LoraCapacityControl) -> pd.DataFrame:
+    """Validation PPL per seed of the three models and the paired differences (mean [95% t-interval])."""
+    p = control.val_ppl
+    columns = {**{m: getattr(p, m) for m in CONTROL_MODELS}, "gated - baseline": p.gated_minus_baseline,
+               "gated - control": p.gated_minus_control}
+    signed = {"gated - baseline", "gated - control"}
+    rows = {f"seed {s}": {c: f"{v.values[i]:{'+' if c in signed else ''}.2f}" for c, v in columns.items()}
+            for i, s in enumerate(control.seeds)}
+    rows["mean [95% interval]"] = {c: v.format(2, signed=c in signed) for c, v in columns.items()}
+    return pd.DataFrame(rows).T
+
+
+def capacity_numbers(control: LoraCapacityControl) -> dict:
+    """What the capacity-control paragraph cites."""
+    p, counts = control.val_ppl, control.trainable_params
+    return {"cc_seeds": len(control.seeds), "cc_vs_base": p.gated_minus_baseline.format(2, signed=True),
+            "cc_vs_control": p.gated_minus_control.format(2, signed=True),
+            "cc_control_vs_base": (p.control.mean - p.baseline.mean),
+            "cc_idea_params": counts["gated"]["idea_head"], "cc_adapter_params": counts["control"]["output_adapter"],
+            "cc_bigram": control.competence.bigram_val_ppl, "cc_worst_ratio": control.competence.worst_ratio}
+
+
 def memory_table(memory: dict[str, dict]) -> pd.DataFrame:
     """Peak memory, backbone weights and step time per quantisation (:func:`measure_memory`)."""
     return pd.DataFrame({quant_label(q): {"peak memory (MiB)": m["peak_memory_mb"],
@@ -346,7 +468,7 @@ def _by_quantization(runs: dict[tuple[str, bool], RunRecord], quantizations: Seq
 
 def lora_record(config, backbone, data_summary: dict, runs: dict[tuple[str, bool], RunRecord], paper_counts: dict,
                 memory: dict[str, dict], nf4_kernel: str, retention: dict[str, dict[str, DomainScores]],
-                ray: dict, paper_ppl: dict) -> LoraRecord:
+                ray: dict, paper_ppl: dict, capacity_control: LoraCapacityControl | None = None) -> LoraRecord:
     """Chapter 8's record: the main quantisation's baseline and gated perplexity, and in ``extra`` the data,
     backbone, LoRA settings, parameter counts, both precisions, memory, domains and the X-ray."""
     main_q = config.quantizations[0]
@@ -375,4 +497,5 @@ def lora_record(config, backbone, data_summary: dict, runs: dict[tuple[str, bool
     return LoraRecord(dataset=data_summary["dataset"], backbone=backbone.name,
                       baseline={"val_ppl": base.metrics.val_ppl, "steps": base.steps, "history": base.history},
                       gated={"val_ppl": gated.metrics.val_ppl, "val_ppl_ungated": gated.metrics.val_ppl_ungated,
-                             "steps": gated.steps, "history": gated.history}, extra=extra)
+                             "steps": gated.steps, "history": gated.history},
+                      capacity_control=capacity_control, extra=extra)

@@ -439,15 +439,42 @@ IDEA = IdeaExperiment()
 LOSS_FORMS = {"sum": SUM_IDEA_LOSS, "mean": MEAN_IDEA_LOSS}
 
 
-def idea_gating_runs(profile: IdeaProfile) -> list[RunSpec]:
+def idea_gating_runs(profile: IdeaProfile, n_seeds: int | None = 1) -> list[RunSpec]:
     """Chapter 6's models (chapter 7 reloads them): the plain GPT and the gated GPT, the latter in both
     loss forms when ``profile.compare_loss_forms`` (``gated-sum``, ``gated-mean``), else in the profile's
-    form (``gated``)."""
+    form (``gated``); with ``n_seeds`` > 1 (None: the profile's), the seed comparison's further runs
+    (:func:`idea_seed_runs`)."""
     specs = [idea_run(profile, "baseline", False)]
     if profile.compare_loss_forms:
         specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
     else:
         specs.append(idea_run(profile, "gated", True))
+    return specs + idea_seed_runs(profile, n_seeds)
+
+
+def profile_form_run(profile: IdeaProfile) -> str:
+    """The name of the gated run trained with the profile's own idea-loss form (``gated-mean``, ``gated-sum`` or
+    ``gated``): the form every training seed of :func:`idea_seed_runs` uses."""
+    if not profile.compare_loss_forms:
+        return "gated"
+    return next(f"gated-{form}" for form, kw in LOSS_FORMS.items() if replace(profile.idea, **kw) == profile.idea)
+
+
+def idea_seeds(profile: IdeaProfile, n_seeds: int | None = None) -> list[int]:
+    """Chapter 6's training seeds: ``seed, seed + 1, ...`` (the profile's ``n_seeds`` unless given)."""
+    n = profile.n_seeds if n_seeds is None else n_seeds
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n_seeds must be an int >= 1 or None (the profile's {profile.n_seeds}), got {n!r}")
+    return [profile.seed + i for i in range(n)]
+
+
+def idea_seed_runs(profile: IdeaProfile, n_seeds: int | None = None) -> list[RunSpec]:
+    """The runs the seed comparison adds to :func:`idea_gating_runs`: the plain GPT and the gated GPT in the
+    profile's loss form (:func:`profile_form_run`) at every seed after the first (same data, same recipe)."""
+    specs = []
+    for seed in idea_seeds(profile, n_seeds)[1:]:
+        seeded = replace(profile, seed=seed)
+        specs += [idea_run(seeded, "baseline", False), idea_run(seeded, profile_form_run(profile), True)]
     return specs
 
 
@@ -618,7 +645,9 @@ AUTHORS_EVAL_STOPWORDS = frozenset({"the", "a", "an", "and", "or", "but", "in", 
 
 def authors_stickiness(text: str, terms) -> float:
     """The authors' ``calculate_stickiness_ratio``: lower-case, drop "." and ",", split on whitespace, remove
-    their 15 stopwords; domain hits / remaining words (0.0 if none remain). Applied to prompt + continuation."""
+    their 15 stopwords; domain hits / remaining words (0.0 if none remain). The authors apply it to prompt +
+    continuation (``authors_stickiness``); the book also applies it to the continuation alone (``stickiness``),
+    so that the prompt's own domain words, the same for both models, do not count."""
     words = text.lower().replace(".", "").replace(",", "").split()
     content = [w for w in words if w not in AUTHORS_EVAL_STOPWORDS]
     if not content:
@@ -627,7 +656,7 @@ def authors_stickiness(text: str, terms) -> float:
     return sum(w in vocabulary for w in content) / len(content)
 
 
-AUTHORS_METRICS = ("authors_stickiness", "unique_density", "distinct_2")
+AUTHORS_METRICS = ("authors_stickiness", "stickiness", "unique_density", "distinct_2")
 
 
 def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSettings,
@@ -635,8 +664,9 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
     """The authors' evaluation: per domain one prompt, ``authors_samples`` continuations of ``authors_new_tokens`` at
     temperature ``generation.temperature`` with the compounding repetition penalty, scored by
     :func:`authors_stickiness` on prompt + continuation. ``domains``: ``{name: {"prompt", "terms"}}``
-    (:data:`semlm.reference.PAPER_B_EVAL_DOMAINS`). Also the paper's density (distinct domain terms per
-    100 words) and distinct-2, on the continuation's words. One batch per domain and seed (no padding).
+    (:data:`semlm.reference.PAPER_B_EVAL_DOMAINS`). Also the same count on the continuation alone
+    (``stickiness``), the paper's density (distinct domain terms per 100 words) and distinct-2, on the
+    continuation's words. One batch per domain and seed (no padding).
     """
     out, samples = {}, generation.authors_samples
     per_seed = max(1, math.ceil(samples / len(generation.seeds)))
@@ -649,11 +679,20 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
                 words = words_of(sample["text"])
                 rows.append({**sample, "domain": name,
                              "authors_stickiness": authors_stickiness(sample["full_text"], domain["terms"]),
+                             "stickiness": authors_stickiness(sample["text"], domain["terms"]),
                              "unique_density": unique_domain_density(words, domain["terms"]),
                              "distinct_2": distinct_n(words, 2)})
         rows = rows[:samples]
         out[name] = DomainScores({m: sample_interval([r[m] for r in rows]) for m in AUTHORS_METRICS}, rows)
     return out
+
+
+def authors_protocol_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, domains: dict,
+                                generation: GenerationSettings) -> dict[int, dict[str, dict[str, DomainScores]]]:
+    """:func:`authors_protocol` of every model of :func:`semlm.idea.report.runs_by_seed`: ``{seed: {model: {domain: scores}}}``
+    (each model loaded in turn, with the same sampling seeds)."""
+    return {seed: {name: authors_protocol(record.load(), tokenizer, domains, generation)
+                   for name, record in pair.items()} for seed, pair in by_seed.items()}
 
 
 def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
