@@ -89,7 +89,7 @@ def test_chapter_6_trains_the_profiles_form_at_every_further_seed():
     assert [(s.name, s.seed) for s in specs] == [
         ("baseline", 111), ("gated-sum", 111), ("gated-mean", 111),
         ("baseline", 112), ("gated-mean", 112), ("baseline", 113), ("gated-mean", 113)]
-    assert specs[4].config.train.seed == 112 and specs[4].config.idea == specs[2].config.idea
+    assert specs[4].seed == 112 and specs[4].config.idea == specs[2].config.idea
     assert len(idea_gating_runs(cpu)) == 3  # chapter 7 reloads the first seed's models only
     assert [s.name for s in idea_gating_runs(idea_profile("paper"), 2)] == ["baseline", "gated"] * 2
 

@@ -56,7 +56,7 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
         ChapterRuns("02_fusion_training", SYNTHETIC, tuple(fusion_training_runs(synthetic_profile(profile, seed)))),
         ChapterRuns("04_leakage_audit", SYNTHETIC, tuple(audit_runs(profile, audit_seeds(seed, None, profile)))),
         ChapterRuns("05_sst2", SST2, tuple(sst2_runs(sst2_profile(profile, seed)))),
-        ChapterRuns("06_idea_gating", IDEA, tuple(idea_gating_runs(idea_profile(profile, seed, None)))),
+        ChapterRuns("06_idea_gating", IDEA, tuple(idea_gating_runs(idea_profile(profile, seed, None), None))),
         ChapterRuns("08_lora_4bit_idea_gating", BACKBONE_PRETRAINING,
                     tuple(backbone_runs(lora_profile(profile, seed, None)))),
         ChapterRuns("09_topic_drift", TOPIC_DRIFT, tuple(topic_drift_runs(topic, topic.seeds(seed)))),
