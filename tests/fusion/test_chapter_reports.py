@@ -129,7 +129,8 @@ def test_sst2_control_record_keeps_the_fields_the_claims_read():
     from semlm.fusion.sst2_report import FEATURES_ONLY, _control_record, control_numbers
 
     share = Interval.of_proportion(2, 4)
-    asked = SST2Judgement(vader={"POS": 2}, classifier={"POS": 2}, acc=share, classifier_acc=share)
+    asked = SST2Judgement(vader={"POS": 2}, classifier={"POS": 2}, acc=share, classifier_acc=share,
+                          classifier_correct=[1, 1, 0, 0])
     none = SST2Judgement(vader={"POS": 2}, classifier={"POS": 2}, vader_pos_share=share, vader_neg_share=share,
                          classifier_pos_share=share)
     judged = {(k, None, "soft"): none for k in ("baseline", "fusion")}
@@ -139,6 +140,8 @@ def test_sst2_control_record_keeps_the_fields_the_claims_read():
     assert control.hard["pos"].acc == 0.5 and control.hard["pos"].acc_ci.low < 0.5
     assert control.features_only["neg"].baseline_acc == 0.5
     assert control_numbers(judged)["none_fusion_neg_clf"] == 0.5
+    # per prompt, for the claim's fusion - baseline difference paired over prompts
+    assert control.hard["neg"].classifier_correct == control.hard["neg"].baseline_classifier_correct == [1, 1, 0, 0]
 
 
 def test_feature_bank_table_and_future_change():
