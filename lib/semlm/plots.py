@@ -375,46 +375,50 @@ def plot_lora_curves(frame: pd.DataFrame):
 DRIFT_PALETTE = {"data": "#1f77b4", "plain": IDEA_PALETTE["baseline"], "gated": IDEA_PALETTE["gated"]}
 
 
-def plot_drift_rates(frame: pd.DataFrame, switch_prob: float | None = None):
-    """Drift rate (share of sentence transitions that change topic) with 95% intervals, one bar per
-    row of ``frame`` (columns model, mean, ci_low, ci_high); ``switch_prob`` is drawn as the data's true rate."""
-    fig, ax = plt.subplots(figsize=(4.8, 3.4))
-    x = np.arange(len(frame))
-    err = np.vstack([frame["mean"] - frame["ci_low"], frame["ci_high"] - frame["mean"]]).clip(min=0)
-    ax.bar(x, frame["mean"], 0.6, yerr=err, capsize=4, color=[DRIFT_PALETTE.get(m, "#9467bd") for m in frame["model"]])
-    if switch_prob is not None:
-        ax.axhline(switch_prob, color="0.3", ls=":", lw=1.2, label=f"switch_prob = {switch_prob:g}")
-        ax.legend(frameon=False, fontsize=8)
-    ax.set_xticks(x, frame["model"])
-    ax.set(ylabel="topic changes per transition", ylim=(0, max(1e-3, float(frame["ci_high"].max())) * 1.25),
-           title="topic drift (95% intervals)")
+def _band(ax, x, frame, metric: str, colour: str, label: str, marker: str = "o"):
+    ax.plot(x, frame[metric], marker=marker, color=colour, label=label)
+    ax.fill_between(x, frame[f"{metric}_low"], frame[f"{metric}_high"], color=colour, alpha=0.2)
+
+
+def plot_drift_learning_curve(frame: pd.DataFrame):
+    """Chapter 9's learning curve: excess drift (switch rate minus the data's rate; the zero line *is* the
+    data's rate, below it the model drifts less than the data), within-sentence mixing and validation
+    perplexity of the plain and gated models against the training budget, with 95% intervals over seeds.
+    ``frame``: :func:`semlm.idea.topic_report.learning_curve`."""
+    fig, axes = plt.subplots(1, 3, figsize=(11.5, 3.4))
+    for kind in ("plain", "gated"):
+        rows = frame[frame["model"] == kind]
+        for ax, metric in zip(axes, ("excess_drift", "mix_rate", "val_ppl")):
+            _band(ax, rows["steps"], rows, metric, DRIFT_PALETTE[kind], kind)
+    axes[0].axhline(0.0, color=DRIFT_PALETTE["data"], ls=":", lw=1.2, label="data's rate")
+    low = min(0.0, float(frame["excess_drift_low"].min()))
+    axes[0].axhspan(low - 0.05, 0.0, color="0.85", alpha=0.5, lw=0, label="below the data (miscalibrated)")
+    axes[0].set(ylabel="switch rate - data's rate", title="excess drift")
+    axes[1].set(ylabel="share of topical sentences", title="mixing inside a sentence")
+    axes[2].set(ylabel="validation perplexity", title="perplexity")
+    for ax in axes:
+        ax.set(xlabel="training budget (optimiser steps)")
+    axes[0].legend(frameon=False, fontsize=7)
+    fig.tight_layout()
     return fig
 
 
-def plot_drift_tradeoff(frame: pd.DataFrame, data_rate: float | None = None, plain_rate: float | None = None):
-    """The alpha sweep of the gated models as a trade-off: drift rate against validation perplexity (left,
-    points labelled by alpha) and drift rate and distinct-2 against alpha (right). ``frame`` has columns
-    alpha, drift_rate(_low/_high), ppl(_low/_high), distinct_2(_low/_high)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6))
+def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float | None = None):
+    """The gated models decoded at other gate strengths: switch rate against alpha next to the data's rate
+    (below it the gate over-sticks: miscalibration), and validation perplexity against alpha. ``frame`` has
+    columns alpha, switch_rate(_low/_high), mix_rate(_low/_high), ppl(_low/_high)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.4))
     colour = DRIFT_PALETTE["gated"]
-    xerr = np.vstack([frame["ppl"] - frame["ppl_low"], frame["ppl_high"] - frame["ppl"]]).clip(min=0)
-    yerr = np.vstack([frame["drift_rate"] - frame["drift_rate_low"], frame["drift_rate_high"] - frame["drift_rate"]]).clip(min=0)
-    left.errorbar(frame["ppl"], frame["drift_rate"], xerr=xerr, yerr=yerr, marker="o", color=colour, capsize=3)
-    for _, row in frame.iterrows():
-        left.annotate(rf"$\alpha$={row['alpha']:g}", (row["ppl"], row["drift_rate"]), textcoords="offset points",
-                      xytext=(5, 5), fontsize=8)
-    right.plot(frame["alpha"], frame["drift_rate"], marker="o", color=colour, label="drift rate (gated)")
-    right.fill_between(frame["alpha"], frame["drift_rate_low"], frame["drift_rate_high"], color=colour, alpha=0.2)
-    right.plot(frame["alpha"], frame["distinct_2"], marker="s", color="#ff7f0e", label="distinct-2 (gated)")
-    right.fill_between(frame["alpha"], frame["distinct_2_low"], frame["distinct_2_high"], color="#ff7f0e", alpha=0.2)
-    for ax in (left, right):
-        if data_rate is not None:
-            ax.axhline(data_rate, color=DRIFT_PALETTE["data"], ls=":", lw=1.2, label="data's drift rate")
-        if plain_rate is not None:
-            ax.axhline(plain_rate, color=DRIFT_PALETTE["plain"], ls="--", lw=1.2, label="plain model's drift rate")
-    left.set(xlabel="validation perplexity", ylabel="topic changes per transition", title="drift vs perplexity")
-    right.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="", title="drift and diversity vs alpha")
-    right.legend(frameon=False, fontsize=7)
+    _band(left, frame["alpha"], frame, "switch_rate", colour, "switch rate (gated)")
+    _band(left, frame["alpha"], frame, "mix_rate", "#ff7f0e", "mix rate (gated)", "s")
+    left.axhline(switch_prob, color=DRIFT_PALETTE["data"], ls=":", lw=1.4, label=f"data's rate ({switch_prob:g})")
+    left.axhspan(0.0, switch_prob, color="0.85", alpha=0.5, lw=0, label="below the data (miscalibrated)")
+    if plain_rate is not None:
+        left.axhline(plain_rate, color=DRIFT_PALETTE["plain"], ls="--", lw=1.2, label="plain model's switch rate")
+    _band(right, frame["alpha"], frame, "ppl", colour, "gated")
+    left.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="rate", title="drift against the data's rate")
+    right.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="validation perplexity", title="perplexity")
+    left.legend(frameon=False, fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -502,6 +502,7 @@ class TopicDriftProfile:
     train: TrainConfig
     idea: IdeaSettings
     n_seeds: int
+    budgets: tuple[int, ...] = (150, 400, 1000)   # optimiser steps of the learning curve, ascending
     prompts_per_topic: int = 2
     samples_per_prompt: int = 5
     max_new_tokens: int = 40
@@ -517,6 +518,8 @@ class TopicDriftProfile:
                              f"{self.n_seeds}, {self.prompts_per_topic}, {self.samples_per_prompt}, {self.max_new_tokens}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not self.budgets or list(self.budgets) != sorted(set(self.budgets)) or self.budgets[0] < 1:
+            raise ValueError(f"budgets must be distinct positive step counts in ascending order, got {self.budgets}")
         if any(a < 0 for a in self.sweep_alphas):
             raise ValueError(f"sweep_alphas must be >= 0, got {self.sweep_alphas}")
 
@@ -526,37 +529,40 @@ class TopicDriftProfile:
 
 
 def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
-    """Chapter 9's scales: ``smoke`` (seconds, 2 seeds), ``cpu`` (3 seeds of each model), ``paper`` (a larger
-    world and GPT, 5 seeds; meant for a GPU). Epochs over token blocks with the book's cosine schedule."""
+    """Chapter 9's scales: ``smoke`` (seconds, 2 seeds, 3 tiny budgets), ``cpu`` (3 budgets x 3 seeds of each
+    model, small enough for 2 cores), ``paper`` (a larger world and GPT, 5 seeds; meant for a GPU). Every run
+    trains for a budget of optimiser steps (``TrainConfig.max_steps``) with the book's cosine schedule."""
     check_profile(profile)
     # K = 8 is about one sentence; the masked columns are this world's function words (passed as ids to
     # the loss). The idea BCE is the authors' v2 form (mean over the vocabulary, lambda 0.1), as in the
     # other small paper-B profiles; alpha 0.5 with the v1 gate, as the authors' WikiText GPT.
-    idea = IdeaSettings(window=8, stopword_list=TOPIC_STOP_WORDS, stopwords_top_n=0, alpha=0.5, alpha_ramp_steps=60,
+    idea = IdeaSettings(window=8, stopword_list=TOPIC_STOP_WORDS, stopwords_top_n=0, alpha=0.5, alpha_ramp_steps=40,
                         pos_weight=5.0, idea_loss_reduction="mean", idea_weight=0.1)
+    # Documents of 10 topical sentences and their neutral runs are about 110 words, longer than the
+    # 64-token window: a block starts inside a document about as often as at its start.
     cpu = TopicDriftProfile(
-        name="cpu", data=TopicConfig(seed=seed, n_train_docs=3000, sentences_per_doc=10),
-        size=GPTSize(n_layer=2, n_head=4, n_embd=64, block_size=64, dropout=0.0),
-        train=TrainConfig(epochs=4, batch_size=32, lr=3e-3, weight_decay=0.01, warmup_fraction=0.05,
+        name="cpu", data=TopicConfig(seed=seed, n_train_docs=2000, sentences_per_doc=10),
+        size=GPTSize(n_layer=2, n_head=4, n_embd=48, block_size=64, dropout=0.0),
+        train=TrainConfig(epochs=1, batch_size=16, lr=3e-3, weight_decay=0.01, warmup_fraction=0.05,
                           autocast="bf16_on_cuda"),
-        idea=idea, n_seeds=3, samples_per_prompt=8, sweep_samples_per_prompt=4)
+        idea=idea, n_seeds=3, budgets=(150, 300, 600), prompts_per_topic=4, samples_per_prompt=16,
+        max_new_tokens=44, sweep_samples_per_prompt=4)
     if profile == "cpu":
         return cpu
     if profile == "smoke":
         return replace(cpu, name="smoke", data=TopicConfig(seed=seed, n_train_docs=120, n_val_docs=16,
                                                            sentences_per_doc=6),
-                       size=GPTSize(n_layer=1, n_head=2, n_embd=32, block_size=32, dropout=0.0),
-                       train=replace(cpu.train, epochs=1, batch_size=16),
-                       idea=replace(idea, alpha_ramp_steps=5), n_seeds=2, prompts_per_topic=1,
+                       size=GPTSize(n_layer=1, n_head=2, n_embd=32, block_size=64, dropout=0.0),
+                       idea=replace(idea, alpha_ramp_steps=5), n_seeds=2, budgets=(4, 8, 16), prompts_per_topic=1,
                        samples_per_prompt=2, max_new_tokens=16, sweep_alphas=(0.0, 0.5, 2.0),
                        sweep_samples_per_prompt=1, max_workers=1)
     return replace(cpu, name="paper", data=TopicConfig(seed=seed, n_topics=8, nouns_per_topic=16, verbs_per_topic=8,
                                                        adjectives_per_topic=8, sentences_per_doc=12,
                                                        n_train_docs=40_000, n_val_docs=2_000),
                    size=GPTSize(n_layer=4, n_head=4, n_embd=256, block_size=128, dropout=0.1),
-                   train=replace(cpu.train, epochs=4, batch_size=64, lr=1e-3),
-                   idea=replace(idea, window=12, alpha_ramp_steps=500), n_seeds=5, prompts_per_topic=4,
-                   samples_per_prompt=10, max_new_tokens=80, sweep_samples_per_prompt=5)
+                   train=replace(cpu.train, batch_size=64, lr=1e-3),
+                   idea=replace(idea, window=12, alpha_ramp_steps=300), n_seeds=5, budgets=(1000, 3000, 10000),
+                   prompts_per_topic=4, samples_per_prompt=10, max_new_tokens=80, sweep_samples_per_prompt=5)
 
 
 # --- chapter 8: LoRA + 4-bit idea gating (semlm.idea.lora_experiment) ----------------------------------

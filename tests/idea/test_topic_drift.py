@@ -1,97 +1,152 @@
-"""Chapter 9: the synthetic topic world, the drift measure, a smoke training run and the claim rules."""
+"""Chapter 9: the synthetic topic world and its laws, the drift quantities, a smoke training run over
+budgets and the claim rules."""
 
 import math
-import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from semlm.book.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STATUSES, evaluate_claims
-from semlm.data.topics import END, EOS, MIXED, NO_TOPIC, TopicConfig, TopicWorld, make_topic_corpus, split_sentences
-from semlm.core.metrics import mean_interval
-from semlm.core.runs import RunContext, nested, run_many
-from semlm.idea.topic_experiment import (TOPIC_DRIFT, alpha_sweep, data_drift, drift_counts, drift_rate, evaluate_runs,
-                                         prepare_topic_data, score_continuation, sentence_labels, topic_drift_profile,
-                                         topic_drift_runs, topic_stickiness)
+from semlm.core.records import Interval, TopicDriftRecord
+from semlm.core.runs import RunContext, run_many
+from semlm.data.topics import (AMBIGUOUS, END, EOS, MIXED, NEUTRAL, TopicConfig, TopicWorld, make_topic_corpus,
+                               split_sentences)
+from semlm.idea.topic_experiment import (TOPIC_DRIFT, DriftCounts, alpha_sweep, data_drift, drift_counts,
+                                         evaluate_runs, prepare_topic_data, runs_by_budget, score_continuation,
+                                         sentence_labels, text_drift, topic_drift_profile, topic_drift_runs,
+                                         topic_prompts, topic_stickiness)
 from semlm.idea import topic_report
 
 
 def small(**kwargs):
-    return TopicConfig(n_train_docs=400, n_val_docs=10, **kwargs)
+    return TopicConfig(n_train_docs=kwargs.pop("n_train_docs", 400), n_val_docs=10, **kwargs)
 
 
 def switches(docs):
-    changes = sum(a != b for d in docs for a, b in zip(d.topics, d.topics[1:]))
-    return changes, sum(len(d.topics) - 1 for d in docs)
+    chains = [d.topical_topics for d in docs]
+    return sum(a != b for c in chains for a, b in zip(c, c[1:])), sum(len(c) - 1 for c in chains)
 
 
 @pytest.mark.parametrize("switch_prob", [0.05, 0.3, 0.8])
 def test_generated_switch_rate_matches_switch_prob_within_a_binomial_bound(switch_prob):
-    corpus = make_topic_corpus(small(switch_prob=switch_prob))
+    corpus = make_topic_corpus(small(switch_prob=switch_prob, neutral_prob=0.6))
     k, n = switches(corpus.train)
     bound = 4 * math.sqrt(switch_prob * (1 - switch_prob) / n)  # 4 sigma: fails by chance about once in 16,000
     assert abs(k / n - switch_prob) < bound
 
 
-def test_switch_prob_zero_and_one_are_exact():
-    assert switches(make_topic_corpus(small(switch_prob=0.0)).train)[0] == 0
+def test_a_switch_goes_to_the_other_topics_uniformly():
+    corpus = make_topic_corpus(small(n_topics=4, switch_prob=1.0, n_train_docs=600))
+    steps = [(b - a) % 4 for d in corpus.train for a, b in zip(d.topical_topics, d.topical_topics[1:])]
+    counts = np.bincount(steps, minlength=4)
+    assert counts[0] == 0 and all(abs(c / len(steps) - 1 / 3) < 4 * math.sqrt(2 / 9 / len(steps)) for c in counts[1:])
+
+
+def test_switch_prob_zero_and_one_are_exact_and_neutral_sentences_carry_the_topic():
+    corpus = make_topic_corpus(small(switch_prob=0.0, neutral_prob=1.0))
+    assert switches(corpus.train)[0] == 0
+    doc = corpus.train[0]
+    assert len(set(doc.topics)) == 1 and any(doc.neutral)
     k, n = switches(make_topic_corpus(small(switch_prob=1.0)).train)
     assert k == n
 
 
-def test_labelling_recovers_every_generated_sentence_topic():
+def test_neutral_runs_follow_topical_sentences_at_the_configured_rate():
+    config = small(neutral_prob=0.3, max_neutral_run=3, n_train_docs=800)
+    docs = make_topic_corpus(config).train
+    runs, slots = 0, 0
+    for d in docs:
+        kinds = list(d.neutral)
+        assert not kinds[0] and not kinds[-1]                     # documents start and end with a topical sentence
+        starts = [i for i in range(1, len(kinds)) if kinds[i] and not kinds[i - 1]]
+        runs, slots = runs + len(starts), slots + config.sentences_per_doc - 1
+        assert sum(not k for k in kinds) == config.sentences_per_doc
+    assert abs(runs / slots - 0.3) < 4 * math.sqrt(0.3 * 0.7 / slots)
+
+
+def test_labelling_recovers_every_generated_sentence_label():
     corpus = make_topic_corpus(small(n_topics=5, switch_prob=0.5))
     for doc in corpus.train:
-        assert sentence_labels(doc.words, corpus.world) == list(doc.topics)
-        assert sentence_labels(doc.text, corpus.world) == list(doc.topics)
+        assert sentence_labels(doc.words, corpus.world) == doc.labels
+        assert sentence_labels(doc.text, corpus.world) == doc.labels
 
 
-def test_drift_rate_of_the_data_equals_the_generators_own_switches():
+def test_bridge_words_belong_to_exactly_two_neighbouring_topics_and_others_to_one():
+    for n_topics in (2, 3, 5):
+        world = TopicWorld.from_config(TopicConfig(n_topics=n_topics))
+        for pair, words in zip(world.bridge_pairs, world.bridges):
+            assert (pair[1] - pair[0]) % n_topics == 1
+            for w in words:
+                assert world.topics_of[w] == frozenset(pair)
+                assert sum(w in world.content_words(t) for t in range(n_topics)) == 2
+        for t in range(n_topics):
+            assert all(world.topics_of[w] == {t} for w in world.exclusive_words(t))
+        assert not set(world.all_neutral_words) & set(world.topics_of)
+        vocabulary = world.vocabulary
+        assert len(vocabulary) == len(set(vocabulary))
+
+
+def test_labelling_of_hand_made_sentences():
+    world = TopicWorld.from_config(TopicConfig(n_topics=4))
+    a0, a1, a2 = world.nouns[0][0], world.nouns[1][0], world.nouns[2][0]
+    bridge01 = world.bridges[world.bridge_pairs.index((0, 1))][0]
+    neutral = world.neutral_words[0][0]
+    assert world.label(["the", a0, "near", "the", bridge01, END]) == 0        # bridge allows 0: still topic 0
+    assert world.label(["the", a1, "near", "the", bridge01, END]) == 1
+    assert world.label(["the", a2, "near", "the", bridge01, END]) == MIXED    # bridge 0-1 and topic 2
+    assert world.label(["the", a0, "of", a1, END]) == MIXED
+    assert world.label(["the", bridge01, "is", "very", END]) == AMBIGUOUS
+    assert world.label(["the", neutral, "is", "very", END]) == NEUTRAL
+    assert world.label(["the", "a", END]) == NEUTRAL
+
+
+def test_switches_skip_neutral_ambiguous_and_mixed_sentences_and_mixing_is_counted_apart():
+    assert drift_counts([0, NEUTRAL, 0, 1]) == DriftCounts(1, 2, 0, 3, 4)
+    assert drift_counts([0, MIXED, 0]) == DriftCounts(0, 1, 1, 3, 3)
+    assert drift_counts([AMBIGUOUS, 1], start_topic=0) == DriftCounts(1, 1, 0, 2, 2)
+    assert drift_counts([1, 1], start_topic=0).switch_rate == 0.5
+    counts = drift_counts([NEUTRAL, MIXED, 2], start_topic=2)
+    assert counts.switch_rate == 0.0 and counts.mix_rate == 0.5
+    assert math.isnan(drift_counts([NEUTRAL]).switch_rate) and math.isnan(drift_counts([]).mix_rate)
+    world = TopicWorld.from_config(TopicConfig())
+    a, b = world.nouns[0][0], world.nouns[1][0]
+    text = ["the", a, END, "the", "a", END, "the", b, "with", a, END, "the", a, END, "the", a]
+    assert sentence_labels(text, world) == [0, NEUTRAL, MIXED, 0]
+    assert sentence_labels(text, world, complete_only=False) == [0, NEUTRAL, MIXED, 0, 0]
+    assert split_sentences(["the", a, END, EOS, "the", b, END]) == [["the", a, END]]
+
+
+def test_data_drift_equals_the_generators_own_switches():
     corpus = make_topic_corpus(small(switch_prob=0.2))
     k, n = switches(corpus.train)
-    assert drift_rate([d.text for d in corpus.train], corpus.world) == k / n
+    counts = text_drift([d.text for d in corpus.train], corpus.world)
+    assert (counts.switches, counts.transitions, counts.mixed) == (k, n, 0)
     measured = data_drift(corpus.train, corpus.world)
     assert (measured.successes, measured.n) == (k, n)
     assert measured.low < 0.2 < measured.high
     assert set(measured.to_dict()) == {"mean", "ci_low", "ci_high", "k", "n"}
 
 
-def test_mixed_and_topicless_sentences_are_handled_explicitly():
+def test_stickiness_counts_topic_words_and_ignores_neutral_ones():
     world = TopicWorld.from_config(TopicConfig())
-    a, b = world.nouns[0][0], world.nouns[1][0]
-    text = ["the", a, END, "the", "a", END, "the", b, "with", a, END, "the", a, END, "the", a]
-    assert sentence_labels(text, world) == [0, NO_TOPIC, MIXED, 0]
-    assert sentence_labels(text, world, complete_only=False) == [0, NO_TOPIC, MIXED, 0, 0]
-    # the topicless sentence is skipped; both transitions around the mixed one are changes
-    assert drift_counts([0, NO_TOPIC, MIXED, 0]) == (2, 2)
-    assert drift_counts([0, NO_TOPIC, 0]) == (0, 1)
-    assert drift_counts([1, 1], start_topic=0) == (1, 2)
-    assert math.isnan(drift_rate([["the", "a", END]], world))
-    # text after an end-of-document token is another document
-    assert split_sentences(["the", a, END, EOS, "the", b, END]) == [["the", a, END]]
-
-
-def test_stickiness_counts_content_words_of_the_prompt_topic():
-    world = TopicWorld.from_config(TopicConfig())
-    words = ["the", world.nouns[0][0], world.verbs[0][0], "the", world.nouns[2][1], END]
+    neutral = world.neutral_words[0][0]
+    words = ["the", world.nouns[0][0], world.verbs[0][0], "the", world.nouns[2][1], neutral, END]
     assert topic_stickiness(words, 0, world) == pytest.approx(2 / 3)
-    assert math.isnan(topic_stickiness(["the", END], 0, world))
+    assert math.isnan(topic_stickiness(["the", neutral, END], 0, world))
     scored = score_continuation(words + [EOS] + ["the", world.nouns[1][0], END], 0, world)
-    assert scored["ended"] and scored["changes"] == 1 and scored["transitions"] == 1 and scored["mixed"] == 1
+    assert scored["ended"] and scored["counts"] == DriftCounts(0, 0, 1, 1, 1)
 
 
 def test_the_corpus_is_determined_by_its_seed():
     one, two = make_topic_corpus(small(seed=3)), make_topic_corpus(small(seed=3))
     assert [d.text for d in one.train] == [d.text for d in two.train]
     assert [d.text for d in make_topic_corpus(small(seed=4)).train] != [d.text for d in one.train]
-    # the world (the words) does not depend on the document seed
-    assert one.world == make_topic_corpus(small(seed=4)).world
+    assert one.world == make_topic_corpus(small(seed=4)).world   # the words do not depend on the document seed
 
 
-def test_content_words_belong_to_exactly_one_topic_and_the_tokenizer_matches_the_encoder():
+def test_the_tokenizer_matches_the_encoder():
     world = TopicWorld.from_config(TopicConfig(n_topics=6))
-    words = [w for t in range(world.n_topics) for w in world.content_words(t)]
-    assert len(words) == len(set(words)) == len(world.topic_of)
     doc = make_topic_corpus(small(n_topics=6)).train[0]
     tokenizer = world.tokenizer()
     assert tokenizer(doc.text)["input_ids"] == world.encode(doc.words)
@@ -101,9 +156,10 @@ def test_content_words_belong_to_exactly_one_topic_and_the_tokenizer_matches_the
 @pytest.mark.parametrize("bad, match", [
     ({"n_topics": 1}, "n_topics must be an int >= 2"),
     ({"switch_prob": 1.5}, r"switch_prob must be a probability in \[0, 1\]"),
-    ({"switch_prob": -0.1}, "switch_prob"),
+    ({"neutral_prob": -0.1}, "neutral_prob"),
     ({"sentences_per_doc": 1}, "sentences_per_doc must be an int >= 2"),
-    ({"nouns_per_topic": 0}, "nouns_per_topic must be an int >= 1"),
+    ({"bridges_per_pair": 0}, "bridges_per_pair must be an int >= 1"),
+    ({"max_neutral_run": 0}, "max_neutral_run must be an int >= 1"),
     ({"n_train_docs": 0}, "n_train_docs must be an int >= 1"),
 ])
 def test_bad_config_values_raise_one_clear_error(bad, match):
@@ -111,64 +167,102 @@ def test_bad_config_values_raise_one_clear_error(bad, match):
         TopicConfig(**bad)
 
 
-def test_bad_profile_and_mismatched_start_topics_raise():
+def test_bad_profile_budgets_and_mismatched_start_topics_raise():
     with pytest.raises(ValueError, match="unknown profile"):
         topic_drift_profile("laptop")
+    with pytest.raises(ValueError, match="budgets must be distinct positive"):
+        replace(topic_drift_profile("smoke"), budgets=(8, 4))
     world = TopicWorld.from_config(TopicConfig())
     with pytest.raises(ValueError, match="start topics"):
-        drift_rate(["the a ."], world, start_topics=[0, 1])
+        text_drift(["the a ."], world, start_topics=[0, 1])
+
+
+def test_cpu_documents_are_longer_than_the_context_window():
+    profile = topic_drift_profile("cpu")
+    docs = make_topic_corpus(replace(profile.data, n_train_docs=50)).train
+    assert np.mean([len(d.words) for d in docs]) > profile.size.block_size
+    assert len(profile.budgets) >= 3 and profile.n_seeds >= 3
 
 
 def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     profile = topic_drift_profile("smoke")
-    profile = replace(profile, data=replace(profile.data, n_train_docs=40, n_val_docs=4), sweep_alphas=(0.0, 1.0))
+    profile = replace(profile, data=replace(profile.data, n_train_docs=40, n_val_docs=4), budgets=(2, 4),
+                      sweep_alphas=(0.0, 1.0))
     context = RunContext(profile.name, tmp_path)
-    assert TOPIC_DRIFT.max_workers(topic_drift_runs(profile, [5, 6])) == 1  # the smoke profile's policy
-    runs = nested(run_many(TOPIC_DRIFT, topic_drift_runs(profile, [5, 6]), context), "name", "seed")
-    assert {k: sorted(v) for k, v in runs.items()} == {"plain": [5, 6], "gated": [5, 6]}
-    assert runs["plain"][5].metrics.val_ppl_ungated is None and runs["gated"][5].metrics.val_ppl_ungated > 1
-    assert runs["gated"][5].status == "trained" and runs["gated"][5].steps == runs["plain"][6].steps > 0
+    specs = topic_drift_runs(profile, [5, 6])
+    assert TOPIC_DRIFT.max_workers(specs) == 1  # the smoke profile's policy
+    by_budget = runs_by_budget(run_many(TOPIC_DRIFT, specs, context))
+    assert list(by_budget) == [2, 4]
+    assert {k: sorted(v) for k, v in by_budget[4].items()} == {"plain": [5, 6], "gated": [5, 6]}
+    assert by_budget[2]["gated"][5].steps == 2 and by_budget[4]["plain"][6].steps == 4
+    assert by_budget[4]["plain"][5].metrics.val_ppl_ungated is None
     data = prepare_topic_data(profile.data)
-    results = evaluate_runs(runs, data, profile)
-    for kind in ("plain", "gated", "paired"):
-        summary = getattr(results, kind)
-        assert all(getattr(summary, m) is not None for m in ("drift_rate", "stickiness", "distinct_2", "val_ppl"))
-        assert {"mean", "ci_low", "ci_high", "values"} <= set(summary.drift_rate.to_dict())
-    sweep = alpha_sweep(runs["gated"], data, profile)
-    assert [row["alpha"] for row in sweep] == [0.0, 1.0]
-    assert {"drift_rate", "ppl", "distinct_2", "drift_rate_low", "drift_rate_high"} <= set(sweep[0])
-    numbers = topic_report.drift_numbers(results)
-    assert numbers["drift_plain"] == results.plain.drift_rate.mean and "drift_verdict" in numbers
-    assert list(topic_report.drift_table(results).columns) == ["plain", "gated", "gated - plain (paired by seed)"]
+    assert all(p.startswith(EOS) and p.count(END) == 2 for _, p in topic_prompts(data, profile))
+    results = evaluate_runs(by_budget, data, profile)
+    assert [b.steps for b in results.budgets] == [2, 4]
+    sweep = alpha_sweep(by_budget[4]["gated"], data, profile)
+    assert [row["alpha"] for row in sweep] == [0.0, 1.0] and {"switch_rate", "excess_drift", "ppl"} <= set(sweep[0])
     record = topic_report.topic_drift_record(profile, data, data_drift(data.corpus.val, data.world), True, [5, 6],
-                                             results, sweep, runs).to_dict()
-    assert {"data", "plain", "gated", "paired", "seeds", "alpha_sweep"} <= set(record)
+                                             results, sweep, by_budget).to_dict()
+    assert len(record["budgets"]) == 2
+    for budget in record["budgets"]:
+        for kind in ("plain", "gated"):
+            for metric in ("excess_drift", "switch_rate", "mix_rate"):
+                assert {"mean", "ci_low", "ci_high", "values"} <= set(budget[kind][metric])
+                assert len(budget[kind][metric]["values"]) == 2
+    assert record["data"]["switch_prob"] == profile.data.switch_prob
+    assert list(topic_report.claim_rows(TopicDriftRecord.from_dict(record)).index) == ["B-topic-drift",
+                                                                                      "B-topic-diversity"]
+    assert list(topic_report.curve_table(results).index) == [2, 4]
     # a second call reloads the cached runs instead of training again
-    again = run_many(TOPIC_DRIFT, topic_drift_runs(profile, [5]), context)
+    again = run_many(TOPIC_DRIFT, topic_drift_runs(replace(profile, budgets=(4,)), [5]), context)
     assert [r.status for r in again] == ["loaded", "loaded"]
     with pytest.raises(ValueError, match="distinct and non-empty"):
         topic_drift_runs(profile, [5, 5])
 
 
-def test_the_gate_off_verdict_reads_the_plain_models_interval():
-    from semlm.core.records import Interval
-
+def test_sweep_numbers_name_the_miscalibration_and_the_gate_off_drift():
     plain = Interval(0.2, 0.15, 0.25)
-    row = {"alpha": 0.0, "drift_rate": 0.4, "drift_rate_low": 0.3, "ppl": 2.0}
-    assert topic_report.sweep_numbers([row], plain)["gate_off_verdict"].startswith("more than the plain model")
-    assert topic_report.sweep_numbers([{**row, "drift_rate_low": 0.2}], plain)["gate_off_verdict"].startswith("not more")
-    assert topic_report.sweep_numbers([{**row, "alpha": 1.0}], plain)["gate_off_verdict"] == "no point at alpha = 0 was swept"
+    row = {"alpha": 0.0, "switch_rate": 0.4, "switch_rate_low": 0.3, "switch_rate_high": 0.5, "ppl": 2.0}
+    strong = {**row, "alpha": 4.0, "switch_rate": 0.05, "switch_rate_low": 0.02, "switch_rate_high": 0.08}
+    numbers = topic_report.sweep_numbers([row, strong], 0.15, plain)
+    assert numbers["gate_off_verdict"].startswith("more than the plain model")
+    assert numbers["miscalibrated_from"].startswith("from alpha = 4 on")
+    assert topic_report.sweep_numbers([{**row, "switch_rate_low": 0.2}], 0.15, plain)["gate_off_verdict"].startswith(
+        "not more")
+    assert topic_report.sweep_numbers([{**row, "alpha": 1.0}], 0.15, plain)["gate_off_verdict"] == \
+        "no point at alpha = 0 was swept"
 
 
 # --- the claim rules -------------------------------------------------------------------------------
 
-def chapter(plain_drift, gated_drift, plain_d2=(0.8, 0.81, 0.82), gated_d2=(0.8, 0.81, 0.82), mixed=0.05):
-    record = {"profile": "cpu", "data": {"drift_rate": {"mean": 0.15, "ci_low": 0.14, "ci_high": 0.16}}}
-    for kind, drift, d2 in (("plain", plain_drift, plain_d2), ("gated", gated_drift, gated_d2)):
-        record[kind] = {"drift_rate": mean_interval(drift), "distinct_2": mean_interval(d2),
-                        "mixed_share": mean_interval([mixed] * len(drift))}
-    record["paired"] = {"drift_rate": mean_interval([g - p for g, p in zip(gated_drift, plain_drift)]),
-                        "distinct_2": mean_interval([g - p for g, p in zip(gated_d2, plain_d2)])}
+RATE = 0.15
+
+
+def summary(switch, ppl, mix=0.05, d2=(0.8, 0.81, 0.82)):
+    return {"excess_drift": mean_of([x - RATE for x in switch]), "switch_rate": mean_of(switch),
+            "mix_rate": mean_of([mix] * len(switch)), "distinct_2": mean_of(d2), "val_ppl": mean_of(ppl)}
+
+
+def mean_of(values):
+    return Interval.of_mean(values).to_dict()
+
+
+def budget(steps, plain, gated, plain_ppl=(3.0, 3.1, 3.2), gated_ppl=(3.0, 3.1, 3.2), mix=0.05, gated_d2=None):
+    d2 = (0.8, 0.81, 0.82)
+    paired = {"excess_drift": Interval.paired(gated, plain).to_dict(),
+              "distinct_2": Interval.paired(gated_d2 or d2, d2).to_dict(),
+              "ppl_change": mean_of([g / p - 1 for g, p in zip(gated_ppl, plain_ppl)])}
+    return {"steps": steps, "plain": summary(plain, plain_ppl, mix), "gated": summary(gated, gated_ppl, mix,
+                                                                                       gated_d2 or d2),
+            "paired": paired}
+
+
+def chapter(*budgets):
+    record = {"profile": "cpu", "data": {"switch_prob": RATE, "drift_rate": {"mean": 0.15, "ci_low": 0.14,
+                                                                            "ci_high": 0.16}},
+              "budgets": list(budgets)}
+    record.update({k: budgets[-1][k] for k in ("plain", "gated", "paired")})
     return {"09_topic_drift": record}
 
 
@@ -177,37 +271,57 @@ def verdicts(record):
     return rows["B-topic-drift"], rows["B-topic-diversity"]
 
 
-def test_drift_claim_is_reproduced_only_when_the_gated_interval_is_below():
-    drift, diversity = verdicts(chapter([0.30, 0.32, 0.31], [0.10, 0.12, 0.11]))
-    assert drift["status"] == REPRODUCED
-    assert "0.310" in drift["reason"] and "0.110" in drift["reason"]  # the verdict states the numbers
+SAME = [0.16, 0.15, 0.17]
+
+
+def test_drift_claim_is_reproduced_when_the_gate_lowers_excess_drift_at_some_budget():
+    early = budget(100, [0.45, 0.50, 0.47], [0.25, 0.28, 0.26])
+    drift, diversity = verdicts(chapter(early, budget(400, SAME, SAME)))
+    assert drift["status"] == REPRODUCED and "excess drift" in drift["rule"]
+    assert "100 steps" in drift["reason"] and "(lower)" in drift["reason"] and "at 100 steps" in drift["causal_value"]
     assert diversity["status"] == REPRODUCED
 
 
-def test_drift_claim_fails_on_models_without_the_property():
-    same = [0.20, 0.25, 0.22]
-    assert verdicts(chapter(same, same))[0]["status"] == INCONCLUSIVE                       # no effect at all
-    noisy = verdicts(chapter([0.2, 0.3, 0.25], [0.28, 0.18, 0.27]))[0]
-    assert noisy["status"] == INCONCLUSIVE and "overlap" in noisy["reason"]
-    worse = verdicts(chapter([0.10, 0.12, 0.11], [0.30, 0.32, 0.31]))[0]
-    assert worse["status"] == NOT_REPRODUCED
-    one_seed = verdicts(chapter([0.3], [0.1]))[0]                                             # a sign is not an interval
+def test_drift_claim_is_not_reproduced_without_the_property():
+    assert verdicts(chapter(budget(100, SAME, SAME), budget(400, SAME, SAME)))[0]["status"] == INCONCLUSIVE
+    noisy = budget(100, [0.2, 0.3, 0.25], [0.28, 0.18, 0.27])
+    assert verdicts(chapter(noisy, budget(400, SAME, SAME)))[0]["status"] == INCONCLUSIVE
+    worse = budget(100, [0.25, 0.28, 0.26], [0.45, 0.50, 0.47])
+    drift = verdicts(chapter(worse, budget(400, SAME, SAME)))[0]
+    assert drift["status"] == NOT_REPRODUCED and "(higher)" in drift["reason"]
+    one_seed = verdicts(chapter(budget(100, [0.5], [0.2])))[0]                              # a sign is not an interval
     assert one_seed["status"] == INCONCLUSIVE
 
 
+def test_drifting_below_the_datas_rate_is_miscalibration_not_success():
+    below = budget(400, [0.16, 0.15, 0.17], [0.05, 0.06, 0.04])   # gated far below the data's 0.15
+    drift = verdicts(chapter(budget(100, SAME, SAME), below))[0]
+    assert drift["status"] == NOT_REPRODUCED and "(miscalibrated)" in drift["reason"]
+
+
+def test_lower_drift_bought_with_perplexity_does_not_count():
+    costly = budget(100, [0.45, 0.50, 0.47], [0.25, 0.28, 0.26], gated_ppl=(3.6, 3.72, 3.84))   # +20%
+    drift = verdicts(chapter(costly, budget(400, SAME, SAME)))[0]
+    assert drift["status"] == NOT_REPRODUCED and "(costly)" in drift["reason"]
+    unclear = budget(100, [0.45, 0.50, 0.47], [0.25, 0.28, 0.26], gated_ppl=(3.0, 3.1, 3.6))
+    assert verdicts(chapter(unclear, budget(400, SAME, SAME)))[0]["status"] == INCONCLUSIVE
+
+
 def test_topic_claims_are_not_testable_when_the_plain_model_cannot_write_topic_sentences():
-    drift, diversity = verdicts(chapter([0.30, 0.32, 0.31], [0.10, 0.12, 0.11], mixed=0.6))
+    mixing = budget(400, [0.45, 0.50, 0.47], [0.25, 0.28, 0.26], mix=0.6)
+    drift, diversity = verdicts(chapter(mixing))
     assert drift["status"] == diversity["status"] == NOT_TESTABLE
     assert "0.60" in drift["reason"] and drift["rule"]
-    undefined = chapter([0.3] * 3, [0.1] * 3)
-    undefined["09_topic_drift"]["gated"]["drift_rate"] = {"mean": None, "ci_low": None, "ci_high": None, "values": [None]}
+    undefined = chapter(budget(400, SAME, SAME))
+    undefined["09_topic_drift"]["gated"]["excess_drift"] = {"mean": None, "ci_low": None, "ci_high": None,
+                                                            "values": [None]}
     assert verdicts(undefined)[0]["status"] == NOT_TESTABLE
 
 
 def test_diversity_claim_fails_when_the_gate_costs_diversity():
-    lower = verdicts(chapter([0.3] * 3, [0.1] * 3, gated_d2=(0.60, 0.61, 0.62)))[1]
+    lower = verdicts(chapter(budget(400, SAME, SAME, gated_d2=(0.60, 0.61, 0.62))))[1]
     assert lower["status"] == NOT_REPRODUCED and "0.610" in lower["reason"]
-    straddling = verdicts(chapter([0.3] * 3, [0.1] * 3, gated_d2=(0.70, 0.83, 0.79)))[1]
+    straddling = verdicts(chapter(budget(400, SAME, SAME, gated_d2=(0.70, 0.83, 0.79))))[1]
     assert straddling["status"] == INCONCLUSIVE
 
 
@@ -215,3 +329,6 @@ def test_topic_claims_are_not_run_without_the_chapter_and_statuses_are_known():
     drift, diversity = verdicts({})
     assert drift["status"] == diversity["status"] == NOT_RUN
     assert INCONCLUSIVE in STATUSES
+    old = chapter(budget(400, SAME, SAME))
+    del old["09_topic_drift"]["budgets"]                  # a metrics file from before the learning curve
+    assert verdicts(old)[0]["status"] == NOT_RUN

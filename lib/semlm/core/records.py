@@ -628,28 +628,52 @@ class LoraRecord(ChapterRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class TopicModelSummary(Record):
-    """One model's (or the per-seed difference's) metrics over seeds."""
+    """One model's (or the per-seed difference gated - plain's) metrics over seeds at one budget.
 
+    ``switch_rate``: topic changes per transition between single-topic sentences; ``excess_drift``:
+    ``switch_rate`` minus the data's ``switch_prob`` (below 0: drifting less than the data, a
+    miscalibration); ``mix_rate``: share of topical sentences mixing topics; ``drift_rate`` repeats
+    ``switch_rate`` (the name older files use); ``ppl_change``: per-seed gated / plain - 1 (paired only).
+    """
+
+    switch_rate: Interval | None = None
+    excess_drift: Interval | None = None
+    mix_rate: Interval | None = None
     drift_rate: Interval | None = None
     distinct_2: Interval | None = None
-    mixed_share: Interval | None = None
     stickiness: Interval | None = None
     val_ppl: Interval | None = None
     val_ppl_ungated: Interval | None = None
+    ppl_change: Interval | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class TopicData(Record):
-    drift_rate: Interval | None = None  # the corpus' own topic changes per sentence transition
+    drift_rate: Interval | None = None  # the corpus' own switches per transition, as the labeller reads them
+    switch_prob: float | None = None    # the generator's switch probability: the data's rate, exactly
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicBudget(Record):
+    """Chapter 9 at one training budget (optimiser steps): both models over seeds and gated - plain."""
+
+    steps: int | None = None
+    plain: TopicModelSummary | None = None
+    gated: TopicModelSummary | None = None
+    paired: TopicModelSummary | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class TopicDriftRecord(ChapterRecord):
+    """Chapter 9: the data's rate, the learning curve (``budgets``, ascending) and, as ``plain`` /
+    ``gated`` / ``paired``, the largest budget again (what the diversity claim and older readers read)."""
+
     chapter: ClassVar[str] = "09_topic_drift"
     data: TopicData | None = None
     plain: TopicModelSummary | None = None
     gated: TopicModelSummary | None = None
     paired: TopicModelSummary | None = None  # gated - plain, per seed
+    budgets: list[TopicBudget] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

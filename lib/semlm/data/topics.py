@@ -2,21 +2,36 @@
 
 Paper B says the idea gate keeps a generation in the prompt's domain. On real text a small
 model cannot write well enough for that to be judged, so this module builds a world where
-the topic of every sentence is known exactly:
+the topic of every sentence is known exactly, and where staying on topic takes some work:
 
-* ``n_topics`` topics, each with its own *content* words (nouns, verbs, adjectives): made-up,
-  pronounceable words, so that every content word belongs to exactly one topic;
-* a small set of shared *function* words ("the", "a", "with", ...) and the full stop;
-* a handful of sentence templates (a tiny grammar) whose content slots are filled from the
-  sentence's topic;
-* documents of ``sentences_per_doc`` sentences: the first sentence's topic is uniform, and
-  before every later sentence the topic switches, with probability ``switch_prob``, to a
-  topic drawn uniformly from the *other* topics. The data's drift rate (share of sentence
-  transitions whose topic changes) is therefore exactly ``switch_prob`` in expectation.
+* ``n_topics`` topics, each with its own *exclusive* content words (nouns, verbs, adjectives):
+  made-up, pronounceable words that belong to that topic alone;
+* *bridge* nouns shared by two topics: ``bridges_per_pair`` of them for every pair of
+  neighbouring topics on a ring (0-1, 1-2, ..., last-0). A bridge word says "one of these two";
+  templates put it at the end or the start of a sentence, where a model that follows the last
+  word it read, instead of the document, is led into the neighbouring topic;
+* *neutral* sentences made of function words and neutral content words that belong to no
+  topic. They sit between topical sentences, so the topic has to be carried across them;
+* documents of ``sentences_per_doc`` topical sentences, with, after each but the last, a run of
+  1 to ``max_neutral_run`` neutral sentences with probability ``neutral_prob``. At the cpu scale a
+  document is longer than the model's context window.
 
-A sentence of any text (the corpus or a model's generation) is labelled from its content
-words: one topic if all of them belong to it, :data:`MIXED` if they come from two or more
-topics, :data:`NO_TOPIC` if it has none. Every draw goes through one ``random.Random``.
+**The latent topic and the data's rate.** The first topical sentence's topic is uniform; before
+every later *topical* sentence the topic switches, with probability ``switch_prob``, to one of the
+*other* topics, uniformly. A neutral sentence has no topic words and carries the current topic
+forward: its latent topic (``Document.topics``) is the one of the topical sentence before it, and
+it is skipped when transitions are counted. The data's rate, the share of transitions between
+consecutive topical sentences whose topic changes, is therefore exactly ``switch_prob`` in
+expectation, however many neutral sentences lie between.
+
+**Labelling.** A sentence of any text (the corpus or a model's generation) is labelled from its
+topical words: every exclusive word allows one topic, every bridge word two; the label is the one
+topic all of them allow, :data:`MIXED` if no topic fits them all, :data:`AMBIGUOUS` if two do (only
+bridge words of one pair), :data:`NEUTRAL` if the sentence has no topical word. Every generated
+topical sentence has at least one exclusive word, so the corpus is labelled exactly.
+
+The random draws are vectorised (one ``numpy.random.Generator`` per corpus, seeded by
+``TopicConfig.seed``), so a corpus is a deterministic function of its config.
 """
 
 from __future__ import annotations
@@ -26,23 +41,35 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable, Sequence
 
+import numpy as np
+
 END = "."
 EOS = "<eos>"
 UNK = "<unk>"
 FUNCTION_WORDS: tuple[str, ...] = ("the", "a", "with", "near", "of", "is", "very", "and", END)
 
-#: Sentence templates: ``N`` noun, ``V`` verb, ``A`` adjective (content slots, from the sentence's
-#: topic); anything else is a function word written as is.
+#: Topical sentence templates: ``N`` noun, ``V`` verb, ``A`` adjective (exclusive words of the sentence's
+#: topic), ``B`` a bridge noun of the topic; anything else is a function word written as is. Every
+#: template has an exclusive slot, so its sentences are labelled exactly.
 TEMPLATES: tuple[tuple[str, ...], ...] = (
     ("the", "A", "N", "V", "the", "N", END),
     ("a", "N", "V", "with", "the", "A", "N", END),
     ("the", "N", "is", "very", "A", END),
-    ("the", "N", "of", "the", "N", "V", "near", "a", "N", END),
-    ("a", "A", "N", "and", "a", "N", "V", END),
+    ("the", "N", "V", "near", "the", "B", END),
+    ("a", "B", "of", "the", "N", "V", "a", "N", END),
+    ("a", "A", "N", "and", "a", "B", "V", END),
+)
+#: Neutral sentence templates: ``X`` noun, ``Y`` verb, ``Z`` adjective from the neutral words.
+NEUTRAL_TEMPLATES: tuple[tuple[str, ...], ...] = (
+    ("the", "X", "is", "very", "Z", END),
+    ("a", "X", "Y", "near", "the", "X", END),
+    ("the", "Z", "X", "Y", END),
 )
 
-NO_TOPIC = -1   # a sentence without content words
-MIXED = -2      # a sentence whose content words come from two or more topics
+NEUTRAL = -1     # a sentence without topical words (neutral, or no content at all)
+NO_TOPIC = NEUTRAL
+MIXED = -2       # its topical words allow no common topic
+AMBIGUOUS = -3   # its topical words allow two topics (bridge words of one pair only)
 
 _ONSETS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -56,8 +83,14 @@ class TopicConfig:
     nouns_per_topic: int = 6
     verbs_per_topic: int = 4
     adjectives_per_topic: int = 4
-    sentences_per_doc: int = 8
+    bridges_per_pair: int = 2       # bridge nouns shared by each pair of neighbouring topics
+    neutral_nouns: int = 4
+    neutral_verbs: int = 3
+    neutral_adjectives: int = 3
+    sentences_per_doc: int = 8      # topical sentences; neutral ones come on top
     switch_prob: float = 0.15
+    neutral_prob: float = 0.4       # a neutral run follows a topical sentence (not the last) with this probability
+    max_neutral_run: int = 2        # a run has 1..max_neutral_run neutral sentences, uniformly
     n_train_docs: int = 2000
     n_val_docs: int = 200
     seed: int = 111            # draws the documents
@@ -66,24 +99,38 @@ class TopicConfig:
     def __post_init__(self):
         if not isinstance(self.n_topics, int) or self.n_topics < 2:
             raise ValueError(f"n_topics must be an int >= 2 (a switch needs another topic), got {self.n_topics!r}")
-        for name in ("nouns_per_topic", "verbs_per_topic", "adjectives_per_topic", "n_train_docs", "n_val_docs"):
+        for name in ("nouns_per_topic", "verbs_per_topic", "adjectives_per_topic", "n_train_docs", "n_val_docs",
+                     "bridges_per_pair", "neutral_nouns", "neutral_verbs", "neutral_adjectives", "max_neutral_run"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if not isinstance(self.sentences_per_doc, int) or self.sentences_per_doc < 2:
             raise ValueError(f"sentences_per_doc must be an int >= 2 (drift needs a transition), "
                              f"got {self.sentences_per_doc!r}")
-        if not isinstance(self.switch_prob, (int, float)) or not 0.0 <= self.switch_prob <= 1.0:
-            raise ValueError(f"switch_prob must be a probability in [0, 1], got {self.switch_prob!r}")
-        words = self.n_topics * (self.nouns_per_topic + self.verbs_per_topic + self.adjectives_per_topic)
-        if words > 2000:
-            raise ValueError(f"{words} content words requested; the made-up lexicon holds at most 2000, "
+        for name in ("switch_prob", "neutral_prob"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+        if self.n_words > 2000:
+            raise ValueError(f"{self.n_words} content words requested; the made-up lexicon holds at most 2000, "
                              f"lower n_topics or the words per topic")
+
+    @property
+    def n_pairs(self) -> int:
+        """Neighbouring pairs on the ring of topics (one pair when there are only two topics)."""
+        return 1 if self.n_topics == 2 else self.n_topics
+
+    @property
+    def n_words(self) -> int:
+        own = self.nouns_per_topic + self.verbs_per_topic + self.adjectives_per_topic
+        return (self.n_topics * own + self.n_pairs * self.bridges_per_pair
+                + self.neutral_nouns + self.neutral_verbs + self.neutral_adjectives)
 
 
 @dataclass(frozen=True)
 class Document:
-    topics: tuple[int, ...]                    # one topic per sentence
+    topics: tuple[int, ...]                    # latent topic of every sentence (neutral ones carry it forward)
+    neutral: tuple[bool, ...]                  # which sentences are neutral
     sentences: tuple[tuple[str, ...], ...]     # words, each sentence ending with END
 
     @property
@@ -93,6 +140,16 @@ class Document:
     @property
     def text(self) -> str:
         return " ".join(self.words)
+
+    @property
+    def labels(self) -> list[int]:
+        """What the labeller must read back: the topic of a topical sentence, :data:`NEUTRAL` otherwise."""
+        return [NEUTRAL if n else t for t, n in zip(self.topics, self.neutral)]
+
+    @property
+    def topical_topics(self) -> list[int]:
+        """The topics of the topical sentences, in order (the chain whose switches make the data's rate)."""
+        return [t for t, n in zip(self.topics, self.neutral) if not n]
 
 
 def _made_up_words(n: int, seed: int) -> list[str]:
@@ -108,42 +165,69 @@ def _made_up_words(n: int, seed: int) -> list[str]:
     return out
 
 
+def _take(words: list[str], n: int) -> tuple[str, ...]:
+    out = tuple(words[:n])
+    del words[:n]
+    return out
+
+
 @dataclass(frozen=True)
 class TopicWorld:
-    """The topics' word lists and the shared function words of a :class:`TopicConfig`."""
+    """The topics' word lists, the bridge and neutral words of a :class:`TopicConfig`."""
 
     nouns: tuple[tuple[str, ...], ...]
     verbs: tuple[tuple[str, ...], ...]
     adjectives: tuple[tuple[str, ...], ...]
+    bridge_pairs: tuple[tuple[int, int], ...] = ()
+    bridges: tuple[tuple[str, ...], ...] = ()      # bridge nouns of each pair of bridge_pairs
+    neutral_words: tuple[tuple[str, ...], ...] = ((), (), ())   # neutral nouns, verbs, adjectives
 
     @classmethod
     def from_config(cls, config: TopicConfig) -> "TopicWorld":
         c = config
-        per_topic = c.nouns_per_topic + c.verbs_per_topic + c.adjectives_per_topic
-        words = _made_up_words(c.n_topics * per_topic, c.lexicon_seed)
+        words = _made_up_words(c.n_words, c.lexicon_seed)
         nouns, verbs, adjectives = [], [], []
-        for t in range(c.n_topics):
-            own = words[t * per_topic:(t + 1) * per_topic]
-            nouns.append(tuple(own[:c.nouns_per_topic]))
-            verbs.append(tuple(own[c.nouns_per_topic:c.nouns_per_topic + c.verbs_per_topic]))
-            adjectives.append(tuple(own[c.nouns_per_topic + c.verbs_per_topic:]))
-        return cls(tuple(nouns), tuple(verbs), tuple(adjectives))
+        for _ in range(c.n_topics):
+            nouns.append(_take(words, c.nouns_per_topic))
+            verbs.append(_take(words, c.verbs_per_topic))
+            adjectives.append(_take(words, c.adjectives_per_topic))
+        pairs = tuple((t, (t + 1) % c.n_topics) for t in range(c.n_pairs))
+        bridges = tuple(_take(words, c.bridges_per_pair) for _ in pairs)
+        neutral = (_take(words, c.neutral_nouns), _take(words, c.neutral_verbs), _take(words, c.neutral_adjectives))
+        return cls(tuple(nouns), tuple(verbs), tuple(adjectives), pairs, bridges, neutral)
 
     @property
     def n_topics(self) -> int:
         return len(self.nouns)
 
-    def content_words(self, topic: int) -> tuple[str, ...]:
+    def exclusive_words(self, topic: int) -> tuple[str, ...]:
         return self.nouns[topic] + self.verbs[topic] + self.adjectives[topic]
 
+    def bridge_words(self, topic: int) -> tuple[str, ...]:
+        """The bridge nouns ``topic`` shares with its neighbours."""
+        return tuple(w for pair, words in zip(self.bridge_pairs, self.bridges) if topic in pair for w in words)
+
+    def content_words(self, topic: int) -> tuple[str, ...]:
+        """Every word that allows ``topic``: its exclusive and its bridge words."""
+        return self.exclusive_words(topic) + self.bridge_words(topic)
+
     @cached_property
-    def topic_of(self) -> dict[str, int]:
-        return {w: t for t in range(self.n_topics) for w in self.content_words(t)}
+    def topics_of(self) -> dict[str, frozenset[int]]:
+        """The topics each topical word allows: one for an exclusive word, two for a bridge word."""
+        out = {w: frozenset({t}) for t in range(self.n_topics) for w in self.exclusive_words(t)}
+        out.update({w: frozenset(pair) for pair, words in zip(self.bridge_pairs, self.bridges) for w in words})
+        return out
+
+    @property
+    def all_neutral_words(self) -> tuple[str, ...]:
+        return tuple(w for group in self.neutral_words for w in group)
 
     @property
     def vocabulary(self) -> list[str]:
-        """Token strings in id order: ``<eos>`` (id 0, also the padding), ``<unk>``, function words, content words."""
-        return [EOS, UNK, *FUNCTION_WORDS, *(w for t in range(self.n_topics) for w in self.content_words(t))]
+        """Token strings in id order: ``<eos>`` (id 0, also the padding), ``<unk>``, function words, exclusive,
+        bridge and neutral words."""
+        return [EOS, UNK, *FUNCTION_WORDS, *(w for t in range(self.n_topics) for w in self.exclusive_words(t)),
+                *(w for words in self.bridges for w in words), *self.all_neutral_words]
 
     @cached_property
     def token_id(self) -> dict[str, int]:
@@ -165,29 +249,39 @@ class TopicWorld:
 
     # --- sampling -----------------------------------------------------------------------------
 
-    def sentence(self, topic: int, rng: random.Random) -> tuple[str, ...]:
-        slots = {"N": self.nouns[topic], "V": self.verbs[topic], "A": self.adjectives[topic]}
-        template = rng.choice(TEMPLATES)
-        return tuple(rng.choice(slots[w]) if w in slots else w for w in template)
+    def _slots(self, topic: int | None) -> dict[str, tuple[str, ...]]:
+        if topic is None:
+            return dict(zip("XYZ", self.neutral_words))
+        return {"N": self.nouns[topic], "V": self.verbs[topic], "A": self.adjectives[topic],
+                "B": self.bridge_words(topic)}
 
-    def document(self, n_sentences: int, switch_prob: float, rng: random.Random,
-                 first_topic: int | None = None) -> Document:
-        topic = rng.randrange(self.n_topics) if first_topic is None else first_topic
-        topics = [topic]
-        for _ in range(n_sentences - 1):
-            if rng.random() < switch_prob:
-                topic = rng.choice([t for t in range(self.n_topics) if t != topic])
-            topics.append(topic)
-        return Document(tuple(topics), tuple(self.sentence(t, rng) for t in topics))
+    def fill(self, template: Sequence[str], topic: int | None, uniforms: Sequence[float]) -> tuple[str, ...]:
+        """``template`` with each slot ``i`` filled by word ``floor(uniforms[i] * len(pool))`` of its pool
+        (``topic=None``: the neutral pools)."""
+        slots = self._slots(topic)
+        return tuple(slots[w][int(u * len(slots[w]))] if w in slots else w for w, u in zip(template, uniforms))
+
+    def sentence(self, topic: int | None, rng: np.random.Generator) -> tuple[str, ...]:
+        """One sentence of ``topic`` (``None``: a neutral sentence)."""
+        templates = NEUTRAL_TEMPLATES if topic is None else TEMPLATES
+        template = templates[int(rng.integers(len(templates)))]
+        return self.fill(template, topic, rng.random(len(template)))
 
     # --- labelling ----------------------------------------------------------------------------
 
     def label(self, sentence: Sequence[str]) -> int:
-        """The topic of one sentence from its content words; :data:`MIXED` or :data:`NO_TOPIC` otherwise."""
-        topics = {self.topic_of[w] for w in sentence if w in self.topic_of}
-        if not topics:
-            return NO_TOPIC
-        return topics.pop() if len(topics) == 1 else MIXED
+        """The topic of one sentence: the one topic all its topical words allow, else :data:`MIXED` (none),
+        :data:`AMBIGUOUS` (two) or :data:`NEUTRAL` (no topical word)."""
+        allowed = None
+        for w in sentence:
+            topics = self.topics_of.get(w)
+            if topics is not None:
+                allowed = topics if allowed is None else allowed & topics
+        if allowed is None:
+            return NEUTRAL
+        if not allowed:
+            return MIXED
+        return next(iter(allowed)) if len(allowed) == 1 else AMBIGUOUS
 
 
 @dataclass(frozen=True)
@@ -198,16 +292,43 @@ class TopicCorpus:
     config: TopicConfig
 
 
+def draw_documents(world: TopicWorld, config: TopicConfig, n_docs: int, rng: np.random.Generator) -> list[Document]:
+    """``n_docs`` documents of ``config``: the latent topic chains, neutral runs, templates and words are
+    drawn as arrays for all documents at once; only assembling the word tuples loops."""
+    c, S = config, config.sentences_per_doc
+    first = rng.integers(c.n_topics, size=(n_docs, 1))
+    switch = rng.random((n_docs, S - 1)) < c.switch_prob
+    offset = rng.integers(1, c.n_topics, size=(n_docs, S - 1))   # uniform over the *other* topics
+    chain = (np.cumsum(np.concatenate([first, switch * offset], axis=1), axis=1) % c.n_topics).tolist()
+    runs = (rng.random((n_docs, S - 1)) < c.neutral_prob) * rng.integers(1, c.max_neutral_run + 1, (n_docs, S - 1))
+    runs = runs.tolist()
+    longest = max(len(t) for t in TEMPLATES + NEUTRAL_TEMPLATES)
+    topical_template = rng.integers(len(TEMPLATES), size=(n_docs, S)).tolist()
+    topical_uniforms = rng.random((n_docs, S, longest))
+    n_neutral = int(sum(map(sum, runs)))
+    neutral_template = iter(rng.integers(len(NEUTRAL_TEMPLATES), size=n_neutral).tolist())
+    neutral_uniforms = iter(rng.random((n_neutral, longest)))
+    docs = []
+    for d in range(n_docs):
+        topics, neutral, sentences = [], [], []
+        for i, topic in enumerate(chain[d]):
+            topics.append(topic)
+            neutral.append(False)
+            sentences.append(world.fill(TEMPLATES[topical_template[d][i]], topic, topical_uniforms[d, i]))
+            for _ in range(runs[d][i] if i < S - 1 else 0):
+                topics.append(topic)
+                neutral.append(True)
+                sentences.append(world.fill(NEUTRAL_TEMPLATES[next(neutral_template)], None, next(neutral_uniforms)))
+        docs.append(Document(tuple(topics), tuple(neutral), tuple(sentences)))
+    return docs
+
+
 def make_topic_corpus(config: TopicConfig = TopicConfig()) -> TopicCorpus:
     """Training and validation documents of ``config`` (deterministic in ``config.seed``)."""
     world = TopicWorld.from_config(config)
-    rng = random.Random(config.seed)
-
-    def draw(n):
-        return [world.document(config.sentences_per_doc, config.switch_prob, rng) for _ in range(n)]
-
-    train = draw(config.n_train_docs)
-    return TopicCorpus(world, train, draw(config.n_val_docs), config)
+    rng = np.random.default_rng(config.seed)
+    train = draw_documents(world, config, config.n_train_docs, rng)
+    return TopicCorpus(world, train, draw_documents(world, config, config.n_val_docs, rng), config)
 
 
 def split_sentences(words: Sequence[str], complete_only: bool = True) -> list[list[str]]:

@@ -1,20 +1,28 @@
 """Topic drift with a ground truth (chapter 9): does the idea gate keep generations on topic?
 
 Paper B's "domain stickiness" claim is measured on :mod:`semlm.data.topics`, a synthetic corpus
-whose sentences carry a known latent topic that switches between sentences with a known
-probability ``switch_prob``. Plain and idea-gated GPTs (:class:`~semlm.idea.model.IdeaGPTForCausalLM`)
-are trained on it with the book's one trainer and paper B's idea loss
-(:func:`semlm.idea.wikitext_experiment.idea_loss_fn`), several seeds each, then continue prompts of a known
-topic. Every generated sentence is labelled by its content words, so the **drift rate** of a
-model (share of sentence transitions whose topic changes) can be put next to the data's own rate:
-a model that learnt the data exactly drifts at ``switch_prob``; less drift is stickiness; more
-is the drift the paper says the gate prevents.
+whose sentences carry a known latent topic that switches between topical sentences with a known
+probability ``switch_prob``, with topic-neutral sentences between them and bridge words shared by
+two topics. Plain and idea-gated GPTs (:class:`~semlm.idea.model.IdeaGPTForCausalLM`) are trained
+on it with the book's one trainer and paper B's idea loss
+(:func:`semlm.idea.wikitext_experiment.idea_loss_fn`) at several training budgets (optimiser
+steps), several seeds each, then continue prompts of a known topic.
+
+The quantities (:class:`DriftCounts`), from the label of every generated sentence:
+
+* ``switch_rate``: the share of transitions between consecutive single-topic sentences (the
+  prompt's topic first; neutral, ambiguous and mixed sentences skipped) whose topic changes;
+* ``excess_drift`` = ``switch_rate - switch_prob``: how much more often than the data the model
+  changes topic. A model that learnt the data exactly has 0; a negative value is drifting *less*
+  than the data does, a miscalibration, not a success;
+* ``mix_rate``: the share of topical sentences whose words mix topics (drift inside a sentence),
+  reported apart.
 
 Profiles (:func:`~semlm.profiles.topic_drift_profile`, in the torch-free :mod:`semlm.profiles`):
-``smoke`` (seconds, 2 seeds), ``cpu`` (3 seeds of each model, the whole chapter in about 3 minutes on
-2 cores), ``paper`` (a larger world and GPT, 5 seeds; meant for a GPU). :class:`TopicDriftExperiment`
-says what a run is; :mod:`semlm.core.runs` trains or reloads it, caching it under
-``default_runs_dir(profile)/topic_drift/`` keyed by the configuration and the training code.
+``smoke`` (seconds), ``cpu`` (3 budgets x 3 seeds of each model on 2 cores), ``paper`` (a larger
+world and GPT, 5 seeds; meant for a GPU). :class:`TopicDriftExperiment` says what a run is;
+:mod:`semlm.core.runs` trains or reloads it, caching it under
+``default_runs_dir(profile)/topic_drift/<budget>/`` keyed by the configuration and the training code.
 """
 
 from __future__ import annotations
@@ -24,12 +32,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from semlm.core import runs
 from semlm.data import topics as topics_module
-from semlm.data.topics import (EOS, MIXED, NO_TOPIC, TopicConfig, TopicCorpus, TopicWorld, make_topic_corpus,
-                          split_sentences)
+from semlm.data.topics import (EOS, MIXED, NEUTRAL, TopicConfig, TopicCorpus, TopicWorld, make_topic_corpus,
+                               split_sentences)
 from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_loss_fn, sample_interval
 from semlm.core.metrics import distinct_n, perplexity, stickiness
 from semlm.core.records import Interval, TopicModelSummary, TopicRunMetrics
@@ -51,58 +60,77 @@ def _words(text: str | Sequence[str]) -> list[str]:
 def sentence_labels(text: str | Sequence[str], world: TopicWorld, complete_only: bool = True) -> list[int]:
     """The topic label of every sentence of ``text`` (a string or a word list), in order.
 
-    A label is a topic index, :data:`~semlm.data.topics.MIXED` (content words of several topics) or
-    :data:`~semlm.data.topics.NO_TOPIC` (no content words). Only sentences closed by a full stop count
-    unless ``complete_only`` is False; anything after an ``<eos>`` is another document and is ignored.
+    A label is a topic index, :data:`~semlm.data.topics.MIXED`, :data:`~semlm.data.topics.AMBIGUOUS`
+    or :data:`~semlm.data.topics.NEUTRAL` (see :meth:`TopicWorld.label`). Only sentences closed by a
+    full stop count unless ``complete_only`` is False; anything after an ``<eos>`` is another document.
     """
     return [world.label(s) for s in split_sentences(_words(text), complete_only)]
 
 
-def drift_counts(labels: Sequence[int], start_topic: int | None = None) -> tuple[int, int]:
-    """``(changes, transitions)`` over consecutive labelled sentences.
+@dataclass(frozen=True)
+class DriftCounts:
+    """Topic switches between sentences and topic mixing inside them, counted over some texts."""
 
-    ``start_topic`` (the prompt's topic) is put in front, so the first generated sentence is a
-    transition too. Sentences without a topic (:data:`NO_TOPIC`) are skipped: the transition runs
-    from the sentence before to the one after. A :data:`MIXED` sentence drifts inside itself, so
-    every transition into or out of it counts as a change.
+    switches: int = 0       # transitions between consecutive single-topic sentences whose topic changes
+    transitions: int = 0    # such transitions (the prompt's topic counts as the first sentence)
+    mixed: int = 0          # topical sentences whose words allow no common topic
+    topical: int = 0        # sentences with at least one topical word
+    sentences: int = 0      # complete sentences
+
+    def __add__(self, other: "DriftCounts") -> "DriftCounts":
+        return DriftCounts(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
+
+    def as_tuple(self) -> tuple[int, ...]:
+        return (self.switches, self.transitions, self.mixed, self.topical, self.sentences)
+
+    @property
+    def switch_rate(self) -> float:
+        return self.switches / self.transitions if self.transitions else float("nan")
+
+    @property
+    def mix_rate(self) -> float:
+        return self.mixed / self.topical if self.topical else float("nan")
+
+
+def drift_counts(labels: Sequence[int], start_topic: int | None = None) -> DriftCounts:
+    """The :class:`DriftCounts` of one text's sentence labels.
+
+    The switch chain is ``start_topic`` (the prompt's topic, if given) followed by the single-topic
+    sentences; neutral sentences carry the topic forward and are skipped, as are ambiguous and mixed
+    ones (mixing is counted apart, in ``mixed``).
     """
-    sequence = ([start_topic] if start_topic is not None else []) + [l for l in labels if l != NO_TOPIC]
-    pairs = list(zip(sequence, sequence[1:]))
-    changes = sum(a != b or a == MIXED for a, b in pairs)
-    return changes, len(pairs)
+    chain = ([start_topic] if start_topic is not None else []) + [l for l in labels if l >= 0]
+    return DriftCounts(sum(a != b for a, b in zip(chain, chain[1:])), max(len(chain) - 1, 0),
+                       sum(l == MIXED for l in labels), sum(l != NEUTRAL for l in labels), len(labels))
 
 
-def drift_rate(texts: Sequence[str | Sequence[str]], world: TopicWorld,
-               start_topics: Sequence[int] | None = None) -> float:
-    """Share of sentence transitions whose topic changes, pooled over ``texts`` (NaN if there are none)."""
+def text_drift(texts: Sequence[str | Sequence[str]], world: TopicWorld,
+               start_topics: Sequence[int] | None = None) -> DriftCounts:
+    """:class:`DriftCounts` pooled over ``texts`` (each with its prompt's topic, if given)."""
     starts = list(start_topics) if start_topics is not None else [None] * len(texts)
     if len(starts) != len(texts):
         raise ValueError(f"got {len(texts)} texts but {len(starts)} start topics; pass one per text or none")
-    changes = transitions = 0
+    total = DriftCounts()
     for text, start in zip(texts, starts):
-        c, n = drift_counts(sentence_labels(text, world), start)
-        changes, transitions = changes + c, transitions + n
-    return changes / transitions if transitions else float("nan")
+        total = total + drift_counts(sentence_labels(text, world), start)
+    return total
 
 
 def topic_stickiness(text: str | Sequence[str], topic: int, world: TopicWorld) -> float:
-    """Share of the content words of ``text`` that belong to ``topic`` (paper B's stickiness, with the
-    function words as the stopwords); NaN without content words."""
+    """Share of the topical words of ``text`` that allow ``topic`` (paper B's stickiness, with the function
+    and neutral words as the stopwords); NaN without topical words."""
     words = _words(text)
     if EOS in words:
         words = words[:words.index(EOS)]
-    return stickiness(words, world.content_words(topic), STOP_WORDS)
+    return stickiness(words, world.content_words(topic), (*STOP_WORDS, *world.all_neutral_words))
 
 
 def data_drift(documents: Sequence[topics_module.Document], world: TopicWorld) -> Interval:
-    """Drift of corpus documents measured by the labeller: the rate with its Wilson 95% interval, ``n``
-    transitions and ``successes`` changes (written as ``{mean, ci_low, ci_high, n, k}``)."""
-    changes = transitions = 0
-    for doc in documents:
-        c, n = drift_counts(sentence_labels(doc.words, world))
-        changes, transitions = changes + c, transitions + n
-    p = Interval.of_proportion(changes, transitions)
-    return Interval(p.mean, p.low, p.high, transitions, None, "mean", changes)
+    """The switch rate of corpus documents as the labeller reads them: the rate with its Wilson 95%
+    interval, ``n`` transitions and ``successes`` switches (written as ``{mean, ci_low, ci_high, n, k}``)."""
+    counts = text_drift([doc.words for doc in documents], world)
+    p = Interval.of_proportion(counts.switches, counts.transitions)
+    return Interval(p.mean, p.low, p.high, counts.transitions, None, "mean", counts.switches)
 
 
 # --- data ----------------------------------------------------------------------------------------
@@ -196,6 +224,8 @@ class TopicDriftExperiment(runs.Experiment):
 
     def total_steps(self, spec: RunSpec) -> int:
         run = spec.config
+        if run.train.max_steps:
+            return run.train.max_steps
         return -(-len(self.data(spec).blocks("train", run)) // run.train.batch_size) * run.train.epochs
 
 
@@ -203,31 +233,48 @@ class TopicDriftExperiment(runs.Experiment):
 TOPIC_DRIFT = TopicDriftExperiment()
 
 
-def topic_run(profile: TopicDriftProfile, gated: bool, seed: int) -> RunSpec:
-    """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``."""
-    run = TopicRun(profile.data, profile.size, profile.train, profile.idea, gated, profile.name)
-    return RunSpec("gated" if gated else "plain", seed, run)
+def budget_group(steps: int) -> str:
+    """The run group (sub-folder) of a training budget."""
+    return f"steps{steps}"
+
+
+def topic_run(profile: TopicDriftProfile, gated: bool, seed: int, steps: int | None = None) -> RunSpec:
+    """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``, trained for
+    ``steps`` optimiser steps (default: the profile's largest budget)."""
+    steps = steps or max(profile.budgets)
+    train = replace(profile.train, max_steps=steps)
+    run = TopicRun(profile.data, profile.size, train, profile.idea, gated, profile.name)
+    return RunSpec("gated" if gated else "plain", seed, run, budget_group(steps))
 
 
 def topic_drift_runs(profile: TopicDriftProfile, seeds: Sequence[int]) -> list[RunSpec]:
-    """Chapter 9's runs: the plain and the gated GPT for every training seed."""
+    """Chapter 9's runs: the plain and the gated GPT for every training budget and seed."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
-    return [topic_run(profile, gated, s) for s in seeds for gated in (False, True)]
+    return [topic_run(profile, gated, s, steps) for steps in profile.budgets for s in seeds for gated in (False, True)]
+
+
+def runs_by_budget(records: Sequence[RunRecord]) -> dict[int, dict[str, dict[int, RunRecord]]]:
+    """``{steps: {"plain" | "gated": {seed: record}}}`` from :func:`run_many`'s records, budgets ascending."""
+    nested = runs.nested(records, "group", "name", "seed")
+    return {int(group.removeprefix("steps")): nested[group]
+            for group in sorted(nested, key=lambda g: int(g.removeprefix("steps")))}
 
 
 # --- generation and scoring ----------------------------------------------------------------------
 
 
 def topic_prompts(data: TopicData, profile: TopicDriftProfile) -> list[tuple[int, str]]:
-    """``(topic, prompt)`` pairs: ``prompts_per_topic`` one-sentence prompts per topic, drawn from the world.
+    """``(topic, prompt)`` pairs: ``prompts_per_topic`` prompts per topic, drawn from the world.
 
-    A prompt starts with ``<eos>``, as every document of the training stream does, so the model
-    reads it as the first sentence of a new document.
+    A prompt is ``<eos>`` (every document of the training stream starts so), one sentence of the
+    topic and one neutral sentence: the model has to carry the topic across the neutral sentence
+    before its first generated sentence, as it does inside the documents.
     """
-    rng = random.Random(profile.data.seed + 7_919)
-    return [(t, " ".join([EOS, *data.world.sentence(t, rng)])) for t in range(data.world.n_topics)
-            for _ in range(profile.prompts_per_topic)]
+    rng = np.random.default_rng(profile.data.seed + 7_919)
+    world = data.world
+    return [(t, " ".join([EOS, *world.sentence(t, rng), *world.sentence(None, rng)]))
+            for t in range(world.n_topics) for _ in range(profile.prompts_per_topic)]
 
 
 def score_continuation(words: Sequence[str], topic: int, world: TopicWorld) -> dict:
@@ -236,10 +283,7 @@ def score_continuation(words: Sequence[str], topic: int, world: TopicWorld) -> d
     ended = EOS in words
     if ended:
         words = words[:words.index(EOS)]
-    labels = sentence_labels(words, world)
-    changes, transitions = drift_counts(labels, topic)
-    return {"changes": changes, "transitions": transitions, "sentences": len(labels),
-            "mixed": sum(l == MIXED for l in labels), "no_topic": sum(l == NO_TOPIC for l in labels),
+    return {"counts": drift_counts(sentence_labels(words, world), topic),
             "stickiness": topic_stickiness(words, topic, world), "distinct_2": distinct_n(words, 2), "ended": ended}
 
 
@@ -248,8 +292,9 @@ def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alp
     """Sample continuations of every topic prompt (temperature ``profile.temperature``, no repetition
     penalty, which would itself push towards new topics) and score them.
 
-    Returns the pooled ``drift_rate`` (changes / transitions over all samples), mean ``stickiness``
-    and ``distinct_2``, the counts, and the ``samples``.
+    Returns the pooled ``switch_rate``, ``excess_drift`` (minus the data's ``switch_prob``) and
+    ``mix_rate`` (:class:`DriftCounts` over all samples, in ``counts``), the mean ``stickiness`` and
+    ``distinct_2``, the share of samples that ended the document, and the ``samples``.
     """
     tokenizer = data.tokenizer
     prompts = topic_prompts(data, profile)
@@ -262,72 +307,96 @@ def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alp
         words = tokenizer.convert_ids_to_tokens(sample["ids"])
         rows.append({"topic": topic, "prompt": sample["prompt"], "text": " ".join(words),
                      **score_continuation(words, topic, data.world)})
-    changes, transitions = sum(r["changes"] for r in rows), sum(r["transitions"] for r in rows)
-    sentences = sum(r["sentences"] for r in rows)
-    return {"drift_rate": changes / transitions if transitions else float("nan"),
+    counts = sum((r["counts"] for r in rows), DriftCounts())
+    return {"switch_rate": counts.switch_rate, "excess_drift": counts.switch_rate - profile.data.switch_prob,
+            "mix_rate": counts.mix_rate, "counts": counts,
             "stickiness": sample_interval([r["stickiness"] for r in rows]).mean,
             "distinct_2": sample_interval([r["distinct_2"] for r in rows]).mean,
-            "changes": changes, "transitions": transitions, "sentences": sentences,
-            "mixed_share": sum(r["mixed"] for r in rows) / sentences if sentences else float("nan"),
             "ended_share": sum(r["ended"] for r in rows) / len(rows), "samples": rows}
 
 
-SEED_METRICS = ("drift_rate", "stickiness", "distinct_2", "mixed_share", "val_ppl")
-SHARES = frozenset({"drift_rate", "stickiness", "distinct_2", "mixed_share"})  # intervals clipped to [0, 1]
+SEED_METRICS = ("switch_rate", "excess_drift", "mix_rate", "stickiness", "distinct_2", "val_ppl")
+SHARES = frozenset({"switch_rate", "mix_rate", "stickiness", "distinct_2"})  # intervals clipped to [0, 1]
 
 
 def _over_seeds(name: str, values: Sequence[float]) -> Interval:
     return Interval.of_mean(values, bounds=(0.0, 1.0) if name in SHARES else None)
 
 
-@dataclass
-class TopicDriftResults:
-    """Chapter 9's models over seeds: each kind's metrics (mean and 95% interval over seeds), the per-seed
-    difference gated - plain (``paired``) and every seed's scores and samples (``per_seed[kind][seed]``)."""
+def _summary(intervals: dict[str, Interval]) -> TopicModelSummary:
+    """A :class:`TopicModelSummary`; ``drift_rate`` repeats ``switch_rate`` (the name older files and the
+    recorded-runs table read)."""
+    return TopicModelSummary(**intervals, drift_rate=intervals["switch_rate"])
 
+
+@dataclass
+class BudgetResults:
+    """The plain and gated models of one training budget over seeds: each kind's metrics (mean and 95%
+    interval over seeds), the per-seed difference gated - plain (``paired``, with ``ppl_change``, the
+    per-seed relative perplexity change gated / plain - 1) and every seed's scores and samples."""
+
+    steps: int
     plain: TopicModelSummary
     gated: TopicModelSummary
     paired: TopicModelSummary
     per_seed: dict[str, dict[int, dict]]
 
 
-def evaluate_runs(runs: dict[str, dict[int, RunRecord]], data: TopicData, profile: TopicDriftProfile) -> TopicDriftResults:
-    """Per model kind: each seed's generation scores and perplexities, and their mean with a 95% interval over seeds.
+@dataclass
+class TopicDriftResults:
+    budgets: list[BudgetResults]     # ascending training budgets
 
-    Also ``paired``: the per-seed difference gated - plain of every metric, with its interval.
-    """
-    per_seed: dict[str, dict[int, dict]] = {}
-    for kind, by_seed in runs.items():
-        per_seed[kind] = {}
-        for seed, run in by_seed.items():
-            scores = evaluate_generations(run.load(), data, profile)
-            per_seed[kind][seed] = {**scores, "val_ppl": run.metrics.val_ppl,
-                                    "val_ppl_ungated": run.metrics.val_ppl_ungated}
+    @property
+    def final(self) -> BudgetResults:
+        """The largest budget (the models the alpha sweep and the examples use)."""
+        return self.budgets[-1]
+
+
+def _seed_scores(run: RunRecord, data: TopicData, profile: TopicDriftProfile) -> dict:
+    scores = evaluate_generations(run.load(), data, profile)
+    return {**scores, "val_ppl": run.metrics.val_ppl, "val_ppl_ungated": run.metrics.val_ppl_ungated}
+
+
+def evaluate_budget(steps: int, runs: dict[str, dict[int, RunRecord]], data: TopicData,
+                    profile: TopicDriftProfile) -> BudgetResults:
+    """Every seed's generation scores and perplexities at one budget, summarised over seeds and paired."""
+    per_seed = {kind: {seed: _seed_scores(run, data, profile) for seed, run in sorted(by_seed.items())}
+                for kind, by_seed in runs.items()}
     out = {kind: {m: _over_seeds(m, [s[m] for s in seeds.values()]) for m in SEED_METRICS}
            for kind, seeds in per_seed.items()}
     out["gated"]["val_ppl_ungated"] = Interval.of_mean([s["val_ppl_ungated"] for s in per_seed["gated"].values()])
     common = sorted(set(per_seed["plain"]) & set(per_seed["gated"]))
-    paired = {m: Interval.of_mean([per_seed["gated"][s][m] - per_seed["plain"][s][m] for s in common])
-              for m in SEED_METRICS}
-    return TopicDriftResults(TopicModelSummary(**out["plain"]), TopicModelSummary(**out["gated"]),
-                             TopicModelSummary(**paired), per_seed)
+    plain, gated = ([per_seed[k][s] for s in common] for k in ("plain", "gated"))
+    paired = {m: Interval.paired([g[m] for g in gated], [p[m] for p in plain]) for m in SEED_METRICS}
+    ppl_change = Interval.of_mean([g["val_ppl"] / p["val_ppl"] - 1 for g, p in zip(gated, plain)])
+    return BudgetResults(steps, _summary(out["plain"]), _summary(out["gated"]),
+                         TopicModelSummary(**paired, drift_rate=paired["switch_rate"], ppl_change=ppl_change),
+                         per_seed)
+
+
+def evaluate_runs(by_budget: dict[int, dict[str, dict[int, RunRecord]]], data: TopicData,
+                  profile: TopicDriftProfile) -> TopicDriftResults:
+    """:func:`evaluate_budget` for every budget of :func:`runs_by_budget`, ascending."""
+    return TopicDriftResults([evaluate_budget(steps, by_budget[steps], data, profile) for steps in sorted(by_budget)])
+
+
+SWEEP_METRICS = ("switch_rate", "excess_drift", "mix_rate", "ppl", "distinct_2", "stickiness")
 
 
 def alpha_sweep(runs: dict[int, RunRecord], data: TopicData, profile: TopicDriftProfile,
                 alphas: Sequence[float] | None = None) -> list[dict]:
-    """The gated models decoded at other gate strengths: drift, validation perplexity, distinct-2 and
-    stickiness at each alpha (mean over seeds, ``<metric>_low`` / ``<metric>_high`` the 95% interval)."""
+    """The gated models decoded at other gate strengths: switch rate, excess drift, mix rate, validation
+    perplexity, distinct-2 and stickiness at each alpha (mean over seeds, ``<metric>_low`` /
+    ``<metric>_high`` the 95% interval)."""
     val = data.blocks("valid", profile)
     models = {seed: run.load(default_device()) for seed, run in runs.items()}
     rows = []
     for alpha in alphas if alphas is not None else profile.sweep_alphas:
-        values: dict[str, list[float]] = {"drift_rate": [], "ppl": [], "distinct_2": [], "stickiness": []}
+        values: dict[str, list[float]] = {m: [] for m in SWEEP_METRICS}
         for model in models.values():
             scores = evaluate_generations(model, data, profile, alpha, profile.sweep_samples_per_prompt)
-            values["drift_rate"].append(scores["drift_rate"])
-            values["distinct_2"].append(scores["distinct_2"])
-            values["stickiness"].append(scores["stickiness"])
-            values["ppl"].append(perplexity(model, val, alpha=alpha))
+            for m in SWEEP_METRICS:
+                values[m].append(perplexity(model, val, alpha=alpha) if m == "ppl" else scores[m])
         row = {"alpha": float(alpha)}
         for name, vals in values.items():
             summary = _over_seeds(name, vals)

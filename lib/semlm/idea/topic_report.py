@@ -1,107 +1,152 @@
-"""What chapter 9 shows of the topic-drift runs: tables, the numbers its prose cites and its record
-(:class:`~semlm.core.records.TopicDriftRecord`)."""
+"""What chapter 9 shows of the topic-drift runs: tables, the numbers its prose cites, the verdict of
+:mod:`semlm.book.claims` and its record (:class:`~semlm.core.records.TopicDriftRecord`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from semlm.core.records import Interval, TopicDriftRecord
+from semlm.core.records import Interval, TopicBudget, TopicDriftRecord
 from semlm.core.runs import RunRecord
-from semlm.idea.topic_experiment import TopicData, TopicDriftResults
+from semlm.idea.topic_experiment import CHAPTER, BudgetResults, TopicData, TopicDriftResults
 
 KINDS = ("plain", "gated")
-TABLE_METRICS = {"drift_rate": "drift rate", "stickiness": "stickiness to the prompt's topic",
-                 "distinct_2": "distinct-2", "mixed_share": "mixed sentences (share)", "val_ppl": "validation PPL"}
+TABLE_METRICS = {"excess_drift": "excess drift (switch rate - data's rate)", "switch_rate": "switch rate",
+                 "mix_rate": "mixed sentences (share of topical)", "stickiness": "stickiness to the prompt's topic",
+                 "distinct_2": "distinct-2", "val_ppl": "validation PPL"}
 
 
-def show(interval: Interval) -> str:
+def show(interval: Interval, signed: bool = False) -> str:
     """mean [95% interval]; "undefined" when a bound is not finite."""
-    return interval.format(3)
+    return interval.format(3, signed)
 
 
-def training_table(runs: dict[str, dict[int, RunRecord]]) -> pd.DataFrame:
-    """Status, steps, seconds and validation perplexity (gate on and off) of every model and seed."""
-    return pd.DataFrame([{"model": kind, "seed": s, "status": r.status, "steps": r.steps,
+def training_table(by_budget: dict[int, dict[str, dict[int, RunRecord]]]) -> pd.DataFrame:
+    """Status, steps, seconds and validation perplexity (gate on and off) of every budget, model and seed."""
+    return pd.DataFrame([{"budget": steps, "model": kind, "seed": s, "status": r.status, "steps": r.steps,
                           "train seconds": round(r.train_seconds, 1), "validation PPL": r.metrics.val_ppl,
                           "validation PPL, gate off": r.metrics.val_ppl_ungated}
-                         for kind, by_seed in runs.items() for s, r in by_seed.items()])
+                         for steps, runs in by_budget.items() for kind, by_seed in runs.items()
+                         for s, r in by_seed.items()]).set_index(["budget", "model", "seed"])
 
 
-def drift_table(results: TopicDriftResults) -> pd.DataFrame:
-    """Each metric of the plain and gated model over seeds, and the per-seed difference."""
-    table = pd.DataFrame({kind: {label: show(getattr(getattr(results, kind), m)) for m, label in TABLE_METRICS.items()}
+def drift_table(budget: BudgetResults) -> pd.DataFrame:
+    """Each metric of the plain and gated model over seeds at one budget, and the per-seed difference."""
+    table = pd.DataFrame({kind: {label: show(getattr(getattr(budget, kind), m)) for m, label in TABLE_METRICS.items()}
                           for kind in KINDS})
-    table["gated - plain (paired by seed)"] = [show(getattr(results.paired, m)) for m in TABLE_METRICS]
+    table["gated - plain (paired by seed)"] = [show(getattr(budget.paired, m), True) for m in TABLE_METRICS]
     return table
 
 
-def drift_frame(results: TopicDriftResults, data_rate: Interval) -> pd.DataFrame:
-    """The drift rates of the data and of both models (mean, ci_low, ci_high) for :func:`plots.plot_drift_rates`."""
-    rows = [("data", data_rate)] + [(kind, getattr(results, kind).drift_rate) for kind in KINDS]
-    return pd.DataFrame([{"model": name, "mean": v.mean, "ci_low": v.low, "ci_high": v.high} for name, v in rows])
+def learning_curve(results: TopicDriftResults) -> pd.DataFrame:
+    """One row per budget and model (and ``gated - plain``): excess drift, switch and mix rate, PPL, each as
+    mean / low / high, for :func:`semlm.plots.plot_drift_learning_curve`."""
+    rows = []
+    for b in results.budgets:
+        for kind in (*KINDS, "gated - plain"):
+            summary = b.paired if kind == "gated - plain" else getattr(b, kind)
+            row = {"steps": b.steps, "model": kind}
+            for m in ("excess_drift", "switch_rate", "mix_rate", "val_ppl"):
+                v = getattr(summary, m)
+                row.update({m: v.mean, f"{m}_low": v.low, f"{m}_high": v.high})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def curve_table(results: TopicDriftResults) -> pd.DataFrame:
+    """The learning curve as text: per budget, excess drift of both models, their per-seed difference and
+    the per-seed relative PPL change."""
+    return pd.DataFrame([{"budget (steps)": b.steps, "excess drift, plain": show(b.plain.excess_drift, True),
+                          "excess drift, gated": show(b.gated.excess_drift, True),
+                          "gated - plain": show(b.paired.excess_drift, True),
+                          "mix rate, plain": show(b.plain.mix_rate), "mix rate, gated": show(b.gated.mix_rate),
+                          "PPL change gated / plain - 1": show(b.paired.ppl_change, True)}
+                         for b in results.budgets]).set_index("budget (steps)")
+
+
+def claim_rows(record: TopicDriftRecord) -> pd.DataFrame:
+    """The chapter's claims as :func:`semlm.book.claims.evaluate_claims` judges this record: status, reason
+    and rule (the rule lives there only)."""
+    from semlm.book.claims import evaluate_claims
+
+    rows = [r for r in evaluate_claims({CHAPTER: record}) if r["id"].startswith("B-topic")]
+    return pd.DataFrame(rows)[["id", "status", "reason", "rule"]].set_index("id")
+
+
+def verdict_numbers(record: TopicDriftRecord) -> dict:
+    """The status of each topic claim, to be glued into the prose (``B-topic-drift`` -> ``topic_drift_status``)."""
+    rows = claim_rows(record)
+    return {f"{claim_id.removeprefix('B-').replace('-', '_')}_status": row["status"]
+            for claim_id, row in rows.iterrows()}
 
 
 def drift_numbers(results: TopicDriftResults) -> dict:
-    """The drift paragraph's numbers: each drift interval, the verdict read from the intervals, perplexities."""
-    plain, gated, paired = results.plain.drift_rate, results.gated.drift_rate, results.paired.drift_rate
-    out = {}
-    for name, value in (("plain", plain), ("gated", gated), ("paired", paired)):
-        out.update({f"drift_{name}": value.mean, f"drift_{name}_low": value.low, f"drift_{name}_high": value.high})
-    below = gated.high < plain.low or paired.high < 0
-    above = gated.low > plain.high or paired.low > 0
-    if below and not above:
-        verdict = "the gated model drifts less than the plain one, beyond the intervals"
-    elif above and not below:
-        verdict = "the gated model drifts more than the plain one, beyond the intervals"
-    else:
-        verdict = "the intervals overlap, so this build shows no difference in drift between the two"
-    return {**out, "drift_verdict": verdict, "gated_ppl": results.gated.val_ppl.mean,
-            "gated_ppl_ungated": results.gated.val_ppl_ungated.mean, "plain_ppl": results.plain.val_ppl.mean}
+    """The numbers the learning-curve paragraph cites: first and last budget, both models' excess drift, their
+    per-seed difference and PPL change (mean, low, high)."""
+    out = {"budget_first": results.budgets[0].steps, "budget_last": results.final.steps}
+    for which, b in (("first", results.budgets[0]), ("last", results.final)):
+        for name, v in (("plain", b.plain.excess_drift), ("gated", b.gated.excess_drift),
+                        ("paired", b.paired.excess_drift), ("ppl_change", b.paired.ppl_change),
+                        ("mix_plain", b.plain.mix_rate), ("mix_gated", b.gated.mix_rate)):
+            out.update({f"{name}_{which}": v.mean, f"{name}_{which}_low": v.low, f"{name}_{which}_high": v.high})
+    return out
 
 
-SWEEP_COLUMNS = ["alpha", "drift_rate", "drift_rate_low", "drift_rate_high", "ppl", "distinct_2", "stickiness"]
+SWEEP_COLUMNS = ["alpha", "switch_rate", "switch_rate_low", "switch_rate_high", "excess_drift", "mix_rate", "ppl",
+                 "distinct_2", "stickiness"]
 
 
-def sweep_numbers(sweep: list[dict], plain_rate: Interval) -> dict:
-    """The alpha-sweep paragraph's numbers: first and last point, and the drift with the gate off against
-    the plain model's."""
+def sweep_numbers(sweep: list[dict], switch_prob: float, plain_rate: Interval) -> dict:
+    """The alpha-sweep paragraph's numbers: first and last point, the first alpha whose switch-rate interval
+    lies below the data's rate (miscalibrated), and the gate-off drift against the plain model's."""
     first, last = sweep[0], sweep[-1]
+    below = next((row["alpha"] for row in sweep if row["switch_rate_high"] < switch_prob), None)
     off = next((row for row in sweep if row["alpha"] == 0.0), None)
     if off is None:
         verdict = "no point at alpha = 0 was swept"
-    elif off["drift_rate_low"] > plain_rate.high:
+    elif off["switch_rate_low"] > plain_rate.high:
         verdict = ("more than the plain model, beyond its interval: trained behind the gate, the token head has come "
                    "to rely on it, so switching the gate off does not give back a plain model")
     else:
         verdict = "not more than the plain model beyond the intervals"
-    return {"sweep_drift_first": first["drift_rate"], "sweep_drift_last": last["drift_rate"],
+    return {"sweep_switch_first": first["switch_rate"], "sweep_switch_last": last["switch_rate"],
             "sweep_ppl_first": first["ppl"], "sweep_ppl_last": last["ppl"], "sweep_alpha_first": first["alpha"],
-            "sweep_alpha_last": last["alpha"], "gate_off_drift": off["drift_rate"] if off else float("nan"),
-            "gate_off_verdict": verdict}
+            "sweep_alpha_last": last["alpha"],
+            "miscalibrated_from": (f"from alpha = {below:g} on, the switch-rate interval lies below the data's rate: "
+                                   "the gate makes the model stick to its topic more than the data do, which is a "
+                                   "miscalibration, not a better model" if below is not None else
+                                   "at no swept alpha does the switch-rate interval lie below the data's rate"),
+            "gate_off_switch": off["switch_rate"] if off else float("nan"), "gate_off_verdict": verdict}
 
 
 def topic_examples(results: TopicDriftResults, seed: int, profile) -> pd.DataFrame:
-    """The first continuation of the first prompt of each topic, from seed ``seed`` of each model."""
+    """The first continuation of the first prompt of each topic, from seed ``seed`` of each model (largest budget)."""
     every = profile.samples_per_prompt * profile.prompts_per_topic
-    samples = {kind: results.per_seed[kind][seed]["samples"] for kind in KINDS}
+    samples = {kind: results.final.per_seed[kind][seed]["samples"] for kind in KINDS}
     return pd.DataFrame([{"topic": row["topic"], "prompt": row["prompt"].replace("<eos>", "").strip(),
                           **{kind: samples[kind][i]["text"] for kind in KINDS}}
                          for i, row in enumerate(samples["plain"]) if i % every == 0]).set_index("topic")
 
 
-def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_exact: bool, seeds, results:
-                       TopicDriftResults, sweep: list[dict], runs: dict[str, dict[int, RunRecord]]) -> TopicDriftRecord:
-    """Chapter 9's record: the data's drift, both models and the per-seed difference over seeds, and in
-    ``extra`` the seeds, the alpha sweep, the generation settings and the training seconds."""
-    world = data.world
+def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_exact: bool, seeds,
+                       results: TopicDriftResults, sweep: list[dict],
+                       by_budget: dict[int, dict[str, dict[int, RunRecord]]]) -> TopicDriftRecord:
+    """Chapter 9's record: the data's rate, the learning curve (``budgets``), the largest budget again as
+    ``plain`` / ``gated`` / ``paired``, and in ``extra`` the seeds, the alpha sweep, the generation
+    settings and the training seconds per budget."""
+    world, final = data.world, results.final
     return TopicDriftRecord(
+        profile=profile.name,
         data={"drift_rate": data_rate, "switch_prob": profile.data.switch_prob, "labelling_exact": labelling_exact,
               "n_topics": world.n_topics, "vocab_size": len(world.vocabulary),
-              "sentences_per_doc": profile.data.sentences_per_doc, "train_docs": profile.data.n_train_docs},
-        plain=results.plain, gated=results.gated, paired=results.paired,
+              "sentences_per_doc": profile.data.sentences_per_doc, "neutral_prob": profile.data.neutral_prob,
+              "bridges_per_pair": profile.data.bridges_per_pair, "train_docs": profile.data.n_train_docs,
+              "block_size": profile.size.block_size},
+        plain=final.plain, gated=final.gated, paired=final.paired,
+        budgets=[TopicBudget(steps=b.steps, plain=b.plain, gated=b.gated, paired=b.paired) for b in results.budgets],
         extra={"seeds": seeds, "alpha_sweep": sweep, "train_alpha": profile.idea.alpha,
                "generation": {"prompts": world.n_topics * profile.prompts_per_topic,
                               "samples_per_prompt": profile.samples_per_prompt,
                               "max_new_tokens": profile.max_new_tokens, "temperature": profile.temperature},
-               "train_seconds": {kind: sum(r.train_seconds for r in by_seed.values())
-                                 for kind, by_seed in runs.items()}})
+               "train_seconds": {str(steps): {kind: sum(r.train_seconds for r in by_seed.values())
+                                              for kind, by_seed in runs.items()}
+                                 for steps, runs in by_budget.items()}})
