@@ -28,7 +28,7 @@ world and GPT, 5 seeds; meant for a GPU). :class:`TopicDriftExperiment` says wha
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Sequence
 
