@@ -352,7 +352,7 @@ report.seed_table(over_seeds)
 # %% [markdown]
 # ## Domain retention, the book's protocol
 #
-# The book's own domains (`data/domains/`, written for this book) are frequent in WikiText-2: music,
+# The book's own domains (`lib/semlm/data/domains/`, written for this book) are frequent in WikiText-2: music,
 # military history, team sport, tropical storms and natural history, four prompts each. Both models
 # continue every prompt several times with the same sampling as above, over the profile's sampling
 # seeds. The scores are computed on the continuation only:

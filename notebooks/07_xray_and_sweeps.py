@@ -286,7 +286,7 @@ recorded.T if not recorded.empty else None
 #    `alpha_rows` cell. Where does perplexity start to grow, and does
 #    stickiness keep rising?
 # 2. **X-ray your prompt.** Run `xray(gated, tokenizer, "your prompt", top=8)`
-#    on a prompt about one of the domains in `data/domains/`. Are the boosted
+#    on a prompt about one of the domains in `lib/semlm/data/domains/`. Are the boosted
 #    tokens on topic, or frequent words the stopword mask left in?
 # 3. **Loops.** Set `config = replace(config, loop_new_tokens=160)` before the
 #    greedy-decoding cell. Do the gated model's repetition loops start later,

@@ -314,7 +314,7 @@ pd.Series(
 # %% [markdown]
 # ## Domain stickiness
 #
-# The prompts and word lists of chapter 6 (`data/domains/`), generated with temperature 0.6 and
+# The prompts and word lists of chapter 6 (`lib/semlm/data/domains/`), generated with temperature 0.6 and
 # repetition penalty 1.2 as in the authors' evaluation. Stickiness is the share of content words
 # that belong to the domain's list. The backbone learnt these words from WikiText-2; the LoRA
 # runs saw FineWeb-Edu.
@@ -417,6 +417,6 @@ recorded.T if not recorded.empty else None
 #    the full-precision backbone. Which part of the peak memory does 4-bit not
 #    shrink (activations, LoRA weights, optimiser state)?
 # 3. **X-ray.** Call `xray(models["gated"], tokenizer, "your prompt", top=8)`
-#    with a prompt of another domain from `data/domains/`. Does a frozen
+#    with a prompt of another domain from `lib/semlm/data/domains/`. Does a frozen
 #    backbone with a small idea head boost on-topic tokens as the
 #    from-scratch GPT of chapter 7 does?

@@ -246,3 +246,18 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     data_fetch.fetch(tmp_path, ["wikitext-2"], load=wikitext_hub(), checksums=wikitext_sums(), echo=lines.append)
     assert sum("No space left on device" in line for line in lines) == 3
     assert list((tmp_path / "wikitext-2").iterdir()) == []
+
+
+def test_the_pinned_hashes_and_domain_lists_are_package_data():
+    """A non-editable install (a hosted notebook) carries what the loaders and `make data` read."""
+    import tomllib
+
+    import semlm
+    from semlm.idea.wikitext_experiment import DOMAINS_DIR
+
+    package = REPO_ROOT / "lib" / "semlm"
+    assert data_fetch.CHECKSUMS.parent == package / "data" and data_fetch.CHECKSUMS.is_file()
+    assert DOMAINS_DIR.parent == package / "data" and any(DOMAINS_DIR.glob("*.txt"))
+    assert str(REPO_ROOT) not in str(data_fetch.CHECKSUMS.relative_to(semlm.__path__[0]))
+    shipped = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["semlm.data"]
+    assert {"checksums.sha256", "domains/*.txt"} <= set(shipped)

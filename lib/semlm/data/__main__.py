@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Fetch the book's datasets from the hub, or verify them offline.")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (("fetch", "download missing or corrupt files (network), then verify"),
-                       ("verify", "check every file against data/checksums.sha256 (no network)")):
+                       ("verify", "check every file against semlm/data/checksums.sha256 (no network)")):
         sub = commands.add_parser(name, help=text, description=text)
         sub.add_argument("--data-dir", type=Path, default=None,
                          help="where the dataset folders are (default: $SEMLM_DATA_DIR, else data/)")

@@ -3,7 +3,7 @@
     python -m semlm.data fetch  [--data-dir D] [--only FOLDER ...]   # network: Hugging Face hub
     python -m semlm.data verify [--data-dir D]                       # offline: SHA-256 of every file
 
-``make data`` runs ``fetch``. Every file's SHA-256 is committed in ``data/checksums.sha256``
+``make data`` runs ``fetch``. Every file's SHA-256 is committed in ``semlm/data/checksums.sha256``
 (``sha256sum -c`` format, computed from the copies the book was built with); ``fetch`` writes a
 file only through a temporary name and keeps it only when its hash matches, so a half-written
 or different file never takes the place of a good one. ``verify`` reads nothing from the
@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Sequence
 
 from semlm.data.paths import REPO_ROOT, data_dir
 
-CHECKSUMS = REPO_ROOT / "data" / "checksums.sha256"
+CHECKSUMS = Path(__file__).with_name("checksums.sha256")  # package data: works outside the repository too
 FIX = "run `make data` (python -m semlm.data fetch) or set SEMLM_DATA_DIR to a folder that has it"
 
 _WIKITEXT2 = ("wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt")
@@ -143,10 +143,10 @@ def is_optional(name: str) -> bool:
 
 
 def read_checksums(path: str | Path | None = None) -> dict[str, str]:
-    """``{"folder/file": sha256}`` from a ``sha256sum``-format file (default: ``data/checksums.sha256``)."""
+    """``{"folder/file": sha256}`` from a ``sha256sum``-format file (default: ``semlm/data/checksums.sha256``)."""
     path = Path(path) if path is not None else CHECKSUMS
     if not path.is_file():
-        raise FileNotFoundError(f"missing {path}; it is part of the repository (git checkout data/checksums.sha256)")
+        raise FileNotFoundError(f"missing {path}; it is part of the repository (reinstall semlm, or git checkout lib/semlm/data/checksums.sha256)")
     sums = {}
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip() or line.startswith("#"):

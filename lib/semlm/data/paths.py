@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+_CHECKOUT = Path(__file__).resolve().parents[3]
+#: The repository root in a checkout (editable install); outside one (``pip install semlm`` in a
+#: hosted notebook) the working folder, where data/ and book/_build/ are then looked for.
+REPO_ROOT = _CHECKOUT if (_CHECKOUT / "_toc.yml").is_file() and (_CHECKOUT / "lib" / "semlm").is_dir() else Path.cwd()
 
 #: How to obtain each dataset; shown when a file is missing (details in data/README.md).
 HOW_TO_GET = {

@@ -55,7 +55,7 @@ from semlm.core.precision import autocast
 from semlm.core.records import IdeaRunMetrics, Interval
 from semlm.core.train import fingerprint
 
-DOMAINS_DIR = REPO_ROOT / "data" / "domains"
+DOMAINS_DIR = Path(__file__).parents[1] / "data" / "domains"  # package data (semlm/data/domains)
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -504,11 +504,11 @@ class Domain:
 
 
 def load_domains(folder: str | Path = DOMAINS_DIR) -> dict[str, Domain]:
-    """``<name>.txt`` files with ``[prompts]`` and ``[terms]`` sections (see data/domains/README.md)."""
+    """``<name>.txt`` files with ``[prompts]`` and ``[terms]`` sections (see semlm/data/domains/README.md)."""
     folder = Path(folder)
     files = sorted(folder.glob("*.txt"))
     if not files:
-        raise FileNotFoundError(f"no domain files (*.txt) in {folder}; see data/domains/README.md")
+        raise FileNotFoundError(f"no domain files (*.txt) in {folder}; see semlm/data/domains/README.md")
     domains = {}
     for path in files:
         section, prompts, terms = None, [], []
