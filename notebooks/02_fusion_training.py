@@ -228,9 +228,11 @@ report.focus_table(trained).style.format("{:.4f}", na_rep="–")
 # ## Focus-token cross-entropy (paper Table 6)
 #
 # Per-occurrence cross-entropy of the tokens where control matters (nats; lower is
-# better). For a seen adjective such as "good", a causal model's floor in this corpus is
+# better). For a seen adjective such as "good", the training distribution gives it
 # {glue:text}`floor_good:.3f` nats (polarity is a coin flip, then one of two trained
-# words); the published setting can go far below it because it sees the answer.
+# words). That is a reference, not a floor for one token: a causal model can go below it on
+# "good" only by taking probability from the other adjectives that follow the same words,
+# while the published setting can go below it on all of them because it sees the answer.
 # Held-out adjectives ("great", "terrible") are never targets in training, so their
 # cross-entropy stays high in every setting.
 
