@@ -229,13 +229,14 @@ for s in ("published", "causal"):
 paper_below = [
     t
     for t in focus.index
-    if focus.loc[t, "paper fusion"] < focus.loc[t, "training oracle"] - 0.05
+    if math.isfinite(oracle := focus.loc[t, "training oracle"])
+    and focus.loc[t, "paper fusion"] < oracle - 0.05
 ]
 glue("below_paper", ", ".join(paper_below) or "none", display=False)
 focus.round(3).replace(math.inf, "∞")
 
 # %% [markdown]
-# Focus tokens on which the fusion model is more than 0.05 nats below the training oracle:
+# Seen focus tokens on which the fusion model is more than 0.05 nats below the training oracle:
 # published setting {glue:text}`below_published`; causal setting {glue:text}`below_causal`;
 # the paper's fusion model {glue:text}`below_paper`. *great* and *terrible* are held out of
 # training, so every model, the paper's included, pays heavily for them: seeing the future

@@ -110,7 +110,8 @@ def focus_frame(summary: AuditSummary):
 
 def below_floor(focus, floors: dict, setting: str, margin: float = 0.05) -> list[str]:
     """Focus tokens whose fusion CE in ``setting`` lies more than ``margin`` below the training oracle's."""
-    return [t for t in FOCUS_TOKENS if focus.loc[t, f"{setting} fusion"] < floors["focus_ce"][t] - margin]
+    return [t for t in FOCUS_TOKENS if math.isfinite(floors["focus_ce"][t])  # held out: the oracle never says it
+            and focus.loc[t, f"{setting} fusion"] < floors["focus_ce"][t] - margin]
 
 
 def control_table(summary: AuditSummary):
