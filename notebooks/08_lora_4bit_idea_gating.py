@@ -84,7 +84,7 @@ print(
 )
 if config.capped_from is not None:
     print(
-        f"CAPPED: LoRA training runs {config.training.max_steps:,} "
+        f"CAPPED: LoRA training runs {config.train.max_steps:,} "
         f"of the profile's {config.capped_from:,} steps "
         f"(max_steps = {max_steps}); the alpha ramp keeps its share of the run."
     )

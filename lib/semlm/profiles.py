@@ -418,12 +418,11 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     return with_max_steps(config, max_steps)
 
 
-def cap_steps(train, idea: IdeaSettings, max_steps: int | None):
+def cap_steps(train: TrainConfig, idea: IdeaSettings, max_steps: int | None):
     """``(train, idea, share)`` of a run capped at ``max_steps`` optimiser steps: the one step cap of every profile.
 
-    ``train`` is any recipe with ``max_steps``, ``warmup_steps`` and ``eval_every`` (a :class:`TrainConfig`,
-    a :class:`LoraTraining`). The warmup and the alpha ramp keep their share of the run and validation
-    happens at least 5 times, so a capped run is the same recipe compressed, not the first minutes of
+    ``train`` counts steps (``max_steps``, ``warmup_steps`` and ``eval_every`` set: chapters 6-8).
+    The warmup and the alpha ramp keep their share of the run and validation happens at least 5 times, so a capped run is the same recipe compressed, not the first minutes of
     the long one. ``share`` is None when nothing is capped (``max_steps`` None or not below the recipe's).
     """
     if max_steps is None:
@@ -620,42 +619,31 @@ LORA_IDEA = IdeaSettings(window=20, stopword_list=(), stopwords_top_n=0, idea_we
 LORA_SCHEDULES: tuple[str, ...] = ("constant", "cosine")
 
 
-@dataclass(frozen=True)
-class LoraTraining:
-    """The authors' LoRA run (their Mistral ``train.py``), scaled per profile (see ``lora_train_config``)."""
-
-    max_steps: int = 5000
-    batch_size: int = 32            # sequences per optimiser step ...
-    accumulation: int = 8           # ... in this many micro-batches (the authors: 4 x 8)
-    block_size: int = 512
-    lr: float = 2e-4
-    lr_schedule: str = "constant"   # the authors: constant; "cosine": linear warmup then cosine to 0
-    warmup_steps: int = 0
-    weight_decay: float = 0.01      # torch.optim.AdamW's default (the authors pass only the learning rate)
-    grad_clip: float = 1.0
-    fresh_documents: bool = True    # every training window read once, in stream order (no repeats)
-    eval_every: int = 200
-    patience: int = 10              # evaluations without improvement before stopping
-    idea: IdeaSettings = LORA_IDEA
-    train_tokens: int | None = None
-    eval_tokens: int | None = None
-
-    def __post_init__(self):
-        if min(self.max_steps, self.batch_size, self.block_size, self.eval_every, self.patience,
-               self.accumulation) < 1 or self.lr <= 0 or self.batch_size % self.accumulation:
-            raise ValueError(f"LoRA training needs positive steps, sizes, eval_every, patience and lr; got {self}")
-        if self.lr_schedule not in LORA_SCHEDULES:
-            raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+#: The authors' LoRA run (their Mistral ``train.py``) as the shared trainer's recipe, scaled per profile:
+#: 5,000 steps of 32 windows in 4 x 8 accumulation (here 8 micro-batches), AdamW at a constant 2e-4
+#: (weight decay 0.01: ``torch.optim.AdamW``'s default; the authors pass only the learning rate),
+#: every training window read once in stream order (``in_order``), validation every 200 steps,
+#: early stopping after 10 validations without improvement; no label smoothing, no auxiliary losses.
+LORA_TRAIN = TrainConfig(max_steps=5000, batch_size=32, accumulation=8, lr=2e-4, schedule="constant",
+                         warmup_steps=0, weight_decay=0.01, grad_clip=1.0, sampling="in_order", eval_every=200,
+                         patience=10, label_smoothing=0.0, aux_weight=0.0, uniformizer_weight=0.0)
 
 
 @dataclass(frozen=True)
 class LoraProfile:
+    """Chapter 8's configuration: the backbone, the adapters, the training recipe (a :class:`TrainConfig`
+    with a step count), the idea head's settings and the FineWeb-Edu windows it trains on."""
+
     name: str
     backbone: str                               # PAPER_BACKBONE, or "book" for the book's own small Mistral
     book_backbone: BookBackboneSpec | None
     lora: LoraSettings
-    training: LoraTraining
+    train: TrainConfig
     quantizations: tuple[str, ...]              # trained in this order; the first is the main comparison
+    idea: IdeaSettings = LORA_IDEA
+    block_size: int = 512                       # tokens per training / validation window
+    train_tokens: int | None = None             # FineWeb-Edu training tokens used (None: all)
+    eval_tokens: int | None = None              # validation tokens used (None: all)
     fineweb_source: str = "offline"
     max_documents: int | None = None
     validation_fraction: float = 0.1
@@ -665,6 +653,18 @@ class LoraProfile:
     capped_from: int | None = None              # max_steps before a ``max_steps`` cap (None = not capped)
     n_seeds: int = 1                            # training seeds of the capacity-control comparison (main quantisation)
 
+    def __post_init__(self):
+        check_lora_recipe(self.train, self.block_size)
+
+
+def check_lora_recipe(train: TrainConfig, block_size: int) -> None:
+    """A LoRA run counts optimiser steps, validates, may stop early and runs the authors' schedule or a cosine."""
+    if train.max_steps is None or train.eval_every is None or train.patience is None or block_size < 1:
+        raise ValueError(f"a LoRA run needs max_steps, eval_every, patience and block_size >= 1; got "
+                         f"{train.max_steps}, {train.eval_every}, {train.patience}, {block_size}")
+    if train.schedule not in LORA_SCHEDULES:
+        raise ValueError(f"a LoRA run's schedule must be one of {', '.join(LORA_SCHEDULES)}, got {train.schedule!r}")
+
 
 def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> LoraProfile:
     """Chapter 8's configuration; ``max_steps`` caps its optimiser steps (the alpha ramp keeps its share)."""
@@ -672,16 +672,16 @@ def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
 
 
 def _cap_lora(profile: LoraProfile, max_steps: int | None) -> LoraProfile:
-    training, idea, share = cap_steps(profile.training, profile.training.idea, max_steps)
+    train, idea, share = cap_steps(profile.train, profile.idea, max_steps)
     if share is None:
         return profile
-    return replace(profile, training=replace(training, idea=idea), capped_from=profile.training.max_steps)
+    return replace(profile, train=train, idea=idea, capped_from=profile.train.max_steps)
 
 
 def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
     check_profile(profile)
     paper = LoraProfile(
-        name="paper", backbone=PAPER_BACKBONE, book_backbone=None, lora=LoraSettings(), training=LoraTraining(),
+        name="paper", backbone=PAPER_BACKBONE, book_backbone=None, lora=LoraSettings(), train=LORA_TRAIN,
         # 5,000 x 32 windows of 512 tokens = 82 M training tokens, read once: about 90,000 documents
         quantizations=("nf4",), fineweb_source="stream", max_documents=100_000,
         generation=GenerationSettings(samples_per_prompt=5, max_new_tokens=100, seeds=(0, 1, 2)), seed=seed)
@@ -691,10 +691,9 @@ def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
         return replace(
             paper, name="cpu", backbone="book", book_backbone=BookBackboneSpec(), fineweb_source="offline",
             max_documents=None,
-            training=replace(paper.training, max_steps=240, batch_size=16, accumulation=1, block_size=64, lr=1e-3,
-                             lr_schedule="cosine", warmup_steps=12, fresh_documents=False,
-                             eval_every=20, patience=4, train_tokens=None, eval_tokens=16_384,
-                             idea=replace(paper.training.idea, alpha_ramp_steps=60)),
+            train=replace(paper.train, max_steps=240, batch_size=16, accumulation=1, lr=1e-3, schedule="cosine",
+                          warmup_steps=12, sampling="shuffle", eval_every=20, patience=4),
+            block_size=64, train_tokens=None, eval_tokens=16_384, idea=replace(paper.idea, alpha_ramp_steps=60),
             quantizations=("nf4", "none"), n_seeds=3,
             generation=GenerationSettings(samples_per_prompt=2, max_new_tokens=40, seeds=(0,)))
     return replace(
@@ -704,10 +703,9 @@ def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
                                        train_tokens=8_000, eval_tokens=2_000,
                                        train=replace(BookBackboneSpec.train, epochs=1, batch_size=16, lr=3e-3)),
         fineweb_source="offline", max_documents=40,
-        training=replace(paper.training, max_steps=8, batch_size=8, accumulation=1, block_size=32, lr=1e-3,
-                         lr_schedule="cosine", warmup_steps=1, fresh_documents=False,
-                         eval_every=4, patience=2, train_tokens=8_000, eval_tokens=1_024,
-                         idea=replace(paper.training.idea, alpha_ramp_steps=4)),
+        train=replace(paper.train, max_steps=8, batch_size=8, accumulation=1, lr=1e-3, schedule="cosine",
+                      warmup_steps=1, sampling="shuffle", eval_every=4, patience=2),
+        block_size=32, train_tokens=8_000, eval_tokens=1_024, idea=replace(paper.idea, alpha_ramp_steps=4),
         quantizations=("nf4", "none"), n_seeds=2,
         generation=GenerationSettings(samples_per_prompt=1, max_new_tokens=8, seeds=(0,)),
         memory_probe_steps=2)

@@ -4,6 +4,7 @@ import math
 import random
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,3 +85,21 @@ def test_counting_the_pad_after_eos_would_put_the_oracle_below_the_floor():
     metrics = evaluate_language_model(OracleLM(validation_oracle(), data.vocab), data.val, data.vocab, data.held_out_ids)
     assert metrics["ppl_authors_denominator"] < floors["ppl"] - 0.05
     assert metrics["ppl"] >= floors["ppl"] - 1e-9
+
+
+def test_published_training_rows_all_end_with_a_trained_eos_to_pad_target_as_the_authors_do():
+    from semlm.data.synthetic import SyntheticConfig
+    from semlm.fusion.synthetic_experiment import prepare_data
+
+    config = SyntheticConfig(n_train=64, n_val=16)
+    published, causal = prepare_data(config, "published"), prepare_data(config, "causal")
+    eos, pad = published.vocab.id("<eos>"), published.vocab.pad_id
+    # every published training row has <eos> as an input, and that position's <pad> target is scored (trained)
+    at_eos = published.train.input_ids == eos
+    assert at_eos.any(1).all() and (published.train.targets[at_eos] == pad).all()
+    assert torch.equal(published.train.scored, published.train.mask)
+    # causal training never scores it; validation is the same in both settings and never scores it either
+    assert not (causal.train.scored & (causal.train.targets == pad)).any()
+    for data in (published, causal):
+        assert not (data.val.scored & (data.val.targets == pad)).any()
+    assert torch.equal(published.val.scored, causal.val.scored)

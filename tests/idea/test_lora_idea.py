@@ -15,7 +15,7 @@ from semlm.data.bpe import as_transformers, train_bpe
 from semlm.data.fineweb import load_fineweb, read_documents, split_documents, split_text_into_documents
 from semlm.idea.wikitext_experiment import TokenBlocks
 from semlm.idea.lora_experiment import (LORA, PAPER_BACKBONE, BackboneCheckpoint, BackboneUnavailable, LoraData, LoraRun,
-                                   LoraTraining, lora_profile, lora_train_config, paper_scale_parameter_counts,
+                                   lora_profile, paper_scale_parameter_counts,
                                    lora_run, resolve_backbone)
 from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, RunSpec, run_many
@@ -126,7 +126,7 @@ def test_capacity_control_runs_add_the_control_and_every_further_seed():
     assert [(s.name, s.seed) for s in extra] == [
         ("control-nf4", 111), ("baseline-nf4", 112), ("gated-nf4", 112), ("control-nf4", 112),
         ("baseline-nf4", 113), ("gated-nf4", 113), ("control-nf4", 113)]
-    assert extra[0].config.output_adapter and not extra[0].config.idea
+    assert extra[0].config.output_adapter and not extra[0].config.gated
     assert len(extra) + len(lora_runs(profile, backbone)) == 11 and profile.n_seeds == 3
     assert len(capacity_control_runs(lora_profile("smoke"), backbone)) == 4
     assert LORA.data_key(extra[0]) == LORA.data_key(extra[1])  # one data set for every run
@@ -267,15 +267,16 @@ def test_profiles_follow_the_authors_lora_run_at_paper_scale():
     assert paper.backbone == PAPER_BACKBONE and paper.quantizations == ("nf4",)
     assert (paper.lora.r, paper.lora.lora_alpha, paper.lora.lora_dropout) == (8, 32, 0.05)
     assert paper.lora.target_modules == ("q_proj", "v_proj")
-    t = paper.training
-    assert (t.lr, t.max_steps, t.eval_every, t.patience, t.block_size) == (2e-4, 5000, 200, 10, 512)
-    assert (t.idea.alpha, t.idea.alpha_ramp_steps, t.idea.idea_weight, t.idea.window) == (0.5, 1000, 0.1, 20)
-    assert t.idea.gate_variant == "scale_then_clamp" and t.idea.idea_loss_reduction == "mean"
-    assert t.idea.stopword_list == () and t.idea.pos_weight is None  # no stopword mask, no pos_weight in v2
+    t, idea = paper.train, paper.idea
+    assert (t.lr, t.max_steps, t.eval_every, t.patience, paper.block_size) == (2e-4, 5000, 200, 10, 512)
+    assert (idea.alpha, idea.alpha_ramp_steps, idea.idea_weight, idea.window) == (0.5, 1000, 0.1, 20)
+    assert idea.gate_variant == "scale_then_clamp" and idea.idea_loss_reduction == "mean"
+    assert idea.stopword_list == () and idea.pos_weight is None  # no stopword mask, no pos_weight in v2
     # the authors' v2 train.py: AdamW(lr=2e-4) at a constant rate (torch's default weight decay), clipping at 1.0,
     # a stream of fresh documents (each window read once)
-    assert (t.lr_schedule, t.warmup_steps, t.weight_decay, t.grad_clip, t.fresh_documents) == (
-        "constant", 0, 0.01, 1.0, True)
+    assert (t.schedule, t.warmup_steps, t.weight_decay, t.grad_clip, t.sampling) == (
+        "constant", 0, 0.01, 1.0, "in_order")
+    assert (t.label_smoothing, t.aux_weight, t.uniformizer_weight) == (0.0, 0.0, 0.0)
     assert (t.batch_size, t.accumulation) == (32, 8)
     for name in ("smoke", "cpu"):
         assert lora_profile(name).backbone == "book" and lora_profile(name).quantizations[0] == "nf4"
@@ -285,12 +286,16 @@ def test_profiles_follow_the_authors_lora_run_at_paper_scale():
 
 def test_lora_max_steps_caps_the_run_and_keeps_the_ramp_share():
     capped = lora_profile("paper", max_steps=500)
-    assert (capped.training.max_steps, capped.training.idea.alpha_ramp_steps, capped.capped_from) == (500, 100, 5000)
+    assert (capped.train.max_steps, capped.idea.alpha_ramp_steps, capped.capped_from) == (500, 100, 5000)
+    assert (capped.train.warmup_steps, capped.train.eval_every) == (0, 100)
     assert lora_profile("smoke", max_steps=10_000) == lora_profile("smoke")
     with pytest.raises(ValueError, match="max_steps must be an int >= 1 or None"):
         lora_profile("cpu", max_steps=-1)
-    with pytest.raises(ValueError, match="lr_schedule must be"):
-        replace(lora_profile("cpu").training, lr_schedule="linear")
+    cpu = lora_profile("cpu")
+    with pytest.raises(ValueError, match="schedule must be one of constant, cosine"):
+        replace(cpu, train=replace(cpu.train, schedule="cosine_min_lr"))
+    with pytest.raises(ValueError, match="a LoRA run needs max_steps"):
+        replace(cpu, train=replace(cpu.train, max_steps=None))
 
 
 def test_mistral_7b_counts_follow_from_its_shape_without_weights():
@@ -306,29 +311,36 @@ def test_mistral_7b_counts_follow_from_its_shape_without_weights():
 # --- training loop -----------------------------------------------------------------------------
 
 
+def _run(profile, gated: bool) -> LoraRun:
+    backbone = BackboneCheckpoint("x", "x", "x", {})
+    return lora_run(profile, backbone, "nf4", gated).config
+
+
 def test_the_lora_recipe_maps_onto_the_shared_training_loop():
-    paper = lora_profile("paper").training
-    config = lora_train_config(paper, idea=True)
+    paper = lora_profile("paper")
+    config = _run(paper, True).train_config()
     assert (config.max_steps, config.batch_size, config.accumulation, config.lr, config.weight_decay,
             config.grad_clip) == (5000, 32, 8, 2e-4, 0.01, 1.0)
     # each window once in stream order, constant lr, early stopping only after the 1,000-step alpha ramp
     assert (config.sampling, config.schedule, config.warmup_steps) == ("in_order", "constant", 0)
     assert (config.eval_every, config.patience, config.patience_from_step) == (200, 10, 1000)
-    assert lora_train_config(paper, idea=False).patience_from_step == 0  # no gate, nothing ramps
-    cpu = lora_train_config(lora_profile("cpu").training, idea=True)
+    assert _run(paper, False).train_config().patience_from_step == 0  # no gate, nothing ramps
+    cpu = _run(lora_profile("cpu"), True).train_config()
     assert (cpu.sampling, cpu.schedule, cpu.warmup_steps, cpu.patience_from_step) == ("shuffle", "cosine", 12, 60)
-    gated = LoraRun(paper, lora_profile("paper").lora, "x", "nf4", idea=True)
+    gated = _run(paper, True)
     assert [gated.alpha_at(s) for s in (0, 500, 1000, 4000)] == [0.0, 0.25, 0.5, 0.5]
-    assert replace(gated, idea=False).alpha_at(4000) == 0.0
-    with pytest.raises(ValueError, match="LoRA training needs"):
-        LoraTraining(batch_size=10, accumulation=4)
+    assert replace(gated, gated=False).alpha_at(4000) == 0.0
+    assert LORA.data_key(RunSpec("a", 0, gated)) == LORA.data_key(RunSpec("b", 0, _run(paper, False)))
+    with pytest.raises(ValueError, match="accumulation must be >= 1 and divide batch_size"):
+        replace(paper, train=replace(paper.train, batch_size=10, accumulation=4))
 
 
 def test_fresh_documents_refuse_a_stream_too_short_for_the_run():
     profile = lora_profile("paper")
     blocks = TokenBlocks.from_stream(torch.arange(1, 400), 16, 4)
-    run = LoraRun(replace(profile.training, max_steps=10, batch_size=8, accumulation=1), profile.lora, "x", "none", True)
-    with pytest.raises(ValueError, match="fresh_documents needs 80 training windows .* give 24"):
+    profile = replace(profile, train=replace(profile.train, max_steps=10, batch_size=8, accumulation=1))
+    run = _run(profile, True)
+    with pytest.raises(ValueError, match="sampling='in_order'. needs 80 training windows .* give 24"):
         LORA.fit(RunSpec("gated-none", 0, run), LoraData(None, blocks, blocks))
 
 
@@ -365,10 +377,11 @@ def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_boo
     (tmp_path / "data" / "fineweb-edu-sample" / "fineweb_edu.txt").write_bytes(FIXTURE.read_bytes())
     monkeypatch.setenv("SEMLM_DATA_DIR", str(tmp_path / "data"))
     profile = lora_profile("smoke")
-    profile = replace(profile, validation_fraction=0.34, training=replace(
-        profile.training, max_steps=6, eval_every=2, patience=1, block_size=16, batch_size=batch_size,
-        train_tokens=None, eval_tokens=None, fresh_documents=fresh_documents, accumulation=accumulation))
-    ramp = profile.training.idea.alpha_ramp_steps
+    sampling = "in_order" if fresh_documents else "shuffle"
+    profile = replace(profile, validation_fraction=0.34, block_size=16, train_tokens=None, eval_tokens=None,
+                      train=replace(profile.train, max_steps=6, eval_every=2, patience=1, batch_size=batch_size,
+                                    sampling=sampling, accumulation=accumulation))
+    ramp = profile.idea.alpha_ramp_steps
     context = RunContext(profile.name, tmp_path / "runs")
     [run] = run_many(LORA, [lora_run(profile, tiny_book_backbone, "none", True)], context)
     assert run.status == "trained" and run.steps <= 6 and run.stopped_early == (run.steps < 6)

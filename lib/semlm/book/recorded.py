@@ -238,11 +238,11 @@ def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
         try:
             from semlm.profiles import lora_profile
 
-            training = lora_profile(profile).training
+            config = lora_profile(profile)
             q = metrics.get("quantization") or next(iter(metrics["by_quantization"]))
             seconds = _mean(metrics["by_quantization"][q]["gated"].get("seconds_per_step"))
             if seconds:
-                out["tokens_per_second"] = training.batch_size * training.block_size / seconds
+                out["tokens_per_second"] = config.train.batch_size * config.block_size / seconds
                 out["throughput_note"] = f"gated LoRA run ({q}); no MFU for a frozen 4-bit backbone"
         except Exception as error:  # noqa: BLE001
             out["throughput_note"] = f"tokens/s not computed ({type(error).__name__}: {error})"

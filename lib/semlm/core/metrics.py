@@ -67,8 +67,9 @@ def perplexity_authors_denominator(scores: TokenScores, exclude_targets: Iterabl
 
     Their code pads every sentence to 28 tokens and masks pad *inputs* only, so the position
     whose input is ``<eos>`` and whose target is ``<pad>`` (one per sentence) enters the mean.
-    A model trained on that target (theirs) predicts it almost for free; ours are not trained
-    on it, so it is counted here with cross-entropy 0, as the oracle of ``semlm.fusion.leakage`` does:
+    A model trained on that target (theirs, and ours in the published setting) predicts it almost
+    for free; our causal models are not trained on it, so it is counted here with cross-entropy 0 for
+    every model, as the oracle of ``semlm.fusion.leakage`` does:
     the same CE sum over one more target per sentence. Shown only to compare with their numbers.
     """
     exclude = torch.tensor(sorted(set(exclude_targets)), dtype=torch.long)

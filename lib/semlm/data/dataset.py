@@ -20,7 +20,9 @@ class LMTensors:
     ``input_ids[b, t]``; ``mask`` marks non-pad inputs (attention and the feature loss).
     ``scored`` marks the positions whose *target* is a real token: the position after
     ``<eos>`` (input ``<eos>``, target ``<pad>``) is an input but not a prediction of text,
-    so no loss, perplexity or floor counts it. Without ``scored`` it defaults to ``mask``.
+    so no perplexity or floor counts it, nor any loss but the published setting's (whose training
+    data scores it, as the authors' loss does: ``encode_corpus(score_eos_pad=True)``). Without
+    ``scored`` it defaults to ``mask``.
 
     Mini-batches are **trimmed**: a batch keeps only the columns up to its longest real
     row (padding only trails a sentence, so the dropped columns are padding in every row).
@@ -99,13 +101,19 @@ class LMTensors:
 
 
 def encode_corpus(sentences: Sequence[Sequence[str]], vocab: Vocabulary,
-                  featurize: Callable[[torch.Tensor], torch.Tensor], trailing_pad: bool = False) -> LMTensors:
+                  featurize: Callable[[torch.Tensor], torch.Tensor], trailing_pad: bool = False,
+                  score_eos_pad: bool = False) -> LMTensors:
     """Encode word lists as ``<bos> .. <eos>``, pad, and compute features once for the whole corpus.
 
     ``trailing_pad=True`` adds one padding column, so every row (the longest included) has
     the ``<eos> -> <pad>`` position that a fixed-length padding (the authors' 28) always has;
     it is never scored, but it lets ``semlm.core.metrics`` report the authors' denominator.
+    ``score_eos_pad=True`` (implies ``trailing_pad``) scores that position too: ``scored``
+    equals ``mask``, as in the authors' loss, which masks only pad *inputs*. It is for the
+    published setting's *training* data (its models then learn ``<eos> -> <pad>`` and every
+    training row has the ``<eos>`` input, as every validation row does); never for evaluation.
     """
+    trailing_pad = trailing_pad or score_eos_pad
     if not sentences:
         raise ValueError("cannot encode an empty corpus")
     encoded = [vocab.encode(s) for s in sentences]
@@ -115,4 +123,5 @@ def encode_corpus(sentences: Sequence[Sequence[str]], vocab: Vocabulary,
         full[row, :len(ids)] = torch.tensor(ids)
     input_ids, targets = full[:, :-1].contiguous(), full[:, 1:].contiguous()
     mask = input_ids != vocab.pad_id
-    return LMTensors(input_ids, targets, featurize(input_ids), mask, mask & (targets != vocab.pad_id))
+    scored = mask if score_eos_pad else mask & (targets != vocab.pad_id)
+    return LMTensors(input_ids, targets, featurize(input_ids), mask, scored)

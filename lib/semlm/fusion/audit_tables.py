@@ -93,12 +93,13 @@ def gain_frame(summary: AuditSummary):
 
 
 def focus_frame(summary: AuditSummary):
-    """Paper Table 6 over seeds: mean CE per focus token and model, the causal floor and the paper."""
+    """Paper Table 6 over seeds: mean CE per focus token and model, the training oracle's (a reference, not a
+    floor: one token's CE can go below it) and the paper's."""
     import pandas as pd
 
     rows = []
     for token in FOCUS_TOKENS:
-        row = {"token": token, "causal floor": summary.floors["focus_ce"][token]}
+        row = {"token": token, "training oracle": summary.floors["focus_ce"][token]}
         for s in SETTINGS:
             for m in ("baseline", "fusion"):
                 row[f"{s} {m}"] = Interval.of_mean(summary.focus_seeds[token][f"{s} {m}"]).mean
@@ -108,8 +109,9 @@ def focus_frame(summary: AuditSummary):
 
 
 def below_floor(focus, floors: dict, setting: str, margin: float = 0.05) -> list[str]:
-    """Focus tokens whose fusion CE in ``setting`` lies more than ``margin`` below the causal floor."""
-    return [t for t in FOCUS_TOKENS if focus.loc[t, f"{setting} fusion"] < floors["focus_ce"][t] - margin]
+    """Focus tokens whose fusion CE in ``setting`` lies more than ``margin`` below the training oracle's."""
+    return [t for t in FOCUS_TOKENS if math.isfinite(floors["focus_ce"][t])  # held out: the oracle never says it
+            and focus.loc[t, f"{setting} fusion"] < floors["focus_ce"][t] - margin]
 
 
 def control_table(summary: AuditSummary):

@@ -9,10 +9,11 @@ that scores below it must be reading the future (paper A's published, non-causal
 Two oracles:
 
 * the **training oracle** knows only the adjectives seen in training (2 per class); it is
-  what a perfectly trained causal model converges to, so its cross-entropy per focus token
-  is that token's floor (``good``: choose it among the 2 x 2 training adjectives, ln 4),
-  and its seen-only perplexity is the floor of the seen-only metric. A held-out adjective
-  has probability 0 under it (infinite cross-entropy).
+  what a perfectly trained causal model converges to, so its seen-only perplexity is the
+  floor of the seen-only metric. Its cross-entropy per focus token (``good``: chosen among
+  the 2 x 2 training adjectives, ln 4) is a reference, not a floor: a model can go below it
+  on one token by taking probability from the words that follow the same context. A
+  held-out adjective has probability 0 under it (infinite cross-entropy).
 * the **validation oracle** knows the validation generator (all 5 adjectives per class);
   its perplexity is the floor of the full validation perplexity for any causal model.
 

@@ -58,7 +58,9 @@ def prepare_data(corpus_config: SyntheticConfig, setting: str = "causal", codes:
     """Corpus, vocabulary (all grammar words), and tensors with features precomputed once.
 
     ``codes=True`` prepends each sentence's CTRL-style control codes (``semlm.fusion.control_codes``)
-    and adds them to the vocabulary.
+    and adds them to the vocabulary. In the published setting the training rows are encoded as
+    the authors' are: every row has the ``<eos>`` input and its ``<eos> -> <pad>`` target is
+    trained (their loss masks only pad inputs); causal training never scores that target.
     """
     check_setting(setting)
     corpus = make_corpus(corpus_config)
@@ -69,7 +71,7 @@ def prepare_data(corpus_config: SyntheticConfig, setting: str = "causal", codes:
         vocab=vocab,
         corpus=corpus,
         featurizer=featurizer,
-        train=encode_corpus(prepare(corpus.train), vocab, featurizer),
+        train=encode_corpus(prepare(corpus.train), vocab, featurizer, score_eos_pad=setting == "published"),
         val=encode_corpus(prepare(corpus.val), vocab, featurizer, trailing_pad=True),  # the authors' denominator too
         held_out_ids=vocab.ids(corpus.split.held_out),
         adjective_classes=[torch.tensor(vocab.ids(POSITIVE_ADJECTIVES)), torch.tensor(vocab.ids(NEGATIVE_ADJECTIVES))],

@@ -21,7 +21,7 @@ and re-exported here):
 Training is the authors' LoRA recipe (AdamW on the LoRA matrices and the idea head only, constant
 lr 2e-4 at paper scale, alpha ramp to 0.5, lambda 0.1 on the mean idea BCE, validation every N
 steps, early stopping once the ramp is done, best weights kept); the small profiles use warmup +
-cosine and reuse their few documents (``lr_schedule``, ``fresh_documents``).
+cosine and reuse their few documents (``schedule``, ``sampling`` of the profile's ``TrainConfig``).
 
 This module declares only *what* the two kinds of run are, as :mod:`semlm.core.runs` experiments:
 :data:`BACKBONE_PRETRAINING` (the book's small Mistral on WikiText-2) and :data:`LORA` (one LoRA
@@ -56,7 +56,7 @@ from semlm.idea.targets import PAD_ID, idea_bce_sparse, window_ids
 from semlm.core.metrics import perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
 from semlm.profiles import (LORA_IDEA, PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
-                       LoraSettings, LoraTraining, TrainConfig, lora_profile)
+                       LoraSettings, TrainConfig, lora_profile)
 from semlm.reference import PAPER_B_VAL_PPL
 from semlm.core.records import BackboneRunMetrics, LoraRunMetrics
 from semlm.core.runs import RunRecord, RunSpec
@@ -267,16 +267,17 @@ class LoraData:
 def prepare_fineweb(profile, tokenizer) -> LoraData:
     """FineWeb-Edu documents -> token streams (``eos`` between documents) -> blocks with idea windows.
 
-    ``profile``: a :class:`LoraProfile` or a :class:`LoraRun` (both name the source, the split and the training).
+    ``profile``: a :class:`LoraProfile` or a :class:`LoraRun` (both name the source, the split, the window
+    size, the idea window and the token budgets).
     """
-    t = profile.training
+    p = profile
     documents = load_fineweb(profile.fineweb_source, profile.validation_fraction, seed=0,
                              max_documents=profile.max_documents)
     train_ids = encode_lines(tokenizer, documents.train, separator=True, dtype=torch.long)
     val_ids = encode_lines(tokenizer, documents.validation, separator=True, dtype=torch.long)
     return LoraData(documents,
-                    TokenBlocks.from_stream(train_ids, t.block_size, t.idea.window, t.train_tokens),
-                    TokenBlocks.from_stream(val_ids, t.block_size, t.idea.window, t.eval_tokens))
+                    TokenBlocks.from_stream(train_ids, p.block_size, p.idea.window, p.train_tokens),
+                    TokenBlocks.from_stream(val_ids, p.block_size, p.idea.window, p.eval_tokens))
 
 
 # --- LoRA training ------------------------------------------------------------------------------
@@ -293,29 +294,21 @@ def lora_loss(model: LoraIdeaModel, batch, settings: IdeaSettings, alpha: float)
     return ce + settings.idea_weight * bce, {"token_ce": ce.detach(), "idea_bce": bce.detach()}
 
 
-def lora_train_config(training: LoraTraining, idea: bool) -> TrainConfig:
-    """The authors' LoRA loop as a :class:`semlm.profiles.TrainConfig` for :func:`semlm.core.train.train`.
-
-    Each window once in stream order (``fresh_documents``) or shuffled passes; early stopping
-    counts only validations after the gate's ramp (a ramping gate changes the model)."""
-    t = training
-    return TrainConfig(max_steps=t.max_steps, batch_size=t.batch_size, accumulation=t.accumulation, lr=t.lr,
-                       weight_decay=t.weight_decay, grad_clip=t.grad_clip,
-                       sampling="in_order" if t.fresh_documents else "shuffle", schedule=t.lr_schedule,
-                       warmup_steps=t.warmup_steps, eval_every=t.eval_every, patience=t.patience,
-                       patience_from_step=t.idea.alpha_ramp_steps if idea else 0,
-                       label_smoothing=0.0, aux_weight=0.0, uniformizer_weight=0.0)
-
-
 @dataclass(frozen=True)
 class LoraRun:
-    """What one LoRA run is: the training recipe, the adapters, the data, the frozen backbone and its precision."""
+    """What one LoRA run is: the training recipe, the idea head's settings, the adapters, the data, the frozen
+    backbone and its precision. ``gated``: the idea head and its gate are on (else the LoRA baseline, or with
+    ``output_adapter`` its capacity control)."""
 
-    training: LoraTraining
+    train: TrainConfig
+    idea: IdeaSettings
     lora: LoraSettings
     backbone: str                   # from_pretrained() path or Hub name (a book backbone's folder names its run key)
     quantization: str
-    idea: bool
+    gated: bool
+    block_size: int = 512
+    train_tokens: int | None = None
+    eval_tokens: int | None = None
     fineweb_source: str = "offline"
     max_documents: int | None = None
     validation_fraction: float = 0.1
@@ -324,12 +317,17 @@ class LoraRun:
 
     @property
     def name(self) -> str:
-        kind = "gated" if self.idea else "control" if self.output_adapter else "baseline"
+        kind = "gated" if self.gated else "control" if self.output_adapter else "baseline"
         return f"{kind}-{self.quantization}"
 
     def alpha_at(self, step: int) -> float:
         """The gate strength after ``step`` optimiser steps (0 for the baseline)."""
-        return alpha_at(step, self.training.idea) if self.idea else 0.0
+        return alpha_at(step, self.idea) if self.gated else 0.0
+
+    def train_config(self) -> TrainConfig:
+        """The recipe as :func:`semlm.core.train.train` runs it: early stopping counts only validations after
+        the gate's ramp (a ramping gate changes the model); without a gate nothing ramps."""
+        return replace(self.train, patience_from_step=self.idea.alpha_ramp_steps if self.gated else 0)
 
 
 def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool,
@@ -338,17 +336,18 @@ def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: s
     control on ``backbone`` in ``quantization``, with the profile's seed."""
     if idea and control:
         raise ValueError("a LoRA run is the gated model (idea=True) or its capacity control (control=True), not both")
-    run = LoraRun(profile.training, profile.lora, backbone.path, check_quantization(quantization), bool(idea),
-                  profile.fineweb_source, profile.max_documents, profile.validation_fraction, profile.name,
+    p = profile
+    run = LoraRun(p.train, p.idea, p.lora, backbone.path, check_quantization(quantization), bool(idea), p.block_size,
+                  p.train_tokens, p.eval_tokens, p.fineweb_source, p.max_documents, p.validation_fraction, p.name,
                   bool(control))
-    return RunSpec(run.name, profile.seed, run)
+    return RunSpec(run.name, p.seed, run)
 
 
 def build_lora_model(run: LoraRun) -> LoraIdeaModel:
-    """The frozen backbone of ``run`` (on the default device, in its precision) wrapped with LoRA and, if ``run.idea``, the idea head."""
-    t = run.training
-    config = LoraIdeaConfig(idea_head=run.idea, gate_variant=t.idea.gate_variant, alpha=t.idea.alpha if run.idea else 0.0,
-                            beta=t.idea.beta, eps=t.idea.eps, n_positions=t.block_size,
+    """The frozen backbone of ``run`` (on the default device, in its precision) wrapped with LoRA and, if ``run.gated``, the idea head."""
+    idea = run.idea
+    config = LoraIdeaConfig(idea_head=run.gated, gate_variant=idea.gate_variant, alpha=idea.alpha if run.gated else 0.0,
+                            beta=idea.beta, eps=idea.eps, n_positions=run.block_size,
                             quantization=check_quantization(run.quantization), lora=run.lora,
                             output_adapter=run.output_adapter)
     with quiet_transformers():
@@ -357,7 +356,7 @@ def build_lora_model(run: LoraRun) -> LoraIdeaModel:
 
 def lora_step_loss(model: LoraIdeaModel, batch, step: int, run: LoraRun) -> tuple[torch.Tensor, dict]:
     """``loss_fn(model, batch, step)`` of the loop (with ``run`` bound): :func:`lora_loss` at the gate strength of ``step``."""
-    return lora_loss(model, batch, run.training.idea, run.alpha_at(step))
+    return lora_loss(model, batch, run.idea, run.alpha_at(step))
 
 
 def lora_validation(model: LoraIdeaModel, blocks: TokenBlocks, step: int, run: LoraRun) -> float:
@@ -390,7 +389,7 @@ class LoraExperiment(runs.Experiment):
 
     def data_key(self, spec: RunSpec):
         run = spec.config
-        return replace(run, quantization="none", idea=False, output_adapter=False)  # every run shares the data
+        return replace(run, train=None, quantization="none", gated=False, output_adapter=False)  # every run shares the data
 
     def prepare(self, spec: RunSpec) -> LoraData:
         return prepare_fineweb(spec.config, backbone_tokenizer(spec.config.backbone))
@@ -399,18 +398,19 @@ class LoraExperiment(runs.Experiment):
         return build_lora_model(spec.config)
 
     def fit(self, spec: RunSpec, data: LoraData) -> runs.Fit:
-        run, t = spec.config, spec.config.training
-        if t.fresh_documents and len(data.train) < t.max_steps * t.batch_size:
-            raise ValueError(f"fresh_documents needs {t.max_steps * t.batch_size:,} training windows of {t.block_size} "
-                             f"tokens but the documents give {len(data.train):,}; raise max_documents or lower max_steps")
-        return runs.Fit(data.train, data.validation, lora_train_config(t, run.idea),
+        run, t = spec.config, spec.config.train
+        if t.sampling == "in_order" and len(data.train) < t.max_steps * t.batch_size:
+            raise ValueError(f"reading each window once (sampling='in_order') needs {t.max_steps * t.batch_size:,} "
+                             f"training windows of {run.block_size} tokens but the documents give {len(data.train):,}; "
+                             "raise max_documents or lower max_steps")
+        return runs.Fit(data.train, data.validation, run.train_config(),
                         loss_fn=partial(lora_step_loss, run=run), validate=partial(lora_validation, run=run))
 
     def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> LoraRunMetrics:
-        return evaluate_lora(model, data, spec.config.idea)
+        return evaluate_lora(model, data, spec.config.gated)
 
     def total_steps(self, spec: RunSpec) -> int:
-        return spec.config.training.max_steps
+        return spec.config.train.max_steps
 
 
 LORA = LoraExperiment()
@@ -467,7 +467,7 @@ def _rss_mb(field_name: str) -> float:
 
 def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str, idea: bool) -> dict:
     """Peak memory of loading the backbone and ``memory_probe_steps`` training steps (in this process)."""
-    t = profile.training
+    t, settings = profile.train, profile.idea
     device = lora_device()
     cuda = device.type == "cuda"
     if cuda:
@@ -487,7 +487,7 @@ def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, q
     batch = to_device(data.train.batch(torch.arange(min(micro_batch, len(data.train)))), device)
     start = time.perf_counter()
     for _ in range(profile.memory_probe_steps):
-        loss, _ = lora_loss(model, batch, t.idea, t.idea.alpha if idea else 0.0)
+        loss, _ = lora_loss(model, batch, settings, settings.alpha if idea else 0.0)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

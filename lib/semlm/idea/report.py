@@ -387,8 +387,8 @@ def lora_numbers(base: RunRecord, gated: RunRecord, backbone, paper_ppl: dict) -
 
 
 def main_lora_runs(records: Sequence[RunRecord], seed: int) -> dict[tuple[str, bool], RunRecord]:
-    """The baseline and gated runs of the profile's seed by ``(quantization, idea)`` (no control, no other seed)."""
-    return {(r.spec.config.quantization, r.spec.config.idea): r for r in records
+    """The baseline and gated runs of the profile's seed by ``(quantization, gated)`` (no control, no other seed)."""
+    return {(r.spec.config.quantization, r.spec.config.gated): r for r in records
             if r.seed == seed and not r.spec.config.output_adapter}
 
 
