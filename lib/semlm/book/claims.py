@@ -386,6 +386,15 @@ _SST2_CONTROL_RULE = (
     "fusion model is not better than that baseline on average for a request; otherwise inconclusive")
 
 
+def _non_inferior(diff: Interval, margin: float) -> tuple[str, str]:
+    """Non-inferiority of gated - plain ``diff`` against a loss of ``margin``: the status and why."""
+    if diff.above(-margin):
+        return REPRODUCED, "no loss beyond the margin anywhere in the interval"
+    if diff.below(-margin):
+        return NOT_REPRODUCED, "the gated model is less diverse than the plain one beyond the margin"
+    return INCONCLUSIVE, "the interval straddles the margin"
+
+
 def _per_prompt(control, cls: str, field: str) -> list[int]:
     values = _need(getattr(control, field), SST2, f"control.hard.{cls}.{field} (per-prompt 0/1 classifier verdicts)")
     return [int(v) for v in values]
@@ -583,14 +592,7 @@ def _idea_distinct(metrics):
     gated = _need(overall.gated, IDEA, "over_seeds.domains.distinct_2.all.gated")
     diff = _seed_difference(overall, IDEA, "over_seeds.domains.distinct_2.all")
     margin = IDEA_DIVERSITY_MARGIN * plain.mean
-    if n < 2:
-        status, what = INCONCLUSIVE, "fewer than 2 seeds give no interval"
-    elif diff.above(-margin):
-        status, what = REPRODUCED, "no loss beyond the margin anywhere in the interval"
-    elif diff.below(-margin):
-        status, what = NOT_REPRODUCED, "the gated model is less diverse than the plain one beyond the margin"
-    else:
-        status, what = INCONCLUSIVE, "the interval straddles the margin"
+    status, what = (INCONCLUSIVE, "fewer than 2 seeds give no interval") if n < 2 else _non_inferior(diff, margin)
     return Verdict(status,
                    f"distinct-2 over {n} training seeds: plain {plain}, gated {gated}, gated - plain {diff:+.3f}; "
                    f"margin -{margin:.3f} ({what})",
@@ -741,12 +743,7 @@ def _topic_diversity(metrics):
     value, profile, ci = f"{plain} vs {gated}", _profile(metrics, TOPIC), _bounds(gated)
     if ruled_out:
         return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, ci, profile, rule)
-    if paired.above(-margin):
-        status, what = REPRODUCED, "no loss beyond the margin anywhere in the interval"
-    elif paired.below(-margin):
-        status, what = NOT_REPRODUCED, "the gated model is less diverse beyond the margin"
-    else:
-        status, what = INCONCLUSIVE, "the interval straddles the margin"
+    status, what = _non_inferior(paired, margin)
     return Verdict(status, f"{reason} ({what})", None, value, ci, profile, rule)
 
 
