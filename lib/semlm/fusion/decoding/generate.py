@@ -18,6 +18,13 @@ allowed word (no state allows more than 10). They are kept for fidelity, not eff
 
 ``published_decoding`` turns a config into the authors' decoder for the published setting:
 their nucleus rule (``semlm.fusion.decoding.mixture``) and their steering (``ControlSteering``).
+
+``generate`` is the book's decoder (a hand loop that re-reads the whole prefix each step).
+``generate_with_transformers`` is the same decoder through ``model.generate()``: the model
+recomputes the features per step (``FusionLM.prepare_inputs_for_generation``), keeps a KV
+cache in the causal setting, and the mixture becomes a processor (``MixtureAtAdjective``)
+that returns log q at ADJ. Both draw the same words for the same seed (tested); the chapters
+keep the hand loop, whose numbers they cache.
 """
 
 from __future__ import annotations
