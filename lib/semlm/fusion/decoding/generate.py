@@ -23,8 +23,10 @@ their nucleus rule (``semlm.fusion.decoding.mixture``) and their steering (``Con
 ``generate_with_transformers`` is the same decoder through ``model.generate()``: the model
 recomputes the features per step (``FusionLM.prepare_inputs_for_generation``), keeps a KV
 cache in the causal setting, and the mixture becomes a processor (``MixtureAtAdjective``)
-that returns log q at ADJ. Both draw the same words for the same seed (tested); the chapters
-keep the hand loop, whose numbers they cache.
+that returns log q at ADJ. Both draw the same words for the same seed in every tested case,
+but not bit for bit by construction: cached logits differ from full-prefix ones by float
+rounding (~1e-6) and softmax(log q) from q by an ulp, which can flip a draw whose uniform
+number falls within that distance of a boundary. The chapters keep the hand loop.
 """
 
 from __future__ import annotations
