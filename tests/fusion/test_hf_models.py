@@ -136,3 +136,22 @@ def test_generate_with_transformers_samples_what_the_hand_loop_samples(vocab, ki
     state = torch.random.get_rng_state()
     generate_with_transformers(model, featurize, grammar, 2, controls, config=config, prompt="Bob finishes the")
     assert torch.equal(torch.random.get_rng_state(), state)  # the caller's RNG is left alone
+
+
+def test_every_decoding_step_is_a_transformers_logits_processor(vocab):
+    from transformers import LogitsProcessor
+
+    from semlm.fusion.decoding import AuthorsTopPLogitsWarper, ControlSteering, HardControl, LastKRepetitionPenalty
+    from semlm.fusion.decoding.generate import MixtureAtAdjective
+    from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
+    from semlm.idea.gate import IdeaGateLogitsProcessor
+
+    grammar, controls = ClauseGrammar(vocab), Controls({"pos_high": 0.9})
+    steps = [GrammarMask(grammar), HardControl(grammar, controls), ControlSteering(grammar, controls),
+             LastKRepetitionPenalty(1.5), AuthorsTopPLogitsWarper(0.9),
+             MixtureAtAdjective(grammar, LogitsProcessorList(), None, None),
+             SentimentSteering(torch.zeros(len(vocab)), 1, 6.0, 3.0),
+             AdjectiveClassRestriction(torch.zeros(len(vocab), dtype=torch.bool), torch.tensor([], dtype=torch.long))]
+    assert all(isinstance(step, LogitsProcessor) for step in steps) and issubclass(IdeaGateLogitsProcessor, LogitsProcessor)
+    ids, scores = torch.full((2, 3), vocab.bos_id), torch.randn(2, len(vocab))
+    torch.testing.assert_close(LogitsProcessorList(steps)(ids, scores), LogitsProcessorList(steps[:-3])(ids, scores))
