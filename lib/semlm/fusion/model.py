@@ -11,24 +11,44 @@ and an auxiliary head reconstructs s_t from the last hidden state:
 tied to the input embedding because the fused input keeps width d.
 
 ``gate=False`` is the ablation h_t = e_t + u_t (no gate), used by the leakage audit.
+
+Both models are transformers ``PreTrainedModel``s (``FusionLMConfig`` / ``BaselineLMConfig``,
+registered with ``AutoConfig`` and ``AutoModelForCausalLM``): ``save_pretrained`` /
+``from_pretrained`` work, and ``generate()`` works in the causal setting, with a KV cache.
+Building one from an ``LMConfig`` draws exactly the weights the plain ``nn.Module`` drew
+(PyTorch's defaults, then ``Backbone``'s encoder init): ``_init_weights`` touches no
+parameter, it only refills the sinusoidal table that ``from_pretrained`` leaves empty.
+
+Generation (``semlm.fusion.decoding.generate`` is the book's decoder, a hand loop; this is
+the same step inside ``generate()``): the fusion model reads a feature matrix computed from
+the tokens, so ``generate(ids, featurize=f)`` recomputes ``f(ids)`` for the whole prefix each
+step and feeds the rows of the positions the cache has not seen. ``feature_controls=(columns,
+values)`` writes the controls into the newest position's features, as the hand loop's
+``feature_control`` does; the hand loop recomputes that position without the controls at the
+next step, so with a cache the newest position is always re-run (two positions a step) and
+the cache holds exactly the states the hand loop computes.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import NamedTuple
 
 import torch
 from torch import nn
+from transformers import (AutoConfig, AutoModelForCausalLM, DynamicCache, GenerationConfig, GenerationMixin,
+                          PreTrainedConfig, PreTrainedModel)
+from transformers.utils import ModelOutput
 
 from semlm.fusion.fuzzy import NUM_FEATURES
-from semlm.fusion.backbone import Backbone, BackboneConfig
+from semlm.fusion.backbone import Backbone, BackboneConfig, SinusoidalPositions
 
 
-class LMOutput(NamedTuple):
-    logits: torch.Tensor                        # [B, L, V]
-    feature_pred: torch.Tensor | None           # [B, L, F] in (0, 1), fusion only
-    hidden: torch.Tensor                        # [B, L, d]
+@dataclass
+class LMOutput(ModelOutput):
+    logits: torch.Tensor | None = None                   # [B, L, V]
+    feature_pred: torch.Tensor | None = None             # [B, L, F] in (0, 1), fusion only
+    hidden: torch.Tensor | None = None                   # [B, L, d]
+    past_key_values: DynamicCache | None = None          # only when a cache was asked for
 
 
 @dataclass(frozen=True)
@@ -54,36 +74,170 @@ class LMConfig:
         return cls(backbone=BackboneConfig(**d["backbone"]), kind=d["kind"], n_features=d["n_features"], gate=d["gate"])
 
 
-class BaselineLM(nn.Module):
+class FusionLMConfig(PreTrainedConfig):
+    """``LMConfig`` as a transformers config (flat, so it serialises to config.json)."""
+
+    model_type = "semlm_fusion"
+    attribute_map = {"hidden_size": "d_model", "num_hidden_layers": "n_layers",
+                     "num_attention_heads": "n_heads", "max_position_embeddings": "max_positions"}
+
+    kind: str = "fusion"
+    vocab_size: int = 2
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 256
+    dropout: float = 0.1
+    max_positions: int = 512
+    causal: bool = True
+    n_features: int = NUM_FEATURES
+    gate: bool = True
+    use_cache: bool = False      # forward() builds a cache only when asked; generate() asks
+    tie_word_embeddings: bool = False  # the head is ``hidden @ embed.weight.T``, no separate weight to tie
+
+    @classmethod
+    def from_lm_config(cls, config: LMConfig) -> "FusionLMConfig":
+        target = BaselineLMConfig if config.kind == "baseline" else FusionLMConfig
+        return target(kind=config.kind, n_features=config.n_features, gate=config.gate, **asdict(config.backbone))
+
+    @property
+    def backbone(self) -> BackboneConfig:
+        return BackboneConfig(vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers,
+                              n_heads=self.n_heads, d_ff=self.d_ff, dropout=self.dropout,
+                              max_positions=self.max_positions, causal=self.causal)
+
+    def to_lm_config(self) -> LMConfig:
+        return LMConfig(self.backbone, kind=self.kind, n_features=self.n_features, gate=self.gate)
+
+
+class BaselineLMConfig(FusionLMConfig):
+    model_type = "semlm_baseline"
+
+    kind: str = "baseline"
+
+
+class _SemanticLM(PreTrainedModel, GenerationMixin):
+    """What both models share: the config, the (non-)initialisation, embeddings, the cache, generation."""
+
+    config_class = FusionLMConfig
+    base_model_prefix = "backbone"
+    main_input_name = "input_ids"
+    _no_split_modules = ["Block"]
+    _supports_sdpa = True
+    kind = "fusion"
+
+    def __init__(self, config: LMConfig | FusionLMConfig):
+        if isinstance(config, LMConfig):
+            config = FusionLMConfig.from_lm_config(config)
+        if config.kind != self.kind:
+            raise ValueError(f"{type(self).__name__} needs a config of kind {self.kind!r}, got {config.kind!r}; "
+                             f"use build_model(config) to pick the class")
+        config.to_lm_config()  # validates kind and the backbone sizes
+        super().__init__(config)
+        self.backbone = Backbone(config.backbone)
+
+    def _finish_init(self) -> None:
+        self.post_init()
+        self.generation_config = GenerationConfig(use_cache=True)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Keep PyTorch's and ``Backbone``'s initialisation (the cached runs were trained from it): touch no
+        parameter; only refill the sinusoidal table, a non-persistent buffer ``from_pretrained`` leaves empty."""
+        if isinstance(module, SinusoidalPositions):
+            module.reset_table()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.backbone.embed
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.backbone.embed = value
+
+    def get_output_embeddings(self) -> None:
+        return None  # the head is the embedding itself (``Backbone.logits``)
+
+    @staticmethod
+    def _cache(past_key_values, use_cache: bool | None):
+        use_cache = past_key_values is not None if use_cache is None else use_cache
+        if not use_cache:
+            return None
+        return DynamicCache() if past_key_values is None else past_key_values
+
+    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, past_key_values=None,
+                                      attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
+                                      featurize=None, feature_controls=None, **kwargs) -> dict:
+        """The positions ``forward`` must (re)compute, their features, and the cache.
+
+        ``featurize`` maps ``[B, L]`` ids to ``[B, L, F]`` features (fusion only); ``feature_controls``
+        is ``(columns, values)`` written into the newest position's features. Without a cache the whole
+        prefix is re-read each step, as the hand loop does. Rows must share one length (no padding).
+        """
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise ValueError("padded prompts are not supported by this model's generate(); give rows of one length")
+        use_cache = bool(use_cache) and self.config.causal
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache()
+        features = self._generation_features(input_ids, featurize, feature_controls)
+        start = 0
+        if use_cache:
+            start = past_key_values.get_seq_length()
+            if start and feature_controls is not None and features is not None:
+                past_key_values.crop(-1)  # its newest position was computed with the controls: redo it without
+                start -= 1
+        inputs = {"input_ids": input_ids[:, start:], "use_cache": use_cache}
+        if use_cache:
+            inputs["past_key_values"] = past_key_values
+        if features is not None:
+            inputs["features"] = features[:, start:]
+        return inputs
+
+    def _generation_features(self, input_ids, featurize, feature_controls) -> torch.Tensor | None:
+        if not self.uses_features:
+            return None
+        if featurize is None:
+            raise ValueError("FusionLM.generate needs featurize= (ids [B, L] -> features [B, L, F]), "
+                             "e.g. semlm.fusion.features.SyntheticFeatures(vocab)")
+        features = featurize(input_ids)
+        if feature_controls is not None:
+            columns, values = feature_controls
+            if len(columns):
+                features[:, -1, columns] = values.to(features)
+        return features
+
+
+class BaselineLM(_SemanticLM):
     """The backbone alone: features, if given, are ignored."""
 
     uses_features = False
+    config_class = BaselineLMConfig
+    kind = "baseline"
 
-    def __init__(self, config: LMConfig):
-        super().__init__()
-        self.config = config
-        self.backbone = Backbone(config.backbone)
+    def __init__(self, config: LMConfig | BaselineLMConfig):
+        super().__init__(config)
+        self._finish_init()
 
     def forward(self, input_ids: torch.Tensor, features: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None) -> LMOutput:
-        hidden = self.backbone.encode(self.backbone.embed(input_ids), attention_mask)
-        return LMOutput(self.backbone.logits(hidden), None, hidden)
+                attention_mask: torch.Tensor | None = None, past_key_values=None, use_cache: bool | None = None,
+                return_dict: bool | None = None, **kwargs) -> LMOutput:
+        cache = self._cache(past_key_values, use_cache)
+        hidden = self.backbone.encode(self.backbone.embed(input_ids), attention_mask, cache)
+        return LMOutput(logits=self.backbone.logits(hidden), feature_pred=None, hidden=hidden, past_key_values=cache)
 
 
-class FusionLM(nn.Module):
+class FusionLM(_SemanticLM):
     """Backbone + gated semantic channel + auxiliary feature-reconstruction head."""
 
     uses_features = True
 
-    def __init__(self, config: LMConfig):
-        super().__init__()
-        self.config = config
-        d, F = config.backbone.d_model, config.n_features
-        self.backbone = Backbone(config.backbone)
+    def __init__(self, config: LMConfig | FusionLMConfig):
+        super().__init__(config)
+        config = self.config
+        d, F = config.d_model, config.n_features
         self.semantic_projection = nn.Linear(F, d)             # W_s
         self.gate = nn.Linear(d + F, d) if config.gate else None  # W_g
         hidden = max(64, 2 * F)
         self.aux_head = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, F))
+        self._finish_init()
 
     def fuse(self, embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         u = self.semantic_projection(features)
@@ -93,16 +247,26 @@ class FusionLM(nn.Module):
         return embeddings + u + g * u
 
     def forward(self, input_ids: torch.Tensor, features: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None) -> LMOutput:
+                attention_mask: torch.Tensor | None = None, past_key_values=None, use_cache: bool | None = None,
+                return_dict: bool | None = None, **kwargs) -> LMOutput:
+        """``features`` [B, L, F] are those of ``input_ids`` (the new positions when a cache holds the past)."""
         if features is None:
             raise ValueError("FusionLM needs the semantic features of the inputs (features=[B, L, F])")
         if features.shape[:2] != input_ids.shape or features.shape[-1] != self.config.n_features:
             raise ValueError(
                 f"features must have shape {tuple(input_ids.shape) + (self.config.n_features,)}, got {tuple(features.shape)}"
             )
-        hidden = self.backbone.encode(self.fuse(self.backbone.embed(input_ids), features), attention_mask)
-        return LMOutput(self.backbone.logits(hidden), torch.sigmoid(self.aux_head(hidden)), hidden)
+        cache = self._cache(past_key_values, use_cache)
+        hidden = self.backbone.encode(self.fuse(self.backbone.embed(input_ids), features), attention_mask, cache)
+        return LMOutput(logits=self.backbone.logits(hidden), feature_pred=torch.sigmoid(self.aux_head(hidden)),
+                        hidden=hidden, past_key_values=cache)
 
 
-def build_model(config: LMConfig) -> nn.Module:
+def build_model(config: LMConfig) -> _SemanticLM:
     return FusionLM(config) if config.kind == "fusion" else BaselineLM(config)
+
+
+AutoConfig.register(FusionLMConfig.model_type, FusionLMConfig)
+AutoConfig.register(BaselineLMConfig.model_type, BaselineLMConfig)
+AutoModelForCausalLM.register(FusionLMConfig, FusionLM)
+AutoModelForCausalLM.register(BaselineLMConfig, BaselineLM)

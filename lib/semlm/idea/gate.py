@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers import LogitsProcessor
 
 from semlm.idea.model import idea_gate
 
@@ -49,7 +50,7 @@ class ConcentrationDecay:
         return alpha * (1.0 - self.concentration(input_ids, idea_logits)).pow(self.power)
 
 
-class IdeaGateLogitsProcessor:
+class IdeaGateLogitsProcessor(LogitsProcessor):
     """``(input_ids, scores) -> scores + gate``; stacks in a ``LogitsProcessorList`` like any processor."""
 
     def __init__(self, idea_model, alpha: float, beta: float | None = None, variant: str | None = None,

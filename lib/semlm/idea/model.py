@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import DynamicCache, GenerationConfig, GenerationMixin, PreTrainedConfig, PreTrainedModel
+from transformers import (AutoConfig, AutoModelForCausalLM, DynamicCache, GenerationConfig, GenerationMixin,
+                          PreTrainedConfig, PreTrainedModel)
 from transformers.cache_utils import Cache
 from transformers.utils import ModelOutput
 
@@ -432,3 +433,9 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
 def parameter_count(model: nn.Module) -> int:
     """Distinct trainable parameters (the tied head counted once)."""
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+# ``AutoConfig`` / ``AutoModelForCausalLM`` know the model once this module is imported, so a saved
+# folder loads with ``AutoModelForCausalLM.from_pretrained(path)`` (no remote code, no auto_map).
+AutoConfig.register(IdeaGPTConfig.model_type, IdeaGPTConfig)
+AutoModelForCausalLM.register(IdeaGPTConfig, IdeaGPTForCausalLM)

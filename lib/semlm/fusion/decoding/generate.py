@@ -18,6 +18,15 @@ allowed word (no state allows more than 10). They are kept for fidelity, not eff
 
 ``published_decoding`` turns a config into the authors' decoder for the published setting:
 their nucleus rule (``semlm.fusion.decoding.mixture``) and their steering (``ControlSteering``).
+
+``generate`` is the book's decoder (a hand loop that re-reads the whole prefix each step).
+``generate_with_transformers`` is the same decoder through ``model.generate()``: the model
+recomputes the features per step (``FusionLM.prepare_inputs_for_generation``), keeps a KV
+cache in the causal setting, and the mixture becomes a processor (``MixtureAtAdjective``)
+that returns log q at ADJ. Both draw the same words for the same seed in every tested case,
+but not bit for bit by construction: cached logits differ from full-prefix ones by float
+rounding (~1e-6) and softmax(log q) from q by an ulp, which can flip a draw whose uniform
+number falls within that distance of a boundary. The chapters keep the hand loop.
 """
 
 from __future__ import annotations
@@ -25,13 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
-from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from semlm.data import synthetic as syn
 from semlm.fusion.fuzzy import feature_index
 from semlm.fusion.decoding.controls import Controls
 from semlm.fusion.decoding.grammar import ADJ, END, ClauseGrammar, GrammarMask
-from semlm.fusion.decoding.mixture import AuthorsTopPLogitsWarper, check_nucleus_rule, sample_mixture
+from semlm.fusion.decoding.mixture import (AuthorsTopPLogitsWarper, check_nucleus_rule, group_uniform_mixture, nucleus,
+                                          sample_mixture)
 from semlm.fusion.decoding.processors import STEERING_RULES, ControlSteering, HardControl, LastKRepetitionPenalty
 
 
@@ -103,15 +113,21 @@ def _processors(grammar: ClauseGrammar, controls: Controls, config: DecodingConf
     return LogitsProcessorList(steps)
 
 
-@torch.no_grad()
-def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
-             prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
-             codes: tuple[str, ...] = ()) -> list[list[str]]:
-    """``n`` one-clause sentences (word lists, prompt included), decoded as one batch.
+@dataclass(frozen=True)
+class _DecodingSetup:
+    """What one decoding call needs besides the model: the start ids, the processors, the controls
+    to write into the features and, under a hard class request with a mixture, the class mask."""
 
-    ``codes`` are control tokens placed after ``<bos>`` for a CTRL-style model; the grammar
-    must have been built with ``offset=len(codes)``. They are not part of the returned words.
-    """
+    ids: torch.Tensor
+    processors: LogitsProcessorList
+    control_columns: torch.Tensor
+    control_values: torch.Tensor
+    class_mask: torch.Tensor | None
+    steps: int
+
+
+def _setup(grammar: ClauseGrammar, n: int, controls: Controls | None, prompt: str | None,
+           config: DecodingConfig, codes: tuple[str, ...]) -> _DecodingSetup:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if len(codes) != grammar.offset:
@@ -121,21 +137,37 @@ def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, 
     vocab = grammar.vocab
     prefix = grammar.parse_prefix(prompt) if prompt else None
     start = [vocab.bos_id] + vocab.ids(codes) + (vocab.ids(prefix.words) if prefix else [])
-    ids = torch.tensor(start).repeat(n, 1)
-    processors = _processors(grammar, controls, config)
-    generator = torch.Generator().manual_seed(seed)
     control_columns = torch.tensor([feature_index(k) for k in controls.values], dtype=torch.long)
     control_values = torch.tensor(list(controls.values.values()), dtype=torch.float32)
+    if not config.feature_control:
+        control_columns, control_values = control_columns[:0], control_values[:0]
     hard_class = controls.hard_class if config.hard else None
     class_mask = None
     if hard_class is not None and config.mixture is not None:
         words = syn.POSITIVE_ADJECTIVES if hard_class == "positive" else syn.NEGATIVE_ADJECTIVES
         class_mask = torch.zeros(len(vocab), dtype=torch.bool)
         class_mask[vocab.ids(words)] = True
+    return _DecodingSetup(torch.tensor(start).repeat(n, 1), _processors(grammar, controls, config), control_columns,
+                          control_values, class_mask, END - (len(start) - 1 - grammar.offset))
+
+
+@torch.no_grad()
+def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
+             prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
+             codes: tuple[str, ...] = ()) -> list[list[str]]:
+    """``n`` one-clause sentences (word lists, prompt included), decoded as one batch.
+
+    ``codes`` are control tokens placed after ``<bos>`` for a CTRL-style model; the grammar
+    must have been built with ``offset=len(codes)``. They are not part of the returned words.
+    """
+    setup = _setup(grammar, n, controls, prompt, config, codes)
+    ids, processors, class_mask = setup.ids, setup.processors, setup.class_mask
+    generator = torch.Generator().manual_seed(seed)
+    control_columns, control_values = setup.control_columns, setup.control_values
     model.eval()
     while ids.shape[1] - 1 - grammar.offset < END:
         features = featurize(ids)
-        if config.feature_control and len(control_columns):
+        if len(control_columns):
             features[:, -1, control_columns] = control_values
         logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
         state = ids.shape[1] - 1 - grammar.offset
@@ -146,7 +178,49 @@ def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, 
             probs = torch.softmax(processors(ids, logits), dim=-1)
             next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
-    return [vocab.decode(row[1 + len(codes):]) for row in ids]
+    return [grammar.vocab.decode(row[1 + len(codes):]) for row in ids]
+
+
+class MixtureAtAdjective(LogitsProcessor):
+    """``generate()`` form of the decoder above: at ADJ, ``log q`` of the group-uniform mixture (then
+    nucleus) from the raw scores, so that ``generate``'s softmax and draw sample from q; at every
+    other state the wrapped ``processors``. Without a class mask it is just ``processors``."""
+
+    def __init__(self, grammar: ClauseGrammar, processors: LogitsProcessorList, class_mask: torch.Tensor | None,
+                 mixture: MixtureSettings | None):
+        self.grammar, self.processors, self.class_mask, self.mixture = grammar, processors, class_mask, mixture
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.class_mask is None or int(self.grammar.state_of(input_ids)[0]) != ADJ:
+            return self.processors(input_ids, scores)
+        mix = self.mixture
+        q = nucleus(group_uniform_mixture(scores, self.class_mask.to(scores.device), mix.alpha, mix.temperature),
+                    mix.top_p, mix.nucleus_rule)
+        return q.log()
+
+
+@torch.no_grad()
+def generate_with_transformers(model, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
+                               prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
+                               codes: tuple[str, ...] = (), use_cache: bool = True,
+                               do_sample: bool = True) -> list[list[str]]:
+    """``generate`` through transformers' ``model.generate()`` (the model's KV cache when ``use_cache``;
+    the published, non-causal setting always re-reads the prefix). Sampling uses the global RNG
+    seeded with ``seed`` inside ``torch.random.fork_rng`` (the caller's RNG state is restored), which
+    draws what ``generate``'s ``Generator(seed)`` draws. ``do_sample=False`` is greedy decoding
+    (argmax of the processed scores, the mixture's q at ADJ)."""
+    setup = _setup(grammar, n, controls, prompt, config, codes)
+    processor = MixtureAtAdjective(grammar, setup.processors, setup.class_mask, config.mixture)
+    model.eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        ids = model.generate(setup.ids, featurize=featurize if model.uses_features else None,
+                             feature_controls=(setup.control_columns, setup.control_values) if len(setup.control_columns) else None,
+                             logits_processor=LogitsProcessorList([processor]), do_sample=do_sample,
+                             max_new_tokens=setup.steps, use_cache=use_cache,
+                             temperature=1.0, top_k=None, top_p=None, eos_token_id=None, pad_token_id=grammar.vocab.eos_id,
+                             attention_mask=torch.ones_like(setup.ids))
+    return [grammar.vocab.decode(row[1 + len(codes):]) for row in ids]
 
 
 @torch.no_grad()

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 import torch
+from transformers import LogitsProcessor
 
 from semlm.data import synthetic as syn
 from semlm.data.vocab import Vocabulary
@@ -93,7 +94,7 @@ class ClauseGrammar:
         return len(words) == END and all(w in self.words(state) for state, w in enumerate(words))
 
 
-class GrammarMask:
+class GrammarMask(LogitsProcessor):
     """LogitsProcessor: -inf for every word the grammar does not allow in the row's state."""
 
     def __init__(self, grammar: ClauseGrammar):

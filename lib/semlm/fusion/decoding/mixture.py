@@ -25,6 +25,7 @@ cumulative mass crosses ``top_p``:
 from __future__ import annotations
 
 import torch
+from transformers import LogitsProcessor
 
 
 def group_uniform_mixture(logits: torch.Tensor, class_mask: torch.Tensor, alpha: float,
@@ -72,7 +73,7 @@ def nucleus(probs: torch.Tensor, top_p: float, rule: str = "reach") -> torch.Ten
     return kept / kept.sum(-1, keepdim=True)
 
 
-class AuthorsTopPLogitsWarper:
+class AuthorsTopPLogitsWarper(LogitsProcessor):
     """LogitsProcessor form of the authors' nucleus (``rule="authors"``), for the steps outside
     the mixture; transformers' ``TopPLogitsWarper`` is the ``"reach"`` rule."""
 

@@ -29,7 +29,7 @@ ADJ_BOOST, ADJ_PENALTY, PUNCT_BOOST, INTENS_BOOST = 6.0, 3.0, 2.8, 3.0
 STEERING_RULES: tuple[str, ...] = ("ours", "authors")
 
 
-class ControlSteering:
+class ControlSteering(LogitsProcessor):
     """State-aware additive shifts of the logits at INTENS, ADJ and PUNCT (``rule``: see module doc)."""
 
     def __init__(self, grammar: ClauseGrammar, controls: Controls, rule: str = "ours"):
@@ -61,7 +61,7 @@ class ControlSteering:
         return scores + self.shift.to(scores.device)[self.grammar.state_of(input_ids)]
 
 
-class HardControl:
+class HardControl(LogitsProcessor):
     """Strong requests: restrict ADJ to the requested class, and fix the punctuation ("?" or "!")."""
 
     def __init__(self, grammar: ClauseGrammar, controls: Controls):
@@ -82,7 +82,7 @@ class HardControl:
         return scores.masked_fill(~self.keep.to(scores.device)[self.grammar.state_of(input_ids)], float("-inf"))
 
 
-class LastKRepetitionPenalty:
+class LastKRepetitionPenalty(LogitsProcessor):
     """transformers' repetition penalty (positive logits / p, negative x p) over the last ``k`` tokens only.
 
     The paper penalises the last k = 3 tokens (1.5 for fusion, 2.5 for the baseline);

@@ -1,0 +1,157 @@
+"""Paper A's fusion and baseline models are transformers models: same weights and outputs as the plain
+modules they were, save/load, Auto classes, a KV cache, and generate() matching the book's hand loop."""
+
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, LogitsProcessorList
+
+from semlm.fusion.decoding import (BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, Controls,
+                                   DecodingConfig, GrammarMask, generate, published_decoding)
+from semlm.fusion.decoding.generate import generate_with_transformers
+from semlm.fusion.features import SyntheticFeatures
+from semlm.fusion.model import BackboneConfig, BaselineLM, FusionLM, LMConfig, build_model
+
+BEFORE = "tests/fixtures/fusion_models/tiny_models_before_hf.safetensors"
+FIXTURE_MODELS = [("fusion", "fusion", True, True), ("fusion_nogate", "fusion", False, True),
+                  ("baseline", "baseline", True, True), ("fusion_published", "fusion", True, False)]
+
+
+def tiny(vocab_size, kind="fusion", causal=True, n_features=22):
+    torch.manual_seed(0)
+    backbone = BackboneConfig(vocab_size, d_model=32, n_layers=2, n_heads=2, d_ff=64, causal=causal)
+    return build_model(LMConfig(backbone, kind=kind, n_features=n_features)).eval()
+
+
+@pytest.mark.parametrize("name, kind, gate, causal", FIXTURE_MODELS)
+def test_same_seed_gives_the_weights_and_outputs_of_the_plain_module(name, kind, gate, causal):
+    # The fixture was written by the nn.Module classes (tests/fixtures/fusion_models/make_tiny_models_before_hf.py).
+    before = load_file(BEFORE)
+    torch.manual_seed(7)
+    config = LMConfig(BackboneConfig(12, d_model=8, n_layers=2, n_heads=2, d_ff=16, causal=causal), kind=kind,
+                      n_features=4, gate=gate)
+    model = build_model(config).eval()
+    assert isinstance(model, transformers.PreTrainedModel)
+    state = model.state_dict()
+    prefix = f"{name}/state/"
+    assert sorted(state) == sorted(k[len(prefix):] for k in before if k.startswith(prefix))
+    for key, value in state.items():
+        assert torch.equal(value, before[prefix + key]), key
+    ids, features = before["input_ids"], before["features"]
+    out = model(ids, features, torch.ones_like(ids, dtype=torch.bool))
+    assert torch.equal(out.logits, before[f"{name}/logits"]) and torch.equal(out.hidden, before[f"{name}/hidden"])
+    if kind == "fusion":
+        assert torch.equal(out.feature_pred, before[f"{name}/feature_pred"])
+
+
+@pytest.mark.parametrize("kind, causal", [("fusion", True), ("baseline", True), ("fusion", False)])
+def test_save_and_auto_from_pretrained_give_identical_logits(tmp_path, vocab, kind, causal):
+    model = tiny(len(vocab), kind, causal)
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is type(model) and loaded.config.to_lm_config() == model.config.to_lm_config()
+    ids = torch.randint(0, len(vocab), (2, 9))
+    features = SyntheticFeatures(vocab)(ids)
+    a, b = model(ids, features), loaded(ids, features)
+    assert torch.equal(a.logits, b.logits) and torch.equal(a.hidden, b.hidden)
+
+
+def test_the_runner_loads_raw_state_dicts_with_unchanged_names(vocab):
+    model = tiny(len(vocab))
+    again = tiny(len(vocab)).__class__(model.config)
+    again.load_state_dict(model.state_dict())  # strict: what core.train._load_weights does
+    assert {"backbone.embed.weight", "semantic_projection.weight", "gate.weight"} <= set(model.state_dict())
+
+
+def test_classes_accept_their_config_and_reject_the_other_kind(vocab):
+    config = LMConfig(BackboneConfig(len(vocab), d_model=16, n_layers=1, n_heads=2, d_ff=16), kind="baseline")
+    assert isinstance(BaselineLM(config), BaselineLM)
+    with pytest.raises(ValueError, match="FusionLM needs a config of kind 'fusion', got 'baseline'"):
+        FusionLM(config)
+
+
+@pytest.mark.parametrize("kind", ["fusion", "baseline"])
+def test_cached_forward_equals_the_full_forward(vocab, kind):
+    model = tiny(len(vocab), kind)
+    ids = torch.randint(0, len(vocab), (3, 9))
+    features = SyntheticFeatures(vocab)(ids)
+    full = model(ids, features).logits
+    first = model(ids[:, :4], features[:, :4], use_cache=True)
+    two = model(ids[:, 4:6], features[:, 4:6], past_key_values=first.past_key_values)
+    one = model(ids[:, 6:7], features[:, 6:7], past_key_values=two.past_key_values)
+    torch.testing.assert_close(torch.cat([first.logits, two.logits, one.logits], 1), full[:, :7])
+
+
+def test_the_published_backbone_refuses_a_cache(vocab):
+    model = tiny(len(vocab), causal=False)
+    ids = torch.randint(0, len(vocab), (1, 4))
+    with pytest.raises(ValueError, match="cannot use a KV cache"):
+        model(ids, SyntheticFeatures(vocab)(ids), use_cache=True)
+
+
+def test_generate_needs_the_featurizer_for_the_fusion_model(vocab):
+    model = tiny(len(vocab))
+    with pytest.raises(ValueError, match="needs featurize="):
+        model.generate(torch.full((1, 1), vocab.bos_id), max_new_tokens=2, pad_token_id=vocab.eos_id)
+
+
+@pytest.mark.parametrize("kind", ["fusion", "baseline"])
+def test_cached_greedy_generate_matches_the_hand_loop_step_by_step(vocab, kind):
+    # The hand loop: full prefix each step, features recomputed, controls written at the newest position.
+    model, featurize, grammar = tiny(len(vocab), kind), SyntheticFeatures(vocab), ClauseGrammar(vocab)
+    columns, values = torch.tensor([0, 3]), torch.tensor([0.9, 0.2])
+    ids = torch.full((2, 1), vocab.bos_id)
+    steps = LogitsProcessorList([GrammarMask(grammar)])
+    hand_logits = []
+    for _ in range(8):
+        features = featurize(ids)
+        features[:, -1, columns] = values
+        logits = model(ids, features).logits[:, -1]
+        hand_logits.append(logits)
+        ids = torch.cat([ids, steps(ids, logits).argmax(-1, keepdim=True)], 1)
+    out = model.generate(ids[:, :1], featurize=featurize, feature_controls=(columns, values), logits_processor=steps,
+                         do_sample=False, max_new_tokens=8, eos_token_id=None, pad_token_id=vocab.eos_id,
+                         return_dict_in_generate=True, output_logits=True)
+    assert torch.equal(out.sequences, ids)
+    torch.testing.assert_close(torch.stack(out.logits, 1), torch.stack(hand_logits, 1), rtol=1e-5, atol=1e-5)
+
+
+DECODERS = [
+    (None, FUSION_DEFAULT),
+    ({"pos_high": 0.9, "str_high": 0.9}, DecodingConfig(hard=True, mixture=PAPER_MIXTURE["positive"])),
+    ({"neg_high": 0.9, "is_question": 0.8}, published_decoding(DecodingConfig(hard=True, mixture=PAPER_MIXTURE["negative"]))),
+    ({"pos_high": 0.7}, BASELINE_FAIR),
+]
+
+
+@pytest.mark.parametrize("kind, causal", [("fusion", True), ("baseline", True), ("fusion", False)])
+@pytest.mark.parametrize("controls, config", DECODERS)
+def test_generate_with_transformers_samples_what_the_hand_loop_samples(vocab, kind, causal, controls, config):
+    model, featurize, grammar = tiny(len(vocab), kind, causal), SyntheticFeatures(vocab), ClauseGrammar(vocab)
+    controls = Controls(controls or {})
+    for seed in (0, 1):
+        expected = generate(model, featurize, grammar, 12, controls, config=config, seed=seed)
+        assert generate_with_transformers(model, featurize, grammar, 12, controls, config=config, seed=seed) == expected
+    state = torch.random.get_rng_state()
+    generate_with_transformers(model, featurize, grammar, 2, controls, config=config, prompt="Bob finishes the")
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's RNG is left alone
+
+
+def test_every_decoding_step_is_a_transformers_logits_processor(vocab):
+    from transformers import LogitsProcessor
+
+    from semlm.fusion.decoding import AuthorsTopPLogitsWarper, ControlSteering, HardControl, LastKRepetitionPenalty
+    from semlm.fusion.decoding.generate import MixtureAtAdjective
+    from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
+    from semlm.idea.gate import IdeaGateLogitsProcessor
+
+    grammar, controls = ClauseGrammar(vocab), Controls({"pos_high": 0.9})
+    steps = [GrammarMask(grammar), HardControl(grammar, controls), ControlSteering(grammar, controls),
+             LastKRepetitionPenalty(1.5), AuthorsTopPLogitsWarper(0.9),
+             MixtureAtAdjective(grammar, LogitsProcessorList(), None, None),
+             SentimentSteering(torch.zeros(len(vocab)), 1, 6.0, 3.0),
+             AdjectiveClassRestriction(torch.zeros(len(vocab), dtype=torch.bool), torch.tensor([], dtype=torch.long))]
+    assert all(isinstance(step, LogitsProcessor) for step in steps) and issubclass(IdeaGateLogitsProcessor, LogitsProcessor)
+    ids, scores = torch.full((2, 3), vocab.bos_id), torch.randn(2, len(vocab))
+    torch.testing.assert_close(LogitsProcessorList(steps)(ids, scores), LogitsProcessorList(steps[:-3])(ids, scores))
