@@ -47,7 +47,7 @@ print(f"{len(metrics)} chapter records in {report.metrics_dir()}")
 # ## Verdicts
 
 # %% tags=["remove-input"]
-report.verdict_summary(claims)
+report.verdict_summary(claims).reset_index()
 
 # %% tags=["remove-input"]
 report.status_legend()
