@@ -35,7 +35,7 @@ profile = "cpu"
 seed = 111
 workers = 2
 
-# %%
+# %% tags=["hide-input"]
 import math
 
 import pandas as pd
@@ -161,7 +161,7 @@ table1 = report.table1_frame(
 )
 table1.style.format("{:.4g}", na_rep="–")
 
-# %%
+# %% tags=["remove-cell"]
 for name, value in report.table1_numbers(trained).items():
     glue(name, value, display=False)
 glue("profile", profile, display=False)
@@ -207,9 +207,11 @@ fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %%
 causal_floor_good = math.log(2 * len(split.positive_train))
-glue("floor_good", causal_floor_good, display=False)
 focus = report.focus_frame(trained)
 report.focus_table(trained).style.format("{:.4f}", na_rep="–")
+
+# %% tags=["remove-cell"]
+glue("floor_good", causal_floor_good, display=False)
 
 # %% [markdown]
 # ## Focus-token cross-entropy (paper Table 6)
@@ -243,6 +245,9 @@ featurizers = {
 sensitivity = report.leak_sensitivity(
     trained, featurizers, probe, position, replacement
 )
+report.sensitivity_frame(sensitivity).to_frame().style.format("{:.3g}")
+
+# %% tags=["remove-cell"]
 glue(
     "causal_sensitivity",
     max(v for (s, _), v in sensitivity.items() if s == "causal"),
@@ -253,7 +258,6 @@ glue(
     min(v for (s, _), v in sensitivity.items() if s == "published"),
     display=False,
 )
-report.sensitivity_frame(sensitivity).to_frame().style.format("{:.3g}")
 
 # %% [markdown]
 # The causal models move by at most {glue:text}`causal_sensitivity:.2g` (floating-point

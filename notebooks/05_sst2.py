@@ -36,7 +36,7 @@ profile = "cpu"
 seed = 111
 workers = 2
 
-# %%
+# %% tags=["hide-input"]
 from dataclasses import replace  # the exercises change the profile with it
 
 import pandas as pd
@@ -96,8 +96,6 @@ config
 
 # %%
 data = prepare_sst2(config, cache_dir=runs_dir / "sst2")
-glue("n_train_used", len(data.train_sentences), display=False)
-glue("unk_rate", 100 * data.unk_rate("dev"), display=False)
 pd.Series(
     {
         "training rows available": data.n_train_available,
@@ -114,6 +112,10 @@ pd.Series(
     },
     name="",
 ).to_frame()
+
+# %% tags=["remove-cell"]
+glue("n_train_used", len(data.train_sentences), display=False)
+glue("unk_rate", 100 * data.unk_rate("dev"), display=False)
 
 # %% [markdown]
 # ## The feature bank on real text
@@ -161,10 +163,12 @@ pd.Series(
 # %%
 replacement = data.vocab.id("!")
 feature_changes = sst2_report.feature_changes(data, replacement)
-glue("feature_leak_causal", feature_changes["causal"], display=False)
 pd.Series(
     feature_changes, name="max |Δ feature| before the changed token"
 ).to_frame()
+
+# %% tags=["remove-cell"]
+glue("feature_leak_causal", feature_changes["causal"], display=False)
 
 # %% [markdown]
 # ## Training baseline and fusion, causal and published
@@ -207,14 +211,16 @@ fig = plots.plot_validation_curves(curves)
 sst2_report.table7_frame(trained).style.format("{:.4g}", na_rep="–")
 
 # %%
-for name, value in sst2_report.table7_numbers(trained).items():
-    glue(name, value, display=False)
-glue("profile", profile, display=False)
-glue("seed", seed, display=False)
 frame = paper_comparison_frame(
     PAPER_A_TABLE7, trained, "ppl", "paper (published)"
 )
 fig = plots.plot_table1_comparison(frame, "ppl")
+
+# %% tags=["remove-cell"]
+for name, value in sst2_report.table7_numbers(trained).items():
+    glue(name, value, display=False)
+glue("profile", profile, display=False)
+glue("seed", seed, display=False)
 
 # %% [markdown]
 # **Reading the table** (profile {glue:text}`profile`, seed {glue:text}`seed`, the LMs
@@ -253,12 +259,14 @@ probe = data.tensors["causal"]["dev"].input_ids[:64]
 sensitivity = report.leak_sensitivity(
     trained, data.featurizers, probe, 5, replacement
 )
+report.sensitivity_frame(sensitivity).to_frame()
+
+# %% tags=["remove-cell"]
 glue(
     "causal_sensitivity",
     max(v for (s, _), v in sensitivity.items() if s == "causal"),
     display=False,
 )
-report.sensitivity_frame(sensitivity).to_frame()
 
 # %% [markdown]
 # The causal models do not move (at most {glue:text}`causal_sensitivity:.2g`, floating-point
@@ -275,10 +283,12 @@ classifier = train_sentiment_classifier(config.classifier, seed)
 classifier_dev = classifier_accuracy(
     classifier, data.dev_sentences, data.dev_labels
 )
+pd.Series(classifier_dev.to_dict(), name="classifier, dev").to_frame()
+
+# %% tags=["remove-cell"]
 glue("classifier_acc", classifier_dev.mean, display=False)
 glue("classifier_lo", classifier_dev.low, display=False)
 glue("classifier_hi", classifier_dev.high, display=False)
-pd.Series(classifier_dev.to_dict(), name="classifier, dev").to_frame()
 
 # %% [markdown]
 # Its dev accuracy is {glue:text}`classifier_acc:.3f` (95% Wilson interval
@@ -309,14 +319,16 @@ models = {k: trained["causal"][k].load() for k in ("baseline", "fusion")}
 generations, judged = sst2_report.control_generations(
     models, data, prefixes, classifier, config.control, seed
 )
-glue("n_prefixes", len(prefixes), display=False)
 sst2_report.control_table(judged)
+
+# %% tags=["remove-cell"]
+glue("n_prefixes", len(prefixes), display=False)
 
 # %%
 bars = control_frame(judged, len(prefixes))
 fig = plots.plot_sst2_control(bars)
 
-# %%
+# %% tags=["remove-cell"]
 for name, value in sst2_report.control_numbers(judged).items():
     glue(name, value, display=False)
 
