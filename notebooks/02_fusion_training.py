@@ -59,11 +59,24 @@ from semlm.reference import (
     PAPER_A_VAL_PPL_BY_EPOCH,
 )
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.tables import show_config
 
 check_parameters(profile=profile, seed=seed, workers=workers)
 timer = ChapterTimer()
 config = synthetic_profile(profile, seed)
-config
+show_config(
+    config,
+    (
+        "name",
+        "corpus.n_train",
+        "corpus.n_val",
+        "backbone.d_model",
+        "backbone.n_layers",
+        "train.epochs",
+        "train.batch_size",
+        "seed",
+    ),
+)
 
 # %% [markdown]
 # ## The corpus

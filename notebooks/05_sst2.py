@@ -55,6 +55,7 @@ from semlm.fusion.synthetic_experiment import (
 )
 from semlm.profiles import check_parameters
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.tables import show_config
 from semlm.fusion.sst2_experiment import (
     PAPER_A_TABLE7,
     SST2,
@@ -74,7 +75,19 @@ torch.set_num_threads(1)
 timer = ChapterTimer()
 config = sst2_profile(profile, seed)
 runs_dir = default_runs_dir(profile)
-config
+show_config(
+    config,
+    (
+        "name",
+        "n_train",
+        "backbone.d_model",
+        "backbone.n_layers",
+        "train.epochs",
+        "classifier.n_train",
+        "control.n_prefixes",
+        "seed",
+    ),
+)
 
 # %% [markdown]
 # ## Data and tokenisation

@@ -50,6 +50,7 @@ from myst_nb import glue
 
 from semlm import plots
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.tables import show_config
 from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
@@ -86,7 +87,21 @@ if config.capped_from is not None:
         f"(max_steps = {max_steps}); warmup, cosine and alpha ramp are "
         "compressed to keep their share."
     )
-config
+show_config(
+    config,
+    (
+        "name",
+        "dataset",
+        "vocab_size",
+        "train_tokens",
+        "size.n_layer",
+        "size.n_embd",
+        "size.block_size",
+        "train.max_steps",
+        "n_seeds",
+        "seed",
+    ),
+)
 
 # %% [markdown]
 # ## This run against the authors' run

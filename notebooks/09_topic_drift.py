@@ -49,6 +49,7 @@ from myst_nb import glue
 from semlm import plots
 from semlm.book.claims import TOPIC_MAX_MIXED, TOPIC_PPL_TOLERANCE
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.tables import show_config
 from semlm.core.runs import RunContext, run_many
 from semlm.data.topics import NEUTRAL_TEMPLATES, TEMPLATES
 from semlm.idea import topic_report
@@ -77,7 +78,21 @@ config = topic_drift_profile(profile, seed)
 if n_seeds is not None:
     config = replace(config, n_seeds=n_seeds)
 seeds = config.seeds(seed)
-config
+show_config(
+    config,
+    (
+        "name",
+        "data.n_topics",
+        "data.switch_prob",
+        "data.n_train_docs",
+        "size.n_layer",
+        "size.n_embd",
+        "size.block_size",
+        "budgets",
+        "n_seeds",
+        "data.seed",
+    ),
+)
 
 # %% [markdown]
 # ## The world
@@ -188,7 +203,7 @@ pd.Series(
         "transitions": data_rate.n,
         "labels equal the generator's": exact,
     }
-)
+).to_frame("value")
 
 # %% tags=["remove-cell"]
 glue("data_rate", data_rate.mean, display=False)
