@@ -49,7 +49,7 @@ from myst_nb import glue
 from semlm import plots
 from semlm.book.claims import TOPIC_MAX_MIXED, TOPIC_PPL_TOLERANCE
 from semlm.book.report import ChapterTimer, write_chapter_metrics
-from semlm.book.tables import show_config
+from semlm.book.tables import show, show_config
 from semlm.core.runs import RunContext, run_many
 from semlm.data.topics import NEUTRAL_TEMPLATES, TEMPLATES
 from semlm.idea import topic_report
@@ -309,7 +309,7 @@ fig = plots.plot_alpha_sweep(
 numbers = topic_report.sweep_numbers(
     sweep, config.data.switch_prob, results.final.plain.switch_rate
 )
-pd.DataFrame(sweep)[topic_report.SWEEP_COLUMNS].round(3)
+show(pd.DataFrame(sweep)[topic_report.SWEEP_COLUMNS])
 
 # %% tags=["remove-cell"]
 for key, value in numbers.items():

@@ -68,3 +68,8 @@ def test_the_display_extension_hides_a_default_index_and_shows_a_series_as_a_tab
     assert "plain" in labelled
     series = frame_html(pd.Series({"x": 1}, dtype=object))
     assert "dtype" not in series and "<table" in series
+
+
+def test_show_turns_snake_case_headers_into_words_so_they_can_wrap():
+    html = show(pd.DataFrame({"switch_rate_low": [0.1], 3: [1]})).to_html()
+    assert "switch rate low" in html and "switch_rate_low" not in html

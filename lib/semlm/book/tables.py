@@ -2,7 +2,7 @@
 
 ``show(frame)`` is a table as a reader wants it: a default ``0..n`` index hidden (a meaningful
 index, such as a model name, stays), floats rounded to ``decimals`` places, missing values as
-a dash, and a ``pd.Series`` shown as a one-column table instead of text ending ``dtype: ...``.
+a dash, ``snake_case`` headers as words, and a ``pd.Series`` shown as a one-column table instead of text ending ``dtype: ...``.
 
 ``show_config(config, fields)`` is a chapter's configuration as the few settings that define its
 scale (:func:`config_table`), with every setting one click away in a ``<details>`` block, in
@@ -21,13 +21,16 @@ DECIMALS = 3
 
 def show(frame, decimals: int = DECIMALS):
     """``frame`` (a DataFrame or Series) as a pandas Styler without a ``0..n`` index, floats
-    rounded to ``decimals`` places and missing values shown as ``–``."""
+    rounded to ``decimals`` places, missing values shown as ``–`` and ``snake_case`` column
+    names as words (``switch rate``), so that they can wrap."""
     import pandas as pd
 
     if isinstance(frame, pd.Series):
         frame = frame.to_frame(frame.name if frame.name is not None else "value")
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"show() takes a pandas DataFrame or Series, got {type(frame).__name__}")
+    # snake_case headers cannot wrap, so they widen a table past the column: show them as words
+    frame = frame.rename(columns=lambda name: name.replace("_", " ") if isinstance(name, str) else name)
     styler = frame.style.format(precision=decimals, na_rep="–")
     return styler.hide(axis="index") if has_default_index(frame) else styler
 
