@@ -73,3 +73,12 @@ def test_the_display_extension_hides_a_default_index_and_shows_a_series_as_a_tab
 def test_show_turns_snake_case_headers_into_words_so_they_can_wrap():
     html = show(pd.DataFrame({"switch_rate_low": [0.1], 3: [1]})).to_html()
     assert "switch rate low" in html and "switch_rate_low" not in html
+
+
+def test_the_display_extension_hides_the_default_index_of_a_styler_too():
+    from semlm.book.display import styler_html
+
+    html = styler_html(pd.DataFrame({"a": [1.5, 2.5]}).style.format("{:.1f}"))
+    assert "1.5" in html and ">0<" not in html
+    kept = styler_html(pd.DataFrame({"a": [1.5]}, index=["plain"]).style)
+    assert ">plain<" in kept

@@ -44,9 +44,19 @@ def frame_html(frame) -> str:
                          show_dimensions=pd.get_option("display.show_dimensions"))
 
 
+def styler_html(styler) -> str:
+    """A Styler's HTML, its index hidden when it is the default ``0..n`` (the Styler is changed in place)."""
+    from semlm.book.tables import has_default_index
+
+    if has_default_index(styler.data) and not any(styler.hide_index_):
+        styler.hide(axis="index")
+    return styler.to_html()
+
+
 def readable_tables(shell) -> None:
     """Tables in ``shell`` without a 0..n index, Series as tables, floats rounded (module docstring)."""
     import pandas as pd
+    from pandas.io.formats.style import Styler
 
     from semlm.book.tables import DECIMALS
 
@@ -55,6 +65,7 @@ def readable_tables(shell) -> None:
     formatter = shell.display_formatter.formatters["text/html"]
     formatter.for_type(pd.DataFrame, frame_html)
     formatter.for_type(pd.Series, frame_html)
+    formatter.for_type(Styler, styler_html)
 
 
 def load_ipython_extension(shell) -> None:
