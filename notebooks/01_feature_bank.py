@@ -31,7 +31,7 @@
 profile = "cpu"
 seed = 111
 
-# %%
+# %% tags=["hide-input"]
 import pandas as pd
 import torch
 from myst_nb import glue
@@ -72,9 +72,11 @@ triplets = pd.DataFrame(
     index=pd.Index(list(strengths), name="preceding word"),
     columns=["str_low", "str_med", "str_high"],
 )
+triplets.style.format("{:.3f}").background_gradient(cmap="Blues", axis=None)
+
+# %% tags=["remove-cell"]
 glue("mu_zero_low", float(triplets.loc["(none)", "str_low"]), display=False)
 glue("mu_zero_high", float(triplets.loc["(none)", "str_high"]), display=False)
-triplets.style.format("{:.3f}").background_gradient(cmap="Blues", axis=None)
 
 # %% [markdown]
 # A word with no intensifier before it gets strength 0, yet its triplet is
@@ -151,11 +153,13 @@ fig = plots.plot_future_sensitivity(diffs, tokens_ab, changed_at=changed_at)
 prefix_change = {
     name: float(d[:changed_at].max()) for name, d in diffs.items()
 }
-glue("causal_prefix_change", prefix_change[CAUSAL], display=False)
-glue("published_prefix_change", prefix_change[PUBLISHED], display=False)
 pd.Series(
     prefix_change, name="largest change above the dashed line"
 ).to_frame()
+
+# %% tags=["remove-cell"]
+glue("causal_prefix_change", prefix_change[CAUSAL], display=False)
+glue("published_prefix_change", prefix_change[PUBLISHED], display=False)
 
 # %% [markdown]
 # Above the dashed line (positions before the change) the causal featurizer's rows are

@@ -37,7 +37,7 @@ profile = "cpu"
 seed = 111
 workers = 2
 
-# %%
+# %% tags=["hide-input"]
 import math
 
 import pandas as pd
@@ -61,11 +61,24 @@ from semlm.reference import (
     PAPER_A_VAL_PPL_BY_EPOCH,
 )
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.tables import show_config
 
 check_parameters(profile=profile, seed=seed, workers=workers)
 timer = ChapterTimer()
 config = synthetic_profile(profile, seed)
-config
+show_config(
+    config,
+    (
+        "name",
+        "corpus.n_train",
+        "corpus.n_val",
+        "backbone.d_model",
+        "backbone.n_layers",
+        "train.epochs",
+        "train.batch_size",
+        "seed",
+    ),
+)
 
 # %% [markdown]
 # ## The corpus
@@ -163,7 +176,7 @@ table1 = report.table1_frame(
 )
 table1.style.format("{:.4g}", na_rep="–")
 
-# %%
+# %% tags=["remove-cell"]
 for name, value in report.table1_numbers(trained).items():
     glue(name, value, display=False)
 glue("profile", profile, display=False)
@@ -220,9 +233,11 @@ fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %%
 causal_floor_good = math.log(2 * len(split.positive_train))
-glue("floor_good", causal_floor_good, display=False)
 focus = report.focus_frame(trained)
 report.focus_table(trained).style.format("{:.4f}", na_rep="–")
+
+# %% tags=["remove-cell"]
+glue("floor_good", causal_floor_good, display=False)
 
 # %% [markdown]
 # ## Focus-token cross-entropy (paper Table 6)
@@ -258,6 +273,9 @@ featurizers = {
 sensitivity = report.leak_sensitivity(
     trained, featurizers, probe, position, replacement
 )
+report.sensitivity_frame(sensitivity).to_frame().style.format("{:.3g}")
+
+# %% tags=["remove-cell"]
 glue(
     "causal_sensitivity",
     max(v for (s, _), v in sensitivity.items() if s == "causal"),
@@ -268,7 +286,6 @@ glue(
     min(v for (s, _), v in sensitivity.items() if s == "published"),
     display=False,
 )
-report.sensitivity_frame(sensitivity).to_frame().style.format("{:.3g}")
 
 # %% [markdown]
 # The causal models move by at most {glue:text}`causal_sensitivity:.2g` (floating-point

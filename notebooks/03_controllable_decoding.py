@@ -50,7 +50,7 @@ profile = "cpu"
 seed = 111
 workers = 2
 
-# %%
+# %% tags=["hide-input"]
 import pandas as pd
 from myst_nb import glue
 
@@ -100,11 +100,13 @@ pd.DataFrame(examples).set_index(["prompt", "setting"])
 
 # %%
 no_ops = study.grammar_no_ops(decode, N)
-glue("no_ops", "identical" if no_ops else "NOT identical", display=False)
 print(
     "with and without top-k 20 / last-3 repetition penalty: "
     f"{'identical' if no_ops else 'different'} generations"
 )
+
+# %% tags=["remove-cell"]
+glue("no_ops", "identical" if no_ops else "NOT identical", display=False)
 
 # %% [markdown]
 # ## Hard control (paper Tables 2 and 3)
@@ -142,11 +144,13 @@ fig = plots.plot_control_curve(curve)
 
 # %%
 soft = study.soft_control(decode, N)
+study.soft_table(soft)
+
+# %% tags=["remove-cell"]
 glue("soft_pos_adj", soft["pos"].adj_acc.mean, display=False)
 glue("soft_neg_adj", soft["neg"].adj_acc.mean, display=False)
 glue("soft_pos_punct", soft["pos"].punct_acc.mean, display=False)
 glue("soft_neg_punct", soft["neg"].punct_acc.mean, display=False)
-study.soft_table(soft)
 
 # %% [markdown]
 # With the paper's control values but no restriction, the adjective has the requested
@@ -183,9 +187,11 @@ fig = plots.plot_ood_sweep(
 )
 
 # %%
+study.ood_table(ood)
+
+# %% tags=["remove-cell"]
 glue("ood_pos", ood[("causal", "pos")].mean, display=False)
 glue("ood_neg", ood[("causal", "neg")].mean, display=False)
-study.ood_table(ood)
 
 # %% [markdown]
 # With the paper's settings the causal fusion model picks a held-out adjective in
@@ -210,7 +216,7 @@ side = study.rule_and_path(decode, N)
 side_table = study.rule_and_path_table(side)
 side_table.set_index(["setting", "nucleus rule", "control path"])
 
-# %%
+# %% tags=["remove-cell"]
 for name, value in study.rule_and_path_numbers(side).items():
     glue(name, value, display=False)
 
@@ -243,11 +249,13 @@ focus.style.format("{:.4f}", na_rep="–")
 
 # %%
 best, generations_per_second = study.generations_per_second(decode, N)
-glue("gen_per_s", generations_per_second, display=False)
 print(
     f"{N} hard-controlled sentences in {best:.3f} s "
     f"({generations_per_second:.0f} per second)"
 )
+
+# %% tags=["remove-cell"]
+glue("gen_per_s", generations_per_second, display=False)
 
 # %% [markdown]
 # ## Key numbers (causal fusion model, N = 200 per request)

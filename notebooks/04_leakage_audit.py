@@ -42,7 +42,7 @@ seed = 111
 workers = 2
 n_seeds = None  # None: the profile's (smoke 2, cpu 3, paper 5)
 
-# %%
+# %% tags=["hide-input"]
 import math
 
 from myst_nb import glue
@@ -110,6 +110,9 @@ corpus = make_corpus(
 floors = causal_floors(
     corpus.val, corpus.split, FOCUS_TOKENS, corpus.config.second_clause_prob
 )
+tables.floors_frame(floors)
+
+# %% tags=["remove-cell"]
 glue("floor_ppl", floors["ppl"], display=False)
 glue("floor_seen", floors["ppl_seen_only"], display=False)
 glue("paper_ppl_fusion", PAPER_A_TABLE1["fusion"]["ppl"], display=False)
@@ -130,7 +133,6 @@ paper_below = [
     m for m, v in paper_ppl.items() if v < floors["ppl_authors_denominator"]
 ]
 glue("paper_below", " and ".join(paper_below) or "neither", display=False)
-tables.floors_frame(floors)
 
 # %% [markdown]
 # No causal model can score below {glue:text}`floor_ppl:.3f` on this validation set on
@@ -177,6 +179,9 @@ fig = plots.plot_seed_intervals(
 
 # %%
 gain = summary.gain
+tables.gain_frame(summary)
+
+# %% tags=["remove-cell"]
 glue("gain_causal", gain["causal"].format(), display=False)
 glue("gain_published", gain["published"].format(), display=False)
 for s in gain:
@@ -202,7 +207,6 @@ glue(
     "both below it" if published_below < floor else "not both below it",
     display=False,
 )
-tables.gain_frame(summary)
 
 # %% [markdown]
 # Baseline minus fusion seen-only perplexity, paired by seed (each seed trains both models
@@ -223,6 +227,9 @@ tables.gain_frame(summary)
 
 # %%
 focus = tables.focus_frame(summary)
+focus.round(3).replace(math.inf, "∞")
+
+# %% tags=["remove-cell"]
 for s in ("published", "causal"):
     below = tables.below_floor(focus, floors, s)
     glue(f"below_{s}", ", ".join(below) or "none", display=False)
@@ -233,7 +240,6 @@ paper_below = [
     and focus.loc[t, "paper fusion"] < oracle - 0.05
 ]
 glue("below_paper", ", ".join(paper_below) or "none", display=False)
-focus.round(3).replace(math.inf, "∞")
 
 # %% [markdown]
 # Seen focus tokens on which the fusion model is more than 0.05 nats below the training oracle:
@@ -320,6 +326,9 @@ fig = plots.plot_seed_intervals(
 
 # %%
 code = summary.control_code
+tables.code_table(summary)
+
+# %% tags=["remove-cell"]
 glue("code_soft_pos", code["soft"]["pos"]["adj_acc"].mean, display=False)
 glue(
     "code_soft_neg_punct",
@@ -330,7 +339,6 @@ glue("code_ood_pos", code["ood_hit"]["pos"].mean, display=False)
 glue("fusion_ood_pos", summary.ood_hit["causal"]["pos"].mean, display=False)
 for name, sentence in tables.code_verdicts(summary).items():
     glue(name, sentence, display=False)
-tables.code_table(summary)
 
 # %% [markdown]
 # With nothing but the codes, the plain language model puts a positive adjective in

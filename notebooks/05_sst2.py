@@ -36,7 +36,7 @@ profile = "cpu"
 seed = 111
 workers = 2
 
-# %%
+# %% tags=["hide-input"]
 from dataclasses import replace  # the exercises change the profile with it
 
 import pandas as pd
@@ -55,6 +55,7 @@ from semlm.fusion.synthetic_experiment import (
 )
 from semlm.profiles import check_parameters
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.tables import show_config
 from semlm.fusion.sst2_experiment import (
     PAPER_A_TABLE7,
     SST2,
@@ -74,7 +75,19 @@ torch.set_num_threads(1)
 timer = ChapterTimer()
 config = sst2_profile(profile, seed)
 runs_dir = default_runs_dir(profile)
-config
+show_config(
+    config,
+    (
+        "name",
+        "n_train",
+        "backbone.d_model",
+        "backbone.n_layers",
+        "train.epochs",
+        "classifier.n_train",
+        "control.n_prefixes",
+        "seed",
+    ),
+)
 
 # %% [markdown]
 # ## Data and tokenisation
@@ -96,8 +109,6 @@ config
 
 # %%
 data = prepare_sst2(config, cache_dir=runs_dir / "sst2")
-glue("n_train_used", len(data.train_sentences), display=False)
-glue("unk_rate", 100 * data.unk_rate("dev"), display=False)
 pd.Series(
     {
         "training rows available": data.n_train_available,
@@ -114,6 +125,10 @@ pd.Series(
     },
     name="",
 ).to_frame()
+
+# %% tags=["remove-cell"]
+glue("n_train_used", len(data.train_sentences), display=False)
+glue("unk_rate", 100 * data.unk_rate("dev"), display=False)
 
 # %% [markdown]
 # ## The feature bank on real text
@@ -161,10 +176,12 @@ pd.Series(
 # %%
 replacement = data.vocab.id("!")
 feature_changes = sst2_report.feature_changes(data, replacement)
-glue("feature_leak_causal", feature_changes["causal"], display=False)
 pd.Series(
     feature_changes, name="max |Δ feature| before the changed token"
 ).to_frame()
+
+# %% tags=["remove-cell"]
+glue("feature_leak_causal", feature_changes["causal"], display=False)
 
 # %% [markdown]
 # ## Training baseline and fusion, causal and published
@@ -207,6 +224,12 @@ fig = plots.plot_validation_curves(curves)
 sst2_report.table7_frame(trained).style.format("{:.4g}", na_rep="–")
 
 # %%
+frame = paper_comparison_frame(
+    PAPER_A_TABLE7, trained, "ppl", "paper (published)"
+)
+fig = plots.plot_table1_comparison(frame, "ppl")
+
+# %% tags=["remove-cell"]
 table7 = sst2_report.table7_numbers(trained)
 for name, value in table7.items():
     glue(name, value, display=False)
@@ -218,10 +241,6 @@ below = [
 glue("published_below", " and ".join(below) or "neither", display=False)
 glue("profile", profile, display=False)
 glue("seed", seed, display=False)
-frame = paper_comparison_frame(
-    PAPER_A_TABLE7, trained, "ppl", "paper (published)"
-)
-fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %% [markdown]
 # **Reading the table** (profile {glue:text}`profile`, seed {glue:text}`seed`, the LMs
@@ -261,6 +280,9 @@ probe = data.tensors["causal"]["dev"].input_ids[:64]
 sensitivity = report.leak_sensitivity(
     trained, data.featurizers, probe, 5, replacement
 )
+report.sensitivity_frame(sensitivity).to_frame()
+
+# %% tags=["remove-cell"]
 glue(
     "causal_sensitivity",
     max(v for (s, _), v in sensitivity.items() if s == "causal"),
@@ -271,7 +293,6 @@ glue(
     min(v for (s, _), v in sensitivity.items() if s == "published"),
     display=False,
 )
-report.sensitivity_frame(sensitivity).to_frame()
 
 # %% [markdown]
 # When a later token changes, the causal models' outputs before it move by at most
@@ -289,10 +310,12 @@ classifier = train_sentiment_classifier(config.classifier, seed)
 classifier_dev = classifier_accuracy(
     classifier, data.dev_sentences, data.dev_labels
 )
+pd.Series(classifier_dev.to_dict(), name="classifier, dev").to_frame()
+
+# %% tags=["remove-cell"]
 glue("classifier_acc", classifier_dev.mean, display=False)
 glue("classifier_lo", classifier_dev.low, display=False)
 glue("classifier_hi", classifier_dev.high, display=False)
-pd.Series(classifier_dev.to_dict(), name="classifier, dev").to_frame()
 
 # %% [markdown]
 # Its dev accuracy is {glue:text}`classifier_acc:.3f` (95% Wilson interval
@@ -323,14 +346,16 @@ models = {k: trained["causal"][k].load() for k in ("baseline", "fusion")}
 generations, judged = sst2_report.control_generations(
     models, data, prefixes, classifier, config.control, seed
 )
-glue("n_prefixes", len(prefixes), display=False)
 sst2_report.control_table(judged)
+
+# %% tags=["remove-cell"]
+glue("n_prefixes", len(prefixes), display=False)
 
 # %%
 bars = control_frame(judged, len(prefixes))
 fig = plots.plot_sst2_control(bars)
 
-# %%
+# %% tags=["remove-cell"]
 control = sst2_report.control_numbers(judged)
 for name, value in control.items():
     glue(name, value, display=False)

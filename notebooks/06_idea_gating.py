@@ -44,12 +44,13 @@ workers = 2
 max_steps = None
 n_seeds = None  # training seeds of the seed comparison (None: the profile's)
 
-# %%
+# %% tags=["hide-input"]
 import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.tables import show_config
 from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
@@ -86,7 +87,21 @@ if config.capped_from is not None:
         f"(max_steps = {max_steps}); warmup, cosine and alpha ramp are "
         "compressed to keep their share."
     )
-config
+show_config(
+    config,
+    (
+        "name",
+        "dataset",
+        "vocab_size",
+        "train_tokens",
+        "size.n_layer",
+        "size.n_embd",
+        "size.block_size",
+        "train.max_steps",
+        "n_seeds",
+        "seed",
+    ),
+)
 
 # %% [markdown]
 # ## This run against the authors' run
@@ -96,8 +111,10 @@ config
 # unless the run was capped with `max_steps` or the data fell back (next section).
 
 # %%
-glue("n_differences", len(profile_differences(config)), display=False)
 report.differences_frame(config)
+
+# %% tags=["remove-cell"]
+glue("n_differences", len(profile_differences(config)), display=False)
 
 # %% [markdown]
 # ## Data and tokeniser
@@ -114,9 +131,11 @@ report.differences_frame(config)
 # %%
 data = idea_data(config)  # the copy the runs below use
 tokenizer = data.tokenizer
+report.data_summary(data)
+
+# %% tags=["remove-cell"]
 glue("dataset", data.splits_dataset, display=False)
 glue("vocab", len(tokenizer), display=False)
-report.data_summary(data)
 
 # %% [markdown]
 # ## The idea targets and the stopword mask
@@ -201,9 +220,11 @@ numbers = {
     **report.training_numbers(trained, runs, config),
     **report.all_training_numbers(records),
 }
+report.training_table(trained, config)
+
+# %% tags=["remove-cell"]
 for key, value in numbers.items():
     glue(key, value, display=False)
-report.training_table(trained, config)
 
 # %% [markdown]
 # Each model sees {glue:text}`train_tokens` training tokens. The plain GPT trains at
@@ -228,9 +249,11 @@ report.training_table(trained, config)
 # %%
 forms = [n for n in trained if n.startswith("gated")]
 fig = plots.plot_loss_form_curves(report.loss_form_curves(runs, forms))
+report.loss_form_table(runs, forms)
+
+# %% tags=["remove-cell"]
 for key, value in report.loss_form_numbers(runs, forms, chosen).items():
     glue(key, value, display=False)
-report.loss_form_table(runs, forms)
 
 # %% [markdown]
 # In this build the gated model trained with {glue:text}`form_chosen` reaches validation perplexity
@@ -259,9 +282,11 @@ report.loss_form_table(runs, forms)
 models = {name: run.load() for name, run in runs.items()}
 test = data.blocks("test", config)
 ppl, check = report.perplexity_table(models, runs, data, config, test, by_seed)
+ppl.style.format("{:.2f}", na_rep="-")
+
+# %% tags=["remove-cell"]
 for key, value in report.perplexity_numbers(ppl, check).items():
     glue(key, value, display=False)
-ppl.style.format("{:.2f}", na_rep="-")
 
 # %% [markdown]
 # On {glue:text}`dataset` the baseline reaches validation perplexity {glue:text}`val_baseline:.2f` and
@@ -308,9 +333,11 @@ authors = {
     for name in ("baseline", "gated")
 }
 authors_numbers = report.authors_comparison(authors)
+report.authors_table(authors_numbers)
+
+# %% tags=["remove-cell"]
 glue("authors_samples", config.generation.authors_samples, display=False)
 glue("authors_tokens", config.generation.authors_new_tokens, display=False)
-report.authors_table(authors_numbers)
 
 # %% [markdown]
 # This build draws {glue:text}`authors_samples` continuations of {glue:text}`authors_tokens` tokens per
@@ -337,9 +364,11 @@ seed_scores = authors_protocol_over_seeds(
     by_seed, tokenizer, PAPER_B_EVAL_DOMAINS, config.generation
 )
 over_seeds = report.seed_comparison(by_seed, seed_scores, config)
+report.seed_table(over_seeds)
+
+# %% tags=["remove-cell"]
 for key, value in report.seed_numbers(over_seeds).items():
     glue(key, value, display=False)
-report.seed_table(over_seeds)
 
 # %% [markdown]
 # Averaged over the four domains, the gated-minus-plain stickiness per seed is
@@ -380,15 +409,17 @@ report.retention_table(retention)
 book_diffs = report.book_differences(retention)
 above = [d for d, v in book_diffs.items() if v.low > 0]
 below = [d for d, v in book_diffs.items() if v.high < 0]
-glue("book_above", ", ".join(above) or "none", display=False)
-glue("book_below", ", ".join(below) or "none", display=False)
-glue("book_n", len(domains), display=False)
 pd.DataFrame(
     {
         d: {"gated - baseline stickiness": report.show(v)}
         for d, v in book_diffs.items()
     }
 ).T
+
+# %% tags=["remove-cell"]
+glue("book_above", ", ".join(above) or "none", display=False)
+glue("book_below", ", ".join(below) or "none", display=False)
+glue("book_n", len(domains), display=False)
 
 # %% [markdown]
 # Of the {glue:text}`book_n` book domains, the gated model's stickiness is above the baseline's (95%

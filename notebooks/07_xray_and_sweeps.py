@@ -33,7 +33,7 @@ seed = 111
 workers = 2
 max_steps = None
 
-# %%
+# %% tags=["hide-input"]
 from dataclasses import replace
 
 import pandas as pd
@@ -82,8 +82,10 @@ run_table(runs)
 # authors' v1 run, every differing setting read from the configuration objects:
 
 # %%
-glue("chosen_run", chosen, display=False)
 differences_frame(config)
+
+# %% tags=["remove-cell"]
+glue("chosen_run", chosen, display=False)
 
 # %% [markdown]
 # ## X-ray: what the gate boosts and suppresses
@@ -165,6 +167,20 @@ train_stream = data.streams["train"]
 n_sweep_tokens = min(
     config.sweep_train_tokens or len(train_stream), len(train_stream)
 )
+sweep_records = run_many(
+    IDEA, sweeps.gate_sweep_runs(config, chosen_idea), context
+)
+beta_sweep, k_sweep, small_baseline = sweeps.sweep_tables(
+    nested(sweep_records, "name"), tokenizer, domains, small_generation
+)
+fig = plots.plot_sweep(
+    beta_sweep,
+    "beta",
+    ["val_ppl", "stickiness", "distinct_2", "repetition"],
+    r"clamp floor $\beta$",
+)
+
+# %% tags=["remove-cell"]
 glue("sweep_tokens", f"{n_sweep_tokens:,}", display=False)
 glue("sweep_steps", config.sweep_steps, display=False)
 glue(
@@ -179,19 +195,7 @@ glue(
     f"lambda = {chosen_idea.idea_weight}",
     display=False,
 )
-sweep_records = run_many(
-    IDEA, sweeps.gate_sweep_runs(config, chosen_idea), context
-)
-beta_sweep, k_sweep, small_baseline = sweeps.sweep_tables(
-    nested(sweep_records, "name"), tokenizer, domains, small_generation
-)
 glue("small_baseline_ppl", small_baseline["val_ppl"], display=False)
-fig = plots.plot_sweep(
-    beta_sweep,
-    "beta",
-    ["val_ppl", "stickiness", "distinct_2", "repetition"],
-    r"clamp floor $\beta$",
-)
 
 # %%
 fig = plots.plot_sweep(
@@ -233,6 +237,8 @@ loops.round(3)
 
 # %%
 loop_numbers = sweeps.loop_numbers(loops, baseline_rates)
+
+# %% tags=["remove-cell"]
 for key, value in loop_numbers.items():
     glue(key, value, display=False)
 

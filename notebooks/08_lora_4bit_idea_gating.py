@@ -45,7 +45,7 @@ seed = 111
 max_steps = None
 n_seeds = None  # training seeds of the capacity control (None: the profile's)
 
-# %%
+# %% tags=["hide-input"]
 import pandas as pd
 from myst_nb import glue
 
@@ -115,12 +115,14 @@ backbone_records = run_many(
 )
 backbone = resolve_backbone(config, backbone_records)
 tokenizer = backbone.tokenizer
+report.backbone_summary(backbone)
+
+# %% tags=["remove-cell"]
 glue(
     "backbone_wikitext_ppl",
     backbone.wikitext_val_ppl or float("nan"),
     display=False,
 )
-report.backbone_summary(backbone)
 
 # %% [markdown]
 # ## FineWeb-Edu
@@ -134,12 +136,14 @@ report.backbone_summary(backbone)
 # %%
 data = prepare_fineweb(config, tokenizer)
 summary = data.summary
+pd.Series(summary, name="value").to_frame()
+
+# %% tags=["remove-cell"]
 glue("fw_docs", summary["documents"], display=False)
 glue("fw_val_docs", summary["validation_documents"], display=False)
 glue("fw_train_tokens", summary["train_tokens"], display=False)
 glue("fw_chars", summary["characters"], display=False)
 glue("fw_dataset", summary["dataset"], display=False)
-pd.Series(summary, name="value").to_frame()
 
 # %% [markdown]
 # This build read {glue:text}`fw_dataset`: {glue:text}`fw_docs` documents, {glue:text}`fw_chars:,`
@@ -171,11 +175,13 @@ fig = plots.plot_lora_curves(report.lora_curves(runs))
 
 # %%
 base, gated = runs[(main_q, False)], runs[(main_q, True)]
+report.lora_table(runs)
+
+# %% tags=["remove-cell"]
 for key, value in report.lora_numbers(
     base, gated, backbone, PAPER_B_LORA_PPL
 ).items():
     glue(key, value, display=False)
-report.lora_table(runs)
 
 # %% [markdown]
 # For comparison, the same wrappers around Mistral-7B's architecture, built on PyTorch's `meta`
@@ -183,6 +189,9 @@ report.lora_table(runs)
 
 # %%
 paper_counts = paper_scale_parameter_counts(config.lora)
+pd.DataFrame(paper_counts).T
+
+# %% tags=["remove-cell"]
 glue("paper_lora", paper_counts["gated"]["lora"], display=False)
 glue("paper_idea", paper_counts["gated"]["idea_head"], display=False)
 glue(
@@ -191,7 +200,6 @@ glue(
     / paper_counts["baseline"]["lora"],
     display=False,
 )
-pd.DataFrame(paper_counts).T
 
 # %% [markdown]
 # In 4-bit NF4 the LoRA baseline reaches a validation perplexity of {glue:text}`base_ppl:.2f` and
@@ -236,10 +244,12 @@ pd.DataFrame(paper_counts).T
 
 # %%
 control = report.lora_capacity(records, main_q, data, len(tokenizer))
+report.capacity_table(control)
+
+# %% tags=["remove-cell"]
 glue("main_quant", report.quant_label(main_q), display=False)
 for key, value in report.capacity_numbers(control).items():
     glue(key, value, display=False)
-report.capacity_table(control)
 
 # %% [markdown]
 # Gated minus baseline validation perplexity is {glue:text}`cc_vs_base` and gated minus control
@@ -262,14 +272,16 @@ report.capacity_table(control)
 memory = {
     q: measure_memory(config, backbone, data, q) for q in ("none", "nf4")
 }
+nf4_layers_kind = nf4_cpu_kernel() if lora_device().type == "cpu" else "CUDA"
+print(f"NF4 layers on this machine: {nf4_layers_kind}")
+report.memory_table(memory)
+
+# %% tags=["remove-cell"]
 glue("mem_fp32", memory["none"]["peak_memory_mb"], display=False)
 glue("mem_nf4", memory["nf4"]["peak_memory_mb"], display=False)
 glue("w_fp32", memory["none"]["weights_mb"], display=False)
 glue("w_nf4", memory["nf4"]["weights_mb"], display=False)
 glue("vocab_size", backbone.config.get("vocab_size"), display=False)
-nf4_layers_kind = nf4_cpu_kernel() if lora_device().type == "cpu" else "CUDA"
-print(f"NF4 layers on this machine: {nf4_layers_kind}")
-report.memory_table(memory)
 
 # %% [markdown]
 # The 4-bit backbone's weights take {glue:text}`w_nf4:.2f` MiB against {glue:text}`w_fp32:.2f` MiB in
@@ -289,8 +301,6 @@ report.memory_table(memory)
 
 # %%
 deltas = report.quantization_numbers(runs, config.quantizations)
-for key, value in deltas.items():
-    glue(key, value, display=False)
 pd.Series(
     {
         report.quant_label(q): deltas[
@@ -300,6 +310,10 @@ pd.Series(
     },
     name="gated - baseline val PPL",
 ).to_frame()
+
+# %% tags=["remove-cell"]
+for key, value in deltas.items():
+    glue(key, value, display=False)
 
 # %% [markdown]
 # **4-bit vs full precision.** The gated-minus-baseline difference in validation perplexity is
@@ -335,6 +349,9 @@ fig = plots.plot_domain_retention(frame)
 stickiness = frame[frame["metric"] == "stickiness"].pivot(
     index="domain", columns="model", values="mean"
 )
+stickiness.style.format("{:.3f}", na_rep="–")
+
+# %% tags=["remove-cell"]
 glue("stick_base", stickiness["baseline"].mean(), display=False)
 glue("stick_gated", stickiness["gated"].mean(), display=False)
 glue(
@@ -346,7 +363,6 @@ glue(
     ),
     display=False,
 )
-stickiness.style.format("{:.3f}", na_rep="–")
 
 # %% [markdown]
 # Averaged over the domains, stickiness is {glue:text}`stick_base:.3f` for the baseline and

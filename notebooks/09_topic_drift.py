@@ -49,6 +49,7 @@ from myst_nb import glue
 from semlm import plots
 from semlm.book.claims import TOPIC_MAX_MIXED, TOPIC_PPL_TOLERANCE
 from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.tables import show, show_config
 from semlm.core.runs import RunContext, run_many
 from semlm.data.topics import NEUTRAL_TEMPLATES, TEMPLATES
 from semlm.idea import topic_report
@@ -77,7 +78,21 @@ config = topic_drift_profile(profile, seed)
 if n_seeds is not None:
     config = replace(config, n_seeds=n_seeds)
 seeds = config.seeds(seed)
-config
+show_config(
+    config,
+    (
+        "name",
+        "data.n_topics",
+        "data.switch_prob",
+        "data.n_train_docs",
+        "size.n_layer",
+        "size.n_embd",
+        "size.block_size",
+        "budgets",
+        "n_seeds",
+        "data.seed",
+    ),
+)
 
 # %% [markdown]
 # ## The world
@@ -101,6 +116,19 @@ config
 # %%
 data = prepare_topic_data(config.data)
 world = data.world
+pd.DataFrame(
+    {
+        f"topic {t}": {
+            "nouns": " ".join(world.nouns[t]),
+            "verbs": " ".join(world.verbs[t]),
+            "adjectives": " ".join(world.adjectives[t]),
+            "bridge nouns": " ".join(world.bridge_words(t)),
+        }
+        for t in range(world.n_topics)
+    }
+).T
+
+# %% tags=["remove-cell"]
 for key, value in {
     "n_topics": world.n_topics,
     "bridges_per_pair": config.data.bridges_per_pair,
@@ -113,17 +141,6 @@ for key, value in {
     "vocab_size": len(world.vocabulary),
 }.items():
     glue(key, value, display=False)
-pd.DataFrame(
-    {
-        f"topic {t}": {
-            "nouns": " ".join(world.nouns[t]),
-            "verbs": " ".join(world.verbs[t]),
-            "adjectives": " ".join(world.adjectives[t]),
-            "bridge nouns": " ".join(world.bridge_words(t)),
-        }
-        for t in range(world.n_topics)
-    }
-).T
 
 # %% [markdown]
 # Topical templates (`N`, `V`, `A` are words of the sentence's topic, `B` one of its bridge
@@ -178,8 +195,6 @@ data_rate = data_drift(data.corpus.val, world)
 exact = all(
     sentence_labels(d.words, world) == d.labels for d in data.corpus.val
 )
-glue("data_rate", data_rate.mean, display=False)
-glue("labelling_exact", "every" if exact else "not every", display=False)
 pd.Series(
     {
         "switch_prob": config.data.switch_prob,
@@ -188,7 +203,11 @@ pd.Series(
         "transitions": data_rate.n,
         "labels equal the generator's": exact,
     }
-)
+).to_frame("value")
+
+# %% tags=["remove-cell"]
+glue("data_rate", data_rate.mean, display=False)
+glue("labelling_exact", "every" if exact else "not every", display=False)
 
 # %% [markdown]
 # ## What would falsify the claim
@@ -212,7 +231,7 @@ pd.Series(
 # {glue:text}`max_mixed` of the plain model's topical sentences mix topics. The exact rule,
 # with the other outcomes, is printed with the verdict below; it lives in `semlm.book.claims`.
 
-# %%
+# %% tags=["remove-cell"]
 glue("max_mixed", TOPIC_MAX_MIXED, display=False)
 glue("ppl_tolerance", f"{TOPIC_PPL_TOLERANCE:.0%}", display=False)
 glue("n_layer", config.size.n_layer, display=False)
@@ -247,9 +266,11 @@ topic_report.training_table(by_budget)
 results = evaluate_runs(by_budget, data, config)
 curve = topic_report.learning_curve(results)
 fig = plots.plot_drift_learning_curve(curve)
+topic_report.curve_table(results)
+
+# %% tags=["remove-cell"]
 for key, value in topic_report.drift_numbers(results).items():
     glue(key, value, display=False)
-topic_report.curve_table(results)
 
 # %% [markdown]
 # At {glue:text}`budget_first` steps the plain model's excess drift is
@@ -288,9 +309,11 @@ fig = plots.plot_alpha_sweep(
 numbers = topic_report.sweep_numbers(
     sweep, config.data.switch_prob, results.final.plain.switch_rate
 )
+show(pd.DataFrame(sweep)[topic_report.SWEEP_COLUMNS])
+
+# %% tags=["remove-cell"]
 for key, value in numbers.items():
     glue(key, value, display=False)
-pd.DataFrame(sweep)[topic_report.SWEEP_COLUMNS].round(3)
 
 # %% [markdown]
 # From $\alpha$ = {glue:text}`sweep_alpha_first` to $\alpha$ = {glue:text}`sweep_alpha_last` the
@@ -309,10 +332,12 @@ pd.DataFrame(sweep)[topic_report.SWEEP_COLUMNS].round(3)
 record = topic_report.topic_drift_record(
     config, data, data_rate, exact, seeds, results, sweep, by_budget
 )
-for key, value in topic_report.verdict_numbers(record).items():
-    glue(key, value, display=False)
 with pd.option_context("display.max_colwidth", None):
     display(topic_report.claim_rows(record))
+
+# %% tags=["remove-cell"]
+for key, value in topic_report.verdict_numbers(record).items():
+    glue(key, value, display=False)
 
 # %% [markdown]
 # In this build the drift claim is **{glue:text}`topic_drift_status`** and the diversity claim
@@ -332,6 +357,8 @@ topic_report.topic_examples(results, seeds[0], config)
 # %%
 seconds = timer.seconds
 write_chapter_metrics(CHAPTER, profile, seed, record, seconds)
+
+# %% tags=["remove-cell"]
 glue("chapter_seconds", seconds, display=False)
 glue("profile_name", config.name, display=False)
 

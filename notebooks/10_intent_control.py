@@ -41,7 +41,7 @@ seed = 111
 workers = 2
 n_seeds = None  # None: the profile's (smoke 2, cpu 5, paper 5)
 
-# %%
+# %% tags=["hide-input"]
 from dataclasses import replace
 
 import pandas as pd
@@ -127,7 +127,6 @@ print(
     f"{len(records)} models, {train_seconds / 60:.1f} CPU-minutes of training "
     f"(one thread each; {train_seconds / len(records):.0f} s per model)"
 )
-glue("train_minutes", train_seconds / 60, display=False)
 pd.DataFrame(
     [
         {
@@ -139,6 +138,9 @@ pd.DataFrame(
         for r in records
     ]
 ).pivot(index="seed", columns="model", values="train seconds")
+
+# %% tags=["remove-cell"]
+glue("train_minutes", train_seconds / 60, display=False)
 
 # %% [markdown]
 # ## Still a language model
@@ -163,8 +165,10 @@ sensitivity = max(
     )
     for t in range(1, probe.shape[1])
 )
-glue("sensitivity", sensitivity, display=False)
 print(f"largest change of an earlier logit: {sensitivity:.2e}")
+
+# %% tags=["remove-cell"]
+glue("sensitivity", sensitivity, display=False)
 
 # %% [markdown]
 # The largest change is {glue:text}`sensitivity:.1e`, floating-point noise: the
@@ -181,7 +185,6 @@ print(f"largest change of an earlier logit: {sensitivity:.2e}")
 
 # %%
 summary = ie.summarise(records)
-glue("n_per_request", config.samples_per_request, display=False)
 
 
 def show(interval):
@@ -203,6 +206,9 @@ table = pd.DataFrame(
     }
 ).T
 table
+
+# %% tags=["remove-cell"]
+glue("n_per_request", config.samples_per_request, display=False)
 
 # %%
 bars = pd.DataFrame(
@@ -286,9 +292,11 @@ claims = {
     for row in evaluate_claims({"10_intent_control": record})
     if row["id"] in ("A-soft-control", "A-intensity")
 }
+pd.DataFrame(claims).T[["claim", "status", "reason", "rule"]]
+
+# %% tags=["remove-cell"]
 for claim_id, row in claims.items():
     glue(f"status_{claim_id}", row["status"], display=False)
-pd.DataFrame(claims).T[["claim", "status", "reason", "rule"]]
 
 # %% [markdown]
 # Features alone steering polarity: **{glue:text}`status_A-soft-control`**.

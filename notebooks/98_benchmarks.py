@@ -201,6 +201,9 @@ comparison if not comparison.empty else None
 
 # %%
 book_times = bench.book_build_times()
+pd.DataFrame(book_times["chapters"])
+
+# %% tags=["remove-cell"]
 glue("book_minutes", book_times["total_minutes"], display=False)
 glue(
     "book_scratch",
@@ -211,7 +214,6 @@ glue(
     ),
     display=False,
 )
-pd.DataFrame(book_times["chapters"])
 
 # %% [markdown]
 # The chapters above took {glue:text}`book_minutes:.1f` minutes in this build

@@ -18,13 +18,11 @@
 # build wrote (`book/_build/metrics/*.json`); nothing on this page is typed by hand except
 # the papers' own values and the rules that judge them (`semlm.book.claims`).*
 #
-# A claim is **reproduced** when our causal language model supports it, **not reproduced**
-# when it does not, **not meaningful as published** when the paper's number comes from a
-# model that sees the word it predicts (paper A's encoder without a causal mask), and **not
-# run at this profile** when this build did not run the chapter or scale it needs. The
-# *published* column is our re-run of the paper's own (non-causal) setting; the *causal*
-# column is the language model; the interval is a 95% interval over seeds where the chapter
-# trained several.
+# The page opens with the verdicts, counted per paper, and the legend of every status (generated
+# from `semlm.book.claims`). In the claims table the *ours* column is our causal language
+# model with its 95% interval over seeds where the chapter trained several, and, where the
+# paper's setting was re-run, that (non-causal) setting's value; each row opens to the reason
+# and the rule that judged it.
 
 # %% tags=["parameters"]
 # reads the other chapters' metrics: seconds at every profile
@@ -46,13 +44,21 @@ manifest = report.report_manifest(metrics, report.chapter_parameters())
 print(f"{len(metrics)} chapter records in {report.metrics_dir()}")
 
 # %% [markdown]
-# ## Claims
-
-# %% tags=["remove-input", "full-width"]
-report.claims_table(claims)
+# ## Verdicts
 
 # %% tags=["remove-input"]
-report.status_counts(claims)
+report.verdict_summary(claims).reset_index()
+
+# %% tags=["remove-input"]
+report.status_legend()
+
+# %% [markdown]
+# ## Claims
+#
+# By paper, verdicts first; open a row's *why* for the reason and the rule.
+
+# %% tags=["remove-input"]
+report.claims_table(claims)
 
 # %% [markdown]
 # ## Run manifest

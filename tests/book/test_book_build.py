@@ -176,6 +176,9 @@ def test_pages_render_in_a_browser_with_math_typeset_and_images_loaded(built, ch
     assert report["js_errors"] == [], report
     assert report["absolute_paths"] == [], report
     assert report["wide_code"] == [], report
+    assert report["wide_tables"] == [], report  # a table wider than the text column
+    assert report["series_outputs"] == [], report  # a printed "dtype: ..." line
+    assert report["visible_glue"] == [], report  # glue(...) bookkeeping shown to the reader
     if page.endswith("02_fusion_training.html"):
         assert report["math_rendered"] > 0 and report["images"] > 0
 

@@ -103,3 +103,57 @@ def test_render_check_flags_references_to_files_outside_the_repository(tmp_path,
     page = code_page(tmp_path, "x = 1", prose="as measured in NOTES.md; data in ../shared/data/sst2")
     assert render_check(page, chromium)["outside_references"] == ["NOTES.md", "../shared/data/sst2"]
     assert render_check(code_page(tmp_path, "x = 1", prose="see data/README.md"), chromium)["outside_references"] == []
+
+
+def test_render_check_flags_a_dtype_line_anywhere_in_an_output(tmp_path, chromium):
+    from semlm.book.sitecheck import problems_of
+
+    printed = "a    1\nb    x\ndtype: object\nand a line printed after it"
+    report = render_check(code_page(tmp_path, "print(series); print('and')", output=printed), chromium)
+    assert report["series_outputs"] == ["dtype: object"]
+    assert "series_outputs" in problems_of(report)
+    prose = render_check(code_page(tmp_path, "x = 1", output="the column's dtype is float64",
+                                   prose="dtype: object"), chromium)
+    assert prose["series_outputs"] == []
+
+
+def table_page(tmp_path, columns: int, cell: str = "value", css: str = "") -> "Path":
+    head = "".join(f"<th>column {i}</th>" for i in range(columns))
+    row = "".join(f"<td>{cell}</td>" for _ in range(columns))
+    page = tmp_path / "table.html"
+    page.write_text(f'<html><head><style>main {{ width: 760px; }} td {{ white-space: nowrap; }} {css}</style></head>'
+                    f'<body><main><div class="cell_output" style="overflow-x: auto"><table><thead><tr>{head}</tr>'
+                    f"</thead><tbody><tr>{row}</tr></tbody></table></div></main></body></html>")
+    return page
+
+
+def test_render_check_flags_a_table_wider_than_its_column_and_names_its_columns(tmp_path, chromium):
+    from semlm.book.sitecheck import problems_of
+
+    report = render_check(table_page(tmp_path, 12, cell="a rather long cell value"), chromium)
+    assert len(report["wide_tables"]) == 1
+    assert "760px column" in report["wide_tables"][0] and "column 0, column 1" in report["wide_tables"][0]
+    assert "wide_tables" in problems_of(report)
+
+
+def test_render_check_passes_a_table_that_fits_its_column(tmp_path, chromium):
+    assert render_check(table_page(tmp_path, 4), chromium)["wide_tables"] == []
+    # the same wide content fits when the table is laid out to the column and its words wrap
+    fitted = table_page(tmp_path, 12, cell="a rather long cell value",
+                        css="table { width: 100%; table-layout: fixed; } td { white-space: normal; "
+                            "overflow-wrap: anywhere; }")
+    assert render_check(fitted, chromium)["wide_tables"] == []
+
+
+def test_render_check_flags_a_visible_glue_call_but_not_a_hidden_one(tmp_path, chromium):
+    from semlm.book.sitecheck import problems_of
+
+    code = 'table = frame()\nglue("rate", rate, display=False)\ntable'
+    report = render_check(code_page(tmp_path, code), chromium)
+    assert report["visible_glue"] == ['glue("rate", rate, display=False)']
+    assert "visible_glue" in problems_of(report)
+    hidden = tmp_path / "hidden.html"  # a hide-input cell: the input sits in a closed <details>
+    hidden.write_text('<html><body><main><details class="hide above-input"><summary>Show code cell source'
+                      '</summary><div class="cell_input"><pre>glue("rate", rate, display=False)</pre></div>'
+                      '</details><div class="cell_input"><pre>table = frame()</pre></div></main></body></html>')
+    assert render_check(hidden, chromium)["visible_glue"] == []

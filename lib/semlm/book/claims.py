@@ -45,6 +45,17 @@ INCONCLUSIVE = "inconclusive"  # the measurement ran but its intervals cannot se
 BY_CONSTRUCTION = "holds by construction"  # the decoder guarantees it, whatever the model
 NOT_TESTABLE = "not testable at this scale"  # the model fails the claim's competence check (paper B)
 STATUSES = (REPRODUCED, NOT_REPRODUCED, NOT_MEANINGFUL, NOT_RUN, INCONCLUSIVE, BY_CONSTRUCTION, NOT_TESTABLE)
+#: What each status means, in one sentence: the report's legend is generated from it.
+STATUS_MEANINGS = {
+    REPRODUCED: "our causal (language-model) result supports the claim, judged by its rule",
+    NOT_REPRODUCED: "our causal result contradicts the claim; the reason gives our numbers",
+    NOT_MEANINGFUL: "the paper's number comes from a model that reads the word it predicts (paper A's encoder "
+                    "without a causal mask); we show that setting's value and the causal model's",
+    NOT_RUN: "this build did not run the chapter or the scale the claim needs",
+    INCONCLUSIVE: "the measurement ran, but its 95% intervals cannot tell the claim from its opposite",
+    BY_CONSTRUCTION: "the decoder guarantees the result whatever the model, so it says nothing about the model",
+    NOT_TESTABLE: "the models fail the competence check the claim needs; the reason names the number and threshold",
+}
 #: A rate (accuracy, hit rate) whose 95% interval is wider than +-0.15 decides nothing.
 INCONCLUSIVE_HALF_WIDTH = 0.15
 

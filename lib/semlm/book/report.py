@@ -7,6 +7,7 @@ each figure in the book can be traced to the run that produced it.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -195,23 +196,84 @@ def _show_value(value) -> str:
     return "" if value is None else str(value)
 
 
-def claims_table(claims: list[dict]):
-    """The claims (``semlm.book.claims.evaluate_claims``) as a styled table, the status cell coloured."""
+class HTMLBlock:
+    """A piece of HTML a notebook cell displays (``_repr_html_``), with its text for a terminal."""
+
+    def __init__(self, html: str, text: str = ""):
+        self.html, self.text = html, text
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def ordered_claims(claims: list[dict]) -> list[dict]:
+    """Claims by paper, then in the order of ``STATUSES`` (verdicts first), keeping their own order within."""
+    from semlm.book.claims import STATUSES
+
+    return sorted(claims, key=lambda row: (row["paper"], STATUSES.index(row["status"])))
+
+
+def _status_cell(status: str) -> str:
+    return (f'<td class="semlm-status" style="background-color: {STATUS_COLOURS[status]}">'
+            f"{html.escape(status)}</td>")
+
+
+def _ours(row: dict) -> str:
+    parts = []
+    if row["causal_value"] is not None:
+        ci = "" if row["ci"] is None else f" [{row['ci'][0]:.3g}, {row['ci'][1]:.3g}]"
+        parts.append(f"{html.escape(_show_value(row['causal_value']))}{ci}")
+    if row["published_value"] is not None:
+        parts.append(f"published setting: {html.escape(_show_value(row['published_value']))}")
+    return "<br>".join(parts) or "–"
+
+
+def claims_table(claims: list[dict]) -> HTMLBlock:
+    """The claims (``semlm.book.claims.evaluate_claims``) as a table that fits the text column:
+    id, claim, the paper's value, ours (causal, its 95% interval, the published setting's) and
+    the status, coloured; each claim's reason, rule and profile sit in a ``<details>`` row below it."""
+    head = "".join(f"<th>{name}</th>" for name in ("id", "claim", "paper value", "ours", "status"))
+    rows = []
+    for row in ordered_claims(claims):
+        rows.append(f'<tr class="semlm-claim"><td class="semlm-id">{html.escape(row["id"])}</td>'
+                    f"<td>{html.escape(row['claim'])}</td><td>{html.escape(_show_value(row['paper_value']))}</td>"
+                    f"<td>{_ours(row)}</td>{_status_cell(row['status'])}</tr>")
+        rule = f"<p><b>rule:</b> {html.escape(row['rule'])}</p>" if row.get("rule") else ""
+        rows.append(f'<tr class="semlm-claim-detail"><td colspan="5"><details><summary>why: '
+                    f"{html.escape(row['status'])}</summary><p><b>reason:</b> {html.escape(row['reason'])}</p>"
+                    f"{rule}<p><b>profile:</b> {html.escape(row['profile'] or 'none')}</p></details></td></tr>")
+    table = f'<table class="semlm-claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    text = "\n".join(f"{row['id']}: {row['status']}" for row in ordered_claims(claims))
+    return HTMLBlock(table, text)
+
+
+def verdict_summary(claims: list[dict]):
+    """How many claims of each paper have each status (the statuses this build used, in ``STATUSES`` order)."""
     import pandas as pd
 
-    table = pd.DataFrame([{
-        "paper": row["paper"], "claim": row["claim"], "paper value": _show_value(row["paper_value"]),
-        "published setting (ours)": _show_value(row["published_value"]),
-        "causal (ours)": _show_value(row["causal_value"]),
-        "95% CI": "" if row["ci"] is None else f"[{row['ci'][0]:.3g}, {row['ci'][1]:.3g}]",
-        "profile": row["profile"] or "", "status": row["status"], "why": row["reason"], "rule": row.get("rule", ""),
-    } for row in claims])
-    return (table.style.hide(axis="index")
-            .map(lambda status: f"background-color: {STATUS_COLOURS[status]}", subset=["status"])
-            .set_properties(**{"text-align": "left", "font-size": "0.8em", "vertical-align": "top"})
-            .set_properties(subset=["why"], **{"min-width": "20em"})
-            .set_properties(subset=["rule"], **{"min-width": "16em"})
-            .set_properties(subset=["claim"], **{"min-width": "12em"}))
+    from semlm.book.claims import STATUSES
+
+    used = [status for status in STATUSES if any(row["status"] == status for row in claims)]
+    table = pd.DataFrame({f"paper {paper}": [sum(row["paper"] == paper and row["status"] == status for row in claims)
+                                             for status in used]
+                          for paper in sorted({row["paper"] for row in claims})},
+                         index=pd.Index(used, name="status"))
+    table["both papers"] = table.sum(axis=1)
+    return table
+
+
+def status_legend() -> HTMLBlock:
+    """Every claim status with its colour and meaning, generated from ``semlm.book.claims.STATUS_MEANINGS``."""
+    from semlm.book.claims import STATUS_MEANINGS, STATUSES
+
+    items = "".join(f'<dt><span class="semlm-status" style="background-color: {STATUS_COLOURS[status]}">'
+                    f"{html.escape(status)}</span></dt><dd>{html.escape(STATUS_MEANINGS[status])}</dd>"
+                    for status in STATUSES)
+    return HTMLBlock(f'<dl class="semlm-legend">{items}</dl>',
+                     "\n".join(f"{status}: {STATUS_MEANINGS[status]}" for status in STATUSES))
 
 
 def status_counts(claims: list[dict]):

@@ -4,9 +4,11 @@
 files (a missing file or a missing ``#anchor``). ``render_check`` opens a page in headless
 Chromium at a desktop window size, waits for MathJax, and reports raw TeX left visible, images
 that did not load, script errors, code blocks wider than the column (they would scroll
-sideways), absolute paths of a machine in cell outputs, pandas Series printed as text (a
-reader gets a table: ``series.to_frame()``) and references to files outside the repository
-(``NOTES.md``, ``../shared/``). ``long_code_lines`` finds the
+sideways), tables wider than the text column, absolute paths of a machine in cell outputs, a
+``dtype: ...`` line in an output (a pandas Series printed as text; a reader gets a table:
+``series.to_frame()``, or :func:`semlm.book.tables.show`), a visible code cell calling
+``glue(`` (tag it ``remove-cell``, or move the glue calls to a cell that is) and references to
+files outside the repository (``NOTES.md``, ``../shared/``). ``long_code_lines`` finds the
 source lines that cause the scrolling: visible code lines of the chapters over 80 characters.
 Used by the book-build test and by ``python -m semlm.sitecheck <html dir>`` (and
 ``python -m semlm.sitecheck --code-width notebooks/``).
@@ -109,10 +111,27 @@ _PROBE = """
     report.wide_code = Array.from(document.querySelectorAll("div.cell_input pre, div.highlight pre"))
       .filter(p => p.offsetParent !== null && p.scrollWidth > p.clientWidth + 1)
       .map(p => p.textContent.split("\\n").reduce((a, b) => b.length > a.length ? b : a, "").trim().slice(0, 100));
-    // a pandas Series printed as text (ends "dtype: ..."): the page should show a table instead
+    // a pandas Series (or .dtypes) printed as text, a "dtype: ..." line anywhere in an output:
+    // the page should show a table instead
     report.series_outputs = Array.from(document.querySelectorAll(".cell_output pre"))
-      .map(p => p.textContent.trim().split("\\n")).filter(lines => /dtype: \\w+$/.test(lines[lines.length - 1]))
-      .map(lines => lines[lines.length - 1].slice(0, 100));
+      .flatMap(p => p.textContent.split("\\n")).map(line => line.trim())
+      .filter(line => /^(.*, )?dtype: \\w+$/.test(line)).map(line => line.slice(0, 100));
+    // shown on the page: laid out, and not inside a closed <details> (a hide-input toggle)
+    const shown = e => e.offsetParent !== null && !e.closest("details:not([open])");
+    // a table wider than the text column it sits in (cut off at the edge, or scrolling sideways)
+    report.wide_tables = Array.from(document.querySelectorAll("table")).filter(shown).filter(t => {
+      const column = t.closest("article, main") || document.body;
+      return t.getBoundingClientRect().right > column.getBoundingClientRect().right + 1;
+    }).map(t => {
+      const column = t.closest("article, main") || document.body;
+      const heads = Array.from(t.querySelectorAll("th")).map(h => h.textContent.trim()).filter(h => h).slice(0, 6);
+      return (`${Math.round(t.getBoundingClientRect().width)}px table in a ${Math.round(column.clientWidth)}px column`
+        + ` (columns: ${heads.join(", ")})`).slice(0, 160);
+    });
+    // a cell whose visible input calls glue(...): bookkeeping a reader should not see
+    report.visible_glue = Array.from(document.querySelectorAll("div.cell_input pre")).filter(shown)
+      .map(p => p.textContent.split("\\n").find(line => line.includes("glue(")))
+      .filter(line => line !== undefined).map(line => line.trim().slice(0, 100));
     // files of the authors' workspace that a reader of the book does not have
     report.outside_references = Array.from(new Set(text.match(new RegExp(__OUTSIDE__, "g")) || []));
     const pathPattern = new RegExp(__ABSOLUTE_PATH__, "g");
@@ -144,7 +163,8 @@ def follow_redirect(page: str | Path) -> Path:
 
 def render_check(page: str | Path, chromium: str | None = None, budget_ms: int = 20000) -> dict:
     """Render ``page`` (after a refresh redirect) in headless Chromium; returns ``{page, mathjax,
-    math_rendered, raw_tex, js_errors, images, broken_images, wide_code, absolute_paths}``."""
+    math_rendered, raw_tex, js_errors, images, broken_images, wide_code, absolute_paths, series_outputs,
+    outside_references, wide_tables, visible_glue}``; :func:`problems_of` picks the failures."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise FileNotFoundError("no Chromium found; install the Debian package `chromium` (apt-get install chromium)")
@@ -173,7 +193,7 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
 
 
 PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs",
-                "outside_references")
+                "outside_references", "wide_tables", "visible_glue")
 
 
 def problems_of(report: dict) -> dict:

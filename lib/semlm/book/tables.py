@@ -1,0 +1,112 @@
+"""How a chapter shows a table or its configuration: no 0..n index, rounded numbers, short configs.
+
+``show(frame)`` is a table as a reader wants it: a default ``0..n`` index hidden (a meaningful
+index, such as a model name, stays), floats rounded to ``decimals`` places, missing values as
+a dash, ``snake_case`` headers as words, and a ``pd.Series`` shown as a one-column table instead of text ending ``dtype: ...``.
+
+``show_config(config, fields)`` is a chapter's configuration as the few settings that define its
+scale (:func:`config_table`), with every setting one click away in a ``<details>`` block, in
+place of a raw dataclass repr. Fields are dotted paths into nested dataclasses
+(``"size.n_layer"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+
+#: Decimal places of a displayed float unless a chapter asks for others.
+DECIMALS = 3
+
+
+def show(frame, decimals: int = DECIMALS):
+    """``frame`` (a DataFrame or Series) as a pandas Styler without a ``0..n`` index, floats
+    rounded to ``decimals`` places, missing values shown as ``–`` and ``snake_case`` column
+    names as words (``switch rate``), so that they can wrap."""
+    import pandas as pd
+
+    if isinstance(frame, pd.Series):
+        frame = frame.to_frame(frame.name if frame.name is not None else "value")
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"show() takes a pandas DataFrame or Series, got {type(frame).__name__}")
+    # snake_case headers cannot wrap, so they widen a table past the column: show them as words
+    frame = frame.rename(columns=lambda name: name.replace("_", " ") if isinstance(name, str) else name)
+    styler = frame.style.format(precision=decimals, na_rep="–")
+    return styler.hide(axis="index") if has_default_index(frame) else styler
+
+
+def has_default_index(frame) -> bool:
+    """True when ``frame``'s index is the unnamed ``0..n`` a reader learns nothing from."""
+    import pandas as pd
+
+    index = frame.index
+    return (isinstance(index, pd.RangeIndex) and index.name is None and index.start == 0 and index.step == 1)
+
+
+def _value_text(value) -> str:
+    if isinstance(value, (tuple, list)):
+        return ", ".join(repr(v) if isinstance(v, str) else _value_text(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def flat_settings(config, prefix: str = "") -> dict[str, object]:
+    """Every field of a (nested) dataclass ``config`` as ``{dotted.name: value}``."""
+    if not dataclasses.is_dataclass(config):
+        raise ValueError(f"expected a configuration dataclass, got {type(config).__name__}")
+    out: dict[str, object] = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out.update(flat_settings(value, f"{prefix}{field.name}."))
+        else:
+            out[f"{prefix}{field.name}"] = value
+    return out
+
+
+def _setting(config, dotted: str):
+    value = config
+    for part in dotted.split("."):
+        if not hasattr(value, part):
+            choices = ", ".join(flat_settings(config))
+            raise ValueError(f"{type(config).__name__} has no setting {dotted!r}; choose from: {choices}")
+        value = getattr(value, part)
+    return value
+
+
+def config_table(config, fields):
+    """The settings ``fields`` (dotted names) of ``config`` as a two-column DataFrame
+    (``setting``, ``value``), values as text so a column of mixed types reads cleanly."""
+    import pandas as pd
+
+    return pd.DataFrame({"setting": list(fields), "value": [_value_text(_setting(config, f)) for f in fields]})
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigSummary:
+    """A short settings table with the full configuration behind a ``<details>`` toggle."""
+
+    config: object
+    fields: tuple[str, ...]
+
+    def _repr_html_(self) -> str:
+        short = config_table(self.config, self.fields).style.hide(axis="index").to_html()
+        settings = flat_settings(self.config)
+        full = config_table(self.config, tuple(settings)).style.hide(axis="index").to_html()
+        name = html.escape(getattr(self.config, "name", "") or type(self.config).__name__)
+        return (f'<div class="semlm-config">{short}<details class="semlm-config-full"><summary>'
+                f"full configuration ({name}, {len(settings)} settings)</summary>{full}</details></div>")
+
+    def __repr__(self) -> str:
+        table = config_table(self.config, self.fields)
+        return "\n".join(f"{s}: {v}" for s, v in zip(table["setting"], table["value"]))
+
+
+def show_config(config, fields) -> ConfigSummary:
+    """``config`` as the settings ``fields`` that define its scale, the rest one click away.
+    An unknown field fails here, when the chapter runs, with the valid names."""
+    fields = tuple(fields)
+    for field in fields:
+        _setting(config, field)
+    return ConfigSummary(config, fields)

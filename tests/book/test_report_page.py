@@ -1,0 +1,49 @@
+"""The report page's tables: verdict summary first, a claims table that fits, a generated legend."""
+
+from semlm.book import report
+from semlm.book.claims import STATUS_MEANINGS, STATUSES, evaluate_claims
+
+
+def claim(id, paper, status, causal=None, ci=None, published=None):
+    return {"id": id, "paper": paper, "claim": f"claim {id}", "paper_value": 1.5, "published_value": published,
+            "causal_value": causal, "ci": ci, "status": status, "reason": f"reason of {id}",
+            "profile": "smoke", "rule": f"rule of {id}"}
+
+
+CLAIMS = [claim("A-1", "A", "not meaningful as published", causal=2.0, published=1.2),
+          claim("A-2", "A", "reproduced", causal=0.41234, ci=[0.4, 0.42]),
+          claim("B-1", "B", "inconclusive")]
+
+
+def test_every_status_has_a_meaning_and_a_colour():
+    assert set(STATUS_MEANINGS) == set(STATUSES) == set(report.STATUS_COLOURS)
+
+
+def test_the_legend_lists_every_status_with_its_meaning():
+    html = report.status_legend()._repr_html_()
+    for status in STATUSES:
+        assert f">{status}</span>" in html and STATUS_MEANINGS[status].split(";")[0].replace("'", "&#x27;") in html
+
+
+def test_the_verdict_summary_counts_statuses_per_paper():
+    table = report.verdict_summary(CLAIMS)
+    assert list(table.index) == ["reproduced", "not meaningful as published", "inconclusive"]
+    assert table.loc["reproduced"].tolist() == [1, 0, 1]
+    assert table.loc["inconclusive"].tolist() == [0, 1, 1]
+    assert table["both papers"].sum() == len(CLAIMS)
+
+
+def test_the_claims_table_puts_verdicts_first_and_reason_and_rule_in_a_details_row():
+    html = report.claims_table(CLAIMS)._repr_html_()
+    assert html.index("A-2") < html.index("A-1") < html.index("B-1")
+    assert "<th>status</th>" in html and "<th>why</th>" not in html and "<th>rule</th>" not in html
+    detail = html.split('<tr class="semlm-claim-detail">')[1]
+    assert "<details>" in detail and "reason of A-2" in detail and "rule of A-2" in detail
+    assert "0.4123 [0.4, 0.42]" in html and "published setting: 1.2" in html
+
+
+def test_the_claims_table_renders_every_real_claim_without_a_build():
+    rows = evaluate_claims({})
+    html = report.claims_table(rows)._repr_html_()
+    assert html.count('<tr class="semlm-claim">') == len(rows)
+    assert report.verdict_summary(rows)["both papers"].sum() == len(rows)
