@@ -170,7 +170,9 @@ def _gated_loss_inputs(seed, B=3, T=11, V=97, K=4, masked=True):
     future = torch.randint(0, V, (B, T + K - 1), generator=g)
     future[0, -5:] = PAD_ID                                 # pad targets and truncated windows
     vocab_mask = vocabulary_mask(V, [0, 1, 2, 50]) if masked else None
-    return token, idea, future[:, :T], window_ids(future, K, T), vocab_mask
+    targets = future[:, :T]
+    token[1, 2, targets[1, 2]] -= 150.0                     # a target whose softmax underflows: CE ~ 150
+    return token, idea, targets, window_ids(future, K, T), vocab_mask
 
 
 @pytest.mark.parametrize("variant", ["clamp_then_scale", "scale_then_clamp"])

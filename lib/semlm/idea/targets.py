@@ -268,15 +268,18 @@ class _FusedGatedLoss(torch.autograd.Function):
     the incoming gradient. Per chunk, with p = sigmoid(z_idea), s = softplus(z_idea) and log p = z_idea - s:
 
         forward   z_final = z_token + alpha * max(log p, floor)     (log(p + eps) when eps matters)
-                  CE rows  = -log_softmax(z_final)[target];  BCE rows = s @ m + the window's correction
+                  CE rows  = -log softmax(z_final)[target];  BCE rows = s @ m + the window's correction
         gradients d/dz_token = (softmax(z_final) - onehot(target)) * c_t
                   d/dz_idea  = alpha (1 - p) [unclamped] (p / (p + eps)) d/dz_token
                                + lambda b_t (m p + window correction)
 
-    with c_t = 1 / (scored positions) and b_t the BCE's weight of position t (0 at unscored ones). The
-    gated logits, their log-softmax, the softplus and the separate gradients of the gate and the BCE
-    never exist as [B, T, V] tensors. The gate's threshold, its eps handling and the BCE's mask follow
-    :class:`semlm.idea.model._GatedLogits` and :class:`_SparseBCERows`.
+    with c_t = 1 / (scored positions) and b_t the BCE's weight of position t (0 at unscored ones); the
+    window's part of the BCE ([N, K] entries) is computed for all positions at once. The gated logits,
+    their softmax, the softplus and the separate gradients of the gate and the BCE never exist as
+    [B, T, V] tensors; a CE whose softmax entry underflows (below 1e-30) is taken from log_softmax.
+    The gate's threshold, its eps handling and the BCE's mask follow
+    :class:`semlm.idea.model._GatedLogits` and :class:`_SparseBCERows`. Not a ``torch.compile`` of
+    the unfused loss: inductor (C++ backend) gave the same CPU time after minutes of compiling.
     """
 
     @staticmethod
@@ -288,13 +291,19 @@ class _FusedGatedLoss(torch.autograd.Function):
         token, idea = token_logits.reshape(-1, V), idea_logits.reshape(-1, V)
         scored = targets.reshape(-1) != ignore_index
         target = torch.where(scored, targets.reshape(-1), 0).unsqueeze(-1)            # [N, 1]
-        ce_weight = scored.float() / scored.sum()               # F.cross_entropy's mean (NaN if none scored)
         columns = 1.0 if reduction == "sum_vocab" else (float(V) if vocab_mask is None else vocab_mask.sum().clamp_min(1.0))
-        bce_weight = scored.float() / scored.sum().clamp_min(1.0) / columns            # [N]
+        bce_weight = scored.float() / scored.sum().clamp_min(1.0) / columns            # [N]: the BCE's mean
+        # the window's part of the BCE, values and gradients, for all positions at once ([N, K] is small)
         index = positives.reshape(-1, positives.shape[-1]).clamp_min(0)                 # [N, K]
         valid = (positives.reshape(index.shape) != PAD_ID).float()
         if vocab_mask is not None:
             valid = valid * vocab_mask[index]
+        z_pos = idea.gather(-1, index).float()
+        correction = ((pos_weight * F.softplus(-z_pos) - F.softplus(z_pos)) * valid).sum(-1)
+        p_pos = torch.sigmoid(z_pos)
+        b = (idea_weight * bce_weight).unsqueeze(-1)                                    # [N, 1]
+        window_grad = (-pos_weight * (1.0 - p_pos) - p_pos) * valid * b
+        ce_weight = (scored.float() / scored.sum()).unsqueeze(-1)      # F.cross_entropy's mean (NaN if none scored)
         masked_columns = None
         if vocab_mask is not None and bool(((vocab_mask == 0) | (vocab_mask == 1)).all()):
             masked_columns = (vocab_mask == 0).nonzero().flatten()
@@ -305,12 +314,12 @@ class _FusedGatedLoss(torch.autograd.Function):
         grads = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         grad_token = torch.empty_like(token, dtype=torch.float32) if grads else None
         grad_idea = torch.empty_like(idea, dtype=torch.float32) if grads else None
-        ce_rows, bce_rows = torch.empty(len(token)), torch.empty(len(token))
+        ce_rows, bce_rows = [], []
         for start in range(0, len(token), chunk):
             rows = slice(start, start + chunk)
             z, tok = idea[rows].float(), token[rows].float()
             softplus = F.softplus(z)
-            bce_rows[rows] = softplus @ vocab_mask if vocab_mask is not None else softplus.sum(-1)
+            bce_rows.append(softplus @ vocab_mask if vocab_mask is not None else softplus.sum(-1))
             if not gated:
                 final = tok
             elif drop_eps:   # log p = z - softplus(z), in the softplus' buffer
@@ -319,25 +328,23 @@ class _FusedGatedLoss(torch.autograd.Function):
             else:
                 gate = torch.sigmoid(z, out=softplus).add_(eps).log_().clamp_(min=floor)
                 final = torch.add(tok, gate, alpha=alpha, out=gate)
-            log_softmax = torch.log_softmax(final, -1)
-            ce_rows[rows] = -log_softmax.gather(-1, target[rows]).squeeze(-1)
-            z_pos = z.gather(-1, index[rows])
-            correction = (pos_weight * F.softplus(-z_pos) - F.softplus(z_pos)) * valid[rows]
-            bce_rows[rows] += correction.sum(-1)
+            probs = torch.softmax(final, -1)      # one pass less than log_softmax, then exp for the gradient
+            p_target = probs.gather(-1, target[rows])
+            if float(p_target.min()) < 1e-30:     # a target far down the softmax: its log from log_softmax
+                ce_rows.append(-torch.log_softmax(final, -1).gather(-1, target[rows]))
+            else:
+                ce_rows.append(-p_target.log_())
             if not grads:
                 continue
-            weight = ce_weight[rows].unsqueeze(-1)
-            g_token = torch.mul(log_softmax.exp_(), weight, out=grad_token[rows])
-            g_token.scatter_add_(-1, target[rows], -weight)
-            p = torch.sigmoid(z, out=log_softmax)
-            b = (idea_weight * bce_weight[rows]).unsqueeze(-1)
-            g_idea = torch.mul(p, b, out=grad_idea[rows])
+            g_token = torch.mul(probs, ce_weight[rows], out=grad_token[rows])
+            g_token.scatter_add_(-1, target[rows], -ce_weight[rows])
+            p = torch.sigmoid(z, out=probs)
+            g_idea = torch.mul(p, b[rows], out=grad_idea[rows])
             if masked_columns is not None:
                 g_idea.index_fill_(-1, masked_columns, 0.0)
             elif vocab_mask is not None:
                 g_idea.mul_(vocab_mask)
-            p_pos = torch.sigmoid(z_pos)
-            g_idea.scatter_add_(-1, index[rows], (-pos_weight * (1.0 - p_pos) - p_pos) * valid[rows] * b)
+            g_idea.scatter_add_(-1, index[rows], window_grad[rows])
             if gated:
                 ratio = None if drop_eps else p / (p + eps)
                 torch.threshold_(p, threshold, 1.0)          # clamped entries -> p = 1 -> 1 - p = 0
@@ -345,8 +352,8 @@ class _FusedGatedLoss(torch.autograd.Function):
                 if ratio is not None:
                     gate.mul_(ratio)
                 g_idea.add_(gate, alpha=alpha)
-        ce = ce_rows[scored].sum() / scored.sum()
-        bce = (bce_rows * bce_weight).sum()
+        ce = torch.cat(ce_rows).squeeze(-1)[scored].sum() / scored.sum()
+        bce = ((torch.cat(bce_rows) + correction) * bce_weight).sum()
         if grads:
             ctx.save_for_backward(grad_token, grad_idea)
         ctx.shapes = (token_logits.shape, token_logits.dtype, idea_logits.shape, idea_logits.dtype)
