@@ -271,9 +271,10 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
 
     ``fused`` (the default) runs the gated model with its gate off and applies the gate inside the
     loss (:func:`semlm.idea.targets.idea_gated_loss_fused`: gate, token CE and idea BCE chunked over
-    positions, no gated [B, T, V] logits made) whenever the logits are float32; the numbers are those
-    of the unfused path (``fused=False``: the model's gated logits, then :func:`idea_gated_loss`) to
-    float precision. Logits in another precision (bf16 autocast on CUDA) take the unfused path.
+    positions, no gated [B, T, V] logits made) whenever the logits are float32 and off CUDA; the numbers
+    are those of the unfused path (``fused=False``: the model's gated logits, then
+    :func:`idea_gated_loss`) to float precision. On CUDA (bf16 autocast, where the chunk loop would
+    only add launches) the model's gate and :func:`idea_gated_loss` run as before.
     """
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
     masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
@@ -291,7 +292,7 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
         c = model.config
         losses = (masks[key], settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, PAD_ID)
-        if fused and out.token_logits.dtype == out.idea_logits.dtype == torch.float32:
+        if fused and out.token_logits.dtype == out.idea_logits.dtype == torch.float32 and not out.logits.is_cuda:
             loss, ce, bce = idea_gated_loss_fused(out.token_logits, out.idea_logits, alpha, c.beta, c.gate_variant,
                                                   c.eps, batch.targets, positives, *losses)
         else:  # the model's own gate (what model(..., alpha=alpha) computes), then the loss on its logits
