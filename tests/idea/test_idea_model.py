@@ -312,3 +312,31 @@ def test_gated_training_loss_gradients_equal_the_naive_reference():
     assert torch.allclose(loss.double(), ce + 0.1 * bce, atol=1e-5)
     for (name, _), a, b in zip(model.named_parameters(), fast, naive):
         assert torch.allclose(a.double(), b.double(), rtol=1e-4, atol=1e-6), name
+
+
+@pytest.mark.parametrize("variant,reduction", [("clamp_then_scale", "sum_vocab"), ("scale_then_clamp", "mean")])
+def test_training_loss_with_the_fused_gate_equals_the_models_own_gate(variant, reduction):
+    """idea_loss_fn's fused path (gate applied inside the loss) gives the loss, parts and parameter gradients of
+    the model's gated logits + idea_gated_loss, early in the alpha ramp (eps-exact gate in v2) and at its end."""
+    from dataclasses import replace
+
+    from semlm.idea.targets import PAD_ID
+    from semlm.idea.wikitext_experiment import TokenBlocks, idea_loss_fn
+    from semlm.profiles import IdeaSettings
+
+    model = tiny(gate_variant=variant).train()
+    settings = replace(IdeaSettings(window=3, idea_weight=0.1, idea_loss_reduction=reduction, alpha=0.5,
+                                    alpha_ramp_steps=100), pos_weight=5.0, gate_variant=variant)
+    ids = torch.randint(0, 61, (3 * 12 + 3,), generator=torch.Generator().manual_seed(2))
+    batch = next(TokenBlocks.from_stream(ids, 12, 3).batches(3))
+    batch.targets[0, -3:], batch.future[0, -5:] = PAD_ID, PAD_ID  # a text that ends: pad targets and windows
+    for step in (1, 100):
+        results = []
+        for fused in (True, False):
+            loss, parts = idea_loss_fn(settings, [0, 1, 2], True, fused=fused)(model, batch, step)
+            results.append((loss, parts, torch.autograd.grad(loss, list(model.parameters()))))
+        (loss_a, parts_a, grads_a), (loss_b, parts_b, grads_b) = results
+        assert torch.allclose(loss_a, loss_b, rtol=1e-6, atol=1e-6)
+        assert all(torch.allclose(torch.as_tensor(parts_a[k]), torch.as_tensor(parts_b[k]), rtol=1e-6) for k in parts_b)
+        for (name, _), a, b in zip(model.named_parameters(), grads_a, grads_b):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), name

@@ -161,3 +161,63 @@ def test_sparse_bce_and_its_gradient_match_the_dense_bce_for_extreme_logits():
     assert torch.allclose(dense, sparse, rtol=1e-6)
     dense.backward(), sparse.backward()
     assert torch.allclose(logits.grad, dense_logits.grad, atol=1e-6)
+
+
+def _gated_loss_inputs(seed, B=3, T=11, V=97, K=4, masked=True):
+    g = torch.Generator().manual_seed(seed)
+    token = torch.randn(B, T, V, generator=g) * 3
+    idea = torch.randn(B, T, V, generator=g) * 12           # wide: many entries clamped, some saturated
+    future = torch.randint(0, V, (B, T + K - 1), generator=g)
+    future[0, -5:] = PAD_ID                                 # pad targets and truncated windows
+    vocab_mask = vocabulary_mask(V, [0, 1, 2, 50]) if masked else None
+    targets = future[:, :T]
+    token[1, 2, targets[1, 2]] -= 150.0                     # a target whose softmax underflows: CE ~ 150
+    return token, idea, targets, window_ids(future, K, T), vocab_mask
+
+
+@pytest.mark.parametrize("variant", ["clamp_then_scale", "scale_then_clamp"])
+@pytest.mark.parametrize("alpha,beta", [(0.5, -2.0), (1.0, -0.5), (0.003, -2.0), (0.5, -25.0), (0.0, -2.0)])
+@pytest.mark.parametrize("reduction,pos_weight", [("sum_vocab", None), ("mean", 5.0)])
+@pytest.mark.parametrize("masked,chunk", [(True, 4), (False, 64)])
+def test_fused_gated_loss_and_its_gradients_equal_the_unfused_path(variant, alpha, beta, reduction, pos_weight, masked,
+                                                                  chunk):
+    """Gate + CE + sparse BCE fused and chunked == the model's gate, then idea_gated_loss (values and gradients).
+
+    (0.003, -2) in v2 and beta = -25 take the gate's eps-exact branch, alpha = 0 switches it off."""
+    from semlm.idea.model import gated_logits
+    from semlm.idea.targets import idea_gated_loss_fused
+
+    token, idea, targets, positives, vocab_mask = _gated_loss_inputs(7, masked=masked)
+    t1, i1 = token.clone().requires_grad_(), idea.clone().requires_grad_()
+    reference = idea_gated_loss(gated_logits(t1, i1, alpha, beta, variant), targets, i1, positives, vocab_mask, 0.1,
+                                pos_weight, reduction, ignore_index=PAD_ID)
+    (2.5 * reference[0]).backward()
+    t2, i2 = token.clone().requires_grad_(), idea.clone().requires_grad_()
+    fused = idea_gated_loss_fused(t2, i2, alpha, beta, variant, 1e-8, targets, positives, vocab_mask, 0.1, pos_weight,
+                                  reduction, PAD_ID, chunk_positions=chunk)
+    (2.5 * fused[0]).backward()
+    for a, b in zip(reference, fused):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(t1.grad, t2.grad, rtol=1e-5, atol=1e-8)
+    assert torch.allclose(i1.grad, i2.grad, rtol=1e-4, atol=1e-8)
+    if vocab_mask is not None:  # the BCE sends stopword columns nothing: only the gate's CE gradient reaches them
+        stop = vocab_mask == 0
+        assert torch.equal(i2.grad[..., stop] == 0, i1.grad[..., stop] == 0)
+    with torch.no_grad():
+        values = idea_gated_loss_fused(token, idea, alpha, beta, variant, 1e-8, targets, positives, vocab_mask, 0.1,
+                                       pos_weight, reduction, PAD_ID, chunk_positions=chunk)
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(reference, values))
+
+
+def test_fused_gated_loss_rejects_mismatched_shapes_with_one_clear_error():
+    from semlm.idea.targets import idea_gated_loss_fused
+
+    token, idea, targets, positives, vocab_mask = _gated_loss_inputs(1)
+    with pytest.raises(ValueError, match="must agree"):
+        idea_gated_loss_fused(token, idea[:, :-1], 0.5, -2.0, "clamp_then_scale", 1e-8, targets, positives, vocab_mask,
+                              0.1)
+    with pytest.raises(ValueError, match="window_ids"):
+        idea_gated_loss_fused(token, idea, 0.5, -2.0, "clamp_then_scale", 1e-8, targets, positives[:, :-1],
+                              vocab_mask, 0.1)
+    with pytest.raises(ValueError, match="gate variant"):
+        idea_gated_loss_fused(token, idea, 0.5, -2.0, "v3", 1e-8, targets, positives, vocab_mask, 0.1)

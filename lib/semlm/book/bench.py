@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -482,7 +483,9 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
     """Gated / plain GPT at ``profile`` size: FLOP ratio (counted) next to the measured time ratio.
 
     Training step: one micro-batch of the profile (forward with the alpha-gated loss of the book,
-    backward, AdamW), best of ``repeats`` runs of ``steps`` steps, plain and gated timed in turn. Generation: greedy ``generate()``
+    backward, AdamW), ``repeats`` runs of ``steps`` steps, plain and gated timed in turn; the step
+    time ratio is the median over the repeats of each repeat's gated / plain ratio (wall and process
+    CPU time), so a neighbour that slows one repeat moves one ratio, not the figure. Generation: greedy ``generate()``
     with the KV cache, time per new token = (time for ``new_tokens`` - time for 1) / (new_tokens - 1),
     so the prompt's prefill is not counted. Random weights and token ids: the cost of a step does not
     depend on what the model has learnt. On CUDA the models run in bf16 autocast and the record adds
@@ -566,19 +569,32 @@ def _idea_model_times(model, times: dict, steps: int, tokens_per_step: int, gene
            "step_seconds_all": [t / steps for t in times["step"]]}
     if device == "cpu":
         out["step_cpu_seconds"] = min(times["step_cpu"]) / steps
+        out["step_cpu_seconds_all"] = [t / steps for t in times["step_cpu"]]
     return out
+
+
+def _ratios(numerators: list[float], denominators: list[float]) -> list[float]:
+    """Repeat-by-repeat ratios of two interleaved timings."""
+    return [a / b for a, b in zip(numerators, denominators)]
+
+
+def _median_ratio(numerators: list[float], denominators: list[float]) -> float:
+    """Median of the repeat-by-repeat ratios (the mean of the middle two for an even count)."""
+    return statistics.median(_ratios(numerators, denominators))
 
 
 def _add_idea_ratios(record: dict, flops: dict, device: str) -> None:
     """Add the gated / plain time and FLOP ratios, targets, verdicts (and on CUDA the MFU) to ``record``."""
-    record["step_time_ratio"] = record["gated"]["step_seconds"] / record["plain"]["step_seconds"]
+    record["step_time_ratio"] = _median_ratio(record["gated"]["step_seconds_all"], record["plain"]["step_seconds_all"])
+    record["step_time_ratio_all"] = _ratios(record["gated"]["step_seconds_all"], record["plain"]["step_seconds_all"])
     record["generation_time_ratio"] = (record["gated"]["seconds_per_new_token"]
                                        / record["plain"]["seconds_per_new_token"])
     record["step_flop_ratio"] = flops["training"]["ratio"]
     record["generation_flop_ratio"] = flops["generation"]["ratio"]
     record["step_time_over_flops"] = record["step_time_ratio"] / record["step_flop_ratio"]
     if device == "cpu":
-        record["step_cpu_time_ratio"] = record["gated"]["step_cpu_seconds"] / record["plain"]["step_cpu_seconds"]
+        cpu = record["gated"]["step_cpu_seconds_all"], record["plain"]["step_cpu_seconds_all"]
+        record["step_cpu_time_ratio"], record["step_cpu_time_ratio_all"] = _median_ratio(*cpu), _ratios(*cpu)
         record["step_cpu_time_over_flops"] = record["step_cpu_time_ratio"] / record["step_flop_ratio"]
     record["generation_time_over_flops"] = record["generation_time_ratio"] / record["generation_flop_ratio"]
     record["targets"] = {"step_time_over_flops": IDEA_STEP_TARGET,

@@ -28,6 +28,7 @@ unmasked columns, ``sum(m)``).
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Sequence
 
 import torch
@@ -249,3 +250,156 @@ def idea_gated_loss(gated_logits: torch.Tensor, targets: torch.Tensor, idea_logi
         raise ValueError("an idea-gated model needs the window ids (positives) of its idea targets")
     bce = idea_bce_sparse(idea_logits, positives, targets != ignore_index, pos_weight, reduction, vocab_mask)
     return ce + idea_weight * bce, ce, bce
+
+
+# --- the same objective fused with the gate, chunked over positions -------------------------------
+
+#: Positions per chunk of :func:`idea_gated_loss_fused`: a chunk's few [chunk, V] buffers stay in the
+#: CPU's cache while it runs its passes (measured on the benchmark's V = 2,048; see ``semlm.book.bench``).
+FUSED_CHUNK_POSITIONS = 64
+
+
+class _FusedGatedLoss(torch.autograd.Function):
+    """L = CE(z_token + G_alpha(z_idea), targets) + lambda * L_idea(z_idea), one chunk of positions at a time.
+
+    The loss is a scalar, so its gradients are known once the forward has run: the forward computes
+    the values *and* d L / d z_token and d L / d z_idea chunk by chunk, writing the two gradients into
+    their final [B, T, V] buffers (the only [B, T, V] tensors it makes), and the backward scales them by
+    the incoming gradient. Per chunk, with p = sigmoid(z_idea), s = softplus(z_idea) and log p = z_idea - s:
+
+        forward   z_final = z_token + alpha * max(log p, floor)     (log(p + eps) when eps matters)
+                  CE rows  = -log softmax(z_final)[target];  BCE rows = s @ m + the window's correction
+        gradients d/dz_token = (softmax(z_final) - onehot(target)) * c_t
+                  d/dz_idea  = alpha (1 - p) [unclamped] (p / (p + eps)) d/dz_token
+                               + lambda b_t (m p + window correction)
+
+    with c_t = 1 / (scored positions) and b_t the BCE's weight of position t (0 at unscored ones); the
+    window's part of the BCE ([N, K] entries) is computed for all positions at once. The gated logits,
+    their softmax, the softplus and the separate gradients of the gate and the BCE never exist as
+    [B, T, V] tensors; a CE whose softmax entry underflows (below 1e-30) is taken from log_softmax.
+    The gate's threshold, its eps handling and the BCE's mask follow
+    :class:`semlm.idea.model._GatedLogits` and :class:`_SparseBCERows`. Not a ``torch.compile`` of
+    the unfused loss: inductor (C++ backend) gave the same CPU time after minutes of compiling.
+    """
+
+    @staticmethod
+    def forward(ctx, token_logits, idea_logits, targets, positives, vocab_mask, options):
+        alpha, beta, variant, eps, idea_weight, pos_weight, reduction, ignore_index, chunk = options
+        from semlm.idea.model import _drops_eps, _gate_floor
+
+        V = token_logits.shape[-1]
+        token, idea = token_logits.reshape(-1, V), idea_logits.reshape(-1, V)
+        scored = targets.reshape(-1) != ignore_index
+        target = torch.where(scored, targets.reshape(-1), 0).unsqueeze(-1)            # [N, 1]
+        columns = 1.0 if reduction == "sum_vocab" else (float(V) if vocab_mask is None else vocab_mask.sum().clamp_min(1.0))
+        bce_weight = scored.float() / scored.sum().clamp_min(1.0) / columns            # [N]: the BCE's mean
+        # the window's part of the BCE, values and gradients, for all positions at once ([N, K] is small)
+        index = positives.reshape(-1, positives.shape[-1]).clamp_min(0)                 # [N, K]
+        valid = (positives.reshape(index.shape) != PAD_ID).float()
+        if vocab_mask is not None:
+            valid = valid * vocab_mask[index]
+        z_pos = idea.gather(-1, index).float()
+        correction = ((pos_weight * F.softplus(-z_pos) - F.softplus(z_pos)) * valid).sum(-1)
+        p_pos = torch.sigmoid(z_pos)
+        b = (idea_weight * bce_weight).unsqueeze(-1)                                    # [N, 1]
+        window_grad = (-pos_weight * (1.0 - p_pos) - p_pos) * valid * b
+        ce_weight = (scored.float() / scored.sum()).unsqueeze(-1)      # F.cross_entropy's mean (NaN if none scored)
+        masked_columns = None
+        if vocab_mask is not None and bool(((vocab_mask == 0) | (vocab_mask == 1)).all()):
+            masked_columns = (vocab_mask == 0).nonzero().flatten()
+        gated = alpha != 0
+        drop_eps = gated and _drops_eps(alpha, beta, variant, eps)
+        floor = _gate_floor(alpha, beta, variant) if gated else 0.0
+        threshold = math.exp(floor) - (0.0 if drop_eps else eps) if gated else 0.0
+        grads = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        grad_token = torch.empty_like(token, dtype=torch.float32) if grads else None
+        grad_idea = torch.empty_like(idea, dtype=torch.float32) if grads else None
+        ce_rows, bce_rows = [], []
+        for start in range(0, len(token), chunk):
+            rows = slice(start, start + chunk)
+            z, tok = idea[rows].float(), token[rows].float()
+            softplus = F.softplus(z)
+            bce_rows.append(softplus @ vocab_mask if vocab_mask is not None else softplus.sum(-1))
+            if not gated:
+                final = tok
+            elif drop_eps:   # log p = z - softplus(z), in the softplus' buffer
+                gate = torch.sub(z, softplus, out=softplus).clamp_(min=floor)
+                final = torch.add(tok, gate, alpha=alpha, out=gate)
+            else:
+                gate = torch.sigmoid(z, out=softplus).add_(eps).log_().clamp_(min=floor)
+                final = torch.add(tok, gate, alpha=alpha, out=gate)
+            probs = torch.softmax(final, -1)      # one pass less than log_softmax, then exp for the gradient
+            p_target = probs.gather(-1, target[rows])
+            if float(p_target.min()) < 1e-30:     # a target far down the softmax: its log from log_softmax
+                ce_rows.append(-torch.log_softmax(final, -1).gather(-1, target[rows]))
+            else:
+                ce_rows.append(-p_target.log_())
+            if not grads:
+                continue
+            g_token = torch.mul(probs, ce_weight[rows], out=grad_token[rows])
+            g_token.scatter_add_(-1, target[rows], -ce_weight[rows])
+            p = torch.sigmoid(z, out=probs)
+            g_idea = torch.mul(p, b[rows], out=grad_idea[rows])
+            if masked_columns is not None:
+                g_idea.index_fill_(-1, masked_columns, 0.0)
+            elif vocab_mask is not None:
+                g_idea.mul_(vocab_mask)
+            g_idea.scatter_add_(-1, index[rows], window_grad[rows])
+            if gated:
+                ratio = None if drop_eps else p / (p + eps)
+                torch.threshold_(p, threshold, 1.0)          # clamped entries -> p = 1 -> 1 - p = 0
+                gate = torch.addcmul(g_token, g_token, p, value=-1.0, out=p)   # (1 - p) d/dz_token
+                if ratio is not None:
+                    gate.mul_(ratio)
+                g_idea.add_(gate, alpha=alpha)
+        ce = torch.cat(ce_rows).squeeze(-1)[scored].sum() / scored.sum()
+        bce = ((torch.cat(bce_rows) + correction) * bce_weight).sum()
+        if grads:
+            ctx.save_for_backward(grad_token, grad_idea)
+        ctx.shapes = (token_logits.shape, token_logits.dtype, idea_logits.shape, idea_logits.dtype)
+        ctx.mark_non_differentiable(ce, bce)
+        return ce + idea_weight * bce, ce, bce
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_total, _grad_ce, _grad_bce):
+        grad_token, grad_idea = ctx.saved_tensors
+        token_shape, token_dtype, idea_shape, idea_dtype = ctx.shapes
+        if grad_total.device.type != "cpu" or float(grad_total) != 1.0:
+            grad_token, grad_idea = grad_token.mul_(grad_total), grad_idea.mul_(grad_total)
+        grad_token = grad_token.view(token_shape).to(token_dtype) if ctx.needs_input_grad[0] else None
+        grad_idea = grad_idea.view(idea_shape).to(idea_dtype) if ctx.needs_input_grad[1] else None
+        return grad_token, grad_idea, None, None, None, None
+
+
+def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor, alpha: float, beta: float,
+                          variant: str, eps: float, targets: torch.Tensor, positives: torch.Tensor,
+                          vocab_mask: torch.Tensor | None, idea_weight: float, pos_weight: float | None = None,
+                          reduction: str = "sum_vocab", ignore_index: int = -1,
+                          chunk_positions: int = FUSED_CHUNK_POSITIONS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`idea_gated_loss` of ``gated_logits(token_logits, idea_logits, alpha, beta, variant, eps)``, fused.
+
+    The gate, the token CE over the gated logits and the sparse idea BCE run together over chunks of
+    ``chunk_positions`` positions (:class:`_FusedGatedLoss`), so no [B, T, V] tensor is made besides the
+    two gradients; values and gradients equal the unfused path's to float precision (tests check both
+    gate variants, both reductions, clamped entries, masked columns and pad targets). Returns
+    ``(total, token_ce, idea_bce)``; only ``total`` carries gradients (the other two are for logging).
+    """
+    from semlm.idea.model import _check_gate_arguments
+
+    _check_gate_arguments(variant, alpha, beta)
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
+    if token_logits.shape != idea_logits.shape or targets.shape != token_logits.shape[:-1]:
+        raise ValueError(f"token logits {tuple(token_logits.shape)}, idea logits {tuple(idea_logits.shape)} and "
+                         f"targets {tuple(targets.shape)} must agree as [..., V], [..., V] and [...]")
+    if positives.shape[:-1] != idea_logits.shape[:-1]:
+        raise ValueError(f"window ids {tuple(positives.shape)} do not match idea logits {tuple(idea_logits.shape)}; "
+                         "build them with window_ids(future, window, length)")
+    if chunk_positions < 1:
+        raise ValueError(f"chunk_positions must be >= 1, got {chunk_positions}")
+    m = None if vocab_mask is None else vocab_mask.to(idea_logits.device, torch.float32)
+    w = 1.0 if pos_weight is None else float(pos_weight)
+    options = (float(alpha), float(beta), variant, float(eps), float(idea_weight), w, reduction, ignore_index,
+               int(chunk_positions))
+    return _FusedGatedLoss.apply(token_logits, idea_logits, targets, positives, m, options)

@@ -43,10 +43,10 @@ from semlm.data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
 from semlm.data.paths import REPO_ROOT
 from semlm.data.wikitext import TextSplits, downloads_allowed, load_corpus
 from semlm.idea.targets import PAD_ID, top_frequent_ids, vocabulary_mask, window_ids
-from semlm.idea.targets import idea_gated_loss
+from semlm.idea.targets import idea_gated_loss, idea_gated_loss_fused
 from semlm.core.metrics import (distinct_n, perplexity, repetition_rate, stickiness, summarise, unique_domain_density,
                       words_of)
-from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
+from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits
 from semlm.profiles import (AUTHORS_STOPWORDS, DROPOUT_SCOPES, INITS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS,  # noqa: F401
                        GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, TrainConfig, authors_v1_training,
                        idea_profile, profile_differences, with_max_steps)
@@ -258,7 +258,7 @@ def autocast_for(device: torch.device | str):
     return autocast("bf16_on_cuda", device)
 
 
-def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool):
+def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool, fused: bool = True):
     """``loss_fn(model, batch, step) -> (loss, parts)`` for :func:`semlm.core.train.train`: paper B's loss
     (:func:`semlm.idea.targets.idea_gated_loss`) with the gate strength ``alpha_at(step, settings)``.
 
@@ -268,13 +268,20 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
     stopword ids become the vocabulary mask of the idea BCE. ``parts`` holds the token CE, the idea
     BCE in the settings' reduction and per counted column (``idea_bce_per_column``, comparable
     between the two reductions), as detached 0-d tensors, and alpha.
+
+    ``fused`` (the default) runs the gated model with its gate off and applies the gate inside the
+    loss (:func:`semlm.idea.targets.idea_gated_loss_fused`: gate, token CE and idea BCE chunked over
+    positions, no gated [B, T, V] logits made) whenever the logits are float32 and off CUDA; the numbers
+    are those of the unfused path (``fused=False``: the model's gated logits, then
+    :func:`idea_gated_loss`) to float precision. On CUDA (bf16 autocast, where the chunk loop would
+    only add launches) the model's gate and :func:`idea_gated_loss` run as before.
     """
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
     masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
 
     def loss_fn(model, batch: TokenBatch, step: int | None = None):
         alpha = (settings.alpha if step is None else alpha_at(step, settings)) if idea else 0.0
-        out = model(batch.inputs, alpha=alpha)
+        out = model(batch.inputs, alpha=0.0 if idea and fused else alpha)
         if not idea:
             loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=PAD_ID)
             return loss, {"token_ce": ce.detach()}
@@ -283,9 +290,15 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         if key not in masks:
             masks[key] = vocabulary_mask(vocab, stop, out.idea_logits.device)
         positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
-        loss, ce, bce = idea_gated_loss(out.logits, batch.targets, out.idea_logits, positives, masks[key],
-                                        settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction,
-                                        ignore_index=PAD_ID)
+        c = model.config
+        losses = (masks[key], settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, PAD_ID)
+        if fused and out.token_logits.dtype == out.idea_logits.dtype == torch.float32 and not out.logits.is_cuda:
+            loss, ce, bce = idea_gated_loss_fused(out.token_logits, out.idea_logits, alpha, c.beta, c.gate_variant,
+                                                  c.eps, batch.targets, positives, *losses)
+        else:  # the model's own gate (what model(..., alpha=alpha) computes), then the loss on its logits
+            logits = gated_logits(out.token_logits, out.idea_logits, alpha, c.beta, c.gate_variant, c.eps) \
+                if fused else out.logits
+            loss, ce, bce = idea_gated_loss(logits, batch.targets, out.idea_logits, positives, *losses)
         bce = bce.detach()  # parts are detached tensors: the loop decides when to wait for the device
         per_column = bce / masks[key].sum() if settings.idea_loss_reduction == "sum_vocab" else bce
         return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
