@@ -43,9 +43,10 @@ from semlm.data import synthetic
 from semlm.data.vocab import Vocabulary
 from semlm.fusion import features
 from semlm.fusion.features import CAUSAL, PUBLISHED, SyntheticFeatures
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed)
 timer = ChapterTimer()
 

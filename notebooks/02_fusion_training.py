@@ -52,7 +52,7 @@ from semlm.fusion.synthetic_experiment import (
     prepare_data,
     runs_table,
 )
-from semlm.profiles import check_parameters, synthetic_profile
+from semlm.profiles import check_parameters, lab_profile, synthetic_profile
 from semlm.reference import (
     AUTHORS_SCRIPT_RERUN_TABLE1,
     PAPER_A_TABLE1,
@@ -60,6 +60,7 @@ from semlm.reference import (
 )
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers)
 timer = ChapterTimer()
 config = synthetic_profile(profile, seed)

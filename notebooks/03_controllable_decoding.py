@@ -65,10 +65,11 @@ from semlm.fusion.synthetic_experiment import (
     fusion_training_runs,
 )
 from semlm.fusion.training_report import focus_by_model
-from semlm.profiles import check_parameters, synthetic_profile
+from semlm.profiles import check_parameters, lab_profile, synthetic_profile
 from semlm.reference import PAPER_A_OOD_ALPHA, PAPER_A_OOD_HIT
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers)
 timer = ChapterTimer()
 config = synthetic_profile(profile, seed)

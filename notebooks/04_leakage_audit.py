@@ -61,10 +61,11 @@ from semlm.fusion.audit import (
 )
 from semlm.fusion.leakage import causal_floors
 from semlm.fusion.synthetic_experiment import SYNTHETIC
-from semlm.profiles import check_parameters, synthetic_profile
+from semlm.profiles import check_parameters, lab_profile, synthetic_profile
 from semlm.reference import PAPER_A_TABLE1
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
 timer = ChapterTimer()
 if profile == "smoke" and n_seeds is not None and n_seeds > 2:

@@ -53,7 +53,7 @@ from semlm.fusion.synthetic_experiment import (
     paper_comparison_frame,
     runs_table,
 )
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.fusion.sst2_experiment import (
     PAPER_A_TABLE7,
@@ -69,6 +69,7 @@ from semlm.fusion.sst2_experiment import (
     train_sentiment_classifier,
 )
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers)
 torch.set_num_threads(1)
 timer = ChapterTimer()

@@ -67,9 +67,10 @@ from semlm.idea.wikitext_experiment import (
     profile_differences,
     with_chosen_gated,
 )
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile,
     seed=seed,

@@ -54,8 +54,9 @@ from semlm.idea.wikitext_experiment import (
     load_domains,
     with_chosen_gated,
 )
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile, seed=seed, workers=workers, max_steps=max_steps
 )

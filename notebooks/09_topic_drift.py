@@ -64,8 +64,9 @@ from semlm.idea.topic_experiment import (
     topic_drift_profile,
     topic_drift_runs,
 )
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile,
     seed=seed,

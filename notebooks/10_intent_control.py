@@ -56,8 +56,9 @@ from semlm.core.causality import future_sensitivity
 from semlm.core.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
 from semlm.fusion.intent import REQUEST_FEATURES, Request, declared_intent
-from semlm.profiles import check_parameters, intent_profile
+from semlm.profiles import check_parameters, intent_profile, lab_profile
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
 timer = ChapterTimer()
 config = intent_profile(profile, seed)
