@@ -176,6 +176,7 @@ def test_pages_render_in_a_browser_with_math_typeset_and_images_loaded(built, ch
     assert report["js_errors"] == [], report
     assert report["absolute_paths"] == [], report
     assert report["wide_code"] == [], report
+    assert report["exercises"] == [] and report["open_solutions"] == [], report  # solutions collapsed
     if page.endswith("02_fusion_training.html"):
         assert report["math_rendered"] > 0 and report["images"] > 0
 
