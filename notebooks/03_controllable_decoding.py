@@ -366,7 +366,9 @@ write_chapter_metrics(
 #    finer = study.ood_sweep(decode, N, sorted({*alphas, 0.9, 0.99}))
 #    finer["trained"] = 1 - finer["rate"]
 #    finer["paper hit"] = finer["class"].map(PAPER_A_OOD_HIT)
-#    finer.pivot(index="alpha", columns="class", values=["rate", "trained"])
+#    finer.pivot(
+#        index="alpha", columns="class", values=["rate", "trained", "paper hit"]
+#    )
 #    ```
 #    The hit rate rises with $\alpha$, because the mixture moves probability from
 #    the model's prediction to a uniform draw over the class; it crosses the
