@@ -412,8 +412,12 @@ pd.DataFrame(samples).pivot(
 #
 #
 #    values = (0.2, 0.6, 1.0)
-#    pd.DataFrame({"str_high alone": {v: strong(Request, v) for v in values},
-#                  "whole triplet": {v: strong(TripletRequest, v) for v in values}})
+#    pd.DataFrame(
+#        {
+#            "str_high alone": {v: strong(Request, v) for v in values},
+#            "whole triplet": {v: strong(TripletRequest, v) for v in values},
+#        }
+#    )
 #    ```
 #    The model was trained on triplets computed from real intensifiers, where
 #    `str_low`, `str_med` and `str_high` move together; writing `str_high`
