@@ -309,8 +309,11 @@ recorded.T if not recorded.empty else None
 #    Read `val_ppl` down the column: the first alpha whose perplexity is above
 #    that of `alpha = 0` is where the gate starts to cost. The gate only lowers
 #    logits of tokens the idea head finds unlikely, so a stronger gate moves
-#    probability away from whatever the head misses; beyond the alpha the model
-#    was trained with, expect perplexity to grow. Stickiness (the share of
+#    probability away from whatever the head misses. A well-trained language
+#    model pays for that, and its perplexity grows with alpha; a barely trained
+#    one (`smoke`) can instead keep *improving* up to 1.5, because the idea
+#    head's bag of likely tokens is then better than the model's own next-token
+#    guess. Stickiness (the share of
 #    domain terms in the continuations) may keep rising while distinct-2 falls
 #    and repetition rises: staying on topic by repeating the topic's words.
 #    If stickiness flattens or falls instead, the extra strength no longer buys

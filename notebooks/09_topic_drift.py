@@ -391,7 +391,9 @@ recorded.T if not recorded.empty else None
 #    and the `ppl` column shows the price, rising with alpha because the gate
 #    pushes probability away from the words of the next topic the data does
 #    switch to. If no alpha is below the data's rate, the gate does not reach
-#    that regime at this profile.
+#    that regime at this profile. A `NaN` switch rate means the generations had
+#    no transition between two clean topical sentences to count (at `smoke`
+#    nearly every sentence mixes topics); such a row says nothing either way.
 #    :::
 #
 # 2. **Falsification** (★★ explore). Re-read "What would falsify the claim" and
