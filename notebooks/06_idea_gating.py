@@ -516,7 +516,7 @@ recorded.T if not recorded.empty else None
 #    :::{dropdown} Solution
 #    ```python
 #    rows = ["baseline", "gated", "gated (ungated logits)"]
-#    ppl.loc[rows, "test"]
+#    ppl.loc[rows, ["test"]]
 #    ```
 #    Three cases. If `gated (ungated logits)` is about as good as `gated` and
 #    better than `baseline`, the gain is in the backbone: training with the
