@@ -75,7 +75,8 @@ lab: $(STAMP)
 	@mkdir -p $(LAB_SETTINGS)
 	@echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' \
 	  > $(LAB_SETTINGS)/overrides.json
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+	@echo ">> chapters run at profile=$${SEMLM_PROFILE:-smoke} here (SEMLM_PROFILE=cpu make lab for the book's scale)"
+	SEMLM_PROFILE=$${SEMLM_PROFILE:-smoke} $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
 
 clean:
 	rm -rf book/_build

@@ -43,9 +43,10 @@ from semlm.data import synthetic
 from semlm.data.vocab import Vocabulary
 from semlm.fusion import features
 from semlm.fusion.features import CAUSAL, PUBLISHED, SyntheticFeatures
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed)
 timer = ChapterTimer()
 
@@ -199,16 +200,102 @@ write_chapter_metrics("01_feature_bank", profile, seed, record, timer.seconds)
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Bandwidth.** In the memberships cell, pass `tau=0.1` and then `tau=1.0`
-#    to `fuzzy.triangular_memberships` (the default is `fuzzy.TAU`, 0.35). How
-#    much does an unmodified adjective, the `(none)` row, still belong to
-#    `str_high`? Which value makes the triplet close to one-hot?
-# 2. **Your own sentence.** Call `semantic_matrix(words)` on a two-clause
-#    sentence of your own, with words from `synthetic.LEXICON`, e.g.
+# Each exercise has a hint and a worked solution; open them only after trying.
+#
+# 1. **Bandwidth** (★ warm-up). In the memberships cell, pass `tau=0.1` and then
+#    `tau=1.0` to `fuzzy.triangular_memberships` (the default is `fuzzy.TAU`,
+#    0.35). How much does an unmodified adjective, the `(none)` row, still belong
+#    to `str_high`? Which value makes the triplet close to one-hot?
+#
+#    :::{dropdown} Hint
+#    The membership is $0.9^{|x - c| / \tau}$. For the `(none)` row $x = 0$ and
+#    the `str_high` centre is $c = 1$, so its membership is $0.9^{1/\tau}$: a
+#    smaller $\tau$ means a larger exponent.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    for tau in (0.1, fuzzy.TAU, 1.0):
+#        print(tau, fuzzy.triangular_memberships([0.0, 1.0], tau=tau).round(3))
+#    ```
+#    The first row of each array is the `(none)` word (strength 0), the second a
+#    word after the strongest intensifier. With `tau=1.0` the `(none)` word
+#    belongs to `str_high` with $0.9^1 = 0.9$ and all three memberships are
+#    within about 0.1 of each other: the channel barely distinguishes strengths.
+#    With `tau=0.1` it drops to $0.9^{10} \approx 0.35$ while `str_low` stays at
+#    $0.9^2 = 0.81$, so the triplet is the closest of the three to one-hot, but
+#    never one-hot: with base 0.9 no membership reaches 0. The paper's 0.35 sits
+#    in between ($0.9^{1/0.35} \approx 0.74$).
+#    :::
+#
+# 2. **Your own sentence** (★★ explore). Call `semantic_matrix(words)` on a
+#    two-clause sentence of your own, with words from `synthetic.LEXICON`, e.g.
 #    `"Eve reviews the paper , very poor and she starts the task .".split()`.
-#    At which token do `is_pronoun` and `coref_subject` switch on, and does
-#    any row depend on a word that comes later?
-# 3. **Break causality on purpose.** Change `sentence_b` so that it differs from
-#    `sentence_a` in an earlier word. The causal featurizer's difference must
-#    stay exactly 0 before the edit; count the columns and tokens where the
-#    published featurizer (`SyntheticFeatures(vocab, published=True)`) changes.
+#    At which token do `is_pronoun` and `coref_subject` switch on, and does any
+#    row depend on a word that comes later?
+#
+#    :::{dropdown} Hint
+#    `semantic_matrix` returns the matrix and the token labels (with `<bos>` and
+#    `<eos>`); `fuzzy.FEATURE_NAMES` names the 22 columns. To test "depends on
+#    a later word", featurize every prefix of the sentence and compare its rows
+#    with the same rows of the full sentence.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    import numpy as np
+#
+#    words = "Eve reviews the paper , very poor and she starts the task .".split()
+#    S3, tokens3 = semantic_matrix(words)
+#    frame = pd.DataFrame(S3, index=tokens3, columns=fuzzy.FEATURE_NAMES)
+#    print(frame[["is_pronoun", "coref_subject"]])
+#    # rows 0..k (<bos> and k words) of a prefix must equal the full sentence's
+#    print(all(
+#        np.array_equal(semantic_matrix(words[:k])[0][: k + 1], S3[: k + 1])
+#        for k in range(1, len(words) + 1)
+#    ))
+#    ```
+#    Both columns are 0 everywhere except on "she": the pronoun is flagged, and
+#    because a name ("Eve") came earlier it is marked as referring to the
+#    subject. The check prints `True`: every row of every prefix equals the row
+#    of the full sentence, so no row depends on a later word. (The `<eos>` row of
+#    a prefix is left out of the comparison: it is not a word of the sentence.)
+#    :::
+#
+# 3. **Break causality on purpose** (★★ explore). Change `sentence_b` so that it
+#    differs from `sentence_a` in an earlier word. The causal featurizer's
+#    difference must stay exactly 0 before the edit; count the columns and tokens
+#    where the published featurizer (`SyntheticFeatures(vocab, published=True)`)
+#    changes.
+#
+#    :::{dropdown} Hint
+#    `features.future_change` returns the per-featurizer differences, the token
+#    labels and `changed_at`, the first changed row. Look at the rows *before*
+#    `changed_at`, and try an edit that keeps the final "!" as well as one that
+#    changes it.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    import numpy as np
+#
+#    for b in ("Bob reviews the paper , very good !",
+#              "Alice reviews the paper , very bad !",
+#              "Alice reviews the paper , very good ."):
+#        diffs_b, _, at = features.future_change(
+#            {CAUSAL: featurize, PUBLISHED: published},
+#            vocab, sentence_a, b.split(),
+#        )
+#        moved = diffs_b[PUBLISHED][:at] > 0
+#        print(b, "| causal:", diffs_b[CAUSAL][:at].max(),
+#              "| published rows:", moved.any(1).sum(), "columns:",
+#              [fuzzy.FEATURE_NAMES[j] for j in np.flatnonzero(moved.any(0))])
+#    ```
+#    The causal featurizer's difference before the edit is 0 for every edit. The
+#    published one is also unchanged before an edit that keeps the final "!":
+#    its fixed positions and its `is_noun` read no later word. Only the edit of
+#    the final punctuation moves earlier rows, and then it moves every row, in
+#    the three strength columns `str_low`, `str_med`, `str_high`: the
+#    sentence-final "!" rule is the one place where the published features read
+#    ahead.
+#    :::

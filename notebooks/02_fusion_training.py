@@ -54,7 +54,7 @@ from semlm.fusion.synthetic_experiment import (
     prepare_data,
     runs_table,
 )
-from semlm.profiles import check_parameters, synthetic_profile
+from semlm.profiles import check_parameters, lab_profile, synthetic_profile
 from semlm.reference import (
     AUTHORS_SCRIPT_RERUN_TABLE1,
     PAPER_A_TABLE1,
@@ -63,6 +63,7 @@ from semlm.reference import (
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.book.tables import show_config
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers)
 timer = ChapterTimer()
 config = synthetic_profile(profile, seed)
@@ -308,15 +309,107 @@ write_chapter_metrics(
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Seeds.** Run the chapter with `profile = "smoke"` and two other values of
-#    `seed`. Compare Table 1 across the runs: is the seed-to-seed spread of a
-#    perplexity smaller than the gap between baseline and fusion? (Chapter 4
-#    answers this properly, with intervals.)
-# 2. **Fewer epochs.** After the configuration cell, set
+# Each exercise has a hint and a worked solution; open them only after trying.
+#
+# 1. **Seeds** (★★ explore). Run the chapter with `profile = "smoke"` and two
+#    other values of `seed`. Compare Table 1 across the runs: is the
+#    seed-to-seed spread of a perplexity smaller than the gap between baseline
+#    and fusion? (Chapter 4 answers this properly, with intervals.)
+#
+#    :::{dropdown} Hint
+#    You do not need to re-run the whole chapter: `synthetic_profile(profile,
+#    seed)` builds the configuration for another seed, `runs.run_many` trains
+#    (or reloads) its four runs, and `report.table1_numbers` gives the
+#    perplexities by name (`causal_baseline_ppl`, `causal_fusion_ppl`, ...).
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    rows = {}
+#    for s in (seed, seed + 1, seed + 2):
+#        other = runs.nested(
+#            runs.run_many(
+#                SYNTHETIC, fusion_training_runs(synthetic_profile(profile, s)),
+#                context,
+#            ),
+#            "group", "name",
+#        )
+#        numbers = report.table1_numbers(other)
+#        rows[s] = {
+#            k: numbers[f"causal_{k}_ppl"] for k in ("baseline", "fusion")
+#        }
+#    seeds_frame = pd.DataFrame(rows).T
+#    seeds_frame["gap"] = seeds_frame["fusion"] - seeds_frame["baseline"]
+#    seeds_frame
+#    ```
+#    Each seed trains four new models (the chapter's own seed is reloaded from
+#    the cache). Compare the spread of the `baseline` column (its largest minus
+#    its smallest value) with the `gap` column. If the gap keeps its sign and is
+#    larger than the spread, the difference between the models is larger than
+#    the seed noise; if it changes sign between seeds, three seeds at this
+#    profile cannot tell the models apart. At `smoke` the models are tiny and
+#    undertrained, so expect the spread to be large; chapter 4 replaces this
+#    eyeballing with t-intervals over seeds.
+#    :::
+#
+# 2. **Fewer epochs** (★★ explore). After the configuration cell, set
 #    `config = replace(config, train=replace(config.train, epochs=2))`
 #    (`from dataclasses import replace`). In the per-epoch curves, from which
 #    epoch on is the published setting better than the causal one?
-# 3. **The leak.** `future_sensitivity` measures how much a prediction at `t`
-#    moves when tokens after `t` change. Compare its value for the causal and
-#    the published fusion model in the leak section: which one could a reader
-#    use to generate text left to right?
+#
+#    :::{dropdown} Hint
+#    Rather than overwriting `config`, build a shortened copy and train its runs
+#    with `runs.run_many`; `epoch_curves` turns the runs into
+#    `{(setting, model): validation PPL per epoch}`.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    from dataclasses import replace
+#
+#    short = replace(config, train=replace(config.train, epochs=2))
+#    short_runs = runs.nested(
+#        runs.run_many(SYNTHETIC, fusion_training_runs(short), context),
+#        "group", "name",
+#    )
+#    curves_short = pd.DataFrame(epoch_curves(short_runs))
+#    curves_short.rename(index=lambda i: i + 1).rename_axis("epoch")
+#    ```
+#    The frame has one row per epoch and one column per (setting, model);
+#    the answer is the first epoch at which a published column is below its
+#    causal counterpart. Without a causal mask the position that predicts a
+#    word attends to that word, so a published model that has learnt to copy
+#    goes below anything a causal model can reach (the causal ones stay above
+#    the floor of about $\ln 4$ nats per adjective). Learning to copy still
+#    takes training: early on, the published models can be *worse*, because
+#    every position also sees a jumble of later tokens. At `smoke` this is what
+#    two epochs show (both settings are still far from trained); at `cpu`,
+#    by the end of training the published setting is far below the causal
+#    one, as Table 1 shows.
+#    :::
+#
+# 3. **The leak** (★ warm-up). The leak section measures how much the logits at
+#    earlier positions move when a token later in the sentence changes
+#    (`report.leak_sensitivity`). Compare its value for the causal and the
+#    published fusion model: which one could a reader use to generate text left
+#    to right?
+#
+#    :::{dropdown} Hint
+#    The cell already computed `sensitivity`, a dictionary keyed by
+#    `(setting, model)`.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    for setting in ("causal", "published"):
+#        print(setting, sensitivity[(setting, "fusion")])
+#    ```
+#    The causal fusion model moves by floating-point noise at most (0, or of
+#    the order of `1e-6`), the published one by a clearly non-zero amount (at
+#    `smoke` a fraction of a logit, more at `cpu`, where it has learnt to use
+#    what it sees).
+#    Only the causal model can generate left to right: when it samples word $t$
+#    it does not have word $t + 1$, and its predictions do not depend on it. The
+#    published model's predictions were computed with the future in view, so its
+#    perplexity says nothing about how well it would generate.
+#    :::

@@ -65,10 +65,11 @@ from semlm.fusion.synthetic_experiment import (
     fusion_training_runs,
 )
 from semlm.fusion.training_report import focus_by_model
-from semlm.profiles import check_parameters, synthetic_profile
+from semlm.profiles import check_parameters, lab_profile, synthetic_profile
 from semlm.reference import PAPER_A_OOD_ALPHA, PAPER_A_OOD_HIT
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers)
 timer = ChapterTimer()
 config = synthetic_profile(profile, seed)
@@ -285,13 +286,104 @@ write_chapter_metrics(
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Soft control strength.** Extend `strengths` in the soft-control cell with
-#    `1.5` and `2.0`: do adjective and punctuation accuracy keep rising, or do
-#    the generations stop being grammatical sentences?
-# 2. **Your own request.** Decode with
+# Each exercise has a hint and a worked solution; open them only after trying.
+#
+# 1. **Soft control strength** (★★ explore). Try to extend `strengths` in the
+#    soft-control cell with `1.5`: what does the library answer, and why? Then
+#    find out which of the two soft-control channels does the work at strength
+#    1.0: decode once with the feature channel and the logit steering
+#    (`FUSION_DEFAULT`) and once with the features alone
+#    (`logit_steering=False`).
+#
+#    :::{dropdown} Hint
+#    A control value is a fuzzy membership. `decode(setting, kind, n,
+#    controls, decoding=...)` takes a `DecodingConfig`; `study.accuracy(out,
+#    "pos")` scores the sentences.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    from dataclasses import replace
+#
+#    from semlm.fusion.decoding import FUSION_DEFAULT
+#
+#    try:
+#        study.soft_curve(decode, 10, [1.5])
+#    except ValueError as error:
+#        print(error)
+#    request = {"pos_high": 1.0, "str_high": 1.0}
+#    for label, decoding in (
+#        ("features + steering", FUSION_DEFAULT),
+#        ("features only", replace(FUSION_DEFAULT, logit_steering=False)),
+#    ):
+#        out = decode("causal", "fusion", N, request, decoding=decoding)
+#        print(label, study.accuracy(out, "pos").adj_acc)
+#    ```
+#    `1.5` is refused with one line: a control is a membership degree, a number
+#    in [0, 1], so 1.0 is already the strongest request the feature channel can
+#    express. The two accuracies (with their 95% intervals) say how much of the
+#    control at 1.0 comes from the features alone. If the features-only interval
+#    sits near the uncontrolled rate (about one half: polarity is a coin flip in
+#    the corpus), the model has learnt little from the feature channel at this
+#    profile and the logit steering does the work; compare with chapter 4's
+#    ablations before drawing a conclusion from one seed.
+#    :::
+#
+# 2. **Your own request** (★ warm-up). Decode with
 #    `decode("causal", "fusion", 5, {"neg_high": 0.95, "str_low": 0.9})` and
 #    print the sentences with `detokenize`. Does the strength request show up
 #    as a weak intensifier before a negative adjective?
-# 3. **Mixture weight.** In the out-of-distribution sweep, add `0.9` and `0.99`
-#    to `alphas`. Where does the held-out hit rate pass the
+#
+#    :::{dropdown} Hint
+#    `decode` returns a list of word lists; `detokenize(words)` joins one of
+#    them into a sentence. `synthetic.INTENSITY` (chapter 1) gives each
+#    intensifier's strength.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    from semlm.data import synthetic
+#
+#    request = {"neg_high": 0.95, "str_low": 0.9}
+#    for words in decode("causal", "fusion", 5, request):
+#        print(detokenize(words))
+#    print(synthetic.INTENSITY)
+#    ```
+#    Read the word before each adjective against `synthetic.INTENSITY`: a weak
+#    request should favour the lowest-strength intensifiers. Five samples are
+#    few; if the intensifiers look no weaker than without the request, the
+#    channel is not strong enough at this profile to move the intensifier, while
+#    the negative polarity, which the logit steering also pushes, usually comes
+#    through. Decode 200 sentences and count the intensifiers to make the
+#    comparison properly.
+#    :::
+#
+# 3. **Mixture weight** (★★ explore). In the out-of-distribution sweep, add
+#    `0.9` and `0.99` to `alphas`. Where does the held-out hit rate pass the
 #    paper's value, and what happens to the trained adjectives?
+#
+#    :::{dropdown} Hint
+#    `study.ood_sweep(decode, N, alphas)` returns one row per class and alpha,
+#    with the hit rate in `rate`. Under hard control every adjective is of the
+#    requested class, so the trained adjectives get `1 - rate`. The paper's
+#    values are in `PAPER_A_OOD_ALPHA` and `PAPER_A_OOD_HIT`.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    finer = study.ood_sweep(decode, N, sorted({*alphas, 0.9, 0.99}))
+#    finer["trained"] = 1 - finer["rate"]
+#    finer["paper hit"] = finer["class"].map(PAPER_A_OOD_HIT)
+#    finer.pivot(
+#        index="alpha", columns="class", values=["rate", "trained", "paper hit"]
+#    )
+#    ```
+#    The hit rate rises with $\alpha$, because the mixture moves probability from
+#    the model's prediction to a uniform draw over the class; it crosses the
+#    paper's value (0.62 positive, 0.43 negative) at the first $\alpha$ where
+#    `rate` exceeds `paper hit`, which depends on how little the model itself
+#    gives to unseen words at your profile. The trained adjectives lose exactly
+#    what the held-out ones gain, and at $\alpha = 1$ the rate is near 3/5
+#    whatever the model: the out-of-distribution "control" is then the
+#    sampler's, not the model's.
+#    :::

@@ -53,7 +53,7 @@ from semlm.fusion.synthetic_experiment import (
     paper_comparison_frame,
     runs_table,
 )
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.book.tables import show_config
 from semlm.fusion.sst2_experiment import (
@@ -70,6 +70,7 @@ from semlm.fusion.sst2_experiment import (
     train_sentiment_classifier,
 )
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers)
 torch.set_num_threads(1)
 timer = ChapterTimer()
@@ -426,13 +427,101 @@ write_chapter_metrics("05_sst2", profile, seed, record, timer.seconds)
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Features only.** The control section already decodes with
+# Each exercise has a hint and a worked solution; open them only after trying.
+#
+# 1. **Features only** (★★ explore). The control section already decodes with
 #    `replace(config.control, steer_boost=0.0, steer_penalty=0.0)`. Try
 #    `steer_boost` values between 0 and the profile's: at which value does the
 #    independent classifier start to agree with the request?
-# 2. **Vocabulary.** Change `config.min_freq` with
+#
+#    :::{dropdown} Hint
+#    `continue_under_control(model, data, prefixes, request, mode, control,
+#    seed=...)` (in `semlm.fusion.sst2_experiment`) continues every prefix;
+#    `judge_continuations(out, classifier, request)` scores them, and its
+#    `classifier_acc` is an `Interval` with `mean`, `low` and `high`.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    from semlm.fusion.sst2_experiment import (
+#        continue_under_control,
+#        judge_continuations,
+#    )
+#
+#    top = config.control.steer_boost
+#    for boost in (0.0, top / 4, top / 2, top):
+#        control = replace(config.control, steer_boost=boost)
+#        out = continue_under_control(
+#            models["fusion"], data, prefixes, "pos", "soft", control, seed=seed
+#        )
+#        judged_boost = judge_continuations(out, classifier, "pos")
+#        print(boost, judged_boost.classifier_acc)
+#    ```
+#    The first value prints the features-only rate (the penalty on the other
+#    class stays on here; set `steer_penalty=0.0` as well to remove all
+#    steering). Read off the first boost whose interval lies above the
+#    no-request share of positive continuations in `sst2_report.control_table`
+#    (the `none` row): below it, the classifier's agreement is not
+#    distinguishable from no control with this many prompts. At `smoke` there
+#    are few prompts and the intervals are wide, so use `cpu` for an answer.
+#    :::
+#
+# 2. **Vocabulary** (★★ explore). Change `config.min_freq` with
 #    `config = replace(config, min_freq=...)` after the configuration cell. How
 #    do the vocabulary size, the dev `<unk>` rate and the perplexities move?
-# 3. **Capitalisation.** Point `SEMLM_DATA_DIR` at a copy of the data without
-#    `sst-phrases/`. Which source does the chapter then use for
+#
+#    :::{dropdown} Hint
+#    `prepare_sst2(config, cache_dir=...)` builds the vocabulary and the data;
+#    `len(data.vocab)` and `data.unk_rate("dev")` answer the first two questions
+#    without training. The perplexities need the models retrained on the new
+#    vocabulary (`sst2_runs`, `runs.run_many`).
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    for min_freq in (1, config.min_freq, 2 * config.min_freq + 1):
+#        other = prepare_sst2(replace(config, min_freq=min_freq),
+#                             cache_dir=runs_dir / "sst2")
+#        print(min_freq, len(other.vocab),
+#              round(100 * other.unk_rate("dev"), 2), "% <unk>")
+#    ```
+#    A larger `min_freq` gives a smaller vocabulary and a larger share of dev
+#    targets that are `<unk>`. Perplexity then falls, and not because the model
+#    got better: `<unk>` is one frequent, easy target that stands for many rare
+#    words. Perplexities over different vocabularies are not comparable, which
+#    is one reason Table 7 cannot be compared with the paper's digit for digit
+#    unless the vocabulary is the paper's. To retrain, rebuild the runs from the
+#    new configuration (`sst2_runs(replace(config, min_freq=...))`) and compare
+#    `sst2_report.table7_frame`; expect several minutes at `cpu`.
+#    :::
+#
+# 3. **Capitalisation** (★★★ extend). Point `SEMLM_DATA_DIR` at a copy of the
+#    data without `sst-phrases/`. Which source does the chapter then use for
 #    `is_capitalized`, and does any number in Table 7 change?
+#
+#    :::{dropdown} Hint
+#    Copy the data folder without `sst-phrases/`, set the variable before the
+#    kernel starts (or for a headless run: `SEMLM_DATA_DIR=... python -m
+#    semlm.book run --profile smoke --only 05 --build-dir /tmp/nocaps`), then
+#    read `data.capitalisation_source`.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```bash
+#    mkdir -p /tmp/nocaps-data
+#    for d in "${SEMLM_DATA_DIR:-data}"/*/; do   # everything but the trees
+#        [ "$(basename "$d")" = sst-phrases ] || cp -r "$d" /tmp/nocaps-data/
+#    done
+#    SEMLM_DATA_DIR=/tmp/nocaps-data .venv/bin/python -m semlm.book run \
+#        --profile smoke --only 05 --build-dir /tmp/nocaps
+#    ```
+#    The chapter runs and the table of the data says "tag prior (PROPN), phrase
+#    trees not found": `is_capitalized` then marks the words the part-of-speech
+#    prior tags as proper nouns. The features change for those words, so the
+#    fusion models train on different inputs and their numbers in Table 7 can
+#    move; the baseline reads no features, so its perplexity stays the same for
+#    the same seed. Compare `book/_build/metrics/05_sst2.json` (or the two
+#    builds' metrics folders) field by field: a change in the fusion rows
+#    within the seed-to-seed spread of chapter 4 says the source does not
+#    matter at this scale.
+#    :::

@@ -68,9 +68,10 @@ from semlm.idea.wikitext_experiment import (
     profile_differences,
     with_chosen_gated,
 )
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile,
     seed=seed,
@@ -470,13 +471,91 @@ recorded.T if not recorded.empty else None
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Budget.** Run with `max_steps = 100` and then with the profile's own
-#    number of iterations. Does the gap in validation perplexity between the
-#    plain and the gated GPT open or close with the budget?
-# 2. **The gate's clamp.** Call `plots.plot_gate_curves(beta=-1.0)` and
-#    `beta=-4.0`. How large a penalty can a token get at the most, and what does
-#    that mean for a token the idea head wrongly rules out?
-# 3. **Gated or not.** The perplexity table also scores the gated model with
-#    the gate switched off, `perplexity(models["gated"], test, alpha=0.0)`.
-#    Compare it with the baseline: is the gain in the gate, or in the backbone
-#    that the idea loss helped to train?
+# Each exercise has a hint and a worked solution; open them only after trying.
+#
+# 1. **Budget** (★★ explore). Run with `max_steps = 100` and then with the
+#    profile's own number of iterations. Does the gap in validation perplexity
+#    between the plain and the gated GPT open or close with the budget?
+#
+#    :::{dropdown} Hint
+#    `idea_profile(profile, seed, max_steps)` builds the capped configuration;
+#    `idea_gating_runs(config)` and `run_many` train (or reload) its runs, and
+#    each run's `metrics.val_ppl` is its validation perplexity. The profile's own
+#    budget is the chapter's `trained`.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    def val_gap(runs_by_name):
+#        base = runs_by_name["baseline"].metrics.val_ppl
+#        gated = with_chosen_gated(runs_by_name)[0]["gated"].metrics.val_ppl
+#        return base, gated, gated - base
+#
+#    short = idea_profile(profile, seed, 100)
+#    short_records = run_many(
+#        IDEA, idea_gating_runs(short), RunContext(short.name, workers=workers)
+#    )
+#    short_trained = nested([r for r in short_records if r.seed == seed], "name")
+#    print("100 steps:", val_gap(short_trained))
+#    print(f"{config.train.max_steps} steps:", val_gap(trained))
+#    ```
+#    Each line prints the plain and the gated model's validation perplexity and
+#    their difference (negative: the gated model is better). If the profile's
+#    own budget is 100 steps or fewer (`smoke`), nothing is capped and the two
+#    lines agree. Otherwise compare the signs and sizes: a gap that shrinks as
+#    the budget grows suggests the gated model learns faster but not to a better
+#    end point; a gap that grows, that it keeps its advantage. One seed cannot
+#    separate either from noise; the chapter's seed comparison shows the
+#    spread.
+#    :::
+#
+# 2. **The gate's clamp** (★ warm-up). Call `plots.plot_gate_curves(beta=-1.0)`
+#    and `beta=-4.0`. How large a penalty can a token get at the most, and what
+#    does that mean for a token the idea head wrongly rules out?
+#
+#    :::{dropdown} Hint
+#    Look at the flat part of the curves on the left: the gate is
+#    $\alpha \max(\log(p + \epsilon), \beta)$ (or $\max(\alpha \log(p +
+#    \epsilon), \beta)$), and it is *added* to the token's logit.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    fig = plots.plot_gate_curves(beta=-1.0)
+#    fig = plots.plot_gate_curves(beta=-4.0)
+#    ```
+#    Below $p = e^{\beta}$ the curves are flat: the penalty never exceeds
+#    $|\beta|$ (times $\alpha$ in the first variant), however sure the idea head
+#    is. With $\beta = -1$ a token the head rules out loses at most one logit,
+#    i.e. its probability is divided by at most $e \approx 2.7$; with
+#    $\beta = -4$ by up to $e^4 \approx 55$. The clamp is the safety net: a
+#    token the idea head wrongly rules out stays reachable when the language
+#    model wants it strongly, and the smaller $|\beta|$, the more the language
+#    model can overrule the head.
+#    :::
+#
+# 3. **Gated or not** (★★ explore). The perplexity table also scores the gated
+#    model with the gate switched off, `perplexity(models["gated"], test,
+#    alpha=0.0)`. Compare it with the baseline: is the gain in the gate, or in
+#    the backbone that the idea loss helped to train?
+#
+#    :::{dropdown} Hint
+#    The three test perplexities are in the chapter's `ppl` frame, in the rows
+#    `baseline`, `gated` and `gated (ungated logits)`.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    rows = ["baseline", "gated", "gated (ungated logits)"]
+#    ppl.loc[rows, ["test"]]
+#    ```
+#    Three cases. If `gated (ungated logits)` is about as good as `gated` and
+#    better than `baseline`, the gain is in the backbone: training with the
+#    idea loss made a better language model, and the gate at inference adds
+#    little. If it is about the baseline's and `gated` is better, the gain is in
+#    the gate itself. If `gated` is worse than its ungated logits, the gate
+#    costs perplexity (it pushes probability towards the predicted idea, away
+#    from the observed next token). Which case you see depends on the profile
+#    and seed; a difference smaller than the seed-to-seed spread of the seed
+#    table is not a finding.
+#    :::

@@ -54,8 +54,9 @@ from semlm.idea.wikitext_experiment import (
     load_domains,
     with_chosen_gated,
 )
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile, seed=seed, workers=workers, max_steps=max_steps
 )
@@ -288,12 +289,107 @@ recorded.T if not recorded.empty else None
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Inference-only alpha.** Add `1.0` and `1.5` to the values of `a` in the
-#    `alpha_rows` cell. Where does perplexity start to grow, and does
+# Each exercise has a hint and a worked solution; open them only after trying.
+#
+# 1. **Inference-only alpha** (★ warm-up). Add `1.0` and `1.5` to the values of
+#    `a` in the `alpha_rows` cell. Where does perplexity start to grow, and does
 #    stickiness keep rising?
-# 2. **X-ray your prompt.** Run `xray(gated, tokenizer, "your prompt", top=8)`
-#    on a prompt about one of the domains in `lib/semlm/data/domains/`. Are the boosted
-#    tokens on topic, or frequent words the stopword mask left in?
-# 3. **Loops.** Set `config = replace(config, loop_new_tokens=160)` before the
-#    greedy-decoding cell. Do the gated model's repetition loops start later,
-#    and does concentration decay still break them?
+#
+#    :::{dropdown} Hint
+#    The cell builds one row per `a` with `perplexity(gated, val, alpha=a)` and
+#    `retention_summary(gated, a)`; you can build the two extra rows the same
+#    way and append them to `alpha_sweep`. No training is needed: alpha only
+#    scales the gate at inference.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    extra = [
+#        {"alpha": a, "val_ppl": perplexity(gated, val, alpha=a),
+#         **retention_summary(gated, a)}
+#        for a in (1.0, 1.5)
+#    ]
+#    wider = pd.concat([alpha_sweep, pd.DataFrame(extra)], ignore_index=True)
+#    wider[["alpha", "val_ppl", "stickiness", "distinct_2", "repetition"]]
+#    ```
+#    Read `val_ppl` down the column: the first alpha whose perplexity is above
+#    that of `alpha = 0` is where the gate starts to cost. The gate only lowers
+#    logits of tokens the idea head finds unlikely, so a stronger gate moves
+#    probability away from whatever the head misses. A well-trained language
+#    model pays for that, and its perplexity grows with alpha; a barely trained
+#    one (`smoke`) can instead keep *improving* up to 1.5, because the idea
+#    head's bag of likely tokens is then better than the model's own next-token
+#    guess. Stickiness (the share of
+#    domain terms in the continuations) may keep rising while distinct-2 falls
+#    and repetition rises: staying on topic by repeating the topic's words.
+#    If stickiness flattens or falls instead, the extra strength no longer buys
+#    topic, only repetition.
+#    :::
+#
+# 2. **X-ray your prompt** (★ warm-up). Run `xray(gated, tokenizer, "your
+#    prompt", top=8)` on a prompt about one of the domains in `lib/semlm/data/domains/`.
+#    Are the boosted tokens on topic, or frequent words the stopword mask left
+#    in?
+#
+#    :::{dropdown} Hint
+#    `xray` returns a dictionary with `boosted`, `suppressed` and `ideas`, each
+#    a list of rows (`token`, `delta_logprob`, `p_idea`, ...); a `DataFrame`
+#    shows them. `domains["music"].terms` lists the domain's words.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    prompt = "The orchestra performed the symphony in"
+#    shown = xray(gated, tokenizer, prompt, top=8)
+#    terms = set(domains["music"].terms)
+#    pd.DataFrame(
+#        {
+#            "boosted": [r["token"].strip() for r in shown["boosted"]],
+#            "on topic": [r["token"].strip() in terms for r in shown["boosted"]],
+#            "idea": [r["token"].strip() for r in shown["ideas"][:8]],
+#        }
+#    )
+#    ```
+#    The `on topic` column marks boosted tokens that are among the domain's
+#    listed terms (a strict test: a related word that is not listed counts as
+#    off topic, so read the tokens too). A well-trained idea head boosts words
+#    of the prompt's topic; a small model at `smoke` or `cpu` often boosts
+#    frequent tokens (punctuation, "the", word pieces) instead, which says that
+#    its "idea" is still mostly word frequency. Compare the `idea` column: the
+#    head's own top tokens show what it predicts before the gate mixes it with
+#    the language model.
+#    :::
+#
+# 3. **Loops** (★★ explore). Set `config = replace(config,
+#    loop_new_tokens=160)` before the greedy-decoding cell. Do the gated
+#    model's repetition loops start later, and does concentration decay still
+#    break them?
+#
+#    :::{dropdown} Hint
+#    You can call `sweeps.greedy_loops(gated, runs["baseline"].load(),
+#    tokenizer, prompts, 160)` directly and compare its table with `loops`:
+#    `mean` is the mean repetition rate, `loop_share` the share of
+#    continuations that loop.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    longer, _, longer_baseline = sweeps.greedy_loops(
+#        gated, runs["baseline"].load(), tokenizer, prompts, 160
+#    )
+#    columns = ["alpha", "decoder", "mean", "loop_share"]
+#    pd.concat(
+#        {config.loop_new_tokens: loops[columns], 160: longer[columns]},
+#        names=["new tokens"],
+#    ).round(3)
+#    ```
+#    Greedy decoding of a small model falls into loops, and a longer
+#    continuation gives it more room to fall in, so expect `loop_share` to be
+#    at least as high at 160 tokens for every decoder. Whether loops "start
+#    later" with the gate is a question of the rate per token: if the gated
+#    rows' `mean` grows less than the gate-off row's from the short to the long
+#    continuation, the gate delays the loops. The decay rows answer the second
+#    question: if their `loop_share` stays below the plain gate's at the
+#    strongest alpha, concentration decay still breaks loops; compare the
+#    intervals in the chapter's table before calling it.
+#    :::

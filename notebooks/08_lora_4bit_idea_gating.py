@@ -70,8 +70,9 @@ from semlm.idea.lora_experiment import (
     resolve_backbone,
 )
 from semlm.idea.wikitext_experiment import domain_retention, load_domains
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile, seed=seed, max_steps=max_steps, n_seeds=n_seeds
 )
@@ -426,13 +427,95 @@ recorded.T if not recorded.empty else None
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Budget.** Run with `max_steps = 20` and compare the validation
-#    perplexity of the LoRA baseline and the LoRA + idea gate. Is the idea
-#    head's extra trainable-parameter count worth it at this budget?
-# 2. **Memory.** In the memory section, compare the weights of the 4-bit and
-#    the full-precision backbone. Which part of the peak memory does 4-bit not
-#    shrink (activations, LoRA weights, optimiser state)?
-# 3. **X-ray.** Call `xray(models["gated"], tokenizer, "your prompt", top=8)`
-#    with a prompt of another domain from `lib/semlm/data/domains/`. Does a frozen
-#    backbone with a small idea head boost on-topic tokens as the
+# Each exercise has a hint and a worked solution; open them only after trying.
+#
+# 1. **Budget** (★★ explore). Run with `max_steps = 20` and compare the
+#    validation perplexity of the LoRA baseline and the LoRA + idea gate. Is
+#    the idea head's extra trainable-parameter count worth it at this budget?
+#
+#    :::{dropdown} Hint
+#    `lora_profile(profile, seed, 20)` caps the LoRA training; `lora_runs(...,
+#    backbone)`, `run_many(LORA, ...)` and `report.main_lora_runs` give the runs
+#    by `(quantisation, gated)`, and `report.lora_table` shows their
+#    perplexities and trainable parameters side by side.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    short = lora_profile(profile, seed, 20)
+#    short_runs = report.main_lora_runs(
+#        run_many(LORA, lora_runs(short, backbone), context), seed
+#    )
+#    report.lora_table(short_runs)
+#    ```
+#    Compare the `val PPL` of the two rows of one quantisation, and the
+#    `trainable params` column. If the gated row is not lower by more than the
+#    seed-to-seed spread the capacity-control section shows, the idea head's
+#    extra parameters buy nothing measurable at 20 steps; the capacity control
+#    (a baseline given as many trainable parameters) is the fair comparison,
+#    because any extra trainable parameters can lower perplexity. If the
+#    profile's own budget is 20 steps or fewer, nothing is capped and the table
+#    is the chapter's.
+#    :::
+#
+# 2. **Memory** (★ warm-up). In the memory section, compare the weights of the
+#    4-bit and the full-precision backbone. Which part of the peak memory does
+#    4-bit not shrink (activations, LoRA weights, optimiser state)?
+#
+#    :::{dropdown} Hint
+#    `memory` holds `weights_mb` and `peak_memory_mb` for `"none"` (float32)
+#    and `"nf4"`; the difference between the peak and the weights is roughly
+#    what training adds on top of the backbone.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    pd.DataFrame(
+#        {
+#            q: {
+#                "weights (MiB)": m["weights_mb"],
+#                "peak (MiB)": m["peak_memory_mb"],
+#                "peak - weights (MiB)": m["peak_memory_mb"] - m["weights_mb"],
+#            }
+#            for q, m in memory.items()
+#        }
+#    ).T
+#    ```
+#    NF4 stores the frozen linear weights in 4 bits instead of 32, so the
+#    weights column shrinks by up to 8 times (less in practice: embeddings,
+#    norms and the quantisation constants stay in higher precision). The rest
+#    of the peak does not shrink: activations, the LoRA adapters and the idea
+#    head with their gradients and AdamW's two moments are all float32, so the
+#    `peak - weights` column is about the same for both. On a CPU the
+#    bitsandbytes kernel may dequantise each layer to float32 before the matmul
+#    (the chapter prints which), which adds temporary memory, so the NF4 peak
+#    can even exceed what the weights alone suggest. With a small backbone the
+#    non-weight part dominates and 4-bit barely moves the peak.
+#    :::
+#
+# 3. **X-ray** (★ warm-up). Call `xray(models["gated"], tokenizer, "your
+#    prompt", top=8)` with a prompt of another domain from `lib/semlm/data/domains/`.
+#    Does a frozen backbone with a small idea head boost on-topic tokens as the
 #    from-scratch GPT of chapter 7 does?
+#
+#    :::{dropdown} Hint
+#    `domains` maps each domain to its `prompts` and `terms`; the X-ray cell
+#    used `domains["military"]`.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    other = domains["sport"]
+#    ray_sport = xray(models["gated"], tokenizer, other.prompts[0], top=8)
+#    boosted = [r["token"].strip() for r in ray_sport["boosted"]]
+#    print(other.prompts[0])
+#    print(boosted, [t in set(other.terms) for t in boosted])
+#    ```
+#    The second list marks the boosted tokens that are listed sport terms. At
+#    the book's profiles the backbone is small and the idea head trains for a
+#    few steps, so expect few or none: the boosted tokens are then frequent
+#    words and word pieces, and the X-ray shows that the gate runs on the
+#    wrapped model rather than that it steers. If you see on-topic tokens,
+#    check that they are not already in the prompt: a head that predicts the
+#    prompt's own words has learnt to copy, not to plan.
+#    :::

@@ -56,8 +56,9 @@ from semlm.core.causality import future_sensitivity
 from semlm.core.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
 from semlm.fusion.intent import REQUEST_FEATURES, Request, declared_intent
-from semlm.profiles import check_parameters, intent_profile
+from semlm.profiles import check_parameters, intent_profile, lab_profile
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
 timer = ChapterTimer()
 config = intent_profile(profile, seed)
@@ -324,14 +325,161 @@ pd.DataFrame(samples).pivot(
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Where the clause starts.** `IntentFeatures` switches to the second clause's
-#    request at the conjunction. Move the switch one position later (at the pronoun)
-#    and retrain: which words of the second clause lose their control?
-# 2. **A knob inside its range.** The sweep writes `str_high` alone. Write the whole
-#    strength triplet instead, `triangular_memberships(x)` for x in [0.2, 1.0], through
-#    a `Request` subclass. Is the response steeper?
-# 3. **Less data.** Halve `config.synthetic.corpus.n_train` with `replace` and rerun.
-#    Which control survives longer: the intent channel or the control codes?
+# Each exercise has a hint and a worked solution; open them only after trying.
+#
+# 1. **Where the clause starts** (★★★ extend). `IntentFeatures` switches to the
+#    second clause's request at the conjunction. Move the switch one position
+#    later (at the pronoun) and retrain: which words of the second clause lose
+#    their control?
+#
+#    :::{dropdown} Hint
+#    The features at position $t$ predict the token at $t + 1$. Subclass
+#    `IntentFeatures` (in `semlm.fusion.intent`) and shift its request columns
+#    (`ie.REQUEST_COLUMNS`) one position to the right; print both featurizers'
+#    `pos_high` and `neg_high` on the chapter's `example` before retraining
+#    anything.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    from semlm.fusion.intent import IntentFeatures
+#
+#
+#    class LateSwitch(IntentFeatures):
+#        """The second clause's request from the pronoun on."""
+#
+#        def __call__(self, input_ids, requests):
+#            out = super().__call__(input_ids, requests)
+#            late = out.clone()
+#            columns = ie.REQUEST_COLUMNS
+#            late[:, 1:, columns] = out[:, :-1, columns]
+#            return late
+#
+#
+#    two = torch.stack([Request("positive", "!").vector(data.request_mean),
+#                       Request("negative", "?").vector(data.request_mean)])
+#    where = [list(REQUEST_FEATURES).index(n) for n in ("pos_high", "neg_high")]
+#    late_featurizer = LateSwitch(data.base.vocab)
+#    pd.DataFrame(
+#        {
+#            "at the conjunction": data.featurizer(ids, two[None])[
+#                0][:, ie.REQUEST_COLUMNS][:, where].tolist(),
+#            "one later": late_featurizer(ids, two[None])[
+#                0][:, ie.REQUEST_COLUMNS][:, where].tolist(),
+#        },
+#        index=["<bos>"] + example,
+#    )
+#    ```
+#    The two columns differ in one row only, the conjunction's: with the late
+#    switch it still carries the first clause's request, so the token after
+#    it, the pronoun, is predicted under the old request. Every later word of
+#    the second clause (verb, object, intensifier, adjective, punctuation) is
+#    predicted from positions that carry the new request in both versions. The
+#    pronoun has no polarity or punctuation to control, so expect no
+#    measurable loss of control: the switch's exact place matters only for a
+#    word that is requested. To confirm it by retraining, build the runs from a
+#    copy of the library with `LateSwitch` as `IntentFeatures` and a separate
+#    `SEMLM_RUNS_DIR` (the run cache is keyed by the library's source, so a
+#    patched class in the notebook alone would reload the old models), then
+#    compare the polarity and punctuation accuracy of the `intent` rows.
+#    :::
+#
+# 2. **A knob inside its range** (★★★ extend). The sweep writes `str_high`
+#    alone. Write the whole strength triplet instead,
+#    `triangular_memberships(x)` for x in [0.2, 1.0], through a `Request`
+#    subclass. Is the response steeper?
+#
+#    :::{dropdown} Hint
+#    `Request.vector(mean)` returns the request predicates in the order of
+#    `REQUEST_FEATURES`; override it to write `str_low`, `str_med` and
+#    `str_high` from `fuzzy.triangular_memberships(self.str_high)`. Then
+#    sample with `ie.sample_sentences(model, data, requests, seed)` and score
+#    with `ie.strong_share`. No retraining is needed.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    from semlm.fusion import fuzzy
+#
+#
+#    class TripletRequest(Request):
+#        """A strength request that writes the whole low / med / high triplet."""
+#
+#        def vector(self, mean):
+#            out = super().vector(mean)
+#            triplet = fuzzy.triangular_memberships(self.str_high)
+#            for name, value in zip(("str_low", "str_med", "str_high"), triplet):
+#                out[list(REQUEST_FEATURES).index(name)] = float(value)
+#            return out
+#
+#
+#    def strong(kind, value, n=config.samples_per_request):
+#        requests = [kind(("positive", "negative")[i % 2], ".", value)
+#                    for i in range(n)]
+#        return ie.strong_share(ie.sample_sentences(model, data, requests, seed))
+#
+#
+#    values = (0.2, 0.6, 1.0)
+#    pd.DataFrame(
+#        {
+#            "str_high alone": {v: strong(Request, v) for v in values},
+#            "whole triplet": {v: strong(TripletRequest, v) for v in values},
+#        }
+#    )
+#    ```
+#    The model was trained on triplets computed from real intensifiers, where
+#    `str_low`, `str_med` and `str_high` move together; writing `str_high`
+#    alone asks for a combination it never saw. If the `whole triplet` column
+#    rises more from 0.2 to 1.0 than the `str_high alone` column, the response
+#    is steeper because the request now looks like training data. This uses one
+#    seed's model and `samples_per_request` sentences per value, so the
+#    shares are noisy (NaN where no intensifier was written); repeat over the
+#    chapter's `seeds` before concluding.
+#    :::
+#
+# 3. **Less data** (★★ explore). Halve `config.synthetic.corpus.n_train` with
+#    `replace` and rerun. Which control survives longer: the intent channel or
+#    the control codes?
+#
+#    :::{dropdown} Hint
+#    The corpus configuration is nested: `replace(config, synthetic=replace(
+#    config.synthetic, corpus=replace(config.synthetic.corpus, n_train=...)))`.
+#    `ie.intent_runs` and `runs.run_many` retrain; `ie.summarise` gives the
+#    same `variants` as the chapter's table.
+#    :::
+#
+#    :::{dropdown} Solution
+#    ```python
+#    corpus = config.synthetic.corpus
+#    half = replace(
+#        config,
+#        synthetic=replace(
+#            config.synthetic,
+#            corpus=replace(corpus, n_train=corpus.n_train // 2),
+#        ),
+#    )
+#    half_summary = ie.summarise(
+#        runs.run_many(ie.EXPERIMENT, ie.intent_runs(half, seeds), context)
+#    )
+#    pd.DataFrame(
+#        {
+#            (name, metric): {
+#                v: show(getattr(s.variants[v], metric))
+#                for v in ("intent", "control_code")
+#            }
+#            for name, s in (("full", summary), ("half", half_summary))
+#            for metric in ("polarity_acc", "punct_acc")
+#        }
+#    )
+#    ```
+#    This trains 4 models per seed again (half as long each). Compare each
+#    variant's accuracy between `full` and `half`: the control that loses less
+#    survives longer. Control codes are two tokens the model sees at every
+#    position through attention; the intent channel must be learnt as a
+#    mapping from 11 request predicates. Which is more data-efficient is what
+#    the table answers at your profile; call a difference only where the
+#    intervals do not overlap.
+#    :::
 
 # %%
 write_chapter_metrics(ie.CHAPTER, profile, seed, record, timer.seconds)

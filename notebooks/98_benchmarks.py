@@ -41,8 +41,9 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm.book import bench
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers)
 
 # %%

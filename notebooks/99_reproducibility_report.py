@@ -34,8 +34,9 @@ import pandas as pd
 
 from semlm.book import report
 from semlm.book.claims import evaluate_claims
-from semlm.profiles import check_parameters
+from semlm.profiles import check_parameters, lab_profile
 
+profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed)
 timer = report.ChapterTimer()
 metrics = report.load_metrics()

@@ -47,3 +47,34 @@ def test_profiles_and_the_book_runner_import_without_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_lab_profile_takes_the_environment_in_an_interactive_kernel(monkeypatch, capsys):
+    from semlm.profiles import lab_profile
+
+    monkeypatch.delenv("SEMLM_BUILD_DIR", raising=False)
+    monkeypatch.delenv("SEMLM_PROFILE", raising=False)
+    assert lab_profile("cpu") == "cpu" and capsys.readouterr().out == ""
+    monkeypatch.setenv("SEMLM_PROFILE", "smoke")
+    assert lab_profile("cpu") == "smoke"
+    assert "SEMLM_PROFILE" in capsys.readouterr().out  # one line says the override applied
+    assert lab_profile("smoke") == "smoke" and capsys.readouterr().out == ""
+
+
+def test_lab_profile_never_overrides_the_book_runner(monkeypatch, tmp_path):
+    from semlm.book.runner import chapter_environment
+    from semlm.profiles import lab_profile
+
+    monkeypatch.setenv("SEMLM_PROFILE", "smoke")
+    with chapter_environment(tmp_path, allow_downloads=False):  # what the book's kernels inherit
+        assert lab_profile("cpu") == "cpu"
+        assert lab_profile("paper") == "paper"  # a value papermill injected stays
+
+
+def test_lab_profile_rejects_an_unknown_profile_in_one_line(monkeypatch):
+    from semlm.profiles import lab_profile
+
+    monkeypatch.delenv("SEMLM_BUILD_DIR", raising=False)
+    monkeypatch.setenv("SEMLM_PROFILE", "tiny")
+    with pytest.raises(ValueError, match="SEMLM_PROFILE='tiny' is not a profile; choose one of: smoke"):
+        lab_profile("cpu")

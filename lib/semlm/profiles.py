@@ -747,3 +747,31 @@ def intent_profile(profile: str, seed: int = 111) -> IntentProfile:
     check_profile(profile)
     samples = {"smoke": 24, "cpu": 100, "paper": 200}[profile]
     return IntentProfile(profile, synthetic_profile(profile, seed), INTENT_SEEDS[profile], samples)
+
+
+#: Set by ``make lab``: the profile a chapter opened in JupyterLab runs at ("Run All" in seconds).
+LAB_PROFILE_VARIABLE = "SEMLM_PROFILE"
+#: Set by the book runner (:func:`semlm.book.runner.chapter_environment`) for its kernels only.
+BUILD_VARIABLE = "SEMLM_BUILD_DIR"
+
+
+def lab_profile(profile: str) -> str:
+    """The profile a chapter runs at: ``$SEMLM_PROFILE`` in an interactive kernel (``make lab``
+    sets it to ``smoke``), else ``profile``, the parameters cell's value.
+
+    The book runner's kernels (``SEMLM_BUILD_DIR`` set) keep ``profile``, so ``make book`` and
+    papermill's injected value are never overridden; a papermill run from a shell keeps its
+    ``-p profile`` too, as long as the shell does not export ``SEMLM_PROFILE``. Prints one line
+    when the override applies.
+    """
+    import os
+
+    wanted = os.environ.get(LAB_PROFILE_VARIABLE, "").strip()
+    if not wanted or os.environ.get(BUILD_VARIABLE) or wanted == profile:
+        return profile
+    if wanted not in PROFILES:
+        raise ValueError(f"{LAB_PROFILE_VARIABLE}={wanted!r} is not a profile; choose one of: "
+                         f"{', '.join(PROFILES)} (or unset it)")
+    print(f"lab: profile = {wanted!r} from ${LAB_PROFILE_VARIABLE} (the parameters cell says "
+          f"{profile!r}; unset {LAB_PROFILE_VARIABLE} to use it)")
+    return wanted

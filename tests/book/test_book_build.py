@@ -179,6 +179,7 @@ def test_pages_render_in_a_browser_with_math_typeset_and_images_loaded(built, ch
     assert report["wide_tables"] == [], report  # a table wider than the text column
     assert report["series_outputs"] == [], report  # a printed "dtype: ..." line
     assert report["visible_glue"] == [], report  # glue(...) bookkeeping shown to the reader
+    assert report["exercises"] == [] and report["open_solutions"] == [], report  # solutions collapsed
     if page.endswith("02_fusion_training.html"):
         assert report["math_rendered"] > 0 and report["images"] > 0
 

@@ -157,3 +157,55 @@ def test_render_check_flags_a_visible_glue_call_but_not_a_hidden_one(tmp_path, c
                       '</summary><div class="cell_input"><pre>glue("rate", rate, display=False)</pre></div>'
                       '</details><div class="cell_input"><pre>table = frame()</pre></div></main></body></html>')
     assert render_check(hidden, chromium)["visible_glue"] == []
+
+
+def exercises_page(*items: str, open_attribute: str = "") -> str:
+    """A chapter page as Jupyter Book renders it: sphinx-design dropdowns are <details> elements."""
+    return ('<html><body><section id="the-leak"><h2>The leak</h2><details open><summary>Solution</summary>'
+            '</details></section><section id="exercises"><h2>Exercises</h2><p>Try first.</p>'
+            '<ol class="arabic">' + "".join(f"<li><p><strong>Exercise</strong></p>{item}</li>" for item in items)
+            + '</ol><ol><li>not an exercise</li></ol></section></body></html>')
+
+
+def dropdown(title: str, open_attribute: str = "") -> str:
+    return (f'<details class="sd-sphinx-override sd-dropdown sd-card sd-mb-3"{open_attribute}>'
+            f'<summary class="sd-summary-title sd-card-header"><span class="sd-summary-text">{title}</span>'
+            '<svg><path d="M0"></path></svg></summary><div class="sd-card-body"><ol><li>step</li></ol>'
+            '<div class="highlight"><pre>x = 1</pre></div></div></details>')
+
+
+def test_exercise_check_passes_when_every_exercise_has_a_collapsed_solution():
+    from semlm.book.sitecheck import exercise_problems
+
+    both = dropdown("Hint") + dropdown("Solution")
+    assert exercise_problems(exercises_page(both, both, dropdown("Solution"))) == []
+    # a page without exercises, and an open dropdown outside the Exercises section, are not checked
+    assert exercise_problems("<html><body><details open><summary>Solution</summary></details></body></html>") == []
+
+
+def test_exercise_check_fails_a_missing_or_open_solution():
+    from semlm.book.sitecheck import exercise_problems, problems_of
+
+    page = exercises_page(dropdown("Hint") + dropdown("Solution"), dropdown("Hint"),
+                          dropdown("Solution", ' open="open"'), "<p>no dropdown at all</p>")
+    assert exercise_problems(page) == [
+        "exercise 2: no Solution dropdown",
+        "exercise 3: the Solution dropdown is open (it must start collapsed)",
+        "exercise 4: no Solution dropdown",
+    ]
+    assert exercise_problems('<section id="exercises"><h2>Exercises</h2><p>1. prose</p></section>') == [
+        "the Exercises section has no numbered list of exercises"]
+    assert "exercises" in problems_of({"exercises": exercise_problems(page)})
+
+
+def test_render_check_reports_exercises_and_solutions_that_render_open(tmp_path, chromium):
+    from semlm.book.sitecheck import problems_of
+
+    page = tmp_path / "exercises.html"
+    page.write_text(exercises_page(dropdown("Solution"), dropdown("Solution", " open")))
+    report = render_check(page, chromium)
+    assert report["exercises"] == ["exercise 2: the Solution dropdown is open (it must start collapsed)"]
+    assert report["open_solutions"] == ["Solution"]  # as the browser shows it
+    assert {"exercises", "open_solutions"} <= set(problems_of(report))
+    page.write_text(exercises_page(dropdown("Solution"), dropdown("Hint") + dropdown("Solution")))
+    assert problems_of(render_check(page, chromium)) == {}

@@ -8,7 +8,9 @@ sideways), tables wider than the text column, absolute paths of a machine in cel
 ``dtype: ...`` line in an output (a pandas Series printed as text; a reader gets a table:
 ``series.to_frame()``, or :func:`semlm.book.tables.show`), a visible code cell calling
 ``glue(`` (tag it ``remove-cell``, or move the glue calls to a cell that is) and references to
-files outside the repository (``NOTES.md``, ``../shared/``). ``long_code_lines`` finds the
+files outside the repository (``NOTES.md``, ``../shared/``), and exercises whose worked
+solution is missing or shown open (``exercise_problems``: every item of an *Exercises* section's
+list needs a ``Solution`` dropdown, collapsed until the reader opens it). ``long_code_lines`` finds the
 source lines that cause the scrolling: visible code lines of the chapters over 80 characters.
 Used by the book-build test and by ``python -m semlm.sitecheck <html dir>`` (and
 ``python -m semlm.sitecheck --code-width notebooks/``).
@@ -138,6 +140,10 @@ _PROBE = """
     report.absolute_paths = Array.from(document.querySelectorAll(".cell_output"))
       .flatMap(o => Array.from(o.textContent.matchAll(pathPattern), m => m[1]))
       .filter((v, i, all) => all.indexOf(v) === i).slice(0, 20);
+    // a worked solution the reader sees before trying: an open "Solution" dropdown
+    report.open_solutions = Array.from(document.querySelectorAll("section#exercises details"))
+      .filter(d => d.open && /^\\s*Solution/.test((d.querySelector("summary") || {}).textContent || ""))
+      .map(d => d.querySelector("summary").textContent.trim().slice(0, 100));
     write(report);
   };
   addEventListener("load", () => {
@@ -189,11 +195,91 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     if match is None:
         raise RuntimeError(f"Chromium did not run the page probe for {page.name}: {result.stderr.strip()[-300:]}")
     report = json.loads(html_lib.unescape(match.group(1)))
-    return {"page": page.name, **report}
+    return {"page": page.name, **report, "exercises": exercise_problems(page.read_text(encoding="utf-8"))}
 
 
 PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs",
-                "outside_references", "wide_tables", "visible_glue")
+                "outside_references", "wide_tables", "visible_glue", "exercises",
+                "open_solutions")
+
+#: The heading of a chapter's exercises (Sphinx gives its section the id ``exercises``).
+EXERCISES_ID = "exercises"
+_VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class _ExerciseCollector(HTMLParser):
+    """The items of the first ordered list of ``<section id="exercises">``: for each, its
+    ``Solution`` dropdowns (``<details>`` whose ``<summary>`` starts with "Solution") and whether
+    each is open."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.section_depth: int | None = None  # stack depth of the exercises section
+        self.list_depth: int | None = None  # stack depth of its exercise list
+        self.exercises: list[list[bool]] = []  # per exercise: `open` of each solution dropdown
+        self.details: list[bool] = []  # `open` of the <details> being read, innermost last
+        self.summary: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in _VOID_TAGS:
+            return
+        attrs = dict(attrs)
+        self.stack.append(tag)
+        depth = len(self.stack)
+        if tag == "section" and attrs.get("id") == EXERCISES_ID and self.section_depth is None:
+            self.section_depth = depth
+        elif self.section_depth in (None, -1):  # not yet in the section, or past it
+            return
+        elif tag == "ol" and self.list_depth is None:
+            self.list_depth = depth
+        elif tag == "li" and self.list_depth is not None and depth == self.list_depth + 1:
+            self.exercises.append([])
+        elif tag == "details" and self.exercises:
+            self.details.append("open" in attrs)
+        elif tag == "summary" and self.details:
+            self.summary = ""
+
+    def handle_data(self, data):
+        if self.summary is not None:
+            self.summary += data
+
+    def handle_endtag(self, tag):
+        if tag not in self.stack:
+            return
+        while self.stack:
+            closed = self.stack.pop()
+            depth = len(self.stack) + 1
+            if closed == "summary" and self.summary is not None:
+                if self.summary.strip().startswith("Solution") and self.details:
+                    self.exercises[-1].append(self.details[-1])
+                self.summary = None
+            elif closed == "details" and self.details:
+                self.details.pop()
+            elif closed == "ol" and depth == self.list_depth:
+                self.list_depth = -1  # the exercise list is done; later lists are not exercises
+            elif closed == "section" and depth == self.section_depth:
+                self.section_depth = -1
+            if closed == tag:
+                break
+
+
+def exercise_problems(html: str) -> list[str]:
+    """``exercise N: ...`` for each exercise of the page's *Exercises* section (the items of its
+    first ordered list) that has no ``Solution`` dropdown, or whose solution is open (``<details
+    open>``): a worked solution stays collapsed until the reader asks for it. A page without an
+    Exercises section has no problems."""
+    collector = _ExerciseCollector()
+    collector.feed(html)
+    problems = []
+    if collector.section_depth is not None and not collector.exercises:
+        problems.append("the Exercises section has no numbered list of exercises")
+    for number, solutions in enumerate(collector.exercises, start=1):
+        if not solutions:
+            problems.append(f"exercise {number}: no Solution dropdown")
+        elif any(solutions):
+            problems.append(f"exercise {number}: the Solution dropdown is open (it must start collapsed)")
+    return problems
 
 
 def problems_of(report: dict) -> dict:
