@@ -70,6 +70,7 @@ from semlm.fusion.sst2_experiment import (
     train_sentiment_classifier,
 )
 
+# %% tags=["hide-input"]
 profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed, workers=workers)
 torch.set_num_threads(1)

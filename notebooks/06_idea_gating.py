@@ -71,6 +71,7 @@ from semlm.idea.wikitext_experiment import (
 from semlm.profiles import check_parameters, lab_profile
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 
+# %% tags=["hide-input"]
 profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile,

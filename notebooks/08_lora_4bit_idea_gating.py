@@ -72,6 +72,7 @@ from semlm.idea.lora_experiment import (
 from semlm.idea.wikitext_experiment import domain_retention, load_domains
 from semlm.profiles import check_parameters, lab_profile
 
+# %% tags=["hide-input"]
 profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile, seed=seed, max_steps=max_steps, n_seeds=n_seeds

@@ -67,6 +67,7 @@ from semlm.idea.topic_experiment import (
 )
 from semlm.profiles import check_parameters, lab_profile
 
+# %% tags=["hide-input"]
 profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
     profile=profile,
