@@ -266,6 +266,9 @@ hard = [
     for c in by_request.values()
     for v in (*c.adj_acc.values, *c.punct_acc.values)
 ]
+tables.control_table(summary)
+
+# %% tags=["remove-cell"]
 glue("hard_min", min(hard), display=False)
 glue("hard_side", "exact" if min(hard) == 1.0 else "not exact", display=False)
 for s in ("causal", "published"):
@@ -275,7 +278,6 @@ for s in ("causal", "published"):
         f"{min(values):.2f} to {max(values):.2f}",
         display=False,
     )
-tables.control_table(summary)
 
 # %% [markdown]
 # Over both settings, every seed and both requests, the lowest hard-control accuracy is
@@ -295,12 +297,14 @@ tables.control_table(summary)
 # drops the feature-reconstruction loss, **no uniformizer** drops the class-uniformizer term.
 
 # %%
+tables.ablation_table(summary)
+
+# %% tags=["remove-cell"]
 mse = {v: summary.ablations[v]["sem_mse"] for v in ("fusion", "fusion_no_aux")}
 glue("mse_full", mse["fusion"].mean, display=False)
 glue("mse_no_aux", mse["fusion_no_aux"].mean, display=False)
 inside = mse["fusion"].low <= mse["fusion_no_aux"].mean <= mse["fusion"].high
 glue("mse_side", "inside" if inside else "outside", display=False)
-tables.ablation_table(summary)
 
 # %%
 fig = plots.plot_seed_intervals(

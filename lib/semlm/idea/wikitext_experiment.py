@@ -290,7 +290,7 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         if key not in masks:
             masks[key] = vocabulary_mask(vocab, stop, out.idea_logits.device)
         positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
-        c = model.config
+        c = getattr(model, "module", model).config  # the model itself under DistributedDataParallel
         losses = (masks[key], settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, PAD_ID)
         if fused and out.token_logits.dtype == out.idea_logits.dtype == torch.float32 and not out.logits.is_cuda:
             loss, ce, bce = idea_gated_loss_fused(out.token_logits, out.idea_logits, alpha, c.beta, c.gate_variant,
