@@ -203,15 +203,6 @@ def _paired_status(diff: Interval) -> str:
     return REPRODUCED if diff.above(0) else NOT_REPRODUCED if diff.below(0) else INCONCLUSIVE
 
 
-def _all_above_status(intervals, threshold: float) -> str:
-    """REPRODUCED if every interval lies above ``threshold``, NOT_REPRODUCED if any lies below it, else
-    INCONCLUSIVE."""
-    intervals = list(intervals)
-    if all(i.above(threshold) for i in intervals):
-        return REPRODUCED
-    return NOT_REPRODUCED if any(i.below(threshold) for i in intervals) else INCONCLUSIVE
-
-
 _PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced if its 95% interval lies above 0 in the "
                     "causal setting (the language model), not reproduced if below, inconclusive (no difference "
                     "detected) if it contains 0 or fewer than 2 seeds ran; the published setting is reported beside it")

@@ -276,16 +276,6 @@ def status_legend() -> HTMLBlock:
                      "\n".join(f"{status}: {STATUS_MEANINGS[status]}" for status in STATUSES))
 
 
-def status_counts(claims: list[dict]):
-    """How many claims have each status (every status listed, zero included)."""
-    import pandas as pd
-
-    from semlm.book.claims import STATUSES
-
-    counts = pd.Series([row["status"] for row in claims]).value_counts().reindex(STATUSES, fill_value=0)
-    return counts.rename("claims").to_frame()
-
-
 def run_manifest_frame(metrics: dict[str, dict]):
     """One row per chapter record: profile, seed, wall time, peak memory and the commit it ran."""
     import pandas as pd
