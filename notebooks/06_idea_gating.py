@@ -74,6 +74,7 @@ from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 # %% tags=["hide-input"]
 profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(
+    extra_profiles=("cpu-long",),  # the recorded long CPU run (.ci/run-long)
     profile=profile,
     seed=seed,
     workers=workers,

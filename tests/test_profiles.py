@@ -78,3 +78,18 @@ def test_lab_profile_rejects_an_unknown_profile_in_one_line(monkeypatch):
     monkeypatch.setenv("SEMLM_PROFILE", "tiny")
     with pytest.raises(ValueError, match="SEMLM_PROFILE='tiny' is not a profile; choose one of: smoke"):
         lab_profile("cpu")
+
+
+def test_the_long_cpu_profile_belongs_to_chapter_6_only():
+    from semlm.profiles import LONG_PROFILES, check_parameters, idea_profile, synthetic_profile
+
+    config = idea_profile("cpu-long")
+    cpu = idea_profile("cpu")
+    assert LONG_PROFILES == {"cpu-long": "06_idea_gating"}
+    assert config.vocab_size == cpu.vocab_size >= 2048 and config.tokenizer == cpu.tokenizer
+    assert config.train.max_steps > cpu.train.max_steps and config.n_seeds == 1 and not config.compare_loss_forms
+    check_parameters(extra_profiles=("cpu-long",), profile="cpu-long")
+    with pytest.raises(ValueError, match="profile of 06_idea_gating only"):
+        check_parameters(profile="cpu-long")
+    with pytest.raises(ValueError, match="profile of 06_idea_gating only"):
+        synthetic_profile("cpu-long")

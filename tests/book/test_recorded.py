@@ -23,7 +23,7 @@ def test_chapter_frame_is_labelled_recorded_and_leaves_dry_runs_out():
     frame, message = recorded_frame("06_idea_gating", FIXTURES)
     assert len(frame) == 1 and set(frame["source"]) == {SOURCE_LABEL} and frame.attrs["label"] == LABEL
     row = frame.iloc[0]
-    assert (row["GPU"], row["profile"], row["steps"], row["tokens/s"], row["MFU"]) == (
+    assert (row["machine"], row["profile"], row["steps"], row["tokens/s"], row["MFU"]) == (
         "FIXTURE GPU (not a real run)", "paper", 200, 100000.0, 0.05)
     assert (row["val PPL plain"], row["val PPL gated"], row["val PPL gated, gate off"]) == (300.0, 310.0, 305.0)
     assert row["stickiness plain"] == pytest.approx(0.2) and row["stickiness gated"] == pytest.approx(0.3)
@@ -82,7 +82,7 @@ def test_collect_writes_provenance_metrics_and_throughput_from_a_work_folder(tmp
         "status": "timeout", "rc": 124, "wall_seconds": 170, "profile": "paper",
         "papermill_parameters": "-p profile paper", "metrics_file": None}
     frame, _ = recorded_frame("06_idea_gating", tmp_path / "recorded")
-    assert frame.iloc[0]["GPU"] == "NVIDIA H100 80GB HBM3"
+    assert frame.iloc[0]["machine"] == "NVIDIA H100 80GB HBM3"
 
 
 def test_bench_frame_of_a_collected_run_shows_both_workloads_and_no_dry_runs(tmp_path):
@@ -99,5 +99,50 @@ def test_bench_frame_of_a_collected_run_shows_both_workloads_and_no_dry_runs(tmp
     frame, message = recorded_bench_frame(tmp_path / "rec")
     assert list(frame["workload"]) == ["training step", "generation, per new token"]
     assert list(frame["meets"]) == [False, True] and frame.iloc[0]["MFU gated (training)"] == 0.2
-    assert set(frame["GPU"]) == {"NVIDIA H200"} and set(frame["source"]) == {SOURCE_LABEL}
+    assert set(frame["machine"]) == {"NVIDIA H200"} and set(frame["source"]) == {SOURCE_LABEL}
     assert recorded_bench_frame(tmp_path / "nothing")[0].empty
+
+
+def _long_metrics(tmp_path, profile="cpu-long", commit="c" * 40):
+    metrics = {"chapter": "06_idea_gating", "profile": profile, "git_commit": commit, "cpu_model": "Test CPU",
+               "cpu_count": 2, "machine": "x86_64", "training": {"tokens_per_iteration": 4096},
+               "baseline": {"val_ppl": 40.0, "history": [{"step": 400}, {"step": 4000}]},
+               "gated": {"val_ppl": 41.0, "history": [{"step": 4000}]},
+               "competence": {"bigram_val_ppl": 59.0, "passes": True}}
+    path = tmp_path / "clone" / "06_idea_gating.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(metrics))
+    calls = tmp_path / "clone" / "calls.tsv"
+    calls.write_text("100\t1100\t1\n2000\t5000\t0\n")  # an interrupted call, then the one that finished
+    return path, calls
+
+
+def test_a_long_cpu_run_is_collected_with_its_provenance_and_shown_as_a_cpu_run(tmp_path):
+    from semlm.book.recorded import CPU_SOURCE_LABEL, collect_long
+
+    metrics, calls = _long_metrics(tmp_path)
+    dest = collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "papermill ...")
+    assert dest.name == "cpu-long"
+    provenance = json.loads((dest / "provenance.json").read_text())
+    assert provenance["wall_seconds"] == 4000 and provenance["calls"] == 2
+    assert provenance["tokens_seen"] == {"baseline": 4096 * 4000, "gated": 4096 * 4000}
+    assert provenance["git_commit"] == "c" * 40 and provenance["command"] == "papermill ..."
+    frame, message = recorded_frame("06_idea_gating", tmp_path / "recorded")
+    row = frame.iloc[0]
+    assert row["source"] == CPU_SOURCE_LABEL and row["machine"] == "Test CPU, 2 cores"
+    assert bool(row["competent"]) and row["bigram PPL"] == 59.0
+    assert "1 recorded CPU run" in message
+    _, bench_message = recorded_bench_frame(tmp_path / "recorded")
+    assert "no recorded GPU benchmark" in bench_message
+
+
+def test_collecting_a_long_run_refuses_another_profile_or_commit_and_writes_nothing(tmp_path):
+    from semlm.book.recorded import collect_long
+
+    metrics, calls = _long_metrics(tmp_path, profile="cpu")
+    with pytest.raises(ValueError, match="not 'cpu-long'"):
+        collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
+    metrics, calls = _long_metrics(tmp_path / "b", commit="d" * 40)
+    with pytest.raises(ValueError, match="written at commit"):
+        collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
+    assert not (tmp_path / "recorded").exists()

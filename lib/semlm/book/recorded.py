@@ -29,6 +29,8 @@ from semlm.data.paths import REPO_ROOT
 RECORDED_DIR = REPO_ROOT / "book" / "recorded"
 SOURCE_LABEL = "recorded GPU run"
 LABEL = "recorded GPU run: measured on a GPU machine by .ci/run-gpu, not by this build"
+CPU_SOURCE_LABEL = "recorded CPU run"
+CPU_LABEL = "recorded CPU run: a long run of one chapter by .ci/run-long, from a pinned clone, not by this build"
 CHAPTERS = ("06_idea_gating", "07_xray_and_sweeps", "08_lora_4bit_idea_gating", "09_topic_drift")
 PROVENANCE = "provenance.json"
 BENCH = "bench_idea.json"
@@ -47,6 +49,22 @@ class RecordedRun:
     @property
     def gpu(self) -> str:
         return self.provenance.get("gpu") or "unknown GPU"
+
+    @property
+    def on_cpu(self) -> bool:
+        """A long CPU run (``.ci/run-long``), not a GPU run."""
+        return self.provenance.get("kind") == "cpu-long"
+
+    @property
+    def machine(self) -> str:
+        """The GPU, or for a CPU run its processor and core count."""
+        if self.on_cpu:
+            return f"{self.provenance.get('cpu_model') or 'unknown CPU'}, {self.provenance.get('cpu_count')} cores"
+        return self.gpu
+
+    @property
+    def source(self) -> str:
+        return CPU_SOURCE_LABEL if self.on_cpu else SOURCE_LABEL
 
     @property
     def date(self) -> str:
@@ -116,9 +134,11 @@ def _stickiness(metrics: dict, model: str) -> float | None:
 def key_metrics(chapter: str, metrics: dict) -> dict:
     """Validation perplexity of the plain and gated model and mean stickiness over domains, where the chapter has them."""
     baseline, gated = metrics.get("baseline", metrics.get("plain", {})), metrics.get("gated", {})
+    competence = metrics.get("competence") if isinstance(metrics.get("competence"), dict) else {}
     numbers = {"val PPL plain": _mean(baseline.get("val_ppl")), "val PPL gated": _mean(gated.get("val_ppl")),
                "val PPL gated, gate off": _mean(gated.get("val_ppl_ungated")),
-               "stickiness plain": _stickiness(metrics, "baseline"), "stickiness gated": _stickiness(metrics, "gated")}
+               "stickiness plain": _stickiness(metrics, "baseline"), "stickiness gated": _stickiness(metrics, "gated"),
+               "bigram PPL": _mean(competence.get("bigram_val_ppl")), "competent": competence.get("passes")}
     if "drift_rate" in gated:  # chapter 9: the topic-drift rate of the data and of both models' generations
         numbers.update({"drift data": _mean(metrics.get("data", {}).get("drift_rate")),
                         "drift plain": _mean(baseline.get("drift_rate")), "drift gated": _mean(gated.get("drift_rate")),
@@ -141,7 +161,7 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
         if run.dry_run or (chapter not in run.chapters and chapter not in run.provenance.get("chapters", {})):
             continue
         info, metrics = run.chapter_info(chapter), run.chapters.get(chapter, {})
-        rows.append({"source": SOURCE_LABEL, "GPU": run.gpu, "date": run.date, "commit": run.commit[:12],
+        rows.append({"source": run.source, "machine": run.machine, "date": run.date, "commit": run.commit[:12],
                      "profile": info.get("profile", metrics.get("profile")),
                      "steps": metrics.get("max_steps") or (run.provenance.get("max_steps")
                                                             if "max_steps" in info.get("papermill_parameters", "")
@@ -156,7 +176,11 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
         where = Path(root) if root is not None else RECORDED_DIR
         return frame, f"no recorded GPU run of {chapter} in {where} (run `make test-gpu` on a GPU machine)"
     frame = frame.dropna(axis=1, how="all")
-    return frame, f"{len(frame)} {SOURCE_LABEL}(s) of {chapter}; measured on a GPU machine, not by this build"
+    n_cpu = int((frame["source"] == CPU_SOURCE_LABEL).sum())
+    if n_cpu:
+        frame.attrs["label"] = f"{LABEL}; {CPU_LABEL}"
+    return frame, (f"{len(frame) - n_cpu} {SOURCE_LABEL}(s) and {n_cpu} {CPU_SOURCE_LABEL}(s) of {chapter}; "
+                   f"measured elsewhere, not by this build")
 
 
 def recorded_bench_frame(root: str | Path | None = None):
@@ -165,11 +189,11 @@ def recorded_bench_frame(root: str | Path | None = None):
 
     rows = []
     for run in load_recorded(root):
-        if run.dry_run or not run.bench:
+        if run.dry_run or not run.bench or run.on_cpu:
             continue
         b = run.bench
         for workload, key in (("training step", "step"), ("generation, per new token", "generation")):
-            rows.append({"source": SOURCE_LABEL, "GPU": run.gpu, "date": run.date, "commit": run.commit[:12],
+            rows.append({"source": run.source, "machine": run.machine, "date": run.date, "commit": run.commit[:12],
                          "profile": b.get("profile"), "workload": workload,
                          "FLOP ratio": b.get(f"{key}_flop_ratio"), "time ratio": b.get(f"{key}_time_ratio"),
                          "time / FLOP ratio": b.get(f"{key}_time_over_flops"),
@@ -306,6 +330,70 @@ def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, d
     return dest
 
 
+def _summed_wall_seconds(calls: Path) -> tuple[float, int]:
+    """``(seconds, calls)`` summed over the rows ``start<TAB>end<TAB>rc`` that ``.ci/run-long`` appends per call."""
+    rows = [line.split("\t") for line in calls.read_text().splitlines() if line.strip()]
+    try:
+        return float(sum(int(end) - int(start) for start, end, _ in rows)), len(rows)
+    except ValueError:
+        raise ValueError(f"{calls} is not the start/end/rc table .ci/run-long writes; delete it and run again") from None
+
+
+def tokens_seen(metrics: dict) -> dict[str, int]:
+    """Training tokens each model of chapter 6's metrics saw: tokens per iteration x its last history step."""
+    per_step = metrics.get("training", {}).get("tokens_per_iteration")
+    out = {}
+    for name in ("baseline", "gated"):
+        history = (metrics.get(name) or {}).get("history") or []
+        if per_step and history:
+            out[name] = int(per_step) * int(history[-1]["step"])
+    return out
+
+
+def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit: str, command: str) -> Path:
+    """Write ``<root>/cpu-<name>/``: chapter 6's metrics of a ``.ci/run-long`` call and its ``provenance.json``.
+
+    The provenance names the machine (processor, cores, memory), the pinned commit, the command, the
+    wall time summed over every call that worked on the run (resumed calls included) and the tokens each
+    model saw. A metrics file from another profile than ``cpu-long``, or from an older commit, is refused.
+    """
+    if not metrics_file.is_file():
+        raise FileNotFoundError(f"{metrics_file} does not exist: chapter 6 did not finish; run .ci/run-long again")
+    metrics = _read_json(metrics_file)
+    if metrics.get("profile") != "cpu-long":
+        raise ValueError(f"{metrics_file} is from profile {metrics.get('profile')!r}, not 'cpu-long'; "
+                         f"run .ci/run-long to make it")
+    if commit != "unknown" and metrics.get("git_commit") not in (commit, commit[:12], None):
+        raise ValueError(f"{metrics_file} was written at commit {metrics.get('git_commit')}, not {commit[:12]}; "
+                         f"run .ci/run-long again")
+    seconds, n_calls = _summed_wall_seconds(calls) if calls.is_file() else (metrics.get("wall_seconds"), 1)
+    dest = root / f"cpu-{re.sub(r'[^a-z0-9-]+', '-', name.lower()).strip('-') or 'long'}"
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    shutil.copy2(metrics_file, tmp / metrics_file.name)
+    try:
+        memory_gb = round(int(Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        memory_gb = None
+    provenance = {
+        "label": CPU_LABEL, "kind": "cpu-long", "gpu": None,
+        "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": memory_gb,
+        "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": commit, "profile": "cpu-long", "command": command, "dry_run": False,
+        "wall_seconds": seconds, "calls": n_calls, "tokens_seen": tokens_seen(metrics),
+        "competence": metrics.get("competence"),
+        "chapters": {metrics_file.stem: {"status": "ok", "profile": "cpu-long", "wall_seconds": seconds,
+                                         "metrics_file": metrics_file.name,
+                                         "papermill_parameters": "-p profile cpu-long -p workers 2"}},
+    }
+    (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.replace(dest)
+    return dest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m semlm.recorded", description="Recorded GPU runs.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -319,12 +407,21 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--started", type=float, default=_dt.datetime.now().timestamp())
     c.add_argument("--pytest-summary", default="")
     c.add_argument("--idea-model-summary", default="")
+    g = sub.add_parser("collect-long", help="write book/recorded/cpu-<name>/ from a .ci/run-long clone")
+    g.add_argument("--metrics", required=True, type=Path)
+    g.add_argument("--calls", required=True, type=Path)
+    g.add_argument("--root", default=RECORDED_DIR, type=Path)
+    g.add_argument("--name", default="long")
+    g.add_argument("--commit", default="unknown")
+    g.add_argument("--command", default="")
     s = sub.add_parser("show", help="print the recorded runs of a chapter")
     s.add_argument("chapter", choices=CHAPTERS)
     s.add_argument("--root", default=RECORDED_DIR, type=Path)
     args = parser.parse_args(argv)
     try:
-        if args.command == "collect":
+        if args.command == "collect-long":
+            print(collect_long(args.metrics, args.calls, args.root, args.name, args.commit, args.command))
+        elif args.command == "collect":
             dest = collect(args.work, args.root, args.commit, args.profile, args.max_steps, args.dry_run == "1",
                            args.started, args.pytest_summary, args.idea_model_summary)
             print(dest)
