@@ -191,14 +191,17 @@ print(note)
 comparison if not comparison.empty else None
 
 # %% [markdown]
-# ## The whole book: time per chapter, models trained or loaded
+# ## The whole book: time per chapter, core use, models trained or loaded
 #
-# The book runner records every chapter's wall time and, from the run log of
-# `semlm.core.runs`, which of its models it trained and which it loaded from the
-# run cache (`manifest.json` in the build folder). This chapter runs after
-# chapters 1-9, so the table is this build's own; `python -m semlm.bench
-# --only book` prints the same for the last build. The target for a `cpu`
-# build from scratch (an empty run cache) on a 2-core CPU is 20 minutes.
+# The book runner records every chapter's wall time, how busy it kept the cores (CPU seconds
+# of the chapter's kernel and its worker processes ÷ (wall seconds × cores), sampled with
+# psutil) and, from the run log of `semlm.core.runs`, which of its models it trained and
+# which it loaded from the run cache (`manifest.json` in the build folder, which also gets
+# the whole build's start-to-HTML wall time and whether it started from an empty run cache).
+# This chapter runs after chapters 1-10, so the table is this build's own; `python -m
+# semlm.bench --only book` prints the same for the last build. The target for a `cpu` build
+# from scratch on a 2-core CPU is {glue:text}`book_target:.0f` minutes with the cores at least
+# 90% busy.
 
 # %%
 book_times = bench.book_build_times()
@@ -206,6 +209,12 @@ pd.DataFrame(book_times["chapters"])
 
 # %% tags=["remove-cell"]
 glue("book_minutes", book_times["total_minutes"], display=False)
+glue("book_target", book_times["target_minutes"], display=False)
+glue(
+    "book_busy",
+    "n/a" if book_times["utilisation"] is None else f"{book_times['utilisation']:.0%}",
+    display=False,
+)
 glue(
     "book_scratch",
     (
@@ -218,4 +227,5 @@ glue(
 
 # %% [markdown]
 # The chapters above took {glue:text}`book_minutes:.1f` minutes in this build
-# ({glue:text}`book_scratch`), before this chapter and the report.
+# ({glue:text}`book_scratch`), with the cores {glue:text}`book_busy` busy over those
+# chapters, before this chapter and the report.

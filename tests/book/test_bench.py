@@ -167,3 +167,23 @@ def test_the_chapter_shows_a_written_comparison_and_otherwise_says_how_to_make_o
     assert list(frame.columns) == ["ours (smoke)", "authors' script", "ours / theirs (median of pairs)"]
     assert "2 runs of each side" in note and "unknown" in note
     assert bench.previous_authors_comparison(tmp_path / "none.json") is None
+
+
+def test_book_times_report_core_use_and_whether_models_came_from_an_earlier_build(tmp_path):
+    import json
+
+    from semlm.book.bench import book_build_times
+
+    run = {"experiment": "e", "group": "g", "name": "a", "seed": 1, "train_seconds": 1.0}
+    chapters = {"01_a": {"profile": "cpu", "status": "ok", "seconds": 100.0, "cpu_seconds": 150.0, "cores": 2,
+                         "utilisation": 0.75, "runs": {"trained": 1, "resumed": 0, "loaded": 0},
+                         "run_list": [{**run, "status": "trained"}]},
+                "02_b": {"profile": "cpu", "status": "ok", "seconds": 100.0, "cpu_seconds": 190.0, "cores": 2,
+                         "utilisation": 0.95, "runs": {"trained": 0, "resumed": 0, "loaded": 1},
+                         "run_list": [{**run, "status": "loaded"}]}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
+    times = book_build_times(tmp_path)
+    assert times["utilisation"] == 0.85 and times["from_scratch"] and times["total_minutes"] == round(200 / 60, 2)
+    chapters["02_b"]["run_list"][0]["name"] = "trained-by-an-earlier-build"
+    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
+    assert not book_build_times(tmp_path)["from_scratch"]

@@ -263,10 +263,52 @@ def test_manifest_says_per_chapter_which_models_were_trained_and_which_loaded(tm
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     _record_in_manifest(tmp_path, "02_fusion_training", "smoke", "ok", 12.34, log)
     _record_in_manifest(tmp_path, "01_feature_bank", "smoke", "ok", 1.0, tmp_path / "absent.jsonl")
-    manifest = read_manifest(tmp_path)
+    manifest = read_manifest(tmp_path)["chapters"]
     assert manifest["02_fusion_training"]["runs"] == {"trained": 1, "resumed": 0, "loaded": 1}
     assert [r["status"] for r in manifest["02_fusion_training"]["run_list"]] == ["trained", "loaded"]
     assert manifest["01_feature_bank"]["runs"] == {"trained": 0, "resumed": 0, "loaded": 0}
+
+
+def test_a_manifest_of_the_older_flat_form_is_read_as_chapters(tmp_path):
+    import json
+
+    from semlm.book.runner import read_manifest
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"01_feature_bank": {"profile": "cpu", "seconds": 3.0}}))
+    assert read_manifest(tmp_path) == {"chapters": {"01_feature_bank": {"profile": "cpu", "seconds": 3.0}}}
+
+
+def test_cpu_meter_counts_the_cpu_of_child_processes_and_not_idle_waiting():
+    import subprocess
+    import sys
+
+    from semlm.book.cpumeter import CpuMeter
+
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5: pass"
+    with CpuMeter(interval=0.1) as meter:
+        subprocess.run([sys.executable, "-c", busy], check=True)
+    assert 1.2 <= meter.cpu_seconds <= meter.wall_seconds + 0.2
+    assert 0 < meter.utilisation <= 1.0 / meter.cores + 0.1
+    with CpuMeter(interval=0.1) as idle:
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(1.0)"], check=True)
+    assert idle.cpu_seconds < 0.6
+
+
+def test_the_build_record_has_total_wall_time_from_scratch_and_utilisation(tmp_path):
+    from semlm.book.cpumeter import CpuMeter
+    from semlm.book.runner import _has_cached_runs, _record_build, _record_in_manifest, read_manifest
+
+    assert not _has_cached_runs(tmp_path)
+    with CpuMeter(interval=0.1) as meter:
+        sum(i * i for i in range(10**5))
+    _record_in_manifest(tmp_path, "01_feature_bank", "smoke", "ok", 1.0, tmp_path / "absent.jsonl", meter)
+    _record_build(tmp_path, "smoke", meter, True, ["01_feature_bank"], complete=False)
+    manifest = read_manifest(tmp_path)
+    assert manifest["from_scratch"] is True and manifest["total_wall_seconds"] >= 0 and not manifest["complete"]
+    assert "utilisation" in manifest["chapters"]["01_feature_bank"] and manifest["cores"] >= 1
+    (tmp_path / "runs" / "x").mkdir(parents=True)
+    (tmp_path / "runs" / "x" / "model.safetensors").write_bytes(b"")
+    assert _has_cached_runs(tmp_path)
 
 
 def test_without_a_repository_url_no_button_or_notebook_points_at_a_repository(tmp_path):

@@ -146,3 +146,24 @@ def test_collecting_a_long_run_refuses_another_profile_or_commit_and_writes_noth
     with pytest.raises(ValueError, match="written at commit"):
         collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
     assert not (tmp_path / "recorded").exists()
+
+
+def test_only_recorded_runs_whose_models_pass_the_competence_check_are_named(tmp_path):
+    from semlm.book.recorded import collect_long, competent_recorded_runs
+
+    metrics, calls = _long_metrics(tmp_path)
+    collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
+    assert competent_recorded_runs("06_idea_gating", tmp_path / "recorded") == ["book/recorded/cpu-long"]
+    assert competent_recorded_runs("06_idea_gating", FIXTURES) == []
+
+
+def test_page_numbers_of_the_latest_recorded_cpu_run_and_of_none(tmp_path):
+    from semlm.book.recorded import collect_long, recorded_cpu_numbers
+
+    frame, _ = recorded_frame("06_idea_gating", FIXTURES)
+    assert recorded_cpu_numbers(frame)["recorded_cpu_plain"] == "n/a"
+    metrics, calls = _long_metrics(tmp_path)
+    collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
+    numbers = recorded_cpu_numbers(recorded_frame("06_idea_gating", tmp_path / "recorded")[0])
+    assert numbers == {"recorded_cpu_folder": "book/recorded/cpu-long", "recorded_cpu_plain": "40.00",
+                       "recorded_cpu_gated": "41.00", "recorded_cpu_bigram": "59.00", "recorded_cpu_competence": "passes"}

@@ -624,8 +624,8 @@ def print_idea_summary(idea: dict) -> None:
 
 # --- the whole book ---------------------------------------------------------------------------
 
-#: Issue 13's target for the whole ``cpu`` book built from scratch on a 2-core CPU.
-BOOK_TARGET_MINUTES = 20.0
+#: The target for the whole ``cpu`` book built from scratch on a 2-core CPU.
+BOOK_TARGET_MINUTES = 30.0  # issue 21: a from-scratch cpu build in <= 1,800 s (the long-term target is 20 min)
 
 
 def book_build_times(build_dir: str | Path | None = None) -> dict:
@@ -639,16 +639,21 @@ def book_build_times(build_dir: str | Path | None = None) -> dict:
     from semlm.data.paths import REPO_ROOT
 
     build_dir = Path(build_dir or os.environ.get("SEMLM_BUILD_DIR") or REPO_ROOT / "book" / "_build")
-    manifest = read_manifest(build_dir)
+    chapters = read_manifest(build_dir)["chapters"]
     rows = [{"chapter": chapter, "profile": entry["profile"], "status": entry["status"],
-             "minutes": round(entry["seconds"] / 60, 2), "models trained": entry["runs"]["trained"],
-             "models loaded": entry["runs"]["loaded"]} for chapter, entry in sorted(manifest.items())]
-    total = sum(entry["seconds"] for entry in manifest.values()) / 60
-    trained_here = {(r["experiment"], r["group"], r["name"], r["seed"]) for e in manifest.values()
+             "minutes": round(entry["seconds"] / 60, 2), "cores busy": entry.get("utilisation"),
+             "models trained": entry["runs"]["trained"],
+             "models loaded": entry["runs"]["loaded"]} for chapter, entry in sorted(chapters.items())]
+    total = sum(entry["seconds"] for entry in chapters.values()) / 60
+    trained_here = {(r["experiment"], r["group"], r["name"], r["seed"]) for e in chapters.values()
                     for r in e["run_list"] if r["status"] == "trained"}
-    loaded_from_earlier = [r for e in manifest.values() for r in e["run_list"] if r["status"] == "loaded"
+    loaded_from_earlier = [r for e in chapters.values() for r in e["run_list"] if r["status"] == "loaded"
                            and (r["experiment"], r["group"], r["name"], r["seed"]) not in trained_here]
+    cpu = sum(e.get("cpu_seconds") or 0.0 for e in chapters.values())
+    core_seconds = sum(e["seconds"] * (e.get("cores") or 0) for e in chapters.values())
     return {"chapters": rows, "total_minutes": round(total, 2), "target_minutes": BOOK_TARGET_MINUTES,
+            "utilisation": round(cpu / core_seconds, 3) if core_seconds and all(
+                "cpu_seconds" in e for e in chapters.values()) else None,
             "profiles": sorted({r["profile"] for r in rows}), "from_scratch": not loaded_from_earlier,
             "meets_target": total <= BOOK_TARGET_MINUTES if rows else None}
 
@@ -662,7 +667,8 @@ def print_book_times(times: dict) -> None:
               f"{row['models loaded']:3d} loaded  ({row['profile']}, {row['status']})")
     verdict = {True: "meets", False: "MISSES", None: "n/a for"}[times["meets_target"]]
     scratch = "from scratch" if times["from_scratch"] else "NOT from scratch (some models came from an earlier build)"
-    print(f"book ({', '.join(times['profiles'])}): {times['total_minutes']:.1f} min, {scratch}; "
+    busy = f", cores {times['utilisation']:.0%} busy" if times.get("utilisation") is not None else ""
+    print(f"book ({', '.join(times['profiles'])}): {times['total_minutes']:.1f} min{busy}, {scratch}; "
           f"{verdict} the {times['target_minutes']:.0f} min target")
 
 

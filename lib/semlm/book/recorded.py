@@ -161,7 +161,8 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
         if run.dry_run or (chapter not in run.chapters and chapter not in run.provenance.get("chapters", {})):
             continue
         info, metrics = run.chapter_info(chapter), run.chapters.get(chapter, {})
-        rows.append({"source": run.source, "machine": run.machine, "date": run.date, "commit": run.commit[:12],
+        rows.append({"source": run.source, "folder": f"book/recorded/{run.slug}", "machine": run.machine,
+                     "date": run.date, "commit": run.commit[:12],
                      "profile": info.get("profile", metrics.get("profile")),
                      "steps": metrics.get("max_steps") or (run.provenance.get("max_steps")
                                                             if "max_steps" in info.get("papermill_parameters", "")
@@ -183,6 +184,34 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
                    f"measured elsewhere, not by this build")
 
 
+def recorded_cpu_numbers(frame) -> dict:
+    """Glue values for a chapter's page from :func:`recorded_frame`: the latest recorded CPU run's folder,
+    perplexities, bigram reference and competence verdict (``"none"`` / None where there is no such run)."""
+    def number(value) -> str:
+        value = _mean(value)
+        return f"{value:.2f}" if value is not None and value == value else "n/a"
+
+    rows = frame[frame["source"] == CPU_SOURCE_LABEL] if not frame.empty and "source" in frame else frame.iloc[0:0]
+    if rows.empty:
+        return {"recorded_cpu_folder": "none (run .ci/run-long)", "recorded_cpu_plain": "n/a",
+                "recorded_cpu_gated": "n/a", "recorded_cpu_bigram": "n/a", "recorded_cpu_competence": "cannot pass"}
+    row = rows.sort_values("date").iloc[-1]
+    verdict = {True: "passes", False: "fails"}.get(row.get("competent"), "has no result for")
+    return {"recorded_cpu_folder": row["folder"], "recorded_cpu_plain": number(row.get("val PPL plain")),
+            "recorded_cpu_gated": number(row.get("val PPL gated")), "recorded_cpu_bigram": number(row.get("bigram PPL")),
+            "recorded_cpu_competence": verdict}
+
+
+def competent_recorded_runs(chapter: str = "06_idea_gating", root: str | Path | None = None) -> list[str]:
+    """``book/recorded/<folder>`` of every recorded run of ``chapter`` whose models pass its competence check."""
+    try:
+        runs = load_recorded(root)
+    except ValueError:  # an unreadable folder: the claims table still builds; `recorded show` names it
+        return []
+    return [f"book/recorded/{run.slug}" for run in runs if not run.dry_run
+            and (run.chapters.get(chapter, {}).get("competence") or {}).get("passes") is True]
+
+
 def recorded_bench_frame(root: str | Path | None = None):
     """``(frame, message)``: the idea-gate benchmark of each recorded GPU run (FLOP ratio vs time ratio, MFU)."""
     import pandas as pd
@@ -193,7 +222,8 @@ def recorded_bench_frame(root: str | Path | None = None):
             continue
         b = run.bench
         for workload, key in (("training step", "step"), ("generation, per new token", "generation")):
-            rows.append({"source": run.source, "machine": run.machine, "date": run.date, "commit": run.commit[:12],
+            rows.append({"source": run.source, "folder": f"book/recorded/{run.slug}", "machine": run.machine,
+                     "date": run.date, "commit": run.commit[:12],
                          "profile": b.get("profile"), "workload": workload,
                          "FLOP ratio": b.get(f"{key}_flop_ratio"), "time ratio": b.get(f"{key}_time_ratio"),
                          "time / FLOP ratio": b.get(f"{key}_time_over_flops"),

@@ -51,6 +51,7 @@ import yaml
 from semlm.data.fetch import differing_for_chapters, missing_for_chapters
 from semlm.data.paths import REPO_ROOT, data_dir
 
+from semlm.book.cpumeter import CpuMeter
 from semlm.profiles import PROFILES  # torch-free: the CLI's usage errors cost no torch import
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"
@@ -592,8 +593,10 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
     if fresh:
         shutil.rmtree(build_dir / "runs", ignore_errors=True)
+    from_scratch = not _has_cached_runs(build_dir)
     record_skipped(build_dir, chapters + list(skipped), skipped)
-    with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit():
+    meter = CpuMeter(include_self=True)
+    with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit(), meter:
         ensure_kernel()
         for number, chapter in enumerate(chapters, 1):
             _run_chapter(number, len(chapters), chapter, profile, build_dir)
@@ -602,6 +605,10 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
             print(f"book: {_show(build_html(build_dir))}")
         else:
             print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
+    _record_build(build_dir, profile, meter, from_scratch, chapters, complete=only is None and not skipped and html)
+    scratch = "from scratch" if from_scratch else "with models from the run cache"
+    print(f"build: {meter.wall_seconds:.0f} s {scratch}, cores {meter.utilisation:.0%} busy ({meter.cores} cores)",
+          flush=True)
     return build_dir
 
 
@@ -694,24 +701,59 @@ MANIFEST_FILE = "manifest.json"
 
 
 def read_manifest(build_dir: Path) -> dict:
-    """``{chapter: {profile, status, seconds, runs: {trained, resumed, loaded}, run list}}`` of the last builds."""
+    """The last builds' record: ``chapters`` (``{chapter: {profile, status, seconds, cpu_seconds, utilisation,
+    runs: {trained, resumed, loaded}, run_list}}``) and, once a ``run()`` finished, the whole build's
+    ``total_wall_seconds`` (start to HTML), ``from_scratch`` (the run cache held no model when it started),
+    ``cpu_seconds``, ``cores``, ``utilisation`` and ``complete`` (every chapter and the HTML)."""
     path = Path(build_dir) / MANIFEST_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    if "chapters" not in manifest:  # the flat {chapter: entry} of older builds
+        manifest = {"chapters": {k: v for k, v in manifest.items() if isinstance(v, dict)}}
+    return manifest
+
+
+def _write_manifest(build_dir: Path, manifest: dict) -> None:
+    path = Path(build_dir) / MANIFEST_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1))
+    tmp.replace(path)
 
 
 def _record_in_manifest(build_dir: Path, chapter: str, profile: str, status: str, seconds: float,
-                        run_log: Path) -> dict:
-    """Add one chapter's entry to ``<build>/manifest.json``: how long it took and, from the run log that
+                        run_log: Path, meter=None) -> dict:
+    """Add one chapter's entry to ``<build>/manifest.json``: how long it took, how busy it kept the cores
+    (``meter``: a finished :class:`~semlm.book.cpumeter.CpuMeter`) and, from the run log that
     :mod:`semlm.core.runs` appended to while it executed, which of its models were trained and which loaded."""
     runs = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] if run_log.is_file() else []
     counts = {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")}
     entry = {"profile": profile, "status": status, "seconds": round(seconds, 1), "runs": counts,
              "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds")}
                           for r in runs]}
+    if meter is not None:
+        entry.update(cpu_seconds=round(meter.cpu_seconds, 1), cores=meter.cores,
+                     utilisation=round(meter.utilisation, 3) if meter.utilisation is not None else None)
     manifest = read_manifest(build_dir)
-    manifest[chapter] = entry
-    (Path(build_dir) / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1))
+    manifest["chapters"][chapter] = entry
+    _write_manifest(build_dir, manifest)
     return entry
+
+
+def _has_cached_runs(build_dir: Path) -> bool:
+    """Whether ``<build>/runs`` holds any trained model (a build that starts without one is from scratch)."""
+    runs = Path(build_dir) / "runs"
+    return runs.is_dir() and any(runs.rglob("*.safetensors"))
+
+
+def _record_build(build_dir: Path, profile: str, meter, from_scratch: bool, chapters: list[str],
+                  complete: bool) -> None:
+    """The whole build's wall time, CPU use and whether it started from an empty run cache, in the manifest."""
+    manifest = read_manifest(build_dir)
+    utilisation = meter.utilisation
+    manifest.update(profile=profile, total_wall_seconds=round(meter.wall_seconds, 1), from_scratch=from_scratch,
+                    cpu_seconds=round(meter.cpu_seconds, 1), cores=meter.cores,
+                    utilisation=round(utilisation, 3) if utilisation is not None else None,
+                    chapters_run=chapters, complete=complete)
+    _write_manifest(build_dir, manifest)
 
 
 def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir: Path) -> None:
@@ -725,10 +767,12 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
     previous = os.environ.get("SEMLM_RUN_LOG")
     os.environ["SEMLM_RUN_LOG"] = str(run_log)  # the chapter's kernel inherits it; semlm.core.runs appends
     start = time.perf_counter()
+    meter = CpuMeter()
     try:
-        execute_chapter(chapter, profile, build_dir)
+        with meter:
+            execute_chapter(chapter, profile, build_dir)
     except BookError:
-        _record_in_manifest(build_dir, chapter, profile, "failed", time.perf_counter() - start, run_log)
+        _record_in_manifest(build_dir, chapter, profile, "failed", time.perf_counter() - start, run_log, meter)
         print(f"{label + ' ' if terminal else ''}FAILED ({time.perf_counter() - start:.1f} s)", flush=True)
         raise
     finally:
@@ -736,10 +780,11 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
             os.environ.pop("SEMLM_RUN_LOG", None)
         else:
             os.environ["SEMLM_RUN_LOG"] = previous
-    entry = _record_in_manifest(build_dir, chapter, profile, "ok", time.perf_counter() - start, run_log)
+    entry = _record_in_manifest(build_dir, chapter, profile, "ok", time.perf_counter() - start, run_log, meter)
     runs = entry["runs"]
     models = f"; {runs['trained']} models trained, {runs['loaded']} loaded" if entry["run_list"] else ""
-    print(f"{label + ' ' if terminal else ''}ok ({entry['seconds']:.1f} s{models})", flush=True)
+    busy = f", cores {entry['utilisation']:.0%} busy" if entry.get("utilisation") is not None else ""
+    print(f"{label + ' ' if terminal else ''}ok ({entry['seconds']:.1f} s{busy}{models})", flush=True)
 
 
 class _Parser(argparse.ArgumentParser):

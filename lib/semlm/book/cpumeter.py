@@ -1,0 +1,94 @@
+"""How busy a chapter keeps the machine: CPU seconds of this process's tree ÷ (wall seconds × cores).
+
+The book runner executes each chapter in a Jupyter kernel, which starts its own worker processes
+(training pools, the forkserver). None of them is waited for by the runner itself, so
+``resource.getrusage(RUSAGE_CHILDREN)`` misses most of their time. :class:`CpuMeter` instead samples
+the whole process tree below this process with psutil every ``interval`` seconds and keeps, per
+process (pid and start time), the largest user + system CPU time it saw; the CPU a process spends
+after its last sample (at most ``interval`` seconds of it) is not counted, so utilisation is if
+anything underestimated.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import psutil
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class CpuMeter:
+    """``with CpuMeter() as meter: ...`` then ``meter.cpu_seconds``, ``meter.wall_seconds``, ``meter.utilisation``.
+
+    ``include_self`` counts this process's own CPU time too (the runner itself: staging, HTML).
+    """
+
+    def __init__(self, interval: float = 0.5, include_self: bool = False):
+        if interval <= 0:
+            raise ValueError(f"interval must be > 0 seconds, got {interval}")
+        self.interval, self.include_self = interval, include_self
+        self.cores = cores()
+        self._seen: dict[tuple[int, float], float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._root = psutil.Process()
+        self._self_start = 0.0
+        self._start = self._end = 0.0
+        self.cpu_seconds = 0.0
+
+    def _sample(self) -> None:
+        try:
+            children = self._root.children(recursive=True)
+        except psutil.Error:
+            return
+        for process in children:
+            try:
+                with process.oneshot():
+                    key = (process.pid, process.create_time())
+                    times = process.cpu_times()
+                self._seen[key] = max(self._seen.get(key, 0.0), times.user + times.system)
+            except psutil.Error:  # it ended between listing and reading
+                continue
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "CpuMeter":
+        self._start = time.perf_counter()
+        own = self._root.cpu_times()
+        self._self_start = own.user + own.system
+        self._sample()
+        self._baseline = dict(self._seen)  # processes already running: only their CPU from now on counts
+        self._thread = threading.Thread(target=self._loop, name="cpu-meter", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._sample()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._end = time.perf_counter()
+        tree = sum(seconds - self._baseline.get(key, 0.0) for key, seconds in self._seen.items())
+        own = self._root.cpu_times()
+        self.cpu_seconds = tree + ((own.user + own.system - self._self_start) if self.include_self else 0.0)
+
+    @property
+    def wall_seconds(self) -> float:
+        return (self._end or time.perf_counter()) - self._start
+
+    @property
+    def utilisation(self) -> float | None:
+        """CPU seconds ÷ (wall seconds × cores): 1.0 keeps every core busy the whole time."""
+        wall = self.wall_seconds
+        return self.cpu_seconds / (wall * self.cores) if wall > 0 else None
