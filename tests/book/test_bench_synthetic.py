@@ -52,3 +52,18 @@ def test_missing_runs_are_named():
     results.pop(next(iter(results)))
     with pytest.raises(ValueError, match="missing 1 runs"):
         summarise_training_variants(results, "smoke")
+
+
+def test_the_benchmark_reuses_the_builds_models_and_says_so(tmp_path, monkeypatch):
+    from semlm.book.bench import run_benchmark
+
+    monkeypatch.setenv("SEMLM_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("SEMLM_METRICS_DIR", str(tmp_path / "metrics"))
+    first = run_benchmark("smoke", workers=1, progress=False, variants_profile=None)
+    assert first["training_source"] == "trained here"
+    second = run_benchmark("smoke", workers=1, progress=False, variants_profile=None)
+    assert second["training_source"].startswith("the build's run cache")
+    assert second["train_seconds"] == first["train_seconds"]
+    assert second["wall_seconds"] >= max(second["train_seconds"].values())
+    fresh = run_benchmark("smoke", workers=1, progress=False, variants_profile=None, fresh=True)
+    assert fresh["training_source"] == "trained here from an empty run folder"
