@@ -255,7 +255,9 @@ class Trainer:
         self.eval_every = config.eval_every or (self.steps_per_epoch if config.max_steps is None else self.total_steps)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.trainable_only = sum(p.numel() for p in self.params) < sum(p.numel() for p in model.parameters())
-        self.optimizer = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay)
+        # fused AdamW (one kernel for all parameters) on CUDA; torch's default (foreach) elsewhere
+        fused = {"fused": True} if self.device.type == "cuda" else {}
+        self.optimizer = torch.optim.AdamW(self.params, lr=config.lr, weight_decay=config.weight_decay, **fused)
         self.scheduler = make_scheduler(self.optimizer, config, self.total_steps)
         # the module the steps run (DistributedDataParallel with several processes); weights are model's
         self.forward_model = accelerator.prepare_model(model) if accelerator is not None else model
@@ -339,7 +341,9 @@ class Trainer:
                     loss, parts = self.loss_fn(self.forward_model, self._my_rows(piece), step)
                 (loss / len(pieces) if len(pieces) > 1 else loss).backward()
             for name, value in {"train_loss": loss.detach(), **parts}.items():
-                self.running[name] = self.running.get(name, 0.0) + float(value) / len(pieces)
+                # summed on the device in float64 (no host-device synchronisation per step; read at validation)
+                value = value.detach().double() if torch.is_tensor(value) else float(value)
+                self.running[name] = self.running.get(name, 0.0) + value / len(pieces)
         if self.config.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.params, self.config.grad_clip)
         self.optimizer.step()
@@ -353,7 +357,7 @@ class Trainer:
     def _running_means(self) -> dict[str, float]:
         """The training parts averaged over the steps since the last validation (and over processes)."""
         names = list(self.running)
-        totals = [self.running[name] for name in names]
+        totals = [float(self.running[name]) for name in names]  # the one host-device synchronisation per validation
         if self.processes > 1 and names:
             totals = self.accelerator.reduce(torch.tensor(totals, device=self.device), "mean").tolist()
         return {name: total / self.counted for name, total in zip(names, totals)}
