@@ -111,3 +111,18 @@ def test_one_seed_of_the_lora_comparison_is_inconclusive_and_no_control_is_not_r
     metrics = lora_metrics()
     del metrics["08_lora_4bit_idea_gating"]["capacity_control"]
     assert verdicts(metrics)["B-lora-ppl"]["status"] == NOT_RUN
+
+
+def test_an_incompetent_build_names_a_recorded_run_that_passes_the_check_but_does_not_judge_it(tmp_path, monkeypatch):
+    import json
+
+    import semlm.book.recorded as recorded
+
+    monkeypatch.setattr(recorded, "RECORDED_DIR", tmp_path)
+    verdict = verdicts(idea_metrics(model_ppl=100.0))["B-stickiness"]
+    assert verdict["status"] == NOT_TESTABLE and "recorded run" not in verdict["reason"]
+    (tmp_path / "cpu-long").mkdir()
+    (tmp_path / "cpu-long" / "provenance.json").write_text(json.dumps({"kind": "cpu-long"}))
+    (tmp_path / "cpu-long" / "06_idea_gating.json").write_text(json.dumps({"competence": {"passes": True}}))
+    verdict = verdicts(idea_metrics(model_ppl=100.0))["B-stickiness"]
+    assert verdict["status"] == NOT_TESTABLE and "book/recorded/cpu-long" in verdict["reason"]
