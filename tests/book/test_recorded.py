@@ -167,3 +167,15 @@ def test_page_numbers_of_the_latest_recorded_cpu_run_and_of_none(tmp_path):
     numbers = recorded_cpu_numbers(recorded_frame("06_idea_gating", tmp_path / "recorded")[0])
     assert numbers == {"recorded_cpu_folder": "book/recorded/cpu-long", "recorded_cpu_plain": "40.00",
                        "recorded_cpu_gated": "41.00", "recorded_cpu_bigram": "59.00", "recorded_cpu_competence": "passes"}
+
+
+def test_collect_long_from_the_command_line(tmp_path, capsys):
+    from semlm.book.recorded import main
+
+    metrics, calls = _long_metrics(tmp_path)
+    assert main(["collect-long", "--metrics", str(metrics), "--calls", str(calls), "--root", str(tmp_path / "rec"),
+                 "--commit", "c" * 40, "--command", "nice papermill x"]) == 0
+    provenance = json.loads((tmp_path / "rec" / "cpu-long" / "provenance.json").read_text())
+    assert provenance["command"] == "nice papermill x"
+    assert main(["collect-long", "--metrics", str(tmp_path / "absent.json"), "--calls", str(calls)]) == 2
+    assert "did not finish" in capsys.readouterr().err

@@ -443,14 +443,14 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--root", default=RECORDED_DIR, type=Path)
     g.add_argument("--name", default="long")
     g.add_argument("--commit", default="unknown")
-    g.add_argument("--command", default="")
+    g.add_argument("--command", dest="run_command", default="", help="the command that made the run (provenance)")
     s = sub.add_parser("show", help="print the recorded runs of a chapter")
     s.add_argument("chapter", choices=CHAPTERS)
     s.add_argument("--root", default=RECORDED_DIR, type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "collect-long":
-            print(collect_long(args.metrics, args.calls, args.root, args.name, args.commit, args.command))
+            print(collect_long(args.metrics, args.calls, args.root, args.name, args.commit, args.run_command))
         elif args.command == "collect":
             dest = collect(args.work, args.root, args.commit, args.profile, args.max_steps, args.dry_run == "1",
                            args.started, args.pytest_summary, args.idea_model_summary)
