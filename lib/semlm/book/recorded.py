@@ -380,6 +380,12 @@ def tokens_seen(metrics: dict) -> dict[str, int]:
     return out
 
 
+def _this_commit() -> str:
+    from semlm.book.report import git_commit
+
+    return git_commit()
+
+
 def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit: str, command: str) -> Path:
     """Write ``<root>/cpu-<name>/``: chapter 6's metrics of a ``.ci/run-long`` call and its ``provenance.json``.
 
@@ -412,11 +418,15 @@ def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit:
         "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "git_commit": commit, "profile": "cpu-long", "command": command, "dry_run": False,
+        "collected_at_commit": _this_commit(),  # the code that wrote this folder (normally the same commit)
         "wall_seconds": seconds, "calls": n_calls, "tokens_seen": tokens_seen(metrics),
         "competence": metrics.get("competence"),
         "chapters": {metrics_file.stem: {"status": "ok", "profile": "cpu-long", "wall_seconds": seconds,
                                          "metrics_file": metrics_file.name,
-                                         "papermill_parameters": "-p profile cpu-long -p workers 2"}},
+                                         "papermill_parameters": "-p profile cpu-long -p workers 2",
+                                         "tokens_per_second": _mean((metrics.get("training", {}).get(
+                                             "tokens_per_second") or {}).get("gated")),
+                                         "throughput_note": "gated model, one thread, training only"}},
     }
     (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
     shutil.rmtree(dest, ignore_errors=True)
