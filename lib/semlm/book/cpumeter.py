@@ -87,6 +87,12 @@ class CpuMeter:
     def wall_seconds(self) -> float:
         return (self._end or time.perf_counter()) - self._start
 
+    def summary(self) -> dict:
+        """``{cpu_seconds, cores, utilisation}``, rounded, for a JSON record."""
+        utilisation = self.utilisation
+        return {"cpu_seconds": round(self.cpu_seconds, 1), "cores": self.cores,
+                "utilisation": round(utilisation, 3) if utilisation is not None else None}
+
     @property
     def utilisation(self) -> float | None:
         """CPU seconds ÷ (wall seconds × cores): 1.0 keeps every core busy the whole time."""

@@ -713,6 +713,7 @@ def read_manifest(build_dir: Path) -> dict:
 
 
 def _write_manifest(build_dir: Path, manifest: dict) -> None:
+    """Through a temporary file (as ``semlm.core.runs`` writes run records; that module imports torch)."""
     path = Path(build_dir) / MANIFEST_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
@@ -730,8 +731,7 @@ def _record_in_manifest(build_dir: Path, chapter: str, profile: str, status: str
              "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds")}
                           for r in runs]}
     if meter is not None:
-        entry.update(cpu_seconds=round(meter.cpu_seconds, 1), cores=meter.cores,
-                     utilisation=round(meter.utilisation, 3) if meter.utilisation is not None else None)
+        entry.update(meter.summary())
     manifest = read_manifest(build_dir)
     manifest["chapters"][chapter] = entry
     _write_manifest(build_dir, manifest)
@@ -748,11 +748,8 @@ def _record_build(build_dir: Path, profile: str, meter, from_scratch: bool, chap
                   complete: bool) -> None:
     """The whole build's wall time, CPU use and whether it started from an empty run cache, in the manifest."""
     manifest = read_manifest(build_dir)
-    utilisation = meter.utilisation
     manifest.update(profile=profile, total_wall_seconds=round(meter.wall_seconds, 1), from_scratch=from_scratch,
-                    cpu_seconds=round(meter.cpu_seconds, 1), cores=meter.cores,
-                    utilisation=round(utilisation, 3) if utilisation is not None else None,
-                    chapters_run=chapters, complete=complete)
+                    **meter.summary(), chapters_run=chapters, complete=complete)
     _write_manifest(build_dir, manifest)
 
 
