@@ -21,6 +21,11 @@ The runner (:func:`run_many`, :func:`run_one`) does the rest, the same way for e
   trained again. Its :class:`RunRecord` is read back without touching the model unless the
   *evaluation closure* (what ``evaluate`` can reach) changed: then the weights are loaded and the
   run re-evaluated;
+* **shared models**: an experiment may say that a run's model *is* another experiment's run
+  (:meth:`Experiment.shared_run`: chapter 10's baseline and control-code models are chapter 4's).
+  The runner trains or loads that run once, under its owner's key and folder, and evaluates it with
+  this experiment's ``evaluate``; this experiment's record (its own folder) is keyed by the owner's
+  key, so retraining the owner re-evaluates it;
 * **threads and device**: every CPU run uses one thread (so its numbers do not depend on how many
   ran side by side); CUDA when there is one, unless the spec's experiment says otherwise;
 * **worker pool**: ``workers`` spawned one-thread processes, with one progress bar fed by a queue;
@@ -174,6 +179,14 @@ class Experiment:
         """Optimiser steps of ``spec`` for the progress bar (None: count finished runs instead)."""
         return None
 
+    def shared_run(self, spec: RunSpec) -> tuple["Experiment", RunSpec] | None:
+        """The run of another experiment whose trained model ``spec``'s model is (None: trained by this one).
+
+        Declare it when two chapters train the same model (the same data, architecture, recipe and
+        seed): the runner trains it once, as the owner's run, and this experiment only evaluates it.
+        """
+        return None
+
 
 def experiment_of(reference: str) -> Experiment:
     module, attribute = reference.split(":")
@@ -202,6 +215,9 @@ class RunRecord(TrainingHistory):
     stopped_early: bool = False
     best_step: int | None = None
     evaluation_key: str = ""
+    #: ``module:attribute`` of the experiment that trained the model when it is shared
+    #: (:meth:`Experiment.shared_run`; ``run_dir`` is then the owner's folder); "" when trained here
+    trained_by: str = ""
     spec: RunSpec | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
@@ -218,6 +234,10 @@ class RunRecord(TrainingHistory):
         if self.spec is None:
             raise ValueError(f"record of {self.name} has no spec; get it from run_one / run_many")
         device = device or (self.device if self.device != "cuda" or torch.cuda.is_available() else "cpu")
+        shared = experiment.shared_run(self.spec)
+        if shared is not None:
+            experiment, spec = shared
+            return load_model(experiment, spec, Path(self.run_dir), device)
         return load_model(experiment, self.spec, Path(self.run_dir), device)
 
 
@@ -258,6 +278,12 @@ def finished_result(run_dir: Path) -> TrainResult:
 
 
 def run_key(experiment: Experiment, spec: RunSpec, device: str, threads: int) -> str:
+    """The cache key of ``spec``'s run; a shared run (:meth:`Experiment.shared_run`) is keyed by its owner's key."""
+    shared = experiment.shared_run(spec)
+    if shared is not None:
+        owner, owner_spec = shared
+        return fingerprint(experiment.name, spec.description(), "shared", owner.name,
+                           run_key(owner, owner_spec, device, threads))
     return fingerprint(experiment.name, spec.description(), training_key(experiment),
                        torch.device(device).type, threads)
 
@@ -284,12 +310,19 @@ def _log_run(record: RunRecord) -> None:
 
 
 def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads: int = 1,
-            device: str | None = None, progress: bool | str = False, progress_queue=None) -> RunRecord:
-    """Train (or load) the run of ``spec`` and evaluate it: the whole life of one run."""
+            device: str | None = None, progress: bool | str = False, progress_queue=None,
+            log: bool = True) -> RunRecord:
+    """Train (or load) the run of ``spec`` and evaluate it: the whole life of one run.
+
+    ``log=False`` keeps the run out of ``SEMLM_RUN_LOG`` (the owner's run of a shared model: the
+    chapter logs its own record of it).
+    """
     device = device or default_device()
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
+        if experiment.shared_run(spec) is not None:
+            return _run_shared(experiment, spec, Path(runs_dir), threads, device, progress, progress_queue)
         folder = run_folder(experiment, spec, Path(runs_dir), device, threads)
         key = folder.name.rsplit("-", 1)[-1]
         evaluation = evaluation_key(experiment)
@@ -297,7 +330,8 @@ def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads
         saved = json.loads(record_path.read_text()) if record_path.is_file() else None
         if saved is not None and saved.get("evaluation_key") == evaluation:
             record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
-            _log_run(record)
+            if log:
+                _log_run(record)
             return record
         data = experiment.data(spec)
         if (folder / "train" / "final" / "model.safetensors").is_file():  # finished: re-evaluate, never retrain
@@ -317,15 +351,46 @@ def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads
         record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
                            str(folder), result.status, result.train_seconds, result.steps, result.history,
                            _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(),
-                           result.stopped_early, result.best_step, evaluation, spec)
+                           result.stopped_early, result.best_step, evaluation, spec=spec)
         on_disk = record.to_dict()
         if result.status == "loaded" and saved is not None:  # re-evaluated: the file keeps how it was trained
             on_disk["status"] = saved.get("status", result.status)
         _write_atomic(record_path, json.dumps(on_disk, indent=2, default=str))
-        _log_run(record)
+        if log:
+            _log_run(record)
         return record
     finally:
         torch.set_num_threads(previous_threads)
+
+
+def _run_shared(experiment: Experiment, spec: RunSpec, runs_dir: Path, threads: int, device: str,
+                progress: bool | str, progress_queue) -> RunRecord:
+    """A shared run (:meth:`Experiment.shared_run`): the owner's run trains or loads the model under its own
+    key and folder (and records its own metrics); this experiment evaluates it and keeps its record in
+    its own folder, keyed by the owner's key. Status: "trained" if the owner's model was trained now."""
+    owner, owner_spec = experiment.shared_run(spec)
+    folder = run_folder(experiment, spec, runs_dir, device, threads)
+    key = folder.name.rsplit("-", 1)[-1]
+    evaluation = evaluation_key(experiment)
+    record_path = folder / "record.json"
+    saved = json.loads(record_path.read_text()) if record_path.is_file() else None
+    if saved is not None and saved.get("evaluation_key") == evaluation:
+        record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
+        _log_run(record)
+        return record
+    trained = run_one(owner, owner_spec, runs_dir, threads, device, progress, progress_queue, log=False)
+    model = load_model(owner, owner_spec, Path(trained.run_dir), device)
+    result = finished_result(Path(trained.run_dir) / "train")
+    metrics = experiment.evaluate(spec, experiment.data(spec), model, result)
+    status = "trained" if trained.status in ("trained", "resumed") else "loaded"
+    record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
+                       trained.run_dir, status, trained.train_seconds, trained.steps, trained.history,
+                       _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(), trained.stopped_early,
+                       trained.best_step, evaluation, trained_by=owner.reference(), spec=spec)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_atomic(record_path, json.dumps(record.to_dict(), indent=2, default=str))
+    _log_run(record)
+    return record
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,14 @@ from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, IntentFeatu
 from semlm.fusion.decoding.generate import sample_next_token
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import build_model
-from semlm.fusion.synthetic_experiment import SyntheticData, model_config, prepare_data
+from semlm.fusion.synthetic_experiment import SYNTHETIC, SyntheticData, model_config, prepare_data, spec_for
 from semlm.profiles import IntentProfile, SyntheticProfile
 
 CHAPTER = "10_intent_control"
-#: Models that train, and the readings (variants) the chapter reports.
+#: The chapter's models, and the readings (variants) the chapter reports.
 TRAINED: tuple[str, ...] = ("intent", "control_code", "shuffled", "baseline")
+#: Models that are chapter 4's causal runs of the same seed (:meth:`IntentExperiment.shared_run`), not trained here.
+SHARED: tuple[str, ...] = ("control_code", "baseline")
 VARIANTS: tuple[str, ...] = ("intent", "control_code", "shuffled", "baseline", "no_request")
 #: Requests of the control table: every polarity with every final punctuation.
 REQUESTS: tuple[tuple[str, str], ...] = tuple((p, q) for p in ("positive", "negative") for q in syn.END_PUNCTUATION)
@@ -192,7 +194,8 @@ def read_model(model, data: IntentData, run: IntentRun, seed: int, variant: str)
 
 
 class IntentExperiment(runs.Experiment):
-    """Chapter 10's models for :mod:`semlm.core.runs`: intent, shuffled, control-code and baseline LMs."""
+    """Chapter 10's models for :mod:`semlm.core.runs`: the intent and shuffled fusion LMs train here; the
+    control-code and baseline LMs are chapter 4's runs (:meth:`shared_run`), evaluated here."""
 
     name = "intent_control"
     device = "cpu"  # small models; evaluation samples with CPU tensors
@@ -205,12 +208,18 @@ class IntentExperiment(runs.Experiment):
     def prepare(self, spec: RunSpec) -> IntentData:
         return prepare_intent_data(spec.config.synthetic.corpus, spec.config.variant)
 
+    def shared_run(self, spec: RunSpec) -> tuple[runs.Experiment, RunSpec] | None:
+        """The baseline and the control-code model are chapter 4's causal runs of the same seed
+        (:data:`SHARED`): the same corpus, recipe and seed, so the book trains them once."""
+        run = spec.config
+        if run.variant not in SHARED:
+            return None
+        return SYNTHETIC, spec_for(run.synthetic, run.variant, "causal")
+
     def build(self, spec: RunSpec, data: IntentData) -> torch.nn.Module:
         run = spec.config
-        if run.variant in ("intent", "shuffled"):
-            config = model_config(run.synthetic, "fusion", len(data.base.vocab), "causal")
-            return build_model(replace(config, n_features=N_INTENT_FEATURES))
-        return build_model(model_config(run.synthetic, "baseline", len(data.base.vocab), "causal"))
+        config = model_config(run.synthetic, "fusion", len(data.base.vocab), "causal")
+        return build_model(replace(config, n_features=N_INTENT_FEATURES))
 
     def fit(self, spec: RunSpec, data: IntentData) -> runs.Fit:
         config = spec.config.synthetic.train

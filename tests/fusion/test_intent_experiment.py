@@ -1,0 +1,76 @@
+"""Chapter 10's runs: its baseline and control-code models are chapter 4's runs, trained once."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from semlm.core import runs
+from semlm.fusion import intent_experiment as ie
+from semlm.fusion.audit import audit_runs, audit_seeds
+from semlm.fusion.synthetic_experiment import SYNTHETIC
+from semlm.profiles import PROFILES, intent_profile
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_shared_chapter_10_model_is_a_run_chapter_4_trains_at_the_same_profile(profile):
+    config = intent_profile(profile)
+    specs = ie.intent_runs(config, config.seeds())
+    chapter_4 = audit_runs(profile, audit_seeds(111, profile=profile))
+    shared = [s for s in specs if s.name in ie.SHARED]
+    assert len(shared) == len(ie.SHARED) * config.n_seeds
+    for spec in shared:
+        owner, owner_spec = ie.EXPERIMENT.shared_run(spec)
+        assert owner is SYNTHETIC and owner_spec in chapter_4, (profile, spec.name, spec.seed)
+    assert all(ie.EXPERIMENT.shared_run(s) is None for s in specs if s.name not in ie.SHARED)
+
+
+@pytest.fixture()
+def small():
+    config = intent_profile("smoke")
+    synthetic = replace(config.synthetic, train=replace(config.synthetic.train, epochs=1))
+    return replace(config, synthetic=synthetic, n_seeds=1, samples_per_request=2, str_high_values=(0.0, 1.0))
+
+
+def test_a_shared_model_trains_once_under_its_owner_and_is_evaluated_by_chapter_10(small, tmp_path, monkeypatch):
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv("SEMLM_RUN_LOG", str(log))
+    spec = next(s for s in ie.intent_runs(small, small.seeds()) if s.name == "baseline")
+    owner, owner_spec = ie.EXPERIMENT.shared_run(spec)
+
+    first = runs.run_one(ie.EXPERIMENT, spec, tmp_path)
+    assert first.status == "trained" and first.trained_by == owner.reference()
+    assert first.run_dir == str(runs.run_folder(owner, owner_spec, tmp_path, "cpu", 1))
+    assert set(first.metrics.readings) == {"baseline"}
+
+    # chapter 4 then loads the model it would have trained; chapter 10 loads its own record
+    by_owner = runs.run_one(owner, owner_spec, tmp_path)
+    again = runs.run_one(ie.EXPERIMENT, spec, tmp_path)
+    assert (by_owner.status, again.status) == ("loaded", "loaded")
+    assert again.metrics == first.metrics and by_owner.train_seconds == first.train_seconds
+    for (name, a), (_, b) in zip(again.load().state_dict().items(), by_owner.load().state_dict().items()):
+        assert torch.equal(a, b), name
+    # one log line per chapter record: the owner's run inside chapter 10's is not logged twice
+    assert [(line["experiment"], line["status"]) for line in map(json.loads, log.read_text().splitlines())] == [
+        (ie.EXPERIMENT.reference(), "trained"), (owner.reference(), "loaded"), (ie.EXPERIMENT.reference(), "loaded")]
+
+
+def test_a_shared_run_is_keyed_by_its_owner_so_a_retrained_owner_is_re_evaluated(small, monkeypatch):
+    spec = next(s for s in ie.intent_runs(small, small.seeds()) if s.name == "control_code")
+    key = runs.run_key(ie.EXPERIMENT, spec, "cpu", 1)
+    original = runs.training_key
+    monkeypatch.setattr(runs, "training_key",
+                        lambda e: "edited" if e is SYNTHETIC else original(e))
+    assert runs.run_key(ie.EXPERIMENT, spec, "cpu", 1) != key
+    intent = next(s for s in ie.intent_runs(small, small.seeds()) if s.name == "intent")
+    monkeypatch.setattr(runs, "training_key", original)
+    assert runs.run_key(ie.EXPERIMENT, intent, "cpu", 1) != key
+
+
+def test_a_model_trained_by_chapter_10_itself_names_no_owner(small, tmp_path):
+    spec = next(s for s in ie.intent_runs(small, small.seeds()) if s.name == "intent")
+    record = runs.run_one(ie.EXPERIMENT, spec, tmp_path)
+    assert record.trained_by == "" and record.spec is spec
+    assert record.run_dir == str(runs.run_folder(ie.EXPERIMENT, spec, tmp_path, "cpu", 1))
+    assert set(record.metrics.readings) == {"intent", "no_request"}
