@@ -13,8 +13,15 @@ def test_every_chapter_that_trains_is_listed_once_and_runs_are_not_repeated():
     assert len(set(chapters)) == len(chapters)
     assert set(chapters) | set(plan.DEPENDENT) >= {c for c in list_chapters() if c[:2] in
                                                   {"02", "04", "05", "06", "07", "08", "09", "10"}}
-    keys = [(e.experiment.name, s.group, s.name, s.seed, repr(s.config)) for e in planned for s in e.specs]
+    keys = [plan.trained_model(e.experiment, s) for e in planned for s in e.specs]
     assert len(keys) == len(set(keys))
+
+
+def test_chapter_10_lists_only_the_models_it_trains_itself():
+    from semlm.fusion import intent_experiment as ie
+
+    chapter10 = next(e for e in plan.book_runs("smoke") if e.chapter == "10_intent_control")
+    assert chapter10.specs and {s.name for s in chapter10.specs} == set(ie.TRAINED) - set(ie.SHARED)
 
 
 def test_the_plan_lists_exactly_what_the_chapter_declares():

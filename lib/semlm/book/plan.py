@@ -38,8 +38,9 @@ class ChapterRuns:
 
 
 def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
-    """Every run the book's chapters declare at ``profile``, chapter by chapter (runs shared by two
-    chapters are listed under the first; see :data:`DEPENDENT` for those listed later)."""
+    """Every run the book's chapters declare at ``profile``, chapter by chapter (a model two chapters use
+    is listed under the first, whether the second declares the same run or shares it through
+    :meth:`~semlm.core.runs.Experiment.shared_run`; see :data:`DEPENDENT` for those listed later)."""
     from semlm.fusion.audit import audit_runs, audit_seeds
     from semlm.fusion.intent_experiment import EXPERIMENT as INTENT, intent_runs
     from semlm.fusion.sst2_experiment import SST2, sst2_runs
@@ -64,11 +65,20 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     ]
     seen: set = set()
     out = []
-    for entry in planned:  # chapter 4 re-uses chapter 2's models at its first seed
-        fresh = tuple(s for s in entry.specs if (entry.experiment.name, s.group, s.name, s.seed, repr(s.config)) not in seen)
-        seen.update((entry.experiment.name, s.group, s.name, s.seed, repr(s.config)) for s in entry.specs)
+    for entry in planned:  # chapter 4 re-uses chapter 2's models at its first seed; chapter 10 some of chapter 4's
+        fresh = tuple(s for s in entry.specs if trained_model(entry.experiment, s) not in seen)
+        seen.update(trained_model(entry.experiment, s) for s in entry.specs)
         out.append(ChapterRuns(entry.chapter, entry.experiment, fresh))
     return out
+
+
+def trained_model(experiment, spec) -> tuple:
+    """What identifies the model a run trains: its experiment and spec, or its owner's for a shared run
+    (:meth:`semlm.core.runs.Experiment.shared_run`)."""
+    shared = experiment.shared_run(spec)
+    if shared is not None:
+        experiment, spec = shared
+    return experiment.name, spec.group, spec.name, spec.seed, repr(spec.config)
 
 
 def train_ahead(profile: str, seed: int = DEFAULT_SEED, workers: int | None = None, runs_dir=None) -> dict[str, int]:
