@@ -187,3 +187,7 @@ def test_book_times_report_core_use_and_whether_models_came_from_an_earlier_buil
     chapters["02_b"]["run_list"][0]["name"] = "trained-by-an-earlier-build"
     (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
     assert not book_build_times(tmp_path)["from_scratch"]
+    # a model shared between chapters is named by its owner's run: loading it in a later chapter is not "earlier"
+    chapters["02_b"]["run_list"][0]["model"] = ["e", "g", "a", 1]
+    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
+    assert book_build_times(tmp_path)["from_scratch"]

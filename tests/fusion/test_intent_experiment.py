@@ -52,8 +52,11 @@ def test_a_shared_model_trains_once_under_its_owner_and_is_evaluated_by_chapter_
     for (name, a), (_, b) in zip(again.load().state_dict().items(), by_owner.load().state_dict().items()):
         assert torch.equal(a, b), name
     # one log line per chapter record: the owner's run inside chapter 10's is not logged twice
-    assert [(line["experiment"], line["status"]) for line in map(json.loads, log.read_text().splitlines())] == [
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(line["experiment"], line["status"]) for line in lines] == [
         (ie.EXPERIMENT.reference(), "trained"), (owner.reference(), "loaded"), (ie.EXPERIMENT.reference(), "loaded")]
+    # every line names the trained model: the owner's run, for chapter 10's records too
+    assert {tuple(line["model"]) for line in lines} == {(owner.reference(), "causal", "baseline", spec.seed)}
 
 
 def test_a_shared_run_is_keyed_by_its_owner_so_a_retrained_owner_is_re_evaluated(small, monkeypatch):

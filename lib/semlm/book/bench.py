@@ -659,10 +659,9 @@ def book_build_times(build_dir: str | Path | None = None) -> dict:
              "models trained": entry["runs"]["trained"],
              "models loaded": entry["runs"]["loaded"]} for chapter, entry in sorted(chapters.items())]
     total = sum(entry["seconds"] for entry in chapters.values()) / 60
-    trained_here = {(r["experiment"], r["group"], r["name"], r["seed"]) for e in chapters.values()
-                    for r in e["run_list"] if r["status"] == "trained"}
+    trained_here = {_trained_model(r) for e in chapters.values() for r in e["run_list"] if r["status"] == "trained"}
     loaded_from_earlier = [r for e in chapters.values() for r in e["run_list"] if r["status"] == "loaded"
-                           and (r["experiment"], r["group"], r["name"], r["seed"]) not in trained_here]
+                           and _trained_model(r) not in trained_here]
     cpu = sum(e.get("cpu_seconds") or 0.0 for e in chapters.values())
     core_seconds = sum(e["seconds"] * (e.get("cores") or 0) for e in chapters.values())
     return {"chapters": rows, "total_minutes": round(total, 2), "target_minutes": BOOK_TARGET_MINUTES,
@@ -670,6 +669,12 @@ def book_build_times(build_dir: str | Path | None = None) -> dict:
                 "cpu_seconds" in e for e in chapters.values()) else None,
             "profiles": sorted({r["profile"] for r in rows}), "from_scratch": not loaded_from_earlier,
             "meets_target": total <= BOOK_TARGET_MINUTES if rows else None}
+
+
+def _trained_model(run: dict) -> tuple:
+    """The trained model a manifest run names: its ``model`` (the owner's run for a model shared between chapters,
+    e.g. chapter 10's baseline is chapter 4's), else its own experiment, group, name and seed (older manifests)."""
+    return tuple(run.get("model") or (run["experiment"], run["group"], run["name"], run["seed"]))
 
 
 def print_book_times(times: dict) -> None:

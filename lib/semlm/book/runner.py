@@ -728,8 +728,8 @@ def _record_in_manifest(build_dir: Path, chapter: str, profile: str, status: str
     runs = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] if run_log.is_file() else []
     counts = {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")}
     entry = {"profile": profile, "status": status, "seconds": round(seconds, 1), "runs": counts,
-             "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds")}
-                          for r in runs]}
+             "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds", "model")
+                           if k in r} for r in runs]}
     if meter is not None:
         entry.update(meter.summary())
     manifest = read_manifest(build_dir)

@@ -300,13 +300,17 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _log_run(record: RunRecord) -> None:
+def _log_run(record: RunRecord, model: tuple | None = None) -> None:
+    """One line for ``$SEMLM_RUN_LOG``; ``model`` (experiment, group, name, seed) names the trained model
+    when it is another experiment's run (a shared run), else it is the record's own."""
     log = os.environ.get("SEMLM_RUN_LOG")
     if log:
+        model = model or (record.experiment, record.group, record.name, record.seed)
         with open(log, "a") as f:
             f.write(json.dumps({"experiment": record.experiment, "name": record.name, "seed": record.seed,
                                 "group": record.group, "status": record.status,
-                                "train_seconds": round(record.train_seconds, 2), "device": record.device}) + "\n")
+                                "train_seconds": round(record.train_seconds, 2), "device": record.device,
+                                "model": list(model)}) + "\n")
 
 
 def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads: int = 1,
@@ -374,9 +378,10 @@ def _run_shared(experiment: Experiment, spec: RunSpec, runs_dir: Path, threads: 
     evaluation = evaluation_key(experiment)
     record_path = folder / "record.json"
     saved = json.loads(record_path.read_text()) if record_path.is_file() else None
+    model_id = (owner.reference(), owner_spec.group, owner_spec.name, owner_spec.seed)
     if saved is not None and saved.get("evaluation_key") == evaluation:
         record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
-        _log_run(record)
+        _log_run(record, model_id)
         return record
     trained = run_one(owner, owner_spec, runs_dir, threads, device, progress, progress_queue, log=False)
     model = load_model(owner, owner_spec, Path(trained.run_dir), device)
@@ -389,7 +394,7 @@ def _run_shared(experiment: Experiment, spec: RunSpec, runs_dir: Path, threads: 
                        trained.best_step, evaluation, trained_by=owner.reference(), spec=spec)
     folder.mkdir(parents=True, exist_ok=True)
     _write_atomic(record_path, json.dumps(record.to_dict(), indent=2, default=str))
-    _log_run(record)
+    _log_run(record, model_id)
     return record
 
 
