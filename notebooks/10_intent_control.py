@@ -131,9 +131,11 @@ context = runs.RunContext(config.name, workers=workers)
 records = runs.run_many(ie.EXPERIMENT, ie.intent_runs(config, seeds), context)
 train_seconds = sum(r.train_seconds for r in records)
 shared = sum(bool(r.trained_by) for r in records)
+per_model = train_seconds / len(records)
 print(
-    f"{len(records)} models ({shared} of them chapter 4's runs), {train_seconds / 60:.1f} "
-    f"CPU-minutes of training (one thread each; {train_seconds / len(records):.0f} s per model)"
+    f"{len(records)} models ({shared} of them chapter 4's runs), "
+    f"{train_seconds / 60:.1f} CPU-minutes of training "
+    f"(one thread each; {per_model:.0f} s per model)"
 )
 pd.DataFrame(
     [
