@@ -7,7 +7,7 @@ For the synthetic task of paper A the paper's scale is small enough for a laptop
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 from semlm.data.synthetic import SyntheticConfig
 
@@ -53,6 +53,13 @@ class TrainConfig:
     eval_every: int | None = None       # optimiser steps between validations; None: once per epoch (or at the end)
     patience: int | None = None         # validations without improvement before stopping early (best weights kept)
     patience_from_step: int = 0         # validations before this step always count as the best (e.g. while a gate ramps)
+    # --- how a CUDA device executes the recipe (EXECUTION_FIELDS): the same updates, so not in any run key ---
+    #: sequences per forward on a CUDA device (None: batch_size / accumulation, as on a CPU). The
+    #: optimiser still sees ``batch_size`` sequences per step, split into batch_size / cuda_micro_batch
+    #: micro-batches; the update equals the CPU's to float tolerance (tests/core/test_train.py).
+    cuda_micro_batch: int | None = field(default=None, metadata={"execution": True})
+    #: ``torch.compile`` the model (and the experiment its loss) on a CUDA device; eager everywhere else
+    compile_on_cuda: bool = field(default=False, metadata={"execution": True})
 
     def __post_init__(self):
         if self.epochs < 1 or self.batch_size < 1:
@@ -79,6 +86,20 @@ class TrainConfig:
                              f"{self.warmup_steps}")
         if (self.eval_every is not None and self.eval_every < 1) or (self.patience is not None and self.patience < 1):
             raise ValueError(f"eval_every and patience must be >= 1 or None, got {self.eval_every}, {self.patience}")
+        if self.cuda_micro_batch is not None and (self.cuda_micro_batch < 1 or self.batch_size % self.cuda_micro_batch):
+            raise ValueError(f"cuda_micro_batch must be >= 1 and divide batch_size {self.batch_size}, got "
+                             f"{self.cuda_micro_batch}")
+
+    def micro_batches(self, device_type: str) -> int:
+        """Micro-batches per optimiser step on a device of type ``device_type`` ("cpu", "cuda", ...)."""
+        if device_type == "cuda" and self.cuda_micro_batch is not None:
+            return self.batch_size // self.cuda_micro_batch
+        return self.accumulation
+
+
+def execution_fields(config) -> frozenset[str]:
+    """The fields of a config dataclass that say how a device runs it, not what it computes (left out of run keys)."""
+    return frozenset(f.name for f in fields(config) if f.metadata.get("execution"))
 
 
 SAMPLINGS = ("shuffle", "in_order", "random_windows")
@@ -308,12 +329,14 @@ def authors_v1_training(max_steps: int = 50_000, micro_batch: int = 8, accumulat
     follows a cosine from ``lr`` to ``min_lr`` at ``max_steps`` (``schedule="cosine_min_lr"``, their
     ``get_lr``). No gradient clipping (the paper's text says they clip; their v1 loop does not).
     Validation perplexity on the whole validation split every ``eval_every`` iterations. bf16 autocast
-    on a GPU (as the authors), float32 on a CPU.
+    on a GPU (as the authors), float32 on a CPU. On a CUDA device the whole batch is one micro-batch
+    and the model and the loss run under ``torch.compile`` (execution only: the same update; measured
+    by ``python -m semlm.bench --only gpu`` and recorded under ``book/recorded/``).
     """
     return TrainConfig(max_steps=max_steps, batch_size=micro_batch * accumulation, accumulation=accumulation,
                        sampling="random_windows", schedule="cosine_min_lr", lr=lr, min_lr=min_lr,
                        warmup_steps=warmup_steps, weight_decay=0.01, grad_clip=grad_clip, eval_every=eval_every,
-                       autocast="bf16_on_cuda")
+                       autocast="bf16_on_cuda", cuda_micro_batch=micro_batch * accumulation, compile_on_cuda=True)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -202,6 +203,29 @@ def test_accumulated_micro_batches_make_the_same_update_as_one_batch():
     for (name, x), y, z in zip(one.state_dict().items(), two.state_dict().values(), four.state_dict().values()):
         assert torch.allclose(x, y, atol=1e-5) and torch.allclose(x, z, atol=1e-5), name
     assert a.history[-1]["val_ppl"] == pytest.approx(c.history[-1]["val_ppl"], rel=1e-4)
+
+
+def test_a_cuda_micro_batch_changes_the_micro_batches_on_a_cuda_device_only():
+    config = TrainConfig(batch_size=32, accumulation=4, max_steps=3, cuda_micro_batch=32)
+    assert config.micro_batches("cpu") == 4 and config.micro_batches("cuda") == 1
+    assert TrainConfig(batch_size=32, accumulation=4).micro_batches("cuda") == 4
+    with pytest.raises(ValueError, match="cuda_micro_batch must be >= 1 and divide batch_size 32"):
+        TrainConfig(batch_size=32, cuda_micro_batch=12)
+
+
+def test_how_a_device_executes_a_run_is_not_part_of_its_description_or_key(tmp_path):
+    """cuda_micro_batch and compile_on_cuda make the same updates: a run folder trained with one value
+    is the same run (and resumes) under another."""
+    from semlm.core.runs import RunSpec
+    from semlm.profiles import execution_fields
+
+    base = TrainConfig(batch_size=8, accumulation=2, max_steps=3)
+    on_gpu = replace(base, cuda_micro_batch=8, compile_on_cuda=True)
+    assert execution_fields(base) == {"cuda_micro_batch", "compile_on_cuda"}
+    assert RunSpec("m", 1, base).description() == RunSpec("m", 1, on_gpu).description()
+    _, first, _, _ = train_steps_run(tmp_path / "run", stop_after_step=2)
+    _, again, _, _ = train_steps_run(tmp_path / "run", cuda_micro_batch=8, compile_on_cuda=True)
+    assert first.status == "interrupted" and again.status == "resumed"
 
 
 def test_random_windows_need_max_steps():

@@ -75,7 +75,10 @@ def _jsonable(value):
     if isinstance(value, Record):
         return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # execution-only fields (semlm.profiles.execution_fields: a CUDA micro-batch, compilation) make the
+        # same run, so they stay out of its description and key
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.metadata.get("execution")}
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from semlm.core.metrics import perplexity
 from semlm.core.precision import autocast
-from semlm.profiles import TrainConfig
+from semlm.profiles import TrainConfig, execution_fields
 
 #: ``loss_fn(model, batch, step) -> (loss, parts)``: ``step`` is the optimiser steps done, ``parts``
 #: named detached 0-d tensors (or floats) logged per validation
@@ -245,11 +245,13 @@ class Trainer:
         self.train_data, self.val_data = train_data, val_data
         self.accelerator = accelerator
         self.processes = accelerator.num_processes if accelerator is not None else 1
-        if config.batch_size % (config.accumulation * self.processes):
-            raise ValueError(f"batch_size {config.batch_size} must split into accumulation {config.accumulation} "
-                             f"x {self.processes} processes; change batch_size or the number of processes")
         self.is_main = accelerator is None or accelerator.is_main_process
         self.device = next(model.parameters()).device
+        # micro-batches per step: config.accumulation, or batch_size / cuda_micro_batch on a CUDA device
+        self.accumulation = config.micro_batches(self.device.type)
+        if config.batch_size % (self.accumulation * self.processes):
+            raise ValueError(f"batch_size {config.batch_size} must split into accumulation {self.accumulation} "
+                             f"x {self.processes} processes; change batch_size or the number of processes")
         self.steps_per_epoch = max(1, math.ceil(len(train_data) / config.batch_size))
         self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
         self.eval_every = config.eval_every or (self.steps_per_epoch if config.max_steps is None else self.total_steps)
@@ -261,6 +263,8 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, config, self.total_steps)
         # the module the steps run (DistributedDataParallel with several processes); weights are model's
         self.forward_model = accelerator.prepare_model(model) if accelerator is not None else model
+        if config.compile_on_cuda and self.device.type == "cuda":  # the weights stay model's (checkpoints, validation)
+            self.forward_model = torch.compile(self.forward_model)
         self.history: list[dict] = []
         self.step, self.train_seconds, self.status = 0, 0.0, "trained"
         self.best, self.stopped_early = _no_best(), False
@@ -331,7 +335,7 @@ class Trainer:
     def optimiser_step(self, step: int, batch) -> float:
         """One update from ``batch`` (``accumulation`` micro-batches); returns the learning rate it used."""
         self.optimizer.zero_grad(set_to_none=True)
-        pieces = split_batch(to_device(batch, self.device), self.config.accumulation)
+        pieces = split_batch(to_device(batch, self.device), self.accumulation)
         for index, piece in enumerate(pieces):  # gradient accumulation: the update of one batch, less memory
             last = index == len(pieces) - 1
             no_sync = self.accelerator.no_sync(self.forward_model) if self.processes > 1 and not last \
@@ -462,7 +466,8 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: 
     trainer = Trainer(model, train_data, val_data, config, loss_fn, seed, validate or _validate_perplexity, accelerator)
     run_dir = Path(run_dir) if run_dir is not None else None
     if run_dir is not None:
-        trainer.resume(run_dir, {"train_config": asdict(config), "seed": seed, "model": run_description or {},
+        recipe = {k: v for k, v in asdict(config).items() if k not in execution_fields(config)}
+        trainer.resume(run_dir, {"train_config": recipe, "seed": seed, "model": run_description or {},
                                  "data": fingerprint(train_data.input_ids, val_data.input_ids)})
     if stop_after_epoch is not None:
         stop_after_step = stop_after_epoch * trainer.steps_per_epoch
