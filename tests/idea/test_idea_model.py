@@ -340,3 +340,22 @@ def test_training_loss_with_the_fused_gate_equals_the_models_own_gate(variant, r
         assert all(torch.allclose(torch.as_tensor(parts_a[k]), torch.as_tensor(parts_b[k]), rtol=1e-6) for k in parts_b)
         for (name, _), a, b in zip(model.named_parameters(), grads_a, grads_b):
             assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), name
+
+
+def test_the_model_compiles_whole_and_the_compiled_forward_and_backward_equal_eager():
+    """What ``TrainConfig.compile_on_cuda`` compiles on a GPU, traced here with no graph break (fullgraph)
+    by torch.compile's aot_eager backend: same logits, idea logits and gradients as eager."""
+    model = tiny(alpha=0.0).train()
+    x = torch.randint(0, 61, (2, 12), generator=torch.Generator().manual_seed(5))
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    outputs = []
+    for forward in (model, compiled):
+        model.zero_grad(set_to_none=True)
+        out = forward(x, alpha=0.0)
+        (out.logits.square().mean() + out.idea_logits.sigmoid().mean()).backward()
+        outputs.append((out.logits.detach(), out.idea_logits.detach(),
+                        {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (la, ia, ga), (lb, ib, gb) = outputs
+    assert torch.allclose(la, lb, atol=1e-6) and torch.allclose(ia, ib, atol=1e-6)
+    assert all(torch.allclose(ga[n], gb[n], atol=1e-6) for n in ga)

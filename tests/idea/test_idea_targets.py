@@ -221,3 +221,48 @@ def test_fused_gated_loss_rejects_mismatched_shapes_with_one_clear_error():
                               vocab_mask, 0.1)
     with pytest.raises(ValueError, match="gate variant"):
         idea_gated_loss_fused(token, idea, 0.5, -2.0, "v3", 1e-8, targets, positives, vocab_mask, 0.1)
+
+
+@pytest.mark.parametrize("variant", ["clamp_then_scale", "scale_then_clamp"])
+@pytest.mark.parametrize("alpha,beta", [(0.5, -2.0), (1.0, -0.5), (0.0, -2.0)])
+@pytest.mark.parametrize("reduction,pos_weight,masked", [("sum_vocab", None, True), ("mean", 5.0, False)])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_autograd_gated_loss_for_torch_compile_equals_the_models_gate_then_the_loss(variant, alpha, beta, reduction,
+                                                                                     pos_weight, masked, compiled):
+    """The GPU's compiled loss (idea_gated_loss_autograd) == gated_logits then idea_gated_loss, values and
+    gradients; ``compiled`` traces it whole (fullgraph) with torch.compile's aot_eager backend, the graph
+    inductor compiles on a GPU, so the compiled path is checked without one."""
+    from semlm.idea.model import gated_logits
+    from semlm.idea.targets import idea_gated_loss_autograd
+
+    token, idea, targets, positives, vocab_mask = _gated_loss_inputs(3, masked=masked)
+    t1, i1 = token.clone().requires_grad_(), idea.clone().requires_grad_()
+    reference = idea_gated_loss(gated_logits(t1, i1, alpha, beta, variant), targets, i1, positives, vocab_mask, 0.1,
+                                pos_weight, reduction, ignore_index=PAD_ID)
+    (2.5 * reference[0]).backward()
+    loss = idea_gated_loss_autograd
+    if compiled:
+        torch._dynamo.reset()
+        loss = torch.compile(idea_gated_loss_autograd, backend="aot_eager", fullgraph=True)
+    t2, i2 = token.clone().requires_grad_(), idea.clone().requires_grad_()
+    ours = loss(t2, i2, torch.tensor(alpha), beta, variant, 1e-8, targets, positives, vocab_mask, 0.1, pos_weight,
+                reduction, PAD_ID)
+    (2.5 * ours[0]).backward()
+    for a, b in zip(reference, ours):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(t1.grad, t2.grad, rtol=1e-5, atol=1e-8)
+    assert torch.allclose(i1.grad, i2.grad, rtol=1e-4, atol=1e-8)
+    plain = loss(t2.detach(), None, torch.tensor(0.0), beta, variant, 1e-8, targets, None, None, 0.0)
+    assert torch.allclose(plain[0], idea_gated_loss(token, targets, None, None, None, 0.0, ignore_index=PAD_ID)[0])
+
+
+def test_a_compiled_gated_loss_is_not_recompiled_as_the_gate_strength_ramps():
+    from semlm.idea.targets import idea_gated_loss_autograd
+
+    token, idea, targets, positives, vocab_mask = _gated_loss_inputs(4)
+    torch._dynamo.reset()
+    counts = torch._dynamo.testing.CompileCounter()
+    loss = torch.compile(idea_gated_loss_autograd, backend=counts, fullgraph=True)
+    for alpha in (0.0, 0.1, 0.2, 0.5):  # alpha is a tensor: one graph for the whole ramp
+        loss(token, idea, torch.tensor(alpha), -2.0, "clamp_then_scale", 1e-8, targets, positives, vocab_mask, 0.1)
+    assert counts.frame_count == 1

@@ -252,6 +252,47 @@ def idea_gated_loss(gated_logits: torch.Tensor, targets: torch.Tensor, idea_logi
     return ce + idea_weight * bce, ce, bce
 
 
+# --- the same objective in plain autograd, for torch.compile on a GPU -----------------------------
+
+
+def idea_gated_loss_autograd(token_logits: torch.Tensor, idea_logits: torch.Tensor | None, alpha: torch.Tensor,
+                             beta: float, variant: str, eps: float, targets: torch.Tensor,
+                             positives: torch.Tensor | None, vocab_mask: torch.Tensor | None, idea_weight: float,
+                             pos_weight: float | None = None, reduction: str = "sum_vocab",
+                             ignore_index: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The gate, the token CE and the idea BCE of :func:`idea_gated_loss` in element-wise torch ops only.
+
+    No custom autograd function and no Python branch on a tensor's value, so ``torch.compile`` traces
+    it whole and fuses the passes over [B, T, V] (forward and backward) into a few kernels; ``alpha``
+    is a 0-d tensor, so the strength ramp does not recompile it. In float32 throughout (the gated
+    logits are not rounded to bf16). Same values and gradients as the model's gate followed by
+    :func:`idea_gated_loss` (tests check both, eager and compiled).
+    """
+    z_token = token_logits.float()
+    if idea_logits is None:
+        ce = F.cross_entropy(z_token.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+        return ce, ce, None
+    z = idea_logits.float()
+    log_p = torch.log(torch.sigmoid(z) + eps)
+    gate = alpha * log_p.clamp(min=beta) if variant == "clamp_then_scale" else (alpha * log_p).clamp(min=beta)
+    ce = F.cross_entropy((z_token + gate).flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+    index, valid = positives.clamp_min(0), (positives != PAD_ID).float()
+    softplus = F.softplus(z)
+    if vocab_mask is None:
+        negatives, columns = softplus.sum(-1), z.shape[-1]
+    else:
+        m = vocab_mask.to(z.device, torch.float32)
+        negatives, columns, valid = (softplus * m).sum(-1), m.sum().clamp_min(1.0), valid * m[index]
+    z_pos = z.gather(-1, index)
+    w = 1.0 if pos_weight is None else float(pos_weight)
+    per_position = negatives + ((w * F.softplus(-z_pos) - F.softplus(z_pos)) * valid).sum(-1)
+    if reduction == "mean":
+        per_position = per_position / columns
+    scored = (targets != ignore_index).float()
+    bce = (per_position * scored).sum() / scored.sum().clamp_min(1.0)
+    return ce + idea_weight * bce, ce, bce
+
+
 # --- the same objective fused with the gate, chunked over positions -------------------------------
 
 #: Positions per chunk of :func:`idea_gated_loss_fused`: a chunk's few [chunk, V] buffers stay in the

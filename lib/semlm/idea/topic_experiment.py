@@ -215,7 +215,8 @@ class TopicDriftExperiment(runs.Experiment):
     def fit(self, spec: RunSpec, data: TopicData) -> runs.Fit:
         run = spec.config
         return runs.Fit(data.blocks("train", run), data.blocks("valid", run), run.train,
-                        loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated))
+                        loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated,
+                                     compile_on_cuda=run.train.compile_on_cuda))
 
     def evaluate(self, spec: RunSpec, data: TopicData, model, result) -> TopicRunMetrics:
         val = data.blocks("valid", spec.config)

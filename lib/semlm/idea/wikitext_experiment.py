@@ -28,6 +28,7 @@ Multi-GPU: the model is a plain ``PreTrainedModel``; :mod:`semlm.core.distribute
 
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -43,7 +44,7 @@ from semlm.data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
 from semlm.data.paths import REPO_ROOT
 from semlm.data.wikitext import TextSplits, downloads_allowed, load_corpus
 from semlm.idea.targets import PAD_ID, top_frequent_ids, vocabulary_mask, window_ids
-from semlm.idea.targets import idea_gated_loss, idea_gated_loss_fused
+from semlm.idea.targets import idea_gated_loss, idea_gated_loss_autograd, idea_gated_loss_fused
 from semlm.core.metrics import (distinct_n, perplexity, repetition_rate, stickiness, summarise, unique_domain_density,
                       words_of)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits
@@ -258,7 +259,14 @@ def autocast_for(device: torch.device | str):
     return autocast("bf16_on_cuda", device)
 
 
-def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool, fused: bool = True):
+@functools.cache
+def _compiled_gpu_loss():
+    """:func:`~semlm.idea.targets.idea_gated_loss_autograd` compiled once per process (inductor: Triton on a GPU)."""
+    return torch.compile(idea_gated_loss_autograd)
+
+
+def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool, fused: bool = True,
+                 compile_on_cuda: bool = False):
     """``loss_fn(model, batch, step) -> (loss, parts)`` for :func:`semlm.core.train.train`: paper B's loss
     (:func:`semlm.idea.targets.idea_gated_loss`) with the gate strength ``alpha_at(step, settings)``.
 
@@ -274,14 +282,19 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
     positions, no gated [B, T, V] logits made) whenever the logits are float32 and off CUDA; the numbers
     are those of the unfused path (``fused=False``: the model's gated logits, then
     :func:`idea_gated_loss`) to float precision. On CUDA (bf16 autocast, where the chunk loop would
-    only add launches) the model's gate and :func:`idea_gated_loss` run as before.
+    only add launches) the model's gate and :func:`idea_gated_loss` run as before, unless
+    ``compile_on_cuda`` (the profile's ``TrainConfig.compile_on_cuda``): then gate, token CE and idea BCE
+    are :func:`~semlm.idea.targets.idea_gated_loss_autograd` under ``torch.compile``, a few fused kernels.
     """
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
     masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
 
     def loss_fn(model, batch: TokenBatch, step: int | None = None):
         alpha = (settings.alpha if step is None else alpha_at(step, settings)) if idea else 0.0
-        out = model(batch.inputs, alpha=0.0 if idea and fused else alpha)
+        compiled = compile_on_cuda and batch.inputs.is_cuda
+        out = model(batch.inputs, alpha=0.0 if idea and (fused or compiled) else alpha)
+        if compiled:  # the model itself under DistributedDataParallel; a compiled module forwards .config
+            return _compiled_loss_parts(out, batch, settings, alpha, masks, stop, getattr(model, "module", model).config)
         if not idea:
             loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=PAD_ID)
             return loss, {"token_ce": ce.detach()}
@@ -304,6 +317,29 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
 
     return loss_fn
+
+
+def _compiled_loss_parts(out, batch: TokenBatch, settings: IdeaSettings, alpha: float, masks: dict,
+                         stop: torch.Tensor, c):
+    """``(loss, parts)`` of :func:`idea_loss_fn` from the compiled loss (a CUDA device, ``compile_on_cuda``)."""
+    device = batch.inputs.device
+    if out.idea_logits is None:
+        loss, ce, _ = _compiled_gpu_loss()(out.logits, None, torch.zeros((), device=device), 0.0,
+                                           "clamp_then_scale", 0.0, batch.targets, None, None, 0.0, None,
+                                           "mean", PAD_ID)
+        return loss, {"token_ce": ce.detach()}
+    vocab = out.idea_logits.shape[-1]
+    key = (vocab, str(device))
+    if key not in masks:
+        masks[key] = vocabulary_mask(vocab, stop, device)
+    positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
+    loss, ce, bce = _compiled_gpu_loss()(
+        out.token_logits, out.idea_logits, torch.full((), float(alpha), device=device), c.beta, c.gate_variant, c.eps,
+        batch.targets, positives, masks[key], settings.idea_weight, settings.pos_weight,
+        settings.idea_loss_reduction, PAD_ID)
+    bce = bce.detach()
+    per_column = bce / masks[key].sum() if settings.idea_loss_reduction == "sum_vocab" else bce
+    return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
 
 
 class TokenStream:
@@ -426,7 +462,8 @@ class IdeaExperiment(runs.Experiment):
         stream = TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
                              run.train_tokens if run.run_tokens == -1 else run.run_tokens)
         return runs.Fit(stream, data.blocks("valid", run), run.train,
-                        loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated))
+                        loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated,
+                                     compile_on_cuda=run.train.compile_on_cuda))
 
     def evaluate(self, spec: RunSpec, data: IdeaData, model, result) -> IdeaRunMetrics:
         run = spec.config
