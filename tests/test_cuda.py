@@ -8,6 +8,7 @@ the gradients go, and that the KV cache gives the same tokens as no cache on the
 """
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -158,3 +159,47 @@ def test_nf4_wrapper_generates_with_the_kv_cache_from_gated_logits(tiny_mistral)
     gated, plain = model.generate(x, alpha=2.0, **kwargs), model.generate(x, alpha=0.0, **kwargs)
     assert gated.shape == plain.shape == (2, 16)
     assert not torch.equal(gated, plain)
+
+
+# --- execution settings of the trainer on a GPU (TrainConfig.cuda_micro_batch, compile_on_cuda) -----
+
+
+def _gated_trainer(micro_batch, compile_on_cuda, autocast):
+    from semlm.core.train import Trainer
+    from semlm.idea.wikitext_experiment import IdeaSettings, TokenStream, idea_loss_fn
+    from semlm.profiles import authors_v1_training
+
+    settings = IdeaSettings(window=8, idea_weight=0.1, idea_loss_reduction="mean", alpha=0.5, alpha_ramp_steps=1)
+    config = authors_v1_training(max_steps=4, micro_batch=4, accumulation=4, warmup_steps=1)
+    config = replace(config, cuda_micro_batch=micro_batch, compile_on_cuda=compile_on_cuda, autocast=autocast)
+    stream = TokenStream(torch.arange(4000) % 89 + 1, 32, 8)
+    model = idea_gpt(n_positions=32).train()
+    loss_fn = idea_loss_fn(settings, [1, 2, 3], True, compile_on_cuda=compile_on_cuda)
+    return Trainer(model, stream, None, config, loss_fn, 0, validate=lambda *args: 0.0)
+
+
+def _step_gradient(trainer):
+    from semlm.core.train import _step_batches
+
+    step, batch = next(_step_batches(trainer.train_data, trainer.config, 0, 1, trainer.steps_per_epoch))
+    trainer.optimiser_step(step, batch)  # .grad keeps the accumulated gradient of the step
+    return torch.cat([p.grad.float().flatten() for p in trainer.params]), float(trainer.running["train_loss"])
+
+
+@pytest.mark.parametrize("compile_on_cuda", [False, True])
+def test_one_micro_batch_on_cuda_applies_the_gradient_of_four_accumulated_ones(compile_on_cuda):
+    """float32: the same 16 sequences in one micro-batch or four give the same step (summation order
+    only); compiled (inductor: Triton kernels for the model and for gate + losses) or eager."""
+    reference, loss = _step_gradient(_gated_trainer(None, False, None))
+    gradient, other = _step_gradient(_gated_trainer(16, compile_on_cuda, None))
+    assert (gradient - reference).norm() / reference.norm() < 1e-4
+    assert other == pytest.approx(loss, rel=1e-5)
+    torch.compiler.reset()
+
+
+def test_compiled_bf16_step_on_cuda_agrees_with_the_eager_bf16_step():
+    reference, loss = _step_gradient(_gated_trainer(16, False, "bf16_on_cuda"))
+    gradient, other = _step_gradient(_gated_trainer(16, True, "bf16_on_cuda"))
+    assert (gradient - reference).norm() / reference.norm() < 0.05  # bf16 rounding in different places
+    assert other == pytest.approx(loss, rel=1e-2)
+    torch.compiler.reset()

@@ -1121,12 +1121,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default: cpu = paper scale)")
     parser.add_argument("--seed", type=int, default=111)
     parser.add_argument("--workers", type=int, default=None, help="parallel training processes (default: up to 2)")
-    parser.add_argument("--only", choices=("all", "idea", "book", "synthetic"), default="all",
+    parser.add_argument("--only", choices=("all", "idea", "gpu", "book", "synthetic"), default="all",
                         help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants); "
+                             "'gpu': paper B's training through the trainer on a CUDA GPU, tokens/s and MFU "
+                             "per execution setting (semlm.book.gpu_throughput); "
                              "'book': the chapter times of the last book build (book/_build/manifest.json); "
                              "'synthetic': train and evaluate both synthetic models once, nothing written "
                              "(our side of --authors-script)")
-    parser.add_argument("--out", default=None, help="with --only idea: also write the record to this JSON file; "
+    parser.add_argument("--out", default=None, help="with --only idea / gpu: also write the record to this JSON file; "
                                                     "with --authors-script: where to write it (default: bench.json)")
     parser.add_argument("--authors-script", default=None, metavar="PATH",
                         help="the authors' SemanticFusion.py or .ipynb (download it from "
@@ -1150,6 +1152,19 @@ def main(argv: list[str] | None = None) -> int:
             return run_authors_comparison(args)
         if args.only == "synthetic":
             run_synthetic_once(args.profile, args.seed, args.workers)
+            return 0
+        if args.only == "gpu":
+            from semlm.book.gpu_throughput import print_gpu_summary, run_gpu_throughput
+
+            gpu = run_gpu_throughput(args.profile, args.seed)
+            print_gpu_summary(gpu)
+            if args.out:
+                out = Path(args.out)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps(gpu, indent=2))
+                tables = [f"{kind}\n{v['trace']['table']}" for kind, v in list(gpu["variants"].values())[-1].items()
+                          if "table" in v.get("trace", {})]
+                out.with_suffix(".trace.txt").write_text("\n\n".join(tables))
             return 0
         if args.only == "idea":
             idea = run_idea_benchmark(args.profile, args.seed, threads=None if torch.cuda.is_available() else 1)

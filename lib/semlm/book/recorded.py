@@ -34,6 +34,8 @@ CPU_LABEL = "recorded CPU run: a long run of one chapter by .ci/run-long, from a
 CHAPTERS = ("06_idea_gating", "07_xray_and_sweeps", "08_lora_4bit_idea_gating", "09_topic_drift")
 PROVENANCE = "provenance.json"
 BENCH = "bench_idea.json"
+GPU_THROUGHPUT = "gpu_throughput.json"
+GPU_TRACE = "gpu_throughput.trace.txt"
 
 
 @dataclass
@@ -303,6 +305,16 @@ def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
     return out
 
 
+def gpu_throughput_summary(record: dict) -> dict:
+    """The provenance's digest of ``python -m semlm.bench --only gpu``: tokens/s and MFU per setting and model."""
+    return {"profile": record.get("profile"), "device_name": record.get("device_name"),
+            "variants": {name: {kind: {k: v.get(k) for k in ("tokens_per_second", "mfu", "seconds_per_step",
+                                                              "peak_memory_gib", "micro_batches", "compiled")}
+                                for kind, v in kinds.items()}
+                         for name, kinds in record.get("variants", {}).items()},
+            "same_update": record.get("same_update")}
+
+
 def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, dry_run: bool, started: float,
             pytest_summary: str = "", idea_model_summary: str = "") -> Path:
     """Write ``<root>/<gpu-slug>/``: the chapters' metrics JSON, the bench record and ``provenance.json``."""
@@ -335,6 +347,12 @@ def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, d
             if isinstance(record.get(kind), dict):
                 bench[kind] = {k: record[kind].get(k) for k in ("train_tokens_per_second", "model_flops_utilisation",
                                                                 "generated_tokens_per_second")}
+    throughput = None
+    if (work / "metrics" / GPU_THROUGHPUT).is_file():
+        for name in (GPU_THROUGHPUT, GPU_TRACE):
+            if (work / "metrics" / name).is_file():
+                shutil.copy2(work / "metrics" / name, dest / name)
+        throughput = gpu_throughput_summary(_read_json(work / "metrics" / GPU_THROUGHPUT))
     driver = None
     smi = environment.get("nvidia_smi") or ""
     if smi and "," in smi:
@@ -355,6 +373,7 @@ def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, d
         "idea_model_tests": idea_model_summary or None,
         "chapters": chapters,
         "bench": bench,
+        "gpu_throughput": throughput,
     }
     (dest / PROVENANCE).write_text(json.dumps(provenance, indent=2))
     return dest

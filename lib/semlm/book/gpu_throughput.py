@@ -1,0 +1,168 @@
+"""Paper B's GPT training on a GPU: tokens/s and model FLOPs utilisation of the book's own trainer.
+
+``python -m semlm.bench --only gpu [--profile paper]`` (CUDA only; ``.ci/run-gpu`` runs it) times
+full optimiser steps of :class:`semlm.core.train.Trainer` (the loop every chapter trains with: bf16
+autocast, fused AdamW, SDPA attention, the device-side running sums, the same 32 sequences per step)
+for the plain and the idea-gated GPT of ``profile`` under the execution settings in
+:data:`VARIANTS`, each an execution-only change of :class:`~semlm.profiles.TrainConfig`: the
+authors' micro-batch of 8 with accumulation 4, one micro-batch of 32, and that with
+``torch.compile`` of the model and of gate + losses. Random token ids: a step's cost does not
+depend on what the model has learnt.
+
+It also checks, on the GPU, what the speed must not change: one micro-batch of 32 and four of 8
+give the same parameters after a few steps (to bf16 tolerance), and the compiled step's losses
+equal the eager step's. MFU counts the matrix products only (:func:`semlm.book.bench.training_flops_per_token`)
+against the GPU's dense bf16 peak.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import torch
+
+DEVICE = "cuda"  # a test of the plumbing may set "cpu"
+
+#: Execution settings compared: (one micro-batch per step, compile_on_cuda); otherwise the profile's
+#: micro-batches (paper: the authors' 4 of 8 sequences)
+VARIANTS: dict[str, tuple[bool, bool]] = {
+    "eager, the profile's micro-batches": (False, False),
+    "eager, one micro-batch": (True, False),
+    "compiled, one micro-batch": (True, True),
+}
+
+
+def _trainer(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: bool, seed: int,
+             dropout: float | None = None):
+    from semlm.core.train import Trainer
+    from semlm.idea.model import IdeaGPTForCausalLM
+    from semlm.idea.wikitext_experiment import TokenStream, idea_loss_fn, idea_profile, model_config
+
+    config = idea_profile(profile, seed)
+    if dropout is not None:
+        config = replace(config, size=replace(config.size, dropout=dropout))
+    micro = config.train.batch_size if whole_batch else config.train.batch_size // config.train.accumulation
+    train = replace(config.train, cuda_micro_batch=micro, compile_on_cuda=compile_on_cuda)
+    V, L, K = config.vocab_size, config.size.block_size, config.idea.window
+    g = torch.Generator().manual_seed(seed)
+    stream = TokenStream(torch.randint(0, V, (200 * L,), generator=g), L, K)
+    torch.manual_seed(seed)
+    model = IdeaGPTForCausalLM(model_config(config, V, idea)).to(DEVICE).train()
+    loss_fn = idea_loss_fn(config.idea, list(range(18)), idea, compile_on_cuda=compile_on_cuda)
+    trainer = Trainer(model, stream, None, train, loss_fn, seed, validate=lambda *args: 0.0)
+    return trainer, config
+
+
+def _batches(trainer, steps: int):
+    from semlm.core.train import _step_batches
+
+    batches = _step_batches(trainer.train_data, trainer.config, trainer.seed, 0, trainer.steps_per_epoch)
+    return [next(batches) for _ in range(steps)]
+
+
+def time_variant(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: bool, seed: int = 111,
+                 warmup: int = 5, steps: int = 20, profiled: bool = False) -> dict:
+    """Tokens/s, seconds per step, MFU and peak memory of ``steps`` optimiser steps after ``warmup``
+    (``profiled``: and a profiler trace of 3 more steps, :func:`_profiled_steps`)."""
+    from semlm.book.bench import model_flops_utilisation, training_flops_per_token
+
+    trainer, config = _trainer(profile, idea, whole_batch, compile_on_cuda, seed)
+    batches = _batches(trainer, warmup + steps + (3 if profiled else 0))
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for step, batch in batches[:warmup]:  # compilation (if any) happens here
+        trainer.optimiser_step(step, batch)
+    torch.cuda.synchronize()
+    warmup_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for step, batch in batches[warmup:warmup + steps]:
+        trainer.optimiser_step(step, batch)
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - t0) / steps
+    trace = _profiled_steps(trainer, batches[warmup + steps:]) if profiled else None
+    size = config.size
+    tokens = trainer.config.batch_size * size.block_size
+    flops = training_flops_per_token(size.n_layer, size.n_embd, config.vocab_size, size.block_size, idea)
+    name = torch.cuda.get_device_name()
+    return {"micro_batches": trainer.accumulation, "compiled": compile_on_cuda, "seconds_per_step": seconds,
+            "tokens_per_second": tokens / seconds, "warmup_seconds": warmup_seconds,
+            "mfu": model_flops_utilisation(tokens / seconds, flops, name), "flops_per_token": flops,
+            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "train_loss": float(trainer.running["train_loss"]) / trainer.counted,
+            **({"trace": trace} if trace is not None else {})}
+
+
+def _profiled_steps(trainer, batches) -> dict:
+    """A ``torch.profiler`` trace of a few more steps: the kernels by GPU time and the share of the wall
+    time the GPU was busy (what bounds the step: kernels, or the host between them)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            t0 = time.perf_counter()
+            for step, batch in batches:
+                trainer.optimiser_step(step, batch)
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - t0
+        events = prof.key_averages()
+        busy = sum(e.self_device_time_total for e in events) / 1e6  # microseconds of kernels
+        return {"steps": len(batches), "wall_seconds": wall, "gpu_busy_seconds": busy, "gpu_busy_share": busy / wall,
+                "table": events.table(sort_by="self_device_time_total", row_limit=25, max_name_column_width=60)}
+    except Exception as error:  # noqa: BLE001 - the trace is extra; the timing above stands without it
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def same_update_check(profile: str, seed: int = 111) -> dict:
+    """The gradient one optimiser step applies (gated GPT, dropout 0): the profile's micro-batches against
+    one micro-batch, eager and compiled, as ||g - g_ref|| / ||g_ref|| over all parameters, in the
+    profile's bf16 autocast and in float32 (where only the order of the sums differs)."""
+    out = {}
+    for precision in ("bf16_on_cuda", None):
+        grads = {}
+        for name, (whole, compiled) in (("profile", (False, False)), ("one micro-batch", (True, False)),
+                                        ("one micro-batch, compiled", (True, True))):
+            trainer, _ = _trainer(profile, True, whole, compiled, seed, dropout=0.0)
+            trainer.config = replace(trainer.config, autocast=precision)
+            step, batch = _batches(trainer, 1)[0]
+            trainer.optimiser_step(step, batch)  # .grad keeps the step's accumulated gradient
+            grads[name] = torch.cat([p.grad.float().flatten() for p in trainer.params])
+            torch.compiler.reset()
+        label = "bf16" if precision else "float32"
+        reference = grads["profile"]
+        for name in ("one micro-batch", "one micro-batch, compiled"):
+            out[f"{name} ({label})"] = ((grads[name] - reference).norm() / reference.norm()).item()
+    return out
+
+
+def run_gpu_throughput(profile: str = "paper", seed: int = 111, warmup: int = 5, steps: int = 20) -> dict:
+    """The record of ``--only gpu``: every variant for the plain and the gated GPT, and the update checks."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("--only gpu needs a CUDA GPU (torch.cuda.is_available() is False)")
+    record = {"profile": profile, "device_name": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "warmup_steps": warmup, "timed_steps": steps, "variants": {}}
+    for name, (whole, compiled) in VARIANTS.items():
+        last = name == list(VARIANTS)[-1]  # the fastest setting: profiled, to show what bounds it
+        record["variants"][name] = {kind: time_variant(profile, kind == "gated", whole, compiled, seed, warmup, steps,
+                                                       profiled=last)
+                                    for kind in ("plain", "gated")}
+        torch.compiler.reset()
+        print(name, {k: f"{v['tokens_per_second']:.0f} tok/s, MFU {v['mfu']:.1%}"
+                     for k, v in record["variants"][name].items()}, flush=True)
+    record["same_update"] = same_update_check(profile, seed)
+    return record
+
+
+def print_gpu_summary(record: dict) -> None:
+    print(f"paper-B GPT training on {record['device_name']} ({record['profile']} profile), "
+          f"{record['timed_steps']} steps after {record['warmup_steps']} warm-up")
+    for name, kinds in record["variants"].items():
+        print(f"  {name:36s} " + "  ".join(f"{kind}: {v['tokens_per_second'] / 1e3:.0f}k tok/s, MFU {v['mfu']:.1%}, "
+                                             f"{v['peak_memory_gib']:.1f} GiB" for kind, v in kinds.items()))
+    for kind, v in list(record["variants"].values())[-1].items():
+        trace = v.get("trace") or {}
+        if "gpu_busy_share" in trace:
+            print(f"  {kind}, profiled: GPU busy {trace['gpu_busy_share']:.0%} of the wall time over "
+                  f"{trace['steps']} steps")
+    print("  same update (relative gradient difference against the profile's micro-batches): "
+          + ", ".join(f"{name} {value:.1e}" for name, value in record["same_update"].items()))
