@@ -78,7 +78,8 @@ def gated_run(args: RunArgs) -> RunSpec:
     spec = ie.idea_run(profile, "gated", True, steps=args.steps)
     t = spec.config.train
     accumulation = args.accumulation or t.accumulation
-    train = replace(t, batch_size=args.batch or t.batch_size, accumulation=accumulation)
+    # the command line's split of the batch is the run's on every device: no separate CUDA micro-batch
+    train = replace(t, batch_size=args.batch or t.batch_size, accumulation=accumulation, cuda_micro_batch=None)
     return replace(spec, config=replace(spec.config, train=train))
 
 
