@@ -192,6 +192,9 @@ def test_one_micro_batch_on_cuda_applies_the_gradient_of_four_accumulated_ones(c
     only); compiled (inductor: Triton kernels for the model and for gate + losses) or eager."""
     reference, loss = _step_gradient(_gated_trainer(None, False, None))
     gradient, other = _step_gradient(_gated_trainer(16, compile_on_cuda, None))
+    from semlm.idea.wikitext_experiment import COMPILE_FALLBACKS
+
+    assert not COMPILE_FALLBACKS, COMPILE_FALLBACKS  # the compiled loss ran, not its eager fallback
     assert (gradient - reference).norm() / reference.norm() < 1e-4
     assert other == pytest.approx(loss, rel=1e-5)
     torch.compiler.reset()
@@ -200,6 +203,9 @@ def test_one_micro_batch_on_cuda_applies_the_gradient_of_four_accumulated_ones(c
 def test_compiled_bf16_step_on_cuda_agrees_with_the_eager_bf16_step():
     reference, loss = _step_gradient(_gated_trainer(16, False, "bf16_on_cuda"))
     gradient, other = _step_gradient(_gated_trainer(16, True, "bf16_on_cuda"))
+    from semlm.idea.wikitext_experiment import COMPILE_FALLBACKS
+
+    assert not COMPILE_FALLBACKS, COMPILE_FALLBACKS
     assert (gradient - reference).norm() / reference.norm() < 0.05  # bf16 rounding in different places
     assert other == pytest.approx(loss, rel=1e-2)
     torch.compiler.reset()

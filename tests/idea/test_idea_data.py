@@ -38,6 +38,19 @@ def test_missing_wikitext_names_the_file_and_the_fix(tmp_path, monkeypatch):
         load_corpus("ptb")
 
 
+def test_wikitext2_reads_the_same_lines_with_or_without_datasets_installed(tmp_path, monkeypatch):
+    text = " = Title = \r\n \n Some text\x0c here .\n\n Line\u2028 two .\r More <unk> text ."
+    (tmp_path / "wikitext-2").mkdir()
+    for split in ("train", "valid", "test"):
+        (tmp_path / "wikitext-2" / f"{split}.txt").write_text(text, encoding="utf-8", newline="")
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(tmp_path))
+    with_datasets = load_corpus("wikitext-2")
+    monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` now raises ImportError
+    without = load_corpus("wikitext-2")
+    assert with_datasets == without
+    assert without.train == [" = Title = \n", " Some text\x0c here .\n", " Line\u2028 two .\n", " More <unk> text .\n"]
+
+
 def test_wikitext103_falls_back_to_wikitext2_without_permission(tmp_path, monkeypatch):
     for split in ("train", "valid", "test"):
         (tmp_path / "wikitext-2").mkdir(exist_ok=True)

@@ -266,3 +266,29 @@ def test_a_compiled_gated_loss_is_not_recompiled_as_the_gate_strength_ramps():
     for alpha in (0.0, 0.1, 0.2, 0.5):  # alpha is a tensor: one graph for the whole ramp
         loss(token, idea, torch.tensor(alpha), -2.0, "clamp_then_scale", 1e-8, targets, positives, vocab_mask, 0.1)
     assert counts.frame_count == 1
+
+
+def test_a_loss_whose_compile_fails_warns_once_and_runs_eagerly_with_the_same_numbers(monkeypatch):
+    """A backend failure (Triton's on a GPU) must not end a run: one warning, the reason recorded, the eager loss."""
+    from semlm.idea import wikitext_experiment as ie
+    from semlm.idea.targets import idea_gated_loss_autograd
+
+    def broken_compile(fn, **options):
+        def compiled(*args):
+            raise torch._dynamo.exc.BackendCompilerFailed(fn, RuntimeError("PassManager::run failed"), None)
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    monkeypatch.setattr(ie, "COMPILE_FALLBACKS", [])
+    ie._compiled_gpu_loss.cache_clear()
+    try:
+        token, idea, targets, positives, vocab_mask = _gated_loss_inputs(5)
+        args = (token, idea, torch.tensor(0.5), -2.0, "clamp_then_scale", 1e-8, targets, positives, vocab_mask, 0.1)
+        with pytest.warns(RuntimeWarning, match="PassManager::run failed"):
+            first = ie._compiled_gpu_loss()(*args)
+        second = ie._compiled_gpu_loss()(*args)  # no second warning: the fallback is remembered
+        assert len(ie.COMPILE_FALLBACKS) == 1 and "PassManager" in ie.COMPILE_FALLBACKS[0]
+        for a, b, c in zip(first, second, idea_gated_loss_autograd(*args)):
+            assert torch.equal(a, c) and torch.equal(b, c)
+    finally:
+        ie._compiled_gpu_loss.cache_clear()

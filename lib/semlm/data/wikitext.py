@@ -2,7 +2,9 @@
 
 * WikiText-2 (the tokenised release, ``train.txt`` / ``valid.txt`` / ``test.txt``) is read from
   ``$SEMLM_DATA_DIR/wikitext-2/`` with ``datasets``' plain-text builder: no network, and one
-  clear error naming the missing file if it is not there.
+  clear error naming the missing file if it is not there. Where ``datasets`` is not installed
+  (a bare GPU machine) the same lines are read as plain text (tests/idea/test_idea_data.py
+  checks both readers give the same splits).
 * WikiText-103 (the authors' v1 corpus) is fetched with ``datasets.load_dataset("wikitext",
   "wikitext-103-raw-v1")`` only when downloads are allowed explicitly: ``SEMLM_ALLOW_DOWNLOADS=1``
   and no ``HF_DATASETS_OFFLINE=1`` (the book runner sets the latter unless ``--allow-downloads``).
@@ -72,9 +74,20 @@ def _clean(lines) -> list[str]:
 def load_wikitext2() -> TextSplits:
     """WikiText-2 from ``$SEMLM_DATA_DIR/wikitext-2/``; FileNotFoundError naming the file and the fix."""
     files = {split: str(dataset_file("wikitext-2", f"{split}.txt")) for split in SPLITS}
-    with _quiet_datasets() as datasets:
-        loaded = datasets.load_dataset("text", data_files=files, keep_in_memory=True)
-    return TextSplits("wikitext-2", "wikitext-2", *(_clean(loaded[s]["text"]) for s in SPLITS))
+    try:
+        with _quiet_datasets() as datasets:
+            loaded = datasets.load_dataset("text", data_files=files, keep_in_memory=True)
+        lines = {split: loaded[split]["text"] for split in SPLITS}
+    except ImportError:  # no ``datasets``: the text builder's lines, read directly
+        lines = {split: _text_lines(files[split]) for split in SPLITS}
+    return TextSplits("wikitext-2", "wikitext-2", *(_clean(lines[s]) for s in SPLITS))
+
+
+def _text_lines(path: str) -> list[str]:
+    """The lines of a UTF-8 text file without their line breaks, as ``datasets``' ``text`` builder gives them
+    (universal newlines, then a split on "\\n" only)."""
+    with open(path, encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle]
 
 
 def load_wikitext103() -> TextSplits:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -259,10 +260,34 @@ def autocast_for(device: torch.device | str):
     return autocast("bf16_on_cuda", device)
 
 
+#: why this process's compiled loss fell back to eager (empty while the compiled loss runs); tests assert it stays empty
+COMPILE_FALLBACKS: list[str] = []
+
+
 @functools.cache
 def _compiled_gpu_loss():
-    """:func:`~semlm.idea.targets.idea_gated_loss_autograd` compiled once per process (inductor: Triton on a GPU)."""
-    return torch.compile(idea_gated_loss_autograd)
+    """:func:`~semlm.idea.targets.idea_gated_loss_autograd` compiled once per process (inductor: Triton on a GPU).
+
+    Persistent reductions are off: Triton failed to build inductor's one-block kernel of this loss over a
+    96-token vocabulary (``PassManager::run failed``, H100, torch 2.11); a paper-scale vocabulary
+    (50,257 columns) gets the looped reduction either way. Should the backend still fail, the loss
+    warns once, records why in :data:`COMPILE_FALLBACKS` and runs eagerly: the same numbers, slower.
+    """
+    compiled = torch.compile(idea_gated_loss_autograd, options={"triton.persistent_reductions": False})
+
+    def loss(*args):
+        if COMPILE_FALLBACKS:
+            return idea_gated_loss_autograd(*args)
+        try:
+            return compiled(*args)
+        except torch._dynamo.exc.BackendCompilerFailed as error:  # raised before anything ran: nothing lost
+            errors = [line.strip() for line in str(error).splitlines() if "Error" in line] or [str(error)]
+            COMPILE_FALLBACKS.append(errors[-1][:300])  # the innermost error (the backend's, e.g. Triton's)
+            warnings.warn(f"torch.compile of paper B's loss failed ({COMPILE_FALLBACKS[-1]}); running it eagerly "
+                          f"(same values, slower)", RuntimeWarning, stacklevel=2)
+            return idea_gated_loss_autograd(*args)
+
+    return loss
 
 
 def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool, fused: bool = True,
