@@ -35,7 +35,7 @@
 # model with no request at all.
 
 # %% tags=["parameters"]
-# "smoke" runs in about a minute; "cpu" uses 3 seeds x 4 models, 2 of them chapter 4's
+# "smoke": about a minute; "cpu": 3 seeds x 4 models, 2 of them chapter 4's
 profile = "cpu"
 seed = 111
 workers = 2

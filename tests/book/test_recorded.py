@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from semlm.book.recorded import (LABEL, SOURCE_LABEL, collect, gpu_slug, load_recorded, recorded_bench_frame,
-                             recorded_frame)
+                             recorded_frame, recorded_gpu_throughput_frame)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "recorded"
 
@@ -179,3 +179,46 @@ def test_collect_long_from_the_command_line(tmp_path, capsys):
     assert provenance["command"] == "nice papermill x"
     assert main(["collect-long", "--metrics", str(tmp_path / "absent.json"), "--calls", str(calls)]) == 2
     assert "did not finish" in capsys.readouterr().err
+
+
+def test_gpu_throughput_of_a_collected_run_is_its_own_table_not_a_chapter(tmp_path):
+    work = tmp_path / "work"
+    (work / "metrics").mkdir(parents=True)
+    (work / "environment.json").write_text(json.dumps({"gpu_name": "NVIDIA H100 80GB HBM3"}))
+    speed = {"micro_batches": 1, "compiled": True, "seconds_per_step": 0.02, "tokens_per_second": 400000.0,
+             "mfu": 0.12, "peak_memory_gib": 6.0}
+    (work / "metrics" / "gpu_throughput.json").write_text(json.dumps({
+        "profile": "paper", "device_name": "NVIDIA H100 80GB HBM3",
+        "variants": {"compiled, one micro-batch": {"plain": {**speed, "trace": {"table": "..."}}, "gated": speed}},
+        "same_update": {"one micro-batch (float32)": 3e-7}}))
+    collect(work, tmp_path / "rec", "abc", "paper", "200", False, 0.0)
+    run = load_recorded(tmp_path / "rec")[0]
+    assert run.chapters == {} and run.gpu_throughput["profile"] == "paper"
+    frame, message = recorded_gpu_throughput_frame(tmp_path / "rec")
+    assert list(frame["model"]) == ["plain", "gated"] and list(frame["profiled"]) == ["yes", ""]
+    assert frame.iloc[0]["ms / step"] == pytest.approx(20.0) and frame.iloc[0]["MFU"] == 0.12
+    assert frame.attrs["same_update"] == {"book/recorded/h100": {"one micro-batch (float32)": 3e-7}}
+    assert "recorded GPU run" in message
+    empty, note = recorded_gpu_throughput_frame(tmp_path / "nothing")
+    assert empty.empty and "make test-gpu" in note
+
+
+def test_trace_frame_reads_the_kernels_of_one_model_from_the_latest_recorded_trace(tmp_path):
+    from semlm.book.recorded import recorded_trace_frame
+
+    rule = "-" * 20 + "  " + "-" * 10
+    head = "                Name    Self CPU %    Self CUDA   Self CUDA %    # of Calls"
+    rows = {"plain": ["            aten::mm         5.40%      11.913ms        45.26%           153",
+                      "   triton_red_fused_0         0.20%       2.627ms         9.98%             3"],
+            "gated": ["         aten::addmm         1.00%       1.000ms        10.00%             7"]}
+    folder = tmp_path / "h100-x"
+    folder.mkdir()
+    (folder / "provenance.json").write_text(json.dumps({"gpu": "NVIDIA H100"}))
+    (folder / "gpu_throughput.trace.txt").write_text(
+        "\n".join(line for model in ("plain", "gated") for line in [model, rule, head, rule, *rows[model], rule, ""]))
+    frame, message = recorded_trace_frame("plain", 8, tmp_path)
+    assert list(frame["Name"]) == ["aten::mm", "triton_red_fused_0"] and list(frame["# of Calls"]) == ["153", "3"]
+    assert "h100-x" in message and list(recorded_trace_frame("gated", 8, tmp_path)[0]["Self CUDA"]) == ["1.000ms"]
+    with pytest.raises(ValueError, match="no 'other' section"):
+        recorded_trace_frame("other", 8, tmp_path)
+    assert recorded_trace_frame("plain", 8, tmp_path / "none")[0].empty

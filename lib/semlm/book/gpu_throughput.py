@@ -93,6 +93,25 @@ def time_variant(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: b
             **({"trace": trace} if trace is not None else {})}
 
 
+def gpu_busy_seconds(events) -> float:
+    """Seconds in which at least one kernel ran: the union of the device events' intervals.
+
+    Only device activity counts (not the host ops that launched it, whose "self device time" repeats
+    their kernels', nor GPU-side user annotations, which span kernels), and kernels overlapping on
+    several streams count once: a share of the wall time that cannot pass 100%.
+    """
+    from torch.autograd import DeviceType
+
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events
+                   if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False))
+    busy, end = 0.0, float("-inf")
+    for start, stop in spans:
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    return busy / 1e6  # the profiler's times are microseconds
+
+
 def _profiled_steps(trainer, batches) -> dict:
     """A ``torch.profiler`` trace of a few more steps: the kernels by GPU time and the share of the wall
     time the GPU was busy (what bounds the step: kernels, or the host between them)."""
@@ -105,10 +124,10 @@ def _profiled_steps(trainer, batches) -> dict:
                 trainer.optimiser_step(step, batch)
             torch.cuda.synchronize()
             wall = time.perf_counter() - t0
-        events = prof.key_averages()
-        busy = sum(e.self_device_time_total for e in events) / 1e6  # microseconds of kernels
+        busy = gpu_busy_seconds(prof.events())
         return {"steps": len(batches), "wall_seconds": wall, "gpu_busy_seconds": busy, "gpu_busy_share": busy / wall,
-                "table": events.table(sort_by="self_device_time_total", row_limit=25, max_name_column_width=60)}
+                "table": prof.key_averages().table(sort_by="self_device_time_total", row_limit=25,
+                                                   max_name_column_width=60)}
     except Exception as error:  # noqa: BLE001 - the trace is extra; the timing above stands without it
         return {"error": f"{type(error).__name__}: {error}"}
 

@@ -47,6 +47,7 @@ class RecordedRun:
     provenance: dict
     chapters: dict[str, dict] = field(default_factory=dict)
     bench: dict | None = None
+    gpu_throughput: dict | None = None   # python -m semlm.bench --only gpu (semlm.book.gpu_throughput)
 
     @property
     def gpu(self) -> str:
@@ -113,6 +114,8 @@ def load_recorded(root: str | Path | None = None) -> list[RecordedRun]:
                 continue
             if path.name == BENCH:
                 run.bench = _read_json(path)
+            elif path.name == GPU_THROUGHPUT:
+                run.gpu_throughput = _read_json(path)
             else:
                 run.chapters[path.stem] = _read_json(path)
         runs.append(run)
@@ -242,6 +245,60 @@ def recorded_bench_frame(root: str | Path | None = None):
 
 
 # --- collecting a run (called by .ci/run-gpu) ------------------------------------------------------
+
+
+def recorded_gpu_throughput_frame(root: str | Path | None = None):
+    """``(frame, message)``: the trainer's tokens/s and MFU per execution setting of each recorded GPU run,
+    with the same-update check of each setting (relative gradient difference, bf16 / float32) in
+    ``frame.attrs["same_update"]``."""
+    import pandas as pd
+
+    rows, same = [], {}
+    for run in load_recorded(root):
+        record = run.gpu_throughput
+        if run.dry_run or not record:
+            continue
+        same[f"book/recorded/{run.slug}"] = record.get("same_update") or {}
+        for setting, kinds in record.get("variants", {}).items():
+            for kind, v in kinds.items():
+                trace = v.get("trace") or {}
+                rows.append({"folder": f"book/recorded/{run.slug}", "machine": run.machine, "date": run.date,
+                             "commit": run.commit[:12], "profile": record.get("profile"), "setting": setting,
+                             "model": kind, "micro-batches": v.get("micro_batches"), "compiled": v.get("compiled"),
+                             "tokens/s": v.get("tokens_per_second"), "MFU": v.get("mfu"),
+                             "ms / step": 1e3 * v["seconds_per_step"] if v.get("seconds_per_step") else None,
+                             "peak GiB": v.get("peak_memory_gib"),
+                             "profiled": "yes" if "table" in trace else ""})
+    frame = pd.DataFrame(rows)
+    frame.attrs["label"], frame.attrs["same_update"] = LABEL, same
+    if frame.empty:
+        where = Path(root) if root is not None else RECORDED_DIR
+        return frame, f"no recorded GPU throughput in {where} (run `make test-gpu` on a GPU machine)"
+    return frame, f"{SOURCE_LABEL}(s): the trainer's speed per execution setting, measured on a GPU machine"
+
+
+def recorded_trace_frame(model: str = "plain", rows: int = 8, root: str | Path | None = None):
+    """``(frame, message)``: the first ``rows`` entries by GPU time (host ops with the device time of the
+    kernels they launched, and the kernels themselves) of the latest recorded profiler trace of ``model``
+    ("plain" or "gated"); an empty frame and one line when no run recorded a trace."""
+    import re
+
+    import pandas as pd
+
+    traces = [run.folder / GPU_TRACE for run in load_recorded(root) if (run.folder / GPU_TRACE).is_file()]
+    if not traces:
+        return pd.DataFrame(), "no recorded profiler trace (python -m semlm.bench --only gpu writes one on a GPU)"
+    lines = traces[-1].read_text(encoding="utf-8").splitlines()
+    if model not in lines:
+        raise ValueError(f"no {model!r} section in {traces[-1]}; choose plain or gated")
+    header = [name.strip() for name in re.split(r"\s{2,}", lines[lines.index(model) + 2].strip())]
+    table = []
+    for line in lines[lines.index(model) + 4:]:
+        if not line.strip() or line.startswith("-"):
+            break
+        table.append(dict(zip(header, re.split(r"\s{2,}", line.strip()))))
+    frame = pd.DataFrame(table[:rows])[["Name", "Self CUDA", "Self CUDA %", "# of Calls"]]
+    return frame, f"{SOURCE_LABEL}: {traces[-1].parent.name}/{GPU_TRACE}, {model} GPT"
 
 
 def _read_tsv(path: Path) -> list[dict]:
