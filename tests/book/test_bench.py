@@ -191,3 +191,12 @@ def test_book_times_report_core_use_and_whether_models_came_from_an_earlier_buil
     chapters["02_b"]["run_list"][0]["model"] = ["e", "g", "a", 1]
     (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
     assert book_build_times(tmp_path)["from_scratch"]
+    # a model the runner trained beside the chapters, which a chapter then loaded, was trained in this build
+    chapters["02_b"]["run_list"][0]["model"] = ["e", "g", "ahead", 1]
+    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
+    assert not book_build_times(tmp_path)["from_scratch"]
+    ahead = {"status": "ok", "seconds": 50.0, "runs": {"trained": 1, "resumed": 0, "loaded": 0},
+             "run_list": [{**run, "name": "ahead", "status": "trained"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters, "train_ahead": ahead}))
+    times = book_build_times(tmp_path)
+    assert times["from_scratch"] and times["trained_ahead"] == 1

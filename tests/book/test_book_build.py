@@ -44,6 +44,21 @@ def test_every_chapter_is_executed_without_errors(built):
         assert not [o for o in outputs if o.get("output_type") == "stream" and "it/s]" in o.get("text", "")], chapter
 
 
+def test_the_declared_models_train_beside_the_chapters_and_only_once(built):
+    from semlm.book import plan
+
+    manifest = book.read_manifest(built)
+    ahead = manifest["train_ahead"]
+    skipped = book.read_skipped(built)
+    declared = [e for e in plan.book_runs("smoke") if e.chapter not in skipped]
+    assert ahead["status"] == "ok" and ahead["runs"]["trained"] + ahead["runs"]["loaded"] == sum(e.count for e in declared)
+    ahead_models = {tuple(r["model"]) for r in ahead["run_list"] if r["status"] == "trained"}
+    trained_by_chapters = [tuple(r["model"]) for e in manifest["chapters"].values() for r in e["run_list"]
+                           if r["status"] == "trained"]
+    assert not ahead_models & set(trained_by_chapters)  # no model trained twice in the build
+    assert manifest["from_scratch"] and 0 < manifest["utilisation"] <= 1.05
+
+
 def test_chapters_write_metrics_with_provenance(built):
     for chapter in ("01_feature_bank", "02_fusion_training"):
         record = json.loads((built / "metrics" / f"{chapter}.json").read_text())

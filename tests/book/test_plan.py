@@ -1,5 +1,7 @@
 """The book's runs can be listed (and trained) before any chapter runs: semlm.book.plan."""
 
+import pytest
+
 from semlm.book import plan
 from semlm.book.runner import main as book_main
 from semlm.book.runner import list_chapters
@@ -35,3 +37,30 @@ def test_plan_command_prints_the_runs_per_chapter(capsys):
     assert book_main(["plan", "--profile", "smoke"]) == 0
     out = capsys.readouterr().out
     assert "02_fusion_training" in out and "total" in out and "later:" in out
+
+
+@pytest.mark.needs_data(*plan.CHAPTERS)  # the step counts of the data chapters' runs read their data
+def test_the_schedule_takes_the_chapters_in_order_and_the_longest_runs_of_each_first():
+    planned = plan.book_runs("smoke")
+    assert [e.chapter for e in planned] == list(plan.CHAPTERS)
+    jobs = plan.schedule(planned)
+    assert len(jobs) == sum(e.count for e in planned)
+    position = {chapter: i for i, chapter in enumerate(plan.CHAPTERS)}
+    owner = {(id(e.experiment), s): e.chapter for e in planned for s in e.specs}
+    chapters = [position[owner[(id(experiment), spec)]] for experiment, spec in jobs]
+    assert chapters == sorted(chapters)
+    for entry in planned:
+        steps = [experiment.total_steps(spec) or 0 for experiment, spec in jobs if (id(experiment), spec) in
+                 {(id(entry.experiment), s) for s in entry.specs}]
+        assert steps == sorted(steps, reverse=True), entry.chapter
+
+
+def test_plan_refuses_a_chapter_without_runs(capsys):
+    assert book_main(["plan", "--profile", "smoke", "--chapters", "01_feature_bank"]) == 2
+    assert "declare no runs" in capsys.readouterr().err
+
+
+def test_the_runner_starts_no_training_ahead_for_chapters_without_runs(tmp_path):
+    from semlm.book.runner import start_training_ahead
+
+    assert start_training_ahead("smoke", ["01_feature_bank", "03_controllable_decoding"], tmp_path) is None

@@ -74,3 +74,24 @@ def test_duplicate_runs_are_refused(profile, tmp_path):
     spec = spec_for(profile, "fusion")
     with pytest.raises(ValueError, match="duplicates"):
         runs.run_many(SYNTHETIC, [spec, spec], runs.RunContext("smoke", tmp_path))
+
+
+def test_two_processes_asking_for_one_run_train_it_once(profile, tmp_path, monkeypatch):
+    # a chapter and the book's training ahead may ask for the same model at once: the run's lock makes
+    # the second wait and load what the first trained (without it both would train it)
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv("SEMLM_RUN_LOG", str(log))
+    spec = spec_for(profile, "fusion")
+    first, second = runs.run_jobs([(SYNTHETIC, spec), (SYNTHETIC, spec)], tmp_path, workers=2, progress=False)
+    assert sorted([first.status, second.status]) == ["loaded", "trained"]
+    assert first.metrics == second.metrics and first.history == second.history
+    assert sorted(json.loads(line)["status"] for line in log.read_text().splitlines()) == ["loaded", "trained"]
+
+
+def test_a_failed_job_is_returned_and_the_others_go_on(profile, tmp_path):
+    done = []
+    bad = runs.RunSpec("broken", 0, config=None)
+    outcomes = runs.run_jobs([(SYNTHETIC, bad), (SYNTHETIC, spec_for(profile, "baseline"))], tmp_path, workers=1,
+                             progress=False, on_done=lambda experiment, spec, outcome: done.append(spec.name))
+    assert isinstance(outcomes[0], Exception) and outcomes[1].status == "trained"
+    assert sorted(done) == ["baseline", "broken"]

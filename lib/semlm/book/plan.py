@@ -4,18 +4,26 @@ Every chapter declares its runs through one library function (``fusion_training_
 ``audit_runs``, ``sst2_runs``, ``idea_gating_runs``, ``topic_drift_runs``, ``intent_runs``,
 ``backbone_runs``); :func:`book_runs` calls them with each chapter's default parameters, so the
 whole book's runs can be listed, counted and trained ahead of the chapters
-(:func:`train_ahead`: one :func:`semlm.core.runs.run_many` per experiment). The chapters then
-find every model in the cache. Two chapters have runs that depend on another run's result and
-are listed as such: chapter 7's sweep (the loss form chapter 6 chooses) and chapter 8's LoRA
-runs (the backbone they adapt).
+(:func:`train_ahead`: every run in one pool of one-thread processes, :func:`semlm.core.runs.run_jobs`).
+The book runner starts it beside the chapters (``python -m semlm.book run``): while a chapter
+evaluates, the pool trains the next chapters' models, and a chapter that asks for a model being
+trained waits for it (each run trains under a file lock, :func:`semlm.core.runs.run_lock`), so
+nothing is trained twice. Two chapters have runs that depend on another run's result and are
+listed as such: chapter 7's sweep (the loss form chapter 6 chooses) and chapter 8's LoRA runs
+(the backbone they adapt); their chapters train them.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 #: The chapters' default ``seed`` parameter (every chapter's ``parameters`` cell).
 DEFAULT_SEED = 111
+
+#: The chapters that declare runs, in the book's order (:func:`book_runs` lists them in this order).
+CHAPTERS = ("02_fusion_training", "04_leakage_audit", "05_sst2", "06_idea_gating", "08_lora_4bit_idea_gating",
+            "09_topic_drift", "10_intent_control")
 
 #: Runs that can only be listed once another run has finished, and why.
 DEPENDENT = {
@@ -81,21 +89,50 @@ def trained_model(experiment, spec) -> tuple:
     return experiment.name, spec.group, spec.name, spec.seed, repr(spec.config)
 
 
-def train_ahead(profile: str, seed: int = DEFAULT_SEED, workers: int | None = None, runs_dir=None) -> dict[str, int]:
-    """Train (or load) every run of :func:`book_runs` before the chapters: one pool per experiment,
-    the experiments with the most runs first. Returns ``{chapter: runs}``."""
+def schedule(planned: list[ChapterRuns]) -> list[tuple]:
+    """The order in which :func:`train_ahead` starts the runs, as ``(experiment, spec)``: the chapters in
+    the book's order (a chapter waits only for its own models), and within a chapter the longest
+    runs (most optimiser steps) first, so its last model does not start when the others are done."""
+    jobs = []
+    for entry in planned:
+        steps = [entry.experiment.total_steps(spec) or 0 for spec in entry.specs]
+        order = sorted(range(len(entry.specs)), key=lambda i: -steps[i])  # stable: declared order among equals
+        jobs += [(entry.experiment, entry.specs[i]) for i in order]
+    return jobs
+
+
+def train_ahead(profile: str, seed: int = DEFAULT_SEED, workers: int | None = None, runs_dir=None,
+                chapters=None) -> dict[str, int]:
+    """Train (or load) every run of :func:`book_runs` (of ``chapters`` only, when given) in one pool of
+    ``workers`` one-thread processes (default: one per core; no more than any experiment allows,
+    :meth:`~semlm.core.runs.Experiment.max_workers`), in :func:`schedule`'s order.
+
+    A run that fails is reported and the others go on (the chapter that needs it trains it again and
+    shows the error). Returns ``{chapter: runs}``; raises RuntimeError naming the failed runs at the end.
+    """
     from semlm.core import runs
 
-    planned = book_runs(profile, seed)
-    by_experiment: dict[str, list] = {}
-    for entry in planned:
-        by_experiment.setdefault(entry.experiment.name, []).append(entry)
-    context = runs.RunContext(profile, runs_dir, workers)
-    for entries in sorted(by_experiment.values(), key=lambda e: -sum(x.count for x in e)):
-        specs = [s for entry in entries for s in entry.specs]
-        if specs:
-            runs.run_many(entries[0].experiment, specs, context, label=f"{entries[0].experiment.name} ({profile})")
+    planned = [e for e in book_runs(profile, seed) if chapters is None or e.chapter in chapters]
+    jobs = schedule(planned)
+    folder = runs.RunContext(profile, runs_dir).folder
+    caps = [cap for e in planned if e.specs and (cap := e.experiment.max_workers(e.specs))]
+    workers = min([workers or os.cpu_count() or 1, *caps])  # an experiment's cap holds for the whole pool
+    outcomes = runs.run_jobs(jobs, folder, workers, label=f"book runs ({profile})",
+                             on_done=_print_outcome)
+    failed = [f"{experiment.name}/{spec.name} seed {spec.seed}: {outcome}"
+              for (experiment, spec), outcome in zip(jobs, outcomes) if isinstance(outcome, BaseException)]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(jobs)} runs failed: " + "; ".join(failed))
     return {entry.chapter: entry.count for entry in planned}
+
+
+def _print_outcome(experiment, spec, outcome) -> None:
+    """One line per finished run (the book runner keeps them in ``<build>/work/train-ahead.log``)."""
+    name = f"{experiment.name}/{spec.group + '/' if spec.group else ''}{spec.name} seed {spec.seed}"
+    if isinstance(outcome, BaseException):
+        print(f"{name}: FAILED: {type(outcome).__name__}: {outcome}", flush=True)
+    else:
+        print(f"{name}: {outcome.status} ({outcome.train_seconds:.0f} s of training)", flush=True)
 
 
 def describe(planned: list[ChapterRuns]) -> str:

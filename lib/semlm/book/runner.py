@@ -44,8 +44,10 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import yaml
 
 from semlm.data.fetch import differing_for_chapters, missing_for_chapters
@@ -565,8 +567,11 @@ def _show(path: Path) -> str:
 
 
 def run(profile: str, only: str | None = None, build_dir: Path | str | None = None, fresh: bool = False,
-        html: bool = True, allow_downloads: bool = False) -> Path:
+        html: bool = True, allow_downloads: bool = False, train_ahead: bool = True) -> Path:
     """Execute the chapters (all, or ``only`` one) with ``profile``, then build the HTML if ``html``.
+
+    For the whole book, ``train_ahead`` starts :func:`start_training_ahead` beside the chapters: the
+    models every chapter declares train in one pool while the chapters execute in turn.
 
     Returns the build directory (the book is ``<build>/html/index.html``). Raises
     :class:`BookError` on usage errors (``exit_code`` 2) and on failures (1).
@@ -598,8 +603,14 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     meter = CpuMeter(include_self=True)
     with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit(), meter:
         ensure_kernel()
-        for number, chapter in enumerate(chapters, 1):
-            _run_chapter(number, len(chapters), chapter, profile, build_dir)
+        ahead = start_training_ahead(profile, chapters, build_dir) if only is None and train_ahead else None
+        try:
+            for number, chapter in enumerate(chapters, 1):
+                _run_chapter(number, len(chapters), chapter, profile, build_dir)
+                if ahead is not None:  # the benchmarks chapter reads which models this build trained
+                    _record_ahead(build_dir, ahead)
+        finally:
+            finish_training_ahead(ahead, build_dir)
         if html:
             print("jupyter-book: building HTML ...", flush=True)
             print(f"book: {_show(build_html(build_dir))}")
@@ -610,6 +621,79 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     print(f"build: {meter.wall_seconds:.0f} s {scratch}, cores {meter.utilisation:.0%} busy ({meter.cores} cores)",
           flush=True)
     return build_dir
+
+
+#: The log of the training ahead of the chapters, under ``<build>/work`` (its run log beside it).
+AHEAD_LOG = "train-ahead.log"
+
+
+@dataclass
+class _Ahead:
+    """The training ahead of the chapters: its process, its run log and when it started (``time.time()``)."""
+
+    process: subprocess.Popen
+    run_log: Path
+    start: float
+
+
+def start_training_ahead(profile: str, chapters: list[str], build_dir: Path):
+    """Start ``python -m semlm.book plan --train`` for ``chapters``' declared runs beside the chapters, or
+    return None when none of them declares runs. It trains them in one pool of one-thread processes
+    (one per core), the book's chapters in order; a chapter that asks for a model it is training waits
+    for it (:func:`semlm.core.runs.run_lock`). Output: ``<build>/work/train-ahead.log``."""
+    from semlm.book.plan import CHAPTERS
+
+    manifest = read_manifest(build_dir)
+    if manifest.pop("train_ahead", None) is not None:  # an earlier build's
+        _write_manifest(build_dir, manifest)
+    wanted = [chapter for chapter in chapters if chapter in CHAPTERS]
+    if not wanted:
+        return None
+    work = build_dir / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    run_log = work / AHEAD_LOG.replace(".log", ".runs.jsonl")
+    run_log.unlink(missing_ok=True)
+    env = {**os.environ, "SEMLM_RUN_LOG": str(run_log)}
+    command = [sys.executable, "-m", "semlm.book", "plan", "--profile", profile, "--train", "--beside-chapters",
+               "--chapters", ",".join(wanted)]
+    with open(work / AHEAD_LOG, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO_ROOT))
+    print(f"training the models of {len(wanted)} chapters beside them (log: {_show(work / AHEAD_LOG)})", flush=True)
+    return _Ahead(process, run_log, time.time())
+
+
+def finish_training_ahead(ahead: _Ahead | None, build_dir: Path) -> None:
+    """After the chapters: stop the training ahead if it is still going (it trains only what the chapters
+    declare, so it has finished unless a chapter failed) and record it in the manifest."""
+    if ahead is None:
+        return
+    stopped = ahead.process.poll() is None
+    if stopped:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            root = psutil.Process(ahead.process.pid)
+            stop_processes([root, *root.children(recursive=True)])
+        ahead.process.wait()
+    state = _record_ahead(build_dir, ahead, "stopped" if stopped else None)
+    if state != "ok":
+        print(f"training beside the chapters {state}: see {_show(build_dir / 'work' / AHEAD_LOG)}", flush=True)
+    else:
+        entry = read_manifest(build_dir)["train_ahead"]
+        print(f"trained beside the chapters: {entry['runs']['trained']} models, {entry['runs']['loaded']} "
+              f"found in the cache ({entry['seconds']:.0f} s)", flush=True)
+
+
+def _record_ahead(build_dir: Path, ahead: _Ahead, state: str | None = None) -> str:
+    """``manifest["train_ahead"]``: its state (running, ok, failed or ``state``), wall seconds and the runs
+    it trained so far (its run log). Returns the state."""
+    code = ahead.process.poll()
+    state = state or ("running" if code is None else "ok" if code == 0 else "failed")
+    runs = _read_run_log(ahead.run_log)
+    log = build_dir / "work" / AHEAD_LOG
+    end = log.stat().st_mtime if code is not None and log.is_file() else time.time()  # its last line, if it ended
+    manifest = read_manifest(build_dir)
+    manifest["train_ahead"] = {"status": state, "seconds": round(end - ahead.start, 1), **_run_counts(runs)}
+    _write_manifest(build_dir, manifest)
+    return state
 
 
 def record_skipped(build_dir: Path, considered: list[str], skipped: dict[str, list[str]]) -> None:
@@ -720,16 +804,24 @@ def _write_manifest(build_dir: Path, manifest: dict) -> None:
     tmp.replace(path)
 
 
+def _read_run_log(run_log: Path) -> list[dict]:
+    """The lines :mod:`semlm.core.runs` appended to ``run_log`` (none if it does not exist)."""
+    return [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] if run_log.is_file() else []
+
+
+def _run_counts(runs: list[dict]) -> dict:
+    """``{runs: {trained, resumed, loaded}, run_list}`` of a run log's lines, for the manifest."""
+    return {"runs": {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")},
+            "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds", "model")
+                          if k in r} for r in runs]}
+
+
 def _record_in_manifest(build_dir: Path, chapter: str, profile: str, status: str, seconds: float,
                         run_log: Path, meter=None) -> dict:
     """Add one chapter's entry to ``<build>/manifest.json``: how long it took, how busy it kept the cores
     (``meter``: a finished :class:`~semlm.book.cpumeter.CpuMeter`) and, from the run log that
     :mod:`semlm.core.runs` appended to while it executed, which of its models were trained and which loaded."""
-    runs = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] if run_log.is_file() else []
-    counts = {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")}
-    entry = {"profile": profile, "status": status, "seconds": round(seconds, 1), "runs": counts,
-             "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds", "model")
-                           if k in r} for r in runs]}
+    entry = {"profile": profile, "status": status, "seconds": round(seconds, 1), **_run_counts(_read_run_log(run_log))}
     if meter is not None:
         entry.update(meter.summary())
     manifest = read_manifest(build_dir)
@@ -812,17 +904,40 @@ def _parser() -> argparse.ArgumentParser:
     plan_cmd.add_argument("--profile", required=True, choices=list(PROFILES), help="scale of every experiment")
     plan_cmd.add_argument("--train", action="store_true", help="train (or load) them now")
     plan_cmd.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    plan_cmd.add_argument("--chapters", default=None, metavar="A,B",
+                          help="only these chapters' runs (comma-separated names; default: every chapter's)")
+    plan_cmd.add_argument("--beside-chapters", action="store_true",
+                          help="as the book runner starts it beside the chapters: nothing where CUDA is available "
+                               "(the chapters train there one run at a time)")
     return parser
 
 
-def plan_command(profile: str, train: bool, workers: int | None) -> int:
+def plan_command(profile: str, train: bool, workers: int | None, chapters: str | None = None,
+                 beside_chapters: bool = False) -> int:
     """``python -m semlm.book plan``: list (and with ``--train`` train) every chapter's runs."""
     from semlm.book import plan
 
-    print(plan.describe(plan.book_runs(profile)))
-    if train:
-        plan.train_ahead(profile, workers=workers)
-        print("trained: the chapters will load these runs from the cache")
+    wanted = None
+    if chapters is not None:
+        wanted = [c.strip() for c in chapters.split(",") if c.strip()]
+        unknown = sorted(set(wanted) - set(plan.CHAPTERS) - set(plan.DEPENDENT))
+        if unknown:
+            raise BookError(f"--chapters: {', '.join(unknown)} declare no runs; choose from {', '.join(plan.CHAPTERS)}",
+                            exit_code=2)
+    print(plan.describe([e for e in plan.book_runs(profile) if wanted is None or e.chapter in wanted]), flush=True)
+    if not train:
+        return 0
+    if beside_chapters:
+        import torch
+
+        if torch.cuda.is_available():
+            print("CUDA is available: the chapters train their runs one at a time on it; nothing trained ahead")
+            return 0
+    try:
+        plan.train_ahead(profile, workers=workers, chapters=wanted)
+    except RuntimeError as exc:
+        raise BookError(str(exc)) from exc
+    print("trained: the chapters will load these runs from the cache")
     return 0
 
 
@@ -831,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "plan":
-            return plan_command(args.profile, args.train, args.workers)
+            return plan_command(args.profile, args.train, args.workers, args.chapters, args.beside_chapters)
         run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
             html=args.only is None or args.html, allow_downloads=args.allow_downloads)
     except BookError as exc:

@@ -29,6 +29,11 @@ The runner (:func:`run_many`, :func:`run_one`) does the rest, the same way for e
 * **threads and device**: every CPU run uses one thread (so its numbers do not depend on how many
   ran side by side); CUDA when there is one, unless the spec's experiment says otherwise;
 * **worker pool**: ``workers`` spawned one-thread processes, with one progress bar fed by a queue;
+  :func:`run_jobs` takes the runs of several experiments in one pool (the book runner's training
+  ahead of the chapters, :mod:`semlm.book.plan`);
+* **one process per run**: a run trains or is evaluated under a file lock beside its folder
+  (``<folder>.lock``), so two processes asking for the same run (a chapter and the book's training
+  ahead, or two chapters) never train it twice: the second waits and loads what the first saved;
 * **run record**: status (trained / resumed / loaded), seconds, steps, history, metrics, peak
   memory, device and threads, written atomically to ``record.json``; with ``SEMLM_RUN_LOG`` set
   (the book runner sets it per chapter) one line per run is appended there for the manifest.
@@ -44,12 +49,13 @@ import os
 import queue
 import resource
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
+from filelock import FileLock
 
 from semlm.core.closure import closure_hash
 from semlm.core.records import Record
@@ -297,8 +303,9 @@ def run_folder(experiment: Experiment, spec: RunSpec, runs_dir: Path, device: st
     return Path(runs_dir) / group / f"{spec.name}-seed{spec.seed}-{key}"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, so a reader never sees half of it."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # one per process: two writers never share it
     tmp.write_text(text)
     tmp.replace(path)
 
@@ -331,43 +338,57 @@ def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads
         if experiment.shared_run(spec) is not None:
             return _run_shared(experiment, spec, Path(runs_dir), threads, device, progress, progress_queue)
         folder = run_folder(experiment, spec, Path(runs_dir), device, threads)
-        key = folder.name.rsplit("-", 1)[-1]
-        evaluation = evaluation_key(experiment)
-        record_path = folder / "record.json"
-        saved = json.loads(record_path.read_text()) if record_path.is_file() else None
-        if saved is not None and saved.get("evaluation_key") == evaluation:
-            record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
-            if log:
-                _log_run(record)
-            return record
-        data = experiment.data(spec)
-        if (folder / "train" / "final" / "model.safetensors").is_file():  # finished: re-evaluate, never retrain
-            model = load_model(experiment, spec, folder, device)
-            result = finished_result(folder / "train")
-        else:
-            set_seed(spec.seed)
-            model = experiment.build(spec, data).to(device)
-            fit = experiment.fit(spec, data)
-            on_step = (lambda: progress_queue.put(1)) if progress_queue is not None else None
-            label = progress if isinstance(progress, str) else f"{spec.name} (seed {spec.seed})"
-            result = train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
-                           validate=fit.validate, run_dir=folder / "train", run_description=spec.description(),
-                           progress=label if progress and on_step is None else False, on_step=on_step)
-        model.eval()
-        metrics = experiment.evaluate(spec, data, model, result)
-        record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
-                           str(folder), result.status, result.train_seconds, result.steps, result.history,
-                           _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(),
-                           result.stopped_early, result.best_step, evaluation, spec=spec)
-        on_disk = record.to_dict()
-        if result.status == "loaded" and saved is not None:  # re-evaluated: the file keeps how it was trained
-            on_disk["status"] = saved.get("status", result.status)
-        _write_atomic(record_path, json.dumps(on_disk, indent=2, default=str))
+        with run_lock(folder):
+            return _train_or_load(experiment, spec, folder, threads, device, progress, progress_queue, log)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def run_lock(folder: Path) -> FileLock:
+    """The lock a process holds while it trains, evaluates or records the run in ``folder``
+    (``<folder>.lock``; the operating system releases it if the process dies)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder) + ".lock")
+
+
+def _train_or_load(experiment: Experiment, spec: RunSpec, folder: Path, threads: int, device: str,
+                   progress: bool | str, progress_queue, log: bool) -> RunRecord:
+    """:func:`run_one`'s work on a run that is not shared, under the run's lock."""
+    key = folder.name.rsplit("-", 1)[-1]
+    evaluation = evaluation_key(experiment)
+    record_path = folder / "record.json"
+    saved = json.loads(record_path.read_text()) if record_path.is_file() else None
+    if saved is not None and saved.get("evaluation_key") == evaluation:
+        record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
         if log:
             _log_run(record)
         return record
-    finally:
-        torch.set_num_threads(previous_threads)
+    data = experiment.data(spec)
+    if (folder / "train" / "final" / "model.safetensors").is_file():  # finished: re-evaluate, never retrain
+        model = load_model(experiment, spec, folder, device)
+        result = finished_result(folder / "train")
+    else:
+        set_seed(spec.seed)
+        model = experiment.build(spec, data).to(device)
+        fit = experiment.fit(spec, data)
+        on_step = (lambda: progress_queue.put(1)) if progress_queue is not None else None
+        label = progress if isinstance(progress, str) else f"{spec.name} (seed {spec.seed})"
+        result = train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
+                       validate=fit.validate, run_dir=folder / "train", run_description=spec.description(),
+                       progress=label if progress and on_step is None else False, on_step=on_step)
+    model.eval()
+    metrics = experiment.evaluate(spec, data, model, result)
+    record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
+                       str(folder), result.status, result.train_seconds, result.steps, result.history,
+                       _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(),
+                       result.stopped_early, result.best_step, evaluation, spec=spec)
+    on_disk = record.to_dict()
+    if result.status == "loaded" and saved is not None:  # re-evaluated: the file keeps how it was trained
+        on_disk["status"] = saved.get("status", result.status)
+    write_atomic(record_path, json.dumps(on_disk, indent=2, default=str))
+    if log:
+        _log_run(record)
+    return record
 
 
 def _run_shared(experiment: Experiment, spec: RunSpec, runs_dir: Path, threads: int, device: str,
@@ -375,8 +396,15 @@ def _run_shared(experiment: Experiment, spec: RunSpec, runs_dir: Path, threads: 
     """A shared run (:meth:`Experiment.shared_run`): the owner's run trains or loads the model under its own
     key and folder (and records its own metrics); this experiment evaluates it and keeps its record in
     its own folder, keyed by the owner's key. Status: "trained" if the owner's model was trained now."""
-    owner, owner_spec = experiment.shared_run(spec)
     folder = run_folder(experiment, spec, runs_dir, device, threads)
+    with run_lock(folder):
+        return _evaluate_shared(experiment, spec, folder, runs_dir, threads, device, progress, progress_queue)
+
+
+def _evaluate_shared(experiment: Experiment, spec: RunSpec, folder: Path, runs_dir: Path, threads: int,
+                     device: str, progress: bool | str, progress_queue) -> RunRecord:
+    """:func:`_run_shared`'s work, under the lock of this experiment's record of the shared run."""
+    owner, owner_spec = experiment.shared_run(spec)
     key = folder.name.rsplit("-", 1)[-1]
     evaluation = evaluation_key(experiment)
     record_path = folder / "record.json"
@@ -396,7 +424,7 @@ def _run_shared(experiment: Experiment, spec: RunSpec, runs_dir: Path, threads: 
                        _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(), trained.stopped_early,
                        trained.best_step, evaluation, trained_by=owner.reference(), spec=spec)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_atomic(record_path, json.dumps(record.to_dict(), indent=2, default=str))
+    write_atomic(record_path, json.dumps(record.to_dict(), indent=2, default=str))
     _log_run(record, model_id)
     return record
 
@@ -481,3 +509,33 @@ def run_many(experiment: Experiment, specs: Sequence[RunSpec], context: RunConte
     for record, spec in zip(records, specs):
         record.spec = spec
     return records
+
+
+def run_jobs(jobs: Sequence[tuple[Experiment, RunSpec]], runs_dir: str | Path, workers: int,
+             label: str = "runs", progress: bool = True,
+             on_done: Callable[[Experiment, RunSpec, RunRecord | BaseException], None] | None = None,
+             ) -> list[RunRecord | BaseException]:
+    """The runs of several experiments, ``(experiment, spec)``, in one pool of ``workers`` spawned
+    one-thread CPU processes, started in the order given: the outcome of each, a :class:`RunRecord` or
+    the exception its run raised (a failed run does not stop the others). ``on_done`` is called as
+    each one finishes. A run another process is training is waited for and loaded (:func:`run_lock`).
+    """
+    if not jobs:
+        return []
+    spawn = mp.get_context("spawn")
+    outcomes: dict[int, RunRecord | BaseException] = {}
+    with ProcessPoolExecutor(max(1, min(workers, len(jobs))), mp_context=spawn) as pool:
+        futures = {pool.submit(run_one, experiment, spec, runs_dir, 1, experiment.device or "cpu"): i
+                   for i, (experiment, spec) in enumerate(jobs)}
+        with progress_bar(len(jobs), label, progress) as bar:
+            for future in as_completed(futures):
+                i = futures[future]
+                try:
+                    outcomes[i] = future.result()
+                    outcomes[i].spec = jobs[i][1]
+                except Exception as exc:  # noqa: BLE001  reported to the caller, the other runs go on
+                    outcomes[i] = exc
+                if on_done is not None:
+                    on_done(*jobs[i], outcomes[i])
+                bar.update(1)
+    return [outcomes[i] for i in range(len(jobs))]

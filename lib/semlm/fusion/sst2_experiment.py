@@ -99,7 +99,8 @@ def _cached_tag_prior(sentences: list[list[str]], cache_dir: Path | None) -> Tag
     prior = tag_prior(sentences, load_spacy_tagger(), lexicon)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"source": prior.source, "probabilities": prior.probabilities}))
+        # atomic: the chapter and the book's training ahead may both write it
+        runs.write_atomic(path, json.dumps({"source": prior.source, "probabilities": prior.probabilities}))
     return prior
 
 

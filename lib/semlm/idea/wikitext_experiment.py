@@ -178,25 +178,27 @@ def _prepare_data(profile: IdeaProfile, runs_dir: Path) -> IdeaData:
     key = fingerprint({"dataset": splits.dataset, "lines": lines_fingerprint(bpe_lines), "vocab": profile.vocab_size,
                        "train_tokens": profile.train_tokens, "eval_tokens": profile.eval_tokens, "tokenizer": name})
     folder = runs_dir / "idea" / f"tokenizer-{splits.dataset}-{name}-{profile.vocab_size}-{key}"
-    if gpt2 is not None:
-        gpt2.pad_token = gpt2.eos_token
-        folder.mkdir(parents=True, exist_ok=True)
-        gpt2.save_pretrained(str(folder))
-        tokenizer = load_tokenizer(folder)
-    else:
-        tokenizer = bpe_tokenizer(bpe_lines, profile.vocab_size, folder)
-    cache = folder / "ids.safetensors"
-    if cache.is_file():
-        streams = load_file(cache)
-    else:
-        streams = {}
-        for split in ("train", "valid", "test"):
-            lines = splits.split(split)
-            cap = profile.train_tokens if split == "train" else profile.eval_tokens
-            if cap is not None:  # encode only what is needed (about 8 characters per token is plenty)
-                lines = take_chars(lines, 10 * (cap + 1) + 10_000)
-            streams[split] = encode_lines(tokenizer, lines)
-        save_file(streams, cache)
+    # the chapters and the book's training ahead may prepare the same data at once: one does, the other waits
+    with runs.run_lock(folder):
+        if gpt2 is not None:
+            gpt2.pad_token = gpt2.eos_token
+            folder.mkdir(parents=True, exist_ok=True)
+            gpt2.save_pretrained(str(folder))
+            tokenizer = load_tokenizer(folder)
+        else:
+            tokenizer = bpe_tokenizer(bpe_lines, profile.vocab_size, folder)
+        cache = folder / "ids.safetensors"
+        if cache.is_file():
+            streams = load_file(cache)
+        else:
+            streams = {}
+            for split in ("train", "valid", "test"):
+                lines = splits.split(split)
+                cap = profile.train_tokens if split == "train" else profile.eval_tokens
+                if cap is not None:  # encode only what is needed (about 8 characters per token is plenty)
+                    lines = take_chars(lines, 10 * (cap + 1) + 10_000)
+                streams[split] = encode_lines(tokenizer, lines)
+            save_file(streams, cache)
     train_ids = streams["train"] if profile.train_tokens is None else streams["train"][: profile.train_tokens]
     missing: list[str] = []
     if profile.idea.stopword_list:
