@@ -222,3 +222,46 @@ def test_trace_frame_reads_the_kernels_of_one_model_from_the_latest_recorded_tra
     with pytest.raises(ValueError, match="no 'other' section"):
         recorded_trace_frame("other", 8, tmp_path)
     assert recorded_trace_frame("plain", 8, tmp_path / "none")[0].empty
+
+
+def _finished_build(folder, complete=True):
+    import json
+
+    (folder / "metrics").mkdir(parents=True)
+    (folder / "metrics" / "01_feature_bank.json").write_text(json.dumps(
+        {"cpu_model": "AMD EPYC", "cpu_count": 2, "git_commit": "d" * 40, "packages": {"torch": "2.13.0"}}))
+    chapter = {"profile": "cpu", "status": "ok", "seconds": 120.0, "cpu_seconds": 228.0, "cores": 2,
+               "utilisation": 0.95, "runs": {"trained": 0, "resumed": 0, "loaded": 4}, "run_list": []}
+    manifest = {"chapters": {"02_fusion_training": chapter}, "profile": "cpu", "total_wall_seconds": 1500.0,
+                "from_scratch": True, "cpu_seconds": 2790.0, "cores": 2, "utilisation": 0.93, "complete": complete,
+                "train_ahead": {"status": "ok", "seconds": 900.0, "runs": {"trained": 60, "resumed": 0, "loaded": 0},
+                                "run_list": []}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_whole_book_build_is_collected_and_shown_as_its_own_table_not_a_chapter(tmp_path):
+    from semlm.book.recorded import BOOK_SOURCE_LABEL, collect_book, load_recorded, recorded_book_builds_frame
+
+    _finished_build(tmp_path / "build")
+    dest = collect_book(tmp_path / "build", tmp_path / "recorded", "from scratch", "make book")
+    assert dest.name == "cpu-book-from-scratch"
+    (run,) = load_recorded(tmp_path / "recorded")
+    assert run.on_cpu and run.source == BOOK_SOURCE_LABEL and not run.chapters and run.commit == "d" * 40
+    assert run.provenance["total_wall_seconds"] == 1500.0 and run.provenance["from_scratch"] is True
+    frame, chapters, message = recorded_book_builds_frame(tmp_path / "recorded")
+    row = frame.iloc[0]
+    assert (row["minutes"], row["cores busy"], row["trained beside the chapters"]) == (25.0, 0.93, 60)
+    assert list(chapters["chapter"]) == ["02_fusion_training"] and "not by this build" in message
+    assert recorded_frame("06_idea_gating", tmp_path / "recorded")[0].empty  # a book build is no chapter run
+
+
+def test_an_unfinished_book_build_is_refused_and_nothing_is_written(tmp_path):
+    from semlm.book.recorded import collect_book, recorded_book_builds_frame
+
+    _finished_build(tmp_path / "build", complete=False)
+    with pytest.raises(ValueError, match="not a finished whole-book build"):
+        collect_book(tmp_path / "build", tmp_path / "recorded", "x", "make book")
+    with pytest.raises(FileNotFoundError, match="make book"):
+        collect_book(tmp_path / "nothing", tmp_path / "recorded", "x", "make book")
+    frame, chapters, message = recorded_book_builds_frame(tmp_path / "recorded")
+    assert frame.empty and chapters.empty and "collect-book" in message

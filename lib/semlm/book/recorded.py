@@ -31,6 +31,10 @@ SOURCE_LABEL = "recorded GPU run"
 LABEL = "recorded GPU run: measured on a GPU machine by .ci/run-gpu, not by this build"
 CPU_SOURCE_LABEL = "recorded CPU run"
 CPU_LABEL = "recorded CPU run: a long run of one chapter by .ci/run-long, from a pinned clone, not by this build"
+BOOK_SOURCE_LABEL = "recorded book build"
+BOOK_LABEL = ("recorded book build: the whole book from a fresh clone with an empty run cache (`make book`), "
+              "collected by `python -m semlm.book.recorded collect-book`, not this build")
+BOOK_MANIFEST = "manifest.json"
 CHAPTERS = ("06_idea_gating", "07_xray_and_sweeps", "08_lora_4bit_idea_gating", "09_topic_drift")
 PROVENANCE = "provenance.json"
 BENCH = "bench_idea.json"
@@ -48,6 +52,7 @@ class RecordedRun:
     chapters: dict[str, dict] = field(default_factory=dict)
     bench: dict | None = None
     gpu_throughput: dict | None = None   # python -m semlm.bench --only gpu (semlm.book.gpu_throughput)
+    book_manifest: dict | None = None    # a whole book build's manifest.json (collect-book)
 
     @property
     def gpu(self) -> str:
@@ -55,8 +60,8 @@ class RecordedRun:
 
     @property
     def on_cpu(self) -> bool:
-        """A long CPU run (``.ci/run-long``), not a GPU run."""
-        return self.provenance.get("kind") == "cpu-long"
+        """A CPU run (a long chapter run by ``.ci/run-long``, or a whole book build), not a GPU run."""
+        return self.provenance.get("kind") in ("cpu-long", "cpu-book")
 
     @property
     def machine(self) -> str:
@@ -67,6 +72,8 @@ class RecordedRun:
 
     @property
     def source(self) -> str:
+        if self.provenance.get("kind") == "cpu-book":
+            return BOOK_SOURCE_LABEL
         return CPU_SOURCE_LABEL if self.on_cpu else SOURCE_LABEL
 
     @property
@@ -116,6 +123,8 @@ def load_recorded(root: str | Path | None = None) -> list[RecordedRun]:
                 run.bench = _read_json(path)
             elif path.name == GPU_THROUGHPUT:
                 run.gpu_throughput = _read_json(path)
+            elif path.name == BOOK_MANIFEST:
+                run.book_manifest = _read_json(path)
             else:
                 run.chapters[path.stem] = _read_json(path)
         runs.append(run)
@@ -301,6 +310,37 @@ def recorded_trace_frame(model: str = "plain", rows: int = 8, root: str | Path |
     return frame, f"{SOURCE_LABEL}: {traces[-1].parent.name}/{GPU_TRACE}, {model} GPT"
 
 
+def recorded_book_builds_frame(root: str | Path | None = None):
+    """``(frame, chapters, message)``: one row per recorded whole-book build (start-to-HTML minutes, core use,
+    from scratch or not, models trained beside the chapters), and the latest one's minutes and core use per
+    chapter. Nothing recorded: empty frames and a message saying how to record one."""
+    import pandas as pd
+
+    rows, chapters = [], pd.DataFrame()
+    for run in load_recorded(root):
+        manifest = run.book_manifest
+        if run.dry_run or not manifest:
+            continue
+        ahead = manifest.get("train_ahead") or {}
+        rows.append({"folder": f"book/recorded/{run.slug}", "machine": run.machine, "date": run.date,
+                     "commit": run.commit[:12], "profile": manifest.get("profile"),
+                     "from scratch": manifest.get("from_scratch"),
+                     "minutes": round(manifest["total_wall_seconds"] / 60, 1),
+                     "cores busy": manifest.get("utilisation"),
+                     "trained beside the chapters": (ahead.get("runs") or {}).get("trained")})
+        chapters = pd.DataFrame([{"chapter": name, "minutes": round(entry["seconds"] / 60, 2),
+                                  "cores busy": entry.get("utilisation"),
+                                  "models trained": entry["runs"]["trained"], "models loaded": entry["runs"]["loaded"]}
+                                 for name, entry in sorted(manifest.get("chapters", {}).items())])
+    frame = pd.DataFrame(rows)
+    frame.attrs["label"] = BOOK_LABEL
+    if frame.empty:
+        where = Path(root) if root is not None else RECORDED_DIR
+        return frame, chapters, (f"no recorded book build in {where} (`make book` in a fresh clone, then "
+                                 "`python -m semlm.book.recorded collect-book`)")
+    return frame, chapters, f"{BOOK_SOURCE_LABEL}(s): measured on this project's 2-core machine, not by this build"
+
+
 def _read_tsv(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -484,10 +524,7 @@ def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     shutil.copy2(metrics_file, tmp / metrics_file.name)
-    try:
-        memory_gb = round(int(Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        memory_gb = None
+    memory_gb = _memory_gb()
     provenance = {
         "label": CPU_LABEL, "kind": "cpu-long", "gpu": None,
         "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": memory_gb,
@@ -503,6 +540,47 @@ def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit:
                                          "tokens_per_second": _mean((metrics.get("training", {}).get(
                                              "tokens_per_second") or {}).get("gated")),
                                          "throughput_note": "gated model, one thread, training only"}},
+    }
+    (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.replace(dest)
+    return dest
+
+
+def _memory_gb() -> float | None:
+    try:
+        return round(int(Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
+    """Write ``<root>/cpu-book-<name>/``: a finished whole-book build's ``manifest.json`` (per-chapter wall time
+    and core use, the start-to-HTML wall time, from scratch or not) and its ``provenance.json`` (machine,
+    packages and commit, from the build's chapter metrics). A build that did not finish is refused."""
+    manifest_path = Path(build_dir) / "manifest.json"
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{manifest_path} does not exist: run `make book` first")
+    manifest = _read_json(manifest_path)
+    if not manifest.get("complete") or "total_wall_seconds" not in manifest:
+        raise ValueError(f"{manifest_path} is not a finished whole-book build (every chapter and the HTML); "
+                         "run `make book` again")
+    sources = sorted((Path(build_dir) / "metrics").glob("[0-9][0-9]_*.json"))
+    metrics = _read_json(sources[0]) if sources else {}
+    dest = root / f"cpu-book-{re.sub(r'[^a-z0-9-]+', '-', name.lower()).strip('-') or 'build'}"
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    shutil.copy2(manifest_path, tmp / BOOK_MANIFEST)
+    provenance = {
+        "label": BOOK_LABEL, "kind": "cpu-book", "gpu": None,
+        "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": _memory_gb(),
+        "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
+        "date": _dt.datetime.fromtimestamp(manifest_path.stat().st_mtime, _dt.timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": metrics.get("git_commit", "unknown"), "profile": manifest.get("profile"), "command": command,
+        "dry_run": False, "collected_at_commit": _this_commit(),
+        **{k: manifest.get(k) for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")},
     }
     (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
     shutil.rmtree(dest, ignore_errors=True)
@@ -530,12 +608,19 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--name", default="long")
     g.add_argument("--commit", default="unknown")
     g.add_argument("--command", dest="run_command", default="", help="the command that made the run (provenance)")
+    b = sub.add_parser("collect-book", help="write book/recorded/cpu-book-<name>/ from a finished `make book`")
+    b.add_argument("--build-dir", default=Path("book/_build"), type=Path)
+    b.add_argument("--root", default=RECORDED_DIR, type=Path)
+    b.add_argument("--name", default="build")
+    b.add_argument("--command", dest="run_command", default="make book", help="the command that made the build")
     s = sub.add_parser("show", help="print the recorded runs of a chapter")
     s.add_argument("chapter", choices=CHAPTERS)
     s.add_argument("--root", default=RECORDED_DIR, type=Path)
     args = parser.parse_args(argv)
     try:
-        if args.command == "collect-long":
+        if args.command == "collect-book":
+            print(collect_book(args.build_dir, args.root, args.name, args.run_command))
+        elif args.command == "collect-long":
             print(collect_long(args.metrics, args.calls, args.root, args.name, args.commit, args.run_command))
         elif args.command == "collect":
             dest = collect(args.work, args.root, args.commit, args.profile, args.max_steps, args.dry_run == "1",
