@@ -81,10 +81,12 @@ def test_chapter_environment_is_offline_absolute_and_restored(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SEMLM_DATA_DIR", "data-here")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     with book.chapter_environment(tmp_path / "build", allow_downloads=False):
         assert os.environ["SEMLM_DATA_DIR"] == str(tmp_path.resolve() / "data-here")
         assert os.environ["SEMLM_RUNS_DIR"] == str(tmp_path / "build" / "runs")
         assert os.environ["HF_HUB_OFFLINE"] == os.environ["TRANSFORMERS_OFFLINE"] == "1"
+        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # kernels beside the training processes do not spin
     assert os.environ["SEMLM_DATA_DIR"] == "data-here"
     assert "HF_HUB_OFFLINE" not in os.environ
 
