@@ -298,9 +298,15 @@ glue(
 # %%
 from semlm.book.recorded import recorded_book_builds_frame
 
-builds, build_chapters, builds_note = recorded_book_builds_frame()
+builds, build_chapters, builds_note = recorded_book_builds_frame(
+    target_minutes=bench.BOOK_TARGET_MINUTES
+)
 print(builds_note)
 builds if not builds.empty else None
+
+# %% [markdown]
+# The latest recorded build, chapter by chapter (a chapter's core use counts the training
+# beside it, so a chapter that waited for its models is as busy as the pool was):
 
 # %% tags=["hide-input"]
 build_chapters if not build_chapters.empty else None

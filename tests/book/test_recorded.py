@@ -251,6 +251,8 @@ def test_a_whole_book_build_is_collected_and_shown_as_its_own_table_not_a_chapte
     frame, chapters, message = recorded_book_builds_frame(tmp_path / "recorded")
     row = frame.iloc[0]
     assert (row["minutes"], row["cores busy"], row["trained beside the chapters"]) == (25.0, 0.93, 60)
+    assert row["≤ 30 min"] and row["cores ≥ 90%"]
+    assert not recorded_book_builds_frame(tmp_path / "recorded", target_minutes=20)[0].iloc[0]["≤ 20 min"]
     assert list(chapters["chapter"]) == ["02_fusion_training"] and "not by this build" in message
     assert recorded_frame("06_idea_gating", tmp_path / "recorded")[0].empty  # a book build is no chapter run
 

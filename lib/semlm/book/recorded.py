@@ -310,24 +310,28 @@ def recorded_trace_frame(model: str = "plain", rows: int = 8, root: str | Path |
     return frame, f"{SOURCE_LABEL}: {traces[-1].parent.name}/{GPU_TRACE}, {model} GPT"
 
 
-def recorded_book_builds_frame(root: str | Path | None = None):
+def recorded_book_builds_frame(root: str | Path | None = None, target_minutes: float = 30.0,
+                               target_busy: float = 0.9):
     """``(frame, chapters, message)``: one row per recorded whole-book build (start-to-HTML minutes, core use,
-    from scratch or not, models trained beside the chapters), and the latest one's minutes and core use per
-    chapter. Nothing recorded: empty frames and a message saying how to record one."""
+    from scratch or not, models trained beside the chapters, whether it meets ``target_minutes`` and
+    ``target_busy``), and the latest one's minutes and core use per chapter. Nothing recorded: empty
+    frames and a message saying how to record one."""
     import pandas as pd
 
     rows, chapters = [], pd.DataFrame()
-    for run in load_recorded(root):
+    builds = sorted((run for run in load_recorded(root) if run.book_manifest and not run.dry_run),
+                    key=lambda run: run.date)
+    for run in builds:
         manifest = run.book_manifest
-        if run.dry_run or not manifest:
-            continue
         ahead = manifest.get("train_ahead") or {}
         rows.append({"folder": f"book/recorded/{run.slug}", "machine": run.machine, "date": run.date,
                      "commit": run.commit[:12], "profile": manifest.get("profile"),
                      "from scratch": manifest.get("from_scratch"),
                      "minutes": round(manifest["total_wall_seconds"] / 60, 1),
                      "cores busy": manifest.get("utilisation"),
-                     "trained beside the chapters": (ahead.get("runs") or {}).get("trained")})
+                     "trained beside the chapters": (ahead.get("runs") or {}).get("trained"),
+                     f"≤ {target_minutes:.0f} min": manifest["total_wall_seconds"] <= 60 * target_minutes,
+                     f"cores ≥ {target_busy:.0%}": (manifest.get("utilisation") or 0) >= target_busy})
         chapters = pd.DataFrame([{"chapter": name, "minutes": round(entry["seconds"] / 60, 2),
                                   "cores busy": entry.get("utilisation"),
                                   "models trained": entry["runs"]["trained"], "models loaded": entry["runs"]["loaded"]}
