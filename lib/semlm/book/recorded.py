@@ -332,17 +332,18 @@ def recorded_book_builds_frame(root: str | Path | None = None, target_minutes: f
                      "trained beside the chapters": (ahead.get("runs") or {}).get("trained"),
                      f"≤ {target_minutes:.0f} min": manifest["total_wall_seconds"] <= 60 * target_minutes,
                      f"cores ≥ {target_busy:.0%}": (manifest.get("utilisation") or 0) >= target_busy})
+    if builds:
         chapters = pd.DataFrame([{"chapter": name, "minutes": round(entry["seconds"] / 60, 2),
                                   "cores busy": entry.get("utilisation"),
                                   "models trained": entry["runs"]["trained"], "models loaded": entry["runs"]["loaded"]}
-                                 for name, entry in sorted(manifest.get("chapters", {}).items())])
+                                 for name, entry in sorted(builds[-1].book_manifest.get("chapters", {}).items())])
     frame = pd.DataFrame(rows)
     frame.attrs["label"] = BOOK_LABEL
     if frame.empty:
         where = Path(root) if root is not None else RECORDED_DIR
         return frame, chapters, (f"no recorded book build in {where} (`make book` in a fresh clone, then "
                                  "`python -m semlm.book.recorded collect-book`)")
-    return frame, chapters, f"{BOOK_SOURCE_LABEL}(s): measured on this project's 2-core machine, not by this build"
+    return frame, chapters, f"{BOOK_SOURCE_LABEL}(s): measured in a fresh clone on the machine named, not by this build"
 
 
 def _read_tsv(path: Path) -> list[dict]:

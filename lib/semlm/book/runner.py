@@ -570,11 +570,11 @@ def _show(path: Path) -> str:
 
 
 def run(profile: str, only: str | None = None, build_dir: Path | str | None = None, fresh: bool = False,
-        html: bool = True, allow_downloads: bool = False, train_ahead: bool = True) -> Path:
+        html: bool = True, allow_downloads: bool = False) -> Path:
     """Execute the chapters (all, or ``only`` one) with ``profile``, then build the HTML if ``html``.
 
-    For the whole book, ``train_ahead`` starts :func:`start_training_ahead` beside the chapters: the
-    models every chapter declares train in one pool while the chapters execute in turn.
+    For the whole book, :func:`start_training_ahead` runs beside the chapters: the models every chapter
+    declares train in one pool while the chapters execute in turn.
 
     Returns the build directory (the book is ``<build>/html/index.html``). Raises
     :class:`BookError` on usage errors (``exit_code`` 2) and on failures (1).
@@ -606,7 +606,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     meter = CpuMeter(include_self=True)
     with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit(), meter:
         ensure_kernel()
-        ahead = start_training_ahead(profile, chapters, build_dir) if only is None and train_ahead else None
+        ahead = start_training_ahead(profile, chapters, build_dir) if only is None else None
         try:
             for number, chapter in enumerate(chapters, 1):
                 _run_chapter(number, len(chapters), chapter, profile, build_dir)
@@ -626,8 +626,8 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     return build_dir
 
 
-#: The log of the training ahead of the chapters, under ``<build>/work`` (its run log beside it).
-AHEAD_LOG = "train-ahead.log"
+#: The log of the training ahead of the chapters and its run log, under ``<build>/work``.
+AHEAD_LOG, AHEAD_RUN_LOG = "train-ahead.log", "train-ahead.runs.jsonl"
 
 
 @dataclass
@@ -654,7 +654,7 @@ def start_training_ahead(profile: str, chapters: list[str], build_dir: Path):
         return None
     work = build_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
-    run_log = work / AHEAD_LOG.replace(".log", ".runs.jsonl")
+    run_log = work / AHEAD_RUN_LOG
     run_log.unlink(missing_ok=True)
     env = {**os.environ, "SEMLM_RUN_LOG": str(run_log)}
     command = [sys.executable, "-m", "semlm.book", "plan", "--profile", profile, "--train", "--beside-chapters",
@@ -676,27 +676,27 @@ def finish_training_ahead(ahead: _Ahead | None, build_dir: Path) -> None:
             root = psutil.Process(ahead.process.pid)
             stop_processes([root, *root.children(recursive=True)])
         ahead.process.wait()
-    state = _record_ahead(build_dir, ahead, "stopped" if stopped else None)
-    if state != "ok":
-        print(f"training beside the chapters {state}: see {_show(build_dir / 'work' / AHEAD_LOG)}", flush=True)
+    entry = _record_ahead(build_dir, ahead, "stopped" if stopped else None)
+    if entry["status"] != "ok":
+        print(f"training beside the chapters {entry['status']}: see {_show(build_dir / 'work' / AHEAD_LOG)}",
+              flush=True)
     else:
-        entry = read_manifest(build_dir)["train_ahead"]
         print(f"trained beside the chapters: {entry['runs']['trained']} models, {entry['runs']['loaded']} "
               f"found in the cache ({entry['seconds']:.0f} s)", flush=True)
 
 
-def _record_ahead(build_dir: Path, ahead: _Ahead, state: str | None = None) -> str:
-    """``manifest["train_ahead"]``: its state (running, ok, failed or ``state``), wall seconds and the runs
-    it trained so far (its run log). Returns the state."""
+def _record_ahead(build_dir: Path, ahead: _Ahead, state: str | None = None) -> dict:
+    """Write and return ``manifest["train_ahead"]``: its state (running, ok, failed or ``state``), wall
+    seconds and the runs it trained so far (its run log)."""
     code = ahead.process.poll()
     state = state or ("running" if code is None else "ok" if code == 0 else "failed")
     runs = _read_run_log(ahead.run_log)
     log = build_dir / "work" / AHEAD_LOG
     end = log.stat().st_mtime if code is not None and log.is_file() else time.time()  # its last line, if it ended
     manifest = read_manifest(build_dir)
-    manifest["train_ahead"] = {"status": state, "seconds": round(end - ahead.start, 1), **_run_counts(runs)}
+    entry = manifest["train_ahead"] = {"status": state, "seconds": round(end - ahead.start, 1), **_run_counts(runs)}
     _write_manifest(build_dir, manifest)
-    return state
+    return entry
 
 
 def record_skipped(build_dir: Path, considered: list[str], skipped: dict[str, list[str]]) -> None:
@@ -923,7 +923,7 @@ def plan_command(profile: str, train: bool, workers: int | None, chapters: str |
     wanted = None
     if chapters is not None:
         wanted = [c.strip() for c in chapters.split(",") if c.strip()]
-        unknown = sorted(set(wanted) - set(plan.CHAPTERS) - set(plan.DEPENDENT))
+        unknown = sorted(set(wanted) - set(plan.CHAPTERS))
         if unknown:
             raise BookError(f"--chapters: {', '.join(unknown)} declare no runs; choose from {', '.join(plan.CHAPTERS)}",
                             exit_code=2)

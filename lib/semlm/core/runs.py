@@ -345,8 +345,8 @@ def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads
 
 
 def run_lock(folder: Path) -> FileLock:
-    """The lock a process holds while it trains, evaluates or records the run in ``folder``
-    (``<folder>.lock``; the operating system releases it if the process dies)."""
+    """The lock a process holds while it trains, evaluates or records the run in ``folder`` (or prepares
+    shared data there): ``<folder>.lock``, released by the operating system if the process dies."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(str(folder) + ".lock")
 
