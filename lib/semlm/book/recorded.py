@@ -324,12 +324,12 @@ def recorded_book_builds_frame(root: str | Path | None = None, target_minutes: f
     for run in builds:
         manifest = run.book_manifest
         ahead = manifest.get("train_ahead") or {}
-        rows.append({"folder": f"book/recorded/{run.slug}", "machine": run.machine, "date": run.date,
-                     "commit": run.commit[:12], "profile": manifest.get("profile"),
+        trained_ahead = (ahead.get("runs") or {}).get("trained")
+        rows.append({"build": run.slug, "date": run.date[:10], "commit": run.commit[:7],
                      "from scratch": manifest.get("from_scratch"),
                      "minutes": round(manifest["total_wall_seconds"] / 60, 1),
                      "cores busy": manifest.get("utilisation"),
-                     "trained beside the chapters": (ahead.get("runs") or {}).get("trained"),
+                     "trained beside the chapters": "–" if trained_ahead is None else trained_ahead,
                      f"≤ {target_minutes:.0f} min": manifest["total_wall_seconds"] <= 60 * target_minutes,
                      f"cores ≥ {target_busy:.0%}": (manifest.get("utilisation") or 0) >= target_busy})
     if builds:
@@ -343,7 +343,9 @@ def recorded_book_builds_frame(root: str | Path | None = None, target_minutes: f
         where = Path(root) if root is not None else RECORDED_DIR
         return frame, chapters, (f"no recorded book build in {where} (`make book` in a fresh clone, then "
                                  "`python -m semlm.book.recorded collect-book`)")
-    return frame, chapters, f"{BOOK_SOURCE_LABEL}(s): measured in a fresh clone on the machine named, not by this build"
+    where = "; ".join(sorted({f"{run.machine}, profile {run.book_manifest.get('profile')}" for run in builds}))
+    return frame, chapters, (f"{BOOK_SOURCE_LABEL}(s) in book/recorded/ ({where}): measured in a fresh clone, "
+                             "not by this build")
 
 
 def _read_tsv(path: Path) -> list[dict]:
