@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from semlm.fusion.model import BackboneConfig, LMConfig
@@ -93,3 +95,53 @@ def test_the_long_cpu_profile_belongs_to_chapter_6_only():
         check_parameters(profile="cpu-long")
     with pytest.raises(ValueError, match="profile of 06_idea_gating only"):
         synthetic_profile("cpu-long")
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_paper_a_cpu_profile_trains_in_bf16_only_where_the_cpu_computes_it(monkeypatch, native):
+    import semlm.profiles as profiles
+
+    monkeypatch.delenv(profiles.CPU_BF16_VARIABLE, raising=False)
+    monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: native)
+    expected = "bf16" if native else None
+    assert profiles.synthetic_profile("cpu").train.autocast == expected
+    assert profiles.sst2_profile("cpu").train.autocast == expected
+    assert profiles.intent_profile("cpu").synthetic.train.autocast == expected
+    # the paper profile keeps the authors' float32, smoke stays float32 (the tests' numbers do not depend on the CPU)
+    assert profiles.synthetic_profile("paper").train.autocast is None
+    assert profiles.sst2_profile("paper").train.autocast is None
+    assert profiles.synthetic_profile("smoke").train.autocast is None
+    # everything else is the paper's configuration
+    cpu, paper = profiles.synthetic_profile("cpu"), profiles.synthetic_profile("paper")
+    assert (cpu.corpus, cpu.backbone) == (paper.corpus, paper.backbone)
+    assert replace(cpu.train, autocast=None) == paper.train
+
+
+def test_paper_a_bf16_can_be_switched_off_and_a_bad_value_is_named(monkeypatch):
+    import semlm.profiles as profiles
+
+    monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: True)
+    monkeypatch.setenv(profiles.CPU_BF16_VARIABLE, "off")
+    assert profiles.synthetic_profile("cpu").train.autocast is None
+    monkeypatch.setenv(profiles.CPU_BF16_VARIABLE, "always")
+    with pytest.raises(ValueError, match="SEMLM_CPU_BF16='always' is not understood; set it to one of: auto, off"):
+        profiles.synthetic_profile("cpu")
+
+
+def test_a_bf16_run_and_a_float32_run_never_share_a_cache_folder(monkeypatch, tmp_path):
+    import semlm.profiles as profiles
+    from semlm.core.runs import run_folder
+    from semlm.fusion.synthetic_experiment import SYNTHETIC, spec_for
+
+    monkeypatch.delenv(profiles.CPU_BF16_VARIABLE, raising=False)
+    folders = set()
+    for native in (True, False):
+        monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda native=native: native)
+        folders.add(run_folder(SYNTHETIC, spec_for(profiles.synthetic_profile("cpu"), "fusion"), tmp_path, "cpu", 1))
+    assert len(folders) == 2
+
+
+def test_the_cpu_capability_check_answers_a_bool():
+    from semlm.profiles import cpu_computes_bf16
+
+    assert isinstance(cpu_computes_bf16(), bool)

@@ -1,8 +1,11 @@
 """Named scales for every chapter: ``smoke`` (seconds; tests and CI), ``cpu`` (the default book
 build on a 2-core laptop) and ``paper`` (the papers' own scale; a GPU for paper B).
 
-For the synthetic task of paper A the paper's scale is small enough for a laptop, so
-``cpu`` and ``paper`` are the same; they will differ for the WikiText and LoRA chapters.
+For paper A the paper's scale is small enough for a laptop, so ``cpu`` trains the same models
+on the same data as ``paper``; the one difference is the precision: on a CPU that computes bf16
+natively, ``cpu`` trains paper A's models under bf16 autocast (:func:`paper_a_cpu_precision`:
+0.65 x the training CPU time with the same validation perplexity, recorded in
+``book/recorded/cpu-bf16-variants``), while ``paper`` keeps the authors' float32.
 """
 
 from __future__ import annotations
@@ -102,6 +105,39 @@ def execution_fields(config) -> frozenset[str]:
     return frozenset(f.name for f in fields(config) if f.metadata.get("execution"))
 
 
+#: ``SEMLM_CPU_BF16``: ``auto`` (default; bf16 autocast for paper A's ``cpu`` profile where the CPU
+#: computes bf16 natively) or ``off`` (float32 everywhere, e.g. to compare with a build on a CPU without it).
+CPU_BF16_VARIABLE = "SEMLM_CPU_BF16"
+CPU_BF16_CHOICES: tuple[str, ...] = ("auto", "off")
+
+
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (x86 AVX512-BF16 or AMX tiles).
+
+    Without it, oneDNN emulates bf16 and autocast makes training slower, not faster: measured on
+    the development machine with oneDNN restricted to AVX-512 without BF16, 1.23 x the float32 step
+    time of paper A's model; restricted to AVX2 (most laptops), 8.3 x.
+    """
+    import torch  # only when a profile asks; validating a profile needs no torch
+
+    cpu = getattr(torch, "cpu", None)
+    checks = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(bool(check()) for check in checks if check is not None)
+
+
+def paper_a_cpu_precision() -> str | None:
+    """``TrainConfig.autocast`` of paper A's ``cpu`` profile: ``"bf16"`` where :func:`cpu_computes_bf16`,
+    else None (float32); ``SEMLM_CPU_BF16=off`` forces float32. The value goes into every run key,
+    so a bf16 model and a float32 one never share a cache folder."""
+    import os
+
+    choice = os.environ.get(CPU_BF16_VARIABLE, "auto").strip().lower() or "auto"
+    if choice not in CPU_BF16_CHOICES:
+        raise ValueError(f"{CPU_BF16_VARIABLE}={choice!r} is not understood; set it to one of: "
+                         f"{', '.join(CPU_BF16_CHOICES)} (or unset it)")
+    return "bf16" if choice == "auto" and cpu_computes_bf16() else None
+
+
 SAMPLINGS = ("shuffle", "in_order", "random_windows")
 PRECISIONS = (None, "bf16", "bf16_on_cuda")
 SCHEDULES = ("cosine", "cosine_min_lr", "constant")
@@ -166,7 +202,8 @@ AUDIT_SEEDS = {"smoke": 2, "cpu": 3, "paper": 5}
 
 
 def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
-    """Corpus, backbone size and training config of the synthetic experiment for ``profile``."""
+    """Corpus, backbone size and training config of the synthetic experiment for ``profile``
+    (``cpu``: ``paper``'s, trained in :func:`paper_a_cpu_precision`)."""
     check_profile(profile)
     check_parameters(seed=seed)
     paper = SyntheticProfile(profile, SyntheticConfig(), BackboneSize(), TrainConfig(), seed)
@@ -178,6 +215,8 @@ def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
             replace(paper.train, epochs=8, batch_size=64, lr=3e-3),
             seed,
         )
+    if profile == "cpu":  # the paper's models and data; bf16 where the CPU computes it natively
+        return replace(paper, name=profile, train=replace(paper.train, autocast=paper_a_cpu_precision()))
     return replace(paper, name=profile)
 
 
@@ -231,7 +270,8 @@ def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
     """The scale of the SST-2 chapter for ``profile``; ``paper`` is the paper's configuration on all of train.
 
     ``cpu`` subsamples 8,000 training phrases so that the chapter (four models, a classifier,
-    generation) fits in minutes on 2 cores; ``paper`` uses all 67,349.
+    generation) fits in minutes on 2 cores, and trains in :func:`paper_a_cpu_precision`; ``paper``
+    uses all 67,349, in float32.
     """
     check_profile(profile)
     check_parameters(seed=seed)
@@ -240,8 +280,8 @@ def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
         return SST2Profile(profile, 600, 2, BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
                            replace(paper.train, epochs=3, lr=3e-3), ClassifierConfig(n_train=12000, epochs=3),
                            replace(paper.control, n_prefixes=24, new_tokens=6), workers=1)
-    if profile == "cpu":
-        return replace(paper, n_train=8000)
+    if profile == "cpu":  # bf16 where the CPU computes it natively (see synthetic_profile)
+        return replace(paper, n_train=8000, train=replace(paper.train, autocast=paper_a_cpu_precision()))
     return paper
 
 

@@ -40,11 +40,13 @@ def test_a_variant_inside_the_reference_interval_is_within_and_a_shifted_one_is_
     same = summarise_training_variants(_results(0.1, bf16_seconds=12.0), "smoke")
     bf16 = same["variants"]["bf16 autocast, shuffled batches"]
     assert bf16["within_seed_intervals"] and not bf16["faster"] and bf16["cpu_time_ratio"] == pytest.approx(1.2)
-    assert "off" in bf16_decision(same, False) and "slower" in bf16_decision(same, False)
+    float32_here = {"profile": "cpu", "autocast": "float32", "cpu_computes_bf16": False, "SEMLM_CPU_BF16": "auto"}
+    decision = bf16_decision(same, float32_here)
+    assert "off in the cpu profile (this CPU has no native bf16" in decision and "slower" in decision
     shifted = summarise_training_variants(_results(2.0, bf16_seconds=5.0), "smoke")
     bf16 = shifted["variants"]["bf16 autocast, shuffled batches"]
     assert bf16["faster"] and not bf16["within_seed_intervals"]
-    assert "outside" in bf16_decision(shifted, False)
+    assert "outside" in bf16_decision(shifted, float32_here)
 
 
 def test_missing_runs_are_named():
@@ -67,3 +69,18 @@ def test_the_benchmark_reuses_the_builds_models_and_says_so(tmp_path, monkeypatc
     assert second["wall_seconds"] >= max(second["train_seconds"].values())
     fresh = run_benchmark("smoke", workers=1, progress=False, variants_profile=None, fresh=True)
     assert fresh["training_source"] == "trained here from an empty run folder"
+
+
+def test_the_bf16_decision_names_the_state_its_reason_and_the_recorded_evidence():
+    same = summarise_training_variants(_results(0.1, bf16_seconds=6.5), "smoke")
+    recorded = {**summarise_training_variants(_results(0.1, bf16_seconds=6.5), "cpu"),
+                "folder": "book/recorded/cpu-bf16-variants", "date": "2026-11-25", "commit": "abc1234"}
+    on = {"profile": "cpu", "autocast": "bf16", "cpu_computes_bf16": True, "SEMLM_CPU_BF16": "auto"}
+    decision = bf16_decision(same, on, recorded)
+    assert decision.startswith("bf16 autocast for paper A is on in the cpu profile (this CPU computes bf16 natively)")
+    assert "at the cpu scale it took 0.65 x the float32 training CPU time (faster)" in decision
+    assert "book/recorded/cpu-bf16-variants, 2026-11-25, abc1234" in decision
+    assert "this build's check at the smoke scale" in decision
+    forced = bf16_decision(None, {**on, "autocast": "float32", "SEMLM_CPU_BF16": "off"})
+    assert forced == "bf16 autocast for paper A is off in the cpu profile (SEMLM_CPU_BF16=off)"
+    assert "off in the paper profile (float32)" in bf16_decision(None, {**on, "profile": "paper", "autocast": "float32"})

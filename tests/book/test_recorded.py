@@ -267,3 +267,26 @@ def test_an_unfinished_book_build_is_refused_and_nothing_is_written(tmp_path):
         collect_book(tmp_path / "nothing", tmp_path / "recorded", "x", "make book")
     frame, chapters, message = recorded_book_builds_frame(tmp_path / "recorded")
     assert frame.empty and chapters.empty and "collect-book" in message
+
+
+def test_a_recorded_precision_comparison_is_loaded_with_its_provenance(tmp_path):
+    from semlm.book.bench import bf16_decision, recorded_precision_comparison, summarise_training_variants
+    from semlm.book.recorded import load_recorded, write_precision_comparison
+
+    results = {(name, kind, seed): {"ppl": 5.0 + seed / 100, "ppl_seen_only": 3.0, "train_seconds": seconds,
+                                    "train_cpu_seconds": seconds}
+               for name, seconds in (("fp32, shuffled batches (reference)", 10.0), ("bf16 autocast, shuffled batches", 6.5))
+               for kind in ("baseline", "fusion") for seed in (1, 2, 3)}
+    variants = {"fp32, shuffled batches (reference)": (0, None), "bf16 autocast, shuffled batches": (0, "bf16")}
+    comparison = summarise_training_variants(results, "cpu", variants)
+    assert recorded_precision_comparison(tmp_path) is None
+    dest = write_precision_comparison(comparison, tmp_path, "cpu-bf16-variants", "python -m semlm.bench --only precision")
+    assert not dest.with_name(dest.name + ".tmp").exists()
+    (run,) = load_recorded(tmp_path)
+    assert run.on_cpu and run.training_variants == comparison and run.provenance["kind"] == "cpu-variants"
+    assert isinstance(run.provenance["cpu_computes_bf16"], bool) and run.provenance["command"].endswith("precision")
+    recorded = recorded_precision_comparison(tmp_path)
+    assert recorded["folder"] == "book/recorded/cpu-bf16-variants" and recorded["profile"] == "cpu"
+    on = {"profile": "cpu", "autocast": "bf16", "cpu_computes_bf16": True, "SEMLM_CPU_BF16": "auto"}
+    assert "at the cpu scale it took 0.65 x the float32 training CPU time (faster), validation PPL within" \
+        in bf16_decision(None, on, recorded)

@@ -120,7 +120,9 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         comparison = compare_training_variants(variants_profile, tuple(range(seed, seed + variant_seeds)),
                                                workers=workers)
         record["training_variants"] = comparison
-        record["bf16_decision"] = bf16_decision(comparison, config.train.autocast == "bf16")
+    record["precision"] = precision_record(config)
+    record["bf16_decision"] = bf16_decision(record.get("training_variants"), record["precision"],
+                                            recorded_precision_comparison())
     record["idea"] = run_idea_benchmark(profile, seed, threads=1)
     previous = previous_authors_comparison()  # measured on request (--authors-script); kept, never re-run here
     if previous is not None:
@@ -226,7 +228,7 @@ def synthetic_flops_record(config, runs: dict, threads_per_run: int = 1) -> dict
     peak, nominal = measured_matmul_flops(), nominal_cpu_peak_flops()
     out = {"computed_positions": positions, "real_positions": real, "peak_measured_per_thread": peak,
            "peak_nominal_per_core": nominal["per_core"], "nominal_formula": nominal["formula"],
-           "threads_per_run": threads_per_run, "models": {}}
+           "threads_per_run": threads_per_run, "autocast": config.train.autocast or "float32", "models": {}}
     for kind, run in runs.items():
         mc = synthetic_model_config(config, kind, len(data.vocab), "causal")
         per_position = 3 * synthetic_forward_flops_per_position(mc.backbone, len(data.vocab), kind,
@@ -342,17 +344,82 @@ def summarise_training_variants(results: dict[tuple[str, str, int], dict], profi
             "variants": table}
 
 
-def bf16_decision(comparison: dict, enabled: bool) -> str:
-    """One sentence: is bf16 on in the profile, and why (from a ``compare_training_variants`` record)."""
+#: The comparison that decides the ``cpu`` profile's precision: the float32 reference against bf16 only.
+PRECISION_VARIANTS: dict[str, tuple[int, str | None]] = {
+    name: TRAINING_VARIANTS[name] for name in ("fp32, shuffled batches (reference)", "bf16 autocast, shuffled batches")}
+#: Where ``python -m semlm.bench --only precision`` records that comparison (``book/recorded/<name>``).
+PRECISION_RECORD = "cpu-bf16-variants"
+
+
+def record_precision_comparison(profile: str, seed: int = 111, workers: int | None = None, root=None) -> int:
+    """``python -m semlm.bench --only precision``: train paper A's baseline and fusion in float32 and in bf16
+    over 3 seeds at ``profile`` and record the comparison in ``book/recorded/cpu-bf16-variants/``."""
+    from semlm.book.recorded import RECORDED_DIR, write_precision_comparison
+
+    if profile == "none":
+        raise ValueError("--only precision needs a profile to compare at; pass --variants-profile cpu")
+    comparison = compare_training_variants(profile, tuple(range(seed, seed + 3)), workers=workers,
+                                           variants=PRECISION_VARIANTS)
+    command = f"python -m semlm.bench --only precision --variants-profile {profile} --seed {seed}"
+    dest = write_precision_comparison(comparison, root or RECORDED_DIR, PRECISION_RECORD, command)
+    print(_bf16_summary(comparison))
+    print(dest)
+    return 0
+
+
+def precision_record(config) -> dict:
+    """The precision paper A's ``config`` trains in on this machine, and why (``semlm.profiles.paper_a_cpu_precision``)."""
+    import os
+
+    from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
+
+    return {"profile": config.name, "autocast": config.train.autocast or "float32", "cpu_computes_bf16": cpu_computes_bf16(),
+            CPU_BF16_VARIABLE: os.environ.get(CPU_BF16_VARIABLE) or "auto"}
+
+
+def recorded_precision_comparison(root=None) -> dict | None:
+    """The recorded ``cpu``-scale float32 / bf16 comparison (``book/recorded/cpu-bf16-variants``), or None."""
+    from semlm.book.recorded import load_recorded
+
+    found = [run for run in load_recorded(root) if run.training_variants is not None]
+    if not found:
+        return None
+    run = found[-1]
+    return {**run.training_variants, "folder": f"book/recorded/{run.slug}", "date": run.date[:10],
+            "commit": run.commit[:7], "machine": run.machine}
+
+
+def _bf16_summary(comparison: dict) -> str:
     bf16 = next((row for row in comparison["variants"].values() if row["autocast"] == "bf16"), None)
     if bf16 is None:
         return "bf16 was not compared"
-    speed = f"{bf16['cpu_time_ratio']:.2f} x the reference's training CPU time"
     quality = "within" if bf16["within_seed_intervals"] else "outside"
-    state = "on" if enabled else "off"
-    return (f"bf16 autocast is {state} in the cpu profile: at the {comparison['profile']} scale it took {speed} "
-            f"({'faster' if bf16['faster'] else 'slower'}) and its validation PPL was {quality} the reference's "
-            f"seed intervals ({len(comparison['seeds'])} seeds)")
+    return (f"{bf16['cpu_time_ratio']:.2f} x the float32 training CPU time "
+            f"({'faster' if bf16['faster'] else 'slower'}), validation PPL {quality} the float32 seed intervals "
+            f"({len(comparison['seeds'])} seeds)")
+
+
+def bf16_decision(comparison: dict | None, precision: dict, recorded: dict | None = None) -> str:
+    """One sentence: does paper A's ``cpu`` profile train in bf16 on this machine, why, and the evidence: the
+    ``recorded`` comparison at the ``cpu`` scale (``recorded_precision_comparison``) and this build's
+    ``comparison`` (``compare_training_variants``, ``smoke`` scale by default)."""
+    from semlm.profiles import CPU_BF16_VARIABLE
+
+    if precision["autocast"] == "bf16":
+        state = "on in the cpu profile (this CPU computes bf16 natively)"
+    elif precision.get(CPU_BF16_VARIABLE) == "off":
+        state = f"off in the cpu profile ({CPU_BF16_VARIABLE}=off)"
+    elif not precision.get("cpu_computes_bf16"):
+        state = "off in the cpu profile (this CPU has no native bf16; emulated, it is slower than float32)"
+    else:
+        state = f"off in the {precision.get('profile')} profile (float32)"
+    parts = [f"bf16 autocast for paper A is {state}"]
+    if recorded is not None:
+        parts.append(f"at the {recorded['profile']} scale it took {_bf16_summary(recorded)} "
+                     f"(recorded in {recorded['folder']}, {recorded['date']}, {recorded['commit']})")
+    if comparison is not None:
+        parts.append(f"this build's check at the {comparison['profile']} scale: {_bf16_summary(comparison)}")
+    return "; ".join(parts)
 
 
 # --- paper B: idea-gated GPT, FLOPs against time ----------------------------------------------
@@ -1128,13 +1195,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default: cpu = paper scale)")
     parser.add_argument("--seed", type=int, default=111)
     parser.add_argument("--workers", type=int, default=None, help="parallel training processes (default: up to 2)")
-    parser.add_argument("--only", choices=("all", "idea", "gpu", "book", "synthetic"), default="all",
+    parser.add_argument("--only", choices=("all", "idea", "gpu", "book", "synthetic", "precision"), default="all",
                         help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants); "
                              "'gpu': paper B's training through the trainer on a CUDA GPU, tokens/s and MFU "
                              "per execution setting (semlm.book.gpu_throughput); "
                              "'book': the chapter times of the last book build (book/_build/manifest.json); "
                              "'synthetic': train and evaluate both synthetic models once, nothing written "
-                             "(our side of --authors-script)")
+                             "(our side of --authors-script); 'precision': float32 against bf16 autocast for "
+                             "paper A's models at --variants-profile over 3 seeds, recorded in "
+                             f"book/recorded/{PRECISION_RECORD}/ (the evidence for the cpu profile's precision)")
     parser.add_argument("--out", default=None, help="with --only idea / gpu: also write the record to this JSON file; "
                                                     "with --authors-script: where to write it (default: bench.json)")
     parser.add_argument("--authors-script", default=None, metavar="PATH",
@@ -1160,6 +1229,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only == "synthetic":
             run_synthetic_once(args.profile, args.seed, args.workers)
             return 0
+        if args.only == "precision":
+            return record_precision_comparison(args.variants_profile, args.seed, args.workers)
         if args.only == "gpu":
             from semlm.book.gpu_throughput import print_gpu_summary, run_gpu_throughput
 

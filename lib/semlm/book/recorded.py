@@ -40,6 +40,9 @@ PROVENANCE = "provenance.json"
 BENCH = "bench_idea.json"
 GPU_THROUGHPUT = "gpu_throughput.json"
 GPU_TRACE = "gpu_throughput.trace.txt"
+TRAINING_VARIANTS = "training_variants.json"
+VARIANTS_LABEL = ("recorded CPU run: paper A's models trained in float32 and in bf16 over 3 seeds by "
+                  "`python -m semlm.bench --only precision`, not by this build")
 
 
 @dataclass
@@ -53,6 +56,7 @@ class RecordedRun:
     bench: dict | None = None
     gpu_throughput: dict | None = None   # python -m semlm.bench --only gpu (semlm.book.gpu_throughput)
     book_manifest: dict | None = None    # a whole book build's manifest.json (collect-book)
+    training_variants: dict | None = None  # float32 / bf16 comparison (python -m semlm.bench --only precision)
 
     @property
     def gpu(self) -> str:
@@ -61,7 +65,7 @@ class RecordedRun:
     @property
     def on_cpu(self) -> bool:
         """A CPU run (a long chapter run by ``.ci/run-long``, or a whole book build), not a GPU run."""
-        return self.provenance.get("kind") in ("cpu-long", "cpu-book")
+        return self.provenance.get("kind") in ("cpu-long", "cpu-book", "cpu-variants")
 
     @property
     def machine(self) -> str:
@@ -125,6 +129,8 @@ def load_recorded(root: str | Path | None = None) -> list[RecordedRun]:
                 run.gpu_throughput = _read_json(path)
             elif path.name == BOOK_MANIFEST:
                 run.book_manifest = _read_json(path)
+            elif path.name == TRAINING_VARIANTS:
+                run.training_variants = _read_json(path)
             else:
                 run.chapters[path.stem] = _read_json(path)
         runs.append(run)
@@ -588,6 +594,37 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
         "git_commit": metrics.get("git_commit", "unknown"), "profile": manifest.get("profile"), "command": command,
         "dry_run": False, "collected_at_commit": _this_commit(),
         **{k: manifest.get(k) for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")},
+    }
+    (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.replace(dest)
+    return dest
+
+
+def write_precision_comparison(comparison: dict, root: Path, name: str, command: str) -> Path:
+    """Write ``<root>/<name>/``: a ``compare_training_variants`` record (``training_variants.json``) and its
+    ``provenance.json`` (this machine's CPU, whether it computes bf16 natively, packages, date, commit)."""
+    import os
+    import platform
+
+    import torch
+
+    from semlm.book.report import cpu_model, package_versions
+    from semlm.profiles import cpu_computes_bf16
+
+    dest = Path(root) / name
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    (tmp / TRAINING_VARIANTS).write_text(json.dumps(comparison, indent=2))
+    provenance = {
+        "label": VARIANTS_LABEL, "kind": "cpu-variants", "gpu": None,
+        "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "memory_gb": _memory_gb(),
+        "machine": platform.machine(), "cpu_computes_bf16": cpu_computes_bf16(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(), "packages": package_versions(),
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": _this_commit(), "profile": comparison.get("profile"), "command": command, "dry_run": False,
     }
     (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
     shutil.rmtree(dest, ignore_errors=True)
