@@ -193,7 +193,8 @@ glue("feature_leak_causal", feature_changes["causal"], display=False)
 # batch 64, 10% warmup then cosine, clipping at 1.0, label smoothing 0.02, auxiliary
 # weight 0.5 and the adjective-class uniformizer (weight 0.01, classes: the vocabulary's
 # adjectives with positive / negative VADER valence). Four runs: two models times two
-# settings, trained by the book's shared trainer and cached under the build's `runs/`.
+# settings, trained by the book's shared trainer and cached under the build's `runs/`, in the
+# precision of chapter 2 (bf16 autocast at `cpu` where the CPU computes bf16 natively, float32 at `paper`).
 # Batches group phrases of similar length (less padding, same losses).
 #
 # One change that the paper does not mention: the tied embedding starts from

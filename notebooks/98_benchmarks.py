@@ -75,8 +75,9 @@ bench.flops_frame(record).style.format("{:.3g}", na_rep="–")
 # one large float32 matrix product on one thread,
 # {glue:text}`bench_peak_measured:.0f` GFLOP/s (the datasheet-style formula,
 # {glue:text}`bench_peak_formula`, gives {glue:text}`bench_peak_nominal:.0f` GFLOP/s per
-# core). The fusion model reached {glue:text}`bench_fusion_share:.0f`% of the measured
-# peak: its matrices are small (d = 128, batches of about a thousand positions), and a
+# core). The fusion model, trained in {glue:text}`bench_autocast` (the profile's precision on
+# this CPU, below), reached {glue:text}`bench_fusion_share:.0f`% of that float32
+# peak (bf16 matrix products can go past it): its matrices are small (d = 128, batches of about a thousand positions), and a
 # good part of each step is element-wise work that the count leaves out (dropout,
 # LayerNorm, the optimiser). Batches are trimmed to their longest sentence
 # (`LMTensors.batches`), but almost every batch of 64 holds a two-clause sentence, so
@@ -94,13 +95,33 @@ bench.flops_frame(record).style.format("{:.3g}", na_rep="–")
 # shows there. The synthetic sentences have only two lengths (one clause or two), so
 # bucketing makes batches of short sentences only and of long ones only; whether that
 # moves the perplexity is what the paired column answers. It runs at the profile named
-# above the table (`smoke` by default, so the build stays short;
-# `python -m semlm.bench --variants-profile cpu` runs it at the paper's scale).
+# above the table (`smoke` by default, so the build stays short).
+#
+# At `smoke` the models are too small (d = 32) for bf16 to pay. At the paper's size it
+# does, on a CPU that multiplies bf16 matrices natively, and that is what decides the
+# precision of the `cpu` profile (chapter 2). The second table is that comparison at the
+# `cpu` scale, float32 against bf16 only, **recorded** once by
+# `python -m semlm.bench --only precision --variants-profile cpu` (six models per variant,
+# several minutes; its machine, date and commit are under the table) rather than run by every
+# build. On a CPU without native bf16 the profile stays float32: there oneDNN emulates bf16,
+# and on the development machine with oneDNN restricted to AVX-512 without BF16 a training
+# step of the fusion model took 1.23 times its float32 time, restricted to AVX2 (most
+# laptops) 8.3 times.
 
 # %%
 variants, caption = bench.training_variants_frame(record)
 print(caption)
 variants
+
+# %%
+recorded_precision = bench.recorded_precision_comparison()
+if recorded_precision is None:
+    print("no recorded cpu-scale precision comparison (python -m semlm.bench --only precision --variants-profile cpu)")
+else:
+    print(f"recorded CPU run, {recorded_precision['folder']}: {recorded_precision['machine']}, "
+          f"{recorded_precision['date']}, commit {recorded_precision['commit']}")
+    display(bench.training_variants_frame({"training_variants": recorded_precision,
+                                           "bf16_decision": record["bf16_decision"]})[0])
 
 # %% [markdown]
 # ## Idea-gated GPT: what the gate costs (paper B)

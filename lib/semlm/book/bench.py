@@ -1143,6 +1143,7 @@ def chapter_glue(record: dict, profile: str) -> dict:
         "bench_verdict": {True: "meets", False: "misses", None: "is not comparable with"}[record["meets_target"]],
         "bench_peak_measured": flops["peak_measured_per_thread"] / 1e9,
         "bench_peak_formula": flops["nominal_formula"],
+        "bench_autocast": ("bf16 autocast" if flops.get("autocast") == "bf16" else "float32"),
         "bench_peak_nominal": (flops["peak_nominal_per_core"] or float("nan")) / 1e9,
         "bench_padding": 100 * (1 - flops["real_positions"] / flops["computed_positions"]),
         "bench_fusion_share": 100 * flops["models"]["fusion"]["share_of_measured_peak"],
