@@ -114,14 +114,9 @@ print(caption)
 variants
 
 # %%
-recorded_precision = bench.recorded_precision_comparison()
-if recorded_precision is None:
-    print("no recorded cpu-scale precision comparison (python -m semlm.bench --only precision --variants-profile cpu)")
-else:
-    print(f"recorded CPU run, {recorded_precision['folder']}: {recorded_precision['machine']}, "
-          f"{recorded_precision['date']}, commit {recorded_precision['commit']}")
-    display(bench.training_variants_frame({"training_variants": recorded_precision,
-                                           "bf16_decision": record["bf16_decision"]})[0])
+recorded_precision, precision_note = bench.recorded_precision_frame(record)
+print(precision_note)
+recorded_precision
 
 # %% [markdown]
 # ## Idea-gated GPT: what the gate costs (paper B)

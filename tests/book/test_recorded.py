@@ -290,3 +290,10 @@ def test_a_recorded_precision_comparison_is_loaded_with_its_provenance(tmp_path)
     on = {"profile": "cpu", "autocast": "bf16", "cpu_computes_bf16": True, "SEMLM_CPU_BF16": "auto"}
     assert "at the cpu scale it took 0.65 x the float32 training CPU time (faster), validation PPL within" \
         in bf16_decision(None, on, recorded)
+
+
+def test_the_recorded_precision_frame_says_how_to_record_one_when_there_is_none(tmp_path):
+    from semlm.book.bench import recorded_precision_frame
+
+    frame, message = recorded_precision_frame({}, tmp_path)
+    assert frame is None and "python -m semlm.bench --only precision --variants-profile cpu" in message

@@ -1110,6 +1110,18 @@ def training_variants_frame(record: dict):
     return pd.DataFrame(rows).T, caption
 
 
+def recorded_precision_frame(record: dict, root=None):
+    """``(frame, message)`` of the recorded ``cpu``-scale float32 / bf16 comparison (``training_variants_frame``
+    columns), the message naming its folder, machine, date and commit; ``(None, how to record one)`` without it."""
+    recorded = recorded_precision_comparison(root)
+    if recorded is None:
+        return None, ("no recorded cpu-scale precision comparison "
+                      "(python -m semlm.bench --only precision --variants-profile cpu)")
+    frame, _ = training_variants_frame({"training_variants": recorded, "bf16_decision": record.get("bf16_decision")})
+    return frame, (f"recorded CPU run, {recorded['folder']}: {recorded['machine']}, {recorded['date']}, "
+                   f"commit {recorded['commit']}; not run by this build")
+
+
 def idea_ratio_frame(idea: dict):
     """Training step and cached generation: FLOP ratio, time ratio, their quotient, target and verdict."""
     import pandas as pd
