@@ -321,8 +321,12 @@ print(builds_note)
 builds if not builds.empty else None
 
 # %% [markdown]
-# The latest recorded build, chapter by chapter (a chapter's core use counts the training
-# beside it, so a chapter that waited for its models is as busy as the pool was):
+# The builds differ in what they ran: `cpu-book-before-scheduler` trained each chapter's models
+# in that chapter; `cpu-book-scheduler` trained them in one pool beside the chapters;
+# `cpu-book-bf16` did that with paper A's models under bf16 autocast (the precision the `cpu`
+# profile picks on a CPU with native bf16, as this build's first table says), the first two in
+# float32. The latest recorded build, chapter by chapter (a chapter's core use counts the
+# training beside it, so a chapter that waited for its models is as busy as the pool was):
 
 # %% tags=["hide-input"]
 build_chapters if not build_chapters.empty else None
