@@ -4,7 +4,7 @@ build on a 2-core laptop) and ``paper`` (the papers' own scale; a GPU for paper 
 For paper A the paper's scale is small enough for a laptop, so ``cpu`` trains the same models
 on the same data as ``paper``; the one difference is the precision: on a CPU that computes bf16
 natively, ``cpu`` trains paper A's models under bf16 autocast (:func:`paper_a_cpu_precision`:
-0.65 x the training CPU time with the same validation perplexity, recorded in
+0.63 x the training CPU time with the same validation perplexity, recorded in
 ``book/recorded/cpu-bf16-variants``), while ``paper`` keeps the authors' float32.
 """
 

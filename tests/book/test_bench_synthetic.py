@@ -83,4 +83,5 @@ def test_the_bf16_decision_names_the_state_its_reason_and_the_recorded_evidence(
     assert "this build's check at the smoke scale" in decision
     forced = bf16_decision(None, {**on, "autocast": "float32", "SEMLM_CPU_BF16": "off"})
     assert forced == "bf16 autocast for paper A is off in the cpu profile (SEMLM_CPU_BF16=off)"
-    assert "off in the paper profile (float32)" in bf16_decision(None, {**on, "profile": "paper", "autocast": "float32"})
+    paper = {**on, "profile": "paper", "autocast": "float32"}
+    assert "off in the paper profile (float32)" in bf16_decision(None, paper)

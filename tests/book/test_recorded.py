@@ -275,12 +275,14 @@ def test_a_recorded_precision_comparison_is_loaded_with_its_provenance(tmp_path)
 
     results = {(name, kind, seed): {"ppl": 5.0 + seed / 100, "ppl_seen_only": 3.0, "train_seconds": seconds,
                                     "train_cpu_seconds": seconds}
-               for name, seconds in (("fp32, shuffled batches (reference)", 10.0), ("bf16 autocast, shuffled batches", 6.5))
+               for name, seconds in (("fp32, shuffled batches (reference)", 10.0),
+                                     ("bf16 autocast, shuffled batches", 6.5))
                for kind in ("baseline", "fusion") for seed in (1, 2, 3)}
     variants = {"fp32, shuffled batches (reference)": (0, None), "bf16 autocast, shuffled batches": (0, "bf16")}
     comparison = summarise_training_variants(results, "cpu", variants)
     assert recorded_precision_comparison(tmp_path) is None
-    dest = write_precision_comparison(comparison, tmp_path, "cpu-bf16-variants", "python -m semlm.bench --only precision")
+    dest = write_precision_comparison(comparison, tmp_path, "cpu-bf16-variants",
+                                      "python -m semlm.bench --only precision")
     assert not dest.with_name(dest.name + ".tmp").exists()
     (run,) = load_recorded(tmp_path)
     assert run.on_cpu and run.training_variants == comparison and run.provenance["kind"] == "cpu-variants"

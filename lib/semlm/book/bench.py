@@ -368,13 +368,14 @@ def record_precision_comparison(profile: str, seed: int = 111, workers: int | No
 
 
 def precision_record(config) -> dict:
-    """The precision paper A's ``config`` trains in on this machine, and why (``semlm.profiles.paper_a_cpu_precision``)."""
+    """The precision paper A's ``config`` trains in on this machine, and why
+    (``semlm.profiles.paper_a_cpu_precision``)."""
     import os
 
     from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
 
-    return {"profile": config.name, "autocast": config.train.autocast or "float32", "cpu_computes_bf16": cpu_computes_bf16(),
-            CPU_BF16_VARIABLE: os.environ.get(CPU_BF16_VARIABLE) or "auto"}
+    return {"profile": config.name, "autocast": config.train.autocast or "float32",
+            "cpu_computes_bf16": cpu_computes_bf16(), CPU_BF16_VARIABLE: os.environ.get(CPU_BF16_VARIABLE) or "auto"}
 
 
 def recorded_precision_comparison(root=None) -> dict | None:
