@@ -129,13 +129,19 @@ def paper_a_cpu_precision() -> str | None:
     """``TrainConfig.autocast`` of paper A's ``cpu`` profile: ``"bf16"`` where :func:`cpu_computes_bf16`,
     else None (float32); ``SEMLM_CPU_BF16=off`` forces float32. The value goes into every run key,
     so a bf16 model and a float32 one never share a cache folder."""
+    return "bf16" if cpu_bf16_setting() == "auto" and cpu_computes_bf16() else None
+
+
+def cpu_bf16_setting() -> str:
+    """``$SEMLM_CPU_BF16`` (one of :data:`CPU_BF16_CHOICES`, default ``auto``); a one-line ValueError
+    for anything else (the book runner checks it before any chapter starts; no torch needed)."""
     import os
 
     choice = os.environ.get(CPU_BF16_VARIABLE, "auto").strip().lower() or "auto"
     if choice not in CPU_BF16_CHOICES:
         raise ValueError(f"{CPU_BF16_VARIABLE}={choice!r} is not understood; set it to one of: "
                          f"{', '.join(CPU_BF16_CHOICES)} (or unset it)")
-    return "bf16" if choice == "auto" and cpu_computes_bf16() else None
+    return choice
 
 
 SAMPLINGS = ("shuffle", "in_order", "random_windows")

@@ -85,3 +85,21 @@ def test_the_bf16_decision_names_the_state_its_reason_and_the_recorded_evidence(
     assert forced == "bf16 autocast for paper A is off in the cpu profile (SEMLM_CPU_BF16=off)"
     paper = {**on, "profile": "paper", "autocast": "float32"}
     assert "off in the paper profile (float32)" in bf16_decision(None, paper)
+
+
+def test_bf16_step_time_is_measured_in_a_process_per_onednn_instruction_set_cap():
+    from semlm.book.bench import emulated_bf16_step_ratios
+
+    timings = emulated_bf16_step_ratios("smoke", isas=("ALL", "AVX2"))
+    assert list(timings) == ["ALL", "AVX2"]
+    for timing in timings.values():
+        assert timing["float32_ms"] > 0 and timing["bf16_ms"] > 0
+        assert timing["ratio"] == pytest.approx(timing["bf16_ms"] / timing["float32_ms"])
+
+
+def test_a_failing_timing_process_is_reported_with_its_cap_and_last_error_line(monkeypatch):
+    from semlm.book.bench import emulated_bf16_step_ratios
+
+    monkeypatch.setenv("SEMLM_CPU_BF16", "bad")  # makes the child's profile fail: its last line is reported
+    with pytest.raises(RuntimeError, match="timing bf16 under ONEDNN_MAX_CPU_ISA=ALL failed: ValueError: SEMLM"):
+        emulated_bf16_step_ratios("cpu", isas=("ALL",))

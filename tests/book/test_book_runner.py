@@ -34,6 +34,15 @@ def test_unknown_profile_exits_2_with_one_line_listing_profiles(capsys, tmp_path
     assert not (tmp_path / "build").exists()
 
 
+@pytest.mark.parametrize("command", [["run", "--profile", "cpu"], ["plan", "--profile", "cpu"]])
+def test_a_bad_cpu_bf16_setting_exits_2_before_anything_runs(command, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SEMLM_CPU_BF16", "yes")
+    args = command + (["--build-dir", str(tmp_path / "build")] if command[0] == "run" else [])
+    assert book.main(args) == 2
+    assert one_error_line(capsys) == "error: SEMLM_CPU_BF16='yes' is not understood; set it to one of: auto, off (or unset it)"
+    assert not (tmp_path / "build").exists()
+
+
 def test_unknown_chapter_exits_2_with_one_line_listing_chapters(capsys, tmp_path):
     assert book.main(["run", "--profile", "smoke", "--only", "99_nope", "--build-dir", str(tmp_path / "build")]) == 2
     line = one_error_line(capsys)

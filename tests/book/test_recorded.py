@@ -270,7 +270,8 @@ def test_an_unfinished_book_build_is_refused_and_nothing_is_written(tmp_path):
 
 
 def test_a_recorded_precision_comparison_is_loaded_with_its_provenance(tmp_path):
-    from semlm.book.bench import bf16_decision, recorded_precision_comparison, summarise_training_variants
+    from semlm.book.bench import (bf16_decision, recorded_precision_comparison, recorded_precision_frame,
+                                  summarise_training_variants)
     from semlm.book.recorded import load_recorded, write_precision_comparison
 
     results = {(name, kind, seed): {"ppl": 5.0 + seed / 100, "ppl_seen_only": 3.0, "train_seconds": seconds,
@@ -280,6 +281,8 @@ def test_a_recorded_precision_comparison_is_loaded_with_its_provenance(tmp_path)
                for kind in ("baseline", "fusion") for seed in (1, 2, 3)}
     variants = {"fp32, shuffled batches (reference)": (0, None), "bf16 autocast, shuffled batches": (0, "bf16")}
     comparison = summarise_training_variants(results, "cpu", variants)
+    comparison["emulated_bf16"] = {"ALL": {"float32_ms": 60.0, "bf16_ms": 40.0, "ratio": 2 / 3},
+                                   "AVX2": {"float32_ms": 60.0, "bf16_ms": 480.0, "ratio": 8.0}}
     assert recorded_precision_comparison(tmp_path) is None
     dest = write_precision_comparison(comparison, tmp_path, "cpu-bf16-variants",
                                       "python -m semlm.bench --only precision")
@@ -292,6 +295,9 @@ def test_a_recorded_precision_comparison_is_loaded_with_its_provenance(tmp_path)
     on = {"profile": "cpu", "autocast": "bf16", "cpu_computes_bf16": True, "SEMLM_CPU_BF16": "auto"}
     assert "at the cpu scale it took 0.65 x the float32 training CPU time (faster), validation PPL within" \
         in bf16_decision(None, on, recorded)
+    frame, message = recorded_precision_frame({}, tmp_path)
+    assert list(frame.index) == list(variants) and "commit" in message
+    assert message.endswith("fusion model: this CPU as it is 0.67 x; oneDNN capped at AVX2 8.00 x")
 
 
 def test_the_recorded_precision_frame_says_how_to_record_one_when_there_is_none(tmp_path):

@@ -351,6 +351,57 @@ PRECISION_VARIANTS: dict[str, tuple[int, str | None]] = {
 PRECISION_RECORD = "cpu-bf16-variants"
 
 
+#: oneDNN instruction-set caps (``ONEDNN_MAX_CPU_ISA``) under which ``emulated_bf16_step_ratios`` times a step:
+#: none (what this CPU has), AVX-512 without its BF16 instructions, and AVX2 (most laptops).
+EMULATED_ISAS: tuple[str, ...] = ("ALL", "AVX512_CORE", "AVX2")
+
+
+def bf16_step_ratio(profile: str = "cpu", steps: int = 30, seed: int = 111) -> dict:
+    """Milliseconds per training step of paper A's fusion model (one thread, the same batches) in float32
+    and under bf16 autocast, and their ratio: the cost of bf16 on this CPU as oneDNN runs it."""
+    from semlm.fusion.synthetic_experiment import spec_for
+    from semlm.core.precision import autocast
+
+    torch.set_num_threads(1)
+    spec = spec_for(synthetic_profile(profile, seed), "fusion")
+    data = SYNTHETIC.data(spec)
+    fit = SYNTHETIC.fit(spec, data)
+    batches = list(fit.train_data.batches(fit.config.batch_size, torch.Generator().manual_seed(seed), shuffle=True))
+    times = {}
+    for precision in (None, "bf16"):
+        torch.manual_seed(seed)
+        model = SYNTHETIC.build(spec, data).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=fit.config.lr)
+        for i in range(3 + steps):  # three warm-up steps
+            if i == 3:
+                start = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            with autocast(precision, "cpu"):
+                loss, _ = fit.loss_fn(model, batches[i % len(batches)], i)
+            loss.backward()
+            optimizer.step()
+        times[precision or "float32"] = 1000 * (time.perf_counter() - start) / steps
+    return {"float32_ms": times["float32"], "bf16_ms": times["bf16"], "ratio": times["bf16"] / times["float32"]}
+
+
+def emulated_bf16_step_ratios(profile: str = "cpu", isas: Sequence[str] = EMULATED_ISAS) -> dict[str, dict]:
+    """:func:`bf16_step_ratio` in a fresh process per oneDNN instruction-set cap (``ONEDNN_MAX_CPU_ISA``, read
+    when oneDNN starts), so one machine shows what bf16 autocast costs on CPUs without native bf16."""
+    import subprocess
+
+    out = {}
+    for isa in isas:
+        code = ("import json; from semlm.book.bench import bf16_step_ratio; "
+                f"print(json.dumps(bf16_step_ratio({profile!r})))")
+        done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ONEDNN_MAX_CPU_ISA": isa},
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"timing bf16 under ONEDNN_MAX_CPU_ISA={isa} failed: "
+                               f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+        out[isa] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
 def record_precision_comparison(profile: str, seed: int = 111, workers: int | None = None, root=None) -> int:
     """``python -m semlm.bench --only precision``: train paper A's baseline and fusion in float32 and in bf16
     over 3 seeds at ``profile`` and record the comparison in ``book/recorded/cpu-bf16-variants/``."""
@@ -360,6 +411,7 @@ def record_precision_comparison(profile: str, seed: int = 111, workers: int | No
         raise ValueError("--only precision needs a profile to compare at; pass --variants-profile cpu")
     comparison = compare_training_variants(profile, tuple(range(seed, seed + 3)), workers=workers,
                                            variants=PRECISION_VARIANTS)
+    comparison["emulated_bf16"] = emulated_bf16_step_ratios(profile)
     command = f"python -m semlm.bench --only precision --variants-profile {profile} --seed {seed}"
     dest = write_precision_comparison(comparison, root or RECORDED_DIR, PRECISION_RECORD, command)
     print(_bf16_summary(comparison))
@@ -1113,14 +1165,18 @@ def training_variants_frame(record: dict):
 
 def recorded_precision_frame(record: dict, root=None):
     """``(frame, message)`` of the recorded ``cpu``-scale float32 / bf16 comparison (``training_variants_frame``
-    columns), the message naming its folder, machine, date and commit; ``(None, how to record one)`` without it."""
+    columns), the message naming its folder, machine, date and commit and the recorded bf16 step-time ratios
+    under oneDNN instruction-set caps; ``(None, how to record one)`` without it."""
     recorded = recorded_precision_comparison(root)
     if recorded is None:
         return None, ("no recorded cpu-scale precision comparison "
                       "(python -m semlm.bench --only precision --variants-profile cpu)")
     frame, _ = training_variants_frame({"training_variants": recorded, "bf16_decision": record.get("bf16_decision")})
+    emulated = "; ".join(f"{'this CPU as it is' if isa == 'ALL' else 'oneDNN capped at ' + isa} "
+                         f"{timing['ratio']:.2f} x" for isa, timing in recorded.get("emulated_bf16", {}).items())
     return frame, (f"recorded CPU run, {recorded['folder']}: {recorded['machine']}, {recorded['date']}, "
-                   f"commit {recorded['commit']}; not run by this build")
+                   f"commit {recorded['commit']}; not run by this build"
+                   + (f"\nbf16 step time / float32 step time of the fusion model: {emulated}" if emulated else ""))
 
 
 def idea_ratio_frame(idea: dict):

@@ -54,7 +54,7 @@ from semlm.data.fetch import differing_for_chapters, missing_for_chapters
 from semlm.data.paths import REPO_ROOT, data_dir
 
 from semlm.book.cpumeter import CpuMeter
-from semlm.profiles import PROFILES  # torch-free: the CLI's usage errors cost no torch import
+from semlm.profiles import PROFILES, cpu_bf16_setting  # torch-free: the CLI's usage errors cost no torch import
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"
 DEFAULT_BUILD_DIR = BOOK_DIR / "_build"
@@ -145,8 +145,13 @@ def resolve_chapter(name: str, chapters: list[str]) -> str:
 
 
 def check_profile(profile: str) -> None:
+    """A known profile, and a valid ``SEMLM_CPU_BF16`` (the precision paper A's ``cpu`` runs take)."""
     if profile not in PROFILES:
         raise BookError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}", exit_code=2)
+    try:
+        cpu_bf16_setting()
+    except ValueError as exc:
+        raise BookError(str(exc), exit_code=2) from None
 
 
 def check_data_dir() -> None:
@@ -920,6 +925,7 @@ def plan_command(profile: str, train: bool, workers: int | None, chapters: str |
     """``python -m semlm.book plan``: list (and with ``--train`` train) every chapter's runs."""
     from semlm.book import plan
 
+    check_profile(profile)
     wanted = None
     if chapters is not None:
         wanted = [c.strip() for c in chapters.split(",") if c.strip()]
