@@ -612,6 +612,7 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
     from semlm.book.report import cpu_model, package_versions
     from semlm.profiles import cpu_computes_bf16
 
+    commit = _this_commit()  # before the folder is written: writing it would mark the tree "+dirty"
     dest = Path(root) / name
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -624,7 +625,7 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(), "packages": package_versions(),
         "python": platform.python_version(),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "git_commit": _this_commit(), "profile": comparison.get("profile"), "command": command, "dry_run": False,
+        "git_commit": commit, "profile": comparison.get("profile"), "command": command, "dry_run": False,
     }
     (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
     shutil.rmtree(dest, ignore_errors=True)
