@@ -103,10 +103,11 @@ bench.flops_frame(record).style.format("{:.3g}", na_rep="–")
 # `cpu` scale, float32 against bf16 only, **recorded** once by
 # `python -m semlm.bench --only precision --variants-profile cpu` (six models per variant,
 # several minutes; its machine, date and commit are under the table) rather than run by every
-# build. On a CPU without native bf16 the profile stays float32: there oneDNN emulates bf16,
-# and on the development machine with oneDNN restricted to AVX-512 without BF16 a training
-# step of the fusion model took 1.23 times its float32 time, restricted to AVX2 (most
-# laptops) 8.3 times.
+# build. On a CPU without native bf16 the profile stays float32: there oneDNN emulates bf16
+# and a step gets slower, not faster. The recording shows it on its one machine: the line
+# under its table gives the fusion model's bf16 / float32 step time with oneDNN as it is and
+# capped (`ONEDNN_MAX_CPU_ISA`) at AVX-512 without its BF16 instructions and at AVX2, the
+# instruction set of most laptops.
 
 # %%
 variants, caption = bench.training_variants_frame(record)

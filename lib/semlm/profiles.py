@@ -4,7 +4,7 @@ build on a 2-core laptop) and ``paper`` (the papers' own scale; a GPU for paper 
 For paper A the paper's scale is small enough for a laptop, so ``cpu`` trains the same models
 on the same data as ``paper``; the one difference is the precision: on a CPU that computes bf16
 natively, ``cpu`` trains paper A's models under bf16 autocast (:func:`paper_a_cpu_precision`:
-0.63 x the training CPU time with the same validation perplexity, recorded in
+about two thirds of the training CPU time with the same validation perplexity, recorded in
 ``book/recorded/cpu-bf16-variants``), while ``paper`` keeps the authors' float32.
 """
 
@@ -114,9 +114,9 @@ CPU_BF16_CHOICES: tuple[str, ...] = ("auto", "off")
 def cpu_computes_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices natively (x86 AVX512-BF16 or AMX tiles).
 
-    Without it, oneDNN emulates bf16 and autocast makes training slower, not faster: measured on
-    the development machine with oneDNN restricted to AVX-512 without BF16, 1.23 x the float32 step
-    time of paper A's model; restricted to AVX2 (most laptops), 8.3 x.
+    Without it, oneDNN emulates bf16 and autocast makes training slower, not faster (the recorded
+    comparison in ``book/recorded/cpu-bf16-variants`` times a step with oneDNN capped at AVX-512
+    without BF16 and at AVX2: ``semlm.book.bench.emulated_bf16_step_ratios``).
     """
     import torch  # only when a profile asks; validating a profile needs no torch
 
