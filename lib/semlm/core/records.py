@@ -664,6 +664,35 @@ class TopicBudget(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TopicDecision(Record):
+    """What decides ``B-topic-drift`` (:func:`semlm.idea.topic_decision.decide`), over the comparable seeds.
+
+    Excess drift (switch rate minus the data's measured rate, ``data_rate``) of the gated model at the largest
+    budget (``gated``), of the plain model interpolated to the gated model's validation PPL
+    (``plain_at_matched_ppl``; ``matched_ppl`` per seed), of that plain model sampled at the gated model's
+    next-token entropy (``sharpened_plain``; ``temperature``) and of the gated model at alpha 0 (``gate_off``);
+    the paired differences ``gated_minus_plain`` and ``gated_minus_sharpened``; the mix rates of the two models
+    at the deciding point (competence); the seeds used and those without a bracketing checkpoint.
+    """
+
+    seeds: list[int] | None = None
+    not_comparable: list[int] | None = None
+    data_rate: Interval | None = None
+    matched_ppl: Interval | None = None
+    gated: Interval | None = None
+    plain_at_matched_ppl: Interval | None = None
+    sharpened_plain: Interval | None = None
+    gate_off: Interval | None = None
+    gated_minus_plain: Interval | None = None
+    gated_minus_sharpened: Interval | None = None
+    mix_gated: Interval | None = None
+    mix_plain: Interval | None = None
+    temperature: Interval | None = None
+    interpolation_error: dict[str, float] | None = None
+    interval_method: dict[str, str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class TopicDriftRecord(ChapterRecord):
     """Chapter 9: the data's rate, the learning curve (``budgets``, ascending) and, as ``plain`` /
     ``gated`` / ``paired``, the largest budget again (what the diversity claim and older readers read)."""
@@ -674,6 +703,8 @@ class TopicDriftRecord(ChapterRecord):
     gated: TopicModelSummary | None = None
     paired: TopicModelSummary | None = None  # gated - plain, per seed
     budgets: list[TopicBudget] | None = None
+    decision: TopicDecision | None = None  # what B-topic-drift is judged on (matched PPL, the controls)
+    world_decision: TopicDecision | None = None  # the same test with a new world per seed (secondary)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,234 @@
+"""Chapter 9's deciding comparison as arithmetic on counts: matched perplexity, the controls, the intervals.
+
+The claim under test (paper B, Sections 3 and 5) is "less topic drift at comparable perplexity". Comparing a
+plain and a gated model at equal optimiser steps lets a perplexity difference stand in for a drift
+difference, and a gate that merely sharpens the next-token distribution (what a lower temperature does)
+also switches topic less. So for every training seed the decision compares the gated model at the largest
+budget with
+
+* **the plain model at matched perplexity**: its drift interpolated, linearly in validation perplexity,
+  between the two checkpoints of its (longer) run whose perplexities bracket the gated model's, never
+  extrapolated (:func:`bracket`; a seed without a bracket is *not comparable* and counts against power);
+* **the sharpened plain model**: the same two checkpoints sampled at the temperature that gives them the
+  gated model's mean next-token entropy (teacher-forced on held-out text), interpolated the same way;
+* **the gate off**: the gated model decoded at alpha = 0 (shown, not part of the rule).
+
+Everything here is a pure function of per-prompt counts (:class:`PromptCounts`), so the claims tests can
+feed it simulated builds. Excess drift is a switch rate minus the data's measured rate; its interval carries
+the data rate's own interval. Per-seed values become a Student-t interval over seeds; where that interval has
+zero width (rates stuck at 0 or 1 within every seed) a bootstrap over prompts nested within seeds replaces it.
+An interpolated arm carries its interpolation error: the mean over seeds of ``min(w, 1 - w) * |r_b - r_a|``
+(how far the interpolated value lies from the nearer checkpoint's), added to both ends of the interval.
+
+No torch here: :mod:`semlm.book.claims` and its tests use it without a model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from semlm.core.records import Interval, TopicDecision
+
+#: The arms every comparable seed has: ``gated`` (largest budget, gate on), ``plain`` (at the gated model's
+#: validation PPL), ``sharpened`` (plain at matched PPL, at the gated model's entropy), ``gate_off`` (alpha 0).
+ARMS = ("gated", "plain", "sharpened", "gate_off")
+BOOTSTRAP_RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class PromptCounts:
+    """Sentence-level counts of one model's continuations, one entry per prompt (its samples pooled):
+    topic switches, transitions between single-topic sentences, mixed and topical sentences."""
+
+    switches: tuple[int, ...]
+    transitions: tuple[int, ...]
+    mixed: tuple[int, ...]
+    topical: tuple[int, ...]
+
+    def __post_init__(self):
+        n = len(self.switches)
+        if n == 0 or any(len(x) != n for x in (self.transitions, self.mixed, self.topical)):
+            raise ValueError("PromptCounts needs the same number (>= 1) of switches, transitions, mixed and topical")
+        if any(s > t for s, t in zip(self.switches, self.transitions)):
+            raise ValueError("a prompt cannot have more switches than transitions")
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[int, int, int, int]]) -> "PromptCounts":
+        """From ``(switches, transitions, mixed, topical)`` per prompt."""
+        return cls(*(tuple(int(r[i]) for r in rows) for i in range(4)))
+
+    def arrays(self) -> np.ndarray:
+        """``[4, prompts]``: switches, transitions, mixed, topical."""
+        return np.array([self.switches, self.transitions, self.mixed, self.topical], dtype=float)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of one seed: a weighted sum of measured models (one, or two bracketing checkpoints)."""
+
+    parts: tuple[tuple[float, PromptCounts], ...]
+
+    @classmethod
+    def single(cls, counts: PromptCounts) -> "Arm":
+        return cls(((1.0, counts),))
+
+    @classmethod
+    def interpolated(cls, first: PromptCounts, second: PromptCounts, weight: float) -> "Arm":
+        """``(1 - weight) * first + weight * second`` (``weight`` in [0, 1], the share of ``second``)."""
+        if not 0.0 <= weight <= 1.0:
+            raise ValueError(f"an interpolation weight lies in [0, 1], got {weight}")
+        return cls(((1.0 - weight, first), (weight, second)))
+
+    @property
+    def prompts(self) -> int:
+        return len(self.parts[0][1].switches)
+
+    def rates(self, index: np.ndarray | None = None) -> tuple[float, float]:
+        """(switch rate, mix rate), each part's pooled over the prompts ``index`` (all by default), weighted."""
+        switch = mix = 0.0
+        for weight, counts in self.parts:
+            a = counts.arrays() if index is None else counts.arrays()[:, index]
+            s, t, m, k = a.sum(axis=1)
+            switch += weight * (s / t if t else math.nan)
+            mix += weight * (m / k if k else math.nan)
+        return switch, mix
+
+    @property
+    def interpolation_error(self) -> float:
+        """``min(w, 1 - w) * |r_b - r_a|`` for two checkpoints (0 for one model)."""
+        if len(self.parts) == 1:
+            return 0.0
+        (w0, a), (w1, b) = self.parts
+        ra, rb = Arm.single(a).rates()[0], Arm.single(b).rates()[0]
+        return min(w0, w1) * abs(rb - ra)
+
+    @property
+    def complete(self) -> bool:
+        """Every part has at least one transition (a switch rate is defined)."""
+        return all(sum(c.transitions) > 0 for _, c in self.parts)
+
+
+@dataclass(frozen=True)
+class SeedArms:
+    """One training seed's arms (:data:`ARMS`) and the gated model's validation PPL (the matched point).
+    ``arms`` is None for a seed whose plain checkpoints do not bracket that PPL (not comparable)."""
+
+    seed: int
+    matched_ppl: float
+    arms: Mapping[str, Arm] | None
+    temperature: float | None = None  # the sharpening temperature (mean of the two checkpoints')
+
+    def __post_init__(self):
+        if self.arms is not None:
+            missing = sorted(set(ARMS) - set(self.arms))
+            if missing:
+                raise ValueError(f"seed {self.seed} lacks the arm(s) {', '.join(missing)}; each seed needs {ARMS}")
+            sizes = {len(counts.switches) for arm in self.arms.values() for _, counts in arm.parts}
+            if len(sizes) > 1:
+                raise ValueError(f"seed {self.seed}: every arm must score the same prompts, got {sorted(sizes)} prompts")
+
+    @property
+    def comparable(self) -> bool:
+        return self.arms is not None and all(self.arms[a].complete for a in ARMS)
+
+
+def bracket(steps: Sequence[int], ppl: Sequence[float], target: float) -> tuple[int, int, float] | None:
+    """The first pair of consecutive checkpoints whose validation PPLs bracket ``target`` (``ppl[i] >= target
+    >= ppl[i + 1]``): ``(steps[i], steps[i + 1], w)``, ``w`` the share of the second, so that interpolating
+    linearly in PPL gives ``target``. None if no consecutive pair brackets it (no extrapolation)."""
+    if len(steps) != len(ppl):
+        raise ValueError(f"one PPL per checkpoint: got {len(steps)} steps and {len(ppl)} PPLs")
+    for i in range(len(steps) - 1):
+        hi, lo = ppl[i], ppl[i + 1]
+        if hi >= target >= lo and math.isfinite(hi) and math.isfinite(lo):
+            return steps[i], steps[i + 1], 0.0 if hi == lo else (hi - target) / (hi - lo)
+    return None
+
+
+def _t_interval(values: Sequence[float]) -> Interval:
+    return Interval.of_mean(values)
+
+
+def _nested_bootstrap(seeds: Sequence[SeedArms], statistic, resamples: int, rng: np.random.Generator
+                      ) -> tuple[float, float]:
+    """95% percentile interval of the mean over seeds of ``statistic(seed, prompt_index)``, resampling seeds
+    and, within each drawn seed, its prompts (every arm of a seed shares the prompts)."""
+    n = len(seeds)
+    means = np.empty(resamples)
+    for r in range(resamples):
+        picked = rng.integers(0, n, n)
+        total = 0.0
+        for i in picked:
+            prompts = seeds[i].arms["gated"].prompts
+            total += statistic(seeds[i], rng.integers(0, prompts, prompts))
+        means[r] = total / n
+    means = means[np.isfinite(means)]
+    if not len(means):
+        return math.nan, math.nan
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def _seed_interval(seeds: Sequence[SeedArms], statistic, widen: float, rng: np.random.Generator,
+                   resamples: int) -> tuple[Interval, str]:
+    """The per-seed ``statistic(seed, None)`` over seeds: a t-interval, or the nested bootstrap where the
+    t-interval has zero width, widened by ``widen`` on both sides. Returns the interval and its method."""
+    values = [statistic(s, None) for s in seeds]
+    t = _t_interval(values)
+    method = "t over seeds"
+    low, high = t.low, t.high
+    if len(values) > 1 and t.high - t.low == 0:
+        low, high = _nested_bootstrap(seeds, statistic, resamples, rng)
+        low, high = min(low, t.mean), max(high, t.mean)
+        method = "bootstrap over prompts nested within seeds"
+    return Interval(t.mean, low - widen, high + widen, len(values), t.values), method
+
+
+def decide(seeds: Sequence[SeedArms], data_rate: Interval, *, resamples: int = BOOTSTRAP_RESAMPLES,
+           rng_seed: int = 0) -> TopicDecision:
+    """Chapter 9's :class:`~semlm.core.records.TopicDecision` from every seed's arms and the data's rate.
+
+    Excess drift of an arm = its switch rate - ``data_rate.mean``; its interval is widened by the data
+    rate's (the reference is measured, not known). ``gated_minus_plain`` and ``gated_minus_sharpened`` are
+    paired by seed and widened by the mean interpolation error of the interpolated arm. Only comparable
+    seeds enter; the others are listed in ``not_comparable``.
+    """
+    rng = np.random.default_rng(rng_seed)
+    usable = [s for s in seeds if s.comparable]
+    out: dict = {"seeds": [s.seed for s in usable], "not_comparable": [s.seed for s in seeds if not s.comparable],
+                 "data_rate": data_rate}
+    if not usable:
+        return TopicDecision(**out)
+    below, above = data_rate.mean - data_rate.low, data_rate.high - data_rate.mean
+    methods = {}
+
+    def rate(arm):
+        return lambda s, idx: s.arms[arm].rates(idx)[0] - data_rate.mean
+
+    def mix(arm):
+        return lambda s, idx: s.arms[arm].rates(idx)[1]
+
+    def error(arm):
+        return float(np.mean([s.arms[arm].interpolation_error for s in usable]))
+
+    for name, arm in (("gated", "gated"), ("plain_at_matched_ppl", "plain"), ("sharpened_plain", "sharpened"),
+                      ("gate_off", "gate_off")):
+        interval, methods[name] = _seed_interval(usable, rate(arm), error(arm), rng, resamples)
+        out[name] = Interval(interval.mean, interval.low - below, interval.high + above, interval.n, interval.values)
+    for name, control in (("gated_minus_plain", "plain"), ("gated_minus_sharpened", "sharpened")):
+        out[name], methods[name] = _seed_interval(
+            usable, lambda s, idx, c=control: s.arms["gated"].rates(idx)[0] - s.arms[c].rates(idx)[0],
+            error(control), rng, resamples)
+    out["mix_gated"], _ = _seed_interval(usable, mix("gated"), 0.0, rng, resamples)
+    out["mix_plain"], _ = _seed_interval(usable, mix("plain"), 0.0, rng, resamples)
+    out["matched_ppl"] = Interval.of_mean([s.matched_ppl for s in usable])
+    temperatures = [s.temperature for s in usable if s.temperature is not None]
+    if temperatures:
+        out["temperature"] = Interval.of_mean(temperatures)
+    out["interpolation_error"] = {"plain": error("plain"), "sharpened": error("sharpened")}
+    out["interval_method"] = methods
+    return TopicDecision(**out)
