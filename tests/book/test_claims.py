@@ -1,6 +1,7 @@
 """The reproducibility report: claims judged from metrics records, parameters read from notebooks."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -165,6 +166,23 @@ def test_a_competent_model_can_reproduce_paper_b_claims_and_each_verdict_has_its
     rows = by_id(evaluate_claims({"06_idea_gating": idea_record()}))
     assert rows["B-ppl"]["status"] == REPRODUCED
     assert "bigram" in rows["B-ppl"]["rule"]
+
+
+def test_b_ppl_is_decided_over_training_seeds_when_the_build_has_them():
+    from semlm.core.records import IdeaOverSeeds, SeedPaired
+
+    def judged(baseline, gated):
+        record = replace(idea_record(), over_seeds=IdeaOverSeeds(seeds=list(range(len(baseline))),
+                                                                 val_ppl=SeedPaired.of(baseline, gated)))
+        return by_id(evaluate_claims({"06_idea_gating": record}))["B-ppl"]
+
+    close = judged([40.0, 41.0, 39.5], [40.4, 41.2, 39.9])
+    assert close["status"] == REPRODUCED and "over 3 training seeds" in close["reason"]
+    assert close["ci"][0] <= float(close["causal_value"]) <= close["ci"][1]
+    assert judged([40.0, 41.0, 39.5], [46.0, 47.5, 45.0])["status"] == NOT_REPRODUCED
+    assert judged([40.0, 41.0, 39.5], [40.0, 45.0, 39.0])["status"] == INCONCLUSIVE
+    assert judged([40.0], [40.1])["status"] == INCONCLUSIVE
+    assert "one training seed" in by_id(evaluate_claims({"06_idea_gating": idea_record()}))["B-ppl"]["reason"]
 
 
 def test_an_incompetent_model_is_not_testable_whatever_its_numbers():

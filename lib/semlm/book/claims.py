@@ -538,16 +538,36 @@ def _val_ppl(record, chapter: str, model: str) -> float:
     return _need(_need(getattr(record, model), chapter, model).val_ppl, chapter, f"{model}.val_ppl")
 
 
-@_if_competent("reproduced if gated / baseline validation PPL <= 1.05 (one training seed each, so a tolerance, "
-               "not an interval), else not reproduced")
+#: B-ppl's non-inferiority margin: "comparable" validation PPL is gated / baseline - 1 below +5%.
+IDEA_PPL_MARGIN = 0.05
+
+
+@_if_competent(f"over training seeds: the per-seed relative validation-PPL change gated / baseline - 1; "
+               f"reproduced if its whole 95% t-interval over seeds lies below +{IDEA_PPL_MARGIN:.0%}, not reproduced "
+               f"if it lies wholly above, inconclusive if it straddles the margin or fewer than 2 seeds ran (a build "
+               f"without the seeds record is judged on its one pair, labelled, with the same margin as a tolerance)")
 def _idea_ppl(metrics):
     idea = _record(metrics, IDEA)
     base, gated = _val_ppl(idea, IDEA, "baseline"), _val_ppl(idea, IDEA, "gated")
-    ratio = gated / base
-    ok = ratio <= 1.05
-    return Verdict(REPRODUCED if ok else NOT_REPRODUCED,
-                   f"gated / baseline validation PPL = {ratio:.3f} on {idea.dataset or '?'}",
-                   None, f"{base:.2f} vs {gated:.2f}", None, idea.profile)
+    pair = idea.over_seeds.val_ppl if idea.over_seeds is not None else None
+    if pair is None or pair.baseline is None or pair.gated is None or not pair.baseline.values:
+        ratio = gated / base
+        return Verdict(REPRODUCED if ratio <= 1 + IDEA_PPL_MARGIN else NOT_REPRODUCED,
+                       f"gated / baseline validation PPL = {ratio:.3f} on {idea.dataset or '?'} (one training seed: "
+                       f"no seeds record in this build)", None, f"{base:.2f} vs {gated:.2f}", None, idea.profile)
+    change = Interval.of_mean([g / b - 1 for g, b in zip(pair.gated.values, pair.baseline.values)])
+    n = len(change.values)
+    if n < 2:
+        status, what = INCONCLUSIVE, "fewer than 2 seeds give no interval"
+    elif change.below(IDEA_PPL_MARGIN):
+        status, what = REPRODUCED, f"below +{IDEA_PPL_MARGIN:.0%}"
+    elif change.above(IDEA_PPL_MARGIN):
+        status, what = NOT_REPRODUCED, f"above +{IDEA_PPL_MARGIN:.0%}"
+    else:
+        status, what = INCONCLUSIVE, f"straddles +{IDEA_PPL_MARGIN:.0%}"
+    return Verdict(status, f"over {n} training seeds on {idea.dataset or '?'}: validation PPL baseline "
+                   f"{pair.baseline:.2f}, gated {pair.gated:.2f}; per-seed gated / baseline - 1 = {change:+.3f} ({what})",
+                   None, f"{change.mean:+.3f}", _bounds(change), idea.profile)
 
 
 #: A gated distinct-2 lower than the plain model's by up to this share of the plain value counts as "stays high".
