@@ -403,6 +403,34 @@ def plot_drift_learning_curve(frame: pd.DataFrame):
     return fig
 
 
+def plot_topic_decision(decision, miscalibration: float):
+    """Chapter 9's deciding comparison as a forest: the excess drift of each arm (gated, plain at matched PPL,
+    the sharpening control, the gate off) and the two paired differences, each with its 95% interval over
+    seeds; the zero line of the left panel is the data's rate, the band below ``miscalibration`` is drifting
+    less than the data. ``decision``: a :class:`~semlm.core.records.TopicDecision`."""
+    arms = [("gated", "gated", DRIFT_PALETTE["gated"]), ("plain_at_matched_ppl", "plain, matched PPL",
+                                                          DRIFT_PALETTE["plain"]),
+            ("sharpened_plain", "plain, sharpened", "#9467bd"), ("gate_off", "gated, gate off", "0.5")]
+    diffs = [("gated_minus_plain", "gated - plain"), ("gated_minus_sharpened", "gated - sharpened")]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 2.9), gridspec_kw={"width_ratios": [1.3, 1]})
+    for ax, rows in ((left, arms), (right, [(n, label, "k") for n, label in diffs])):
+        for y, (name, label, colour) in enumerate(reversed(rows)):
+            value = getattr(decision, name)
+            ax.errorbar(value.mean, y, xerr=[[value.mean - value.low], [value.high - value.mean]], fmt="o",
+                        color=colour, capsize=3)
+            if value.values:
+                ax.scatter(value.values, [y + 0.18] * len(value.values), s=8, color=colour, alpha=0.5)
+        ax.set_yticks(range(len(rows)), [label for _, label, _ in reversed(rows)])
+        ax.axvline(0.0, color=DRIFT_PALETTE["data"], ls=":", lw=1.2)
+    low = min(miscalibration, *(getattr(decision, n).low for n, _, _ in arms)) - 0.05
+    left.axvspan(low, miscalibration, color="0.85", alpha=0.5, lw=0, label="drifts less than the data")
+    left.set(xlabel="excess drift (switch rate - data's rate)", title="arms (dots: seeds)")
+    right.set(xlabel="paired by seed", title="the two differences the rule reads")
+    left.legend(frameon=False, fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
 def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float | None = None):
     """The gated models decoded at other gate strengths: switch rate against alpha next to the data's rate
     (below it the gate over-sticks: miscalibration), and validation perplexity against alpha. ``frame`` has

@@ -32,7 +32,8 @@ class TrainConfig:
     authors' LoRA run) or ``random_windows`` (windows at random offsets of a token stream, the
     authors' ``get_batch``; the data must have ``sample(batch_size, generator)``).
     Schedules: ``cosine`` (linear warmup then cosine to 0), ``cosine_min_lr`` (linear warmup from 0,
-    cosine to ``min_lr``: the authors' ``get_lr`` of paper B) and ``constant``.
+    cosine to ``min_lr``: the authors' ``get_lr`` of paper B), ``constant`` and ``constant_warmup`` (linear
+    warmup, then constant: every checkpoint of a run is the model trained for that many steps, chapter 9).
     """
 
     epochs: int = 6
@@ -146,7 +147,7 @@ def cpu_bf16_setting() -> str:
 
 SAMPLINGS = ("shuffle", "in_order", "random_windows")
 PRECISIONS = (None, "bf16", "bf16_on_cuda")
-SCHEDULES = ("cosine", "cosine_min_lr", "constant")
+SCHEDULES = ("cosine", "cosine_min_lr", "constant", "constant_warmup")
 
 
 @dataclass(frozen=True)
@@ -595,7 +596,12 @@ class TopicDriftProfile:
     train: TrainConfig
     idea: IdeaSettings
     n_seeds: int
-    budgets: tuple[int, ...] = (150, 400, 1000)   # optimiser steps of the learning curve, ascending
+    #: the secondary learning curve, read from checkpoints (ascending); the largest is the gated model's
+    #: budget, the point where B-topic-drift is decided
+    budgets: tuple[int, ...] = (150, 400, 1000)
+    #: the plain runs train this much longer than the gated budget, so that their checkpoints bracket the
+    #: gated model's validation perplexity (matched-PPL comparison, no extrapolation)
+    plain_steps_factor: float = 2.0
     prompts_per_topic: int = 2
     samples_per_prompt: int = 5
     max_new_tokens: int = 40
@@ -615,6 +621,24 @@ class TopicDriftProfile:
             raise ValueError(f"budgets must be distinct positive step counts in ascending order, got {self.budgets}")
         if any(a < 0 for a in self.sweep_alphas):
             raise ValueError(f"sweep_alphas must be >= 0, got {self.sweep_alphas}")
+        every = self.train.eval_every
+        if not every or any(b % every for b in self.budgets) or self.plain_steps % every:
+            raise ValueError(f"train.eval_every (the checkpoint spacing, {every}) must divide every budget "
+                             f"{self.budgets} and the plain runs' {self.plain_steps} steps")
+        if self.plain_steps_factor < 1:
+            raise ValueError(f"plain_steps_factor must be >= 1 (the plain runs bracket the gated model's PPL), "
+                             f"got {self.plain_steps_factor}")
+
+    @property
+    def gated_steps(self) -> int:
+        """The gated model's budget (optimiser steps): the largest of ``budgets``."""
+        return self.budgets[-1]
+
+    @property
+    def plain_steps(self) -> int:
+        """The plain runs' length: ``plain_steps_factor`` x the gated budget, on the checkpoint grid."""
+        every = self.train.eval_every or 1
+        return every * round(self.budgets[-1] * self.plain_steps_factor / every)
 
     def seeds(self, seed: int) -> list[int]:
         """The training seeds: ``seed, seed + 1, ...`` (``n_seeds`` of them)."""
@@ -622,9 +646,11 @@ class TopicDriftProfile:
 
 
 def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
-    """Chapter 9's scales: ``smoke`` (seconds, 2 seeds, 3 tiny budgets), ``cpu`` (3 budgets x 3 seeds of each
-    model, small enough for 2 cores), ``paper`` (a larger world and GPT, 5 seeds; meant for a GPU). Every run
-    trains for a budget of optimiser steps (``TrainConfig.max_steps``) with the book's cosine schedule."""
+    """Chapter 9's scales: ``smoke`` (seconds, 2 seeds), ``cpu`` (5 seeds of each model, small enough for 2
+    cores), ``paper`` (a larger world and GPT, 5 seeds; meant for a GPU). Per seed one gated run of the largest
+    budget and one plain run 1.5 to 2 times as long, both at a constant learning rate after a fixed warmup, validated
+    and checkpointed every ``train.eval_every`` steps: every checkpoint is the model trained for that many
+    steps, so the learning curve and the matched-perplexity comparison come from two runs per seed."""
     check_profile(profile)
     # K = 8 is about one sentence; the masked columns are this world's function words (passed as ids to
     # the loss). The idea BCE is the authors' v2 form (mean over the vocabulary, lambda 0.1), as in the
@@ -636,9 +662,10 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
     cpu = TopicDriftProfile(
         name="cpu", data=TopicConfig(seed=seed, n_train_docs=2000, sentences_per_doc=10),
         size=GPTSize(n_layer=2, n_head=4, n_embd=48, block_size=64, dropout=0.0),
-        train=TrainConfig(epochs=1, batch_size=16, lr=3e-3, weight_decay=0.01, warmup_fraction=0.05,
-                          autocast="bf16_on_cuda"),
-        idea=idea, n_seeds=3, budgets=(150, 300, 600), prompts_per_topic=4, samples_per_prompt=16,
+        train=TrainConfig(epochs=1, batch_size=16, lr=3e-3, weight_decay=0.01, schedule="constant_warmup",
+                          warmup_steps=30, eval_every=50, autocast="bf16_on_cuda"),
+        idea=idea, n_seeds=5, budgets=(150, 300, 600), plain_steps_factor=1.5, prompts_per_topic=4,
+        samples_per_prompt=16,
         max_new_tokens=44, sweep_samples_per_prompt=4)
     if profile == "cpu":
         return cpu
@@ -646,6 +673,7 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
         return replace(cpu, name="smoke", data=TopicConfig(seed=seed, n_train_docs=120, n_val_docs=16,
                                                            sentences_per_doc=6),
                        size=GPTSize(n_layer=1, n_head=2, n_embd=32, block_size=64, dropout=0.0),
+                       train=replace(cpu.train, warmup_steps=2, eval_every=4),
                        idea=replace(idea, alpha_ramp_steps=5), n_seeds=2, budgets=(4, 8, 16), prompts_per_topic=1,
                        samples_per_prompt=2, max_new_tokens=16, sweep_alphas=(0.0, 0.5, 2.0),
                        sweep_samples_per_prompt=1, max_workers=1)
@@ -653,7 +681,7 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
                                                        adjectives_per_topic=8, sentences_per_doc=12,
                                                        n_train_docs=40_000, n_val_docs=2_000),
                    size=GPTSize(n_layer=4, n_head=4, n_embd=256, block_size=128, dropout=0.1),
-                   train=replace(cpu.train, batch_size=64, lr=1e-3),
+                   train=replace(cpu.train, batch_size=64, lr=1e-3, warmup_steps=200, eval_every=250),
                    idea=replace(idea, window=12, alpha_ramp_steps=300), n_seeds=5, budgets=(1000, 3000, 10000),
                    prompts_per_topic=4, samples_per_prompt=10, max_new_tokens=80, sweep_samples_per_prompt=5)
 

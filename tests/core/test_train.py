@@ -233,10 +233,10 @@ def test_random_windows_need_max_steps():
         TrainConfig(sampling="random_windows")
 
 
-@pytest.mark.parametrize("schedule", ["cosine", "cosine_min_lr", "constant"])
+@pytest.mark.parametrize("schedule", ["cosine", "cosine_min_lr", "constant", "constant_warmup"])
 def test_learning_rate_schedules_equal_transformers_schedulers(schedule):
-    from transformers import (get_constant_schedule, get_cosine_schedule_with_warmup,
-                              get_cosine_with_min_lr_schedule_with_warmup)
+    from transformers import (get_constant_schedule, get_constant_schedule_with_warmup,
+                              get_cosine_schedule_with_warmup, get_cosine_with_min_lr_schedule_with_warmup)
 
     from semlm.core.train import make_scheduler
 
@@ -246,7 +246,8 @@ def test_learning_rate_schedules_equal_transformers_schedulers(schedule):
     ours = make_scheduler(ours_opt, config, 50)
     theirs = {"cosine": lambda: get_cosine_schedule_with_warmup(theirs_opt, 7, 50),
               "cosine_min_lr": lambda: get_cosine_with_min_lr_schedule_with_warmup(theirs_opt, 7, 50, min_lr=1e-4),
-              "constant": lambda: get_constant_schedule(theirs_opt)}[schedule]()
+              "constant": lambda: get_constant_schedule(theirs_opt),
+              "constant_warmup": lambda: get_constant_schedule_with_warmup(theirs_opt, 7)}[schedule]()
     for _ in range(55):
         assert ours.get_last_lr()[0] == pytest.approx(theirs.get_last_lr()[0], rel=1e-12, abs=1e-15)
         ours_opt.step(), theirs_opt.step()

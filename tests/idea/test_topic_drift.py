@@ -6,16 +6,18 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 from semlm.book.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STATUSES, evaluate_claims
 from semlm.core.records import Interval, TopicDriftRecord
 from semlm.core.runs import RunContext, run_many
 from semlm.data.topics import (AMBIGUOUS, END, EOS, MIXED, NEUTRAL, TopicConfig, TopicWorld, make_topic_corpus,
                                split_sentences)
-from semlm.idea.topic_experiment import (TOPIC_DRIFT, DriftCounts, alpha_sweep, data_drift, drift_counts,
-                                         evaluate_runs, prepare_topic_data, runs_by_budget, score_continuation,
-                                         sentence_labels, text_drift, topic_drift_profile, topic_drift_runs,
-                                         topic_prompts, topic_stickiness)
+from semlm.idea.topic_experiment import (CURVE, RESAMPLE_OFFSET, RESAMPLED, TOPIC_DRIFT, DriftCounts, Measurements, alpha_sweep,
+                                         data_drift, drift_counts, evaluate_curve, matched_temperature,
+                                         mean_entropy, prepare_topic_data, runs_by_group, score_continuation,
+                                         sentence_labels, text_drift, topic_decision, topic_drift_profile,
+                                         topic_drift_runs, topic_prompts, topic_run, topic_stickiness)
 from semlm.idea import topic_report
 
 
@@ -186,39 +188,71 @@ def test_cpu_documents_are_longer_than_the_context_window():
 
 def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     profile = topic_drift_profile("smoke")
-    profile = replace(profile, data=replace(profile.data, n_train_docs=40, n_val_docs=4), budgets=(2, 4),
+    profile = replace(profile, data=replace(profile.data, n_train_docs=40, n_val_docs=4), budgets=(4, 8),
                       sweep_alphas=(0.0, 1.0))
     context = RunContext(profile.name, tmp_path)
     specs = topic_drift_runs(profile, [5, 6])
     assert TOPIC_DRIFT.max_workers(specs) == 1  # the smoke profile's policy
-    by_budget = runs_by_budget(run_many(TOPIC_DRIFT, specs, context))
-    assert list(by_budget) == [2, 4]
-    assert {k: sorted(v) for k, v in by_budget[4].items()} == {"plain": [5, 6], "gated": [5, 6]}
-    assert by_budget[2]["gated"][5].steps == 2 and by_budget[4]["plain"][6].steps == 4
-    assert by_budget[4]["plain"][5].metrics.val_ppl_ungated is None
+    runs = runs_by_group(run_many(TOPIC_DRIFT, specs, context))[CURVE]
+    assert {k: sorted(v) for k, v in runs.items()} == {"plain": [5, 6], "gated": [5, 6]}
+    assert runs["gated"][5].steps == 8 and runs["plain"][6].steps == profile.plain_steps == 12  # 1.5 x 8
+    assert runs["plain"][5].snapshot_steps == [4, 8, 12] and runs["plain"][5].metrics.val_ppl_ungated is None
+    # a checkpoint is the model after that many steps: the snapshot of the last step is the final model
+    final, last = runs["plain"][5].load("cpu"), runs["plain"][5].load("cpu", step=12)
+    assert all(torch.equal(a, b) for a, b in zip(final.state_dict().values(), last.state_dict().values()))
+    with pytest.raises(FileNotFoundError, match="no snapshot at step 5"):
+        runs["plain"][5].load("cpu", step=5)
     data = prepare_topic_data(profile.data)
     assert all(p.startswith(EOS) and p.count(END) == 2 for _, p in topic_prompts(data, profile))
-    results = evaluate_runs(by_budget, data, profile)
-    assert [b.steps for b in results.budgets] == [2, 4]
-    sweep = alpha_sweep(by_budget[4]["gated"], data, profile)
+    measured = Measurements(runs, data, profile)
+    rate = data_drift(data.corpus.val, data.world)
+    decision, details = topic_decision(measured, rate)
+    assert [d["seed"] for d in details] == [5, 6]
+    assert set(decision.seeds) | set(decision.not_comparable) == {5, 6}
+    results = evaluate_curve(measured)
+    assert [b.steps for b in results.budgets] == [4, 8]
+    sweep = alpha_sweep(runs["gated"], data, profile)
     assert [row["alpha"] for row in sweep] == [0.0, 1.0] and {"switch_rate", "excess_drift", "ppl"} <= set(sweep[0])
-    record = topic_report.topic_drift_record(profile, data, data_drift(data.corpus.val, data.world), True, [5, 6],
-                                             results, sweep, by_budget).to_dict()
-    assert len(record["budgets"]) == 2
+    record = topic_report.topic_drift_record(profile, data, rate, True, [5, 6], results, sweep, runs, decision,
+                                             details).to_dict()
+    assert len(record["budgets"]) == 2 and record["decision"]["data_rate"]
     for budget in record["budgets"]:
         for kind in ("plain", "gated"):
             for metric in ("excess_drift", "switch_rate", "mix_rate"):
                 assert {"mean", "ci_low", "ci_high", "values"} <= set(budget[kind][metric])
                 assert len(budget[kind][metric]["values"]) == 2
     assert record["data"]["switch_prob"] == profile.data.switch_prob
-    assert list(topic_report.claim_rows(TopicDriftRecord.from_dict(record)).index) == ["B-topic-drift",
-                                                                                      "B-topic-diversity"]
-    assert list(topic_report.curve_table(results).index) == [2, 4]
+    rows = topic_report.claim_rows(TopicDriftRecord.from_dict(record))
+    assert list(rows.index) == ["B-topic-drift", "B-topic-diversity"]
+    assert rows.loc["B-topic-drift", "status"] == INCONCLUSIVE  # 2 seeds: fewer than the rule needs
+    assert list(topic_report.curve_table(results).index) == [4, 8]
     # a second call reloads the cached runs instead of training again
-    again = run_many(TOPIC_DRIFT, topic_drift_runs(replace(profile, budgets=(4,)), [5]), context)
+    again = run_many(TOPIC_DRIFT, topic_drift_runs(profile, [5]), context)
     assert [r.status for r in again] == ["loaded", "loaded"]
     with pytest.raises(ValueError, match="distinct and non-empty"):
         topic_drift_runs(profile, [5, 5])
+
+
+def test_the_sharpening_temperature_matches_the_entropy_and_refuses_what_it_cannot_reach():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0], [0.5, 0.0, 0.0, -3.0]])
+    target = mean_entropy(logits, 0.7)
+    assert matched_temperature(logits, target) == pytest.approx(0.7, rel=1e-4)
+    assert mean_entropy(logits, 0.5) < mean_entropy(logits, 1.0) < mean_entropy(logits, 2.0)
+    with pytest.raises(ValueError, match="out of reach"):
+        matched_temperature(logits, math.log(4) + 0.1)
+
+
+def test_a_resampled_corpus_has_new_documents_and_a_new_lexicon_would_only_rename_tokens():
+    profile = topic_drift_profile("smoke")
+    spec = topic_run(profile, True, 7, resample=True)
+    assert spec.config.data.seed == RESAMPLE_OFFSET + 7 and spec.group == RESAMPLED
+    assert spec.config.data.lexicon_seed == profile.data.lexicon_seed
+    ours, theirs = prepare_topic_data(profile.data), prepare_topic_data(spec.config.data)
+    assert not torch.equal(ours.streams["train"][:500], theirs.streams["train"][:500])
+    # why the lexicon is not varied: other made-up words, the very same token ids
+    renamed = prepare_topic_data(replace(profile.data, lexicon_seed=99))
+    assert renamed.world.vocabulary != ours.world.vocabulary
+    assert all(torch.equal(ours.streams[k], renamed.streams[k]) for k in ("train", "valid"))
 
 
 def test_sweep_numbers_name_the_miscalibration_and_the_gate_off_drift():

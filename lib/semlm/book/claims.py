@@ -670,7 +670,6 @@ TOPIC = "09_topic_drift"
 #: nothing about the gate.
 TOPIC_MAX_MIXED = 0.25
 TOPIC_DIVERSITY_MARGIN = 0.05  # a loss of distinct-2 up to 5% of the plain model's value counts as "kept"
-TOPIC_PPL_TOLERANCE = 0.05  # chapter 9's prose of the per-budget curve (no longer part of any rule)
 _TOPIC_COMPETENCE_RULE = (f"not testable if, at the largest training budget, the plain model's share of "
                           f"topic-mixing sentences exceeds {TOPIC_MAX_MIXED}; inconclusive with fewer than 2 seeds")
 
@@ -694,6 +693,8 @@ def _topic_intervals(metrics, metric: str):
     return values, n, None
 
 
+#: The commit that fixed B-topic-drift's rule (this text and its code) before any build judged it.
+TOPIC_DRIFT_RULE_COMMIT = "8013786"
 #: Pre-registered: the number of comparable training seeds ``B-topic-drift`` needs (fewer: inconclusive).
 TOPIC_MIN_SEEDS = 5
 #: Pre-registered: a gated model whose whole excess-drift interval lies below this drifts less than the data

@@ -704,7 +704,7 @@ class TopicDriftRecord(ChapterRecord):
     paired: TopicModelSummary | None = None  # gated - plain, per seed
     budgets: list[TopicBudget] | None = None
     decision: TopicDecision | None = None  # what B-topic-drift is judged on (matched PPL, the controls)
-    world_decision: TopicDecision | None = None  # the same test with a new world per seed (secondary)
+    resampled_decision: TopicDecision | None = None  # the same test with a new corpus per seed (secondary)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -118,6 +118,7 @@ class Fit:
     config: Any                                 # a semlm.profiles.TrainConfig
     loss_fn: Callable                           # (model, batch, step) -> (loss, parts), e.g. fusion.losses.FusionLoss
     validate: Callable | None = None            # (model, val_data, step) -> perplexity; None: metrics.perplexity
+    snapshots: bool = False                     # keep the weights of every validation (RunRecord.load(step=...))
 
 
 class Experiment:
@@ -237,8 +238,9 @@ class RunRecord(TrainingHistory):
     def to_dict(self) -> dict:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "spec"}
 
-    def load(self, device: str | torch.device | None = None) -> torch.nn.Module:
-        """The trained model in eval mode (on ``device``; default: where it was trained if available)."""
+    def load(self, device: str | torch.device | None = None, step: int | None = None) -> torch.nn.Module:
+        """The trained model in eval mode (on ``device``; default: where it was trained if available);
+        ``step``: its snapshot after that many optimiser steps (a run whose ``Fit`` kept snapshots)."""
         experiment = experiment_of(self.experiment)
         if self.spec is None:
             raise ValueError(f"record of {self.name} has no spec; get it from run_one / run_many")
@@ -246,18 +248,29 @@ class RunRecord(TrainingHistory):
         shared = experiment.shared_run(self.spec)
         if shared is not None:
             experiment, spec = shared
-            return load_model(experiment, spec, Path(self.run_dir), device)
-        return load_model(experiment, self.spec, Path(self.run_dir), device)
+            return load_model(experiment, spec, Path(self.run_dir), device, step)
+        return load_model(experiment, self.spec, Path(self.run_dir), device, step)
+
+    @property
+    def snapshot_steps(self) -> list[int]:
+        """The optimiser steps of the run's validations (its snapshots, if it kept them), ascending."""
+        return [int(row["step"]) for row in self.history]
 
 
-def load_model(experiment: Experiment, spec: RunSpec, folder: Path, device: str | torch.device) -> torch.nn.Module:
-    """Rebuild the model of a finished run from its weights (``train/final``)."""
-    from semlm.core.train import _load_weights
+def load_model(experiment: Experiment, spec: RunSpec, folder: Path, device: str | torch.device,
+               step: int | None = None) -> torch.nn.Module:
+    """Rebuild the model of a finished run from its weights (``train/final``, or the snapshot of ``step``)."""
+    from semlm.core.train import _load_weights, snapshot_folder
 
     data = experiment.data(spec)
     set_seed(spec.seed)
     model = experiment.build(spec, data).to(device)
     weights = folder / "train" / "final" / "model.safetensors"
+    if step is not None:
+        weights = snapshot_folder(folder / "train", step) / "model.safetensors"
+        if not weights.is_file():
+            raise FileNotFoundError(f"{weights} is missing: run {spec.name} (seed {spec.seed}) kept no snapshot at "
+                                    f"step {step}; its Fit needs snapshots=True and a validation at that step")
     if not weights.is_file():
         raise FileNotFoundError(f"{weights} is missing: the run did not finish; run the chapter again to train it")
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -375,7 +388,8 @@ def _train_or_load(experiment: Experiment, spec: RunSpec, folder: Path, threads:
         label = progress if isinstance(progress, str) else f"{spec.name} (seed {spec.seed})"
         result = train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
                        validate=fit.validate, run_dir=folder / "train", run_description=spec.description(),
-                       progress=label if progress and on_step is None else False, on_step=on_step)
+                       progress=label if progress and on_step is None else False, on_step=on_step,
+                       snapshots=fit.snapshots)
     model.eval()
     metrics = experiment.evaluate(spec, data, model, result)
     record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,

@@ -153,7 +153,7 @@ def to_device(batch, device: torch.device):
 def lr_factor(step: int, schedule: str, warmup: int, total_steps: int, min_ratio: float = 0.0) -> float:
     """The learning rate of optimiser step ``step`` as a fraction of the peak.
 
-    ``constant``: 1. ``cosine``: linear warmup from 0 over ``warmup`` steps, then half a cosine to 0
+    ``constant``: 1. ``constant_warmup``: linear warmup, then 1. ``cosine``: linear warmup from 0 over ``warmup`` steps, then half a cosine to 0
     at ``total_steps`` (transformers' ``get_cosine_schedule_with_warmup``). ``cosine_min_lr``: the
     same cosine from 1 down to ``min_ratio`` (transformers' ``get_cosine_with_min_lr_schedule_with_warmup``,
     the authors' ``get_lr`` of paper B). Written out here, with the same formulas (a test compares them
@@ -164,6 +164,8 @@ def lr_factor(step: int, schedule: str, warmup: int, total_steps: int, min_ratio
         return 1.0
     if step < warmup:
         return step / max(1, warmup)
+    if schedule == "constant_warmup":  # transformers' get_constant_schedule_with_warmup
+        return 1.0
     progress = (step - warmup) / max(1, total_steps - warmup)
     cosine = max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
     return cosine if schedule == "cosine" else min_ratio + (1.0 - min_ratio) * cosine
@@ -237,11 +239,12 @@ class Trainer:
     """
 
     def __init__(self, model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: LossFn, seed: int,
-                 validate: Validate, accelerator=None):
+                 validate: Validate, accelerator=None, snapshots: bool = False):
         if not callable(loss_fn):
             raise TypeError(f"loss_fn must be a callable (model, batch, step) -> (loss, parts), got "
                             f"{type(loss_fn).__name__}; paper A's Eq. 5 is semlm.fusion.losses.FusionLoss")
         self.model, self.config, self.loss_fn, self.seed, self.validate = model, config, loss_fn, seed, validate
+        self.snapshots = snapshots
         self.train_data, self.val_data = train_data, val_data
         self.accelerator = accelerator
         self.processes = accelerator.num_processes if accelerator is not None else 1
@@ -383,9 +386,17 @@ class Trainer:
             else:
                 self.best["bad"] += 1
                 self.stopped_early = self.best["bad"] >= self.config.patience
+        if run_dir is not None and self.is_main and self.snapshots:
+            self._write_snapshot(run_dir)
         if run_dir is not None and self.is_main and not self.stopped_early and self.step < self.total_steps:
             self._write_checkpoint(run_dir)
         return value
+
+    def _write_snapshot(self, run_dir: Path) -> None:
+        """The weights after this validation, kept for good in ``snapshots/step<N>/`` (a learning curve from one run)."""
+        _atomic_dir_write(snapshot_folder(run_dir, self.step),
+                          lambda folder: save_file(_trainable_state(self.model, self.trainable_only),
+                                                   folder / "model.safetensors"))
 
     # --- the loop and its end ---------------------------------------------------------------
 
@@ -440,7 +451,7 @@ class Trainer:
 def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: LossFn, *, seed: int,
           validate: Validate | None = None, run_dir: str | Path | None = None, run_description: dict | None = None,
           progress: bool | str = True, stop_after_epoch: int | None = None, stop_after_step: int | None = None,
-          on_step: Callable[[], None] | None = None, accelerator=None) -> TrainResult:
+          on_step: Callable[[], None] | None = None, accelerator=None, snapshots: bool = False) -> TrainResult:
     """Train ``model`` in place with ``loss_fn`` and return its validation history: the one loop of every chapter.
 
     ``loss_fn(model, batch, step) -> (loss, parts)`` is the experiment's objective (paper A's Eq. 5 is
@@ -459,11 +470,13 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: 
     resumable; the tests simulate an interruption with them). ``on_step`` is called after every
     optimiser step (worker processes use it to report progress to the parent). ``accelerator`` (an
     ``accelerate.Accelerator``) trains data-parallel over the processes it started
-    (:mod:`semlm.core.distributed`); only its main process writes the run folder.
+    (:mod:`semlm.core.distributed`); only its main process writes the run folder. ``snapshots`` keeps the
+    weights of every validation in ``run_dir`` (:func:`snapshot_folder`): a learning curve from one run.
     """
     if accelerator is not None:
         model.to(accelerator.device)
-    trainer = Trainer(model, train_data, val_data, config, loss_fn, seed, validate or _validate_perplexity, accelerator)
+    trainer = Trainer(model, train_data, val_data, config, loss_fn, seed, validate or _validate_perplexity, accelerator,
+                      snapshots and run_dir is not None)
     run_dir = Path(run_dir) if run_dir is not None else None
     if run_dir is not None:
         recipe = {k: v for k, v in asdict(config).items() if k not in execution_fields(config)}
@@ -477,6 +490,11 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: 
     trainer.run(run_dir, stop_after_step, bar, on_step)
     bar.close()
     return trainer.finish(run_dir)
+
+
+def snapshot_folder(run_dir: str | Path, step: int) -> Path:
+    """Where a run trained with ``snapshots=True`` keeps its weights after optimiser step ``step``."""
+    return Path(run_dir) / "snapshots" / f"step{step:07d}"
 
 
 def _validate_perplexity(model: nn.Module, data, step: int) -> float:

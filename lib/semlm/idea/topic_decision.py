@@ -223,8 +223,10 @@ def decide(seeds: Sequence[SeedArms], data_rate: Interval, *, resamples: int = B
         out[name], methods[name] = _seed_interval(
             usable, lambda s, idx, c=control: s.arms["gated"].rates(idx)[0] - s.arms[c].rates(idx)[0],
             error(control), rng, resamples)
-    out["mix_gated"], _ = _seed_interval(usable, mix("gated"), 0.0, rng, resamples)
-    out["mix_plain"], _ = _seed_interval(usable, mix("plain"), 0.0, rng, resamples)
+    for name, arm in (("mix_gated", "gated"), ("mix_plain", "plain")):
+        interval, _ = _seed_interval(usable, mix(arm), 0.0, rng, resamples)
+        out[name] = Interval(interval.mean, max(0.0, interval.low), min(1.0, interval.high), interval.n,
+                             interval.values)  # a share
     out["matched_ppl"] = Interval.of_mean([s.matched_ppl for s in usable])
     temperatures = [s.temperature for s in usable if s.temperature is not None]
     if temperatures:

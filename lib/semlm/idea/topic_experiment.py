@@ -5,29 +5,30 @@ whose sentences carry a known latent topic that switches between topical sentenc
 probability ``switch_prob``, with topic-neutral sentences between them and bridge words shared by
 two topics. Plain and idea-gated GPTs (:class:`~semlm.idea.model.IdeaGPTForCausalLM`) are trained
 on it with the book's one trainer and paper B's idea loss
-(:func:`semlm.idea.wikitext_experiment.idea_loss_fn`) at several training budgets (optimiser
-steps), several seeds each, then continue prompts of a known topic.
+(:func:`semlm.idea.wikitext_experiment.idea_loss_fn`), then continue prompts of a known topic.
 
 The quantities (:class:`DriftCounts`), from the label of every generated sentence:
 
 * ``switch_rate``: the share of transitions between consecutive single-topic sentences (the
   prompt's topic first; neutral, ambiguous and mixed sentences skipped) whose topic changes;
-* ``excess_drift`` = ``switch_rate - switch_prob``: how much more often than the data the model
-  changes topic. A model that learnt the data exactly has 0; a negative value is drifting *less*
-  than the data does, a miscalibration, not a success;
+* ``excess_drift`` = ``switch_rate`` minus the data's rate: how much more often than the data the
+  model changes topic. A model that learnt the data exactly has 0; a negative value is drifting
+  *less* than the data does, a miscalibration, not a success;
 * ``mix_rate``: the share of topical sentences whose words mix topics (drift inside a sentence),
   reported apart.
 
-Profiles (:func:`~semlm.profiles.topic_drift_profile`, in the torch-free :mod:`semlm.profiles`):
-``smoke`` (seconds), ``cpu`` (3 budgets x 3 seeds of each model on 2 cores), ``paper`` (a larger
-world and GPT, 5 seeds; meant for a GPU). :class:`TopicDriftExperiment` says what a run is;
-:mod:`semlm.core.runs` trains or reloads it, caching it under
-``default_runs_dir(profile)/topic_drift/<budget>/`` keyed by the configuration and the training code.
+Per training seed there are two runs (:func:`topic_drift_runs`): the gated GPT for the profile's largest
+budget and the plain GPT for ``plain_steps`` (twice as long), at a constant learning rate after a fixed
+warmup, each keeping a checkpoint at every validation. :class:`Measurements` scores any checkpoint once;
+:func:`topic_decision` builds B-topic-drift's deciding comparison from them (the plain model at the gated
+model's validation perplexity, the sharpening control at the gated model's entropy, the gate off;
+:mod:`semlm.idea.topic_decision` does the arithmetic) and :func:`evaluate_curve` the secondary learning
+curve. Profiles: :func:`~semlm.profiles.topic_drift_profile`, in the torch-free :mod:`semlm.profiles`.
 """
 
 from __future__ import annotations
 
-import random
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Sequence
@@ -41,8 +42,9 @@ from semlm.data.topics import (EOS, MIXED, NEUTRAL, TopicConfig, TopicCorpus, To
                                split_sentences)
 from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_loss_fn, sample_interval
 from semlm.core.metrics import distinct_n, perplexity, stickiness
-from semlm.core.records import Interval, TopicModelSummary, TopicRunMetrics
+from semlm.core.records import Interval, TopicDecision, TopicModelSummary, TopicRunMetrics
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
+from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide
 from semlm.profiles import TOPIC_STOP_WORDS as STOP_WORDS
 from semlm.profiles import GPTSize, IdeaSettings, TopicDriftProfile, TrainConfig, topic_drift_profile  # noqa: F401
 from semlm.core.runs import RunRecord, RunSpec, default_device
@@ -154,7 +156,7 @@ class TopicData:
         return TokenBlocks.from_stream(self.streams[split], profile.size.block_size, window or profile.idea.window)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)
 def prepare_topic_data(config: TopicConfig) -> TopicData:
     """The corpus of ``config`` as id streams (``<eos>`` before every document) and the stopword ids."""
     corpus = make_topic_corpus(config)
@@ -216,7 +218,8 @@ class TopicDriftExperiment(runs.Experiment):
         run = spec.config
         return runs.Fit(data.blocks("train", run), data.blocks("valid", run), run.train,
                         loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated,
-                                     compile_on_cuda=run.train.compile_on_cuda))
+                                             compile_on_cuda=run.train.compile_on_cuda),
+                        snapshots=True)
 
     def evaluate(self, spec: RunSpec, data: TopicData, model, result) -> TopicRunMetrics:
         val = data.blocks("valid", spec.config)
@@ -234,32 +237,39 @@ class TopicDriftExperiment(runs.Experiment):
 TOPIC_DRIFT = TopicDriftExperiment()
 
 
-def budget_group(steps: int) -> str:
-    """The run group (sub-folder) of a training budget."""
-    return f"steps{steps}"
+#: the run group of the book's corpus, and of the secondary runs that draw new documents per seed
+CURVE, RESAMPLED = "curve", "resampled"
+#: the document seed of a resampled corpus: this plus the training seed (far from the chapter's own seeds)
+RESAMPLE_OFFSET = 10_000
 
 
-def topic_run(profile: TopicDriftProfile, gated: bool, seed: int, steps: int | None = None) -> RunSpec:
-    """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``, trained for
-    ``steps`` optimiser steps (default: the profile's largest budget)."""
-    steps = steps or max(profile.budgets)
-    train = replace(profile.train, max_steps=steps)
-    run = TopicRun(profile.data, profile.size, train, profile.idea, gated, profile.name)
-    return RunSpec("gated" if gated else "plain", seed, run, budget_group(steps))
+def resampled_data(profile: TopicDriftProfile, seed: int) -> TopicConfig:
+    """The corpus of training seed ``seed`` in the secondary result: the same world and laws, new documents
+    and prompts (``data.seed = RESAMPLE_OFFSET + seed``). The world's words (``lexicon_seed``) stay: drawing
+    them anew only renames the tokens, and the id streams the model sees are the same (tested)."""
+    return replace(profile.data, seed=RESAMPLE_OFFSET + seed)
 
 
-def topic_drift_runs(profile: TopicDriftProfile, seeds: Sequence[int]) -> list[RunSpec]:
-    """Chapter 9's runs: the plain and the gated GPT for every training budget and seed."""
+def topic_run(profile: TopicDriftProfile, gated: bool, seed: int, resample: bool = False) -> RunSpec:
+    """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``: the gated model
+    trains for the largest budget, the plain one for ``profile.plain_steps``; both keep a checkpoint at every
+    validation. ``resample``: on the seed's own corpus (:func:`resampled_data`), for the secondary result."""
+    steps = profile.plain_steps if not gated else profile.gated_steps
+    data = resampled_data(profile, seed) if resample else profile.data
+    run = TopicRun(data, profile.size, replace(profile.train, max_steps=steps), profile.idea, gated, profile.name)
+    return RunSpec("gated" if gated else "plain", seed, run, RESAMPLED if resample else CURVE)
+
+
+def topic_drift_runs(profile: TopicDriftProfile, seeds: Sequence[int], resample: bool = False) -> list[RunSpec]:
+    """Chapter 9's runs: the plain and the gated GPT of every seed (``resample``: each seed on its own corpus)."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
-    return [topic_run(profile, gated, s, steps) for steps in profile.budgets for s in seeds for gated in (False, True)]
+    return [topic_run(profile, gated, s, resample) for s in seeds for gated in (False, True)]
 
 
-def runs_by_budget(records: Sequence[RunRecord]) -> dict[int, dict[str, dict[int, RunRecord]]]:
-    """``{steps: {"plain" | "gated": {seed: record}}}`` from :func:`run_many`'s records, budgets ascending."""
-    nested = runs.nested(records, "group", "name", "seed")
-    return {int(group.removeprefix("steps")): nested[group]
-            for group in sorted(nested, key=lambda g: int(g.removeprefix("steps")))}
+def runs_by_group(records: Sequence[RunRecord]) -> dict[str, dict[str, dict[int, RunRecord]]]:
+    """``{group: {"plain" | "gated": {seed: record}}}`` from :func:`run_many`'s records."""
+    return runs.nested(records, "group", "name", "seed")
 
 
 # --- generation and scoring ----------------------------------------------------------------------
@@ -289,31 +299,158 @@ def score_continuation(words: Sequence[str], topic: int, world: TopicWorld) -> d
 
 
 def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alpha: float | None = None,
-                         samples_per_prompt: int | None = None) -> dict:
-    """Sample continuations of every topic prompt (temperature ``profile.temperature``, no repetition
-    penalty, which would itself push towards new topics) and score them.
+                         samples_per_prompt: int | None = None, temperature: float | None = None) -> dict:
+    """Sample continuations of every topic prompt (temperature ``profile.temperature`` unless given, no
+    repetition penalty, which would itself push towards new topics) and score them.
 
     Returns the pooled ``switch_rate``, ``excess_drift`` (minus the data's ``switch_prob``) and
-    ``mix_rate`` (:class:`DriftCounts` over all samples, in ``counts``), the mean ``stickiness`` and
+    ``mix_rate`` (:class:`DriftCounts` over all samples, in ``counts``), the counts per prompt
+    (``prompt_counts``, a :class:`~semlm.idea.topic_decision.PromptCounts`), the mean ``stickiness`` and
     ``distinct_2``, the share of samples that ended the document, and the ``samples``.
     """
     tokenizer = data.tokenizer
     prompts = topic_prompts(data, profile)
     n = samples_per_prompt or profile.samples_per_prompt
     samples = generate_texts(model, tokenizer, [p for _, p in prompts], n, profile.max_new_tokens,
-                             profile.generation_seed, alpha, temperature=profile.temperature, repetition_penalty=None)
+                             profile.generation_seed, alpha, temperature=temperature or profile.temperature,
+                             repetition_penalty=None)
     rows = []
     for i, sample in enumerate(samples):
         topic = prompts[i // n][0]
         words = tokenizer.convert_ids_to_tokens(sample["ids"])
         rows.append({"topic": topic, "prompt": sample["prompt"], "text": " ".join(words),
                      **score_continuation(words, topic, data.world)})
-    counts = sum((r["counts"] for r in rows), DriftCounts())
+    per_prompt = [sum((r["counts"] for r in rows[i * n:(i + 1) * n]), DriftCounts()) for i in range(len(prompts))]
+    counts = sum(per_prompt, DriftCounts())
     return {"switch_rate": counts.switch_rate, "excess_drift": counts.switch_rate - profile.data.switch_prob,
             "mix_rate": counts.mix_rate, "counts": counts,
+            "prompt_counts": PromptCounts.of([(c.switches, c.transitions, c.mixed, c.topical) for c in per_prompt]),
             "stickiness": sample_interval([r["stickiness"] for r in rows]).mean,
             "distinct_2": sample_interval([r["distinct_2"] for r in rows]).mean,
             "ended_share": sum(r["ended"] for r in rows) / len(rows), "samples": rows}
+
+
+# --- entropy and the sharpening control ----------------------------------------------------------
+
+
+@torch.no_grad()
+def next_token_logits(model, blocks: TokenBlocks, alpha: float | None = None) -> torch.Tensor:
+    """The model's next-token logits (gated, if it has a gate and ``alpha`` is not 0) at every scored
+    position of ``blocks``, teacher-forced: ``[positions, vocab]`` in float32."""
+    from semlm.idea.targets import PAD_ID
+
+    model.eval()
+    kwargs = {} if alpha is None else {"alpha": alpha}
+    out = []
+    for batch in blocks.batches(64):
+        logits = model(batch.inputs, **kwargs).logits.float()
+        out.append(logits[batch.targets != PAD_ID])
+    return torch.cat(out)
+
+
+def mean_entropy(logits: torch.Tensor, temperature: float = 1.0) -> float:
+    """Mean entropy (nats) of softmax(logits / temperature) over positions."""
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    return float(-(logp.exp() * logp).sum(-1).mean())
+
+
+def matched_temperature(logits: torch.Tensor, target: float, low: float = 0.05, high: float = 20.0,
+                        iterations: int = 40) -> float:
+    """The temperature at which ``logits`` have mean next-token entropy ``target`` (bisection in log
+    temperature; the entropy rises with temperature). Refuses a target outside the reachable range."""
+    lo_h, hi_h = mean_entropy(logits, low), mean_entropy(logits, high)
+    if not lo_h <= target <= hi_h:
+        raise ValueError(f"entropy {target:.3f} nats is out of reach: between {lo_h:.3f} (T={low}) and "
+                         f"{hi_h:.3f} (T={high})")
+    a, b = math.log(low), math.log(high)
+    for _ in range(iterations):
+        mid = (a + b) / 2
+        a, b = (mid, b) if mean_entropy(logits, math.exp(mid)) < target else (a, mid)
+    return math.exp((a + b) / 2)
+
+
+# --- the deciding comparison and the secondary curve ---------------------------------------------
+
+
+def _history_ppl(run: RunRecord) -> tuple[list[int], list[float]]:
+    return [int(r["step"]) for r in run.history], [float(r["val_ppl"]) for r in run.history]
+
+
+class Measurements:
+    """Every model measured once: generations and PPL per (kind, seed, step, alpha, temperature), cached for
+    the chapter (the decision, the curve and the controls share checkpoints)."""
+
+    def __init__(self, runs: dict[str, dict[int, RunRecord]], data: TopicData, profile: TopicDriftProfile):
+        self.runs, self.data, self.profile = runs, data, profile
+        self._models: dict = {}
+        self._scores: dict = {}
+
+    def model(self, kind: str, seed: int, step: int):
+        key = (kind, seed, step)
+        if key not in self._models:
+            run = self.runs[kind][seed]
+            self._models[key] = run.load("cpu", step=None if step == run.steps else step)
+        return self._models[key]
+
+    def scores(self, kind: str, seed: int, step: int, alpha: float | None = None,
+               temperature: float | None = None) -> dict:
+        key = (kind, seed, step, alpha, temperature)
+        if key not in self._scores:
+            self._scores[key] = evaluate_generations(self.model(kind, seed, step), self.data, self.profile, alpha,
+                                                     temperature=temperature)
+        return self._scores[key]
+
+    def ppl(self, kind: str, seed: int, step: int) -> float:
+        steps, ppl = _history_ppl(self.runs[kind][seed])
+        return ppl[steps.index(step)]
+
+
+def seed_arms(m: Measurements, seed: int) -> tuple[SeedArms, dict]:
+    """One seed's arms for :func:`~semlm.idea.topic_decision.decide` and what they were (bracketing steps,
+    weight, temperatures, entropies), for the chapter's table."""
+    gated_run, plain_run = m.runs["gated"][seed], m.runs["plain"][seed]
+    target = gated_run.metrics.val_ppl
+    steps, ppl = _history_ppl(plain_run)
+    found = bracket(steps, ppl, target)
+    detail = {"seed": seed, "gated_ppl": target, "gated_steps": gated_run.steps}
+    if found is None:
+        return SeedArms(seed, target, None), {**detail, "bracket": None}
+    a, b, w = found
+    val = m.data.blocks("valid", m.profile)
+    entropy = mean_entropy(next_token_logits(m.model("gated", seed, gated_run.steps), val))
+    temps = [matched_temperature(next_token_logits(m.model("plain", seed, s), val), entropy) for s in (a, b)]
+    g = gated_run.steps
+    arms = {"gated": Arm.single(m.scores("gated", seed, g)["prompt_counts"]),
+            "gate_off": Arm.single(m.scores("gated", seed, g, alpha=0.0)["prompt_counts"]),
+            "plain": Arm.interpolated(m.scores("plain", seed, a)["prompt_counts"],
+                                      m.scores("plain", seed, b)["prompt_counts"], w),
+            "sharpened": Arm.interpolated(m.scores("plain", seed, a, temperature=temps[0])["prompt_counts"],
+                                          m.scores("plain", seed, b, temperature=temps[1])["prompt_counts"], w)}
+    detail.update({"bracket": [a, b], "plain_ppl": [m.ppl("plain", seed, a), m.ppl("plain", seed, b)], "weight": w,
+                   "gated_entropy": entropy, "temperature": temps})
+    return SeedArms(seed, target, arms, float(np.mean(temps))), detail
+
+
+def topic_decision(m: Measurements, data_rate: Interval) -> tuple[TopicDecision, list[dict]]:
+    """B-topic-drift's :class:`~semlm.core.records.TopicDecision` over every seed of ``m`` and the per-seed
+    details (bracket, weight, temperature)."""
+    pairs = [seed_arms(m, seed) for seed in sorted(m.runs["gated"])]
+    return decide([arms for arms, _ in pairs], data_rate), [detail for _, detail in pairs]
+
+
+def resampled_decision(resampled: dict[str, dict[int, RunRecord]], profile: TopicDriftProfile
+                       ) -> tuple[TopicDecision, list[dict]]:
+    """The deciding comparison on the runs trained on a corpus of their own (``resample=True``): each seed
+    measured on its corpus and prompts, one decision over them. The data's rate is pooled over the seeds'
+    validation documents (one law, several samples of it)."""
+    pairs, counts = [], DriftCounts()
+    for seed in sorted(resampled["gated"]):
+        data = prepare_topic_data(resampled["gated"][seed].spec.config.data)
+        counts = counts + text_drift([doc.words for doc in data.corpus.val], data.world)
+        pairs.append(seed_arms(Measurements({kind: {seed: resampled[kind][seed]} for kind in resampled}, data,
+                                            profile), seed))
+    rate = Interval.of_proportion(counts.switches, counts.transitions)
+    return decide([arms for arms, _ in pairs], rate), [detail for _, detail in pairs]
 
 
 SEED_METRICS = ("switch_rate", "excess_drift", "mix_rate", "stickiness", "distinct_2", "val_ppl")
@@ -332,9 +469,9 @@ def _summary(intervals: dict[str, Interval]) -> TopicModelSummary:
 
 @dataclass
 class BudgetResults:
-    """The plain and gated models of one training budget over seeds: each kind's metrics (mean and 95%
-    interval over seeds), the per-seed difference gated - plain (``paired``, with ``ppl_change``, the
-    per-seed relative perplexity change gated / plain - 1) and every seed's scores and samples."""
+    """The plain and gated checkpoints of one training budget over seeds (the secondary curve): each kind's
+    metrics (mean and 95% interval over seeds), the per-seed difference gated - plain (``paired``, with
+    ``ppl_change``, the per-seed relative perplexity change gated / plain - 1) and every seed's scores."""
 
     steps: int
     plain: TopicModelSummary
@@ -349,36 +486,36 @@ class TopicDriftResults:
 
     @property
     def final(self) -> BudgetResults:
-        """The largest budget (the models the alpha sweep and the examples use)."""
+        """The largest budget (the gated models the decision, the alpha sweep and the examples use)."""
         return self.budgets[-1]
 
 
-def _seed_scores(run: RunRecord, data: TopicData, profile: TopicDriftProfile) -> dict:
-    scores = evaluate_generations(run.load(), data, profile)
-    return {**scores, "val_ppl": run.metrics.val_ppl, "val_ppl_ungated": run.metrics.val_ppl_ungated}
-
-
-def evaluate_budget(steps: int, runs: dict[str, dict[int, RunRecord]], data: TopicData,
-                    profile: TopicDriftProfile) -> BudgetResults:
-    """Every seed's generation scores and perplexities at one budget, summarised over seeds and paired."""
-    per_seed = {kind: {seed: _seed_scores(run, data, profile) for seed, run in sorted(by_seed.items())}
-                for kind, by_seed in runs.items()}
-    out = {kind: {m: _over_seeds(m, [s[m] for s in seeds.values()]) for m in SEED_METRICS}
+def evaluate_budget(m: Measurements, steps: int) -> BudgetResults:
+    """Both models' checkpoints at ``steps`` optimiser steps, every seed, summarised over seeds and paired."""
+    per_seed = {}
+    for kind in ("plain", "gated"):
+        per_seed[kind] = {}
+        for seed in sorted(m.runs[kind]):
+            scores = {**m.scores(kind, seed, steps), "val_ppl": m.ppl(kind, seed, steps)}
+            if kind == "gated":
+                scores["val_ppl_ungated"] = perplexity(m.model(kind, seed, steps), m.data.blocks("valid", m.profile),
+                                                       alpha=0.0)
+            per_seed[kind][seed] = scores
+    out = {kind: {name: _over_seeds(name, [s[name] for s in seeds.values()]) for name in SEED_METRICS}
            for kind, seeds in per_seed.items()}
     out["gated"]["val_ppl_ungated"] = Interval.of_mean([s["val_ppl_ungated"] for s in per_seed["gated"].values()])
     common = sorted(set(per_seed["plain"]) & set(per_seed["gated"]))
     plain, gated = ([per_seed[k][s] for s in common] for k in ("plain", "gated"))
-    paired = {m: Interval.paired([g[m] for g in gated], [p[m] for p in plain]) for m in SEED_METRICS}
+    paired = {name: Interval.paired([g[name] for g in gated], [p[name] for p in plain]) for name in SEED_METRICS}
     ppl_change = Interval.of_mean([g["val_ppl"] / p["val_ppl"] - 1 for g, p in zip(gated, plain)])
     return BudgetResults(steps, _summary(out["plain"]), _summary(out["gated"]),
                          TopicModelSummary(**paired, drift_rate=paired["switch_rate"], ppl_change=ppl_change),
                          per_seed)
 
 
-def evaluate_runs(by_budget: dict[int, dict[str, dict[int, RunRecord]]], data: TopicData,
-                  profile: TopicDriftProfile) -> TopicDriftResults:
-    """:func:`evaluate_budget` for every budget of :func:`runs_by_budget`, ascending."""
-    return TopicDriftResults([evaluate_budget(steps, by_budget[steps], data, profile) for steps in sorted(by_budget)])
+def evaluate_curve(m: Measurements) -> TopicDriftResults:
+    """:func:`evaluate_budget` at every budget of the profile (checkpoints of the same runs), ascending."""
+    return TopicDriftResults([evaluate_budget(m, steps) for steps in m.profile.budgets])
 
 
 SWEEP_METRICS = ("switch_rate", "excess_drift", "mix_rate", "ppl", "distinct_2", "stickiness")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from semlm.core.records import Interval, TopicBudget, TopicDriftRecord
+from semlm.core.records import Interval, TopicBudget, TopicDecision, TopicDriftRecord
 from semlm.core.runs import RunRecord
 from semlm.idea.topic_experiment import CHAPTER, BudgetResults, TopicData, TopicDriftResults
 
@@ -20,13 +20,66 @@ def show(interval: Interval, signed: bool = False) -> str:
     return interval.format(3, signed)
 
 
-def training_table(by_budget: dict[int, dict[str, dict[int, RunRecord]]]) -> pd.DataFrame:
-    """Status, steps, seconds and validation perplexity (gate on and off) of every budget, model and seed."""
-    return pd.DataFrame([{"budget": steps, "model": kind, "seed": s, "status": r.status, "steps": r.steps,
-                          "train seconds": round(r.train_seconds, 1), "validation PPL": r.metrics.val_ppl,
-                          "validation PPL, gate off": r.metrics.val_ppl_ungated}
-                         for steps, runs in by_budget.items() for kind, by_seed in runs.items()
-                         for s, r in by_seed.items()]).set_index(["budget", "model", "seed"])
+def training_table(runs: dict[str, dict[int, RunRecord]]) -> pd.DataFrame:
+    """Status, steps, seconds, checkpoints and final validation perplexity (gate on and off) of every run."""
+    return pd.DataFrame([{"model": kind, "seed": s, "status": r.status, "steps": r.steps,
+                          "checkpoints": len(r.history), "train seconds": round(r.train_seconds, 1),
+                          "validation PPL": r.metrics.val_ppl, "validation PPL, gate off": r.metrics.val_ppl_ungated}
+                         for kind, by_seed in runs.items() for s, r in sorted(by_seed.items())]
+                        ).set_index(["model", "seed"])
+
+
+def validation_curves(runs: dict[str, dict[int, RunRecord]]) -> pd.DataFrame:
+    """Every checkpoint's validation PPL: model, seed, steps, val_ppl (for the matched-PPL figure)."""
+    return pd.DataFrame([{"model": kind, "seed": s, "steps": row["step"], "val_ppl": row["val_ppl"]}
+                         for kind, by_seed in runs.items() for s, r in by_seed.items() for row in r.history])
+
+
+DECISION_ARMS = {"gated": "gated (largest budget, gate on)", "plain_at_matched_ppl": "plain at matched PPL",
+                 "sharpened_plain": "plain at matched PPL, sharpened to the gated entropy",
+                 "gate_off": "gated, gate off (alpha 0)", "gated_minus_plain": "gated - plain at matched PPL",
+                 "gated_minus_sharpened": "gated - sharpened plain"}
+
+
+def decision_table(decision: TopicDecision) -> pd.DataFrame:
+    """The deciding comparison: every arm's excess drift and the two paired differences, with 95% intervals,
+    the per-seed values and how each interval was made."""
+    methods = decision.interval_method or {}
+    return pd.DataFrame([{"arm": label, "excess drift / difference": show(getattr(decision, name), True),
+                          "per seed": ", ".join(f"{v:+.3f}" for v in getattr(decision, name).values or ()),
+                          "interval": methods.get(name, "")}
+                         for name, label in DECISION_ARMS.items() if getattr(decision, name) is not None]
+                        ).set_index("arm")
+
+
+def seed_table(details: list[dict]) -> pd.DataFrame:
+    """Per seed: the gated model's PPL, the plain checkpoints that bracket it, the interpolation weight and the
+    sharpening temperatures (a seed without a bracket says so)."""
+    rows = []
+    for d in details:
+        row = {"seed": d["seed"], "gated PPL": round(d["gated_ppl"], 3)}
+        if d["bracket"] is None:
+            row["plain checkpoints (steps)"] = "none bracket it: not comparable"
+        else:
+            row.update({"plain checkpoints (steps)": f"{d['bracket'][0]} - {d['bracket'][1]}",
+                        "their PPL": " - ".join(f"{p:.3f}" for p in d["plain_ppl"]),
+                        "weight of the second": round(d["weight"], 3),
+                        "gated entropy (nats)": round(d["gated_entropy"], 3),
+                        "sharpening temperatures": " / ".join(f"{t:.3f}" for t in d["temperature"])})
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("seed")
+
+
+def decision_numbers(decision: TopicDecision, prefix: str = "decision") -> dict:
+    """The numbers the verdict paragraph cites: each arm and difference (mean, low, high), the matched PPL,
+    the temperature, the seed counts."""
+    out = {f"{prefix}_seeds": len(decision.seeds or ()), f"{prefix}_not_comparable": len(decision.not_comparable or ())}
+    for name in (*DECISION_ARMS, "matched_ppl", "temperature"):
+        value = getattr(decision, name)
+        if value is not None:
+            out.update({f"{prefix}_{name}": value.mean, f"{prefix}_{name}_low": value.low,
+                        f"{prefix}_{name}_high": value.high})
+    return out
 
 
 def drift_table(budget: BudgetResults) -> pd.DataFrame:
@@ -128,11 +181,13 @@ def topic_examples(results: TopicDriftResults, seed: int, profile) -> pd.DataFra
 
 
 def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_exact: bool, seeds,
-                       results: TopicDriftResults, sweep: list[dict],
-                       by_budget: dict[int, dict[str, dict[int, RunRecord]]]) -> TopicDriftRecord:
-    """Chapter 9's record: the data's rate, the learning curve (``budgets``), the largest budget again as
-    ``plain`` / ``gated`` / ``paired``, and in ``extra`` the seeds, the alpha sweep, the generation
-    settings and the training seconds per budget."""
+                       results: TopicDriftResults, sweep: list[dict], runs: dict[str, dict[int, RunRecord]],
+                       decision: TopicDecision, details: list[dict], resampled: TopicDecision | None = None
+                       ) -> TopicDriftRecord:
+    """Chapter 9's record: the data's rate, the deciding comparison (``decision``; ``resampled`` with a new
+    corpus per seed), the secondary curve (``budgets``), the largest budget again as ``plain`` / ``gated`` /
+    ``paired``, and in ``extra`` the seeds, the per-seed brackets, the alpha sweep, the generation settings and
+    the training seconds."""
     world, final = data.world, results.final
     return TopicDriftRecord(
         profile=profile.name,
@@ -143,10 +198,12 @@ def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_
               "block_size": profile.size.block_size},
         plain=final.plain, gated=final.gated, paired=final.paired,
         budgets=[TopicBudget(steps=b.steps, plain=b.plain, gated=b.gated, paired=b.paired) for b in results.budgets],
-        extra={"seeds": seeds, "alpha_sweep": sweep, "train_alpha": profile.idea.alpha,
+        decision=decision, resampled_decision=resampled,
+        extra={"seeds": seeds, "decision_seeds": details, "alpha_sweep": sweep, "train_alpha": profile.idea.alpha,
+               "steps": {"gated": profile.gated_steps, "plain": profile.plain_steps,
+                         "checkpoint_every": profile.train.eval_every},
                "generation": {"prompts": world.n_topics * profile.prompts_per_topic,
                               "samples_per_prompt": profile.samples_per_prompt,
                               "max_new_tokens": profile.max_new_tokens, "temperature": profile.temperature},
-               "train_seconds": {str(steps): {kind: sum(r.train_seconds for r in by_seed.values())
-                                              for kind, by_seed in runs.items()}
-                                 for steps, runs in by_budget.items()}})
+               "train_seconds": {kind: sum(r.train_seconds for r in by_seed.values())
+                                 for kind, by_seed in runs.items()}})
