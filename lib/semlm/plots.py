@@ -410,7 +410,7 @@ def plot_topic_decision(decision, miscalibration: float):
     less than the data. ``decision``: a :class:`~semlm.core.records.TopicDecision`."""
     arms = [("gated", "gated", DRIFT_PALETTE["gated"]), ("plain_at_matched_ppl", "plain, matched PPL",
                                                           DRIFT_PALETTE["plain"]),
-            ("sharpened_plain", "plain, sharpened", "#9467bd"), ("gate_off", "gated, gate off", "0.5")]
+            ("sharpened_plain", "plain, sharpened", "#9467bd"), ("gate_off", "gated, gate off", "#8c564b")]
     diffs = [("gated_minus_plain", "gated - plain"), ("gated_minus_sharpened", "gated - sharpened")]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 2.9), gridspec_kw={"width_ratios": [1.3, 1]})
     for ax, rows in ((left, arms), (right, [(n, label, "k") for n, label in diffs])):
@@ -422,11 +422,12 @@ def plot_topic_decision(decision, miscalibration: float):
                 ax.scatter(value.values, [y + 0.18] * len(value.values), s=8, color=colour, alpha=0.5)
         ax.set_yticks(range(len(rows)), [label for _, label, _ in reversed(rows)])
         ax.axvline(0.0, color=DRIFT_PALETTE["data"], ls=":", lw=1.2)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(5))
     low = min(miscalibration, *(getattr(decision, n).low for n, _, _ in arms)) - 0.05
     left.axvspan(low, miscalibration, color="0.85", alpha=0.5, lw=0, label="drifts less than the data")
     left.set(xlabel="excess drift (switch rate - data's rate)", title="arms (dots: seeds)")
     right.set(xlabel="paired by seed", title="the two differences the rule reads")
-    left.legend(frameon=False, fontsize=7, loc="lower right")
+    left.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3))
     fig.tight_layout()
     return fig
 
