@@ -1,51 +1,87 @@
 """Chapter 10's claims: features-only soft control and the intensity response, judged from its record."""
 
-from semlm.book.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+import pytest
+
+from semlm.book.claims import (INCONCLUSIVE, INTENSITY_SMOOTH_THRESHOLD, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
+                               evaluate_claims)
 from semlm.core.records import IntentControlRecord, Interval
 
-STR_HIGH = [0.0, 0.25, 0.5, 0.75, 1.0]
+STRONG = [0.85, 0.9, 0.88]   # a rank correlation that follows the strength request
+NONE = [0.02, -0.01, 0.03]   # what a channel unrelated to the words gives
 
 
-def intent_record(intent_acc, shuffled_acc, curves):
-    """A chapter-10 record: polarity accuracy per seed of the two fusion models, strong share per seed and str_high."""
+def response(correlations, seeds=None):
+    """An intensity response with one rank correlation per seed (hand-made, as the chapter writes it)."""
+    seeds = list(range(len(correlations))) if seeds is None else seeds
+    return {"seeds": seeds, "rank_correlation": Interval.of_mean(correlations).to_dict(),
+            "points": [{"level": 0.2, "triplet": [1.0, 0.887, 0.786], "kind": "trained",
+                        "written": Interval.of_mean([0.3] * len(correlations)).to_dict()}]}
+
+
+def intent_record(intent_acc, shuffled_acc, intent_corr=STRONG, shuffled_corr=NONE, shuffled_seeds=None):
+    """A chapter-10 record: polarity accuracy per seed of the two fusion models, and their intensity responses."""
     variants = {v: {"polarity_acc": Interval.of_mean(a).to_dict(), "punct_acc": Interval.of_mean(a).to_dict(),
                     "ppl": Interval.of_mean([3.0] * len(a)).to_dict()}
                 for v, a in (("intent", intent_acc), ("shuffled", shuffled_acc), ("baseline", shuffled_acc),
                              ("control_code", intent_acc), ("no_request", shuffled_acc))}
-    share = [Interval.of_mean([c[i] for c in curves]).to_dict() for i in range(len(STR_HIGH))]
-    slopes = [sum((x - 0.5) * (y - sum(c) / len(c)) for x, y in zip(STR_HIGH, c)) / 0.625 for c in curves]
     return IntentControlRecord.from_dict({"profile": "cpu", "intent": {
         "seeds": list(range(len(intent_acc))), "variants": variants,
-        "intensity": {"str_high": STR_HIGH, "share": share, "slope": Interval.of_mean(slopes).to_dict()}}})
+        "intensity": response(intent_corr), "intensity_shuffled": response(shuffled_corr, shuffled_seeds)}})
 
 
 def verdicts(record):
     return {r["id"]: r for r in evaluate_claims({"10_intent_control": record})}
 
 
-RISING = [[0.3, 0.4, 0.5, 0.6, 0.7], [0.35, 0.4, 0.5, 0.55, 0.7], [0.3, 0.45, 0.5, 0.6, 0.75]]
-FLAT = [[0.55, 0.5, 0.56, 0.54, 0.55], [0.5, 0.56, 0.55, 0.5, 0.52], [0.56, 0.55, 0.5, 0.55, 0.54]]
+def intensity(intent_corr, shuffled_corr, shuffled_seeds=None):
+    return verdicts(intent_record([0.9] * len(intent_corr), [0.3] * len(intent_corr), intent_corr, shuffled_corr,
+                                  shuffled_seeds))["A-intensity"]
 
 
 def test_features_that_steer_polarity_beyond_the_shuffled_control_reproduce_the_claim():
-    rows = verdicts(intent_record([0.9, 0.92, 0.88], [0.3, 0.33, 0.31], RISING))
+    rows = verdicts(intent_record([0.9, 0.92, 0.88], [0.3, 0.33, 0.31]))
     assert rows["A-soft-control"]["status"] == REPRODUCED
     assert rows["A-soft-control"]["rule"] and "shuffled" in rows["A-soft-control"]["reason"]
 
 
 def test_features_no_better_than_the_shuffled_control_do_not_reproduce_it():
-    rows = verdicts(intent_record([0.3, 0.31, 0.33], [0.31, 0.32, 0.33], FLAT))
+    rows = verdicts(intent_record([0.3, 0.31, 0.33], [0.31, 0.32, 0.33]))
     assert rows["A-soft-control"]["status"] == NOT_REPRODUCED
-    noisy = verdicts(intent_record([0.5, 0.2, 0.45], [0.3, 0.33, 0.31], FLAT))  # better on average, interval spans 0
+    noisy = verdicts(intent_record([0.5, 0.2, 0.45], [0.3, 0.33, 0.31]))  # better on average, interval spans 0
     assert noisy["A-soft-control"]["status"] == INCONCLUSIVE
 
 
-def test_a_rising_intensity_response_reproduces_and_a_flat_one_does_not():
-    assert verdicts(intent_record([0.9] * 3, [0.3] * 3, RISING))["A-intensity"]["status"] == REPRODUCED
-    flat = verdicts(intent_record([0.9] * 3, [0.3] * 3, FLAT))["A-intensity"]
-    assert flat["status"] in (NOT_REPRODUCED, INCONCLUSIVE)
-    falling = [list(reversed(c)) for c in RISING]
-    assert verdicts(intent_record([0.9] * 3, [0.3] * 3, falling))["A-intensity"]["status"] == NOT_REPRODUCED
+def test_the_intensity_rule_names_the_shuffled_control_and_its_threshold():
+    rule = intensity(STRONG, NONE)["rule"]
+    assert "shuffled" in rule and "paired by training seed" in rule and str(INTENSITY_SMOOTH_THRESHOLD) in rule
+    assert "trained" in rule and "interpolated" in rule and "Spearman" in rule
+
+
+def test_an_intensity_response_well_beyond_the_shuffled_control_reproduces_the_claim():
+    verdict = intensity(STRONG, NONE)
+    assert verdict["status"] == REPRODUCED
+    low, high = verdict["ci"]
+    assert low > INTENSITY_SMOOTH_THRESHOLD and low <= verdict["causal_value"] <= high
+    assert verdict["causal_value"] == pytest.approx(sum(STRONG) / 3 - sum(NONE) / 3)
+
+
+def test_a_response_the_shuffled_control_matches_is_not_reproduced_however_strong():
+    # the old rule judged the intent model alone and would have called this reproduced
+    assert intensity([0.80, 0.82, 0.79], [0.81, 0.83, 0.80])["status"] == NOT_REPRODUCED
+    assert intensity([0.0, 0.01, -0.02], [0.2, 0.25, 0.22])["status"] == NOT_REPRODUCED
+
+
+def test_a_response_above_the_control_but_not_above_the_threshold_is_inconclusive():
+    assert intensity([0.25, 0.3, 0.27], [0.02, 0.03, 0.01])["status"] == INCONCLUSIVE  # above 0, below 0.5
+    assert intensity([0.6, 0.1, 0.5], [0.0, 0.02, 0.01])["status"] == INCONCLUSIVE     # straddles 0
+    assert intensity([0.9], [0.0])["status"] == INCONCLUSIVE                           # one seed: no interval
+
+
+def test_the_intensity_difference_is_paired_by_seed_not_by_position():
+    # the shuffled control's seeds are listed in another order: pairing by position would mix the seeds
+    verdict = intensity([0.9, 0.6, 0.95], [0.45, 0.4, 0.1], shuffled_seeds=[2, 0, 1])
+    assert verdict["ci"][0] == pytest.approx(verdict["ci"][1])  # paired by seed: 0.5 every time, no spread
+    assert verdict["causal_value"] == pytest.approx(0.5)
 
 
 def test_without_chapter_10_both_claims_are_not_run():

@@ -467,21 +467,73 @@ def _intent_soft_control(metrics):
                    None, scores["intent"].mean, _bounds(diff), _profile(metrics, INTENT), _SOFT_CONTROL_RULE)
 
 
-_INTENSITY_RULE = ("features-only control: least-squares slope of the share of strong intensifiers (very, extremely) "
-                   "on str_high, per training seed, over >= 5 str_high values in [0, 1]; reproduced if its 95% "
-                   "interval over seeds lies above 0, not reproduced if its mean is <= 0, otherwise inconclusive "
-                   "(also with fewer than 2 seeds)")
+#: Pre-registered (committed with its rule and tests before chapter 10 measured it): the intent - shuffled rank
+#: correlation whose whole 95% interval lies above this counts as a smooth response. 0.5 is a large correlation
+#: by the usual convention (0.1 small, 0.3 medium, 0.5 large): a knob that moves the written intensity only
+#: weakly beyond a channel unrelated to the words is not the smooth control the claim describes.
+INTENSITY_SMOOTH_THRESHOLD = 0.5
+INTENSITY_RULE = (
+    "the request channel this book adds (chapter 10: a sentence-level request written into the features, not the "
+    "paper's per-token features), features-only control (plain sampling at temperature 1, no logit steering, no "
+    "grammar mask). The strength request is written as the whole str_low / str_med / str_high triplet the training "
+    "data writes for an intensifier of strength r (the memberships of r), at the four trained levels r = 0.2, 0.5, "
+    "0.8, 1.0 (slightly, moderately, very, extremely) and at most two interpolations between them, each point "
+    "labelled trained or interpolated. A sentence's written intensity is the mean strength, in the corpus's "
+    "INTENSITY table, of the intensifiers it writes (sentences without one are dropped). Per training seed the "
+    "measure is the Spearman rank correlation (mid-ranks for ties; 0 where either side is constant) of requested r "
+    "and written intensity over all the sweep's sentences, for the intent model and for the shuffled-request model "
+    "(the negative control: the same fusion model trained with the request rows permuted between sentences), given "
+    "the same requests. Decided on intent - shuffled, paired by training seed, with its 95% t-interval over seeds: "
+    f"reproduced (the intensity rises smoothly with the request) if the interval lies above "
+    f"{INTENSITY_SMOOTH_THRESHOLD}; not reproduced if it lies at or below 0; inconclusive otherwise, and with fewer "
+    "than 2 paired seeds. A rank correlation, not a slope: the written intensity is ordinal (four words whose table "
+    "values only order them), the correlation is the same whichever monotone scale carries the request (r or the "
+    "str_high it writes), and it is bounded, so one threshold means the same at every profile. The per-point "
+    "curve is a secondary view, not a look at this verdict")
+
+
+def _rank_correlations(response, where: str) -> dict[int, float]:
+    """``{seed: rank correlation}`` of one model's intensity response."""
+    seeds = _need(response.seeds, INTENT, f"{where}.seeds")
+    values = _need(_need(response.rank_correlation, INTENT, f"{where}.rank_correlation").values, INTENT,
+                   f"{where}.rank_correlation.values (one per seed)")
+    if len(seeds) != len(values):
+        raise ValueError(f"{INTENT} {where}: {len(values)} rank correlations for {len(seeds)} seeds {seeds}")
+    return dict(zip(seeds, values))
+
+
+def _smooth_rise(diff: Interval) -> str:
+    """The status of :data:`INTENSITY_RULE` for the paired intent - shuffled rank correlation ``diff``."""
+    if (diff.n or 0) < 2 or not diff.finite:
+        return INCONCLUSIVE
+    if diff.above(INTENSITY_SMOOTH_THRESHOLD):
+        return REPRODUCED
+    return NOT_REPRODUCED if diff.high <= 0 else INCONCLUSIVE
 
 
 @_guard
 def _intent_intensity(metrics):
-    response = _need(_intent_summary(metrics).intensity, INTENT, "intent.intensity")
-    slope = _need(response.slope, INTENT, "intent.intensity.slope")
-    points = _need(response.str_high, INTENT, "intent.intensity.str_high")
-    share = _need(response.share, INTENT, "intent.intensity.share")
-    curve = ", ".join(f"{x:g}: {y.mean:.2f}" for x, y in zip(points, share))
-    return Verdict(_rises(slope), f"share of strong intensifiers by str_high ({curve}); slope {slope:+.3f}",
-                   None, slope.mean, _bounds(slope), _profile(metrics, INTENT), _INTENSITY_RULE)
+    summary = _intent_summary(metrics)
+    intent = _rank_correlations(_need(summary.intensity, INTENT, "intent.intensity"), "intent.intensity")
+    shuffled = _rank_correlations(_need(summary.intensity_shuffled, INTENT, "intent.intensity_shuffled"),
+                                  "intent.intensity_shuffled")
+    seeds = sorted(set(intent) & set(shuffled))
+    if not seeds:
+        raise _Missing(f"{INTENT} has no seed with both the intent and the shuffled intensity response")
+    diff = Interval.paired([intent[s] for s in seeds], [shuffled[s] for s in seeds])
+    status = _smooth_rise(diff)
+    why = {REPRODUCED: f"above the threshold {INTENSITY_SMOOTH_THRESHOLD}",
+           NOT_REPRODUCED: "at or below 0: no response beyond the shuffled control"}.get(
+        status, "fewer than 2 paired seeds" if len(seeds) < 2 else
+        f"between 0 and the threshold {INTENSITY_SMOOTH_THRESHOLD}, or straddling one of them")
+    reason = (f"Spearman correlation of requested strength and written intensity over {len(seeds)} paired seeds: "
+              f"intent {Interval.of_mean([intent[s] for s in seeds]):.3f}, shuffled control "
+              f"{Interval.of_mean([shuffled[s] for s in seeds]):.3f}; intent - shuffled {diff:+.3f} ({why})")
+    points = summary.intensity.points or []
+    if points:
+        reason += "; intent's written intensity by requested level: " + ", ".join(
+            f"{p.level:g} ({p.kind}) {p.written.mean:.2f}" for p in points if p.written is not None)
+    return Verdict(status, reason, None, diff.mean, _bounds(diff), _profile(metrics, INTENT), INTENSITY_RULE)
 
 
 # --- paper B (idea-gated) ------------------------------------------------------------------------

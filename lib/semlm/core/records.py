@@ -770,10 +770,29 @@ class IntentVariantScores(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class IntensityResponse(Record):
-    """Share of strong intensifiers (very, extremely) per ``str_high`` value over seeds, and the
-    least-squares slope per seed summarised over seeds."""
+class IntensityPoint(Record):
+    """One point of chapter 10's strength sweep: the requested strength ``level`` (an intensifier strength of
+    the corpus's ``INTENSITY`` table, or a value between two), the ``str_low`` / ``str_med`` / ``str_high``
+    ``triplet`` written for it, whether training saw that triplet (``kind``: ``trained`` / ``interpolated``),
+    and the written intensity over seeds (per seed: the mean over sentences of each sentence's mean intensifier
+    strength)."""
 
+    level: float | None = None
+    triplet: list[float] | None = None
+    kind: str | None = None
+    written: Interval | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntensityResponse(Record):
+    """One model's response to the strength request: the sweep's points, and per training seed (``seeds``, in
+    the order of ``rank_correlation.values``) the Spearman rank correlation of requested level and written
+    intensity over the sweep's sentences."""
+
+    seeds: list[int] | None = None
+    points: list[IntensityPoint] | None = None
+    rank_correlation: Interval | None = None
+    # the earlier measure (share of strong intensifiers by str_high alone), kept until the sweep is rewritten
     str_high: list[float] | None = None
     share: list[Interval] | None = None
     slope: Interval | None = None
@@ -785,6 +804,7 @@ class IntentControl(Record):
     variants: dict[str, IntentVariantScores] | None = None
     intensity: IntensityResponse | None = None           # the intent model
     intensity_shuffled: IntensityResponse | None = None  # the shuffled control, given the same requests
+    intensity_paired: Interval | None = None             # intent - shuffled rank correlation, paired by seed
 
 
 @dataclass(frozen=True, kw_only=True)
