@@ -257,6 +257,38 @@ def test_a_whole_book_build_is_collected_and_shown_as_its_own_table_not_a_chapte
     assert recorded_frame("06_idea_gating", tmp_path / "recorded")[0].empty  # a book build is no chapter run
 
 
+def test_a_recorded_book_build_keeps_its_metrics_verdicts_and_a_page_that_shows_them(tmp_path):
+    import json
+
+    from semlm.book.claims import CLAIMS, NOT_RUN
+    from semlm.book.recorded import collect_book, load_recorded, recorded_verdicts
+
+    _finished_build(tmp_path / "build")
+    intent = {"profile": "cpu", "git_commit": "d" * 40, "intent": {"variants": {
+        v: {"polarity_acc": {"mean": m, "ci_low": m - 0.02, "ci_high": m + 0.02, "values": [m - 0.01, m, m + 0.01]}}
+        for v, m in (("intent", 0.95), ("shuffled", 0.35), ("baseline", 0.5))}}}
+    (tmp_path / "build" / "metrics" / "10_intent_control.json").write_text(json.dumps(intent))
+    dest = collect_book(tmp_path / "build", tmp_path / "recorded", "verdicts", "make book")
+    assert sorted(p.name for p in (dest / "metrics").iterdir()) == ["01_feature_bank.json", "10_intent_control.json"]
+    report = json.loads((dest / "report.json").read_text())
+    assert [row["id"] for row in report["claims"]] == [c.id for c in CLAIMS]
+    assert sum(sum(c.values()) for c in report["counts"].values()) == len(CLAIMS)
+    page = (dest / "VERDICTS.md").read_text()
+    assert "| A-soft-control:" in page and "make book" not in page.split("\n")[0]
+    (run,) = load_recorded(tmp_path / "recorded")
+    assert not run.chapters and set(run.book_metrics) == {"01_feature_bank", "10_intent_control"}
+    verdicts = recorded_verdicts(tmp_path / "recorded")
+    (entry,) = verdicts["A-soft-control"]
+    assert entry["folder"] == "cpu-book-verdicts" and entry["commit"] == "d" * 12 and entry["status"] != NOT_RUN
+    assert "A-T1-ppl-baseline" not in verdicts  # the chapter it needs is not in the folder: no entry
+    # a build that ran on a tree with uncommitted changes is no recorded build
+    dirty = json.loads((tmp_path / "build" / "metrics" / "01_feature_bank.json").read_text())
+    dirty["git_commit"] += "+dirty"
+    (tmp_path / "build" / "metrics" / "01_feature_bank.json").write_text(json.dumps(dirty))
+    with pytest.raises(ValueError, match="uncommitted changes"):
+        collect_book(tmp_path / "build", tmp_path / "recorded", "dirty", "make book")
+
+
 def test_an_unfinished_book_build_is_refused_and_nothing_is_written(tmp_path):
     from semlm.book.recorded import collect_book, recorded_book_builds_frame
 

@@ -619,7 +619,7 @@ def _idea_ppl(metrics):
         status, what = INCONCLUSIVE, f"straddles +{IDEA_PPL_MARGIN:.0%}"
     return Verdict(status, f"over {n} training seeds on {idea.dataset or '?'}: validation PPL baseline "
                    f"{pair.baseline:.2f}, gated {pair.gated:.2f}; per-seed gated / baseline - 1 = {change:+.3f} ({what})",
-                   None, f"{change.mean:+.3f}", _bounds(change), idea.profile)
+                   None, change.mean, _bounds(change), idea.profile)
 
 
 #: A gated distinct-2 lower than the plain model's by up to this share of the plain value counts as "stays high".
@@ -787,7 +787,7 @@ def _topic_drift(metrics):
               f"{d.temperature}), gate off {d.gate_off:+.3f}; gated - plain {diff:+.3f}, gated - sharpened "
               f"{sharp:+.3f}; data's rate {d.data_rate}"
               + (f"; not comparable (no bracket): {skipped}" if skipped else ""))
-    value, ci = f"{diff.mean:+.3f}", _bounds(diff)
+    value, ci = diff.mean, _bounds(diff)
     mixes = {"gated": _need(d.mix_gated, TOPIC, "decision.mix_gated"),
              "plain": _need(d.mix_plain, TOPIC, "decision.mix_plain")}
     if not all(x.finite for x in (diff, sharp, gated, *mixes.values())):
