@@ -13,10 +13,10 @@ def verdicts(metrics) -> dict:
     return {row["id"]: row for row in evaluate_claims(metrics)}
 
 
-def idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09)), distinct=((0.99, 0.985, 0.99),
-                 (0.98, 0.99, 0.985)), model_ppl=40.0) -> dict:
-    """A chapter-6 record over three seeds: per domain, the baseline's and the gated model's per-seed values
-    (the same in every domain, so the four-domain mean equals them)."""
+def idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09), (0.05, 0.055, 0.06)),
+                 distinct=((0.99, 0.985, 0.99), (0.98, 0.99, 0.985)), model_ppl=40.0) -> dict:
+    """A chapter-6 record over three seeds: per domain, the baseline's, the gated model's and (third, if given)
+    the sharpening control's per-seed values (the same in every domain, so the four-domain mean equals them)."""
     from semlm.idea.wikitext_experiment import competence
 
     check = competence({"baseline": model_ppl, "gated": model_ppl},
@@ -42,17 +42,29 @@ def lora_metrics(baseline=(30.0, 30.4, 29.8), gated=(28.0, 28.3, 27.9), control=
 # --- B-stickiness ------------------------------------------------------------------------------
 
 
-def test_stickiness_higher_for_the_gated_model_over_seeds_is_reproduced_and_names_every_domain():
+def test_stickiness_higher_than_plain_and_than_the_sharpening_control_is_reproduced_and_names_every_domain():
     row = verdicts(idea_metrics())["B-stickiness"]
     assert row["status"] == REPRODUCED
-    assert all(d in row["reason"] for d in DOMAINS)
+    assert all(d in row["reason"] for d in DOMAINS) and "sharpened" in row["reason"]
     assert "training seeds" in row["rule"] and "prompt words excluded" in row["rule"] and "bigram" in row["rule"]
+    assert "sharpening control" in row["rule"] and row["ci"][0] <= row["causal_value"] <= row["ci"][1]
+
+
+def test_a_gate_that_only_sharpens_is_not_reproduced():
+    """The gated GPT beats the plain one, but the plain one sampled at the gated entropy does as well."""
+    impostor = verdicts(idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09),
+                                                 (0.081, 0.084, 0.091))))["B-stickiness"]
+    assert impostor["status"] == INCONCLUSIVE and "not than the sharpening control" in impostor["reason"]
+    unrecorded = verdicts(idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09))))["B-stickiness"]
+    assert unrecorded["status"] == INCONCLUSIVE and "no sharpening control" in unrecorded["reason"]
 
 
 def test_stickiness_lower_or_overlapping_over_seeds_is_not_reproduced_or_inconclusive():
-    lower = verdicts(idea_metrics(stickiness=((0.08, 0.085, 0.09), (0.05, 0.06, 0.055))))["B-stickiness"]
+    lower = verdicts(idea_metrics(stickiness=((0.08, 0.085, 0.09), (0.05, 0.06, 0.055),
+                                              (0.05, 0.05, 0.05))))["B-stickiness"]
     assert lower["status"] == NOT_REPRODUCED
-    noisy = verdicts(idea_metrics(stickiness=((0.05, 0.09, 0.06), (0.09, 0.05, 0.07))))["B-stickiness"]
+    noisy = verdicts(idea_metrics(stickiness=((0.05, 0.09, 0.06), (0.09, 0.05, 0.07),
+                                              (0.05, 0.05, 0.05))))["B-stickiness"]
     assert noisy["status"] == INCONCLUSIVE
 
 
