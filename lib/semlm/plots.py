@@ -457,17 +457,23 @@ INTENT_PALETTE = {"intent": "#1f77b4", "control_code": "#2ca02c", "shuffled": "#
 
 
 def plot_intensity_response(frame: pd.DataFrame, reference: float | None = None):
-    """Share of strong intensifiers against the ``str_high`` written into the features, one line per
-    variant with its 95% band over seeds (``frame``: variant, str_high, mean, ci_low, ci_high);
-    ``reference`` is the unconditioned baseline's share."""
+    """Written intensity against the requested strength level, one line per variant with its 95% band over
+    seeds (``frame``: variant, level, kind, mean, ci_low, ci_high); filled markers at the levels training
+    writes (``kind`` trained), hollow ones at the interpolations. ``reference`` is the unconditioned
+    baseline's mean written intensity; the diagonal is a model that writes exactly what was requested."""
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    ax.plot([0.2, 1.0], [0.2, 1.0], color="0.6", lw=0.8, ls="--", label="writes what was requested")
     for variant, part in frame.groupby("variant", sort=False):
         colour = INTENT_PALETTE.get(variant, "#ff7f0e")
-        ax.plot(part["str_high"], part["mean"], marker="o", color=colour, label=variant)
-        ax.fill_between(part["str_high"], part["ci_low"], part["ci_high"], color=colour, alpha=0.2)
+        ax.plot(part["level"], part["mean"], color=colour, label=variant)
+        ax.fill_between(part["level"], part["ci_low"], part["ci_high"], color=colour, alpha=0.2)
+        trained = part["kind"] == "trained"
+        ax.scatter(part["level"][trained], part["mean"][trained], color=colour, zorder=3)
+        ax.scatter(part["level"][~trained], part["mean"][~trained], facecolor="white", edgecolor=colour, zorder=3)
     if reference is not None:
         ax.axhline(reference, color=INTENT_PALETTE["baseline"], ls=":", lw=1.2, label="baseline (no request)")
-    ax.set(xlabel="str_high written into the features", ylabel="share of very / extremely", ylim=(0, 1),
+    ax.set(xlabel="requested strength level (whole str_* triplet; hollow: interpolated)",
+           ylabel="written intensity (mean strength)", ylim=(0.1, 1.05),
            title="intensity response (95% bands over seeds)")
     ax.legend(frameon=False, fontsize=8)
     return fig

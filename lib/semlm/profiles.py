@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from semlm.data.synthetic import SyntheticConfig
+from semlm.data.synthetic import INTENSITY, SyntheticConfig
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
 #: Profiles of one chapter only, for recorded runs made outside the book build (``.ci/run-long``):
@@ -836,23 +836,37 @@ def _lora_profile(profile: str, seed: int = 111) -> LoraProfile:
 # --- chapter 10: features-only control (semlm.fusion.intent_experiment) ---------------------------------
 
 
+#: Chapter 10's strength sweep: the four levels the training data write (the intensifiers' strengths of
+#: ``semlm.data.synthetic.INTENSITY``: slightly 0.2, moderately 0.5, very 0.8, extremely 1.0) and two
+#: interpolations, midway between slightly and moderately and between moderately and very.
+INTENT_STRENGTH_LEVELS: tuple[float, ...] = (0.2, 0.35, 0.5, 0.65, 0.8, 1.0)
+#: At most this many sweep levels lie between trained ones (interpolations, labelled in the record).
+MAX_INTERPOLATED_LEVELS = 2
+
+
 @dataclass(frozen=True)
 class IntentProfile:
     """Scale of chapter 10: the synthetic models (paper A's size at ``cpu``), how many training
-    seeds, how many sentences are sampled per request, and the ``str_high`` values of the sweep."""
+    seeds, how many sentences are sampled per request, and the strength levels of the sweep (every
+    trained level, at most :data:`MAX_INTERPOLATED_LEVELS` between them)."""
 
     name: str
     synthetic: SyntheticProfile
     n_seeds: int
     samples_per_request: int
-    str_high_values: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    strength_levels: tuple[float, ...] = INTENT_STRENGTH_LEVELS
 
     def __post_init__(self):
         if self.n_seeds < 1 or self.samples_per_request < 1:
             raise ValueError(f"n_seeds and samples_per_request must be >= 1, got {self.n_seeds}, "
                              f"{self.samples_per_request}")
-        if len(self.str_high_values) < 2 or not all(0.0 <= v <= 1.0 for v in self.str_high_values):
-            raise ValueError(f"str_high_values needs >= 2 values in [0, 1], got {self.str_high_values}")
+        trained = sorted(set(INTENSITY.values()))
+        between = [v for v in self.strength_levels if v not in trained]
+        if (not set(trained) <= set(self.strength_levels) or len(between) > MAX_INTERPOLATED_LEVELS
+                or not all(trained[0] < v < trained[-1] for v in between)
+                or list(self.strength_levels) != sorted(set(self.strength_levels))):
+            raise ValueError(f"strength_levels must list, in increasing order, every trained level {trained} and at "
+                             f"most {MAX_INTERPOLATED_LEVELS} levels between them, got {self.strength_levels}")
 
     def seeds(self, seed: int = 111) -> list[int]:
         """``n_seeds`` consecutive training seeds from ``seed``."""
@@ -862,7 +876,7 @@ class IntentProfile:
 #: Training seeds of chapter 10 per profile (4 models each: intent, shuffled, baseline, control code; the last
 #: two are chapter 4's runs, so they must be among :data:`AUDIT_SEEDS`'s). ``cpu`` uses 3: in a 5-seed build
 #: (2026-11-23) the intent model's polarity accuracy was 0.96-0.98 per seed against the shuffled control's
-#: 0.33-0.36, and the intensity slope 0.70-0.77 per seed, so 3 seeds' t-intervals (t = 4.30) still lie far from
+#: 0.33-0.36 (and the earlier intensity measure, a slope of the strong share, 0.70-0.77 per seed), so 3 seeds' t-intervals (t = 4.30) still lie far from
 #: the other outcome; 5 would add 8 models (about 7 minutes on 2 cores) to the longest chapter.
 INTENT_SEEDS = {"smoke": 2, "cpu": 3, "paper": 5}
 

@@ -1,12 +1,14 @@
 """Intent features: the request of the clause being written, causal in the tokens."""
 
+import pytest
 import torch
 
 from semlm.core.causality import future_sensitivity
+from semlm.data import synthetic as syn
 from semlm.data.synthetic import LEXICON
 from semlm.data.vocab import Vocabulary
-from semlm.fusion.intent import (INTENT_INDEX, MAX_CLAUSES, N_INTENT_FEATURES, IntentFeatures, Request,
-                                 declared_intent, intent_rows)
+from semlm.fusion.intent import (INTENT_INDEX, MAX_CLAUSES, N_INTENT_FEATURES, REQUEST_FEATURES, TRAINED_STRENGTHS,
+                                 IntentFeatures, Request, declared_intent, intent_rows, request_vector)
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 
 VOCAB = Vocabulary.build(LEXICON)
@@ -46,3 +48,15 @@ def test_an_intent_model_stays_causal_in_the_tokens():
     for position in range(1, ids.shape[1]):
         change = future_sensitivity(model, lambda x: featurize(x, request), ids, position, VOCAB.id("and"))
         assert change < 1e-5, position
+
+
+def test_a_strength_request_writes_the_triplet_training_writes_for_that_intensifier():
+    mean = torch.full((11,), 0.5)
+    strength = slice(REQUEST_FEATURES.index("str_low"), REQUEST_FEATURES.index("str_high") + 1)
+    for word, level in syn.INTENSITY.items():
+        trained = request_vector("positive", level, ".")[strength]
+        assert torch.allclose(Request("positive", ".", level).vector(mean)[strength], trained), word
+    assert TRAINED_STRENGTHS == (0.2, 0.5, 0.8, 1.0)
+    assert torch.equal(Request("positive", ".").vector(mean)[strength], mean[strength])  # no request: the mean
+    with pytest.raises(ValueError, match="strength level"):
+        Request("positive", ".", 1.5).vector(mean)

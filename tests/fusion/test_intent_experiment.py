@@ -10,7 +10,7 @@ from semlm.core import runs
 from semlm.fusion import intent_experiment as ie
 from semlm.fusion.audit import audit_runs, audit_seeds
 from semlm.fusion.synthetic_experiment import SYNTHETIC
-from semlm.profiles import PROFILES, intent_profile
+from semlm.profiles import INTENT_STRENGTH_LEVELS, PROFILES, intent_profile
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -30,7 +30,7 @@ def test_every_shared_chapter_10_model_is_a_run_chapter_4_trains_at_the_same_pro
 def small():
     config = intent_profile("smoke")
     synthetic = replace(config.synthetic, train=replace(config.synthetic.train, epochs=1))
-    return replace(config, synthetic=synthetic, n_seeds=1, samples_per_request=2, str_high_values=(0.0, 1.0))
+    return replace(config, synthetic=synthetic, n_seeds=1, samples_per_request=2)
 
 
 def test_a_shared_model_trains_once_under_its_owner_and_is_evaluated_by_chapter_10(small, tmp_path, monkeypatch):
@@ -77,3 +77,42 @@ def test_a_model_trained_by_chapter_10_itself_names_no_owner(small, tmp_path):
     assert record.trained_by == "" and record.spec is spec
     assert record.run_dir == str(runs.run_folder(ie.EXPERIMENT, spec, tmp_path, "cpu", 1))
     assert set(record.metrics.readings) == {"intent", "no_request"}
+
+
+def test_a_sentence_writes_the_mean_strength_of_its_intensifiers():
+    assert ie.written_intensity("the cat is very good .".split()) == 0.8
+    assert ie.written_intensity("the cat is slightly good and it is extremely bad !".split()) == pytest.approx(0.6)
+    assert ie.written_intensity("the cat is good .".split()) != ie.written_intensity("the cat is good .".split())
+
+
+def test_the_rank_correlation_is_spearmans_with_mid_ranks_and_zero_without_a_response():
+    assert ie.rank_correlation([0.2, 0.5, 0.8, 1.0], [0.2, 0.5, 0.9, 1.0]) == pytest.approx(1.0)
+    assert ie.rank_correlation([0.2, 0.5, 0.8, 1.0], [1.0, 0.8, 0.5, 0.2]) == pytest.approx(-1.0)
+    # ties take mid-ranks: x ranks 1.5 1.5 3.5 3.5, y ranks 1 2 3 4 -> r = 4 / sqrt(4 * 5)
+    assert ie.rank_correlation([0.2, 0.2, 1.0, 1.0], [0.1, 0.2, 0.3, 0.4]) == pytest.approx(4 / 20 ** 0.5)
+    assert ie.rank_correlation([0.2, 0.5, 0.8], [0.5, 0.5, 0.5]) == 0.0     # the writing never moves
+    assert ie.rank_correlation([0.2, 0.5, 0.8], [0.2, float("nan"), 0.8]) == pytest.approx(1.0)  # NaN dropped
+
+
+def test_the_sweep_writes_every_trained_level_and_labels_the_interpolations(small):
+    levels = INTENT_STRENGTH_LEVELS
+    kinds = [ie.sweep_point_kind(v) for v in levels]
+    assert kinds.count("trained") >= 4 and kinds.count("interpolated") <= 2
+    with pytest.raises(ValueError, match="strength_levels"):
+        replace(small, strength_levels=(0.2, 0.5, 1.0))                     # a trained level missing
+    with pytest.raises(ValueError, match="strength_levels"):
+        replace(small, strength_levels=(0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0))  # three interpolations
+    with pytest.raises(ValueError, match="strength_levels"):
+        replace(small, strength_levels=(0.0, 0.2, 0.5, 0.8, 1.0))            # outside the trained range
+
+
+def test_the_record_carries_per_seed_correlations_of_both_models_and_their_paired_difference(small, tmp_path):
+    specs = [s for s in ie.intent_runs(replace(small, n_seeds=2), [111, 112]) if s.name in ("intent", "shuffled")]
+    records = [runs.run_one(ie.EXPERIMENT, spec, tmp_path) for spec in specs]
+    summary = ie.summarise_intensity(records)
+    intent, shuffled, paired = summary.intensity, summary.intensity_shuffled, summary.intensity_paired
+    assert intent.seeds == shuffled.seeds == [111, 112]
+    assert [p.kind for p in intent.points] == [ie.sweep_point_kind(v) for v in INTENT_STRENGTH_LEVELS]
+    assert intent.points[0].triplet == pytest.approx([1.0, 0.8866, 0.786], abs=1e-4)  # slightly's triplet
+    assert list(paired.values) == pytest.approx([a - b for a, b in zip(intent.rank_correlation.values,
+                                                                        shuffled.rank_correlation.values)])

@@ -472,6 +472,8 @@ def _intent_soft_control(metrics):
 #: by the usual convention (0.1 small, 0.3 medium, 0.5 large): a knob that moves the written intensity only
 #: weakly beyond a channel unrelated to the words is not the smooth control the claim describes.
 INTENSITY_SMOOTH_THRESHOLD = 0.5
+#: The commit that fixed A-intensity's rule (this text, its threshold and code) before chapter 10 measured it.
+INTENSITY_RULE_COMMIT = "49857b9"
 INTENSITY_RULE = (
     "the request channel this book adds (chapter 10: a sentence-level request written into the features, not the "
     "paper's per-token features), features-only control (plain sampling at temperature 1, no logit steering, no "
@@ -522,10 +524,16 @@ def _intent_intensity(metrics):
         raise _Missing(f"{INTENT} has no seed with both the intent and the shuffled intensity response")
     diff = Interval.paired([intent[s] for s in seeds], [shuffled[s] for s in seeds])
     status = _smooth_rise(diff)
-    why = {REPRODUCED: f"above the threshold {INTENSITY_SMOOTH_THRESHOLD}",
-           NOT_REPRODUCED: "at or below 0: no response beyond the shuffled control"}.get(
-        status, "fewer than 2 paired seeds" if len(seeds) < 2 else
-        f"between 0 and the threshold {INTENSITY_SMOOTH_THRESHOLD}, or straddling one of them")
+    if status == REPRODUCED:
+        why = f"above the threshold {INTENSITY_SMOOTH_THRESHOLD}"
+    elif status == NOT_REPRODUCED:
+        why = "at or below 0: no response beyond the shuffled control"
+    elif len(seeds) < 2 or not diff.finite:
+        why = "fewer than 2 paired seeds give no interval"
+    elif diff.low <= 0:
+        why = "the interval straddles 0"
+    else:
+        why = f"above 0, but not wholly above the threshold {INTENSITY_SMOOTH_THRESHOLD}"
     reason = (f"Spearman correlation of requested strength and written intensity over {len(seeds)} paired seeds: "
               f"intent {Interval.of_mean([intent[s] for s in seeds]):.3f}, shuffled control "
               f"{Interval.of_mean([shuffled[s] for s in seeds]):.3f}; intent - shuffled {diff:+.3f} ({why})")

@@ -739,14 +739,17 @@ def load_record(chapter: str, data) -> ChapterRecord:
 class IntentReading(Record):
     """One model read one way (``semlm.fusion.intent_experiment``), one seed: features-only control
     judged from the generated text, the held-out adjective rate, conditional PPL on validation, and
-    the share of strong intensifiers per ``str_high`` value (None where the model has no such knob)."""
+    the strength sweep (None where the model has no such knob): the mean written intensity per requested
+    level and the Spearman rank correlation of requested level and written intensity over its sentences."""
 
     polarity_acc: float | None = None
     punct_acc: float | None = None
     held_out_rate: float | None = None
     strong_share: float | None = None          # without a strength request
+    written_intensity: float | None = None     # mean strength of the intensifiers written, without a strength request
     ppl: float | None = None
-    strong_share_by_str_high: list[float] | None = None
+    written_intensity_by_level: list[float] | None = None
+    intensity_rank_correlation: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -755,7 +758,7 @@ class IntentRunMetrics(Record):
     gives two readings, ``intent`` and ``no_request``)."""
 
     readings: dict[str, IntentReading] | None = None
-    str_high: list[float] | None = None
+    strength_levels: list[float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -766,6 +769,7 @@ class IntentVariantScores(Record):
     punct_acc: Interval | None = None
     held_out_rate: Interval | None = None
     strong_share: Interval | None = None
+    written_intensity: Interval | None = None
     ppl: Interval | None = None
 
 
@@ -792,10 +796,6 @@ class IntensityResponse(Record):
     seeds: list[int] | None = None
     points: list[IntensityPoint] | None = None
     rank_correlation: Interval | None = None
-    # the earlier measure (share of strong intensifiers by str_high alone), kept until the sweep is rewritten
-    str_high: list[float] | None = None
-    share: list[Interval] | None = None
-    slope: Interval | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -102,17 +102,30 @@ def intent_rows(intents: Sequence[SentenceIntent]) -> torch.Tensor:
     return torch.stack(rows)
 
 
+#: The strength levels training writes: the intensifiers' strengths r (``syn.INTENSITY``), each as its triplet.
+TRAINED_STRENGTHS: tuple[float, ...] = tuple(sorted(set(syn.INTENSITY.values())))
+
+
+def strength_triplet(level: float) -> torch.Tensor:
+    """``[str_low, str_med, str_high]`` for a requested strength ``level``: the memberships the training data
+    write for an intensifier of strength ``level`` (``triangular_memberships``, as :func:`request_vector`)."""
+    if not 0.0 <= level <= 1.0:
+        raise ValueError(f"a strength level must be in [0, 1], got {level}")
+    return triangular_memberships(torch.tensor(float(level))).float()
+
+
 @dataclass(frozen=True)
 class Request:
     """What a user asks for at generation time; ``None`` leaves those predicates at their training mean.
 
-    ``str_high`` writes that one knob and leaves ``str_low`` / ``str_med`` at their mean: the sweep
-    of chapter 10 moves ``str_high`` alone, as paper A's knobs are described.
+    ``strength`` writes the whole ``str_low`` / ``str_med`` / ``str_high`` triplet of that level, as the
+    training data write it for an intensifier (:func:`strength_triplet`): training never saw ``str_high``
+    move alone, so a request that moved it alone would ask for a combination the model never met.
     """
 
     polarity: str | None = None
     punctuation: str | None = None
-    str_high: float | None = None
+    strength: float | None = None
 
     def vector(self, mean: torch.Tensor) -> torch.Tensor:
         """[R] request predicates, starting from the training ``mean`` of each predicate."""
@@ -121,10 +134,8 @@ class Request:
             out[:6] = request_vector(self.polarity, 0.0, ".")[:6]
         if self.punctuation is not None:
             out[-2:] = request_vector("positive", 0.0, self.punctuation)[-2:]
-        if self.str_high is not None:
-            if not 0.0 <= self.str_high <= 1.0:
-                raise ValueError(f"str_high must be in [0, 1], got {self.str_high}")
-            out[_REQUEST_AT["str_high"]] = self.str_high
+        if self.strength is not None:
+            out[_REQUEST_AT["str_low"]:_REQUEST_AT["str_high"] + 1] = strength_triplet(self.strength)
         return out
 
 

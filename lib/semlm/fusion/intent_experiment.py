@@ -14,9 +14,12 @@ Five variants, all trained on the same corpus with the same recipe, paired by tr
 Generation is plain ancestral sampling at temperature 1: no logit steering, no grammar mask;
 only the tokens that are never text (``<pad>``, ``<bos>``, control codes) are suppressed with
 transformers' ``SuppressTokensLogitsProcessor``. Requests and judging: the polarity of every
-adjective of the sentence and its final punctuation are compared with the request; the
-intensity response is the share of strong intensifiers (``very``, ``extremely``) as ``str_high``
-moves. This module says what a run is; :mod:`semlm.core.runs` runs it.
+adjective of the sentence and its final punctuation are compared with the request. The intensity
+response sweeps the strength request, written as the whole ``str_*`` triplet the training data write
+(the four trained levels and at most two labelled interpolations), and reads the written intensity
+of every sentence (the mean strength of its intensifiers, ``syn.INTENSITY``): per seed, the Spearman
+rank correlation of requested level and written intensity. This module says what a run is;
+:mod:`semlm.core.runs` runs it.
 """
 
 from __future__ import annotations
@@ -29,15 +32,15 @@ from transformers import LogitsProcessorList, SuppressTokensLogitsProcessor
 
 from semlm.core import runs
 from semlm.core.metrics import evaluate_language_model
-from semlm.core.records import (Interval, IntensityResponse, IntentControl, IntentReading, IntentRunMetrics,
-                                IntentVariantScores)
+from semlm.core.records import (Interval, IntensityPoint, IntensityResponse, IntentControl, IntentReading,
+                                IntentRunMetrics, IntentVariantScores)
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.data import synthetic as syn
 from semlm.data.dataset import LMTensors
 from semlm.data.synthetic import SyntheticConfig
 from semlm.fusion.control_codes import codes_for, sentence_polarity
-from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, IntentFeatures, Request, declared_intent,
-                                 intent_rows)
+from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, TRAINED_STRENGTHS, IntentFeatures, Request,
+                                 declared_intent, intent_rows, strength_triplet)
 from semlm.fusion.decoding.generate import sample_next_token
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import build_model
@@ -69,7 +72,7 @@ class IntentRun:
     synthetic: SyntheticProfile
     variant: str
     samples_per_request: int
-    str_high_values: tuple[float, ...]
+    strength_levels: tuple[float, ...]
 
 
 @dataclass
@@ -141,13 +144,14 @@ def sample_sentences(model: torch.nn.Module, data: IntentData, requests: Sequenc
 
 
 def judge(sentences: Sequence[Sequence[str]], requests: Sequence[Request], held_out: Sequence[str]) -> dict:
-    """Polarity and punctuation accuracy against the requests, held-out adjective rate, strong share."""
+    """Polarity and punctuation accuracy against the requests, held-out adjective rate, strong share and mean
+    written intensity (no strength was requested)."""
     polarity = [sentence_polarity(s) == r.polarity for s, r in zip(sentences, requests)]
     punct = [bool(s) and s[-1] == r.punctuation for s, r in zip(sentences, requests)]
     adjectives = [w for s in sentences for w in s if w in syn.POSITIVE_ADJECTIVES or w in syn.NEGATIVE_ADJECTIVES]
     return {"polarity_acc": sum(polarity) / len(polarity), "punct_acc": sum(punct) / len(punct),
             "held_out_rate": sum(w in held_out for w in adjectives) / max(len(adjectives), 1),
-            "strong_share": strong_share(sentences)}
+            "strong_share": strong_share(sentences), "written_intensity": mean_written_intensity(sentences)}
 
 
 def strong_share(sentences: Sequence[Sequence[str]]) -> float:
@@ -157,13 +161,67 @@ def strong_share(sentences: Sequence[Sequence[str]]) -> float:
     return strong / len(intensifiers) if intensifiers else float("nan")
 
 
+def written_intensity(sentence: Sequence[str]) -> float:
+    """The mean strength (``syn.INTENSITY``) of the intensifiers ``sentence`` writes; NaN if it writes none."""
+    levels = [syn.INTENSITY[w] for w in sentence if w in syn.INTENSITY]
+    return sum(levels) / len(levels) if levels else float("nan")
+
+
+def mean_written_intensity(sentences: Sequence[Sequence[str]]) -> float:
+    """The mean of :func:`written_intensity` over the sentences that write an intensifier; NaN if none does."""
+    values = [v for v in map(written_intensity, sentences) if v == v]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _mid_ranks(values: Sequence[float]) -> list[float]:
+    """Ranks 1..n, ties sharing the mean of the ranks they span."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation of ``x`` and ``y`` (the Pearson correlation of their mid-ranks), NaN pairs
+    dropped; 0 when either side is constant or fewer than 2 pairs remain (no response to measure)."""
+    pairs = [(a, b) for a, b in zip(x, y) if a == a and b == b]
+    if len(pairs) < 2:
+        return 0.0
+    rx, ry = _mid_ranks([a for a, _ in pairs]), _mid_ranks([b for _, b in pairs])
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else 0.0
+
+
 def control_requests(n: int) -> list[Request]:
     return [Request(p, q) for p, q in REQUESTS for _ in range(n)]
 
 
-def sweep_requests(n: int, value: float) -> list[Request]:
-    """``n`` requests at ``str_high = value``: polarity alternating, punctuation ".". """
-    return [Request(("positive", "negative")[i % 2], ".", value) for i in range(n)]
+def sweep_requests(n: int, level: float) -> list[Request]:
+    """``n`` requests at strength ``level`` (the whole triplet): polarity alternating, punctuation ".". """
+    return [Request(("positive", "negative")[i % 2], ".", level) for i in range(n)]
+
+
+def strength_sweep(model, data: IntentData, levels: Sequence[float], n: int, seed: int,
+                   mean: torch.Tensor) -> tuple[list[float], float]:
+    """``n`` sentences per strength level: the mean written intensity per level, and the rank correlation of
+    requested level and written intensity over every sentence of the sweep (one seed's measure)."""
+    requested, written, by_level = [], [], []
+    for i, level in enumerate(levels):
+        sentences = sample_sentences(model, data, sweep_requests(n, level), seed + 1 + i, mean=mean)
+        values = [written_intensity(s) for s in sentences]
+        by_level.append(mean_written_intensity(sentences))
+        requested += [level] * len(values)
+        written += values
+    return by_level, rank_correlation(requested, written)
 
 
 def read_model(model, data: IntentData, run: IntentRun, seed: int, variant: str) -> IntentReading:
@@ -177,11 +235,9 @@ def read_model(model, data: IntentData, run: IntentRun, seed: int, variant: str)
         codes = [codes_for(r.polarity, r.punctuation) for r in requests] if variant == "control_code" else None
         sentences = sample_sentences(model, data, requests, seed, codes, mean)
     scores = judge(sentences, requests, data.base.corpus.split.held_out)
-    sweep = None
+    by_level = correlation = None
     if variant in ("intent", "shuffled"):
-        sweep = [strong_share(sample_sentences(model, data, sweep_requests(run.samples_per_request, v),
-                                               seed + 1 + i, mean=mean))
-                 for i, v in enumerate(run.str_high_values)]
+        by_level, correlation = strength_sweep(model, data, run.strength_levels, run.samples_per_request, seed, mean)
     val = data.val
     if variant == "no_request":
         features = val.features.clone()
@@ -190,7 +246,7 @@ def read_model(model, data: IntentData, run: IntentRun, seed: int, variant: str)
         val = replace(val, features=features)
     ppl = evaluate_language_model(model, val, data.base.vocab, data.base.held_out_ids,
                                   never_scored=data.base.code_ids)["ppl"]
-    return IntentReading(**scores, ppl=ppl, strong_share_by_str_high=sweep)
+    return IntentReading(**scores, ppl=ppl, written_intensity_by_level=by_level, intensity_rank_correlation=correlation)
 
 
 class IntentExperiment(runs.Experiment):
@@ -231,7 +287,7 @@ class IntentExperiment(runs.Experiment):
         readings = {run.variant: read_model(model, data, run, seed, run.variant)}
         if run.variant == "intent":
             readings["no_request"] = read_model(model, data, run, seed + 500, "no_request")
-        return IntentRunMetrics(readings=readings, str_high=list(run.str_high_values))
+        return IntentRunMetrics(readings=readings, strength_levels=list(run.strength_levels))
 
     def total_steps(self, spec: RunSpec) -> int:
         p = spec.config.synthetic
@@ -249,29 +305,31 @@ def intent_runs(profile: IntentProfile, seeds: Sequence[int]) -> list[RunSpec]:
     for seed in seeds:
         synthetic = replace(profile.synthetic, seed=seed)
         for variant in TRAINED:
-            run = IntentRun(synthetic, variant, profile.samples_per_request, tuple(profile.str_high_values))
+            run = IntentRun(synthetic, variant, profile.samples_per_request, tuple(profile.strength_levels))
             specs.append(RunSpec(variant, seed, run))
     return specs
 
 
 # --- the chapter's summary over seeds -----------------------------------------------------------
 
-def _slope(x: Sequence[float], y: Sequence[float]) -> float:
-    """Least-squares slope of ``y`` on ``x`` (NaN points dropped)."""
-    pairs = [(a, b) for a, b in zip(x, y) if b == b]
-    if len(pairs) < 2:
-        return float("nan")
-    mx = sum(a for a, _ in pairs) / len(pairs)
-    my = sum(b for _, b in pairs) / len(pairs)
-    var = sum((a - mx) ** 2 for a, _ in pairs)
-    return sum((a - mx) * (b - my) for a, b in pairs) / var
+def sweep_point_kind(level: float) -> str:
+    """``trained`` if the training data write this strength level (an intensifier's), else ``interpolated``."""
+    return "trained" if level in TRAINED_STRENGTHS else "interpolated"
 
 
-def intensity_response(by_seed: dict[int, IntentReading], str_high: Sequence[float]) -> IntensityResponse:
-    curves = [by_seed[s].strong_share_by_str_high for s in sorted(by_seed)]
-    share = [Interval.of_mean([c[i] for c in curves if c[i] == c[i]], bounds=(0.0, 1.0)) for i in range(len(str_high))]
-    return IntensityResponse(str_high=list(str_high), share=share,
-                             slope=Interval.of_mean([_slope(str_high, c) for c in curves]))
+def intensity_response(by_seed: dict[int, IntentReading], levels: Sequence[float]) -> IntensityResponse:
+    """One model's sweep over seeds: per point the written intensity (95% t-interval over seeds; a seed that
+    wrote no intensifier at a level leaves it out), per seed the rank correlation."""
+    seeds = sorted(by_seed)
+    points = []
+    for i, level in enumerate(levels):
+        written = [by_seed[s].written_intensity_by_level[i] for s in seeds]
+        written = [w for w in written if w == w]
+        points.append(IntensityPoint(level=level, triplet=[round(float(v), 4) for v in strength_triplet(level)],
+                                     kind=sweep_point_kind(level),
+                                     written=Interval.of_mean(written, bounds=(0.0, 1.0)) if written else None))
+    return IntensityResponse(seeds=seeds, points=points,
+                             rank_correlation=Interval.of_mean([by_seed[s].intensity_rank_correlation for s in seeds]))
 
 
 def readings_by_variant(records: Sequence[RunRecord]) -> dict[str, dict[int, IntentReading]]:
@@ -283,20 +341,32 @@ def readings_by_variant(records: Sequence[RunRecord]) -> dict[str, dict[int, Int
     return out
 
 
+def summarise_intensity(records: Sequence[RunRecord]) -> IntentControl:
+    """The intensity responses of the two fusion models and their difference, intent - shuffled rank correlation
+    paired by training seed (what ``A-intensity`` decides on)."""
+    readings = readings_by_variant(records)
+    levels = records[0].metrics.strength_levels
+    intent = intensity_response(readings["intent"], levels)
+    shuffled = intensity_response(readings["shuffled"], levels)
+    paired = [s for s in intent.seeds if s in readings["shuffled"]]
+    return IntentControl(seeds=intent.seeds, intensity=intent, intensity_shuffled=shuffled,
+                         intensity_paired=Interval.paired(
+                             [readings["intent"][s].intensity_rank_correlation for s in paired],
+                             [readings["shuffled"][s].intensity_rank_correlation for s in paired]))
+
+
 def summarise(records: Sequence[RunRecord]) -> IntentControl:
-    """Every variant over seeds (95% t-intervals), and the intensity responses of the fusion models."""
+    """Every variant over seeds (95% t-intervals), and :func:`summarise_intensity`."""
     readings = readings_by_variant(records)
     seeds = sorted(readings["intent"])
-    str_high = records[0].metrics.str_high
     variants = {}
     for variant in VARIANTS:
         by_seed = [readings[variant][s] for s in seeds]
-        fields = ("polarity_acc", "punct_acc", "held_out_rate", "strong_share", "ppl")
+        fields = ("polarity_acc", "punct_acc", "held_out_rate", "strong_share", "written_intensity", "ppl")
         variants[variant] = IntentVariantScores(**{
             f: Interval.of_mean([getattr(r, f) for r in by_seed], bounds=None if f == "ppl" else (0.0, 1.0))
             for f in fields})
-    return IntentControl(seeds=seeds, variants=variants, intensity=intensity_response(readings["intent"], str_high),
-                         intensity_shuffled=intensity_response(readings["shuffled"], str_high))
+    return replace(summarise_intensity(records), seeds=seeds, variants=variants)
 
 
 def paired_seeds(summary: IntentControl, metric: str, first: str, second: str) -> Interval:
