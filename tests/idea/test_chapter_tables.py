@@ -121,6 +121,14 @@ def test_the_seed_comparison_pairs_each_seeds_means_over_the_four_domains():
     assert over.val_ppl.gated_minus_baseline.values == (-0.5, -1.0)
     assert {"stickiness", "authors_stickiness", "distinct_2"} == set(over.domains)
     assert len(report.seed_table(over)) == 3 * 3 + 1
+    assert over.domains["stickiness"]["all"].gated_minus_control is None and over.sharpening_temperature is None
+    # with the sharpening control: the plain GPT at the gated entropy is the pairs' control
+    for seed, stick in ((111, 0.25), (112, 0.2)):
+        seed_scores[seed]["sharpened"] = scores(stick)
+    over = report.seed_comparison(by_seed, seed_scores, cpu, {111: 0.5, 112: 0.55})
+    assert over.domains["stickiness"]["chemistry"].gated_minus_control.values == pytest.approx((0.05, 0.1))
+    assert over.sharpening_temperature.mean == pytest.approx(0.525)
+    assert report.seed_numbers(over)["seed_sharpening_temperature"].startswith("0.525")
 
 
 def test_the_capacity_control_pairs_the_three_models_by_seed():

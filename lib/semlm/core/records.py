@@ -586,6 +586,8 @@ class IdeaOverSeeds(Record):
     gated_run: str | None = None
     val_ppl: SeedPaired | None = None
     domains: dict[str, dict[str, SeedPaired]] | None = None
+    #: the sharpening control's temperature over seeds (the pairs' ``control``: the plain GPT at the gated entropy)
+    sharpening_temperature: Interval | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

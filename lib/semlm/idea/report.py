@@ -213,10 +213,13 @@ SEED_METRICS = ("stickiness", "authors_stickiness", "distinct_2")
 
 
 def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
-                    scores: dict[int, dict[str, dict[str, DomainScores]]], config) -> IdeaOverSeeds:
+                    scores: dict[int, dict[str, dict[str, DomainScores]]], config,
+                    temperatures: dict[int, float] | None = None) -> IdeaOverSeeds:
     """Chapter 6 over training seeds: validation PPL and, per metric of :data:`SEED_METRICS` and domain of the
     authors' protocol, each seed's mean over the samples, paired by seed; ``"all"`` is each seed's mean of the
-    domains' means (every domain weighs the same). ``config``: the profile (it names the gated run)."""
+    domains' means (every domain weighs the same). ``config``: the profile (it names the gated run). Where the
+    scores hold the sharpening control (model ``"sharpened"``), it is the pairs' ``control`` and its
+    ``temperatures`` are kept."""
     seeds = list(by_seed)
     domains = list(next(iter(scores.values()))["baseline"])
 
@@ -224,11 +227,15 @@ def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
         names = [domain] if domain else domains
         return [sum(scores[s][model][d].summary[metric].mean for d in names) / len(names) for s in seeds]
 
-    table = {metric: {d: SeedPaired.of(per_seed("baseline", metric, d), per_seed("gated", metric, d))
+    sharpened = all("sharpened" in scores[s] for s in seeds)
+    table = {metric: {d: SeedPaired.of(per_seed("baseline", metric, d), per_seed("gated", metric, d),
+                                       per_seed("sharpened", metric, d) if sharpened else None)
                       for d in [*domains, None]} for metric in SEED_METRICS}
     ppl = SeedPaired.of(*[[by_seed[s][m].metrics.val_ppl for s in seeds] for m in MODELS])
     return IdeaOverSeeds(seeds=seeds, gated_run=profile_form_run(config), val_ppl=ppl,
-                         domains={m: {d or "all": v for d, v in by_domain.items()} for m, by_domain in table.items()})
+                         domains={m: {d or "all": v for d, v in by_domain.items()} for m, by_domain in table.items()},
+                         sharpening_temperature=Interval.of_mean([temperatures[s] for s in seeds])
+                         if sharpened and temperatures else None)
 
 
 SEED_LABELS = {"stickiness": "stickiness, continuation only (ours)",
@@ -239,7 +246,9 @@ SEED_LABELS = {"stickiness": "stickiness, continuation only (ours)",
 def seed_table(over_seeds: IdeaOverSeeds) -> pd.DataFrame:
     """Per metric and domain: baseline, gated and gated - baseline, each mean [95% t-interval over seeds]."""
     rows = [{"metric": SEED_LABELS[m], "domain": d, "baseline": show(v.baseline), "gated": show(v.gated),
-             "gated - baseline (paired by seed)": v.gated_minus_baseline.format(3, signed=True)}
+             "gated - baseline (paired by seed)": v.gated_minus_baseline.format(3, signed=True),
+             "gated - sharpened baseline": v.gated_minus_control.format(3, signed=True)
+             if v.gated_minus_control is not None else "-"}
             for m, by_domain in over_seeds.domains.items() for d, v in by_domain.items()]
     ppl = over_seeds.val_ppl
     rows.append({"metric": "validation PPL", "domain": "-", "baseline": ppl.baseline.format(2),
@@ -254,7 +263,11 @@ def seed_numbers(over_seeds: IdeaOverSeeds) -> dict:
             "seed_stick_diff": overall["stickiness"].gated_minus_baseline.format(3, signed=True),
             "seed_authors_diff": overall["authors_stickiness"].gated_minus_baseline.format(3, signed=True),
             "seed_distinct_diff": overall["distinct_2"].gated_minus_baseline.format(3, signed=True),
-            "seed_distinct_plain": overall["distinct_2"].baseline.mean}
+            "seed_distinct_plain": overall["distinct_2"].baseline.mean,
+            "seed_stick_vs_sharpened": overall["stickiness"].gated_minus_control.format(3, signed=True)
+            if overall["stickiness"].gated_minus_control is not None else "not measured",
+            "seed_sharpening_temperature": over_seeds.sharpening_temperature.format(3)
+            if over_seeds.sharpening_temperature is not None else "not measured"}
 
 
 def all_training_numbers(records: Sequence[RunRecord]) -> dict:

@@ -28,7 +28,6 @@ curve. Profiles: :func:`~semlm.profiles.topic_drift_profile`, in the torch-free 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Sequence
@@ -44,6 +43,7 @@ from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_los
 from semlm.core.metrics import distinct_n, perplexity, stickiness
 from semlm.core.records import Interval, TopicDecision, TopicModelSummary, TopicRunMetrics
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
+from semlm.idea.sharpening import matched_temperature, mean_entropy, next_token_logits  # noqa: F401
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide
 from semlm.profiles import TOPIC_STOP_WORDS as STOP_WORDS
 from semlm.profiles import GPTSize, IdeaSettings, TopicDriftProfile, TrainConfig, topic_drift_profile  # noqa: F401
@@ -328,45 +328,6 @@ def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alp
             "stickiness": sample_interval([r["stickiness"] for r in rows]).mean,
             "distinct_2": sample_interval([r["distinct_2"] for r in rows]).mean,
             "ended_share": sum(r["ended"] for r in rows) / len(rows), "samples": rows}
-
-
-# --- entropy and the sharpening control ----------------------------------------------------------
-
-
-@torch.no_grad()
-def next_token_logits(model, blocks: TokenBlocks, alpha: float | None = None) -> torch.Tensor:
-    """The model's next-token logits (gated, if it has a gate and ``alpha`` is not 0) at every scored
-    position of ``blocks``, teacher-forced: ``[positions, vocab]`` in float32."""
-    from semlm.idea.targets import PAD_ID
-
-    model.eval()
-    kwargs = {} if alpha is None else {"alpha": alpha}
-    out = []
-    for batch in blocks.batches(64):
-        logits = model(batch.inputs, **kwargs).logits.float()
-        out.append(logits[batch.targets != PAD_ID])
-    return torch.cat(out)
-
-
-def mean_entropy(logits: torch.Tensor, temperature: float = 1.0) -> float:
-    """Mean entropy (nats) of softmax(logits / temperature) over positions."""
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    return float(-(logp.exp() * logp).sum(-1).mean())
-
-
-def matched_temperature(logits: torch.Tensor, target: float, low: float = 0.05, high: float = 20.0,
-                        iterations: int = 40) -> float:
-    """The temperature at which ``logits`` have mean next-token entropy ``target`` (bisection in log
-    temperature; the entropy rises with temperature). Refuses a target outside the reachable range."""
-    lo_h, hi_h = mean_entropy(logits, low), mean_entropy(logits, high)
-    if not lo_h <= target <= hi_h:
-        raise ValueError(f"entropy {target:.3f} nats is out of reach: between {lo_h:.3f} (T={low}) and "
-                         f"{hi_h:.3f} (T={high})")
-    a, b = math.log(low), math.log(high)
-    for _ in range(iterations):
-        mid = (a + b) / 2
-        a, b = (mid, b) if mean_entropy(logits, math.exp(mid)) < target else (a, mid)
-    return math.exp((a + b) / 2)
 
 
 # --- the deciding comparison and the secondary curve ---------------------------------------------

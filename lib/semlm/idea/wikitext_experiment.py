@@ -737,13 +737,14 @@ AUTHORS_METRICS = ("authors_stickiness", "stickiness", "unique_density", "distin
 
 
 def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSettings,
-                     alpha: float | None = None) -> dict[str, DomainScores]:
+                     alpha: float | None = None, temperature: float | None = None) -> dict[str, DomainScores]:
     """The authors' evaluation: per domain one prompt, ``authors_samples`` continuations of ``authors_new_tokens`` at
     temperature ``generation.temperature`` with the compounding repetition penalty, scored by
     :func:`authors_stickiness` on prompt + continuation. ``domains``: ``{name: {"prompt", "terms"}}``
     (:data:`semlm.reference.PAPER_B_EVAL_DOMAINS`). Also the same count on the continuation alone
     (``stickiness``), the paper's density (distinct domain terms per 100 words) and distinct-2, on the
-    continuation's words. One batch per domain and seed (no padding).
+    continuation's words. One batch per domain and seed (no padding). ``temperature`` replaces the
+    protocol's (the sharpening control).
     """
     out, samples = {}, generation.authors_samples
     per_seed = max(1, math.ceil(samples / len(generation.seeds)))
@@ -751,7 +752,7 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
         rows = []
         for seed in generation.seeds:
             for sample in generate_texts(model, tokenizer, [domain["prompt"]], per_seed, generation.authors_new_tokens, seed,
-                                         alpha, temperature=generation.temperature,
+                                         alpha, temperature=temperature or generation.temperature,
                                          repetition_penalty=generation.repetition_penalty, penalty_form="authors"):
                 words = words_of(sample["text"])
                 rows.append({**sample, "domain": name,
@@ -764,12 +765,30 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
     return out
 
 
+#: validation blocks whose teacher-forced entropy sets the sharpening control's temperature
+SHARPENING_BLOCKS = 64
+
+
 def authors_protocol_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, domains: dict,
-                                generation: GenerationSettings) -> dict[int, dict[str, dict[str, DomainScores]]]:
+                                generation: GenerationSettings, val_blocks=None
+                                ) -> tuple[dict[int, dict[str, dict[str, DomainScores]]], dict[int, float]]:
     """:func:`authors_protocol` of every model of :func:`semlm.idea.report.runs_by_seed`: ``{seed: {model: {domain: scores}}}``
-    (each model loaded in turn, with the same sampling seeds)."""
-    return {seed: {name: authors_protocol(record.load(), tokenizer, domains, generation)
-                   for name, record in pair.items()} for seed, pair in by_seed.items()}
+    (each model loaded in turn, with the same sampling seeds), and, given ``val_blocks``, the sharpening control
+    of each seed as the model ``"sharpened"``: the plain GPT sampled at the temperature that gives it the gated
+    GPT's mean next-token entropy at the protocol's temperature (:func:`semlm.idea.sharpening.sharpening_temperature`,
+    on the first :data:`SHARPENING_BLOCKS` blocks), returned as ``{seed: temperature}``."""
+    from semlm.idea.sharpening import sharpening_temperature
+
+    scores, temperatures = {}, {}
+    for seed, pair in by_seed.items():
+        models = {name: record.load() for name, record in pair.items()}
+        scores[seed] = {name: authors_protocol(model, tokenizer, domains, generation) for name, model in models.items()}
+        if val_blocks is not None:
+            temperatures[seed], _ = sharpening_temperature(models["baseline"], models["gated"], val_blocks,
+                                                           generation.temperature, SHARPENING_BLOCKS)
+            scores[seed]["sharpened"] = authors_protocol(models["baseline"], tokenizer, domains, generation,
+                                                         temperature=temperatures[seed])
+    return scores, temperatures
 
 
 def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
