@@ -34,13 +34,14 @@ import pandas as pd
 
 from semlm.book import report
 from semlm.book.claims import evaluate_claims
+from semlm.book.recorded import recorded_verdicts
 from semlm.profiles import check_parameters, lab_profile
 
 profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
 check_parameters(profile=profile, seed=seed)
 timer = report.ChapterTimer()
 metrics = report.load_metrics()
-claims = evaluate_claims(metrics)
+claims = report.attach_recorded(evaluate_claims(metrics), recorded_verdicts())
 manifest = report.report_manifest(metrics, report.chapter_parameters())
 print(f"{len(metrics)} chapter records in {report.metrics_dir()}")
 
@@ -56,7 +57,10 @@ report.status_legend()
 # %% [markdown]
 # ## Claims
 #
-# By paper, verdicts first; open a row's *why* for the reason and the rule.
+# By paper, verdicts first; open a row's *why* for the reason and the rule. The last column is
+# not this build: the same claims code applied to the runs recorded in `book/recorded/` (a whole
+# book build from a fresh clone, long CPU runs, GPU runs), each with its folder and commit, where
+# that folder holds what the claim needs.
 
 # %% tags=["remove-input"]
 report.claims_table(claims)

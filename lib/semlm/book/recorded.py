@@ -641,7 +641,8 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
     """Write ``<root>/cpu-book-<name>/``: a finished whole-book build's ``manifest.json`` (per-chapter wall time
     and core use, the start-to-HTML wall time, from scratch or not), its ``provenance.json`` (machine,
     packages and commit, from the build's chapter metrics), every chapter's metrics (``metrics/``), the claims
-    table the claims code makes of them (``report.json``) and ``VERDICTS.md``. A build that did not finish,
+    table (``report.json``: the build's report chapter's, or the claims code's of the collecting commit where
+    the build has none) and ``VERDICTS.md``. A build that did not finish,
     or that ran on a tree with uncommitted changes, is refused."""
     manifest_path = Path(build_dir) / "manifest.json"
     if not manifest_path.is_file():
@@ -674,11 +675,16 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
         **{k: manifest.get(k) for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")},
     }
     (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-    from semlm.book.claims import evaluate_claims
-    from semlm.book.report import load_metrics
+    built = Path(build_dir) / "metrics" / REPORT
+    if built.is_file():  # the build's own verdicts, as its report chapter judged them
+        report = _read_json(built)
+        claims_commit = report.get("git_commit", "unknown")
+    else:
+        from semlm.book.claims import evaluate_claims
+        from semlm.book.report import load_metrics
 
-    claims = evaluate_claims(load_metrics(tmp / BOOK_METRICS))
-    report = {"claims_commit": _this_commit(), "counts": status_counts(claims), "claims": claims}
+        report, claims_commit = {"claims": evaluate_claims(load_metrics(tmp / BOOK_METRICS))}, _this_commit()
+    report = {**report, "claims_commit": claims_commit, "counts": status_counts(report["claims"])}
     (tmp / REPORT).write_text(json.dumps(report, indent=2, default=str))
     (tmp / VERDICTS).write_text(verdicts_markdown(report, provenance))
     shutil.rmtree(dest, ignore_errors=True)

@@ -231,18 +231,41 @@ def _ours(row: dict) -> str:
     return "<br>".join(parts) or "–"
 
 
+def attach_recorded(claims: list[dict], recorded: dict[str, list[dict]]) -> list[dict]:
+    """The build's claims, each with ``recorded``: the verdicts the same claims code gives the recorded folders
+    (:func:`semlm.book.recorded.recorded_verdicts`), kept apart from the build's own ``status``."""
+    return [{**row, "recorded": recorded.get(row["id"], [])} for row in claims]
+
+
+def _recorded_cell(row: dict) -> str:
+    entries = row.get("recorded") or []
+    if not entries:
+        return "–"
+    parts = []
+    for e in entries:
+        value = "" if e.get("value") is None else f" {e['value']:.3g}"
+        ci = "" if e.get("ci_low") is None else f" [{e['ci_low']:.3g}, {e['ci_high']:.3g}]"
+        parts.append(f"<b>{html.escape(e['status'])}</b>{html.escape(value + ci)}<br><small>"
+                     f"{html.escape(e['folder'])} ({html.escape(e['commit'][:7])})</small>")
+    return "<br>".join(parts)
+
+
 def claims_table(claims: list[dict]) -> HTMLBlock:
     """The claims (``semlm.book.claims.evaluate_claims``) as a table that fits the text column:
-    id, claim, the paper's value, ours (causal, its 95% interval, the published setting's) and
-    the status, coloured; each claim's reason, rule and profile sit in a ``<details>`` row below it."""
-    head = "".join(f"<th>{name}</th>" for name in ("id", "claim", "paper value", "ours", "status"))
+    id, claim, the paper's value, ours (causal, its 95% interval, the published setting's), the status,
+    coloured, and (where the rows carry them, :func:`attach_recorded`) the verdicts of recorded runs, labelled
+    as not this build's; each claim's reason, rule and profile sit in a ``<details>`` row below it."""
+    recorded = any("recorded" in row for row in claims)
+    names = ("id", "claim", "paper value", "ours", "status") + (("recorded runs (not this build)",) if recorded else ())
+    head = "".join(f"<th>{name}</th>" for name in names)
     rows = []
     for row in ordered_claims(claims):
+        extra = f"<td>{_recorded_cell(row)}</td>" if recorded else ""
         rows.append(f'<tr class="semlm-claim"><td class="semlm-id">{html.escape(row["id"])}</td>'
                     f"<td>{html.escape(row['claim'])}</td><td>{html.escape(_show_value(row['paper_value']))}</td>"
-                    f"<td>{_ours(row)}</td>{_status_cell(row['status'])}</tr>")
+                    f"<td>{_ours(row)}</td>{_status_cell(row['status'])}{extra}</tr>")
         rule = f"<p><b>rule:</b> {html.escape(row['rule'])}</p>" if row.get("rule") else ""
-        rows.append(f'<tr class="semlm-claim-detail"><td colspan="5"><details><summary>why: '
+        rows.append(f'<tr class="semlm-claim-detail"><td colspan="{len(names)}"><details><summary>why: '
                     f"{html.escape(row['status'])}</summary><p><b>reason:</b> {html.escape(row['reason'])}</p>"
                     f"{rule}<p><b>profile:</b> {html.escape(row['profile'] or 'none')}</p></details></td></tr>")
     table = f'<table class="semlm-claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
