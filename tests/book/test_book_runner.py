@@ -342,6 +342,19 @@ def test_no_placeholder_repository_url_anywhere_in_the_repository():
             assert "semlm/" + "semlm-book" not in path.read_text(errors="ignore"), name
 
 
+def test_readme_has_no_placeholders():
+    """Every shell block of the README runs as written: no ``<...>`` token for the reader to fill in."""
+    import re
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:bash|sh|console)\n(.*?)```", readme, flags=re.S)
+    assert blocks
+    for block in blocks:
+        for line in block.splitlines():
+            command = line.split("#", 1)[0]
+            assert not re.search(r"<[^<>\s][^<>]*>", command), f"placeholder in a README command: {line!r}"
+
+
 def test_numpy_scalars_display_plainly_in_chapter_kernels_but_importing_semlm_patches_nothing(tmp_path):
     from pathlib import Path
 
