@@ -1,5 +1,7 @@
 """The report page's tables: verdict summary first, a claims table that fits, a generated legend."""
 
+import pytest
+
 from semlm.book import report
 from semlm.book.claims import STATUS_MEANINGS, STATUSES, evaluate_claims
 
@@ -60,3 +62,46 @@ def test_recorded_verdicts_get_their_own_labelled_column_and_never_replace_the_b
     assert "<th>recorded runs (not this build)</th>" in html and 'colspan="6"' in html
     assert "<b>inconclusive</b> 0.3 [-0.1, 0.7]" in html and "cpu-book-x (abcdef1)" in html
     assert "recorded runs" not in report.claims_table(CLAIMS)._repr_html_()  # no column without them
+
+
+# --- on a real smoke build -------------------------------------------------------------------------
+
+#: The chapters whose paper-A claims are decided on intervals; each takes well under a minute at smoke.
+SMOKE_CHAPTERS = ("04_leakage_audit", "05_sst2", "10_intent_control")
+
+
+@pytest.fixture(scope="module")
+def smoke_metrics(tmp_path_factory):
+    """The metrics files of a real smoke build of :data:`SMOKE_CHAPTERS` (those whose data are present),
+    executed by the book runner as ``make book`` executes them (about two minutes on 2 cores)."""
+    import os
+
+    from semlm.book import runner as book
+    from semlm.data.fetch import missing_for_chapters
+
+    build_dir = tmp_path_factory.mktemp("smoke-claims")
+    saved = dict(os.environ)
+    try:
+        for chapter in (c for c in SMOKE_CHAPTERS if c not in missing_for_chapters([c])):
+            book.run("smoke", only=chapter, build_dir=build_dir, html=False)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return report.load_metrics(build_dir / "metrics")
+
+
+@pytest.mark.slow
+def test_shown_interval_contains_value(smoke_metrics):
+    rows = evaluate_claims(smoke_metrics)
+    html = report.claims_table(rows)._repr_html_()
+    with_interval = [row for row in rows if row["ci"] is not None]
+    judged = {row["id"] for row in with_interval}
+    assert {"A-soft-control", "A-intensity", "A-T1-fusion-better", "A-T6-exclaim"} <= judged  # not vacuous
+    for row in with_interval:
+        value, (low, high) = row["causal_value"], row["ci"]
+        # a claim decided on an interval reports that quantity as a number, inside its interval ...
+        assert isinstance(value, (int, float)), (row["id"], value)
+        assert low <= value <= high, (row["id"], value, row["ci"])
+        # ... and the page shows exactly those three numbers
+        shown = report.shown_value(row)
+        assert shown == f"{value:.4g} [{low:.4g}, {high:.4g}]" and shown in html, (row["id"], shown)

@@ -221,11 +221,20 @@ def _status_cell(status: str) -> str:
             f"{html.escape(status)}</td>")
 
 
+def shown_value(row: dict) -> str:
+    """What the page shows for a claim's causal value: the value and, if the claim has one, its 95% interval
+    ``[low, high]``, all three at the same precision (the interval is of the quantity shown, so it contains it)."""
+    value = row["causal_value"]
+    if row["ci"] is None:
+        return _show_value(value)
+    low, high = (float(x) for x in row["ci"])
+    return f"{_show_value(value)} [{_show_value(low)}, {_show_value(high)}]"
+
+
 def _ours(row: dict) -> str:
     parts = []
     if row["causal_value"] is not None:
-        ci = "" if row["ci"] is None else f" [{row['ci'][0]:.3g}, {row['ci'][1]:.3g}]"
-        parts.append(f"{html.escape(_show_value(row['causal_value']))}{ci}")
+        parts.append(html.escape(shown_value(row)))
     if row["published_value"] is not None:
         parts.append(f"published setting: {html.escape(_show_value(row['published_value']))}")
     return "<br>".join(parts) or "–"
