@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from semlm.book.claims import (BY_CONSTRUCTION, CLAIMS, INCONCLUSIVE, NOT_MEANINGFUL, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
+from semlm.book.claims import (BY_CONSTRUCTION, BY_CONSTRUCTION_ALLOWED, CLAIMS, INCONCLUSIVE, NOT_MEANINGFUL, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
                           STATUSES, evaluate_claims)
 from semlm.core.records import (AuthorsDomain, IdeaGatingRecord, Interval, LeakageAuditRecord, ValidationScore, SST2Control,
                            SST2ControlModes, SST2Record)
@@ -231,12 +231,31 @@ def test_sst2_control_without_per_prompt_verdicts_is_not_run_and_names_the_field
 
 
 def test_holds_by_construction_only_where_the_decoder_or_the_input_guarantees_it():
-    allowed = {"A-T2-adj", "A-T2-punct", "A-T3-diagonal", "A-T4-ood-pos", "A-T4-ood-neg", "A-T1-mse", "A-T7-mse"}
+    allowed = BY_CONSTRUCTION_ALLOWED
+    assert allowed == {"A-T2-adj", "A-T2-punct", "A-T3-diagonal", "A-T4-ood-pos", "A-T4-ood-neg", "A-T1-mse",
+                       "A-T7-mse"}
     record = SST2Record(profile="cpu", fusion={"sem_mse": 0.001},
                         control=sst2_record(acc=(200, 200), n=200, baseline=(200, 200)).control)
     rows = evaluate_claims({"04_leakage_audit": audit_record(), "05_sst2": record})
     assert {r["id"] for r in rows if r["status"] == BY_CONSTRUCTION} <= allowed
     assert by_id(rows)["A-T7-mse"]["status"] == BY_CONSTRUCTION
+
+
+def test_evaluate_claims_refuses_holds_by_construction_for_a_claim_off_the_allowlist(monkeypatch):
+    import semlm.book.claims as claims
+
+    rogue = claims.Claim("A-rogue", "A", "a model result", 1.0,
+                         lambda metrics: claims.Verdict(BY_CONSTRUCTION, "the model got it right"))
+    monkeypatch.setattr(claims, "CLAIMS", claims.CLAIMS + (rogue,))
+    with pytest.raises(ValueError, match="A-rogue.*holds by construction.*A-T1-mse"):
+        evaluate_claims({})
+    allowed = claims.Claim("A-T2-adj", "A", "the mask", 1.0, lambda metrics: claims.Verdict(BY_CONSTRUCTION, "mask"))
+    monkeypatch.setattr(claims, "CLAIMS", (allowed,))
+    assert evaluate_claims({})[0]["status"] == BY_CONSTRUCTION
+    unknown = claims.Claim("A-x", "A", "x", 1.0, lambda metrics: claims.Verdict("probably true", "?"))
+    monkeypatch.setattr(claims, "CLAIMS", (unknown,))
+    with pytest.raises(ValueError, match="unknown status 'probably true'"):
+        evaluate_claims({})
 
 
 def test_a_typed_record_and_its_json_dict_get_the_same_verdicts():

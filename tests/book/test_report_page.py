@@ -105,3 +105,12 @@ def test_shown_interval_contains_value(smoke_metrics):
         # ... and the page shows exactly those three numbers
         shown = report.shown_value(row)
         assert shown == f"{value:.4g} [{low:.4g}, {high:.4g}]" and shown in html, (row["id"], shown)
+
+
+@pytest.mark.slow
+def test_a_real_smoke_build_calls_holds_by_construction_only_on_the_allowlist(smoke_metrics):
+    from semlm.book.claims import BY_CONSTRUCTION, BY_CONSTRUCTION_ALLOWED
+
+    rows = evaluate_claims(smoke_metrics)  # raises if a judge broke the allowlist
+    by_construction = {row["id"] for row in rows if row["status"] == BY_CONSTRUCTION}
+    assert by_construction and by_construction <= BY_CONSTRUCTION_ALLOWED

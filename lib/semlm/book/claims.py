@@ -909,11 +909,36 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
+#: The only claims that may be judged "holds by construction": a decoder (the class mask, the mixture sampler) or
+#: the input itself (a head reconstructing its own input) guarantees them whatever the model. A claim about what a
+#: model learnt can never hold by construction, so :func:`evaluate_claims` refuses the status for any other id.
+BY_CONSTRUCTION_ALLOWED: frozenset[str] = frozenset({
+    "A-T1-mse", "A-T7-mse",                  # the auxiliary head reconstructs its own input
+    "A-T2-adj", "A-T2-punct", "A-T3-diagonal",  # the grammar / class mask
+    "A-T4-ood-pos", "A-T4-ood-neg",          # the mixture sampler's uniform part
+})
+
+
+def check_verdict(claim_id: str, verdict: Verdict) -> Verdict:
+    """``verdict``, or ``ValueError`` if its status is unknown or it is "holds by construction" for a claim not on
+    :data:`BY_CONSTRUCTION_ALLOWED`."""
+    if verdict.status not in STATUSES:
+        raise ValueError(f"claim {claim_id}: unknown status {verdict.status!r}; choose one of: {', '.join(STATUSES)}")
+    if verdict.status == BY_CONSTRUCTION and claim_id not in BY_CONSTRUCTION_ALLOWED:
+        raise ValueError(f"claim {claim_id} was judged {BY_CONSTRUCTION!r}, which only "
+                         f"{', '.join(sorted(BY_CONSTRUCTION_ALLOWED))} may be (a decoder or the input guarantees "
+                         f"them); a claim about the model must be judged on its numbers")
+    return verdict
+
+
 def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
-    """The claims table as rows: ``{id, paper, claim, paper_value, published_value, causal_value, ci, status, reason, profile, rule}``."""
+    """The claims table as rows: ``{id, paper, claim, paper_value, published_value, causal_value, ci, status, reason, profile, rule}``.
+
+    Raises ``ValueError`` if a judge returns "holds by construction" for a claim not on
+    :data:`BY_CONSTRUCTION_ALLOWED` (:func:`check_verdict`)."""
     rows = []
     for claim in CLAIMS:
-        verdict = claim.judge(metrics)
+        verdict = check_verdict(claim.id, claim.judge(metrics))
         rows.append({"id": claim.id, "paper": claim.paper, "claim": claim.claim, "paper_value": claim.paper_value,
                      "published_value": verdict.published_value, "causal_value": verdict.causal_value,
                      "ci": list(verdict.ci) if verdict.ci else None, "status": verdict.status,
