@@ -24,9 +24,12 @@
 # receives as well. And our causal features describe words already written, so writing
 # a wish into them says nothing about the *next* word.
 #
-# This chapter builds the setting in which the promise can be tested honestly and then
-# tests it. The fusion model's channel carries, at every position, the **request** for
-# the clause being written: its polarity, its strength and the sentence's final
+# This chapter builds a setting in which the promise can be tested and then tests it,
+# through a request channel this book adds: the claims `A-soft-control` and
+# `A-intensity` judge this extension, not the paper's own per-token feature channel
+# (chapter 3's control-path table shows that one). The fusion model's channel
+# carries, at every position, the **request** for the clause being written: its
+# polarity, its strength and the sentence's final
 # punctuation. The request is fixed before the sentence is written, so no future text
 # leaks into it. At generation time nothing else helps: plain sampling at temperature 1,
 # no logit steering, no grammar mask. Against it stand a CTRL-style model given the same

@@ -19,10 +19,13 @@
 # the papers' own values and the rules that judge them (`semlm.book.claims`).*
 #
 # The page opens with the verdicts, counted per paper, and the legend of every status (generated
-# from `semlm.book.claims`). In the claims table the *ours* column is our causal language
-# model with its 95% interval over seeds where the chapter trained several, and, where the
-# paper's setting was re-run, that (non-causal) setting's value; each row opens to the reason
-# and the rule that judged it.
+# from `semlm.book.claims`). In the claims table the *ours* column is the quantity our causal
+# language model's claim is decided on (a paired difference where the rule pairs seeds) with
+# its 95% interval where it has one, and, where the paper's setting was re-run, that
+# (non-causal) setting's value of the same quantity; each row opens to the reason and the rule
+# that judged it. `A-soft-control` and `A-intensity` test a request channel this book adds
+# (chapter 10: a sentence-level request written into the features), not the paper's own
+# per-token feature channel.
 
 # %% tags=["parameters"]
 # reads the other chapters' metrics: seconds at every profile

@@ -8,6 +8,7 @@ from semlm.core.records import IntentControlRecord, Interval
 
 STRONG = [0.85, 0.9, 0.88]   # a rank correlation that follows the strength request
 NONE = [0.02, -0.01, 0.03]   # what a channel unrelated to the words gives
+STRONG_ACC, NONE_ACC = [0.9, 0.92, 0.88], [0.3, 0.33, 0.31]  # polarity accuracy per seed
 
 
 def response(correlations, seeds=None):
@@ -87,3 +88,11 @@ def test_the_intensity_difference_is_paired_by_seed_not_by_position():
 def test_without_chapter_10_both_claims_are_not_run():
     rows = {r["id"]: r for r in evaluate_claims({})}
     assert rows["A-soft-control"]["status"] == NOT_RUN and rows["A-intensity"]["status"] == NOT_RUN
+
+
+def test_both_claims_say_they_test_the_request_channel_this_book_adds():
+    rows = verdicts(intent_record(STRONG_ACC, NONE_ACC))
+    for claim_id in ("A-soft-control", "A-intensity"):
+        text = rows[claim_id]["claim"]
+        assert "request channel this book adds" in text and "not the paper's per-token feature channel" in text
+        assert "request channel this book adds" in rows[claim_id]["rule"]

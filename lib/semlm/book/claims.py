@@ -438,6 +438,9 @@ def _sst2_control(metrics):
 
 
 INTENT = "10_intent_control"
+#: What A-soft-control and A-intensity test: chapter 10's request channel, an extension of the paper's features.
+EXTENSION_LABEL = ("tested through a request channel this book adds (a sentence-level request written into the "
+                   "features), not the paper's per-token feature channel")
 
 
 def _intent_summary(metrics):
@@ -452,7 +455,9 @@ def _rises(diff: Interval) -> str:
     return REPRODUCED if diff.above(0) else NOT_REPRODUCED if diff.mean <= 0 else INCONCLUSIVE
 
 
-_SOFT_CONTROL_RULE = ("features-only control (plain sampling at temperature 1, no logit steering, no grammar mask): "
+_SOFT_CONTROL_RULE = ("the request channel this book adds (chapter 10: a sentence-level request written into the "
+                      "features, not the paper's per-token features), features-only control (plain sampling at "
+                      "temperature 1, no logit steering, no grammar mask): "
                       "intent - shuffled polarity accuracy paired by training seed; reproduced if its 95% interval "
                       "lies above 0, not reproduced if its mean is <= 0 (the request in the features does no better "
                       "than a channel unrelated to the words), otherwise inconclusive (also with fewer than 2 seeds)")
@@ -887,10 +892,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("A-T7-ppl-fusion", "A", "Table 7: SST-2 fusion PPL", ref.PAPER_A_TABLE7["fusion"]["ppl"], _sst2_ppl("fusion")),
     Claim("A-T7-mse", "A", "Table 7: SST-2 semantic MSE", ref.PAPER_A_TABLE7["fusion"]["sem_mse"], _sst2_mse),
     Claim("A-T7-control", "A", "Section 3.3: control accuracy on SST-2", 1.0, _sst2_control),
-    Claim("A-soft-control", "A", "The features alone steer polarity (a continuous control channel, Sections 2-3)",
-          "control through the features", _intent_soft_control),
-    Claim("A-intensity", "A", "Intensity follows the str_high knob (Sections 2-3)", "rises with str_high",
-          _intent_intensity),
+    Claim("A-soft-control", "A", f"The features alone steer polarity (a continuous control channel, Sections 2-3), "
+          f"{EXTENSION_LABEL}", "control through the features", _intent_soft_control),
+    Claim("A-intensity", "A", f"Intensity rises smoothly with the requested strength (str_high, Section 1), "
+          f"{EXTENSION_LABEL}", "rises smoothly with str_high", _intent_intensity),
     Claim("B-ppl", "B", "Gating keeps validation PPL comparable to the baseline (WikiText-103 GPT)", "comparable",
           _idea_ppl),
     Claim("B-stickiness", "B", "Gated generations stay in the prompt's domain more (WikiText-103 GPT: Table 1 and the "
