@@ -138,3 +138,11 @@ def test_an_incompetent_build_names_a_recorded_run_that_passes_the_check_but_doe
     (tmp_path / "cpu-long" / "06_idea_gating.json").write_text(json.dumps({"competence": {"passes": True}}))
     verdict = verdicts(idea_metrics(model_ppl=100.0))["B-stickiness"]
     assert verdict["status"] == NOT_TESTABLE and "book/recorded/cpu-long" in verdict["reason"]
+
+
+def test_paper_b_claims_decided_on_an_interval_show_its_quantity():
+    """The value shown beside an interval is that interval's mean (gated - baseline / control / plain)."""
+    rows = verdicts({**idea_metrics(), **lora_metrics()})
+    for claim in ("B-stickiness", "B-distinct", "B-lora-ppl"):
+        row = rows[claim]
+        assert isinstance(row["causal_value"], float) and row["ci"][0] <= row["causal_value"] <= row["ci"][1], claim

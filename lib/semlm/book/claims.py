@@ -711,7 +711,7 @@ def _idea_distinct(metrics):
     return Verdict(status,
                    f"distinct-2 over {n} training seeds: plain {plain}, gated {gated}, gated - plain {diff:+.3f}; "
                    f"margin -{margin:.3f} ({what})",
-                   None, f"{plain.mean:.3f} vs {gated.mean:.3f}", _bounds(diff), _profile(metrics, IDEA))
+                   None, diff.mean, _bounds(diff), _profile(metrics, IDEA))
 
 
 _LORA_RULE = ("paired by training seed on the same frozen backbone: gated - baseline and gated - capacity control "
@@ -748,8 +748,8 @@ def _lora_ppl(metrics):
     if check is not None and check.worst_ratio is not None:
         reason += (f"; competence note: the LoRA models' validation PPL is up to {check.worst_ratio:.2f} x an interpolated "
                    f"bigram's on the same tokens ({check.bigram_val_ppl:.1f})")
-    value = f"{ppl.baseline.mean:.2f} vs {ppl.gated.mean:.2f} (control {ppl.control.mean:.2f})"
-    return Verdict(status, reason, None, value, _bounds(vs_base), lora.profile, _LORA_RULE)
+    reason += f"; validation PPL baseline {ppl.baseline:.2f}, gated {ppl.gated:.2f}, control {ppl.control:.2f}"
+    return Verdict(status, reason, None, vs_base.mean, _bounds(vs_base), lora.profile, _LORA_RULE)
 
 
 TOPIC = "09_topic_drift"
@@ -855,7 +855,7 @@ def _topic_diversity(metrics):
     margin = TOPIC_DIVERSITY_MARGIN * plain.mean
     reason = (f"distinct-2 over {n} seeds: plain {plain}, gated {gated}, gated - plain "
               f"per seed {paired}; margin -{margin:.3f}")
-    value, profile, ci = f"{plain} vs {gated}", _profile(metrics, TOPIC), _bounds(gated)
+    value, profile, ci = paired.mean, _profile(metrics, TOPIC), _bounds(paired)
     if ruled_out:
         return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, ci, profile, rule)
     status, what = _non_inferior(paired, margin)
