@@ -337,3 +337,33 @@ def test_the_recorded_precision_frame_says_how_to_record_one_when_there_is_none(
 
     frame, message = recorded_precision_frame({}, tmp_path)
     assert frame is None and "python -m semlm.bench --only precision --variants-profile cpu" in message
+
+
+def test_the_readme_shows_the_latest_recorded_builds_verdict_counts():
+    """The README's section equals what the latest recorded build's report.json says (regenerate it with
+    `python -m semlm.book.recorded collect-book`, which rewrites the section)."""
+    from semlm.book.recorded import README_END, README_START, readme_verdicts_section
+    from semlm.data.paths import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = README_START + readme.split(README_START, 1)[1].split(README_END, 1)[0] + README_END
+    assert section == readme_verdicts_section(), "README.md's recorded verdicts differ from book/recorded"
+
+
+def test_the_readme_section_counts_a_recorded_builds_statuses(tmp_path):
+    import json
+
+    from semlm.book.recorded import collect_book, readme_verdicts_section, update_readme
+
+    _finished_build(tmp_path / "build")
+    claims = [{"id": f"{p}-{i}", "paper": p, "claim": "c", "status": s, "ci": None, "reason": "r", "rule": "x"}
+              for i, (p, s) in enumerate([("A", "reproduced"), ("A", "inconclusive"), ("B", "inconclusive")])]
+    (tmp_path / "build" / "metrics" / "report.json").write_text(json.dumps({"git_commit": "e" * 40, "claims": claims}))
+    collect_book(tmp_path / "build", tmp_path / "recorded", "latest", "make book")
+    section = readme_verdicts_section(tmp_path / "recorded")
+    assert "| inconclusive | 1 | 1 |" in section and "| reproduced | 1 | 0 |" in section
+    assert "book/recorded/cpu-book-latest/VERDICTS.md" in section
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n<!-- recorded-verdicts:start -->\nold\n<!-- recorded-verdicts:end -->\nafter\n")
+    assert update_readme(readme, tmp_path / "recorded") and "| reproduced | 1 | 0 |" in readme.read_text()
+    assert readme.read_text().endswith("after\n") and not update_readme(readme, tmp_path / "recorded")

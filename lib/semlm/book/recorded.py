@@ -182,6 +182,51 @@ def status_counts(claims: list[dict]) -> dict[str, dict[str, int]]:
     return out
 
 
+README_START, README_END = "<!-- recorded-verdicts:start -->", "<!-- recorded-verdicts:end -->"
+
+
+def latest_recorded_build(root: str | Path | None = None) -> RecordedRun | None:
+    """The recorded book build that keeps its verdicts (``report.json``) with the latest provenance date."""
+    builds = [run for run in load_recorded(root) if run.report is not None and not run.dry_run]
+    return max(builds, key=lambda run: run.date, default=None)
+
+
+def readme_verdicts_section(root: str | Path | None = None) -> str:
+    """The README's section between its markers: the status counts per paper of :func:`latest_recorded_build`,
+    with its commit, machine and date and a link to its ``VERDICTS.md`` (generated; a test compares)."""
+    root = Path(root) if root is not None else RECORDED_DIR
+    run = latest_recorded_build(root)
+    if run is None:
+        return (f"{README_START}\nNo recorded build keeps its verdicts yet: `python -m semlm.book.recorded "
+                f"collect-book` after a `make book` from a fresh clone writes one.\n{README_END}")
+    counts = run.report["counts"]
+    statuses = sorted({status for paper in counts.values() for status in paper})
+    papers = sorted(counts)
+    link = f"book/recorded/{run.slug}/{VERDICTS}"
+    lines = [README_START,
+             f"The latest recorded `{run.provenance.get('profile')}` build ([{run.slug}]({link}): commit "
+             f"`{run.commit[:7]}`, {run.machine}, {run.date[:10]}) judged the papers' claims so "
+             f"(not the verdicts of your own build; the reasons and rules are in `{VERDICTS}`):", "",
+             "| status | " + " | ".join(f"paper {p}" for p in papers) + " |",
+             "|---|" + "---|" * len(papers)]
+    lines += [f"| {status} | " + " | ".join(str(counts[p].get(status, 0)) for p in papers) + " |"
+              for status in statuses]
+    return "\n".join([*lines, README_END])
+
+
+def update_readme(readme: Path, root: str | Path | None = None) -> bool:
+    """Rewrite the README's recorded-verdicts section from :func:`readme_verdicts_section`; True if it changed."""
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        raise ValueError(f"{readme} has no {README_START} ... {README_END} section to update")
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    new = head + readme_verdicts_section(root) + tail
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
 def _cell(value) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str) if value is not None else ""
     return text.replace("|", "\\|").replace("\n", " ")
@@ -756,6 +801,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "collect-book":
             print(collect_book(args.build_dir, args.root, args.name, args.run_command))
+            if args.root == RECORDED_DIR and update_readme(REPO_ROOT / "README.md", args.root):
+                print("README.md: its recorded verdicts now show this build")
         elif args.command == "collect-long":
             print(collect_long(args.metrics, args.calls, args.root, args.name, args.commit, args.run_command))
         elif args.command == "collect":
