@@ -437,6 +437,68 @@ def _sst2_control(metrics):
                    _SST2_CONTROL_RULE.format(w=INCONCLUSIVE_HALF_WIDTH))
 
 
+#: Pre-registered (committed with its rule and tests before chapter 4 measured it): A-feature-steering is decided
+#: only over at least this many paired training seeds; with fewer it is inconclusive whatever its interval.
+FEATURE_STEERING_MIN_SEEDS = 5
+FEATURE_STEERING_RULE = (
+    "the paper's own control channel (Section 1 and its related-work paragraph: the features double as continuous "
+    "control variables at test time, the predicates learnt in training reused to steer decoding): each training "
+    "seed's causal fusion model of chapter 4 decodes with the request written into its per-token features (the "
+    "newest position's predicates, as the authors' apply_control writes them), no logit steering, the one-clause "
+    "grammar mask on, no class restriction or mixture, the same sampling settings and the same random numbers for "
+    "both requests. The requests are paper A's two (Tables 2-4: positive & strong, negative & question), each the "
+    "other's opposite. The judge is the corpus lexicon (the polarity class of the written adjective), not the "
+    "model. Per seed, the requested accuracy is the mean of the share of positive-requested sentences judged "
+    "positive and the share of negative-requested sentences judged negative; the negative control is the same "
+    "model given the opposite request: the mean of the share of negative-requested sentences judged positive and "
+    "of positive-requested sentences judged negative (a model whose features do not steer scores the same under "
+    "both requests; with shared random numbers it writes the same sentences). Decided on requested - opposite, "
+    "paired by training seed, with its 95% t-interval over seeds: reproduced if the interval lies above 0; not "
+    "reproduced if it lies at or below 0 (its upper end <= 0); inconclusive otherwise, and with fewer than "
+    f"{FEATURE_STEERING_MIN_SEEDS} paired seeds whatever the interval")
+
+
+def _feature_steering_status(diff: Interval) -> str:
+    """The status of :data:`FEATURE_STEERING_RULE` for the paired requested - opposite accuracy ``diff``."""
+    if (diff.n or 0) < FEATURE_STEERING_MIN_SEEDS or not diff.finite:
+        return INCONCLUSIVE
+    if diff.above(0):
+        return REPRODUCED
+    return NOT_REPRODUCED if diff.high <= 0 else INCONCLUSIVE
+
+
+def _per_seed(steering, field: str) -> list[float]:
+    values = _need(_need(getattr(steering, field), AUDIT, f"feature_steering.{field}").values, AUDIT,
+                   f"feature_steering.{field}.values (one per seed)")
+    if len(values) != len(steering.seeds):
+        raise ValueError(f"{AUDIT} feature_steering.{field}: {len(values)} values for seeds {steering.seeds}")
+    return list(values)
+
+
+@_guard
+def _feature_steering(metrics):
+    steering = _need(_record(metrics, AUDIT).feature_steering, AUDIT, "feature_steering")
+    seeds = _need(steering.seeds, AUDIT, "feature_steering.seeds")
+    requested, opposite = _per_seed(steering, "requested"), _per_seed(steering, "opposite")
+    diff = Interval.paired(requested, opposite)
+    status = _feature_steering_status(diff)
+    if len(seeds) < FEATURE_STEERING_MIN_SEEDS:
+        why = f"{len(seeds)} paired seeds; the rule needs {FEATURE_STEERING_MIN_SEEDS}"
+    elif status == REPRODUCED:
+        why = "above 0: the request in the features moves the adjective's polarity"
+    elif status == NOT_REPRODUCED:
+        why = "at or below 0: no steering beyond the opposite request"
+    else:
+        why = "the interval straddles 0"
+    unit = (0.0, 1.0)
+    reason = (f"features-only polarity accuracy over {len(seeds)} seeds of the causal fusion model: requested "
+              f"{Interval.of_mean(requested, unit):.3f}, opposite request {Interval.of_mean(opposite, unit):.3f}; "
+              f"requested - opposite {diff:+.3f} ({why})")
+    if steering.n_per_request:
+        reason += f"; {steering.n_per_request} sentences per request and seed"
+    return Verdict(status, reason, None, diff.mean, _bounds(diff), _profile(metrics, AUDIT), FEATURE_STEERING_RULE)
+
+
 INTENT = "10_intent_control"
 #: What A-soft-control and A-intensity test: chapter 10's request channel, an extension of the paper's features.
 EXTENSION_LABEL = ("tested through a request channel this book adds (a sentence-level request written into the "
@@ -892,6 +954,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("A-T7-ppl-fusion", "A", "Table 7: SST-2 fusion PPL", ref.PAPER_A_TABLE7["fusion"]["ppl"], _sst2_ppl("fusion")),
     Claim("A-T7-mse", "A", "Table 7: SST-2 semantic MSE", ref.PAPER_A_TABLE7["fusion"]["sem_mse"], _sst2_mse),
     Claim("A-T7-control", "A", "Section 3.3: control accuracy on SST-2", 1.0, _sst2_control),
+    Claim("A-feature-steering", "A", "The paper's own channel: a request written into the per-token features "
+          "steers polarity at test time without logit steering (features as continuous control variables, the "
+          "training predicates reused for control; Section 1 and related work)", "steers through the features",
+          _feature_steering),
     Claim("A-soft-control", "A", f"The features alone steer polarity (a continuous control channel, Sections 2-3), "
           f"{EXTENSION_LABEL}", "control through the features", _intent_soft_control),
     Claim("A-intensity", "A", f"Intensity rises smoothly with the requested strength (str_high, Section 1), "

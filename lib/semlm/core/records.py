@@ -404,6 +404,24 @@ class CausalFloors(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class FeatureSteering(Record):
+    """Paper A's own control channel, measured on each seed's causal fusion model: the request written into the
+    per-token features, no logit steering, the grammar mask on. Per training seed (``seeds``, in the order of each
+    interval's ``values``), ``requested`` is the polarity accuracy with the request given (the mean of the share of
+    positive-requested sentences judged positive and of negative-requested sentences judged negative) and
+    ``opposite`` the same targets with the opposite request given (the share of negative-requested sentences judged
+    positive and of positive-requested ones judged negative); ``paired`` is requested - opposite by seed.
+    ``judged_positive`` is the share judged positive per request (``pos`` / ``neg``) over seeds."""
+
+    seeds: list[int] | None = None
+    n_per_request: int | None = None
+    requested: Interval | None = None
+    opposite: Interval | None = None
+    paired: Interval | None = None
+    judged_positive: dict[str, Interval] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class LeakageAuditRecord(ChapterRecord):
     """Settings are ``causal`` (the language model) and ``published`` (the authors' encoder)."""
 
@@ -415,6 +433,7 @@ class LeakageAuditRecord(ChapterRecord):
     confusion_diagonal: dict[str, Interval] | None = None
     #: token -> "causal baseline" / "causal fusion" / "published fusion" -> CE per seed
     focus_ce_seeds: dict[str, dict[str, list[float]]] | None = None
+    feature_steering: FeatureSteering | None = None  # the causal fusion model, features-only, over seeds
 
 
 # -- chapter 5: SST-2 --
