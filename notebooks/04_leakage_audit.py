@@ -45,6 +45,7 @@ n_seeds = None  # None: the profile's (smoke 2, cpu 3, paper 5)
 # %% tags=["hide-input"]
 import math
 
+import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
@@ -57,8 +58,10 @@ from semlm.fusion.audit import (
     audit_runs,
     audit_seeds,
     control_reports,
+    feature_steering,
     summarise_audit,
 )
+from semlm.book.claims import FEATURE_STEERING_MIN_SEEDS, evaluate_claims
 from semlm.fusion.leakage import causal_floors
 from semlm.fusion.synthetic_experiment import SYNTHETIC
 from semlm.profiles import check_parameters, lab_profile, synthetic_profile
@@ -355,13 +358,62 @@ for name, sentence in tables.code_verdicts(summary).items():
 # {glue:text}`code_ood_pos:.2f` of its generations against {glue:text}`fusion_ood_pos:.2f`
 # for fusion, {glue:text}`ood_verdict`.
 #
+# ## The paper's own channel: the request in the features alone
+#
+# Paper A presents its features as knobs: the predicates the model learns to reconstruct
+# in training are meant to be set by hand at test time to steer what it writes (Section
+# 1 and its related-work paragraph). In every control measured above a logit shift or a
+# class mask also acts, so none of them isolates that channel. Here each seed's causal
+# fusion model decodes the two requests with the request written into its per-token
+# features only (the newest position's predicates, the authors' `apply_control`), no
+# logit steering, no class restriction, the grammar mask on: chapter 3's "features only"
+# path, now over the training seeds. The negative control is the same model given the
+# opposite request: a model whose features do not steer scores the same whichever
+# request it is given, and since both requests are decoded with the same random numbers
+# it would write the very same sentences. The judge is the lexicon (the polarity class
+# of the written adjective), N = 200 sentences per request and seed. The rule of the
+# claim `A-feature-steering` was committed before this measurement first ran: the
+# requested minus opposite-request accuracy, paired by seed, must have its 95% interval
+# above 0 over at least {glue:text}`steering_min_seeds` seeds.
+
+# %%
+steering = feature_steering(audit, profile, N)
+tables.feature_steering_frame(steering)
+
+# %%
+record = tables.leakage_audit_record(summary, N, steering)
+claim = next(
+    row
+    for row in evaluate_claims({"04_leakage_audit": record})
+    if row["id"] == "A-feature-steering"
+)
+pd.Series(claim)[["status", "reason"]].to_frame("A-feature-steering")
+
+# %% tags=["remove-cell"]
+glue("steering_min_seeds", FEATURE_STEERING_MIN_SEEDS, display=False)
+glue("steering_status", claim["status"], display=False)
+low, high = claim["ci"] or (math.nan, math.nan)
+glue(
+    "steering_value",
+    f"{claim['causal_value']:+.3f} [{low:+.3f}, {high:+.3f}]",
+    display=False,
+)
+
+# %% [markdown]
+# The paper's own channel, judged by the claims code on this record:
+# **{glue:text}`steering_status`** (requested minus opposite-request accuracy
+# {glue:text}`steering_value`, mean [95% interval] over seeds; the reason above says
+# why). Chapter 10 judges the book's extension beside it, `A-soft-control`: a
+# sentence-level request trained into the features and checked against a
+# shuffled-request model; a verdict there is about that added channel, not about this
+# one. The report page shows the two verdicts side by side.
+#
 # ## Key numbers
 
 # %%
 tables.key_numbers(summary)
 
 # %%
-record = tables.leakage_audit_record(summary, N)
 write_chapter_metrics("04_leakage_audit", profile, seed, record, timer.seconds)
 
 # %% [markdown]

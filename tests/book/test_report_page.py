@@ -96,7 +96,8 @@ def test_shown_interval_contains_value(smoke_metrics):
     html = report.claims_table(rows)._repr_html_()
     with_interval = [row for row in rows if row["ci"] is not None]
     judged = {row["id"] for row in with_interval}
-    assert {"A-soft-control", "A-intensity", "A-T1-fusion-better", "A-T6-exclaim"} <= judged  # not vacuous
+    assert {"A-soft-control", "A-intensity", "A-feature-steering", "A-T1-fusion-better",
+            "A-T6-exclaim"} <= judged  # not vacuous
     for row in with_interval:
         value, (low, high) = row["causal_value"], row["ci"]
         # a claim decided on an interval reports that quantity as a number, inside its interval ...

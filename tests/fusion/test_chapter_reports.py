@@ -1,8 +1,10 @@
 """The library side of chapters 1-5: run declarations, typed summaries, tables and records."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from semlm.core.metrics import FOCUS_TOKENS
 from semlm.core.records import Interval, LanguageModelMetrics, SST2Judgement
@@ -97,6 +99,58 @@ def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
     saved = audit_tables.leakage_audit_record(summary, 2).to_dict()
     assert saved["table1"]["causal"]["fusion"]["ppl"]["values"] == [3.0, 4.0]
     assert saved["paired_gain_seen_only"]["causal"]["mean"] == pytest.approx(1.0)
+
+
+class _DeafModel(torch.nn.Module):
+    """A language model whose next-word scores ignore the features: a request cannot steer it."""
+
+    def __init__(self, vocab_size):
+        super().__init__()
+        self.scores = torch.nn.Parameter(torch.randn(vocab_size))
+
+    def forward(self, ids, features, mask):
+        return SimpleNamespace(logits=self.scores.expand(*ids.shape, -1))
+
+
+def test_features_that_do_not_steer_write_the_same_sentences_under_both_requests(vocab):
+    from semlm.fusion.audit import features_only_decodes, judged_polarity, steering_accuracies
+    from semlm.fusion.decoding import ClauseGrammar
+    from semlm.fusion.synthetic_experiment import prepare_data
+
+    data = prepare_data(synthetic_profile("smoke").corpus)
+    decodes = features_only_decodes(_DeafModel(len(data.vocab)), data.featurizer, ClauseGrammar(data.vocab), 40, 111)
+    assert decodes["pos"] == decodes["neg"]  # the same random numbers for both requests
+    requested, opposite = steering_accuracies(judged_polarity(decodes))
+    assert requested == pytest.approx(opposite)
+
+
+def test_steering_accuracies_pair_each_target_with_the_opposite_request_and_the_table_builds():
+    from semlm.core.records import FeatureSteering
+    from semlm.fusion import audit_tables
+    from semlm.fusion.audit import steering_accuracies
+
+    shares = {"pos": {"POS": 0.9, "NEG": 0.1}, "neg": {"POS": 0.3, "NEG": 0.7}}
+    assert steering_accuracies(shares) == pytest.approx(((0.9 + 0.7) / 2, (0.3 + 0.1) / 2))
+    requested, opposite = [0.8, 0.7], [0.2, 0.3]
+    steering = FeatureSteering(seeds=[111, 112], n_per_request=2, requested=Interval.of_mean(requested),
+                               opposite=Interval.of_mean(opposite), paired=Interval.paired(requested, opposite),
+                               judged_positive={"pos": Interval.of_mean([0.8, 0.7]),
+                                                "neg": Interval.of_mean([0.2, 0.3])})
+    frame = audit_tables.feature_steering_frame(steering)
+    assert list(frame.index) == [111, 112, "mean [95% CI]"]
+    assert frame.loc[111, "requested - opposite"] == pytest.approx(0.6)
+    summary_record = audit_tables.leakage_audit_record(summarise_fake(), 2, steering)
+    assert summary_record.to_dict()["feature_steering"]["paired"]["values"] == pytest.approx([0.6, 0.4])
+
+
+def summarise_fake():
+    from semlm.fusion.audit import summarise_audit
+
+    audit = fake_audit()
+    reports = {key: fake_report(0.5) for key in audit.runs if key[1] != "baseline"}
+    floors = {"ppl": 2.0, "ppl_seen_only": 1.9, "ppl_authors_denominator": 1.8,
+              "ppl_seen_only_authors_denominator": 1.7, "focus_ce": {t: 1.0 for t in FOCUS}}
+    return summarise_audit(audit, reports, floors)
 
 
 def test_training_report_reads_records_by_attribute():

@@ -8,7 +8,7 @@ every run. Each number is summarised as a mean with a 95% Student-t interval ove
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from semlm.fusion.control_codes import N_CODES, codes_for
@@ -16,7 +16,7 @@ from semlm.data.synthetic import AdjectiveSplit
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, FUSION_DEFAULT, generate, published_decoding
 from semlm.fusion.synthetic_experiment import SETTINGS, prepare_data, synthetic_runs
 from semlm.core.metrics import FOCUS_TOKENS, control_accuracy, held_out_hit_rate, polarity_confusion
-from semlm.core.records import ControlModes, Interval, LanguageModelScores, ModelPair
+from semlm.core.records import ControlModes, FeatureSteering, Interval, LanguageModelScores, ModelPair
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.profiles import synthetic_profile
 
@@ -127,6 +127,50 @@ def control_reports(audit: AuditRuns, profile: str, n: int) -> dict[tuple[str, s
             codes_by_request=control_code_requests() if with_codes else None, setting=setting)
     return reports
 
+
+# --- paper A's own channel: the request in the per-token features only (A-feature-steering) ------------------
+
+#: The request written into the newest position's features (the authors' ``apply_control``), no logit steering,
+#: no class restriction or mixture; ``generate`` always applies the grammar mask. Chapter 3's "features only" path.
+FEATURES_ONLY = replace(FUSION_DEFAULT, feature_control=True, logit_steering=False)
+
+
+def features_only_decodes(model, featurizer, grammar: ClauseGrammar, n: int, seed: int) -> dict[str, list[list[str]]]:
+    """``n`` sentences per request of :data:`REQUESTS` decoded with :data:`FEATURES_ONLY`, both requests with the
+    same random numbers: a model whose features do not steer writes the same sentences under both."""
+    return {name: generate(model, featurizer, grammar, n, Controls(request["controls"]), config=FEATURES_ONLY,
+                           seed=seed + 50) for name, request in REQUESTS.items()}
+
+
+def judged_polarity(decodes: dict[str, list[list[str]]]) -> dict[str, dict[str, float]]:
+    """Per request, the share of sentences the lexicon judges ``POS`` and ``NEG`` (their adjective's class)."""
+    return {name: {p: control_accuracy(out, p, None)["adj_acc"]["value"] for p in ("POS", "NEG")}
+            for name, out in decodes.items()}
+
+
+def steering_accuracies(shares: dict[str, dict[str, float]]) -> tuple[float, float]:
+    """(requested, opposite) polarity accuracy from :func:`judged_polarity`: the positive-requested share judged
+    positive and the negative-requested share judged negative, averaged; then the same targets with the opposite
+    request given (the negative-requested share judged positive and the positive-requested share judged negative)."""
+    requested = (shares["pos"]["POS"] + shares["neg"]["NEG"]) / 2
+    opposite = (shares["neg"]["POS"] + shares["pos"]["NEG"]) / 2
+    return requested, opposite
+
+
+def feature_steering(audit: AuditRuns, profile: str, n: int) -> FeatureSteering:
+    """A-feature-steering's measurement: every seed's causal fusion model decoded with :data:`FEATURES_ONLY` under
+    both requests, judged by the lexicon; per-seed requested and opposite-request accuracies and their difference."""
+    data = prepare_data(synthetic_profile(profile).corpus, "causal")
+    grammar = ClauseGrammar(data.vocab)
+    shares = {seed: judged_polarity(features_only_decodes(audit.runs[("causal", "fusion", seed)].load(),
+                                                          data.featurizer, grammar, n, seed))
+              for seed in audit.seeds}
+    requested, opposite = zip(*(steering_accuracies(shares[seed]) for seed in audit.seeds))
+    return FeatureSteering(
+        seeds=list(audit.seeds), n_per_request=n, requested=Interval.of_mean(requested, UNIT),
+        opposite=Interval.of_mean(opposite, UNIT), paired=Interval.paired(requested, opposite),
+        judged_positive={name: Interval.of_mean([shares[seed][name]["POS"] for seed in audit.seeds], UNIT)
+                         for name in REQUESTS})
 
 
 # --- summaries over seeds (chapter 4) ----------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from semlm.core.metrics import FOCUS_TOKENS
-from semlm.core.records import Interval, LeakageAuditRecord
+from semlm.core.records import FeatureSteering, Interval, LeakageAuditRecord
 from semlm.fusion.audit import REQUESTS, AuditSummary
 from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS
 from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_HARD_CONTROL, PAPER_A_OOD_HIT, PAPER_A_TABLE1
@@ -178,6 +178,23 @@ def code_verdicts(summary: AuditSummary) -> dict[str, str]:
     }
 
 
+def feature_steering_frame(steering: FeatureSteering):
+    """A-feature-steering's numbers per training seed (the causal fusion model, features only): the share judged
+    positive under each request, the requested and opposite-request accuracies and their difference, and a last
+    row with each column's mean [95% interval] over seeds."""
+    import pandas as pd
+
+    columns = {"positive request: judged positive": steering.judged_positive["pos"],
+               "negative request: judged positive": steering.judged_positive["neg"],
+               "requested accuracy": steering.requested, "opposite-request accuracy": steering.opposite,
+               "requested - opposite": steering.paired}
+    frame = pd.DataFrame({name: interval.values for name, interval in columns.items()},
+                         index=pd.Index(steering.seeds, name="seed")).round(3).astype(object)
+    frame.loc["mean [95% CI]"] = [interval.format(3, signed=name == "requested - opposite")
+                                  for name, interval in columns.items()]
+    return frame
+
+
 def key_numbers(summary: AuditSummary):
     """The chapter's headline numbers in one column."""
     import pandas as pd
@@ -193,11 +210,13 @@ def key_numbers(summary: AuditSummary):
     }, index=["value"]).T
 
 
-def leakage_audit_record(summary: AuditSummary, n_per_request: int) -> LeakageAuditRecord:
+def leakage_audit_record(summary: AuditSummary, n_per_request: int,
+                         feature_steering: FeatureSteering | None = None) -> LeakageAuditRecord:
     """Chapter 4's metrics file: the fields the claims read, the rest in ``extra``."""
     return LeakageAuditRecord(
         table1=summary.table1, floors=summary.floors, control=summary.control, ood_hit=summary.ood_hit,
         confusion_diagonal=summary.confusion_diagonal, focus_ce_seeds=summary.focus_seeds,
+        feature_steering=feature_steering,
         extra={"seeds": summary.seeds, "n_per_request": n_per_request,
                "focus_ce": focus_frame(summary).to_dict(orient="index"),
                "paired_gain_seen_only": summary.gain, "ablations": summary.ablations,
