@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from semlm.core.causality import future_sensitivity
+from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.data import synthetic as syn
 from semlm.data.synthetic import LEXICON
 from semlm.data.vocab import Vocabulary
@@ -47,7 +47,7 @@ def test_an_intent_model_stays_causal_in_the_tokens():
     ids = torch.tensor([VOCAB.encode(SENTENCE)[:-1]])
     for position in range(1, ids.shape[1]):
         change = future_sensitivity(model, lambda x: featurize(x, request), ids, position, VOCAB.id("and"))
-        assert change < 1e-5, position
+        assert change < CAUSAL_TOLERANCE, position
 
 
 def test_a_strength_request_writes_the_triplet_training_writes_for_that_intensifier():

@@ -13,6 +13,11 @@ from typing import Callable
 
 import torch
 
+#: The largest change of an earlier logit that still counts as floating-point noise: float32 rounding of logits of
+#: order 10 is about 1e-6, while a model that reads a later word moves earlier logits by orders of magnitude more
+#: (the published setting's models, and the leaks of ``tests/core/test_causality.py``, by more than 1e-4).
+CAUSAL_TOLERANCE = 1e-5
+
 
 @torch.no_grad()
 def future_sensitivity(model: torch.nn.Module, featurize: Callable[[torch.Tensor], torch.Tensor],
