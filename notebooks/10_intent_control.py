@@ -351,7 +351,11 @@ glue("smooth_threshold", INTENSITY_SMOOTH_THRESHOLD, display=False)
 # Features alone steering polarity: **{glue:text}`status_A-soft-control`**.
 # Intensity following the strength request: **{glue:text}`status_A-intensity`**. The
 # control-code row shows what the same information does as discrete tokens, and
-# the `no_request` row what the intent model writes when nobody asks.
+# the `no_request` row what the intent model writes when nobody asks. Both verdicts are
+# about the channel this book adds; the paper's own channel (the request written into
+# the per-token features, no logit steering) is judged in chapter 4 as
+# `A-feature-steering`, against the same model given the opposite request, and the
+# report page shows the three side by side.
 #
 # ## Examples
 #
