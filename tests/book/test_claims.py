@@ -185,6 +185,21 @@ def test_b_ppl_is_decided_over_training_seeds_when_the_build_has_them():
     assert "one training seed" in by_id(evaluate_claims({"06_idea_gating": idea_record()}))["B-ppl"]["reason"]
 
 
+def test_a_verdict_decided_over_seeds_says_how_many_seeds_it_rests_on():
+    from semlm.core.records import IdeaOverSeeds, SeedPaired
+
+    assert {row["seeds"] for row in evaluate_claims({})} == {None}  # nothing ran: no seeds to count
+    rows = by_id(evaluate_claims({"04_leakage_audit": audit_record()}))
+    for claim in ("A-T1-fusion-better", "A-T1-mse", "A-T6-exclaim", "A-T4-ood-pos", "A-T1-ppl-fusion"):
+        assert rows[claim]["seeds"] == 3, claim
+    assert rows["A-T2-adj"]["seeds"] is None  # no interval decides it
+    record = replace(idea_record(), over_seeds=IdeaOverSeeds(seeds=[1, 2, 3, 4],
+                                                             val_ppl=SeedPaired.of([40.0, 41.0, 39.5, 40.2],
+                                                                                   [40.4, 41.2, 39.9, 40.1])))
+    assert by_id(evaluate_claims({"06_idea_gating": record}))["B-ppl"]["seeds"] == 4
+    assert by_id(evaluate_claims({"06_idea_gating": idea_record()}))["B-ppl"]["seeds"] == 1  # its one pair
+
+
 def test_an_incompetent_model_is_not_testable_whatever_its_numbers():
     from semlm.book.claims import NOT_TESTABLE
 

@@ -34,6 +34,7 @@ def test_features_that_steer_beyond_the_opposite_request_over_five_seeds_reprodu
     assert low > 0 and low <= row["causal_value"] <= high
     assert row["causal_value"] == pytest.approx(sum(STEERS[0]) / 5 - sum(STEERS[1]) / 5)
     assert "opposite request" in row["reason"]
+    assert row["seeds"] == 5  # the paired interval rests on five training seeds
 
 
 def test_features_that_score_no_better_than_the_opposite_request_do_not_reproduce_it():

@@ -43,6 +43,7 @@ def test_features_that_steer_polarity_beyond_the_shuffled_control_reproduce_the_
     rows = verdicts(intent_record([0.9, 0.92, 0.88], [0.3, 0.33, 0.31]))
     assert rows["A-soft-control"]["status"] == REPRODUCED
     assert rows["A-soft-control"]["rule"] and "shuffled" in rows["A-soft-control"]["reason"]
+    assert rows["A-soft-control"]["seeds"] == 3 and rows["A-intensity"]["seeds"] == 3
 
 
 def test_features_no_better_than_the_shuffled_control_do_not_reproduce_it():

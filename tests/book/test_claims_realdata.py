@@ -146,3 +146,10 @@ def test_paper_b_claims_decided_on_an_interval_show_its_quantity():
     for claim in ("B-stickiness", "B-distinct", "B-lora-ppl"):
         row = rows[claim]
         assert isinstance(row["causal_value"], float) and row["ci"][0] <= row["causal_value"] <= row["ci"][1], claim
+
+
+def test_paper_b_verdicts_over_training_seeds_say_how_many_seeds_they_rest_on():
+    rows = verdicts({**idea_metrics(), **lora_metrics(baseline=(30.0, 30.4), gated=(28.0, 28.3), control=(29.0, 29.5),
+                                                       seeds=(111, 112))})
+    assert (rows["B-stickiness"]["seeds"], rows["B-distinct"]["seeds"], rows["B-lora-ppl"]["seeds"]) == (3, 3, 2)
+    assert verdicts(idea_metrics(model_ppl=100.0))["B-stickiness"]["seeds"] is None  # not testable: judged on nothing

@@ -280,6 +280,8 @@ def test_a_recorded_book_build_keeps_its_metrics_verdicts_and_a_page_that_shows_
     verdicts = recorded_verdicts(tmp_path / "recorded")
     (entry,) = verdicts["A-soft-control"]
     assert entry["folder"] == "cpu-book-verdicts" and entry["commit"] == "d" * 12 and entry["status"] != NOT_RUN
+    assert entry["seeds"] == 3 and entry["value_mean"] == entry["value"] == pytest.approx(0.6)  # the schema
+    assert entry["ci_low"] <= entry["value_mean"] <= entry["ci_high"]
     assert "A-T1-ppl-baseline" not in verdicts  # the chapter it needs is not in the folder: no entry
     # a build that ran on a tree with uncommitted changes is no recorded build
     dirty = json.loads((tmp_path / "build" / "metrics" / "01_feature_bank.json").read_text())

@@ -72,6 +72,7 @@ class Verdict:
     ci: tuple[float, float] | None = None
     profile: str | None = None
     rule: str = ""  # the rule the status was judged by, in words
+    seeds: int | None = None  # how many training seeds the decided interval rests on, where it is over seeds
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,11 @@ def _entry(mapping, key: str, chapter: str, what: str):
 def _bounds(interval: Interval) -> tuple[float, float] | None:
     """The ``ci`` column of the claims table: ``(low, high)``, or None if the interval is undefined."""
     return (interval.low, interval.high) if interval.finite else None
+
+
+def _seeds(interval: Interval | None) -> int | None:
+    """The number of replicates (seeds) ``interval`` was computed from, or None if it does not keep them."""
+    return len(interval.values) if interval is not None and interval.values else None
 
 
 def _profile(metrics, chapter) -> str | None:
@@ -166,7 +172,7 @@ def _table1(kind: str, metric: str):
         if floor is not None:
             detail += f"; no causal model can go below {floor:.3f}"
         return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; {detail}; causal {causal.mean:.3f}",
-                       published.mean, causal.mean, _bounds(causal), _profile(metrics, AUDIT), rule)
+                       published.mean, causal.mean, _bounds(causal), _profile(metrics, AUDIT), rule, _seeds(causal))
     return judge
 
 
@@ -186,7 +192,8 @@ def _sem_mse(metrics):
     status = BY_CONSTRUCTION if causal.high <= 2 * paper else NOT_REPRODUCED if causal.above(2 * paper) else INCONCLUSIVE
     return Verdict(status, f"causal MSE {causal:.4f}, published setting {published.mean:.4f}, paper {paper}; "
                    f"{SELF_RECONSTRUCTION}",
-                   published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT), _MSE_RULE)
+                   published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT), _MSE_RULE,
+                   _seeds(causal))
 
 
 def paired_difference(first: list[float], second: list[float]) -> dict:
@@ -234,7 +241,7 @@ def _fusion_beats_baseline(metrics):
                    f"seen-only PPL baseline -> fusion: causal {causal_b.mean:.3f} -> {causal_f.mean:.3f}, published "
                    f"{published_b.mean:.3f} -> {published_f.mean:.3f}",
                    diffs["published"].mean, diffs["causal"].mean, _bounds(diffs["causal"]), _profile(metrics, AUDIT),
-                   _PAIRED_PPL_RULE)
+                   _PAIRED_PPL_RULE, _seeds(diffs["causal"]))
 
 
 _MASK_RULE = ("hard control restricts the adjective to the requested class and fixes the punctuation, so 1.00 holds "
@@ -265,7 +272,8 @@ def _confusion(metrics):
     causal = _entry(diagonal, "causal", AUDIT, "confusion_diagonal")
     published = _entry(diagonal, "published", AUDIT, "confusion_diagonal")
     return Verdict(BY_CONSTRUCTION if causal.mean == 1.0 else NOT_REPRODUCED, f"share on the diagonal {causal.mean:.3f}",
-                   published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT), _MASK_RULE)
+                   published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT), _MASK_RULE,
+                   _seeds(causal))
 
 
 def sampler_guaranteed_rate(alpha: float, n_held_out: int = 3, n_class: int = 5) -> float:
@@ -324,7 +332,7 @@ def _ood(cls: str):
         else:
             status = REPRODUCED if causal.low - 0.05 <= paper <= causal.high + 0.05 else NOT_REPRODUCED
         return Verdict(status, text, published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT),
-                       rule)
+                       rule, _seeds(causal))
     return judge
 
 
@@ -354,7 +362,7 @@ def _focus(token: str):
                        f"{sum(fusion) / len(fusion):.2f}, baseline {sum(baseline) / len(baseline):.2f}; published "
                        f"setting's fusion {published:.2f}); causal floor {floor:.2f}; the paper's {paper:.2f} is "
                        f"{'below' if paper < floor else 'above'} that floor",
-                       published_diff, diff.mean, _bounds(diff), _profile(metrics, AUDIT), _FOCUS_RULE)
+                       published_diff, diff.mean, _bounds(diff), _profile(metrics, AUDIT), _FOCUS_RULE, _seeds(diff))
     return judge
 
 
@@ -496,7 +504,8 @@ def _feature_steering(metrics):
               f"requested - opposite {diff:+.3f} ({why})")
     if steering.n_per_request:
         reason += f"; {steering.n_per_request} sentences per request and seed"
-    return Verdict(status, reason, None, diff.mean, _bounds(diff), _profile(metrics, AUDIT), FEATURE_STEERING_RULE)
+    return Verdict(status, reason, None, diff.mean, _bounds(diff), _profile(metrics, AUDIT), FEATURE_STEERING_RULE,
+                   _seeds(diff))
 
 
 INTENT = "10_intent_control"
@@ -537,7 +546,7 @@ def _intent_soft_control(metrics):
                    f"polarity accuracy over {len(scores['intent'].values)} seeds: intent {scores['intent']:.3f}, "
                    f"shuffled {scores['shuffled']:.3f}, unconditioned baseline {scores['baseline']:.3f}; "
                    f"intent - shuffled {diff:+.3f}",
-                   None, diff.mean, _bounds(diff), _profile(metrics, INTENT), _SOFT_CONTROL_RULE)
+                   None, diff.mean, _bounds(diff), _profile(metrics, INTENT), _SOFT_CONTROL_RULE, _seeds(diff))
 
 
 #: Pre-registered (committed with its rule and tests before chapter 10 measured it): the intent - shuffled rank
@@ -614,7 +623,8 @@ def _intent_intensity(metrics):
     if points:
         reason += "; intent's written intensity by requested level: " + ", ".join(
             f"{p.level:g} ({p.kind}) {p.written.mean:.2f}" for p in points if p.written is not None)
-    return Verdict(status, reason, None, diff.mean, _bounds(diff), _profile(metrics, INTENT), INTENSITY_RULE)
+    return Verdict(status, reason, None, diff.mean, _bounds(diff), _profile(metrics, INTENT), INTENSITY_RULE,
+                   _seeds(diff))
 
 
 # --- paper B (idea-gated) ------------------------------------------------------------------------
@@ -687,7 +697,8 @@ def _idea_ppl(metrics):
         ratio = gated / base
         return Verdict(REPRODUCED if ratio <= 1 + IDEA_PPL_MARGIN else NOT_REPRODUCED,
                        f"gated / baseline validation PPL = {ratio:.3f} on {idea.dataset or '?'} (one training seed: "
-                       f"no seeds record in this build)", None, f"{base:.2f} vs {gated:.2f}", None, idea.profile)
+                       f"no seeds record in this build)", None, f"{base:.2f} vs {gated:.2f}", None, idea.profile,
+                       seeds=1)
     change = Interval.of_mean([g / b - 1 for g, b in zip(pair.gated.values, pair.baseline.values)])
     n = len(change.values)
     if n < 2:
@@ -700,7 +711,7 @@ def _idea_ppl(metrics):
         status, what = INCONCLUSIVE, f"straddles +{IDEA_PPL_MARGIN:.0%}"
     return Verdict(status, f"over {n} training seeds on {idea.dataset or '?'}: validation PPL baseline "
                    f"{pair.baseline:.2f}, gated {pair.gated:.2f}; per-seed gated / baseline - 1 = {change:+.3f} ({what})",
-                   None, change.mean, _bounds(change), idea.profile)
+                   None, change.mean, _bounds(change), idea.profile, seeds=n)
 
 
 #: A gated distinct-2 lower than the plain model's by up to this share of the plain value counts as "stays high".
@@ -755,7 +766,7 @@ def _idea_stickiness(metrics):
                    f"over {n} training seeds, gated - baseline stickiness (continuation only), mean of the four "
                    f"domains {overall:+.3f} ({per_domain}){control}; the authors' count with the prompt "
                    f"{authors:+.3f} ({why})",
-                   None, overall.mean, _bounds(overall), _profile(metrics, IDEA))
+                   None, overall.mean, _bounds(overall), _profile(metrics, IDEA), seeds=n)
 
 
 @_if_competent(f"non-inferiority to the plain model over training seeds: the per-seed gated - baseline distinct-2 "
@@ -773,7 +784,7 @@ def _idea_distinct(metrics):
     return Verdict(status,
                    f"distinct-2 over {n} training seeds: plain {plain}, gated {gated}, gated - plain {diff:+.3f}; "
                    f"margin -{margin:.3f} ({what})",
-                   None, diff.mean, _bounds(diff), _profile(metrics, IDEA))
+                   None, diff.mean, _bounds(diff), _profile(metrics, IDEA), seeds=n)
 
 
 _LORA_RULE = ("paired by training seed on the same frozen backbone: gated - baseline and gated - capacity control "
@@ -811,7 +822,7 @@ def _lora_ppl(metrics):
         reason += (f"; competence note: the LoRA models' validation PPL is up to {check.worst_ratio:.2f} x an interpolated "
                    f"bigram's on the same tokens ({check.bigram_val_ppl:.1f})")
     reason += f"; validation PPL baseline {ppl.baseline:.2f}, gated {ppl.gated:.2f}, control {ppl.control:.2f}"
-    return Verdict(status, reason, None, vs_base.mean, _bounds(vs_base), lora.profile, _LORA_RULE)
+    return Verdict(status, reason, None, vs_base.mean, _bounds(vs_base), lora.profile, _LORA_RULE, n)
 
 
 TOPIC = "09_topic_drift"
@@ -876,7 +887,8 @@ def _topic_drift(metrics):
     seeds, skipped = d.seeds or [], d.not_comparable or []
     if len(seeds) < TOPIC_MIN_SEEDS:
         return Verdict(INCONCLUSIVE, f"{len(seeds)} comparable seeds (needs {TOPIC_MIN_SEEDS}); without a "
-                       f"bracketing plain checkpoint: {skipped or 'none'}", None, None, None, profile, TOPIC_DRIFT_RULE)
+                       f"bracketing plain checkpoint: {skipped or 'none'}", None, None, None, profile, TOPIC_DRIFT_RULE,
+                       len(seeds))
     diff, sharp = _need(d.gated_minus_plain, TOPIC, "decision.gated_minus_plain"), \
         _need(d.gated_minus_sharpened, TOPIC, "decision.gated_minus_sharpened")
     gated = _need(d.gated, TOPIC, "decision.gated")
@@ -889,11 +901,12 @@ def _topic_drift(metrics):
     mixes = {"gated": _need(d.mix_gated, TOPIC, "decision.mix_gated"),
              "plain": _need(d.mix_plain, TOPIC, "decision.mix_plain")}
     if not all(x.finite for x in (diff, sharp, gated, *mixes.values())):
-        return Verdict(NOT_TESTABLE, f"{reason}; a rate is undefined", None, value, ci, profile, TOPIC_DRIFT_RULE)
+        return Verdict(NOT_TESTABLE, f"{reason}; a rate is undefined", None, value, ci, profile, TOPIC_DRIFT_RULE,
+                       len(seeds))
     mixing = [f"{name} {m.mean:.2f}" for name, m in mixes.items() if m.mean > TOPIC_MAX_MIXED]
     if mixing:
         return Verdict(NOT_TESTABLE, f"{reason}; topic-mixing sentences above {TOPIC_MAX_MIXED}: {', '.join(mixing)}",
-                       None, value, ci, profile, TOPIC_DRIFT_RULE)
+                       None, value, ci, profile, TOPIC_DRIFT_RULE, len(seeds))
     if diff.above(0):
         status, why = NOT_REPRODUCED, "the gated model drifts more than the plain model at matched PPL"
     elif gated.below(TOPIC_MISCALIBRATION):
@@ -904,7 +917,7 @@ def _topic_drift(metrics):
         status, why = INCONCLUSIVE, "less drift than plain at matched PPL, but not than the sharpening control"
     else:
         status, why = INCONCLUSIVE, "gated - plain at matched PPL straddles 0"
-    return Verdict(status, f"{reason} ({why})", None, value, ci, profile, TOPIC_DRIFT_RULE)
+    return Verdict(status, f"{reason} ({why})", None, value, ci, profile, TOPIC_DRIFT_RULE, len(seeds))
 
 
 @_guard
@@ -919,9 +932,9 @@ def _topic_diversity(metrics):
               f"per seed {paired}; margin -{margin:.3f}")
     value, profile, ci = paired.mean, _profile(metrics, TOPIC), _bounds(paired)
     if ruled_out:
-        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, ci, profile, rule)
+        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, ci, profile, rule, n)
     status, what = _non_inferior(paired, margin)
-    return Verdict(status, f"{reason} ({what})", None, value, ci, profile, rule)
+    return Verdict(status, f"{reason} ({what})", None, value, ci, profile, rule, n)
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -1003,7 +1016,8 @@ def check_verdict(claim_id: str, verdict: Verdict) -> Verdict:
 
 
 def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
-    """The claims table as rows: ``{id, paper, claim, paper_value, published_value, causal_value, ci, status, reason, profile, rule}``.
+    """The claims table as rows: ``{id, paper, claim, paper_value, published_value, causal_value, ci, seeds, status,
+    reason, profile, rule}`` (``seeds``: how many training seeds the decided interval rests on, None where unknown).
 
     Raises ``ValueError`` if a judge returns "holds by construction" for a claim not on
     :data:`BY_CONSTRUCTION_ALLOWED` (:func:`check_verdict`)."""
@@ -1012,6 +1026,6 @@ def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
         verdict = check_verdict(claim.id, claim.judge(metrics))
         rows.append({"id": claim.id, "paper": claim.paper, "claim": claim.claim, "paper_value": claim.paper_value,
                      "published_value": verdict.published_value, "causal_value": verdict.causal_value,
-                     "ci": list(verdict.ci) if verdict.ci else None, "status": verdict.status,
+                     "ci": list(verdict.ci) if verdict.ci else None, "seeds": verdict.seeds, "status": verdict.status,
                      "reason": verdict.reason, "profile": verdict.profile, "rule": verdict.rule})
     return rows

@@ -152,9 +152,11 @@ def _claim_value(row: dict) -> float | None:
 
 def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
     """The claims code applied to every recorded folder, apart from the build's own verdicts: ``{claim id:
-    [{folder, commit, machine, date, status, value, ci_low, ci_high}, ...]}``, one entry per folder that
-    holds what the claim needs (a claim the folder's chapters cannot judge, "not run", is left out). A
-    folder's metrics are a book build's ``metrics/`` or a run's chapter files; dry runs are skipped."""
+    [{folder, commit, machine, date, profile, seeds, status, value_mean, ci_low, ci_high}, ...]}``, one entry per
+    folder that holds what the claim needs (a claim the folder's chapters cannot judge, "not run", is left out).
+    ``seeds`` is the number of training seeds the claim's interval rests on (None where the claim does not say);
+    ``value`` repeats ``value_mean`` for older callers. A folder's metrics are a book build's ``metrics/`` or a
+    run's chapter files; dry runs are skipped."""
     from semlm.book.claims import NOT_RUN, evaluate_claims
 
     out: dict[str, list[dict]] = {}
@@ -168,8 +170,8 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
             low, high = row["ci"] if row.get("ci") else (None, None)
             out.setdefault(row["id"], []).append(
                 {"folder": run.slug, "commit": run.commit[:12], "machine": run.machine, "date": run.date,
-                 "profile": row.get("profile"), "status": row["status"], "value": _claim_value(row),
-                 "ci_low": low, "ci_high": high})
+                 "profile": row.get("profile"), "seeds": row.get("seeds"), "status": row["status"],
+                 "value_mean": _claim_value(row), "value": _claim_value(row), "ci_low": low, "ci_high": high})
     return out
 
 
