@@ -369,3 +369,95 @@ def test_the_readme_section_counts_a_recorded_builds_statuses(tmp_path):
     readme.write_text("# x\n<!-- recorded-verdicts:start -->\nold\n<!-- recorded-verdicts:end -->\nafter\n")
     assert update_readme(readme, tmp_path / "recorded") and "| reproduced | 1 | 0 |" in readme.read_text()
     assert readme.read_text().endswith("after\n") and not update_readme(readme, tmp_path / "recorded")
+
+
+def _build_with_intent(folder, intent, shuffled=(0.34, 0.35, 0.36), report=None):
+    """A finished build whose chapter 10 decides A-soft-control on intent - shuffled polarity accuracy per seed;
+    ``report``: claims rows written as the build's own ``metrics/report.json``."""
+    import json
+
+    _finished_build(folder)
+    variants = {v: {"polarity_acc": {"mean": sum(a) / len(a), "ci_low": min(a), "ci_high": max(a), "values": list(a)}}
+                for v, a in (("intent", intent), ("shuffled", shuffled), ("baseline", shuffled))}
+    (folder / "metrics" / "10_intent_control.json").write_text(json.dumps(
+        {"profile": "cpu", "git_commit": "d" * 40, "intent": {"variants": variants}}))
+    if report is not None:
+        (folder / "metrics" / "report.json").write_text(json.dumps({"git_commit": "e" * 40, "claims": report}))
+    return folder
+
+
+def _stored(**statuses):
+    return [{"id": claim, "paper": "A", "claim": "c", "status": status, "ci": None, "reason": "r", "rule": "x"}
+            for claim, status in statuses.items()]
+
+
+def test_diff_of_a_recorded_build_and_a_build_shows_a_status_change_and_a_value_beyond_the_intervals(tmp_path):
+    from semlm.book.claims import CLAIMS, NOT_REPRODUCED, REPRODUCED
+    from semlm.book.recorded import collect_book, diff_builds, diff_lines
+
+    recorded = collect_book(_build_with_intent(tmp_path / "before", (0.94, 0.95, 0.96)), tmp_path / "rec", "before",
+                            "make book")
+    after = _build_with_intent(tmp_path / "after", (0.35, 0.36, 0.34))  # no better than the shuffled control
+    diff = diff_builds(recorded, after)
+    (row,) = [r for r in diff["current"] if r["status_changed"]]
+    assert (row["id"], row["a_status"], row["b_status"]) == ("A-soft-control", REPRODUCED, NOT_REPRODUCED)
+    assert row["beyond_intervals"] and row["a_ci"][0] > row["b_ci"][1]
+    assert (diff["compared"], diff["status_changes"], diff["value_changes"]) == (len(CLAIMS), 1, 1)
+    assert diff["stored"] is None and diff["a"]["commit"] == "d" * 12  # the build has no report.json of its own
+    lines = diff_lines(diff)
+    assert lines[0].startswith(f"A: {recorded} (commit {'d' * 12}") and lines[1].startswith(f"B: {after} (commit")
+    assert lines[2].startswith("A-soft-control [current claims code]: reproduced -> not reproduced; value 0.6 [")
+    assert "(the intervals do not overlap)" in lines[2] and len(lines) == 4
+    assert lines[-1].startswith(f"{len(CLAIMS)} claims compared, 1 status changes, 1 value changes beyond the "
+                                f"intervals (current claims code); stored report.json: not compared")
+
+
+def test_diff_shows_a_value_change_with_the_same_status_and_the_stored_verdicts_apart(tmp_path):
+    from semlm.book.recorded import diff_builds, diff_lines
+
+    a = _build_with_intent(tmp_path / "a", (0.94, 0.95, 0.96),
+                           report=_stored(**{"A-soft-control": "reproduced", "A-intensity": "inconclusive"}))
+    b = _build_with_intent(tmp_path / "b", (0.64, 0.65, 0.66),  # still above the control, by half as much
+                           report=_stored(**{"A-soft-control": "inconclusive", "B-new": "reproduced"}))
+    diff = diff_builds(a, b)
+    assert (diff["status_changes"], diff["value_changes"]) == (0, 1)
+    assert (diff["stored_status_changes"], diff["stored_one_side"]) == (1, 2)
+    lines = diff_lines(diff)
+    assert lines[0].endswith(f"stored verdicts: {a / 'metrics' / 'report.json'})")
+    assert [line.split(":")[0] for line in lines[2:-1]] == [
+        "A-soft-control [current claims code]", "A-soft-control [stored report.json]",
+        "A-intensity [stored report.json]", "B-new [stored report.json]"]
+    assert "reproduced on both; value 0.6 [" in lines[2] and "-> 0.3 [" in lines[2]
+    assert lines[3].endswith("reproduced -> inconclusive") and lines[4].endswith("only in A (inconclusive)")
+    assert lines[-1].endswith("stored report.json: 1 status changes, 2 claims on one side only")
+
+
+def test_diff_of_identical_builds_finds_no_change_and_exits_0(tmp_path, capsys):
+    from semlm.book.claims import CLAIMS
+    from semlm.book.recorded import collect_book, main
+
+    build = _build_with_intent(tmp_path / "build", (0.94, 0.95, 0.96))
+    recorded = collect_book(build, tmp_path / "rec", "same", "make book")
+    assert main(["diff", str(recorded), str(recorded)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and out[-1] == (f"{len(CLAIMS)} claims compared, 0 status changes, 0 value changes beyond "
+                                         f"the intervals (current claims code); stored report.json: 0 status "
+                                         f"changes, 0 claims on one side only")
+    assert main(["diff", str(recorded), str(build)]) == 0  # the build and its own recording agree
+    assert " 0 status changes, 0 value changes" in capsys.readouterr().out
+
+
+def test_diff_of_bad_input_exits_2_with_one_line(tmp_path, capsys):
+    from semlm.book.recorded import main
+
+    good = _build_with_intent(tmp_path / "good", (0.94, 0.95, 0.96))
+    old = tmp_path / "cpu-book-old"  # a recorded build from before chapter metrics were kept
+    old.mkdir()
+    (old / "provenance.json").write_text("{}")
+    broken = _build_with_intent(tmp_path / "broken", (0.94, 0.95, 0.96))
+    (broken / "metrics" / "10_intent_control.json").write_text("{not json")
+    for other, message in ((tmp_path / "absent", "is not a folder"), (old, "holds no chapter metrics"),
+                           (broken, "10_intent_control.json is not valid JSON")):
+        assert main(["diff", str(good), str(other)]) == 2
+        captured = capsys.readouterr()
+        assert not captured.out and message in captured.err and captured.err.count("\n") == 1

@@ -10,7 +10,9 @@ elsewhere, and the book can only *show* what it recorded. This module keeps the 
 * :func:`load_recorded` reads those folders into :class:`RecordedRun` records;
 * :func:`recorded_frame` gives, for one chapter, a table whose every row is labelled
   "recorded GPU run" with its GPU, date and commit; an empty table and a one-line message when
-  nothing is recorded. Chapters show it *next to* their own numbers, never merged into them.
+  nothing is recorded. Chapters show it *next to* their own numbers, never merged into them;
+* :func:`diff_builds` (``python -m semlm.book.recorded diff A B``) compares two builds' verdicts claim by claim
+  (a recorded book build, a recorded run or ``book/_build``): status changes and values beyond their intervals.
 """
 
 from __future__ import annotations
@@ -173,6 +175,138 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
                  "profile": row.get("profile"), "seeds": row.get("seeds"), "status": row["status"],
                  "value_mean": _claim_value(row), "value": _claim_value(row), "ci_low": low, "ci_high": high})
     return out
+
+
+CHAPTER_FILES = "[0-9][0-9]_*.json"  # a chapter's metrics file (not a benchmark, a manifest or a report)
+
+
+def _build_side(folder: str | Path) -> dict:
+    """One side of :func:`diff_builds`: ``{folder, commit, metrics, report, report_file}`` of a recorded book build
+    (``metrics/`` and ``report.json``), a build directory (``metrics/*.json`` and ``metrics/report.json``) or a
+    recorded run whose chapter files sit in the folder itself (``cpu-long``)."""
+    from semlm.book.report import load_metrics
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder; give a recorded build (book/recorded/cpu-book-*) or a "
+                                f"build directory (book/_build)")
+    source = folder / BOOK_METRICS if any((folder / BOOK_METRICS).glob(CHAPTER_FILES)) else folder
+    chapters = sorted(source.glob(CHAPTER_FILES))
+    if not chapters:
+        raise ValueError(f"{folder} holds no chapter metrics (neither {BOOK_METRICS}/{CHAPTER_FILES} nor "
+                         f"{CHAPTER_FILES}): nothing to judge; a recorded build collected before chapter metrics were "
+                         f"kept has only its manifest and provenance")
+    metrics = {name: record for name, record in load_metrics(source).items()
+               if any(path.stem == name for path in chapters)}
+    for name, record in metrics.items():
+        if not isinstance(record, dict):
+            raise ValueError(f"{source / name}.json is not a chapter's metrics (a JSON object)")
+    commits = sorted({str(record["git_commit"])[:12] for record in metrics.values() if record.get("git_commit")})
+    report_file = next((path for path in (folder / REPORT, folder / BOOK_METRICS / REPORT) if path.is_file()), None)
+    report = _read_json(report_file) if report_file else None
+    if report is not None and not isinstance(report.get("claims"), list):
+        raise ValueError(f"{report_file} has no 'claims' list: it is not a claims report")
+    return {"folder": str(folder), "commit": ", ".join(commits) or "unknown", "metrics": metrics,
+            "report": report, "report_file": str(report_file) if report_file else None}
+
+
+def _interval(row: dict) -> tuple[float, float] | None:
+    ci = row.get("ci")
+    if not ci or len(ci) != 2 or not all(isinstance(x, (int, float)) and x == x for x in ci):
+        return None
+    return float(ci[0]), float(ci[1])
+
+
+def _beyond_intervals(a: dict, b: dict) -> bool:
+    """True if both rows have a numeric value and an interval, and the two intervals do not overlap."""
+    ia, ib = _interval(a), _interval(b)
+    if _claim_value(a) is None or _claim_value(b) is None or ia is None or ib is None:
+        return False
+    return ia[1] < ib[0] or ib[1] < ia[0]
+
+
+def _compare_rows(rows_a: list[dict], rows_b: list[dict], values: bool) -> list[dict]:
+    """Claim by claim (in A's order, then B's extra claims): each side's status, value and interval, and whether
+    the status changed, the values moved beyond the intervals (``values``) or the claim is on one side only."""
+    by_a, by_b = {r["id"]: r for r in rows_a}, {r["id"]: r for r in rows_b}
+    out = []
+    for claim in [*by_a, *(c for c in by_b if c not in by_a)]:
+        a, b = by_a.get(claim), by_b.get(claim)
+        only = "A" if b is None else "B" if a is None else None
+        out.append({"id": claim, "only_in": only,
+                    "a_status": a and a.get("status"), "b_status": b and b.get("status"),
+                    "a_value": a and _claim_value(a), "b_value": b and _claim_value(b),
+                    "a_ci": a and _interval(a), "b_ci": b and _interval(b),
+                    "status_changed": only is None and a.get("status") != b.get("status"),
+                    "beyond_intervals": only is None and values and _beyond_intervals(a, b)})
+    return out
+
+
+def _judged(side: dict) -> list[dict]:
+    from semlm.book.claims import evaluate_claims
+
+    try:
+        return evaluate_claims(side["metrics"])
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise ValueError(f"the claims code cannot judge the metrics of {side['folder']}: "
+                         f"{type(error).__name__}: {error}") from None
+
+
+def diff_builds(a: str | Path, b: str | Path) -> dict:
+    """Compare two builds' verdicts claim by claim (a recorded book build, a build directory, or a recorded run).
+
+    Two comparisons, kept apart: ``current``, both sides' chapter metrics judged by this commit's claims code
+    (:func:`semlm.book.claims.evaluate_claims`), with a status change or a value change beyond the intervals (both
+    sides have a numeric value and a 95% interval, and the intervals do not overlap); ``stored``, the statuses in
+    the two sides' own ``report.json`` (None unless both have one). Returns ``{a, b, current, stored, compared,
+    status_changes, value_changes, stored_status_changes, stored_one_side}``, ``a`` and ``b`` being ``{folder,
+    commit, report_file}``.
+    Raises ``FileNotFoundError``/``ValueError`` for a missing folder, one without chapter metrics or malformed JSON.
+    """
+    sides = [_build_side(a), _build_side(b)]
+    current = _compare_rows(_judged(sides[0]), _judged(sides[1]), values=True)
+    stored = (_compare_rows(sides[0]["report"]["claims"], sides[1]["report"]["claims"], values=False)
+              if all(side["report"] is not None for side in sides) else None)
+    both = [row for row in current if row["only_in"] is None]
+    return {"a": {k: sides[0][k] for k in ("folder", "commit", "report_file")},
+            "b": {k: sides[1][k] for k in ("folder", "commit", "report_file")},
+            "current": current, "stored": stored, "compared": len(both),
+            "status_changes": sum(row["status_changed"] for row in both),
+            "value_changes": sum(row["beyond_intervals"] for row in both),
+            "stored_status_changes": None if stored is None else sum(row["status_changed"] for row in stored),
+            "stored_one_side": None if stored is None else sum(row["only_in"] is not None for row in stored)}
+
+
+def _shown(value, ci) -> str:
+    text = "no value" if value is None else f"{value:.4g}"
+    return text + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+
+
+def diff_lines(diff: dict) -> list[str]:
+    """:func:`diff_builds` as the lines ``python -m semlm.book.recorded diff`` prints: a header naming both sides,
+    one line per differing claim and comparison, and a summary line."""
+    lines = [f"{side}: {diff[key]['folder']} (commit {diff[key]['commit']}; stored verdicts: "
+             f"{diff[key]['report_file'] or 'none'})" for side, key in (("A", "a"), ("B", "b"))]
+    for kind, label in (("current", "current claims code"), ("stored", "stored report.json")):
+        for row in diff[kind] or ():
+            if row["only_in"]:
+                status = row["a_status"] if row["only_in"] == "A" else row["b_status"]
+                lines.append(f"{row['id']} [{label}]: only in {row['only_in']} ({status})")
+            elif row["status_changed"] or row["beyond_intervals"]:
+                text = f"{row['a_status']} -> {row['b_status']}" if row["status_changed"] else \
+                    f"{row['a_status']} on both"
+                if row["beyond_intervals"]:
+                    text += (f"; value {_shown(row['a_value'], row['a_ci'])} -> {_shown(row['b_value'], row['b_ci'])}"
+                             f" (the intervals do not overlap)")
+                lines.append(f"{row['id']} [{label}]: {text}")
+    summary = (f"{diff['compared']} claims compared, {diff['status_changes']} status changes, "
+               f"{diff['value_changes']} value changes beyond the intervals (current claims code)")
+    if diff["stored"] is None:
+        summary += "; stored report.json: not compared (not on both sides)"
+    else:
+        summary += (f"; stored report.json: {diff['stored_status_changes']} status changes, "
+                    f"{diff['stored_one_side']} claims on one side only")
+    return [*lines, summary]
 
 
 def status_counts(claims: list[dict]) -> dict[str, dict[str, int]]:
@@ -772,7 +906,7 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m semlm.recorded", description="Recorded GPU runs.")
+    parser = argparse.ArgumentParser(prog="python -m semlm.book.recorded", description="Recorded runs and builds.")
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="write book/recorded/<gpu>/ from a .ci/run-gpu work folder")
     c.add_argument("--work", required=True, type=Path)
@@ -796,6 +930,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--root", default=RECORDED_DIR, type=Path)
     b.add_argument("--name", default="build")
     b.add_argument("--command", dest="run_command", default="make book", help="the command that made the build")
+    d = sub.add_parser("diff", help="compare two builds' verdicts claim by claim (recorded folders or book/_build)")
+    d.add_argument("a", type=Path, help="a recorded build (book/recorded/cpu-book-*) or a build directory")
+    d.add_argument("b", type=Path, help="the same, compared with A")
     s = sub.add_parser("show", help="print the recorded runs of a chapter")
     s.add_argument("chapter", choices=CHAPTERS)
     s.add_argument("--root", default=RECORDED_DIR, type=Path)
@@ -805,6 +942,8 @@ def main(argv: list[str] | None = None) -> int:
             print(collect_book(args.build_dir, args.root, args.name, args.run_command))
             if args.root == RECORDED_DIR and update_readme(REPO_ROOT / "README.md", args.root):
                 print("README.md: its recorded verdicts now show this build")
+        elif args.command == "diff":
+            print("\n".join(diff_lines(diff_builds(args.a, args.b))))
         elif args.command == "collect-long":
             print(collect_long(args.metrics, args.calls, args.root, args.name, args.commit, args.run_command))
         elif args.command == "collect":
