@@ -22,14 +22,6 @@ PAPER_A_FOCUS_CE = {
                "very": 0.00191, "!": 2.88172, "?": 2.91456, ",": 0.00354},
 }
 
-#: The authors' public script (SemanticFusion.py, github.com/YongchaoHuang/semantic_fusion) re-run by our
-#: team on a 2-core CPU on 2026-11-21:
-#: a measurement made outside this build, shown as a second reference next to the paper.
-AUTHORS_SCRIPT_RERUN_TABLE1 = {
-    "baseline": {"ppl": 2.231, "ppl_seen_only": 1.496},
-    "fusion": {"ppl": 2.197, "ppl_seen_only": 1.425, "sem_mse": 0.0112},
-}
-
 #: Tables 2 and 4 (hard control with the fusion generator, N = 200 per setting) and the
 #: mixture weight each OOD number was measured with.
 PAPER_A_HARD_CONTROL = {"pos": {"adj_acc": 1.0, "punct_acc": 1.0}, "neg": {"adj_acc": 1.0, "punct_acc": 1.0}}

@@ -33,8 +33,8 @@ def _items(trained: Trained):
 
 
 def table1_frame(trained: Trained, references: Mapping[str, Mapping[str, dict]]):
-    """Paper A's Table 1 for every trained model, then each reference (the paper, a re-run of the authors'
-    script), which reports only the authors' denominator."""
+    """Paper A's Table 1 for every trained model, then each reference (the paper's own values, from
+    :mod:`semlm.reference`), which reports only the authors' denominator."""
     import pandas as pd
 
     rows = [{"setting": SETTING_LABELS[s], "model": k,
