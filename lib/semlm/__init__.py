@@ -20,3 +20,9 @@ import warnings as _warnings
 # transformers imports tqdm.auto, which in a Jupyter kernel without ipywidgets warns that it
 # falls back to text bars. Our bars are off in rendered chapters anyway (TQDM_DISABLE).
 _warnings.filterwarnings("ignore", message="IProgress not found")
+
+from semlm import _auto_registration
+
+# AutoConfig / AutoModelForCausalLM find the book's models after `import semlm` alone: the real
+# registration (semlm.models, torch and transformers' modelling code) waits for the first lookup.
+_auto_registration.install()

@@ -26,7 +26,7 @@ def test_auto_classes_load_a_saved_idea_gpt_and_generate_the_same_tokens(tmp_pat
 
 
 def test_importing_semlm_alone_stays_light():
-    # The registration lives in semlm.idea.model, with the classes: `import semlm` loads no transformers.
+    # The Auto registration waits for the first lookup (semlm._auto_registration): `import semlm` loads no transformers.
     code = "import sys, semlm; print('transformers' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]

@@ -39,8 +39,10 @@ from transformers import (AutoConfig, AutoModelForCausalLM, DynamicCache, Genera
                           PreTrainedConfig, PreTrainedModel)
 from transformers.utils import ModelOutput
 
-from semlm.fusion.fuzzy import NUM_FEATURES
-from semlm.fusion.backbone import Backbone, BackboneConfig, SinusoidalPositions
+# Relative imports on purpose: ``save_pretrained`` copies this file and the two it imports beside the
+# weights (``auto_map``), so ``trust_remote_code=True`` loads a saved model without semlm installed.
+from .backbone import Backbone, BackboneConfig, SinusoidalPositions
+from .fuzzy import NUM_FEATURES
 
 
 @dataclass
@@ -266,7 +268,11 @@ def build_model(config: LMConfig) -> _SemanticLM:
     return FusionLM(config) if config.kind == "fusion" else BaselineLM(config)
 
 
-AutoConfig.register(FusionLMConfig.model_type, FusionLMConfig)
-AutoConfig.register(BaselineLMConfig.model_type, BaselineLMConfig)
-AutoModelForCausalLM.register(FusionLMConfig, FusionLM)
-AutoModelForCausalLM.register(BaselineLMConfig, BaselineLM)
+# ``import semlm`` imports this module on the first Auto lookup of "semlm_fusion" / "semlm_baseline".
+AutoConfig.register(FusionLMConfig.model_type, FusionLMConfig, exist_ok=True)
+AutoConfig.register(BaselineLMConfig.model_type, BaselineLMConfig, exist_ok=True)
+AutoModelForCausalLM.register(FusionLMConfig, FusionLM, exist_ok=True)
+AutoModelForCausalLM.register(BaselineLMConfig, BaselineLM, exist_ok=True)
+for _config_class, _model_class in ((FusionLMConfig, FusionLM), (BaselineLMConfig, BaselineLM)):
+    _config_class.register_for_auto_class()
+    _model_class.register_for_auto_class("AutoModelForCausalLM")

@@ -45,8 +45,11 @@ from transformers import (AutoConfig, AutoModelForCausalLM, DynamicCache, Genera
 from transformers.cache_utils import Cache
 from transformers.utils import ModelOutput
 
-from semlm.profiles import DROPOUT_SCOPES, INITS
-
+# This file imports nothing from semlm: ``save_pretrained`` copies it beside the weights as the model's
+# remote code (``auto_map``), which ``trust_remote_code=True`` runs without semlm installed. The two
+# name lists below are semlm.profiles' (tests/test_auto_registration.py keeps them equal).
+DROPOUT_SCOPES: tuple[str, ...] = ("embeddings", "everywhere")
+INITS: tuple[str, ...] = ("authors_v1", "gpt2_scaled")
 GATE_VARIANTS: tuple[str, ...] = ("clamp_then_scale", "scale_then_clamp")
 
 
@@ -435,7 +438,11 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-# ``AutoConfig`` / ``AutoModelForCausalLM`` know the model once this module is imported, so a saved
-# folder loads with ``AutoModelForCausalLM.from_pretrained(path)`` (no remote code, no auto_map).
-AutoConfig.register(IdeaGPTConfig.model_type, IdeaGPTConfig)
-AutoModelForCausalLM.register(IdeaGPTConfig, IdeaGPTForCausalLM)
+# ``AutoConfig`` / ``AutoModelForCausalLM`` know the model once this module is imported (``import semlm``
+# imports it on the first lookup of "idea_gpt"), so a saved folder loads with
+# ``AutoModelForCausalLM.from_pretrained(path)``. ``save_pretrained`` also writes ``auto_map`` and copies
+# this file beside the weights, so ``trust_remote_code=True`` loads the folder without semlm.
+AutoConfig.register(IdeaGPTConfig.model_type, IdeaGPTConfig, exist_ok=True)
+AutoModelForCausalLM.register(IdeaGPTConfig, IdeaGPTForCausalLM, exist_ok=True)
+IdeaGPTConfig.register_for_auto_class()
+IdeaGPTForCausalLM.register_for_auto_class("AutoModelForCausalLM")
