@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import (AutoConfig, AutoModelForCausalLM, DynamicCache, GenerationConfig, GenerationMixin,
                           PreTrainedConfig, PreTrainedModel)
@@ -47,10 +48,19 @@ from .fuzzy import NUM_FEATURES
 
 @dataclass
 class LMOutput(ModelOutput):
+    loss: torch.Tensor | None = None                     # next-token CE, only when labels are given
     logits: torch.Tensor | None = None                   # [B, L, V]
     feature_pred: torch.Tensor | None = None             # [B, L, F] in (0, 1), fusion only
     hidden: torch.Tensor | None = None                   # [B, L, d]
     past_key_values: DynamicCache | None = None          # only when a cache was asked for
+    aux_loss: torch.Tensor | None = None                 # Eq. 7, fusion only, when labels are given
+
+
+def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """transformers' causal-LM loss: the cross-entropy of the logits at t against ``labels`` at t + 1,
+    averaged over the labels that are not -100. With labels = the input ids (pads set to -100) it is
+    the book's LM term, ``label_smoothed_cross_entropy(logits, targets, scored)`` at epsilon 0."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,9 @@ class _SemanticLM(PreTrainedModel, GenerationMixin):
     main_input_name = "input_ids"
     _no_split_modules = ["Block"]
     _supports_sdpa = True
+    # The loss is a mean over the batch's labels: transformers' Trainer must average micro-batches itself
+    # under gradient accumulation (it would otherwise expect a sum over num_items_in_batch from **kwargs).
+    accepts_loss_kwargs = False
     kind = "fusion"
 
     def __init__(self, config: LMConfig | FusionLMConfig):
@@ -220,10 +233,14 @@ class BaselineLM(_SemanticLM):
 
     def forward(self, input_ids: torch.Tensor, features: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None, past_key_values=None, use_cache: bool | None = None,
-                return_dict: bool | None = None, **kwargs) -> LMOutput:
+                return_dict: bool | None = None, labels: torch.Tensor | None = None, **kwargs) -> LMOutput:
+        """``labels`` (optional, -100 = ignore) are the input ids, as in transformers' causal LMs: ``loss``
+        is then :func:`next_token_loss`, so transformers' ``Trainer`` can train the model."""
         cache = self._cache(past_key_values, use_cache)
         hidden = self.backbone.encode(self.backbone.embed(input_ids), attention_mask, cache)
-        return LMOutput(logits=self.backbone.logits(hidden), feature_pred=None, hidden=hidden, past_key_values=cache)
+        logits = self.backbone.logits(hidden)
+        loss = next_token_loss(logits, labels) if labels is not None else None
+        return LMOutput(loss=loss, logits=logits, feature_pred=None, hidden=hidden, past_key_values=cache)
 
 
 class FusionLM(_SemanticLM):
@@ -250,8 +267,16 @@ class FusionLM(_SemanticLM):
 
     def forward(self, input_ids: torch.Tensor, features: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None, past_key_values=None, use_cache: bool | None = None,
-                return_dict: bool | None = None, **kwargs) -> LMOutput:
-        """``features`` [B, L, F] are those of ``input_ids`` (the new positions when a cache holds the past)."""
+                return_dict: bool | None = None, labels: torch.Tensor | None = None, **kwargs) -> LMOutput:
+        """``features`` [B, L, F] are those of ``input_ids`` (the new positions when a cache holds the past).
+
+        ``labels`` (optional, -100 = ignore) are the input ids, as in transformers' causal LMs: ``loss`` is
+        then the next-token cross-entropy (:func:`next_token_loss`, the LM term of Eq. 5 without label
+        smoothing), so transformers' ``Trainer`` can train the model. ``aux_loss`` is then Eq. 7, the
+        feature reconstruction averaged over the non-pad positions of ``attention_mask``; it is not
+        added to ``loss``, because its weight (and the smoothing and Eq. 8) are training settings:
+        :class:`semlm.fusion.losses.FusionLoss` is the book's full objective.
+        """
         if features is None:
             raise ValueError("FusionLM needs the semantic features of the inputs (features=[B, L, F])")
         if features.shape[:2] != input_ids.shape or features.shape[-1] != self.config.n_features:
@@ -260,8 +285,16 @@ class FusionLM(_SemanticLM):
             )
         cache = self._cache(past_key_values, use_cache)
         hidden = self.backbone.encode(self.fuse(self.backbone.embed(input_ids), features), attention_mask, cache)
-        return LMOutput(logits=self.backbone.logits(hidden), feature_pred=torch.sigmoid(self.aux_head(hidden)),
-                        hidden=hidden, past_key_values=cache)
+        logits, feature_pred = self.backbone.logits(hidden), torch.sigmoid(self.aux_head(hidden))
+        loss = aux_loss = None
+        if labels is not None:
+            loss = next_token_loss(logits, labels)
+            real = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(feature_pred.dtype)
+            per_position = F.binary_cross_entropy(feature_pred, features.to(feature_pred.dtype),
+                                                  reduction="none").mean(-1)
+            aux_loss = (per_position * real).sum() / real.sum().clamp_min(1.0)
+        return LMOutput(loss=loss, logits=logits, feature_pred=feature_pred, hidden=hidden, past_key_values=cache,
+                        aux_loss=aux_loss)
 
 
 def build_model(config: LMConfig) -> _SemanticLM:

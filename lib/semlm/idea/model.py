@@ -324,6 +324,9 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
     _no_split_modules = ["Block"]
     _supports_sdpa = True
+    # The loss is a mean over the batch's labels: transformers' Trainer must average micro-batches itself
+    # under gradient accumulation (it would otherwise expect a sum over num_items_in_batch from **kwargs).
+    accepts_loss_kwargs = False
 
     def __init__(self, config: IdeaGPTConfig):
         super().__init__(config)
