@@ -364,6 +364,8 @@ def update_readme(readme: Path, root: str | Path | None = None) -> bool:
 
 
 def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
     text = value if isinstance(value, str) else json.dumps(value, default=str) if value is not None else ""
     return text.replace("|", "\\|").replace("\n", " ")
 
