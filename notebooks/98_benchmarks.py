@@ -244,8 +244,6 @@ trace if not trace.empty else None
 # build; the table shows the last record it wrote, with the machine and date it names.
 # The two sides do not do identical work: ours trains the causal models of this book, and
 # what their script trains is whatever it does, which the record does not try to read from it.
-# An earlier version of this page quoted a single run of their script on another machine
-# (kept as `authors_script_historical` in the bench record); no ratio is formed from it.
 
 # %%
 comparison, note = bench.authors_comparison_frame(

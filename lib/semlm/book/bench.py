@@ -110,7 +110,6 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         "peak_rss_mb": {"runner": round(peak_rss_mb(), 1), **{k: round(r.peak_rss_mb, 1) for k, r in runs.items()}},
         "target_seconds": TARGET_SECONDS,
         "meets_target": wall <= TARGET_SECONDS if profile != "smoke" else None,
-        "authors_script_historical": AUTHORS_SCRIPT_HISTORICAL,
         "val_ppl": {k: r.metrics.ppl for k, r in runs.items()},
         "generation": generation,
         "generations_per_second": generation["generations_per_second"],
@@ -825,14 +824,6 @@ def print_book_times(times: dict) -> None:
 # --authors-script PATH``): their script and our synthetic experiment as whole processes, in
 # turn (ours, theirs, ours, theirs, ...), so a busy neighbour slows both alike.
 
-#: The figure of the old benchmarks page: the authors' script run once by this project, elsewhere.
-#: Kept for the record with its machine and date; no ratio is ever computed from it.
-AUTHORS_SCRIPT_HISTORICAL = {
-    "wall_seconds": 296.0, "peak_mb": 518.0, "date": "2026-11-21",
-    "machine": "a 2-core CPU, not the machine of this build (model not recorded)",
-    "source": "the authors' SemanticFusion.py (github.com/YongchaoHuang/semantic_fusion), run once by this "
-              "project outside the build; not comparable with this build's figures",
-}
 AUTHORS_REPOSITORY = "github.com/YongchaoHuang/semantic_fusion"
 #: Seconds between two samples of the process tree's resident memory.
 MEMORY_SAMPLE_SECONDS = 0.05
