@@ -242,7 +242,7 @@ glue("labelling_exact", "every" if exact else "not every", display=False)
 # with no repetition penalty (which would itself push towards other topics).
 #
 # The test was committed, as code and text, before any build judged it (commit
-# `{glue:text}`rule_commit``); `semlm.book.claims` holds it and prints it in full with the
+# {glue:text}`rule_commit`); `semlm.book.claims` holds it and prints it in full with the
 # verdict. In words, per training seed:
 #
 # * the **gated** model is trained for {glue:text}`gated_steps` optimiser steps; its validation
