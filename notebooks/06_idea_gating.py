@@ -49,6 +49,7 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import plots
+from semlm.book.claims import STICKINESS_RULE_COMMIT
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.book.tables import show_config
 from semlm.core.metrics import perplexity
@@ -61,6 +62,7 @@ from semlm.idea.wikitext_experiment import (
     domain_retention,
     idea_data,
     authors_protocol_over_seeds,
+    book_protocol_over_seeds,
     idea_gating_runs,
     idea_profile,
     load_domains,
@@ -366,6 +368,11 @@ report.paper_table1()
 # also sampled at the temperature that gives it the gated GPT's mean next-token entropy on
 # validation text (teacher-forced, at the protocol's temperature): the **sharpening control**,
 # the last column. `B-stickiness` counts only a gate that beats it too.
+#
+# The authors' four domains are rare in WikiText, so their counts sit near a floor where no gate
+# can show much. `B-stickiness` is therefore decided on the book's five domains (below; fixed in
+# commit {glue:text}`stickiness_rule_commit`, before any recording judged it), scored the same way
+# over seeds: the first rows of the table. The authors' four follow, for comparison.
 
 # %%
 seed_scores, sharpening = authors_protocol_over_seeds(
@@ -375,15 +382,23 @@ seed_scores, sharpening = authors_protocol_over_seeds(
     config.generation,
     data.blocks("valid", config),
 )
-over_seeds = report.seed_comparison(by_seed, seed_scores, config, sharpening)
+book_scores = book_protocol_over_seeds(
+    by_seed, tokenizer, load_domains(), config.generation, sharpening
+)
+over_seeds = report.seed_comparison(
+    by_seed, seed_scores, config, sharpening, book_scores
+)
 report.seed_table(over_seeds)
 
 # %% tags=["remove-cell"]
 for key, value in report.seed_numbers(over_seeds).items():
     glue(key, value, display=False)
+glue("stickiness_rule_commit", STICKINESS_RULE_COMMIT, display=False)
 
 # %% [markdown]
-# Averaged over the four domains, the gated-minus-plain stickiness per seed is
+# On the book's five domains the gated-minus-plain stickiness per seed is
+# {glue:text}`seed_book_diff`, and against the sharpening control {glue:text}`seed_book_vs_sharpened`.
+# Averaged over the authors' four domains, the gated-minus-plain stickiness per seed is
 # {glue:text}`seed_stick_diff` counted on the continuation and {glue:text}`seed_authors_diff` with the
 # authors' count; distinct-2 differs by {glue:text}`seed_distinct_diff` (plain model
 # {glue:text}`seed_distinct_plain:.3f`). Against the sharpening control (temperature
@@ -469,15 +484,17 @@ write_chapter_metrics("06_idea_gating", profile, seed, record, timer.seconds)
 #
 # Not computed by this build: runs of this chapter made elsewhere and kept in `book/recorded/`
 # (its `README.md` says what each run was), each labelled with its machine, date, commit and
-# profile. These rows stay apart from the numbers above, and the claims table never judges them.
+# profile. These rows stay apart from the numbers above; the claims report judges each recorded
+# run with the same claims code in a column of its own, beside this build's verdicts.
 #
 # * **recorded GPU run**: `make test-gpu` (`.ci/run-gpu`) on a GPU machine. A capped `paper` run
 #   trains the few iterations in its `steps` column, not the authors' full budget, so its
 #   perplexities show that the pipeline runs at the paper's model size, not what the model reaches.
 # * **recorded CPU run**: `.ci/run-long`, this chapter executed with papermill at the `cpu-long`
-#   profile (the `cpu` tokeniser; a 4-layer GPT trained for 4,000 iterations, one seed) from a
-#   clone pinned to one commit, on a 2-core CPU, for as long as the models need to beat the
-#   bigram. Its `provenance.json` gives the commit, the command, the wall time and the tokens seen.
+#   profile (the `cpu` tokeniser; a 4-layer GPT, several training seeds in the newer recordings:
+#   the `steps` column and the profile's docstring give each recording's recipe) from a clone
+#   pinned to one commit, on a 2-core CPU, for as long as the models need to beat the bigram. Its
+#   `provenance.json` gives the commit, the command, the wall time and the tokens seen.
 
 # %%
 from semlm.book.recorded import recorded_cpu_numbers, recorded_frame
@@ -494,9 +511,9 @@ for key, value in recorded_cpu_numbers(recorded).items():
 # The latest recorded CPU run is in {glue:text}`recorded_cpu_folder`: validation perplexity
 # {glue:text}`recorded_cpu_plain` (plain) and {glue:text}`recorded_cpu_gated` (gated) against the
 # interpolated bigram's {glue:text}`recorded_cpu_bigram` on the same tokens, so it
-# {glue:text}`recorded_cpu_competence` the competence check. Its stickiness and distinct-n (in the
-# table) come from one training seed, so they carry the sampling noise of one trained pair, not the
-# training-seed variance the claims table asks for.
+# {glue:text}`recorded_cpu_competence` the competence check. The stickiness and distinct-n in the
+# table are those of its first training seed's pair (sampling noise only); the claims report judges
+# the recording over all its training seeds.
 
 # %% [markdown]
 # ## Exercises

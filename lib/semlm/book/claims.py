@@ -654,7 +654,7 @@ def _idea_competence(metrics) -> Verdict | None:
         return None
     recorded = competent_recorded_runs(IDEA)
     elsewhere = (f"; a recorded run outside this build passes it ({', '.join(recorded)}; chapter 6 shows it, "
-                 f"this table does not judge it)" if recorded else "")
+                 f"the recorded column judges it, this build's verdict does not use it)" if recorded else "")
     return Verdict(NOT_TESTABLE,
                    f"{check.worst_model} validation PPL {check.model_val_ppl[check.worst_model]:.1f} is "
                    f"{check.worst_ratio:.2f} x the bigram reference's {check.bigram_val_ppl:.1f}; competence "
@@ -737,6 +737,8 @@ def _seed_difference(pair, chapter: str, what: str) -> Interval:
 STICKINESS_DOMAINS = ("military", "music", "nature", "sport", "storms")
 #: ``B-stickiness`` needs at least this many training seeds before an interval can decide it.
 STICKINESS_MIN_SEEDS = 3
+#: The commit that fixed ``B-stickiness``'s rule and domains before any recorded results judged it.
+STICKINESS_RULE_COMMIT = "83729f3"
 
 
 @_if_competent(f"over >= {STICKINESS_MIN_SEEDS} training seeds, on the book's five WikiText domains fixed before the "

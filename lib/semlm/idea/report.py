@@ -214,31 +214,40 @@ SEED_METRICS = ("stickiness", "authors_stickiness", "distinct_2")
 
 def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
                     scores: dict[int, dict[str, dict[str, DomainScores]]], config,
-                    temperatures: dict[int, float] | None = None) -> IdeaOverSeeds:
+                    temperatures: dict[int, float] | None = None,
+                    book: dict[int, dict[str, dict[str, DomainScores]]] | None = None) -> IdeaOverSeeds:
     """Chapter 6 over training seeds: validation PPL and, per metric of :data:`SEED_METRICS` and domain of the
     authors' protocol, each seed's mean over the samples, paired by seed; ``"all"`` is each seed's mean of the
     domains' means (every domain weighs the same). ``config``: the profile (it names the gated run). Where the
     scores hold the sharpening control (model ``"sharpened"``), it is the pairs' ``control`` and its
-    ``temperatures`` are kept."""
+    ``temperatures`` are kept. ``book`` (:func:`semlm.idea.wikitext_experiment.book_protocol_over_seeds`): the
+    book's domains scored the same way, as the metric ``book_stickiness`` (the one ``B-stickiness`` decides on)."""
     seeds = list(by_seed)
-    domains = list(next(iter(scores.values()))["baseline"])
 
-    def per_seed(model: str, metric: str, domain: str | None) -> list[float]:
-        names = [domain] if domain else domains
-        return [sum(scores[s][model][d].summary[metric].mean for d in names) / len(names) for s in seeds]
+    def paired(source, metric: str) -> dict[str, SeedPaired]:
+        domains = list(next(iter(source.values()))["baseline"])
+        sharpened = all("sharpened" in source[s] for s in seeds)
 
+        def per_seed(model: str, domain: str | None) -> list[float]:
+            names = [domain] if domain else domains
+            return [sum(source[s][model][d].summary[metric].mean for d in names) / len(names) for s in seeds]
+
+        return {domain or "all": SeedPaired.of(per_seed("baseline", domain), per_seed("gated", domain),
+                                               per_seed("sharpened", domain) if sharpened else None)
+                for domain in [*domains, None]}
+
+    table = {"book_stickiness": paired(book, "stickiness")} if book is not None else {}
+    table.update({metric: paired(scores, metric) for metric in SEED_METRICS})
     sharpened = all("sharpened" in scores[s] for s in seeds)
-    table = {metric: {d: SeedPaired.of(per_seed("baseline", metric, d), per_seed("gated", metric, d),
-                                       per_seed("sharpened", metric, d) if sharpened else None)
-                      for d in [*domains, None]} for metric in SEED_METRICS}
     ppl = SeedPaired.of(*[[by_seed[s][m].metrics.val_ppl for s in seeds] for m in MODELS])
     return IdeaOverSeeds(seeds=seeds, gated_run=profile_form_run(config), val_ppl=ppl,
-                         domains={m: {d or "all": v for d, v in by_domain.items()} for m, by_domain in table.items()},
+                         domains=table,
                          sharpening_temperature=Interval.of_mean([temperatures[s] for s in seeds])
                          if sharpened and temperatures else None)
 
 
-SEED_LABELS = {"stickiness": "stickiness, continuation only (ours)",
+SEED_LABELS = {"book_stickiness": "stickiness, the book's domains (decides B-stickiness)",
+               "stickiness": "stickiness, continuation only (ours)",
                "authors_stickiness": "stickiness, prompt + continuation (the authors' count)",
                "distinct_2": "distinct-2"}
 
@@ -266,8 +275,19 @@ def seed_numbers(over_seeds: IdeaOverSeeds) -> dict:
             "seed_distinct_plain": overall["distinct_2"].baseline.mean,
             "seed_stick_vs_sharpened": overall["stickiness"].gated_minus_control.format(3, signed=True)
             if overall["stickiness"].gated_minus_control is not None else "not measured",
+            **_book_seed_numbers(over_seeds.domains.get("book_stickiness")),
             "seed_sharpening_temperature": over_seeds.sharpening_temperature.format(3)
             if over_seeds.sharpening_temperature is not None else "not measured"}
+
+
+def _book_seed_numbers(book: dict[str, SeedPaired] | None) -> dict:
+    """The book domains' gated - plain and gated - sharpened stickiness over seeds, for the seed paragraph."""
+    if book is None:
+        return {"seed_book_diff": "not measured", "seed_book_vs_sharpened": "not measured"}
+    overall = book["all"]
+    return {"seed_book_diff": overall.gated_minus_baseline.format(3, signed=True),
+            "seed_book_vs_sharpened": overall.gated_minus_control.format(3, signed=True)
+            if overall.gated_minus_control is not None else "not measured"}
 
 
 def all_training_numbers(records: Sequence[RunRecord]) -> dict:

@@ -791,6 +791,22 @@ def authors_protocol_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokeni
     return scores, temperatures
 
 
+def book_protocol_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, domains: dict[str, Domain],
+                             generation: GenerationSettings, temperatures: dict[int, float] | None = None
+                             ) -> dict[int, dict[str, dict[str, DomainScores]]]:
+    """:func:`domain_retention` (the book's domains and protocol) of every seed's plain and gated GPT, with the same
+    sampling seeds, and, where ``temperatures`` (from :func:`authors_protocol_over_seeds`) names the seed, its
+    sharpening control as the model ``"sharpened"``: ``{seed: {model: {domain: scores}}}``."""
+    scores = {}
+    for seed, pair in by_seed.items():
+        models = {name: record.load() for name, record in pair.items()}
+        scores[seed] = {name: domain_retention(model, tokenizer, domains, generation) for name, model in models.items()}
+        if temperatures and seed in temperatures:
+            sharper = replace(generation, temperature=temperatures[seed])
+            scores[seed]["sharpened"] = domain_retention(models["baseline"], tokenizer, domains, sharper)
+    return scores
+
+
 def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
     """Mean of ``a`` minus mean of ``b`` with a Welch 95% interval (independent samples; NaNs dropped):
     :meth:`semlm.core.records.Interval.welch`."""
