@@ -38,11 +38,12 @@
 # model with no request at all.
 
 # %% tags=["parameters"]
-# "smoke": about a minute; "cpu": 3 seeds x 4 models, 2 of them chapter 4's
+# "smoke": about a minute; "cpu": 5 seeds of the intent and shuffled models, and chapter
+# 4's baseline and control-code models at its 3 seeds
 profile = "cpu"
 seed = 111
 workers = 2
-n_seeds = None  # None: the profile's (smoke 2, cpu 3, paper 5)
+n_seeds = None  # None: the profile's (smoke 2, cpu 5, paper 5)
 
 # %% tags=["hide-input"]
 from dataclasses import replace
@@ -114,7 +115,7 @@ pd.DataFrame(
 # %% [markdown]
 # ## The runs
 #
-# Four models per seed, all at paper A's synthetic size with the book's one
+# Four models, all at paper A's synthetic size with the book's one
 # trainer: `intent` (fusion, the intent channel), `shuffled` (fusion, the request rows
 # of the training sentences permuted, so the channel is unrelated to the words),
 # `baseline` (no channel) and `control_code` (the baseline with two code tokens,
@@ -125,9 +126,11 @@ pd.DataFrame(
 #
 # `baseline` and `control_code` are the very models the leakage audit trains (same
 # corpus, recipe and seed), so this chapter does not train them again: the runner
-# loads chapter 4's runs and only evaluates them here (`ie.EXPERIMENT.shared_run`).
-# Run on its own, the chapter trains them as chapter 4's runs, and chapter 4 then
-# loads them. The `status` column says which models this build trained here.
+# loads chapter 4's runs and only evaluates them here (`ie.EXPERIMENT.shared_run`), at
+# chapter 4's seeds ({glue:text}`n_shared_seeds` of them). The claims pair the intent model
+# with the shuffled control, so those two run at all {glue:text}`n_intent_seeds` seeds.
+# Run on its own, the chapter trains the shared models as chapter 4's runs, and chapter 4
+# then loads them. The `status` column says which models this build trained here.
 
 # %%
 context = runs.RunContext(config.name, workers=workers)
@@ -154,6 +157,8 @@ pd.DataFrame(
 
 # %% tags=["remove-cell"]
 glue("train_minutes", train_seconds / 60, display=False)
+glue("n_shared_seeds", len(config.shared_seeds(seed)), display=False)
+glue("n_intent_seeds", len(seeds), display=False)
 
 # %% [markdown]
 # ## Still a language model
@@ -204,7 +209,8 @@ glue(
 # polarity request when every adjective it writes has the requested polarity, and the
 # punctuation request when it ends with the requested mark. The baseline ignores the
 # request, so its accuracy is the rate at which the data happen to match a request.
-# Intervals are 95% t-intervals over training seeds.
+# Intervals are 95% t-intervals over training seeds (the baseline and control-code rows
+# over chapter 4's seeds, the others over all of this chapter's).
 
 # %%
 summary = ie.summarise(records)

@@ -212,3 +212,15 @@ def test_feature_bank_table_and_future_change():
         vocab, a, b)
     assert changed_at == 8 and tokens[8] == "! / ?"
     assert diffs["causal"][:changed_at].max() == 0 and diffs["published"][:changed_at].max() > 0
+
+
+def test_feature_steering_seeds_add_only_causal_fusion_models_beyond_the_audit():
+    from semlm.fusion.audit import audit_runs, steering_seeds
+    from semlm.profiles import STEERING_SEEDS
+
+    seeds = [111, 112, 113]
+    steer = steering_seeds(111, seeds, "cpu")
+    assert steer[:3] == seeds and len(steer) == STEERING_SEEDS["cpu"] >= 5
+    extra = audit_runs("cpu", seeds, steer)[len(audit_runs("cpu", seeds)):]
+    assert [(s.group, s.name, s.seed) for s in extra] == [("causal", "fusion", seed) for seed in steer[3:]]
+    assert steering_seeds(111, [111, 112], "smoke") == [111, 112]

@@ -19,11 +19,22 @@ def test_every_shared_chapter_10_model_is_a_run_chapter_4_trains_at_the_same_pro
     specs = ie.intent_runs(config, config.seeds())
     chapter_4 = audit_runs(profile, audit_seeds(111, profile=profile))
     shared = [s for s in specs if s.name in ie.SHARED]
-    assert len(shared) == len(ie.SHARED) * config.n_seeds
+    assert len(shared) == len(ie.SHARED) * len(config.shared_seeds())
+    assert {s.seed for s in specs if s.name in ("intent", "shuffled")} == set(config.seeds())
     for spec in shared:
         owner, owner_spec = ie.EXPERIMENT.shared_run(spec)
         assert owner is SYNTHETIC and owner_spec in chapter_4, (profile, spec.name, spec.seed)
     assert all(ie.EXPERIMENT.shared_run(s) is None for s in specs if s.name not in ie.SHARED)
+
+
+def test_the_claims_pair_five_seeds_at_cpu_and_the_shared_models_stay_at_chapter_4s():
+    from semlm.profiles import AUDIT_SEEDS
+
+    config = intent_profile("cpu")
+    specs = ie.intent_runs(config, config.seeds())
+    assert config.n_seeds >= 5
+    assert sorted(s.seed for s in specs if s.name == "shuffled") == config.seeds()
+    assert {s.seed for s in specs if s.name in ie.SHARED} == set(config.seeds()[:AUDIT_SEEDS["cpu"]])
 
 
 @pytest.fixture()
@@ -116,3 +127,13 @@ def test_the_record_carries_per_seed_correlations_of_both_models_and_their_paire
     assert intent.points[0].triplet == pytest.approx([1.0, 0.8866, 0.786], abs=1e-4)  # slightly's triplet
     assert list(paired.values) == pytest.approx([a - b for a, b in zip(intent.rank_correlation.values,
                                                                         shuffled.rank_correlation.values)])
+
+
+def test_shared_models_at_fewer_seeds_are_summarised_over_their_own_seeds(small, tmp_path):
+    config = replace(small, n_seeds=2, n_shared_seeds=1)
+    specs = ie.intent_runs(config, [111, 112])
+    assert sorted((s.name, s.seed) for s in specs if s.name in ie.SHARED) == [("baseline", 111), ("control_code", 111)]
+    summary = ie.summarise([runs.run_one(ie.EXPERIMENT, spec, tmp_path) for spec in specs])
+    assert len(summary.variants["intent"].polarity_acc.values) == len(summary.variants["shuffled"].ppl.values) == 2
+    assert len(summary.variants["baseline"].polarity_acc.values) == len(summary.variants["control_code"].ppl.values) == 1
+    assert summary.seeds == [111, 112]

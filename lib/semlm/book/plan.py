@@ -49,7 +49,7 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     """Every run the book's chapters declare at ``profile``, chapter by chapter (a model two chapters use
     is listed under the first, whether the second declares the same run or shares it through
     :meth:`~semlm.core.runs.Experiment.shared_run`; see :data:`DEPENDENT` for those listed later)."""
-    from semlm.fusion.audit import audit_runs, audit_seeds
+    from semlm.fusion.audit import audit_runs, audit_seeds, steering_seeds
     from semlm.fusion.intent_experiment import EXPERIMENT as INTENT, intent_runs
     from semlm.fusion.sst2_experiment import SST2, sst2_runs
     from semlm.fusion.synthetic_experiment import SYNTHETIC, fusion_training_runs
@@ -61,9 +61,10 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
 
     topic = topic_drift_profile(profile, seed)
     intent = intent_profile(profile, seed)
+    audit = audit_seeds(seed, None, profile)
     planned = [
         ChapterRuns("02_fusion_training", SYNTHETIC, tuple(fusion_training_runs(synthetic_profile(profile, seed)))),
-        ChapterRuns("04_leakage_audit", SYNTHETIC, tuple(audit_runs(profile, audit_seeds(seed, None, profile)))),
+        ChapterRuns("04_leakage_audit", SYNTHETIC, tuple(audit_runs(profile, audit, steering_seeds(seed, audit, profile)))),
         ChapterRuns("05_sst2", SST2, tuple(sst2_runs(sst2_profile(profile, seed)))),
         ChapterRuns("06_idea_gating", IDEA, tuple(idea_gating_runs(idea_profile(profile, seed, None), None))),
         ChapterRuns("08_lora_4bit_idea_gating", BACKBONE_PRETRAINING,

@@ -46,15 +46,27 @@ TABLE1_METRICS: tuple[str, ...] = ("ppl", "ppl_seen_only", "ppl_authors_denomina
 UNIT = (0.0, 1.0)  # accuracies and hit rates: intervals clipped to [0, 1]
 
 
-def audit_runs(profile: str, seeds: Sequence[int]) -> list[RunSpec]:
+def audit_runs(profile: str, seeds: Sequence[int], steering_seeds: Sequence[int] = ()) -> list[RunSpec]:
     """Chapter 4's runs: baseline and fusion in both settings, the ablations and the control-code
-    model (causal), per seed."""
+    model (causal), per seed; and the causal fusion model of every ``steering_seeds`` seed that is not
+    among ``seeds`` (the extra seeds of ``A-feature-steering``, :func:`steering_seeds`)."""
     specs = []
     for seed in seeds:
         config = synthetic_profile(profile, seed)
         specs += synthetic_runs(config)
         specs += synthetic_runs(config, ABLATIONS + ("control_code",), ("causal",))
+    for seed in (s for s in steering_seeds if s not in seeds):
+        specs += synthetic_runs(synthetic_profile(profile, seed), ("fusion",), ("causal",))
     return specs
+
+
+def steering_seeds(seed: int, seeds: Sequence[int], profile: str = "cpu") -> list[int]:
+    """``A-feature-steering``'s training seeds: the audit's ``seeds`` and, from ``seed`` on, as many more as
+    :data:`semlm.profiles.STEERING_SEEDS` asks at ``profile``."""
+    from semlm.profiles import STEERING_SEEDS, check_profile
+
+    wanted = [seed + i for i in range(STEERING_SEEDS[check_profile(profile)])]
+    return list(seeds) + [s for s in wanted if s not in seeds]
 
 
 @dataclass
@@ -157,19 +169,21 @@ def steering_accuracies(shares: dict[str, dict[str, float]]) -> tuple[float, flo
     return requested, opposite
 
 
-def feature_steering(audit: AuditRuns, profile: str, n: int) -> FeatureSteering:
-    """A-feature-steering's measurement: every seed's causal fusion model decoded with :data:`FEATURES_ONLY` under
-    both requests, judged by the lexicon; per-seed requested and opposite-request accuracies and their difference."""
+def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int] | None = None) -> FeatureSteering:
+    """A-feature-steering's measurement: every seed's causal fusion model (``seeds``: default the audit's) decoded
+    with :data:`FEATURES_ONLY` under both requests, judged by the lexicon; per-seed requested and opposite-request
+    accuracies and their difference."""
+    seeds = list(audit.seeds if seeds is None else seeds)
     data = prepare_data(synthetic_profile(profile).corpus, "causal")
     grammar = ClauseGrammar(data.vocab)
     shares = {seed: judged_polarity(features_only_decodes(audit.runs[("causal", "fusion", seed)].load(),
                                                           data.featurizer, grammar, n, seed))
-              for seed in audit.seeds}
-    requested, opposite = zip(*(steering_accuracies(shares[seed]) for seed in audit.seeds))
+              for seed in seeds}
+    requested, opposite = zip(*(steering_accuracies(shares[seed]) for seed in seeds))
     return FeatureSteering(
-        seeds=list(audit.seeds), n_per_request=n, requested=Interval.of_mean(requested, UNIT),
+        seeds=seeds, n_per_request=n, requested=Interval.of_mean(requested, UNIT),
         opposite=Interval.of_mean(opposite, UNIT), paired=Interval.paired(requested, opposite),
-        judged_positive={name: Interval.of_mean([shares[seed][name]["POS"] for seed in audit.seeds], UNIT)
+        judged_positive={name: Interval.of_mean([shares[seed][name]["POS"] for seed in seeds], UNIT)
                          for name in REQUESTS})
 
 

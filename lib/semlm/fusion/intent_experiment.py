@@ -298,13 +298,15 @@ EXPERIMENT = IntentExperiment()
 
 
 def intent_runs(profile: IntentProfile, seeds: Sequence[int]) -> list[RunSpec]:
-    """The chapter's runs: every trained model (:data:`TRAINED`) for every training seed."""
+    """The chapter's runs: the intent and shuffled models for every training seed, the shared ones (:data:`SHARED`,
+    chapter 4's runs) for the first ``profile.n_shared_seeds`` of them (all if None)."""
     if not seeds:
         raise ValueError("intent_runs needs at least one seed")
     specs = []
+    shared_seeds = list(seeds)[:profile.n_shared_seeds]
     for seed in seeds:
         synthetic = replace(profile.synthetic, seed=seed)
-        for variant in TRAINED:
+        for variant in (v for v in TRAINED if v not in SHARED or seed in shared_seeds):
             run = IntentRun(synthetic, variant, profile.samples_per_request, tuple(profile.strength_levels))
             specs.append(RunSpec(variant, seed, run))
     return specs
@@ -356,23 +358,18 @@ def summarise_intensity(records: Sequence[RunRecord]) -> IntentControl:
 
 
 def summarise(records: Sequence[RunRecord]) -> IntentControl:
-    """Every variant over seeds (95% t-intervals), and :func:`summarise_intensity`."""
+    """Every variant over its seeds (95% t-intervals; the shared models may run at fewer seeds than the intent
+    model), and :func:`summarise_intensity`."""
     readings = readings_by_variant(records)
     seeds = sorted(readings["intent"])
     variants = {}
     for variant in VARIANTS:
-        by_seed = [readings[variant][s] for s in seeds]
+        by_seed = [readings[variant][s] for s in seeds if s in readings[variant]]
         fields = ("polarity_acc", "punct_acc", "held_out_rate", "strong_share", "written_intensity", "ppl")
         variants[variant] = IntentVariantScores(**{
             f: Interval.of_mean([getattr(r, f) for r in by_seed], bounds=None if f == "ppl" else (0.0, 1.0))
             for f in fields})
     return replace(summarise_intensity(records), seeds=seeds, variants=variants)
-
-
-def paired_seeds(summary: IntentControl, metric: str, first: str, second: str) -> Interval:
-    """``first - second`` of ``metric`` paired by training seed."""
-    a, b = getattr(summary.variants[first], metric), getattr(summary.variants[second], metric)
-    return Interval.paired(a.values, b.values)
 
 
 def examples(model, data: IntentData, variant: str, n_per_request: int = 1, seed: int = 0) -> list[dict]:
