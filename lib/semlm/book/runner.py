@@ -893,7 +893,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m semlm.book", description="Execute the book's chapters and build its HTML.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,plan}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,plan,export}")
     run_cmd = commands.add_parser("run", help="execute the chapters, then build the HTML",
                                   description="Execute the chapters with papermill, then build the HTML with Jupyter Book.")
     run_cmd.add_argument("--profile", required=True, metavar="{" + ",".join(PROFILES) + "}",
@@ -917,6 +917,11 @@ def _parser() -> argparse.ArgumentParser:
     plan_cmd.add_argument("--beside-chapters", action="store_true",
                           help="as the book runner starts it beside the chapters: nothing where CUDA is available "
                                "(the chapters train there one run at a time)")
+    export_cmd = commands.add_parser("export", help="write a finished run as a folder transformers loads",
+                                     description="Write a finished run (a folder of the run cache) as weights, "
+                                                 "config with auto_map, tokenizer and a model card.")
+    export_cmd.add_argument("run", type=Path, metavar="RUN", help="the run's folder under book/_build/runs/")
+    export_cmd.add_argument("dir", type=Path, metavar="DIR", help="a new (or empty) folder to write")
     return parser
 
 
@@ -956,6 +961,14 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "plan":
             return plan_command(args.profile, args.train, args.workers, args.chapters, args.beside_chapters)
+        if args.command == "export":
+            from semlm.book.export import ExportError, export_run
+
+            try:
+                print(f"exported to {export_run(args.run, args.dir)}")
+            except (ExportError, FileNotFoundError) as exc:
+                raise BookError(str(exc), exit_code=2) from exc
+            return 0
         run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
             html=args.only is None or args.html, allow_downloads=args.allow_downloads)
     except BookError as exc:

@@ -1,0 +1,97 @@
+"""``python -m semlm.book export RUN DIR``: a finished run of the book as a folder transformers loads.
+
+``RUN`` is a run's folder in the run cache (``book/_build/runs/<profile>/...``, the ``run_dir`` of its
+``record.json``). The folder gets the weights and ``config.json`` (``save_pretrained``, with ``auto_map``
+and the model's code, so ``trust_remote_code=True`` loads it without semlm), the tokenizer where the run
+has one (paper B's GPTs), and a model card (``README.md``) naming the data, profile, seed, commit and the
+run's metrics. Only a run the book's chapters declare (:func:`semlm.book.plan.book_runs`) whose cache key
+still matches the code of this checkout can be exported: then the card's commit is code that trains it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from semlm.book.plan import book_runs
+from semlm.core import runs
+from semlm.profiles import PROFILES
+
+
+class ExportError(ValueError):
+    """A run that cannot be exported, or a destination that would lose something; the message says which."""
+
+
+def find_run(folder: str | Path):
+    """``(experiment, spec, profile, record)`` of the finished run in ``folder``."""
+    folder = Path(folder)
+    record_file = folder / "record.json"
+    if not record_file.is_file() or not (folder / "train" / "final" / "model.safetensors").is_file():
+        raise ExportError(f"{folder} is not a finished run (no record.json and train/final/model.safetensors); "
+                          f"give a folder under book/_build/runs/<profile>/ whose run has finished")
+    record = json.loads(record_file.read_text())
+    for profile in PROFILES:
+        for entry in book_runs(profile):
+            if entry.experiment.reference() != record.get("experiment"):
+                continue
+            for spec in entry.specs:
+                if ((spec.name, spec.seed, spec.group) == (record["name"], record["seed"], record["group"])
+                        and runs.run_key(entry.experiment, spec, record["device"], record["threads"]) == record["key"]):
+                    return entry.experiment, spec, profile, record
+    raise ExportError(f"{folder}: no run the chapters declare at any profile has key {record.get('key')} with this "
+                      f"checkout's code (trained by other code, or a chapter-7 sweep run); rebuild it with "
+                      f"`python -m semlm.book plan --profile <profile> --train`")
+
+
+def _dataset(description) -> str:
+    """The first ``dataset`` named anywhere in a run's description (paper A's synthetic runs name none)."""
+    if isinstance(description, dict):
+        if isinstance(description.get("dataset"), str):
+            return description["dataset"]
+        return next((found for value in description.values() if (found := _dataset(value))), "")
+    return ""
+
+
+def model_card(spec, profile: str, record: dict, commit: str, has_tokenizer: bool) -> str:
+    """The exported folder's ``README.md``."""
+    description = spec.description()
+    metrics = {k: v for k, v in (record.get("metrics") or {}).items() if isinstance(v, (int, float, str))}
+    rows = "\n".join(f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items())
+    data = _dataset(description) or "paper A's synthetic corpus (generated from the corpus settings below)"
+    load = ("from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+            'model = AutoModelForCausalLM.from_pretrained("this/folder", trust_remote_code=True)\n'
+            + ('tokenizer = AutoTokenizer.from_pretrained("this/folder")\n' if has_tokenizer else ""))
+    return (f"# {spec.name} (seed {spec.seed}), exported from the semlm book\n\n"
+            f"- data: {data} (real datasets are read from `$SEMLM_DATA_DIR`; see their PROVENANCE.md)\n"
+            f"- profile: `{profile}`\n- training seed: {spec.seed}\n"
+            f"- steps: {record.get('steps')}, {record.get('train_seconds', 0):.0f} s of training on {record.get('device')}\n"
+            f"- code: commit `{commit}` (the run's cache key matches this commit's training code)\n\n"
+            f"## Metrics of the run\n\n| metric | value |\n|---|---|\n{rows}\n\n## Load\n\n```python\n{load}```\n\n"
+            f"## The run\n\n```json\n{json.dumps(description, indent=2, default=str)}\n```\n")
+
+
+def export_run(folder: str | Path, out: str | Path) -> Path:
+    """Write the finished run in ``folder`` to ``out`` (which must not exist or be empty); returns ``out``."""
+    from transformers import PreTrainedModel
+
+    from semlm.book.report import git_commit
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportError(f"{out} exists and is not an empty folder; give a new folder (nothing was written)")
+    experiment, spec, profile, record = find_run(folder)
+    model = runs.load_model(experiment, spec, Path(folder), "cpu")
+    if not isinstance(model, PreTrainedModel):
+        raise ExportError(f"{spec.name} is a {type(model).__name__}, not a transformers model; it cannot be exported")
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer = getattr(experiment.data(spec), "tokenizer", None)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    (tmp / "README.md").write_text(model_card(spec, profile, record, git_commit(), tokenizer is not None))
+    if out.exists():
+        out.rmdir()
+    tmp.replace(out)
+    return out

@@ -1,0 +1,83 @@
+"""``python -m semlm.book export``: a finished run becomes a folder transformers loads without semlm, and the
+README's snippet runs as written against such a folder."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from semlm.book.export import ExportError, export_run, find_run
+from semlm.book.plan import book_runs
+from semlm.core import runs
+from semlm.idea.wikitext_experiment import IDEA
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.needs_data("06_idea_gating")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    spec = next(s for e in book_runs("smoke") if e.experiment is IDEA for s in e.specs
+                if s.name.startswith("gated") and s.seed == 111)
+    record = runs.run_one(IDEA, spec, tmp_path_factory.mktemp("runs"))
+    return spec, Path(record.run_dir)
+
+
+def _clean_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def test_export_writes_a_folder_transformers_loads_without_semlm(finished, tmp_path):
+    spec, folder = finished
+    out = export_run(folder, tmp_path / "gated")
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= {p.name for p in out.iterdir()}
+    card = (out / "README.md").read_text()
+    assert "wikitext-2" in card and "`smoke`" in card and "seed 111" in card and "val_ppl" in card
+    ids = torch.tensor([[5, 17, 42, 8]])
+    original = runs.load_model(IDEA, spec, folder, "cpu")
+    with torch.no_grad():
+        expected = original(ids).logits[0, -1].tolist()
+    script = ("import sys, torch\nfrom transformers import AutoModelForCausalLM\n"
+              f"m = AutoModelForCausalLM.from_pretrained({str(out)!r}, trust_remote_code=True)\n"
+              "print(m(torch.tensor([[5, 17, 42, 8]])).logits[0, -1].tolist())\nprint('semlm' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env=_clean_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    logits, imported = done.stdout.strip().splitlines()[-2:]
+    assert eval(logits) == pytest.approx(expected, abs=1e-5) and imported == "False"
+
+
+def test_export_refuses_what_it_cannot_do_and_writes_nothing(finished, tmp_path):
+    _, folder = finished
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "keep.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not an empty folder"):
+        export_run(folder, tmp_path / "busy")
+    assert [p.name for p in (tmp_path / "busy").iterdir()] == ["keep.txt"]
+    with pytest.raises(ExportError, match="not a finished run"):
+        find_run(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "semlm.book", "export", str(tmp_path), str(tmp_path / "x")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_readme_transformers_snippet(finished, tmp_path):
+    """The README's export command and Python block, run as written (the run folder's glob and all)."""
+    _, folder = finished
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Use a trained model from transformers", 1)[1].split("\n## ", 1)[0]
+    command = re.search(r"```bash\n(.+?)\n```", section, re.S).group(1)
+    code = re.search(r"```python\n(.+?)```", section, re.S).group(1)
+    assert "semlm.book export" in command and command.split()[-1] == "exported/gated"
+    export_run(folder, tmp_path / "exported" / "gated")  # what the command does with the book's cpu run
+    done = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('semlm' in sys.modules)\n"],
+                          capture_output=True, text=True, cwd=tmp_path, env=_clean_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert done.stdout.strip().splitlines()[0].startswith("The band released its second album")
