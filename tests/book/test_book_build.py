@@ -56,6 +56,8 @@ def test_the_declared_models_train_beside_the_chapters_and_only_once(built):
     trained_by_chapters = [tuple(r["model"]) for e in manifest["chapters"].values() for r in e["run_list"]
                            if r["status"] == "trained"]
     assert not ahead_models & set(trained_by_chapters)  # no model trained twice in the build
+    trained = [r for e in [ahead, *manifest["chapters"].values()] for r in e["run_list"] if r["status"] == "trained"]
+    assert trained and all(r["cpu_seconds"] > 0 for r in trained)  # where the build's CPU time went, per model
     assert manifest["from_scratch"] and 0 < manifest["utilisation"] <= 1.05
 
 

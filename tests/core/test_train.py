@@ -75,6 +75,10 @@ def test_interrupted_run_resumes_to_the_same_result(setup, tmp_path):
     resumed_model, resumed = run(setup, tmp_path / "run")
     assert resumed.status == "resumed"
     assert resumed.val_ppl_per_epoch == reference.val_ppl_per_epoch
+    # CPU time is counted per segment and summed over the sessions, as the wall time is
+    parts = [row["cpu_seconds"] for row in resumed.history]
+    assert all(p > 0 for p in parts) and resumed.cpu_seconds == pytest.approx(sum(parts))
+    assert resumed.history[2]["train_cpu_seconds"] == partial.cpu_seconds
     for (name, pa), (_, pb) in zip(reference_model.state_dict().items(), resumed_model.state_dict().items()):
         assert torch.equal(pa, pb), name
 

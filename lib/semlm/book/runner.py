@@ -820,7 +820,8 @@ def _read_run_log(run_log: Path) -> list[dict]:
 def _run_counts(runs: list[dict]) -> dict:
     """``{runs: {trained, resumed, loaded}, run_list}`` of a run log's lines, for the manifest."""
     return {"runs": {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")},
-            "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds", "model")
+            "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds",
+                                            "cpu_seconds", "model")
                           if k in r} for r in runs]}
 
 

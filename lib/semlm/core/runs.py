@@ -332,7 +332,9 @@ def _log_run(record: RunRecord, model: tuple | None = None) -> None:
         with open(log, "a") as f:
             f.write(json.dumps({"experiment": record.experiment, "name": record.name, "seed": record.seed,
                                 "group": record.group, "status": record.status,
-                                "train_seconds": round(record.train_seconds, 2), "device": record.device,
+                                "train_seconds": round(record.train_seconds, 2),
+                                "cpu_seconds": None if record.cpu_seconds is None else round(record.cpu_seconds, 2),
+                                "device": record.device,
                                 "model": list(model)}) + "\n")
 
 

@@ -62,6 +62,12 @@ class TrainingHistory:
     def seconds_per_step(self) -> float:
         return self.train_seconds / max(self.steps, 1)
 
+    @property
+    def cpu_seconds(self) -> float | None:
+        """CPU time of the training process while it trained (all its threads, validation excluded, summed over
+        resumed sessions); None for a run trained before it was recorded."""
+        return self.history[-1].get("train_cpu_seconds") if self.history else None
+
 
 @dataclass
 class TrainResult(TrainingHistory):
@@ -270,6 +276,7 @@ class Trainer:
             self.forward_model = torch.compile(self.forward_model)
         self.history: list[dict] = []
         self.step, self.train_seconds, self.status = 0, 0.0, "trained"
+        self.cpu_seconds = 0.0
         self.best, self.stopped_early = _no_best(), False
         self.running: dict[str, float] = {}
         self.counted = 0
@@ -314,6 +321,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.history, self.step, self.train_seconds = state["history"], state["step"], state["train_seconds"]
+        self.cpu_seconds = (self.history[-1].get("train_cpu_seconds") or 0.0) if self.history else 0.0
         self.best, self.status = state["best"], "resumed"
 
     def _write_checkpoint(self, run_dir: Path) -> None:
@@ -369,13 +377,15 @@ class Trainer:
             totals = self.accelerator.reduce(torch.tensor(totals, device=self.device), "mean").tolist()
         return {name: total / self.counted for name, total in zip(names, totals)}
 
-    def validate_and_checkpoint(self, seconds: float, lr: float, run_dir: Path | None) -> float:
+    def validate_and_checkpoint(self, seconds: float, lr: float, run_dir: Path | None,
+                                cpu_seconds: float = 0.0) -> float:
         """After step ``self.step``: a history row, the patience count, and a checkpoint unless the run ends."""
         self.train_seconds += seconds
+        self.cpu_seconds += cpu_seconds
         value = self.validate(self.model, self.val_data, self.step)
         self.forward_model.train()
         row = {"step": self.step, "val_ppl": value, "seconds": seconds, "train_seconds": self.train_seconds,
-               "lr": lr, **self._running_means()}
+               "cpu_seconds": cpu_seconds, "train_cpu_seconds": self.cpu_seconds, "lr": lr, **self._running_means()}
         if self.config.max_steps is None:
             row = {"epoch": math.ceil(self.step / self.steps_per_epoch), **row}
         self.history.append(row)
@@ -403,7 +413,7 @@ class Trainer:
     def run(self, run_dir: Path | None, stop_after_step: int | None, bar, on_step: Callable[[], None] | None) -> None:
         """Optimiser steps from ``self.step`` to the end (or ``stop_after_step``, or patience)."""
         self.forward_model.train()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for step, batch in _step_batches(self.train_data, self.config, self.seed, self.step, self.steps_per_epoch):
             if step >= self.total_steps or (stop_after_step is not None and step >= stop_after_step):
                 break
@@ -414,9 +424,9 @@ class Trainer:
                 on_step()
             if self.step % self.eval_every and self.step != self.total_steps:
                 continue
-            value = self.validate_and_checkpoint(time.perf_counter() - t0, lr, run_dir)
+            value = self.validate_and_checkpoint(time.perf_counter() - t0, lr, run_dir, time.process_time() - c0)
             bar.set_postfix(val_ppl=f"{value:.3f}")
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             if self.stopped_early:
                 break
 
