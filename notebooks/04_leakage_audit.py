@@ -76,7 +76,8 @@ if profile == "smoke" and n_seeds is not None and n_seeds > 2:
     print(f"smoke profile: {n_seeds} seeds requested, 2 used")
     n_seeds = 2
 seeds = audit_seeds(seed, n_seeds, profile)
-steer_seeds = steering_seeds(seed, seeds, profile)  # A-feature-steering's: the audit's and more
+# A-feature-steering's seeds: the audit's and, at some profiles, more
+steer_seeds = steering_seeds(seed, seeds, profile)
 N = 200  # generations per request and model, as in the paper
 corpus = make_corpus(
     synthetic_profile(profile, seed).corpus
