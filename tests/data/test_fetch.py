@@ -261,3 +261,16 @@ def test_the_pinned_hashes_and_domain_lists_are_package_data():
     assert str(REPO_ROOT) not in str(data_fetch.CHECKSUMS.relative_to(semlm.__path__[0]))
     shipped = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["semlm.data"]
     assert {"checksums.sha256", "domains/*.txt"} <= set(shipped)
+
+
+def test_offline_fetch_says_each_failure_once_and_an_optional_folder_asked_for_fails(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(data_fetch, "reachable", lambda url: "huggingface.co unreachable (gaierror)")
+    assert data_main(["fetch", "--data-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert len(lines) == len(data_fetch.SOURCES) + 1  # one FAILED line per folder, then the summary
+    assert all(line.startswith("FAILED") for line in lines[:-1]) and "make data`" not in out.err
+    assert len(out.err.strip().splitlines()) == 1
+    # the book treats the phrase trees as optional, but a user who asks for them and gets nothing must know
+    assert data_main(["fetch", "--data-dir", str(tmp_path), "--only", "sst-phrases"]) == 1
+    assert "error: 3 file(s) not fetched (sst-phrases)" in capsys.readouterr().err

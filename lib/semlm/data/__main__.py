@@ -26,6 +26,29 @@ def _summarise(statuses: list[data_fetch.FileStatus], root: Path) -> int:
     return 0
 
 
+def _summarise_fetch(statuses: list[data_fetch.FileStatus], root: Path, failed: list[str],
+                     requested: list[str] | None) -> int:
+    """After ``fetch``: the files not already explained by a ``FAILED`` line, one summary line, and exit status 1 if
+    a needed file is still missing or corrupt (a file of a folder named with ``--only`` is needed even if the book
+    treats it as optional). No "run `make data`" hint: this is that command."""
+    explained = {name.split("/")[0] for name in failed} | set(failed)
+    for status in statuses:
+        if status.state != "ok" and status.name not in explained and status.name.split("/")[0] not in explained:
+            print(status.line().split(": not in ")[0] + ": not fetched")
+    wanted = set(requested or ())
+    bad = [s for s in statuses if s.state == "corrupt"
+           or (s.state == "missing" and (not s.optional or s.name.split("/")[0] in wanted))]
+    optional = [s for s in statuses if s.state == "missing" and s.optional and s not in bad]
+    ok = sum(s.state == "ok" for s in statuses)
+    print(f"{ok}/{len(statuses)} files verified in {_show(root)}"
+          + (f"; {len(optional)} optional file(s) missing" if optional else ""))
+    if bad:
+        folders = sorted({s.name.split("/")[0] for s in bad})
+        print(f"error: {len(bad)} file(s) not fetched ({', '.join(folders)}); the lines above say why", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _show(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd()))
@@ -52,7 +75,14 @@ def main(argv: list[str] | None = None) -> int:
             return _summarise(data_fetch.verify(root), root)
         for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):  # this command is the explicit request
             os.environ.pop(name, None)
-        return _summarise(data_fetch.fetch(root, args.only), root)
+        failed: list[str] = []
+
+        def echo(line: str) -> None:
+            print(line, flush=True)
+            if line.startswith("FAILED"):
+                failed.append(line.split()[1].rstrip(":"))
+
+        return _summarise_fetch(data_fetch.fetch(root, args.only, echo=echo), root, failed, args.only)
     except Exception as error:  # offline, hub unreachable, disk full: one line, not a traceback
         message = " ".join(str(error).split())[:300]
         hint = "" if isinstance(error, (ValueError, FileNotFoundError)) else \
