@@ -12,11 +12,12 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -qq
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH_PIP   := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: venv test test-gpu book book-smoke bench data data-verify lab site-check clean help
+.PHONY: venv test test-gpu book book-student book-smoke bench data data-verify lab site-check clean help
 
 help:
 	@echo "make test   - install (if needed) and run the test suite"
 	@echo "make book   - install (if needed), execute every chapter (profile=cpu), build HTML into book/_build/html"
+	@echo "make book-student - the same book without the exercises' solutions, in book/_build/html-student"
 	@echo "make bench  - install (if needed) and run the benchmarks (numbers -> book/_build/metrics/bench.json)"
 	@echo "make bench AUTHORS=PATH - time the authors' SemanticFusion.py/.ipynb against ours on this machine"
 	@echo "make test-gpu - on a GPU machine: CUDA tests + paper-profile chapters 6-8, recorded in book/recorded/ (.ci/run-gpu)"
@@ -44,6 +45,9 @@ test: $(STAMP)
 
 book: $(STAMP)
 	$(BIN)/python -m semlm.book run --profile cpu
+
+book-student: $(STAMP)
+	$(BIN)/python -m semlm.book run --profile cpu --no-solutions
 
 book-smoke: $(STAMP)
 	$(BIN)/python -m semlm.book run --profile smoke

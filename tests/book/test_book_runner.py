@@ -2,6 +2,7 @@
 before anything is executed or written. Building the book is tested elsewhere (slow)."""
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -371,3 +372,22 @@ def test_numpy_scalars_display_plainly_in_chapter_kernels_but_importing_semlm_pa
     assert before == "np.float64(1.5)"
     assert shell.display_formatter.format(np.float64(1.5))[0]["text/plain"] == "1.5"
     assert shell.display_formatter.format(np.int64(3))[0]["text/plain"] == "3"
+
+
+def test_a_student_build_leaves_out_every_solution_and_keeps_the_hints(tmp_path):
+    import jupytext
+
+    from semlm.book.runner import NOTEBOOKS_DIR, strip_solutions
+
+    for path in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.py")):
+        notebook = jupytext.read(path)
+        text = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+        solutions, hints = text.count(":::{dropdown} Solution"), text.count(":::{dropdown} Hint")
+        assert strip_solutions(notebook) == solutions, path.name
+        after = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+        assert ":::{dropdown} Solution" not in after and after.count(":::{dropdown} Hint") == hints, path.name
+        openers = len(re.findall(r"^\s*:::\{", after, re.M))
+        closers = len(re.findall(r"^\s*:::\s*$", after, re.M))
+        assert openers == closers, path.name  # every remaining directive still closes
+    written = book.write_published_notebooks(tmp_path / "html", ["01_feature_bank"], solutions=False)
+    assert "dropdown} Solution" not in written[0].read_text() and "dropdown} Hint" in written[0].read_text()

@@ -370,8 +370,25 @@ def relative_paths(notebook, build_dir: Path | None = None):
     return notebook
 
 
-def write_published_notebooks(html_dir: Path, chapters: list[str]) -> list[Path]:
-    """``<html>/notebooks/<chapter>.ipynb``: each chapter from its .py source, without outputs (launch/download)."""
+#: An exercise's worked solution in a chapter's markdown: a ``:::{dropdown} Solution`` block up to its closing ``:::``
+#: at the same indentation (code fences inside it included).
+SOLUTION_BLOCK = re.compile(r"^([ \t]*):::\{dropdown\} Solution[^\n]*\n.*?^\1:::[ \t]*\n?", re.S | re.M)
+STUDENT_NOTE = "*Solutions are left out of this copy of the book (a student build, `--no-solutions`).*"
+
+
+def strip_solutions(notebook) -> int:
+    """Remove every worked solution from ``notebook``'s markdown cells (hints stay); returns how many went."""
+    removed = 0
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source, n = SOLUTION_BLOCK.subn("", cell.source)
+            removed += n
+    return removed
+
+
+def write_published_notebooks(html_dir: Path, chapters: list[str], solutions: bool = True) -> list[Path]:
+    """``<html>/notebooks/<chapter>.ipynb``: each chapter from its .py source, without outputs (launch/download);
+    without the exercises' solutions unless ``solutions``."""
     import jupytext
     import nbformat
 
@@ -383,6 +400,8 @@ def write_published_notebooks(html_dir: Path, chapters: list[str]) -> list[Path]
         notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
         notebook.metadata.pop("jupytext", None)
         notebook.cells.insert(0, nbformat.v4.new_markdown_cell(note.format(chapter=chapter, url=repository)))
+        if not solutions:
+            strip_solutions(notebook)
         target = html_dir / "notebooks" / f"{chapter}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, target)
@@ -496,12 +515,26 @@ def mathjax_dir() -> Path:
     return es5
 
 
-def build_html(build_dir: Path) -> Path:
-    """Build the staged source with Jupyter Book; on success swap the result in as ``<build>/html``."""
+def _strip_staged_solutions(source: Path) -> None:
+    """The student build: every staged chapter without its worked solutions, and a line saying so."""
+    import nbformat
+
+    for path in sorted((source / "notebooks").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        if strip_solutions(notebook):
+            notebook.cells.append(nbformat.v4.new_markdown_cell(STUDENT_NOTE))
+            nbformat.write(notebook, path)
+
+
+def build_html(build_dir: Path, solutions: bool = True) -> Path:
+    """Build the staged source with Jupyter Book; on success swap the result in as ``<build>/html`` (the student
+    build, ``solutions`` False: ``<build>/html-student``, every worked solution left out)."""
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     if not jupyter_book.exists():
         raise BookError(f"jupyter-book not found next to {sys.executable}; run `make venv`")
     source, output, log = stage_sources(build_dir), build_dir / "jb", build_dir / "jupyter-book.log"
+    if not solutions:
+        _strip_staged_solutions(source)
     shutil.rmtree(output, ignore_errors=True)  # a clean build: no stale pages or warnings hidden by caching
     result = subprocess.run([str(jupyter_book), "build", str(source), "--path-output", str(output)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -511,8 +544,8 @@ def build_html(build_dir: Path) -> Path:
         raise BookError(f"jupyter-book build failed: {_last_meaningful_line(output_text)} (full log: {_show(log)})")
     print(f"jupyter-book: {_warning_count(output_text)} warning(s) (log: {_show(log)})")
     drop_duplicate_inline_scripts(output / "_build" / "html")
-    write_published_notebooks(output / "_build" / "html", list_chapters())
-    html = build_dir / "html"
+    write_published_notebooks(output / "_build" / "html", list_chapters(), solutions)
+    html = build_dir / ("html" if solutions else "html-student")
     _swap_in(output / "_build" / "html", html)
     return html / "index.html"
 
@@ -575,7 +608,7 @@ def _show(path: Path) -> str:
 
 
 def run(profile: str, only: str | None = None, build_dir: Path | str | None = None, fresh: bool = False,
-        html: bool = True, allow_downloads: bool = False) -> Path:
+        html: bool = True, allow_downloads: bool = False, solutions: bool = True) -> Path:
     """Execute the chapters (all, or ``only`` one) with ``profile``, then build the HTML if ``html``.
 
     For the whole book, :func:`start_training_ahead` runs beside the chapters: the models every chapter
@@ -621,7 +654,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
             finish_training_ahead(ahead, build_dir)
         if html:
             print("jupyter-book: building HTML ...", flush=True)
-            print(f"book: {_show(build_html(build_dir))}")
+            print(f"book: {_show(build_html(build_dir, solutions))}")
         else:
             print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
     _record_build(build_dir, profile, meter, from_scratch, chapters, complete=only is None and not skipped and html)
@@ -905,6 +938,8 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD_DIR, metavar="DIR",
                          help="where executed notebooks, metrics, trained models and the HTML go (default: book/_build)")
     run_cmd.add_argument("--fresh", action="store_true", help="delete the trained-model cache (<build>/runs) first")
+    run_cmd.add_argument("--no-solutions", action="store_true",
+                         help="a student build: the HTML (in <build>/html-student) without the exercises' solutions")
     run_cmd.add_argument("--allow-downloads", action="store_true",
                          help="let chapters reach the Hugging Face Hub (default: HF_*_OFFLINE=1)")
     plan_cmd = commands.add_parser("plan", help="list every chapter's trained models (and train them ahead)",
@@ -971,7 +1006,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise BookError(str(exc), exit_code=2) from exc
             return 0
         run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
-            html=args.only is None or args.html, allow_downloads=args.allow_downloads)
+            html=args.only is None or args.html, allow_downloads=args.allow_downloads,
+            solutions=not args.no_solutions)
     except BookError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
