@@ -33,6 +33,8 @@ profile = "cpu"
 seed = 111
 
 # %% tags=["hide-input"]
+from pathlib import Path
+
 import pandas as pd
 
 from semlm.book import report
@@ -46,7 +48,6 @@ timer = report.ChapterTimer()
 metrics = report.load_metrics()
 claims = report.attach_recorded(evaluate_claims(metrics), recorded_verdicts())
 manifest = report.report_manifest(metrics, report.chapter_parameters())
-print(f"{len(metrics)} chapter records in {report.metrics_dir()}")
 
 # %% [markdown]
 # ## Verdicts
@@ -76,6 +77,10 @@ report.claims_table(claims)
 # ran with.
 
 # %% tags=["remove-input"]
+where = report.metrics_dir().resolve()
+if where.is_relative_to(Path.cwd()):
+    where = where.relative_to(Path.cwd())
+print(f"{len(metrics)} chapter records, read from {where}")
 report.run_manifest_frame(metrics)
 
 # %% tags=["remove-input"]
