@@ -43,6 +43,7 @@ authors_comparison_file = ""
 import pandas as pd
 from myst_nb import glue
 
+from semlm import plots
 from semlm.book import bench
 from semlm.profiles import check_parameters, lab_profile
 
@@ -302,6 +303,17 @@ glue(
 # chapters, before this chapter and the report; {glue:text}`book_ahead` models were trained
 # beside the chapters (a chapter that used one counts it as loaded).
 #
+# Where the CPU-seconds go: training of each paper's models (every model's own CPU time, from
+# the trainer), the chapters' other work (evaluation, generation, the notebooks themselves)
+# and, for a finished build, the HTML. This build's bar covers the chapters so far; the
+# recorded builds' bars are whole builds (those recorded before models kept their CPU time
+# show their chapters as one part).
+
+# %%
+cpu_parts = bench.cpu_breakdown_frame()
+fig = plots.plot_cpu_breakdown(cpu_parts)
+
+# %% [markdown]
 # ### Recorded build of the whole book from scratch
 #
 # A build cannot report its own start-to-HTML time on its pages (the HTML comes last), and a

@@ -495,3 +495,15 @@ def plot_intent_control(frame: pd.DataFrame):
     axes[0][0].set_ylabel("accuracy against the request")
     fig.tight_layout()
     return fig
+
+
+def plot_cpu_breakdown(frame: pd.DataFrame):
+    """Where a build's CPU-seconds went (``frame``: build, part, cpu_seconds): one stacked bar per build."""
+    table = frame.pivot_table(index="build", columns="part", values="cpu_seconds", aggfunc="sum", sort=False).fillna(0)
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.6 * len(table)))
+    table.plot.barh(stacked=True, ax=ax, colormap="tab10", width=0.6)
+    ax.set(xlabel="CPU-seconds", ylabel="")
+    ax.invert_yaxis()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(table) < 3 else -0.2), ncol=2, frameon=False)
+    fig.tight_layout()
+    return fig

@@ -200,3 +200,19 @@ def test_book_times_report_core_use_and_whether_models_came_from_an_earlier_buil
     (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters, "train_ahead": ahead}))
     times = book_build_times(tmp_path)
     assert times["from_scratch"] and times["trained_ahead"] == 1
+
+
+def test_cpu_breakdown_splits_training_by_paper_and_counts_each_model_once():
+    run = {"group": "g", "seed": 1, "status": "trained", "cpu_seconds": 10.0}
+    a = {**run, "experiment": "semlm.fusion.synthetic_experiment:SYNTHETIC", "name": "fusion"}
+    b = {**run, "experiment": "semlm.idea.wikitext_experiment:IDEA", "name": "gated", "cpu_seconds": 30.0}
+    manifest = {"train_ahead": {"run_list": [a, b]},
+                "chapters": {"02": {"cpu_seconds": 100.0, "run_list": [{**a, "status": "loaded"}]},
+                             "06": {"cpu_seconds": 50.0, "run_list": [b]}},  # b's record seen twice, counted once
+                "complete": True, "cpu_seconds": 170.0}
+    parts = {row["part"]: row["cpu_seconds"] for row in bench.cpu_breakdown(manifest)}
+    assert parts == {"training, paper A": 10.0, "training, paper B": 30.0,
+                     "chapters: evaluation, generation, notebooks": 110.0, "HTML and the runner": 20.0}
+    del b["cpu_seconds"]  # an older manifest: no per-model CPU time, the chapters are one part
+    assert [row["part"] for row in bench.cpu_breakdown(manifest)] == ["chapters (training included)",
+                                                                      "HTML and the runner"]

@@ -795,6 +795,50 @@ def book_build_times(build_dir: str | Path | None = None) -> dict:
             "meets_target": total <= BOOK_TARGET_MINUTES if rows else None}
 
 
+def cpu_breakdown(manifest: dict) -> list[dict]:
+    """Where a build's CPU-seconds went: ``[{part, cpu_seconds}]`` for training paper A's and paper B's models
+    (each model trained in the build once, its ``cpu_seconds`` from the trainer), the chapters' other work
+    (evaluation, generation, the notebooks themselves: the chapters' CPU-seconds, pool included, minus that
+    training) and, for a finished build, the HTML and the runner (the whole build's CPU-seconds minus the
+    chapters'). A trained model without ``cpu_seconds`` (an older manifest) leaves the training rows out."""
+    runs = {}
+    for entry in [manifest.get("train_ahead") or {}, *manifest.get("chapters", {}).values()]:
+        for run in entry.get("run_list", []):
+            if run["status"] in ("trained", "resumed"):
+                runs[_trained_model(run)] = run
+    chapters = sum(e.get("cpu_seconds") or 0.0 for e in manifest.get("chapters", {}).values())
+    rows = []
+    if runs and all(r.get("cpu_seconds") is not None for r in runs.values()):
+        for paper, marker in (("A", ".fusion."), ("B", ".idea.")):
+            seconds = sum(r["cpu_seconds"] for r in runs.values() if marker in r["experiment"])
+            rows.append({"part": f"training, paper {paper}", "cpu_seconds": round(seconds, 1)})
+        trained = sum(row["cpu_seconds"] for row in rows)
+        rows.append({"part": "chapters: evaluation, generation, notebooks",
+                     "cpu_seconds": round(max(chapters - trained, 0.0), 1)})
+    else:
+        rows.append({"part": "chapters (training included)", "cpu_seconds": round(chapters, 1)})
+    if manifest.get("complete") and manifest.get("cpu_seconds"):
+        rows.append({"part": "HTML and the runner", "cpu_seconds": round(max(manifest["cpu_seconds"] - chapters, 0.0), 1)})
+    return rows
+
+
+def cpu_breakdown_frame(build_dir: str | Path | None = None, root: str | Path | None = None):
+    """:func:`cpu_breakdown` of this build's manifest (the chapters so far) and of every recorded whole-book build
+    (``book/recorded/cpu-book-*``, labelled with its folder): columns build, part, cpu_seconds."""
+    import pandas as pd
+
+    from semlm.book.recorded import load_recorded
+    from semlm.book.runner import read_manifest
+    from semlm.data.paths import REPO_ROOT
+
+    build_dir = Path(build_dir or os.environ.get("SEMLM_BUILD_DIR") or REPO_ROOT / "book" / "_build")
+    rows = [{"build": "this build (chapters so far)", **row} for row in cpu_breakdown(read_manifest(build_dir))]
+    for run in sorted(load_recorded(root), key=lambda r: r.date or ""):
+        if run.book_manifest and not run.dry_run:
+            rows += [{"build": f"recorded: {run.slug}", **row} for row in cpu_breakdown(run.book_manifest)]
+    return pd.DataFrame(rows, columns=["build", "part", "cpu_seconds"])
+
+
 def _trained_model(run: dict) -> tuple:
     """The trained model a manifest run names: its ``model`` (the owner's run for a model shared between chapters,
     e.g. chapter 10's baseline is chapter 4's), else its own experiment, group, name and seed (older manifests)."""
