@@ -55,8 +55,8 @@ def test_cache_key_closure_changes_when_a_module_the_experiment_imports_is_edite
 
 
 def test_cache_key_closure_leaves_training_alone_when_only_evaluation_or_presentation_code_changes(unchanged, tmp_path):
-    edited = keys_after_edit(tmp_path, "core/metrics.py", "def evaluate_language_model(",
-                             "def evaluate_language_model(  # edited\n")
+    edited = keys_after_edit(tmp_path, "core/metrics.py", '"n_tokens": int(scores.targets.numel()),',
+                             '"n_tokens": int(scores.targets.numel()) + 0,')
     assert edited["train"] == unchanged["train"]  # the cached model is kept ...
     assert edited["evaluate"] != unchanged["evaluate"]  # ... and re-evaluated
     edited = keys_after_edit(tmp_path, "plots.py", "def ", "def _unused(): pass\n\n\ndef ")
@@ -79,3 +79,29 @@ def test_the_training_closure_reaches_what_a_hand_list_missed():
 def test_the_cache_key_is_the_same_in_another_process(unchanged):
     assert unchanged["train"] == runs.training_key(SYNTHETIC)
     assert unchanged["evaluate"] == runs.evaluation_key(SYNTHETIC)
+
+
+def test_cache_key_ignores_docstrings(unchanged, tmp_path):
+    """Prose in the training code (a docstring, a comment) retrains nothing; a changed statement does."""
+    edited = keys_after_edit(tmp_path, "fusion/losses.py", "    per_token = F.cross_entropy(",
+                             "    # a comment a reader added\n    per_token = F.cross_entropy(")
+    assert edited == unchanged
+    edited = keys_after_edit(tmp_path, "core/train.py", '"""Stable hash of JSON-able configs',
+                             '"""A reworded docstring. Stable hash of JSON-able configs')
+    assert edited == unchanged
+    # the same function is in the training closure: a changed statement there does retrain
+    edited = keys_after_edit(tmp_path / "code", "core/train.py", "    h = hashlib.sha256()\n",
+                             "    h = hashlib.sha256(b'')\n")
+    assert edited["train"] != unchanged["train"]
+
+
+def test_cache_key_sees_package_versions(monkeypatch):
+    from semlm.fusion.synthetic_experiment import spec_for
+    from semlm.profiles import synthetic_profile
+
+    spec = spec_for(synthetic_profile("smoke"), "fusion")
+    before = runs.run_key(SYNTHETIC, spec, "cpu", 1)
+    versions = runs.package_versions()
+    assert set(versions) >= {"torch", "transformers", "tokenizers"}
+    monkeypatch.setattr(runs, "package_versions", lambda: {**versions, "torch": "0.0.0"})
+    assert runs.run_key(SYNTHETIC, spec, "cpu", 1) != before

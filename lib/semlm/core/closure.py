@@ -12,7 +12,9 @@ library (``semlm.*``) only:
 * any other value defined in the library (a constant, a table): its ``repr`` (sets sorted, object
   addresses dropped), so a changed number changes the key.
 
-Third-party code (torch, transformers) is not followed: its versions are pinned by the build.
+Source is hashed as its syntax tree without docstrings (comments are not in the tree), so editing
+prose retrains nothing. Third-party code (torch, transformers) is not followed: the runner's keys
+add the versions of the packages a model's numbers depend on (:func:`semlm.core.runs.run_key`).
 Editing any library function the training code can reach changes the training key; editing code
 only the evaluation reaches (metrics, generation) changes only the evaluation key, so the runner
 re-evaluates a cached model instead of retraining it (:mod:`semlm.core.runs`).
@@ -20,14 +22,32 @@ re-evaluates a cached model instead of retraining it (:mod:`semlm.core.runs`).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import re
+import textwrap
 import types
 from typing import Any, Iterable
 
 LIBRARY = "semlm"
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+def code_text(source: str) -> str:
+    """What of ``source`` the keys hash: its syntax tree without docstrings (so without comments either);
+    the source itself where it does not parse on its own (a lambda's line, say)."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def _in_library(obj: Any) -> bool:
@@ -114,7 +134,7 @@ class _Closure:
         if not _in_library(fn):
             return
         try:
-            source = inspect.getsource(fn)
+            source = code_text(inspect.getsource(fn))
         except (OSError, TypeError):
             source = fn.__code__.co_code.hex()
         self.parts[f"{fn.__module__}:{fn.__qualname__}"] = source
@@ -158,7 +178,7 @@ class _Closure:
                     self.parts[f"{cls.__module__}:{cls.__qualname__}.{name}"] = _stable_repr(value)
         else:
             try:
-                self.parts[f"{cls.__module__}:{cls.__qualname__}"] = inspect.getsource(cls)
+                self.parts[f"{cls.__module__}:{cls.__qualname__}"] = code_text(inspect.getsource(cls))
             except (OSError, TypeError):
                 self.parts[f"{cls.__module__}:{cls.__qualname__}"] = cls.__qualname__
             for value in members.values():

@@ -299,15 +299,33 @@ def finished_result(run_dir: Path) -> TrainResult:
                        saved.get("stopped_early", False), saved.get("best_step"))
 
 
+#: The packages whose versions can change a trained model's numbers (kernels, tokenisation): part of every run key.
+KEYED_PACKAGES: tuple[str, ...] = ("torch", "transformers", "tokenizers", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    """``{package: version}`` of :data:`KEYED_PACKAGES` ("absent" for one not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in KEYED_PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
 def run_key(experiment: Experiment, spec: RunSpec, device: str, threads: int) -> str:
-    """The cache key of ``spec``'s run; a shared run (:meth:`Experiment.shared_run`) is keyed by its owner's key."""
+    """The cache key of ``spec``'s run: the run's description, the training code's closure, the device, the
+    threads and :func:`package_versions`; a shared run (:meth:`Experiment.shared_run`) is keyed by its owner's key."""
     shared = experiment.shared_run(spec)
     if shared is not None:
         owner, owner_spec = shared
         return fingerprint(experiment.name, spec.description(), "shared", owner.name,
                            run_key(owner, owner_spec, device, threads))
     return fingerprint(experiment.name, spec.description(), training_key(experiment),
-                       torch.device(device).type, threads)
+                       torch.device(device).type, threads, package_versions())
 
 
 def run_folder(experiment: Experiment, spec: RunSpec, runs_dir: Path, device: str, threads: int) -> Path:
