@@ -596,10 +596,10 @@ class SeedPaired(Record):
 @dataclass(frozen=True, kw_only=True)
 class IdeaOverSeeds(Record):
     """Chapter 6's plain and gated GPT trained with several seeds (the profile's idea-loss form), each pair
-    scored with the authors' protocol. ``domains[metric][domain]``: per-seed means over the samples of that
-    domain (``"all"``: the mean of the four domains' means), paired by seed. Metrics: ``stickiness`` (the
-    authors' word count on the continuation only), ``authors_stickiness`` (their count, prompt included),
-    ``distinct_2``."""
+    scored with the authors' protocol and the book's. ``domains[metric][domain]``: per-seed means over the samples
+    of that domain (``"all"``: the mean of the domains' means), paired by seed. Metrics: ``book_stickiness`` (the
+    book's five WikiText domains and protocol; what ``B-stickiness`` decides on), ``stickiness`` (the authors'
+    word count on the continuation only), ``authors_stickiness`` (their count, prompt included), ``distinct_2``."""
 
     seeds: list[int] | None = None
     gated_run: str | None = None

@@ -34,7 +34,7 @@ def _summarise_fetch(statuses: list[data_fetch.FileStatus], root: Path, failed: 
     explained = {name.split("/")[0] for name in failed} | set(failed)
     for status in statuses:
         if status.state != "ok" and status.name not in explained and status.name.split("/")[0] not in explained:
-            print(status.line().split(": not in ")[0] + ": not fetched")
+            print(f"{status.state:8} {status.name}: not fetched")
     wanted = set(requested or ())
     bad = [s for s in statuses if s.state == "corrupt"
            or (s.state == "missing" and (not s.optional or s.name.split("/")[0] in wanted))]
