@@ -161,7 +161,8 @@ glue("paper_below", " and ".join(paper_below) or "neither", display=False)
 
 # %%
 context = runs.RunContext(profile, workers=workers, progress=False)
-records = runs.run_many(SYNTHETIC, audit_runs(profile, seeds, steer_seeds), context)
+specs = audit_runs(profile, seeds, steer_seeds)
+records = runs.run_many(SYNTHETIC, specs, context)
 audit = AuditRuns.of(records, seeds)
 print(
     f"{len(audit.runs)} models, seeds {seeds} "

@@ -38,8 +38,8 @@
 # model with no request at all.
 
 # %% tags=["parameters"]
-# "smoke": about a minute; "cpu": 5 seeds of the intent and shuffled models, and chapter
-# 4's baseline and control-code models at its 3 seeds
+# "smoke": about a minute; "cpu": intent and shuffled models at 5 seeds,
+# chapter 4's baseline and control-code models at its 3
 profile = "cpu"
 seed = 111
 workers = 2
