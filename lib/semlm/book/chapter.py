@@ -1,0 +1,56 @@
+"""A chapter's bookkeeping in one object: ``chapter = book.open(name, profile=..., seed=...)`` under
+the parameters cell, ``chapter.close(record)`` once the chapter's record is built.
+
+Opening resolves the profile (``make lab``'s ``$SEMLM_PROFILE``, :func:`~semlm.profiles.lab_profile`),
+checks the papermill parameters (one-line ``ValueError`` naming the bad one,
+:func:`~semlm.profiles.check_parameters`) and starts the clock; closing writes
+``<metrics dir>/<name>.json`` with the record, the wall time and their provenance
+(:func:`~semlm.book.report.write_chapter_metrics`). A chapter that fails before ``close`` writes nothing.
+
+Torch-free on import, like :mod:`semlm.book`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.profiles import LONG_PROFILES, check_parameters, lab_profile
+
+
+class Chapter:
+    """An open chapter: its name (the metrics file's stem), resolved profile, seed and clock."""
+
+    def __init__(self, name: str, profile: str, seed: int):
+        self.name, self.profile, self.seed = name, profile, seed
+        self.timer = ChapterTimer()
+        self.closed_after: float | None = None  # the wall time written by close
+        self.metrics_path: Path | None = None
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since opening; after :meth:`close`, the wall time it wrote."""
+        return self.closed_after if self.closed_after is not None else self.timer.seconds
+
+    def close(self, record, directory: str | Path | None = None) -> None:
+        """Write the chapter's record (a :mod:`semlm.core.records` record, or a dict for the report's own
+        file) with its wall time; returns nothing, so a chapter's last cell shows no output."""
+        seconds = self.timer.seconds
+        self.metrics_path = write_chapter_metrics(self.name, self.profile, self.seed, record, seconds, directory)
+        self.closed_after = seconds
+
+    def __repr__(self) -> str:
+        return f"Chapter({self.name!r}, profile={self.profile!r}, seed={self.seed!r})"
+
+
+def open_chapter(name: str, *, profile: str, seed: int, **parameters) -> Chapter:
+    """Open chapter ``name`` with its parameters cell's values: ``profile``, ``seed`` and any of
+    ``workers``, ``n_seeds``, ``max_steps`` (checked, not kept: the chapter keeps its own variables).
+
+    The chapter's own long profiles (:data:`~semlm.profiles.LONG_PROFILES`, e.g. ``cpu-long`` for
+    ``06_idea_gating``) are accepted besides the shared ones.
+    """
+    profile = lab_profile(profile)
+    own_profiles = tuple(long for long, chapter in LONG_PROFILES.items() if chapter == name)
+    check_parameters(own_profiles, profile=profile, seed=seed, **parameters)
+    return Chapter(name, profile, seed)

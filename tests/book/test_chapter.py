@@ -1,0 +1,77 @@
+"""semlm.book.chapter: a chapter's setup (profile, parameter check, clock) and its metrics file in one object."""
+
+import gc
+import json
+import subprocess
+import sys
+
+import pytest
+
+from semlm import book
+from semlm.book.chapter import Chapter, open_chapter
+from semlm.profiles import LAB_PROFILE_VARIABLE, check_parameters
+
+
+@pytest.fixture(autouse=True)
+def _no_lab_profile(monkeypatch):
+    monkeypatch.delenv(LAB_PROFILE_VARIABLE, raising=False)
+
+
+def test_book_open_is_the_chapter_context_and_imports_without_torch():
+    assert book.open is open_chapter
+    code = "import sys; from semlm import book; book.open; assert 'torch' not in sys.modules"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("parameters", [{"seed": "abc"}, {"seed": -1}, {"profile": "laptop"}, {"workers": 0},
+                                        {"max_steps": "500"}, {"n_seeds": 0}, {"epochs": 3}])
+def test_a_bad_parameter_fails_with_the_same_one_line_error_as_check_parameters(parameters):
+    given = {"profile": "smoke", "seed": 111, **parameters}
+    with pytest.raises(ValueError) as expected:
+        check_parameters(**given)
+    with pytest.raises(ValueError) as got:
+        open_chapter("01_feature_bank", **given)
+    assert str(got.value) == str(expected.value) and "\n" not in str(got.value)
+
+
+def test_a_chapter_accepts_its_own_long_profile_and_no_other_chapters():
+    assert open_chapter("06_idea_gating", profile="cpu-long", seed=111, max_steps=None).profile == "cpu-long"
+    with pytest.raises(ValueError, match="cpu-long is a profile of 06_idea_gating only"):
+        open_chapter("07_xray_and_sweeps", profile="cpu-long", seed=111)
+
+
+def test_open_takes_the_lab_profile_in_an_interactive_kernel(monkeypatch, capsys):
+    monkeypatch.delenv("SEMLM_BUILD_DIR", raising=False)
+    monkeypatch.setenv(LAB_PROFILE_VARIABLE, "smoke")
+    chapter = open_chapter("01_feature_bank", profile="cpu", seed=111)
+    assert (chapter.profile, chapter.seed) == ("smoke", 111) and "lab: profile = 'smoke'" in capsys.readouterr().out
+
+
+def test_close_writes_the_metrics_file_with_profile_seed_and_wall_time(tmp_path):
+    chapter = open_chapter("report", profile="smoke", seed=7, workers=2)
+    assert isinstance(chapter, Chapter) and chapter.seconds >= 0
+    assert chapter.close({"claims": [], "answer": 42}, directory=tmp_path) is None  # a last cell shows nothing
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert chapter.metrics_path == tmp_path / "report.json"
+    assert (written["chapter"], written["profile"], written["seed"], written["answer"]) == ("report", "smoke", 7, 42)
+    assert written["wall_seconds"] == round(chapter.seconds, 2) and "git_commit" in written
+    assert chapter.seconds == chapter.seconds  # frozen at close: what a chapter glues is what it wrote
+
+
+def test_close_writes_to_the_book_runners_metrics_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEMLM_METRICS_DIR", str(tmp_path / "metrics"))
+    open_chapter("report", profile="smoke", seed=111).close({"claims": []})
+    assert json.loads((tmp_path / "metrics" / "report.json").read_text())["seed"] == 111
+
+
+def test_a_failing_chapter_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEMLM_METRICS_DIR", str(tmp_path))
+    with pytest.raises(ValueError):
+        open_chapter("01_feature_bank", profile="smoke", seed="abc")
+    chapter = open_chapter("report", profile="smoke", seed=111)
+    with pytest.raises(ValueError, match="must be a semlm.core.records record or a dict"):
+        chapter.close(["not", "a", "record"])  # a record that cannot be written
+    del chapter  # a chapter that stops before its metrics cell: nothing is written on the way out
+    gc.collect()
+    assert list(tmp_path.iterdir()) == []
