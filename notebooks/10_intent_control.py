@@ -57,7 +57,7 @@ from semlm.book.claims import INTENSITY_SMOOTH_THRESHOLD, evaluate_claims
 from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.core import runs
 from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
-from semlm.core.records import IntentControlRecord
+from semlm.fusion.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
 from semlm.fusion.intent import REQUEST_FEATURES, Request, declared_intent
 from semlm.profiles import check_parameters, intent_profile, lab_profile

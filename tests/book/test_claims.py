@@ -7,8 +7,9 @@ import pytest
 
 from semlm.book.claims import (BY_CONSTRUCTION, BY_CONSTRUCTION_ALLOWED, CLAIMS, INCONCLUSIVE, NOT_MEANINGFUL, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
                           STATUSES, evaluate_claims)
-from semlm.core.records import (AuthorsDomain, IdeaGatingRecord, Interval, LeakageAuditRecord, ValidationScore, SST2Control,
-                           SST2ControlModes, SST2Record)
+from semlm.core.records import Interval
+from semlm.fusion.records import LeakageAuditRecord, SST2Control, SST2ControlModes, SST2Record
+from semlm.idea.records import AuthorsDomain, IdeaGatingRecord, ValidationScore
 from semlm.book.report import chapter_parameters, load_metrics
 
 
@@ -169,7 +170,7 @@ def test_a_competent_model_can_reproduce_paper_b_claims_and_each_verdict_has_its
 
 
 def test_b_ppl_is_decided_over_training_seeds_when_the_build_has_them():
-    from semlm.core.records import IdeaOverSeeds, SeedPaired
+    from semlm.idea.records import IdeaOverSeeds, SeedPaired
 
     def judged(baseline, gated):
         record = replace(idea_record(), over_seeds=IdeaOverSeeds(seeds=list(range(len(baseline))),
@@ -186,7 +187,7 @@ def test_b_ppl_is_decided_over_training_seeds_when_the_build_has_them():
 
 
 def test_a_verdict_decided_over_seeds_says_how_many_seeds_it_rests_on():
-    from semlm.core.records import IdeaOverSeeds, SeedPaired
+    from semlm.idea.records import IdeaOverSeeds, SeedPaired
 
     assert {row["seeds"] for row in evaluate_claims({})} == {None}  # nothing ran: no seeds to count
     rows = by_id(evaluate_claims({"04_leakage_audit": audit_record()}))

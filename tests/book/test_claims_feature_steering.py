@@ -7,7 +7,8 @@ import pytest
 
 from semlm.book.claims import (FEATURE_STEERING_MIN_SEEDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
                                evaluate_claims)
-from semlm.core.records import Interval, LeakageAuditRecord
+from semlm.core.records import Interval
+from semlm.fusion.records import LeakageAuditRecord
 
 SEEDS = [111, 112, 113, 114, 115]
 STEERS = ([0.80, 0.84, 0.78, 0.82, 0.86], [0.22, 0.18, 0.25, 0.20, 0.16])  # requested, opposite per seed

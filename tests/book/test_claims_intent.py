@@ -4,7 +4,8 @@ import pytest
 
 from semlm.book.claims import (INCONCLUSIVE, INTENSITY_SMOOTH_THRESHOLD, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
                                evaluate_claims)
-from semlm.core.records import IntentControlRecord, Interval
+from semlm.core.records import Interval
+from semlm.fusion.records import IntentControlRecord
 
 STRONG = [0.85, 0.9, 0.88]   # a rank correlation that follows the strength request
 NONE = [0.02, -0.01, 0.03]   # what a channel unrelated to the words gives

@@ -5,7 +5,7 @@ capacity-matched control."""
 
 from semlm.book.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STICKINESS_DOMAINS,
                                evaluate_claims)
-from semlm.core.records import (IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired,
+from semlm.idea.records import (IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired,
                                 ValidationScore)
 
 DOMAINS = ("medicine", "chemistry", "hardware", "finance")

@@ -7,7 +7,10 @@ import sys
 
 import pytest
 
-from semlm.core.records import (RECORDS, Interval, LeakageAuditRecord, TopicDriftRecord, load_record, t_quantile_975)
+from semlm.core.records import Interval, t_quantile_975
+from semlm.fusion.records import LeakageAuditRecord
+from semlm.idea.records import TopicDriftRecord
+from semlm.book.records import RECORDS, load_record
 
 
 def test_records_module_imports_without_torch():

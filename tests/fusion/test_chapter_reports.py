@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from semlm.core.metrics import FOCUS_TOKENS
-from semlm.core.records import Interval, LanguageModelMetrics, SST2Judgement
+from semlm.core.records import Interval
+from semlm.fusion.records import LanguageModelMetrics, SST2Judgement
 from semlm.core.runs import RunRecord
 from semlm.profiles import synthetic_profile
 
@@ -125,7 +126,7 @@ def test_features_that_do_not_steer_write_the_same_sentences_under_both_requests
 
 
 def test_steering_accuracies_pair_each_target_with_the_opposite_request_and_the_table_builds():
-    from semlm.core.records import FeatureSteering
+    from semlm.fusion.records import FeatureSteering
     from semlm.fusion import audit_tables
     from semlm.fusion.audit import steering_accuracies
 
@@ -179,7 +180,7 @@ def test_rule_and_path_numbers_name_every_glued_rate():
 
 
 def test_sst2_control_record_keeps_the_fields_the_claims_read():
-    from semlm.core.records import SST2ControlModes
+    from semlm.fusion.records import SST2ControlModes
     from semlm.fusion.sst2_report import FEATURES_ONLY, _control_record, control_numbers
 
     share = Interval.of_proportion(2, 4)

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from semlm.core.records import IdeaRunMetrics, Interval, LoraRunMetrics
+from semlm.core.records import Interval
+from semlm.idea.records import IdeaRunMetrics, LoraRunMetrics
 from semlm.idea import report, sweeps
 from semlm.idea.wikitext_experiment import DomainScores, TokenBlocks, idea_profile
 

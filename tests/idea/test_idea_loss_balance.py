@@ -45,7 +45,7 @@ def test_mean_reduction_is_the_masked_vocabulary_sum_divided_by_the_unmasked_col
 
 
 def test_the_chosen_gated_model_is_the_form_with_the_lower_validation_perplexity():
-    from semlm.core.records import IdeaRunMetrics
+    from semlm.idea.records import IdeaRunMetrics
 
     class Run:
         def __init__(self, ppl):

@@ -15,7 +15,8 @@ import pytest
 
 from semlm.book.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, TOPIC_MIN_SEEDS,
                                evaluate_claims)
-from semlm.core.records import Interval, TopicDecision, TopicDriftRecord
+from semlm.core.records import Interval
+from semlm.idea.records import TopicDecision, TopicDriftRecord
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide
 
 DATA_RATE = 0.15

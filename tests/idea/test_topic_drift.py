@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from semlm.book.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STATUSES, evaluate_claims
-from semlm.core.records import Interval, TopicDriftRecord
+from semlm.core.records import Interval
+from semlm.idea.records import TopicDriftRecord
 from semlm.core.runs import RunContext, run_many
 from semlm.data.topics import (AMBIGUOUS, END, EOS, MIXED, NEUTRAL, TopicConfig, TopicWorld, make_topic_corpus,
                                split_sentences)

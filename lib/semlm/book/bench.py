@@ -43,7 +43,7 @@ from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, Decodi
 from semlm.core import runs as runner
 from semlm.fusion.synthetic_experiment import SYNTHETIC, peak_rss_mb, prepare_data, synthetic_runs
 from semlm.profiles import PROFILES, synthetic_profile
-from semlm.core.records import BenchmarkRecord
+from semlm.book.records import BenchmarkRecord
 from semlm.book.report import write_chapter_metrics
 
 TARGET_SECONDS = 60.0

@@ -35,7 +35,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from semlm import reference as ref
-from semlm.core.records import ChapterRecord, Interval, load_record
+from semlm.core.records import ChapterRecord, Interval
+from semlm.book.records import load_record
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"

@@ -106,7 +106,8 @@ def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers, wall_s
     ``numbers`` is the chapter's record (:mod:`semlm.core.records`, e.g. a ``LeakageAuditRecord``), written
     with its ``to_dict()``; a plain dict is accepted for files that have no record type (the report's own).
     """
-    from semlm.core.records import RECORDS, Record
+    from semlm.core.records import Record
+    from semlm.book.records import RECORDS
 
     if isinstance(numbers, Record):
         expected = RECORDS.get(chapter)

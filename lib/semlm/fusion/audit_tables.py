@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 from semlm.core.metrics import FOCUS_TOKENS
-from semlm.core.records import FeatureSteering, Interval, LeakageAuditRecord
+from semlm.core.records import Interval
+from semlm.fusion.records import FeatureSteering, LeakageAuditRecord
 from semlm.fusion.audit import REQUESTS, AuditSummary
 from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS
 from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_HARD_CONTROL, PAPER_A_OOD_HIT, PAPER_A_TABLE1

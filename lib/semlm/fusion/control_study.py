@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from semlm.core.metrics import control_accuracy, held_out_hit_rate
-from semlm.core.records import ControlAccuracy, DecodingRecord, Interval
+from semlm.core.records import Interval
+from semlm.fusion.records import ControlAccuracy, DecodingRecord
 from semlm.core.runs import RunRecord
 from semlm.data.vocab import detokenize
 from semlm.fusion.decoding import (

@@ -39,7 +39,7 @@ import torch
 
 from semlm.data import synthetic as syn
 from semlm.data.vocab import BOS, EOS, Vocabulary
-from semlm.core.records import FeatureBankRecord
+from semlm.fusion.records import FeatureBankRecord
 from semlm.fusion import fuzzy
 from semlm.fusion.fuzzy import FEATURE_INDEX, NUM_FEATURES, triangular_memberships
 

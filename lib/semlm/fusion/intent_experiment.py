@@ -32,8 +32,9 @@ from transformers import LogitsProcessorList, SuppressTokensLogitsProcessor
 
 from semlm.core import runs
 from semlm.core.metrics import evaluate_language_model
-from semlm.core.records import (Interval, IntensityPoint, IntensityResponse, IntentControl, IntentReading,
-                                IntentRunMetrics, IntentVariantScores)
+from semlm.core.records import Interval
+from semlm.fusion.records import (IntensityPoint, IntensityResponse, IntentControl, IntentReading, IntentRunMetrics,
+                                  IntentVariantScores)
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.data import synthetic as syn
 from semlm.data.dataset import LMTensors

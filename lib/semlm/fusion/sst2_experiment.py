@@ -47,7 +47,8 @@ from semlm.profiles import (  # noqa: F401  (re-exported: the chapter and the te
     BackboneSize, ClassifierConfig, ControlConfig, SST2Profile, TrainConfig, sst2_profile,
 )
 from semlm.reference import PAPER_A_TABLE7  # noqa: F401  (re-exported for chapter 5)
-from semlm.core.records import Interval, SST2Judgement, SST2Metrics
+from semlm.core.records import Interval
+from semlm.fusion.records import SST2Judgement, SST2Metrics
 from semlm.core.runs import RunSpec
 from semlm.fusion.sst2_features import (
     COARSE_TAGS, SST2Features, TagPrior, build_sst2_tables, build_vocabulary, capitalised_words, load_spacy_tagger,

@@ -12,7 +12,8 @@ from typing import Mapping, Sequence
 
 import torch
 
-from semlm.core.records import Interval, SST2Judgement, SST2Record
+from semlm.core.records import Interval
+from semlm.fusion.records import SST2Judgement, SST2Record
 from semlm.fusion.sst2_experiment import (
     PAPER_A_TABLE7, SETTINGS, ControlConfig, SST2Data, continue_under_control, judge_continuations,
 )

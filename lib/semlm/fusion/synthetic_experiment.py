@@ -26,7 +26,7 @@ from semlm.core.metrics import evaluate_language_model
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 from semlm.profiles import SyntheticProfile
 from semlm.core import runs
-from semlm.core.records import LanguageModelMetrics
+from semlm.fusion.records import LanguageModelMetrics
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
 
 SETTINGS: tuple[str, ...] = ("causal", "published")

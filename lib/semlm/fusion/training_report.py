@@ -13,7 +13,7 @@ import torch
 
 from semlm.core.causality import future_sensitivity
 from semlm.core.metrics import FOCUS_TOKENS
-from semlm.core.records import FusionTrainingRecord
+from semlm.fusion.records import FusionTrainingRecord
 from semlm.core.runs import RunRecord
 from semlm.fusion.synthetic_experiment import SETTING_LABELS
 from semlm.profiles import SyntheticProfile

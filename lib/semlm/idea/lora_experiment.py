@@ -58,7 +58,7 @@ from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantizat
 from semlm.profiles import (LORA_IDEA, PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
                        LoraSettings, TrainConfig, lora_profile)
 from semlm.reference import PAPER_B_VAL_PPL
-from semlm.core.records import BackboneRunMetrics, LoraRunMetrics
+from semlm.idea.records import BackboneRunMetrics, LoraRunMetrics
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.core.train import set_seed, to_device
 

@@ -14,8 +14,8 @@ from typing import Sequence
 import pandas as pd
 
 from semlm.core.metrics import perplexity
-from semlm.core.records import (Competence, IdeaGatingRecord, IdeaOverSeeds, Interval, LoraCapacityControl,
-                                LoraRecord, SeedPaired)
+from semlm.core.records import Interval
+from semlm.idea.records import Competence, IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired
 from semlm.core.runs import RunRecord
 from semlm.idea.targets import idea_targets, vocabulary_mask
 from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, IdeaProfile, competence, ngram_reference,

@@ -10,7 +10,7 @@ from typing import Sequence
 import pandas as pd
 
 from semlm.core.metrics import proportion, repetition_rate, summarise
-from semlm.core.records import XrayRecord
+from semlm.idea.records import XrayRecord
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.idea.gate import ConcentrationDecay, IdeaGateLogitsProcessor, xray
 from semlm.idea.wikitext_experiment import (Domain, GenerationSettings, IdeaProfile, IdeaSettings, domain_retention,

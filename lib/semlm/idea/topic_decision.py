@@ -31,7 +31,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from semlm.core.records import Interval, TopicDecision
+from semlm.core.records import Interval
+from semlm.idea.records import TopicDecision
 
 #: The arms every comparable seed has: ``gated`` (largest budget, gate on), ``plain`` (at the gated model's
 #: validation PPL), ``sharpened`` (plain at matched PPL, at the gated model's entropy), ``gate_off`` (alpha 0).

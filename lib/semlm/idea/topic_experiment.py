@@ -41,7 +41,8 @@ from semlm.data.topics import (EOS, MIXED, NEUTRAL, TopicConfig, TopicCorpus, To
                                split_sentences)
 from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_loss_fn, sample_interval
 from semlm.core.metrics import distinct_n, perplexity, stickiness
-from semlm.core.records import Interval, TopicDecision, TopicModelSummary, TopicRunMetrics
+from semlm.core.records import Interval
+from semlm.idea.records import TopicDecision, TopicModelSummary, TopicRunMetrics
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
 from semlm.idea.sharpening import matched_temperature, mean_entropy, next_token_logits  # noqa: F401
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from semlm.core.records import Interval, TopicBudget, TopicDecision, TopicDriftRecord
+from semlm.core.records import Interval
+from semlm.idea.records import TopicBudget, TopicDecision, TopicDriftRecord
 from semlm.core.runs import RunRecord
 from semlm.idea.topic_experiment import CHAPTER, BudgetResults, TopicData, TopicDriftResults
 

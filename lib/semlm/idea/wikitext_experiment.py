@@ -54,7 +54,8 @@ from semlm.profiles import (AUTHORS_STOPWORDS, DROPOUT_SCOPES, INITS, MEAN_IDEA_
                        idea_profile, profile_differences, with_max_steps)
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
 from semlm.core.precision import autocast
-from semlm.core.records import IdeaRunMetrics, Interval
+from semlm.core.records import Interval
+from semlm.idea.records import IdeaRunMetrics
 from semlm.core.train import fingerprint
 
 DOMAINS_DIR = Path(__file__).parents[1] / "data" / "domains"  # package data (semlm/data/domains)

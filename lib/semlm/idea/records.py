@@ -1,0 +1,241 @@
+"""Paper B's typed records: what one run measures (``RunRecord.metrics`` of the paper-B experiments) and the
+records of chapters 6-9 (:class:`IdeaGatingRecord`, :class:`XrayRecord`, :class:`LoraRecord`,
+:class:`TopicDriftRecord`).
+
+The JSON shape is the one the metrics files have always had; torch-free, like :mod:`semlm.core.records`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
+
+from semlm.core.records import ChapterRecord, Interval, Record
+
+@dataclass(frozen=True, kw_only=True)
+class XrayRecord(ChapterRecord):
+    chapter: ClassVar[str] = "07_xray_and_sweeps"
+
+
+# -- chapters 6-9: paper B's runs (``RunRecord.metrics`` of the paper-B experiments) --
+
+@dataclass(frozen=True, kw_only=True)
+class IdeaRunMetrics(Record):
+    """One GPT run of chapters 6 and 7 (``IdeaExperiment``): validation perplexity with the gate
+    (``val_ppl``) and without it (``val_ppl_ungated``; None for a plain GPT), training tokens."""
+
+    val_ppl: float | None = None
+    val_ppl_ungated: float | None = None
+    train_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoraRunMetrics(Record):
+    """One LoRA run of chapter 8: perplexities, trainable parameters by group and in all, frozen ones."""
+
+    val_ppl: float | None = None
+    val_ppl_ungated: float | None = None
+    trainable: dict[str, int] | None = None
+    trainable_params: int | None = None
+    frozen_params: int | None = None
+    weights_mb: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackboneRunMetrics(Record):
+    """The book's small Mistral pre-trained on WikiText-2 (chapter 8's frozen backbone)."""
+
+    wikitext_val_ppl: float | None = None
+    n_parameters: int | None = None
+    mistral_config: dict | None = None
+    dataset: str | None = None
+
+
+#: One GPT of chapter 9 measures what one of chapter 6 does (its ``train_tokens`` stay unwritten).
+TopicRunMetrics = IdeaRunMetrics
+
+
+# -- chapter 6: idea gating on WikiText --
+
+@dataclass(frozen=True, kw_only=True)
+class Competence(Record):
+    """``semlm.idea.wikitext_experiment.competence``: the models against the best interpolated bigram."""
+
+    passes: bool | None = None
+    worst_model: str | None = None
+    worst_ratio: float | None = None
+    threshold_ratio: float | None = None
+    bigram_val_ppl: float | None = None
+    model_val_ppl: dict[str, float] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidationScore(Record):
+    val_ppl: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuthorsDomain(Record):
+    """One domain of the authors' evaluation protocol: per-model summaries and gated - baseline."""
+
+    baseline: dict[str, Interval] | None = None
+    gated: dict[str, Interval] | None = None
+    difference: dict[str, Interval] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedPaired(Record):
+    """One metric over training seeds: each model's per-seed values (``baseline``, ``gated``; a third model
+    where there is one, ``control``) with 95% t-intervals, and the per-seed differences."""
+
+    baseline: Interval | None = None
+    gated: Interval | None = None
+    control: Interval | None = None
+    gated_minus_baseline: Interval | None = None
+    gated_minus_control: Interval | None = None
+
+    @classmethod
+    def of(cls, baseline: Sequence[float], gated: Sequence[float],
+           control: Sequence[float] | None = None) -> SeedPaired:
+        """From per-seed values in the same seed order (the third model optional)."""
+        if control is None:
+            return cls(baseline=Interval.of_mean(baseline), gated=Interval.of_mean(gated),
+                       gated_minus_baseline=Interval.paired(gated, baseline))
+        return cls(baseline=Interval.of_mean(baseline), gated=Interval.of_mean(gated),
+                   control=Interval.of_mean(control), gated_minus_baseline=Interval.paired(gated, baseline),
+                   gated_minus_control=Interval.paired(gated, control))
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdeaOverSeeds(Record):
+    """Chapter 6's plain and gated GPT trained with several seeds (the profile's idea-loss form), each pair
+    scored with the authors' protocol and the book's. ``domains[metric][domain]``: per-seed means over the samples
+    of that domain (``"all"``: the mean of the domains' means), paired by seed. Metrics: ``book_stickiness`` (the
+    book's five WikiText domains and protocol; what ``B-stickiness`` decides on), ``stickiness`` (the authors'
+    word count on the continuation only), ``authors_stickiness`` (their count, prompt included), ``distinct_2``."""
+
+    seeds: list[int] | None = None
+    gated_run: str | None = None
+    val_ppl: SeedPaired | None = None
+    domains: dict[str, dict[str, SeedPaired]] | None = None
+    #: the sharpening control's temperature over seeds (the pairs' ``control``: the plain GPT at the gated entropy)
+    sharpening_temperature: Interval | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdeaGatingRecord(ChapterRecord):
+    chapter: ClassVar[str] = "06_idea_gating"
+    dataset: str | None = None
+    competence: Competence | None = None
+    baseline: ValidationScore | None = None
+    gated: ValidationScore | None = None
+    authors_protocol: dict[str, AuthorsDomain] | None = None
+    over_seeds: IdeaOverSeeds | None = None
+
+
+# -- chapter 8: LoRA on a frozen 4-bit backbone --
+
+@dataclass(frozen=True, kw_only=True)
+class LoraCapacityControl(Record):
+    """The LoRA baseline, LoRA + idea gate and the capacity control (LoRA + an output adapter as large as the
+    idea head, no idea objective) over training seeds, in one quantisation: validation PPL paired by seed.
+    ``competence``: the baseline's validation PPL over the interpolated bigram's on the same tokens."""
+
+    seeds: list[int] | None = None
+    quantization: str | None = None
+    val_ppl: SeedPaired | None = None
+    trainable_params: dict[str, dict[str, int]] | None = None
+    competence: Competence | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoraRecord(ChapterRecord):
+    chapter: ClassVar[str] = "08_lora_4bit_idea_gating"
+    dataset: str | None = None
+    backbone: str | None = None
+    baseline: ValidationScore | None = None
+    gated: ValidationScore | None = None
+    capacity_control: LoraCapacityControl | None = None
+
+
+# -- chapter 9: topic drift --
+
+@dataclass(frozen=True, kw_only=True)
+class TopicModelSummary(Record):
+    """One model's (or the per-seed difference gated - plain's) metrics over seeds at one budget.
+
+    ``switch_rate``: topic changes per transition between single-topic sentences; ``excess_drift``:
+    ``switch_rate`` minus the data's ``switch_prob`` (below 0: drifting less than the data, a
+    miscalibration); ``mix_rate``: share of topical sentences mixing topics; ``drift_rate`` repeats
+    ``switch_rate`` (the name older files use); ``ppl_change``: per-seed gated / plain - 1 (paired only).
+    """
+
+    switch_rate: Interval | None = None
+    excess_drift: Interval | None = None
+    mix_rate: Interval | None = None
+    drift_rate: Interval | None = None
+    distinct_2: Interval | None = None
+    stickiness: Interval | None = None
+    val_ppl: Interval | None = None
+    val_ppl_ungated: Interval | None = None
+    ppl_change: Interval | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicData(Record):
+    drift_rate: Interval | None = None  # the corpus' own switches per transition, as the labeller reads them
+    switch_prob: float | None = None    # the generator's switch probability: the data's rate, exactly
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicBudget(Record):
+    """Chapter 9 at one training budget (optimiser steps): both models over seeds and gated - plain."""
+
+    steps: int | None = None
+    plain: TopicModelSummary | None = None
+    gated: TopicModelSummary | None = None
+    paired: TopicModelSummary | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicDecision(Record):
+    """What decides ``B-topic-drift`` (:func:`semlm.idea.topic_decision.decide`), over the comparable seeds.
+
+    Excess drift (switch rate minus the data's measured rate, ``data_rate``) of the gated model at the largest
+    budget (``gated``), of the plain model interpolated to the gated model's validation PPL
+    (``plain_at_matched_ppl``; ``matched_ppl`` per seed), of that plain model sampled at the gated model's
+    next-token entropy (``sharpened_plain``; ``temperature``) and of the gated model at alpha 0 (``gate_off``);
+    the paired differences ``gated_minus_plain`` and ``gated_minus_sharpened``; the mix rates of the two models
+    at the deciding point (competence); the seeds used and those without a bracketing checkpoint.
+    """
+
+    seeds: list[int] | None = None
+    not_comparable: list[int] | None = None
+    data_rate: Interval | None = None
+    matched_ppl: Interval | None = None
+    gated: Interval | None = None
+    plain_at_matched_ppl: Interval | None = None
+    sharpened_plain: Interval | None = None
+    gate_off: Interval | None = None
+    gated_minus_plain: Interval | None = None
+    gated_minus_sharpened: Interval | None = None
+    mix_gated: Interval | None = None
+    mix_plain: Interval | None = None
+    temperature: Interval | None = None
+    interpolation_error: dict[str, float] | None = None
+    interval_method: dict[str, str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicDriftRecord(ChapterRecord):
+    """Chapter 9: the data's rate, the learning curve (``budgets``, ascending) and, as ``plain`` /
+    ``gated`` / ``paired``, the largest budget again (what the diversity claim and older readers read)."""
+
+    chapter: ClassVar[str] = "09_topic_drift"
+    data: TopicData | None = None
+    plain: TopicModelSummary | None = None
+    gated: TopicModelSummary | None = None
+    paired: TopicModelSummary | None = None  # gated - plain, per seed
+    budgets: list[TopicBudget] | None = None
+    decision: TopicDecision | None = None  # what B-topic-drift is judged on (matched PPL, the controls)
+    resampled_decision: TopicDecision | None = None  # the same test with a new corpus per seed (secondary)
