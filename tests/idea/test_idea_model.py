@@ -101,12 +101,30 @@ def test_generate_runs_with_the_gate_processor_and_matches_the_built_in_gate():
     model = tiny(alpha=0.5)
     x = torch.randint(1, 61, (2, 4))
     built_in = model.generate(x, max_new_tokens=20, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None)
-    gate = IdeaGateLogitsProcessor(model, alpha=0.5)
-    processed = model.generate(x, max_new_tokens=20, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None,
-                               alpha=0.0, logits_processor=LogitsProcessorList([gate]))
-    gate.remove()
+    with IdeaGateLogitsProcessor(model, alpha=0.5) as gate:  # attached, it is the model's gate (applied once)
+        processed = model.generate(x, max_new_tokens=20, do_sample=False, use_cache=False, pad_token_id=0,
+                                   eos_token_id=None, logits_processor=LogitsProcessorList([gate]))
     assert built_in.shape == (2, 24)  # longer than n_positions=16: the model crops its context
     assert torch.equal(built_in, processed)
+
+
+def test_the_model_gates_itself_again_once_the_processor_is_removed():
+    model = tiny(alpha=0.5)
+    x = torch.randint(1, 61, (2, 6))
+    gated = model(x).logits
+    with IdeaGateLogitsProcessor(model, alpha=0.5):
+        assert torch.equal(model(x).logits, model(x, alpha=0.0).token_logits)
+    assert torch.equal(model(x).logits, gated)
+
+
+def test_idea_gate_with_one_strength_per_row_equals_the_gate_at_each_strength():
+    z = torch.randn(3, 40, generator=torch.Generator().manual_seed(1)) * 8
+    alphas = torch.tensor([0.25, 0.5, 2.0])
+    for variant in GATE_VARIANTS:
+        rows = idea_gate(z, alphas[:, None], -2.0, variant)
+        for row, alpha in enumerate(alphas.tolist()):
+            expected = naive_gate(z[row], alpha, -2.0, variant).float()
+            assert torch.allclose(rows[row], expected, atol=1e-6), (variant, alpha)
 
 
 def test_gate_processor_can_gate_another_model_and_decay_its_strength():
@@ -233,9 +251,8 @@ def test_gate_processor_on_the_cached_path_matches_the_built_in_gate():
     model = tiny(alpha=0.5)
     x = torch.randint(1, 61, (2, 4))
     built_in = greedy(model, x, 10, use_cache=True)
-    gate = IdeaGateLogitsProcessor(model, alpha=0.5)
-    processed = greedy(model, x, 10, use_cache=True, alpha=0.0, logits_processor=LogitsProcessorList([gate]))
-    gate.remove()
+    with IdeaGateLogitsProcessor(model, alpha=0.5) as gate:
+        processed = greedy(model, x, 10, use_cache=True, logits_processor=LogitsProcessorList([gate]))
     assert torch.equal(built_in, processed)
     assert torch.equal(built_in, greedy(model, x, 10, use_cache=False))
 

@@ -181,15 +181,16 @@ def _gated_loss_inputs(seed, B=3, T=11, V=97, K=4, masked=True):
 @pytest.mark.parametrize("masked,chunk", [(True, 4), (False, 64)])
 def test_fused_gated_loss_and_its_gradients_equal_the_unfused_path(variant, alpha, beta, reduction, pos_weight, masked,
                                                                   chunk):
-    """Gate + CE + sparse BCE fused and chunked == the model's gate, then idea_gated_loss (values and gradients).
+    """Gate + CE + sparse BCE fused and chunked == the one gate formula (idea_gate, plain autograd), then
+    idea_gated_loss (values and gradients).
 
     (0.003, -2) in v2 and beta = -25 take the gate's eps-exact branch, alpha = 0 switches it off."""
-    from semlm.idea.model import gated_logits
+    from semlm.idea.model import idea_gate
     from semlm.idea.targets import idea_gated_loss_fused
 
     token, idea, targets, positives, vocab_mask = _gated_loss_inputs(7, masked=masked)
     t1, i1 = token.clone().requires_grad_(), idea.clone().requires_grad_()
-    reference = idea_gated_loss(gated_logits(t1, i1, alpha, beta, variant), targets, i1, positives, vocab_mask, 0.1,
+    reference = idea_gated_loss(t1 + idea_gate(i1, alpha, beta, variant), targets, i1, positives, vocab_mask, 0.1,
                                 pos_weight, reduction, ignore_index=PAD_ID)
     (2.5 * reference[0]).backward()
     t2, i2 = token.clone().requires_grad_(), idea.clone().requires_grad_()

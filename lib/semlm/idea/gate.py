@@ -1,11 +1,12 @@
 """The idea gate as a ``LogitsProcessor``, its X-ray, and a loop mitigation (paper B, Sections 3.3, 5, 6.3).
 
 ``IdeaGateLogitsProcessor`` adds ``idea_gate(z_idea)`` of an idea-gated model to the scores of
-any ``generate()`` call. Use it with the model's own gate switched off (``alpha=0.0`` passed to
-``generate``, or a model whose ``config.alpha`` is 0), otherwise the gate is applied twice.
-When the model being decoded *is* the idea model, the processor reuses the idea logits of
-that step's forward pass (a forward hook), so the gate costs no extra forward; otherwise
-(e.g. gating a baseline with another model's idea head) it runs the idea model itself.
+any ``generate()`` call. While it is attached (until ``remove()``, or the end of a ``with`` block) it
+*is* that model's gate: the model's forward runs with its built-in gate off, so decoding the idea
+model itself with the processor applies the gate once, at the processor's strength. When the model
+being decoded is the idea model, the processor reuses the idea logits of that step's forward pass (a
+forward hook), so the gate costs no extra forward; otherwise (e.g. gating a baseline with another
+model's idea head) it runs the idea model itself.
 
 ``ConcentrationDecay`` is the loop mitigation of chapter 7: the gate strength of each sequence
 shrinks with the share of the idea head's top-k tokens that were already produced in the
@@ -63,15 +64,27 @@ class IdeaGateLogitsProcessor(LogitsProcessor):
         self.variant = config.gate_variant if variant is None else variant
         self.eps = config.eps if eps is None else eps
         self._captured: torch.Tensor | None = None
-        self._hook = idea_model.idea_head.register_forward_hook(self._capture)
+        self._hooks = (idea_model.idea_head.register_forward_hook(self._capture),
+                       idea_model.register_forward_pre_hook(self._builtin_gate_off, with_kwargs=True))
         self.alphas: list[torch.Tensor] = []  # per-step strengths actually used (for the loop study)
 
     def _capture(self, module, inputs, output) -> None:
         self._captured = output[:, -1].detach()
 
+    @staticmethod
+    def _builtin_gate_off(module, args, kwargs):
+        return args, {**kwargs, "alpha": 0.0}  # the processor applies the gate: the model's forward must not
+
     def remove(self) -> None:
-        """Detach the forward hook (call when done if the model lives on)."""
-        self._hook.remove()
+        """Detach the hooks: the model gates its own logits again (call when done if the model lives on)."""
+        for hook in self._hooks:
+            hook.remove()
+
+    def __enter__(self) -> "IdeaGateLogitsProcessor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
 
     @torch.no_grad()
     def idea_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -79,23 +92,18 @@ class IdeaGateLogitsProcessor(LogitsProcessor):
         if captured is not None and captured.shape[0] == input_ids.shape[0]:
             return captured
         window = self.model.config.n_positions
-        out = self.model(input_ids[:, -window:].to(self.model.device), alpha=0.0)
+        out = self.model(input_ids[:, -window:].to(self.model.device))
         self._captured = None
         return out.idea_logits[:, -1]
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         idea = self.idea_logits(input_ids).to(scores.device)
-        if self.decay is None:
-            return scores + idea_gate(idea, self.alpha, self.beta, self.variant, self.eps).to(scores.dtype)
-        alpha = self.decay.strength(self.alpha, input_ids, idea)  # [B]
-        self.alphas.append(alpha.detach().cpu())
-        # both variants are linear in alpha for alpha >= 0 up to the clamp; apply per row
-        log_p = torch.log(torch.sigmoid(idea.float()) + self.eps)
-        if self.variant == "clamp_then_scale":
-            gate = alpha[:, None] * log_p.clamp(min=self.beta)
-        else:
-            gate = (alpha[:, None] * log_p).clamp(min=self.beta)
-        return scores + gate.to(scores.dtype)
+        alpha = self.alpha
+        if self.decay is not None:  # one strength per row
+            alpha = self.decay.strength(self.alpha, input_ids, idea)
+            self.alphas.append(alpha.detach().cpu())
+            alpha, idea = alpha[:, None], idea.float()
+        return scores + idea_gate(idea, alpha, self.beta, self.variant, self.eps).to(scores.dtype)
 
 
 @torch.no_grad()

@@ -78,28 +78,30 @@ def _drops_eps(alpha: float, beta: float, variant: str, eps: float) -> bool:
     return eps <= 0 or math.log(eps) - _gate_floor(alpha, beta, variant) <= math.log(1e-6)
 
 
-def idea_gate(idea_logits: torch.Tensor, alpha: float, beta: float = -2.0,
+def idea_gate(idea_logits: torch.Tensor, alpha: float | torch.Tensor, beta: float = -2.0,
               variant: str = "clamp_then_scale", eps: float = 1e-8) -> torch.Tensor:
-    """The additive gate from idea logits (paper B, Section 3.3; both published variants).
+    """The additive gate from idea logits (paper B, Section 3.3; both published variants), written once.
 
     ``clamp_then_scale``: alpha * clamp(log(sigmoid(z) + eps), min=beta)   (v1; >= alpha * beta)
     ``scale_then_clamp``: max(alpha * log(sigmoid(z) + eps), beta)         (v2; >= beta)
-    The clamp is what keeps a confidently wrong idea head from removing a token outright.
-    This is the reference form (plain autograd); the model's forward adds it to the token logits
-    through :func:`gated_logits`, which computes the same values with a hand-written backward.
+    The clamp is what keeps a confidently wrong idea head from removing a token outright. The model's
+    forward (:func:`gated_logits`), the losses of :mod:`semlm.idea.targets` and the logits processor of
+    :mod:`semlm.idea.gate` all use this formula; the two hand-written kernels (:class:`_GatedLogits` and the
+    fused loss) are tested equal to it. ``alpha`` may be a tensor: a 0-d one (the compiled loss, so the
+    strength ramp does not recompile) or one strength per row (``[B, 1]``, the processor's decay); the
+    gate is then computed with eps and no check, as ``torch.compile`` traces it without a branch.
     """
-    _check_gate_arguments(variant, alpha, beta)
-    if alpha == 0:
-        return torch.zeros_like(idea_logits)
+    tensor_alpha = isinstance(alpha, torch.Tensor)
+    if not tensor_alpha:
+        _check_gate_arguments(variant, alpha, beta)
+        if alpha == 0:
+            return torch.zeros_like(idea_logits)
     z = idea_logits.float()
-    if _drops_eps(alpha, beta, variant, eps):
+    if not tensor_alpha and _drops_eps(alpha, beta, variant, eps):
         log_p = torch.log(torch.sigmoid(z))  # two vectorised passes; logsigmoid is ~3x slower on CPU
     else:
         log_p = torch.log(torch.sigmoid(z) + eps)
-    if variant == "clamp_then_scale":
-        gate = alpha * log_p.clamp(min=beta)
-    else:
-        gate = (alpha * log_p).clamp(min=beta)
+    gate = alpha * log_p.clamp(min=beta) if variant == "clamp_then_scale" else (alpha * log_p).clamp(min=beta)
     return gate.to(idea_logits.dtype)
 
 
@@ -416,8 +418,7 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
         reads the last ``n_positions`` tokens afresh (nanoGPT's crop) and leaves the cache alone,
         so both paths compute the same logits. What transformers passes to locate the new tokens
         (``cache_position`` in 4.x, ``next_sequence_length`` in 5.x) is not needed: the cache's own
-        length says it. ``generate(..., alpha=a)`` reaches ``forward`` (``alpha=0.0`` switches the
-        built-in gate off, e.g. when an ``IdeaGateLogitsProcessor`` applies it instead).
+        length says it. ``generate(..., alpha=a)`` reaches ``forward`` (``alpha=0.0``: decoded with the gate off).
         """
         window = self.config.n_positions
         if use_cache and past_key_values is None:

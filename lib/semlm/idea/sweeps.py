@@ -125,9 +125,8 @@ def greedy_loops(gated, baseline, tokenizer, prompts: Sequence[str], new_tokens:
         for decoder, decay in (("gate", None), (DECAY, ConcentrationDecay())):
             if alpha == 0.0 and decay is not None:
                 continue
-            gate = IdeaGateLogitsProcessor(gated, alpha, decay=decay)
-            out, rates = greedy_repetition(gated, tokenizer, prompts, new_tokens, alpha=0.0, logits_processor=[gate])
-            gate.remove()
+            with IdeaGateLogitsProcessor(gated, alpha, decay=decay) as gate:
+                out, rates = greedy_repetition(gated, tokenizer, prompts, new_tokens, logits_processor=[gate])
             loops = proportion(sum(r > 0.5 for r in rates), len(rates))
             samples[(alpha, decoder)] = out
             rows.append({"alpha": alpha, "decoder": decoder, **summarise(rates), "loop_share": loops["value"],

@@ -34,6 +34,8 @@ from typing import Iterable, Sequence
 import torch
 import torch.nn.functional as F
 
+from semlm.idea.model import _check_gate_arguments, _drops_eps, _gate_floor, idea_gate
+
 PAD_ID = -1
 REDUCTIONS: tuple[str, ...] = ("sum_vocab", "mean")
 
@@ -273,9 +275,8 @@ def idea_gated_loss_autograd(token_logits: torch.Tensor, idea_logits: torch.Tens
         ce = F.cross_entropy(z_token.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
         return ce, ce, None
     z = idea_logits.float()
-    log_p = torch.log(torch.sigmoid(z) + eps)
-    gate = alpha * log_p.clamp(min=beta) if variant == "clamp_then_scale" else (alpha * log_p).clamp(min=beta)
-    ce = F.cross_entropy((z_token + gate).flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+    gated = z_token + idea_gate(z, alpha, beta, variant, eps)
+    ce = F.cross_entropy(gated.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
     index, valid = positives.clamp_min(0), (positives != PAD_ID).float()
     softplus = F.softplus(z)
     if vocab_mask is None:
@@ -318,16 +319,14 @@ class _FusedGatedLoss(torch.autograd.Function):
     window's part of the BCE ([N, K] entries) is computed for all positions at once. The gated logits,
     their softmax, the softplus and the separate gradients of the gate and the BCE never exist as
     [B, T, V] tensors; a CE whose softmax entry underflows (below 1e-30) is taken from log_softmax.
-    The gate's threshold, its eps handling and the BCE's mask follow
-    :class:`semlm.idea.model._GatedLogits` and :class:`_SparseBCERows`. Not a ``torch.compile`` of
+    The gate is :func:`semlm.idea.model.idea_gate` computed in place (tests check it equal); its threshold,
+    its eps handling and the BCE's mask follow :class:`semlm.idea.model._GatedLogits` and :class:`_SparseBCERows`. Not a ``torch.compile`` of
     the unfused loss: inductor (C++ backend) gave the same CPU time after minutes of compiling.
     """
 
     @staticmethod
     def forward(ctx, token_logits, idea_logits, targets, positives, vocab_mask, options):
         alpha, beta, variant, eps, idea_weight, pos_weight, reduction, ignore_index, chunk = options
-        from semlm.idea.model import _drops_eps, _gate_floor
-
         V = token_logits.shape[-1]
         token, idea = token_logits.reshape(-1, V), idea_logits.reshape(-1, V)
         scored = targets.reshape(-1) != ignore_index
@@ -426,8 +425,6 @@ def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor,
     gate variants, both reductions, clamped entries, masked columns and pad targets). Returns
     ``(total, token_ce, idea_bce)``; only ``total`` carries gradients (the other two are for logging).
     """
-    from semlm.idea.model import _check_gate_arguments
-
     _check_gate_arguments(variant, alpha, beta)
     if reduction not in REDUCTIONS:
         raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")

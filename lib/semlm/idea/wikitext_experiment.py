@@ -305,9 +305,9 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
     BCE in the settings' reduction and per counted column (``idea_bce_per_column``, comparable
     between the two reductions), as detached 0-d tensors, and alpha.
 
-    ``fused`` (the default) runs the gated model with its gate off and applies the gate inside the
-    loss (:func:`semlm.idea.targets.idea_gated_loss_fused`: gate, token CE and idea BCE chunked over
-    positions, no gated [B, T, V] logits made) whenever the logits are float32 and off CUDA; the numbers
+    ``fused`` (the default) leaves the gate out of the model's forward and applies it inside the loss, off
+    CUDA (:func:`semlm.idea.targets.idea_gated_loss_fused` for float32 logits: gate, token CE and idea BCE
+    chunked over positions, no gated [B, T, V] logits made); the gate is applied once either way; the numbers
     are those of the unfused path (``fused=False``: the model's gated logits, then
     :func:`idea_gated_loss`) to float precision. On CUDA (bf16 autocast, where the chunk loop would
     only add launches) the model's gate and :func:`idea_gated_loss` run as before, unless
@@ -320,7 +320,8 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
     def loss_fn(model, batch: TokenBatch, step: int | None = None):
         alpha = (settings.alpha if step is None else alpha_at(step, settings)) if idea else 0.0
         compiled = compile_on_cuda and batch.inputs.is_cuda
-        out = model(batch.inputs, alpha=0.0 if idea and (fused or compiled) else alpha)
+        gate_in_loss = idea and (compiled or (fused and not batch.inputs.is_cuda))  # the model's gate stays off
+        out = model(batch.inputs, alpha=0.0 if gate_in_loss else alpha)
         if compiled:  # the model itself under DistributedDataParallel; a compiled module forwards .config
             return _compiled_loss_parts(out, batch, settings, alpha, masks, stop, getattr(model, "module", model).config)
         if not idea:
@@ -333,12 +334,14 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
         c = getattr(model, "module", model).config  # the model itself under DistributedDataParallel
         losses = (masks[key], settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, PAD_ID)
-        if fused and out.token_logits.dtype == out.idea_logits.dtype == torch.float32 and not out.logits.is_cuda:
-            loss, ce, bce = idea_gated_loss_fused(out.token_logits, out.idea_logits, alpha, c.beta, c.gate_variant,
-                                                  c.eps, batch.targets, positives, *losses)
-        else:  # the model's own gate (what model(..., alpha=alpha) computes), then the loss on its logits
-            logits = gated_logits(out.token_logits, out.idea_logits, alpha, c.beta, c.gate_variant, c.eps) \
-                if fused else out.logits
+        gate = (alpha, c.beta, c.gate_variant, c.eps)
+        if not gate_in_loss:  # the model's gated logits
+            loss, ce, bce = idea_gated_loss(out.logits, batch.targets, out.idea_logits, positives, *losses)
+        elif out.token_logits.dtype == out.idea_logits.dtype == torch.float32:
+            loss, ce, bce = idea_gated_loss_fused(out.token_logits, out.idea_logits, *gate, batch.targets, positives,
+                                                  *losses)
+        else:  # a CPU run in bf16: the model's gate, applied here once
+            logits = gated_logits(out.token_logits, out.idea_logits, *gate)
             loss, ce, bce = idea_gated_loss(logits, batch.targets, out.idea_logits, positives, *losses)
         bce = bce.detach()  # parts are detached tensors: the loop decides when to wait for the device
         per_column = bce / masks[key].sum() if settings.idea_loss_reduction == "sum_vocab" else bce
