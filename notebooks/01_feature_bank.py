@@ -36,19 +36,13 @@ import pandas as pd
 import torch
 from myst_nb import glue
 
-from semlm.fusion import fuzzy
-
-from semlm import plots
+from semlm import book, plots
 from semlm.data import synthetic
 from semlm.data.vocab import Vocabulary
-from semlm.fusion import features
+from semlm.fusion import features, fuzzy
 from semlm.fusion.features import CAUSAL, PUBLISHED, SyntheticFeatures
-from semlm.profiles import check_parameters, lab_profile
-from semlm.book.report import ChapterTimer, write_chapter_metrics
 
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(profile=profile, seed=seed)
-timer = ChapterTimer()
+chapter = book.open("01_feature_bank", profile=profile, seed=seed)
 
 # %% [markdown]
 # ## Memberships
@@ -195,7 +189,7 @@ pd.Series(
 record = features.feature_bank_record(
     triplets, sentence_a, sentence_b, changed_at, prefix_change
 )
-write_chapter_metrics("01_feature_bank", profile, seed, record, timer.seconds)
+chapter.close(record)
 
 # %% [markdown]
 # ## Exercises

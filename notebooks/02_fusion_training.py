@@ -43,40 +43,24 @@ import math
 import pandas as pd
 from myst_nb import glue
 
-from semlm import plots
+from semlm import book, plots
+from semlm.book.tables import show_config
 from semlm.core import runs
 from semlm.fusion import training_report as report
 from semlm.fusion.synthetic_experiment import (
-    SYNTHETIC,
-    epoch_curves,
-    fusion_training_runs,
-    paper_comparison_frame,
-    prepare_data,
-    runs_table,
+    SYNTHETIC, epoch_curves, fusion_training_runs, paper_comparison_frame,
+    prepare_data, runs_table,
 )
-from semlm.profiles import check_parameters, lab_profile, synthetic_profile
+from semlm.profiles import synthetic_profile
 from semlm.reference import PAPER_A_TABLE1, PAPER_A_VAL_PPL_BY_EPOCH
-from semlm.book.report import ChapterTimer, write_chapter_metrics
-from semlm.book.tables import show_config
 
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(profile=profile, seed=seed, workers=workers)
-timer = ChapterTimer()
+chapter = book.open("02_fusion_training", profile=profile, seed=seed,
+                    workers=workers)
+profile = chapter.profile
 config = synthetic_profile(profile, seed)
-show_config(
-    config,
-    (
-        "name",
-        "corpus.n_train",
-        "corpus.n_val",
-        "backbone.d_model",
-        "backbone.n_layers",
-        "train.epochs",
-        "train.batch_size",
-        "train.autocast",
-        "seed",
-    ),
-)
+show_config(config, ("name", "corpus.n_train", "corpus.n_val",
+                     "backbone.d_model", "backbone.n_layers", "train.epochs",
+                     "train.batch_size", "train.autocast", "seed"))
 
 # %% [markdown]
 # ## The corpus
@@ -305,9 +289,7 @@ report.key_numbers(trained, sensitivity)
 
 # %%
 record = report.fusion_training_record(config, trained, sensitivity)
-write_chapter_metrics(
-    "02_fusion_training", profile, seed, record, timer.seconds
-)
+chapter.close(record)
 
 # %% [markdown]
 # ## Exercises

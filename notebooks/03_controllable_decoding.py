@@ -54,24 +54,21 @@ workers = 2
 import pandas as pd
 from myst_nb import glue
 
-from semlm import plots
+from semlm import book, plots
 from semlm.core import runs
 from semlm.core.metrics import polarity_confusion
-from semlm.fusion import control_study as study
 from semlm.data.vocab import detokenize  # the exercises print with it
+from semlm.fusion import control_study as study
 from semlm.fusion.synthetic_experiment import (
-    SETTINGS,
-    SYNTHETIC,
-    fusion_training_runs,
+    SETTINGS, SYNTHETIC, fusion_training_runs,
 )
 from semlm.fusion.training_report import focus_by_model
-from semlm.profiles import check_parameters, lab_profile, synthetic_profile
+from semlm.profiles import synthetic_profile
 from semlm.reference import PAPER_A_OOD_ALPHA, PAPER_A_OOD_HIT
-from semlm.book.report import ChapterTimer, write_chapter_metrics
 
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(profile=profile, seed=seed, workers=workers)
-timer = ChapterTimer()
+chapter = book.open("03_controllable_decoding", profile=profile, seed=seed,
+                    workers=workers)
+profile = chapter.profile
 config = synthetic_profile(profile, seed)
 N = 200  # generations per setting, as in the paper
 
@@ -279,9 +276,7 @@ record = study.decoding_record(
     generations_per_second,
     examples,
 )
-write_chapter_metrics(
-    "03_controllable_decoding", profile, seed, record, timer.seconds
-)
+chapter.close(record)
 
 # %% [markdown]
 # ## Exercises

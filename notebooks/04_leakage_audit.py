@@ -48,30 +48,24 @@ import math
 import pandas as pd
 from myst_nb import glue
 
-from semlm import plots
+from semlm import book, plots
+from semlm.book.claims import FEATURE_STEERING_MIN_SEEDS, evaluate_claims
 from semlm.core import runs
 from semlm.core.metrics import FOCUS_TOKENS
 from semlm.data.synthetic import make_corpus
 from semlm.fusion import audit_tables as tables
 from semlm.fusion.audit import (
-    AuditRuns,
-    audit_runs,
-    audit_seeds,
-    control_reports,
-    feature_steering,
-    steering_seeds,
-    summarise_audit,
+    AuditRuns, audit_runs, audit_seeds, control_reports, feature_steering,
+    steering_seeds, summarise_audit,
 )
-from semlm.book.claims import FEATURE_STEERING_MIN_SEEDS, evaluate_claims
 from semlm.fusion.leakage import causal_floors
 from semlm.fusion.synthetic_experiment import SYNTHETIC
-from semlm.profiles import check_parameters, lab_profile, synthetic_profile
+from semlm.profiles import synthetic_profile
 from semlm.reference import PAPER_A_TABLE1
-from semlm.book.report import ChapterTimer, write_chapter_metrics
 
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
-timer = ChapterTimer()
+chapter = book.open("04_leakage_audit", profile=profile, seed=seed,
+                    workers=workers, n_seeds=n_seeds)
+profile = chapter.profile
 if profile == "smoke" and n_seeds is not None and n_seeds > 2:
     print(f"smoke profile: {n_seeds} seeds requested, 2 used")
     n_seeds = 2
@@ -79,9 +73,8 @@ seeds = audit_seeds(seed, n_seeds, profile)
 # A-feature-steering's seeds: the audit's and, at some profiles, more
 steer_seeds = steering_seeds(seed, seeds, profile)
 N = 200  # generations per request and model, as in the paper
-corpus = make_corpus(
-    synthetic_profile(profile, seed).corpus
-)  # the words only; models come later
+# the words only; models come later
+corpus = make_corpus(synthetic_profile(profile, seed).corpus)
 
 
 # %% [markdown]
@@ -425,7 +418,7 @@ glue(
 tables.key_numbers(summary)
 
 # %%
-write_chapter_metrics("04_leakage_audit", profile, seed, record, timer.seconds)
+chapter.close(record)
 
 # %% [markdown]
 # ## Exercises

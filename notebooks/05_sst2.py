@@ -43,53 +43,29 @@ import pandas as pd
 import torch
 from myst_nb import glue
 
-from semlm import plots
+from semlm import book, plots
+from semlm.book.tables import show_config
 from semlm.core import runs
 from semlm.fusion import sst2_report
 from semlm.fusion import training_report as report
-from semlm.fusion.synthetic_experiment import (
-    default_runs_dir,
-    epoch_curves,
-    paper_comparison_frame,
-    runs_table,
-)
-from semlm.profiles import check_parameters, lab_profile
-from semlm.book.report import ChapterTimer, write_chapter_metrics
-from semlm.book.tables import show_config
 from semlm.fusion.sst2_experiment import (
-    PAPER_A_TABLE7,
-    SST2,
-    classifier_accuracy,
-    control_frame,
-    control_prefixes,
-    feature_table,
-    prepare_sst2,
-    sst2_profile,
-    sst2_runs,
-    tag_coverage,
+    PAPER_A_TABLE7, SST2, classifier_accuracy, control_frame, control_prefixes,
+    feature_table, prepare_sst2, sst2_profile, sst2_runs, tag_coverage,
     train_sentiment_classifier,
+)
+from semlm.fusion.synthetic_experiment import (
+    default_runs_dir, epoch_curves, paper_comparison_frame, runs_table,
 )
 
 # %% tags=["hide-input"]
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(profile=profile, seed=seed, workers=workers)
+chapter = book.open("05_sst2", profile=profile, seed=seed, workers=workers)
+profile = chapter.profile
 torch.set_num_threads(1)
-timer = ChapterTimer()
 config = sst2_profile(profile, seed)
 runs_dir = default_runs_dir(profile)
-show_config(
-    config,
-    (
-        "name",
-        "n_train",
-        "backbone.d_model",
-        "backbone.n_layers",
-        "train.epochs",
-        "classifier.n_train",
-        "control.n_prefixes",
-        "seed",
-    ),
-)
+show_config(config, ("name", "n_train", "backbone.d_model", "backbone.n_layers",
+                     "train.epochs", "classifier.n_train",
+                     "control.n_prefixes", "seed"))
 
 # %% [markdown]
 # ## Data and tokenisation
@@ -424,7 +400,7 @@ record = sst2_report.sst2_record(
     feature_changes,
     examples,
 )
-write_chapter_metrics("05_sst2", profile, seed, record, timer.seconds)
+chapter.close(record)
 
 # %% [markdown]
 # ## Exercises

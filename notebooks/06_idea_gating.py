@@ -48,42 +48,26 @@ n_seeds = None  # training seeds of the seed comparison (None: the profile's)
 import pandas as pd
 from myst_nb import glue
 
-from semlm import plots
+from semlm import book, plots
 from semlm.book.claims import STICKINESS_RULE_COMMIT
-from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.book.tables import show_config
 from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.idea.wikitext_experiment import (
-    IDEA,
-    authors_protocol,
-    domain_retention,
-    idea_data,
-    authors_protocol_over_seeds,
-    book_protocol_over_seeds,
-    idea_gating_runs,
-    idea_profile,
-    load_domains,
-    model_config,
-    profile_differences,
+    IDEA, authors_protocol, authors_protocol_over_seeds,
+    book_protocol_over_seeds, domain_retention, idea_data, idea_gating_runs,
+    idea_profile, load_domains, model_config, profile_differences,
     with_chosen_gated,
 )
-from semlm.profiles import check_parameters, lab_profile
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 
 # %% tags=["hide-input"]
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(
-    extra_profiles=("cpu-long",),  # the recorded long CPU run (.ci/run-long)
-    profile=profile,
-    seed=seed,
-    workers=workers,
-    max_steps=max_steps,
-    n_seeds=n_seeds,
-)
-timer = ChapterTimer()
+# profile may also be cpu-long, the recorded long CPU run (.ci/run-long)
+chapter = book.open("06_idea_gating", profile=profile, seed=seed,
+                    workers=workers, max_steps=max_steps, n_seeds=n_seeds)
+profile = chapter.profile
 config = idea_profile(profile, seed, max_steps)
 if config.capped_from is not None:
     print(
@@ -92,21 +76,9 @@ if config.capped_from is not None:
         f"(max_steps = {max_steps}); warmup, cosine and alpha ramp are "
         "compressed to keep their share."
     )
-show_config(
-    config,
-    (
-        "name",
-        "dataset",
-        "vocab_size",
-        "train_tokens",
-        "size.n_layer",
-        "size.n_embd",
-        "size.block_size",
-        "train.max_steps",
-        "n_seeds",
-        "seed",
-    ),
-)
+show_config(config, ("name", "dataset", "vocab_size", "train_tokens",
+                     "size.n_layer", "size.n_embd", "size.block_size",
+                     "train.max_steps", "n_seeds", "seed"))
 
 # %% [markdown]
 # ## This run against the authors' run
@@ -477,7 +449,7 @@ record = report.idea_gating_record(
     retention,
     over_seeds,
 )
-write_chapter_metrics("06_idea_gating", profile, seed, record, timer.seconds)
+chapter.close(record)
 
 # %% [markdown]
 # ## Recorded runs

@@ -39,28 +39,20 @@ from dataclasses import replace
 import pandas as pd
 from myst_nb import glue
 
-from semlm import plots
-from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm import book, plots
 from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import sweeps
 from semlm.idea.gate import xray
 from semlm.idea.report import differences_frame, run_table
 from semlm.idea.wikitext_experiment import (
-    IDEA,
-    idea_data,
-    idea_gating_runs,
-    idea_profile,
-    load_domains,
+    IDEA, idea_data, idea_gating_runs, idea_profile, load_domains,
     with_chosen_gated,
 )
-from semlm.profiles import check_parameters, lab_profile
 
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(
-    profile=profile, seed=seed, workers=workers, max_steps=max_steps
-)
-timer = ChapterTimer()
+chapter = book.open("07_xray_and_sweeps", profile=profile, seed=seed,
+                    workers=workers, max_steps=max_steps)
+profile = chapter.profile
 config = idea_profile(profile, seed, max_steps)
 if config.capped_from is not None:
     print(
@@ -267,9 +259,7 @@ record = sweeps.xray_record(
     baseline_rates,
     loop_numbers["loop_verdict"],
 )
-write_chapter_metrics(
-    "07_xray_and_sweeps", profile, seed, record, timer.seconds
-)
+chapter.close(record)
 
 # %% [markdown]
 # ## Recorded GPU runs

@@ -49,35 +49,22 @@ n_seeds = None  # training seeds of the capacity control (None: the profile's)
 import pandas as pd
 from myst_nb import glue
 
-from semlm import plots
-from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm import book, plots
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
 from semlm.idea.gate import xray
 from semlm.idea.lora_experiment import (
-    BACKBONE_PRETRAINING,
-    LORA,
-    PAPER_B_LORA_PPL,
-    backbone_runs,
-    capacity_control_runs,
-    lora_device,
-    lora_profile,
-    lora_runs,
-    measure_memory,
-    nf4_cpu_kernel,
-    paper_scale_parameter_counts,
-    prepare_fineweb,
-    resolve_backbone,
+    BACKBONE_PRETRAINING, LORA, PAPER_B_LORA_PPL, backbone_runs,
+    capacity_control_runs, lora_device, lora_profile, lora_runs,
+    measure_memory, nf4_cpu_kernel, paper_scale_parameter_counts,
+    prepare_fineweb, resolve_backbone,
 )
 from semlm.idea.wikitext_experiment import domain_retention, load_domains
-from semlm.profiles import check_parameters, lab_profile
 
 # %% tags=["hide-input"]
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(
-    profile=profile, seed=seed, max_steps=max_steps, n_seeds=n_seeds
-)
-timer = ChapterTimer()
+chapter = book.open("08_lora_4bit_idea_gating", profile=profile, seed=seed,
+                    max_steps=max_steps, n_seeds=n_seeds)
+profile = chapter.profile
 config = lora_profile(profile, seed, max_steps)
 main_q = config.quantizations[0]  # the paper's setting: NF4
 print(
@@ -405,9 +392,7 @@ record = report.lora_record(
     PAPER_B_LORA_PPL,
     control,
 )
-write_chapter_metrics(
-    "08_lora_4bit_idea_gating", profile, seed, record, timer.seconds
-)
+chapter.close(record)
 
 # %% [markdown]
 # ## Recorded GPU runs

@@ -50,69 +50,36 @@ from dataclasses import replace
 import pandas as pd
 from myst_nb import glue
 
-from semlm import plots
+from semlm import book, plots
 from semlm.book.claims import (
-    TOPIC_DRIFT_RULE_COMMIT,
-    TOPIC_MAX_MIXED,
-    TOPIC_MIN_SEEDS,
+    TOPIC_DRIFT_RULE_COMMIT, TOPIC_MAX_MIXED, TOPIC_MIN_SEEDS,
     TOPIC_MISCALIBRATION,
 )
-from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.book.tables import show, show_config
 from semlm.core.runs import RunContext, run_many
 from semlm.data.topics import NEUTRAL_TEMPLATES, TEMPLATES
 from semlm.idea import topic_report
 from semlm.idea.topic_experiment import (
-    CHAPTER,
-    CURVE,
-    TOPIC_DRIFT,
-    RESAMPLED,
-    Measurements,
-    alpha_sweep,
-    data_drift,
-    evaluate_curve,
-    resampled_decision,
-    prepare_topic_data,
-    runs_by_group,
-    sentence_labels,
-    topic_decision,
-    topic_drift_profile,
+    CHAPTER, CURVE, RESAMPLED, TOPIC_DRIFT, Measurements, alpha_sweep,
+    data_drift, evaluate_curve, prepare_topic_data, resampled_decision,
+    runs_by_group, sentence_labels, topic_decision, topic_drift_profile,
     topic_drift_runs,
 )
-from semlm.profiles import check_parameters, lab_profile
 
 # %% tags=["hide-input"]
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(
-    profile=profile,
-    seed=seed,
-    workers=workers,
-    **({} if n_seeds is None else {"n_seeds": n_seeds}),
-)
-timer = ChapterTimer()
+chapter = book.open(CHAPTER, profile=profile, seed=seed, workers=workers,
+                    n_seeds=n_seeds)
+profile = chapter.profile
 config = topic_drift_profile(profile, seed)
 if n_seeds is not None:
     config = replace(config, n_seeds=n_seeds)
 seeds = config.seeds(seed)
-show_config(
-    config,
-    (
-        "name",
-        "data.n_topics",
-        "data.switch_prob",
-        "data.n_train_docs",
-        "size.n_layer",
-        "size.n_embd",
-        "size.block_size",
-        "budgets",
-        "plain_steps",
-        "train.eval_every",
-        "train.schedule",
-        "n_seeds",
-        "data.seed",
-        "data.lexicon_seed",
-    ),
-)
+show_config(config, (
+    "name", "data.n_topics", "data.switch_prob", "data.n_train_docs",
+    "size.n_layer", "size.n_embd", "size.block_size", "budgets", "plain_steps",
+    "train.eval_every", "train.schedule", "n_seeds", "data.seed",
+    "data.lexicon_seed",
+))
 
 # %% [markdown]
 # ## The world
@@ -471,11 +438,10 @@ for key, value in topic_report.verdict_numbers(record).items():
 topic_report.topic_examples(results, seeds[0], config)
 
 # %%
-seconds = timer.seconds
-write_chapter_metrics(CHAPTER, profile, seed, record, seconds)
+chapter.close(record)
 
 # %% tags=["remove-cell"]
-glue("chapter_seconds", seconds, display=False)
+glue("chapter_seconds", chapter.seconds, display=False)
 glue("profile_name", config.name, display=False)
 
 # %% [markdown]

@@ -52,19 +52,18 @@ import pandas as pd
 import torch
 from myst_nb import glue
 
-from semlm import plots
+from semlm import book, plots
 from semlm.book.claims import INTENSITY_SMOOTH_THRESHOLD, evaluate_claims
-from semlm.book.report import ChapterTimer, write_chapter_metrics
 from semlm.core import runs
 from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.fusion.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
 from semlm.fusion.intent import REQUEST_FEATURES, Request, declared_intent
-from semlm.profiles import check_parameters, intent_profile, lab_profile
+from semlm.profiles import intent_profile
 
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(profile=profile, seed=seed, workers=workers, n_seeds=n_seeds)
-timer = ChapterTimer()
+chapter = book.open(ie.CHAPTER, profile=profile, seed=seed, workers=workers,
+                    n_seeds=n_seeds)
+profile = chapter.profile
 config = intent_profile(profile, seed)
 if n_seeds is not None:
     if profile == "smoke" and n_seeds > 2:
@@ -541,4 +540,4 @@ pd.DataFrame(samples).pivot(
 #    :::
 
 # %%
-write_chapter_metrics(ie.CHAPTER, profile, seed, record, timer.seconds)
+chapter.close(record)

@@ -43,12 +43,13 @@ authors_comparison_file = ""
 import pandas as pd
 from myst_nb import glue
 
-from semlm import plots
+from semlm import book, plots
 from semlm.book import bench
-from semlm.profiles import check_parameters, lab_profile
 
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(profile=profile, seed=seed, workers=workers)
+# the benchmark writes its own record (bench.json): this chapter never closes
+chapter = book.open("98_benchmarks", profile=profile, seed=seed,
+                    workers=workers)
+profile = chapter.profile
 
 # %%
 record = bench.run_benchmark(profile, seed, workers)

@@ -37,14 +37,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from semlm import book
 from semlm.book import report
 from semlm.book.claims import evaluate_claims
 from semlm.book.recorded import recorded_verdicts
-from semlm.profiles import check_parameters, lab_profile
 
-profile = lab_profile(profile)  # make lab: $SEMLM_PROFILE
-check_parameters(profile=profile, seed=seed)
-timer = report.ChapterTimer()
+chapter = book.open("report", profile=profile, seed=seed)
 metrics = report.load_metrics()
 claims = report.attach_recorded(evaluate_claims(metrics), recorded_verdicts())
 manifest = report.report_manifest(metrics, report.chapter_parameters())
@@ -125,10 +123,4 @@ pd.Series(manifest["packages"], name="version").to_frame()
 report.parameters_frame(manifest["parameters"])
 
 # %% tags=["remove-cell"]
-report.write_chapter_metrics(
-    "report",
-    profile,
-    seed,
-    {"claims": claims, "manifest": manifest},
-    timer.seconds,
-)
+chapter.close({"claims": claims, "manifest": manifest})
