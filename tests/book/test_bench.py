@@ -1,5 +1,6 @@
-"""semlm.book.bench: the FLOP counter behind the idea-gate benchmark (checked against the real model) and the
-comparison with the authors' script (their side a tiny script; our side's timing never asserted)."""
+"""semlm.book.bench and semlm.book.flops: the FLOP counter behind the idea-gate benchmark (checked against the real
+model), the comparison with the authors' script (their side a tiny script; our side's timing never asserted) and
+the command line's sections."""
 
 import json
 import sys
@@ -8,8 +9,9 @@ import pytest
 import torch
 
 from semlm.book import bench
-from semlm.book.bench import (forward_flops_per_position, idea_flop_ratios, model_flops_utilisation, peak_bf16_flops,
-                         training_flops_per_token, verdict)
+from semlm.book.bench import verdict
+from semlm.book.flops import (elementwise_flops_per_position, forward_flops_per_position, idea_flop_ratios,
+                              model_flops_utilisation, peak_bf16_flops, training_flops_per_token)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
 
 
@@ -49,8 +51,6 @@ def test_verdict_compares_time_ratio_with_target_times_flop_ratio():
 
 
 def test_flop_count_adds_the_gate_and_losses_elementwise_work_over_the_vocabulary():
-    from semlm.book.bench import elementwise_flops_per_position
-
     plain, gated = (elementwise_flops_per_position(100, idea) for idea in (False, True))
     assert plain["total"] == plain["token loss"] == 5 * 100                 # softmax CE, forward + backward
     assert gated["idea gate"] == 11 * 100 and gated["idea loss"] == 10 * 100
@@ -216,3 +216,27 @@ def test_cpu_breakdown_splits_training_by_paper_and_counts_each_model_once():
     del b["cpu_seconds"]  # an older manifest: no per-model CPU time, the chapters are one part
     assert [row["part"] for row in bench.cpu_breakdown(manifest)] == ["chapters (training included)",
                                                                       "HTML and the runner"]
+
+
+# --- python -m semlm.bench: one function per --only section -------------------------------------
+
+
+def test_each_only_section_runs_its_function_from_the_dispatch_table(monkeypatch, capsys):
+    choices = next(a.choices for a in bench._parser()._actions if a.dest == "only")
+    assert list(choices) == list(bench.SECTIONS) and "all" in choices
+    seen = []
+    for name in bench.SECTIONS:
+        monkeypatch.setitem(bench.SECTIONS, name, lambda args, name=name: seen.append((name, args.seed)) or 3)
+        assert bench.main(["--only", name, "--seed", "7"]) == 3
+    assert seen == [(name, 7) for name in bench.SECTIONS]
+    monkeypatch.setitem(bench.SECTIONS, "book", lambda args: (_ for _ in ()).throw(ValueError("no manifest")))
+    assert bench.main(["--only", "book"]) == 2
+    assert capsys.readouterr().err.strip() == "error: no manifest"
+
+
+def test_the_flop_formulas_import_without_torch():
+    import subprocess
+
+    code = "import sys, semlm.book.flops; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

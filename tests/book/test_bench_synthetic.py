@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from semlm.book.bench import (TRAINING_VARIANTS, bf16_decision, nominal_cpu_peak_flops, summarise_training_variants,
-                         synthetic_forward_flops_per_position)
+from semlm.book.bench import TRAINING_VARIANTS, bf16_decision, summarise_training_variants
+from semlm.book.flops import nominal_cpu_peak_flops, synthetic_forward_flops_per_position
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 
 

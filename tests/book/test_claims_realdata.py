@@ -153,7 +153,7 @@ def test_one_seed_of_the_lora_comparison_is_inconclusive_and_no_control_is_not_r
 def test_an_incompetent_build_names_a_recorded_run_that_passes_the_check_but_does_not_judge_it(tmp_path, monkeypatch):
     import json
 
-    import semlm.book.recorded as recorded
+    import semlm.book.recorded_runs as recorded
 
     monkeypatch.setattr(recorded, "RECORDED_DIR", tmp_path)
     verdict = verdicts(idea_metrics(model_ppl=100.0))["B-stickiness"]

@@ -74,7 +74,7 @@ def test_collect_writes_provenance_metrics_and_throughput_from_a_work_folder(tmp
     chapter = provenance["chapters"]["06_idea_gating"]
     assert chapter["status"] == "ok" and chapter["tokens_per_second"] == 100000.0
     # MFU = tokens/s x training FLOPs per token of the paper GPT (gated) / 989 TFLOP/s
-    from semlm.book.bench import training_flops_per_token
+    from semlm.book.flops import training_flops_per_token
 
     expected = 100000.0 * training_flops_per_token(6, 384, 50257, 256, True) / 989e12
     assert chapter["mfu"] == pytest.approx(expected)

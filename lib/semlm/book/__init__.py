@@ -5,6 +5,15 @@ Torch-free on import (the runner's usage errors cost no torch import).
 """
 
 from semlm.book.chapter import open_chapter as open  # noqa: A001  (book.open: a chapter's setup, see chapter.py)
-from semlm.book.runner import main
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``semlm-book`` command (:func:`semlm.book.runner.main`). The runner is imported when this is called,
+    not with the package: a chapter's ``from semlm import book`` does not load it, and no module of the book
+    depends on the runner through the package."""
+    from semlm.book.runner import main as run
+
+    return run(argv)
+
 
 __all__ = ["main"]

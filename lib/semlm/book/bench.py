@@ -26,8 +26,8 @@ never turned into timed tests.
 
 from __future__ import annotations
 
-import contextlib
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,12 +37,15 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import pandas as pd
 import torch
 
-from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
+from semlm.book.flops import (idea_flop_ratios, model_flops_utilisation, nominal_cpu_peak_flops,
+                              synthetic_forward_flops_per_position)
 from semlm.core import runs as runner
+from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
 from semlm.fusion.synthetic_experiment import SYNTHETIC, peak_rss_mb, prepare_data, synthetic_runs
-from semlm.profiles import PROFILES, synthetic_profile
+from semlm.profiles import CPU_BF16_VARIABLE, PROFILES, cpu_computes_bf16, synthetic_profile
 from semlm.book.records import BenchmarkRecord
 from semlm.book.report import write_chapter_metrics
 
@@ -70,6 +73,12 @@ def time_controlled_generation(model, config, n: int = 200, repeats: int = 5) ->
             "meets_target": best <= GENERATION_TARGET_SECONDS}
 
 
+def _train_synthetic(config, runs_dir, workers: int | None, progress: bool) -> dict:
+    """Both causal models of the synthetic experiment through the run cache (``runs_dir``; None: the build's)."""
+    context = runner.RunContext(config.name, runs_dir, workers, progress)
+    return runner.nested(runner.run_many(SYNTHETIC, synthetic_runs(config, settings=("causal",)), context), "name")
+
+
 def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = None, progress: bool = True,
                   variants_profile: str | None = "smoke", variant_seeds: int = 3, fresh: bool = False) -> dict:
     """Time the whole synthetic experiment (both causal models trained and evaluated); returns (and
@@ -89,9 +98,7 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         runs_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="semlm-bench-")) if fresh else None
-        context = runner.RunContext(config.name, runs_dir, workers, progress)
-        records = runner.run_many(SYNTHETIC, synthetic_runs(config, settings=("causal",)), context)
-        runs = runner.nested(records, "name")
+        runs = _train_synthetic(config, runs_dir, workers, progress)
         wall = time.perf_counter() - start
         generation = time_controlled_generation(runs["fusion"].load(), config)
     reused = all(r.status == "loaded" for r in runs.values())
@@ -113,13 +120,15 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         "val_ppl": {k: r.metrics.ppl for k, r in runs.items()},
         "generation": generation,
         "generations_per_second": generation["generations_per_second"],
+        "flops": synthetic_flops_record(config, runs),
     }
-    record["flops"] = synthetic_flops_record(config, runs)
     if variants_profile is not None:
-        comparison = compare_training_variants(variants_profile, tuple(range(seed, seed + variant_seeds)),
-                                               workers=workers)
-        record["training_variants"] = comparison
-    record["precision"] = precision_record(config)
+        record["training_variants"] = compare_training_variants(
+            variants_profile, tuple(range(seed, seed + variant_seeds)), workers=workers)
+    # the precision paper A's config trains in on this machine, and why (semlm.profiles.paper_a_cpu_precision)
+    record["precision"] = {"profile": config.name, "autocast": config.train.autocast or "float32",
+                           "cpu_computes_bf16": cpu_computes_bf16(),
+                           CPU_BF16_VARIABLE: os.environ.get(CPU_BF16_VARIABLE) or "auto"}
     record["bf16_decision"] = bf16_decision(record.get("training_variants"), record["precision"],
                                             recorded_precision_comparison())
     record["idea"] = run_idea_benchmark(profile, seed, threads=1)
@@ -140,26 +149,6 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
 # BLAS the model uses. ``nominal_cpu_peak_flops`` states the datasheet-style formula next to it.
 
 
-def synthetic_forward_flops_per_position(backbone, vocab_size: int, kind: str, n_features: int,
-                                         context: float) -> dict[str, float]:
-    """Forward FLOPs of one position of the baseline / fusion model of paper A, by part.
-
-    Per layer: the fused q, k, v projection and the output projection (4 d^2 MACs), scores and
-    weighted sum over ``context`` keys (2 x context x d MACs), the ReLU MLP (2 d d_ff MACs); the
-    tied LM head (d V); fusion adds W_s (F d), the gate W_g ((d + F) d) and the auxiliary head
-    (d h + h F, h = max(64, 2F)). Embeddings, LayerNorms, softmax and losses are left out (O(d)).
-    """
-    d, n, ff, V, F = backbone.d_model, backbone.n_layers, backbone.d_ff, vocab_size, n_features
-    parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
-             "MLP": n * 2 * 2 * d * ff, "LM head (tied)": 2 * d * V}
-    if kind == "fusion":
-        h = max(64, 2 * F)
-        parts["fusion input (W_s, W_g)"] = 2 * (F * d + (d + F) * d)
-        parts["auxiliary head"] = 2 * (d * h + h * F)
-    parts["total"] = sum(parts.values())
-    return parts
-
-
 def measured_matmul_flops(n: int = 512, repeats: int = 20) -> float:
     """Best float32 FLOP/s of an ``n x n`` matrix product on one thread: the practical peak per core.
 
@@ -172,48 +161,14 @@ def measured_matmul_flops(n: int = 512, repeats: int = 20) -> float:
         g = torch.Generator().manual_seed(0)
         a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
         a @ b  # warm-up
-        best = min(_timed(lambda: a @ b) for _ in range(repeats))
-        return 2 * n ** 3 / best
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t0)
+        return 2 * n ** 3 / min(times)
     finally:
         torch.set_num_threads(previous)
-
-
-def _timed(job) -> float:
-    t0 = time.perf_counter()
-    job()
-    return time.perf_counter() - t0
-
-
-def nominal_cpu_peak_flops() -> dict:
-    """Nominal float32 peak per core from ``/proc/cpuinfo``: clock x SIMD lanes x 2 (FMA) x FMA units.
-
-    The clock is the TSC rate of ``lscpu``'s BogoMIPS / 2 (virtual machines rarely report a max
-    MHz); lanes are 16 with AVX-512, 8 with AVX2; two FMA units are assumed (server cores). A
-    nominal figure: turbo (above the base clock), AVX-512 down-clocking and a shared host all
-    move the real ceiling, so the measured matmul peak can exceed it.
-    """
-    flags, bogomips = set(), None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-            elif line.lower().startswith("bogomips") and bogomips is None:
-                bogomips = float(line.split(":", 1)[1])
-    except OSError:
-        return {"formula": "unavailable (/proc/cpuinfo not readable)", "per_core": None}
-    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
-    clock = bogomips / 2 * 1e6 if bogomips else None
-    per_core = clock * lanes * 2 * 2 if clock else None
-    return {"clock_hz": clock, "fp32_lanes": lanes, "fma_units_assumed": 2, "per_core": per_core,
-            "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
-            "formula": f"clock ({clock / 1e9 if clock else float('nan'):.2f} GHz, BogoMIPS/2) x {lanes} fp32 lanes "
-                       f"x 2 (FMA) x 2 FMA units"}
-
-
-def computed_positions_per_epoch(data, batch_size: int, seed: int = 0) -> int:
-    """Positions the model computes in one shuffled epoch (batches trimmed to their longest row)."""
-    generator = torch.Generator().manual_seed(seed)
-    return sum(b.input_ids.numel() for b in data.batches(batch_size, generator, shuffle=True))
 
 
 def synthetic_flops_record(config, runs: dict, threads_per_run: int = 1) -> dict:
@@ -221,7 +176,9 @@ def synthetic_flops_record(config, runs: dict, threads_per_run: int = 1) -> dict
     from semlm.fusion.synthetic_experiment import model_config as synthetic_model_config
 
     data = prepare_data(config.corpus)
-    positions = computed_positions_per_epoch(data.train, config.train.batch_size) * config.train.epochs
+    # positions computed in one shuffled epoch: batches are trimmed to their longest row
+    batches = data.train.batches(config.train.batch_size, torch.Generator().manual_seed(0), shuffle=True)
+    positions = sum(b.input_ids.numel() for b in batches) * config.train.epochs
     real = int(data.train.mask.sum()) * config.train.epochs
     context = (data.train.lengths.float() + 1).mean().item() / 2  # mean keys attended (causal)
     peak, nominal = measured_matmul_flops(), nominal_cpu_peak_flops()
@@ -418,20 +375,9 @@ def record_precision_comparison(profile: str, seed: int = 111, workers: int | No
     return 0
 
 
-def precision_record(config) -> dict:
-    """The precision paper A's ``config`` trains in on this machine, and why
-    (``semlm.profiles.paper_a_cpu_precision``)."""
-    import os
-
-    from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
-
-    return {"profile": config.name, "autocast": config.train.autocast or "float32",
-            "cpu_computes_bf16": cpu_computes_bf16(), CPU_BF16_VARIABLE: os.environ.get(CPU_BF16_VARIABLE) or "auto"}
-
-
 def recorded_precision_comparison(root=None) -> dict | None:
     """The recorded ``cpu``-scale float32 / bf16 comparison (``book/recorded/cpu-bf16-variants``), or None."""
-    from semlm.book.recorded import load_recorded
+    from semlm.book.recorded_runs import load_recorded
 
     found = [run for run in load_recorded(root) if run.training_variants is not None]
     if not found:
@@ -455,8 +401,6 @@ def bf16_decision(comparison: dict | None, precision: dict, recorded: dict | Non
     """One sentence: does paper A's ``cpu`` profile train in bf16 on this machine, why, and the evidence: the
     ``recorded`` comparison at the ``cpu`` scale (``recorded_precision_comparison``) and this build's
     ``comparison`` (``compare_training_variants``, ``smoke`` scale by default)."""
-    from semlm.profiles import CPU_BF16_VARIABLE
-
     if precision["autocast"] == "bf16":
         state = "on in the cpu profile (this CPU computes bf16 natively)"
     elif precision.get(CPU_BF16_VARIABLE) == "off":
@@ -484,96 +428,6 @@ def bf16_decision(comparison: dict | None, precision: dict, recorded: dict | Non
 
 #: Issue targets: measured time ratio / FLOP ratio (gated over plain) at most these.
 IDEA_STEP_TARGET, IDEA_GENERATION_TARGET = 1.05, 1.1
-
-#: Dense bf16 peak of the accelerators the book's GPU runs name (tensor cores, no sparsity).
-PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
-
-
-def peak_bf16_flops(device_name: str | None) -> float | None:
-    """Dense bf16 peak FLOP/s of a known GPU from its name (``torch.cuda.get_device_name()``), else None."""
-    return next((v for k, v in PEAK_BF16_FLOPS.items() if device_name and k in device_name), None)
-
-
-def forward_flops_per_position(n_layer: int, n_embd: int, vocab_size: int, context: float,
-                               idea_head: bool) -> dict[str, float]:
-    """Floating-point operations of one forward position of the (idea-gated) GPT, by part.
-
-    A multiply-add counts 2. Per layer: the q, k, v and output projections (4 d^2 MACs), the
-    attention scores and the weighted sum over ``context`` attended keys (2 x context x d MACs) and
-    the 4d MLP (8 d^2 MACs); then the token head (d V) and, if present, the idea head (d^2 + d V).
-    Embedding lookups, LayerNorms and the attention softmax are left out (O(d) per position); the
-    O(V) element-wise work of the losses and the gate is counted by :func:`elementwise_flops_per_position`.
-    """
-    d, n, V = n_embd, n_layer, vocab_size
-    parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
-             "MLP": n * 2 * 8 * d * d, "token head": 2 * d * V, "idea head": 2 * (d * d + d * V) if idea_head else 0.0}
-    parts["total"] = sum(parts.values())
-    return parts
-
-
-def training_flops_per_token(n_layer: int, n_embd: int, vocab_size: int, block_size: int, idea_head: bool) -> float:
-    """Forward + backward FLOPs per trained token: 3 x forward (the backward computes two products per
-    forward product), causal attention over (block + 1) / 2 keys on average."""
-    return 3 * forward_flops_per_position(n_layer, n_embd, vocab_size, (block_size + 1) / 2, idea_head)["total"]
-
-
-def model_flops_utilisation(tokens_per_second: float, flops_per_token: float, device_name: str | None) -> float | None:
-    """Achieved FLOP/s (tokens/s x FLOPs per token) over the device's dense bf16 peak; None if the peak is unknown."""
-    peak = peak_bf16_flops(device_name)
-    return tokens_per_second * flops_per_token / peak if peak else None
-
-
-#: Element-wise operations per vocabulary entry and position that the math of a step needs, one FLOP
-#: each (exp and log count one, as a multiply-add counts two). Token loss (both models): softmax
-#: cross-entropy, forward exp(z - max) and the sum (3), backward p = e / sum and the scale (2). Idea
-#: gate forward: sigmoid (exp, add, divide), log, clamp, scale, add to the token logits (7); backward:
-#: the clamp's test, 1 - p, x alpha, x upstream (4). Idea BCE forward: softplus (exp, add, log), x mask,
-#: sum (5); backward: sigmoid (3), x mask, x the position's gradient (5). The two gradients of z_idea
-#: summed (1); the idea head's bias, added and its gradient summed (2).
-ELEMENTWISE_OPS_PER_ENTRY = {
-    "training": {"token loss": 5, "idea gate": 7 + 4, "idea loss": 5 + 5, "idea gradient sum and bias": 1 + 2},
-    "generation": {"token loss": 0, "idea gate": 7, "idea loss": 0, "idea gradient sum and bias": 1},
-}
-
-
-def elementwise_flops_per_position(vocab_size: int, idea_head: bool, kind: str = "training") -> dict[str, float]:
-    """Element-wise FLOPs over the vocabulary per position (:data:`ELEMENTWISE_OPS_PER_ENTRY`), by part.
-
-    ``kind="training"`` counts forward and backward of the token loss, the gate and the idea loss;
-    ``"generation"`` the gate's forward and the idea head's bias (the plain model has none of these).
-    """
-    if kind not in ELEMENTWISE_OPS_PER_ENTRY:
-        raise ValueError(f"unknown kind {kind!r}; choose one of: {', '.join(ELEMENTWISE_OPS_PER_ENTRY)}")
-    parts = {name: float(ops * vocab_size) if idea_head or name == "token loss" else 0.0
-             for name, ops in ELEMENTWISE_OPS_PER_ENTRY[kind].items()}
-    parts["total"] = sum(parts.values())
-    return parts
-
-
-def idea_flop_ratios(n_layer: int, n_embd: int, vocab_size: int, block_size: int, prompt_tokens: int,
-                     new_tokens: int) -> dict:
-    """Gated / plain FLOP ratios of a training step and of one cached generation step, with the parts.
-
-    Training: every position of a block, forward and backward. Cached generation: one new position
-    reading ``prompt_tokens + new_tokens / 2`` cached keys on average (the decode steps measured).
-    The counts are the matrix products (:func:`forward_flops_per_position`, x 3 for training) plus
-    the element-wise work over the vocabulary (:func:`elementwise_flops_per_position`: the losses,
-    the gate and their backwards); ``matmul_ratio`` is the ratio of the matrix products alone.
-    """
-    ctx = prompt_tokens + new_tokens / 2
-    out = {}
-    for kind, context in (("training", (block_size + 1) / 2), ("generation", ctx)):
-        plain = forward_flops_per_position(n_layer, n_embd, vocab_size, context, False)
-        gated = forward_flops_per_position(n_layer, n_embd, vocab_size, context, True)
-        plain_elementwise = elementwise_flops_per_position(vocab_size, False, kind)
-        gated_elementwise = elementwise_flops_per_position(vocab_size, True, kind)
-        scale = 3 if kind == "training" else 1
-        plain_total = scale * plain["total"] + plain_elementwise["total"]
-        gated_total = scale * gated["total"] + gated_elementwise["total"]
-        out[kind] = {"plain_flops_per_token": plain_total, "gated_flops_per_token": gated_total,
-                     "ratio": gated_total / plain_total, "matmul_ratio": gated["total"] / plain["total"],
-                     "parts_gated": gated, "elementwise_parts_gated": gated_elementwise, "context": context}
-    return out
 
 
 def _train_job(model, optimizer, loss_fn, batches, device: str):
@@ -605,9 +459,8 @@ def _generate_job(model, prompt, new_tokens: int, device: str, autocast_for):
 
 def verdict(time_ratio: float, flop_ratio: float, target: float) -> str:
     over = time_ratio / flop_ratio
-    return (f"meets (time ratio {time_ratio:.2f} = {over:.2f} x FLOP ratio {flop_ratio:.2f}; target <= {target:.2f} x)"
-            if over <= target else
-            f"MISSES (time ratio {time_ratio:.2f} = {over:.2f} x FLOP ratio {flop_ratio:.2f}; target <= {target:.2f} x)")
+    return (f"{'meets' if over <= target else 'MISSES'} (time ratio {time_ratio:.2f} = {over:.2f} x FLOP ratio "
+            f"{flop_ratio:.2f}; target <= {target:.2f} x)")
 
 
 def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, repeats: int = 5,
@@ -706,44 +559,31 @@ def _idea_model_times(model, times: dict, steps: int, tokens_per_step: int, gene
     return out
 
 
-def _ratios(numerators: list[float], denominators: list[float]) -> list[float]:
-    """Repeat-by-repeat ratios of two interleaved timings."""
-    return [a / b for a, b in zip(numerators, denominators)]
-
-
-def _median_ratio(numerators: list[float], denominators: list[float]) -> float:
-    """Median of the repeat-by-repeat ratios (the mean of the middle two for an even count)."""
-    return statistics.median(_ratios(numerators, denominators))
-
-
 def _add_idea_ratios(record: dict, flops: dict, device: str) -> None:
-    """Add the gated / plain time and FLOP ratios, targets, verdicts (and on CUDA the MFU) to ``record``."""
-    record["step_time_ratio"] = _median_ratio(record["gated"]["step_seconds_all"], record["plain"]["step_seconds_all"])
-    record["step_time_ratio_all"] = _ratios(record["gated"]["step_seconds_all"], record["plain"]["step_seconds_all"])
-    record["generation_time_ratio"] = (record["gated"]["seconds_per_new_token"]
-                                       / record["plain"]["seconds_per_new_token"])
-    record["step_flop_ratio"] = flops["training"]["ratio"]
-    record["generation_flop_ratio"] = flops["generation"]["ratio"]
+    """Add the gated / plain time and FLOP ratios, targets, verdicts (and on CUDA the MFU) to ``record``; a step's
+    time ratio is the median of the repeats' interleaved gated / plain ratios (the mean of the middle two)."""
+    gated, plain = record["gated"], record["plain"]
+    step = [g / p for g, p in zip(gated["step_seconds_all"], plain["step_seconds_all"])]
+    record.update(step_time_ratio=statistics.median(step), step_time_ratio_all=step,
+                  generation_time_ratio=gated["seconds_per_new_token"] / plain["seconds_per_new_token"],
+                  step_flop_ratio=flops["training"]["ratio"], generation_flop_ratio=flops["generation"]["ratio"])
     record["step_time_over_flops"] = record["step_time_ratio"] / record["step_flop_ratio"]
     if device == "cpu":
-        cpu = record["gated"]["step_cpu_seconds_all"], record["plain"]["step_cpu_seconds_all"]
-        record["step_cpu_time_ratio"], record["step_cpu_time_ratio_all"] = _median_ratio(*cpu), _ratios(*cpu)
-        record["step_cpu_time_over_flops"] = record["step_cpu_time_ratio"] / record["step_flop_ratio"]
+        cpu = [g / p for g, p in zip(gated["step_cpu_seconds_all"], plain["step_cpu_seconds_all"])]
+        record.update(step_cpu_time_ratio=statistics.median(cpu), step_cpu_time_ratio_all=cpu,
+                      step_cpu_time_over_flops=statistics.median(cpu) / record["step_flop_ratio"])
     record["generation_time_over_flops"] = record["generation_time_ratio"] / record["generation_flop_ratio"]
-    record["targets"] = {"step_time_over_flops": IDEA_STEP_TARGET,
-                         "generation_time_over_flops": IDEA_GENERATION_TARGET}
-    record["meets_targets"] = {"step": record["step_time_over_flops"] <= IDEA_STEP_TARGET,
-                               "generation": record["generation_time_over_flops"] <= IDEA_GENERATION_TARGET}
-    record["verdicts"] = {
-        "step": verdict(record["step_time_ratio"], record["step_flop_ratio"], IDEA_STEP_TARGET),
-        "generation": verdict(record["generation_time_ratio"], record["generation_flop_ratio"],
-                              IDEA_GENERATION_TARGET)}
+    targets = {"step": IDEA_STEP_TARGET, "generation": IDEA_GENERATION_TARGET}
+    record["targets"] = {f"{key}_time_over_flops": target for key, target in targets.items()}
+    record["meets_targets"] = {key: record[f"{key}_time_over_flops"] <= target for key, target in targets.items()}
+    record["verdicts"] = {key: verdict(record[f"{key}_time_ratio"], record[f"{key}_flop_ratio"], target)
+                          for key, target in targets.items()}
     if device == "cuda":
         record["device_name"] = torch.cuda.get_device_name()
         for kind in ("plain", "gated"):
-            per_token = flops["training"][f"{kind}_flops_per_token"]
             record[kind]["model_flops_utilisation"] = model_flops_utilisation(
-                record[kind]["train_tokens_per_second"], per_token, record["device_name"])
+                record[kind]["train_tokens_per_second"], flops["training"][f"{kind}_flops_per_token"],
+                record["device_name"])
 
 
 def print_idea_summary(idea: dict) -> None:
@@ -761,6 +601,14 @@ def print_idea_summary(idea: dict) -> None:
 BOOK_TARGET_MINUTES = 30.0  # issue 21: a from-scratch cpu build in <= 1,800 s (the long-term target is 20 min)
 
 
+def _build_manifest(build_dir: str | Path | None) -> dict:
+    """The runner's ``manifest.json`` of ``build_dir`` (default ``$SEMLM_BUILD_DIR``, else ``book/_build``)."""
+    from semlm.book.runner import read_manifest
+    from semlm.data.paths import REPO_ROOT
+
+    return read_manifest(Path(build_dir or os.environ.get("SEMLM_BUILD_DIR") or REPO_ROOT / "book" / "_build"))
+
+
 def book_build_times(build_dir: str | Path | None = None) -> dict:
     """Per-chapter wall time and trained / loaded model counts of the current (or last) book build, and
     ``trained_ahead``: the models the runner trained beside the chapters (a chapter that uses one loads it).
@@ -769,12 +617,10 @@ def book_build_times(build_dir: str | Path | None = None) -> dict:
     build it holds the chapters executed so far (the benchmarks chapter runs after chapters 1-9).
     ``from_scratch`` is true when no chapter loaded a model that an earlier build had trained.
     """
-    from semlm.book.runner import read_manifest
-    from semlm.data.paths import REPO_ROOT
-
-    build_dir = Path(build_dir or os.environ.get("SEMLM_BUILD_DIR") or REPO_ROOT / "book" / "_build")
-    manifest = read_manifest(build_dir)
+    manifest = _build_manifest(build_dir)
     chapters = manifest["chapters"]
+
+
     ahead = manifest.get("train_ahead") or {"run_list": [], "runs": {"trained": 0}}
     rows = [{"chapter": chapter, "profile": entry["profile"], "status": entry["status"],
              "minutes": round(entry["seconds"] / 60, 2), "cores busy": entry.get("utilisation"),
@@ -818,21 +664,17 @@ def cpu_breakdown(manifest: dict) -> list[dict]:
     else:
         rows.append({"part": "chapters (training included)", "cpu_seconds": round(chapters, 1)})
     if manifest.get("complete") and manifest.get("cpu_seconds"):
-        rows.append({"part": "HTML and the runner", "cpu_seconds": round(max(manifest["cpu_seconds"] - chapters, 0.0), 1)})
+        rest = max(manifest["cpu_seconds"] - chapters, 0.0)
+        rows.append({"part": "HTML and the runner", "cpu_seconds": round(rest, 1)})
     return rows
 
 
 def cpu_breakdown_frame(build_dir: str | Path | None = None, root: str | Path | None = None):
     """:func:`cpu_breakdown` of this build's manifest (the chapters so far) and of every recorded whole-book build
     (``book/recorded/cpu-book-*``, labelled with its folder): columns build, part, cpu_seconds."""
-    import pandas as pd
-
     from semlm.book.recorded import load_recorded
-    from semlm.book.runner import read_manifest
-    from semlm.data.paths import REPO_ROOT
 
-    build_dir = Path(build_dir or os.environ.get("SEMLM_BUILD_DIR") or REPO_ROOT / "book" / "_build")
-    rows = [{"build": "this build (chapters so far)", **row} for row in cpu_breakdown(read_manifest(build_dir))]
+    rows = [{"build": "this build (chapters so far)", **row} for row in cpu_breakdown(_build_manifest(build_dir))]
     for run in sorted(load_recorded(root), key=lambda r: r.date or ""):
         if run.book_manifest and not run.dry_run:
             rows += [{"build": f"recorded: {run.slug}", **row} for row in cpu_breakdown(run.book_manifest)]
@@ -887,13 +729,9 @@ def notebook_code(path: str | Path) -> tuple[str, int]:
     sources = ["".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "") for c in cells]
     if not any(s.strip() for s in sources):
         raise ValueError(f"{path} has no code cells; pass the authors' SemanticFusion.py or .ipynb")
-    kept, skipped = [], 0
-    for line in "\n\n".join(sources).splitlines():
-        if line.lstrip().startswith(("%", "!")):
-            skipped += 1
-        else:
-            kept.append(line)
-    return "\n".join(kept) + "\n", skipped
+    lines = "\n\n".join(sources).splitlines()
+    kept = [line for line in lines if not line.lstrip().startswith(("%", "!"))]
+    return "\n".join(kept) + "\n", len(lines) - len(kept)
 
 
 def authors_script_file(path: str | Path, workdir: Path) -> tuple[Path, dict]:
@@ -918,27 +756,6 @@ def authors_script_file(path: str | Path, workdir: Path) -> tuple[Path, dict]:
     return script, {**about, "kind": f"notebook: code cells joined, {skipped} magic/shell line(s) skipped"}
 
 
-def _tree_peak_rss(process, interval: float = MEMORY_SAMPLE_SECONDS) -> int:
-    """Peak of the summed resident memory of ``process`` and its descendants (bytes), sampled until it exits."""
-    import psutil
-
-    root, peak = psutil.Process(process.pid), 0
-    while process.poll() is None:
-        total = 0
-        try:
-            members = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            members = []
-        for member in members:
-            try:
-                total += member.memory_info().rss
-            except psutil.Error:  # ended between listing and reading
-                pass
-        peak = max(peak, total)
-        time.sleep(interval)
-    return peak
-
-
 def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
     """Run ``command`` to its end: wall seconds, CPU seconds and peak MB of its process tree, exit code.
 
@@ -950,11 +767,24 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
     import resource
     import subprocess
 
+    import psutil
+
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         process = subprocess.Popen(list(command), env=env, cwd=cwd, stdout=out, stderr=err)
-        peak = _tree_peak_rss(process)
+        root, peak = psutil.Process(process.pid), 0
+        while process.poll() is None:  # the tree's summed resident memory, until it exits
+            try:
+                members = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                members = []
+            total = 0
+            for member in members:
+                with contextlib.suppress(psutil.Error):  # ended between listing and reading
+                    total += member.memory_info().rss
+            peak = max(peak, total)
+            time.sleep(MEMORY_SAMPLE_SECONDS)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         out.seek(0), err.seek(0)
@@ -964,18 +794,12 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
             "returncode": process.returncode, "stdout_tail": stdout[-10:], "stderr_tail": stderr[-10:]}
 
 
-def _median(values: Sequence[float]) -> float:
-    import statistics
-
-    return statistics.median(values)
-
-
 MEASURES = ("wall_seconds", "cpu_seconds", "peak_mb")
 
 
 def _side_summary(runs: list[dict]) -> dict:
     """Medians of the measures over ``runs`` and their per-run lists."""
-    out = {m: round(_median([r[m] for r in runs]), 3) for m in MEASURES}
+    out = {m: round(statistics.median([r[m] for r in runs]), 3) for m in MEASURES}
     out.update({f"{m}_runs": [r[m] for r in runs] for m in MEASURES})
     return out
 
@@ -985,14 +809,8 @@ def pair_ratios(ours: list[dict], theirs: list[dict]) -> dict:
     out = {"direction": "ours / authors' script"}
     for m in MEASURES:
         pairs = [o[m] / t[m] if t[m] else float("nan") for o, t in zip(ours, theirs)]
-        out[m] = {"median": round(_median(pairs), 4), "per_pair": [round(p, 4) for p in pairs]}
+        out[m] = {"median": round(statistics.median(pairs), 4), "per_pair": [round(p, 4) for p in pairs]}
     return out
-
-
-def _ours_command(profile: str, seed: int, workers: int | None) -> list[str]:
-    """Our side: ``python -m semlm.bench --only synthetic`` (fresh training in a temporary run folder)."""
-    command = [sys.executable, "-m", "semlm.bench", "--only", "synthetic", "--profile", profile, "--seed", str(seed)]
-    return command + (["--workers", str(workers)] if workers else [])
 
 
 def _ours_workload(profile: str, seed: int, workers: int | None) -> dict:
@@ -1023,11 +841,16 @@ def _comparison_machine() -> dict:
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def _child_environment() -> dict:
-    """The environment of both sides: this one, a non-interactive matplotlib, our ``semlm`` importable."""
-    library = str(Path(__file__).resolve().parents[2])
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": library + (os.pathsep + path if path else "")}
+def _ours_command(profile: str, seed: int, workers: int | None) -> list[str]:
+    """Our side: ``python -m semlm.bench --only synthetic`` (fresh training in a temporary run folder)."""
+    command = [sys.executable, "-m", "semlm.bench", "--only", "synthetic", "--profile", profile, "--seed", str(seed)]
+    return command + (["--workers", str(workers)] if workers else [])
+
+
+def _failure(run: dict) -> str | None:
+    """``(exit N): <last stderr line>`` of a measured run that failed, else None."""
+    return None if run["returncode"] == 0 else \
+        f"(exit {run['returncode']}): {(run['stderr_tail'] or ['no output'])[-1]}"
 
 
 def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: int = 111, runs: int = 3,
@@ -1041,23 +864,25 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
     if runs < 2:
         raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {runs}")
     synthetic_profile(profile, seed)  # an unknown profile fails here, before anything runs
-    env, error, theirs = _child_environment(), None, []
+    # both sides: this environment, a non-interactive matplotlib, our ``semlm`` importable
+    library, path = str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": library + (os.pathsep + path if path else "")}
     ours_command = list(ours_command or _ours_command(profile, seed, workers))
     record = {"runs": runs, "profile": profile, "order": "ours, theirs, ours, theirs, ...", **_comparison_machine()}
+    error, ours, theirs = None, [], []
     with tempfile.TemporaryDirectory(prefix="semlm-authors-") as workdir:
         try:
             their_file, about = authors_script_file(script, Path(workdir))
         except (FileNotFoundError, ValueError) as problem:
             error, about = str(problem), {"file": str(script)}
-        ours = []
         for i in range(runs):
-            ours.append(_measure_ours(ours_command, env, workdir))
+            ours.append(measure_process(ours_command, env, workdir))
+            if _failure(ours[-1]):
+                raise RuntimeError(f"our synthetic experiment failed {_failure(ours[-1])}")
             if error is None:
-                run = measure_process([sys.executable, str(their_file)], env, workdir)
-                if run["returncode"] != 0:
-                    last = (run["stderr_tail"] or ["no output"])[-1]
-                    error = f"the authors' script {script} failed on run {i + 1} (exit {run['returncode']}): {last}"
-                theirs.append(run)
+                theirs.append(measure_process([sys.executable, str(their_file)], env, workdir))
+                if _failure(theirs[-1]):
+                    error = f"the authors' script {script} failed on run {i + 1} {_failure(theirs[-1])}"
     record["ours"] = {**_side_summary(ours), "workload": _ours_workload(profile, seed, workers)}
     record["authors_script"] = {**about, "path": str(script)}
     if error is None:
@@ -1068,20 +893,16 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
     return record
 
 
-def _measure_ours(command: list[str], env: dict, workdir: str) -> dict:
-    run = measure_process(command, env, workdir)
-    if run["returncode"] != 0:
-        last = (run["stderr_tail"] or ["no output"])[-1]
-        raise RuntimeError(f"our synthetic experiment failed (exit {run['returncode']}): {last}")
-    return run
+def _bench_json(path: str | Path | None) -> Path:
+    """``path``, else the bench JSON of this metrics folder."""
+    from semlm.book.report import metrics_dir
+
+    return Path(path) if path else metrics_dir() / "bench.json"
 
 
 def write_authors_comparison(record: dict, out: str | Path | None = None) -> Path:
     """Put ``record`` under ``authors_comparison`` in ``out`` (default: the bench JSON), keeping its other entries."""
-    from semlm.book.report import metrics_dir
-
-    path = Path(out) if out else metrics_dir() / "bench.json"
-    existing = {}
+    path, existing = _bench_json(out), {}
     if path.is_file():
         try:
             existing = json.loads(path.read_text())
@@ -1096,11 +917,8 @@ def write_authors_comparison(record: dict, out: str | Path | None = None) -> Pat
 
 def previous_authors_comparison(path: str | Path | None = None) -> dict | None:
     """The ``authors_comparison`` record in ``path`` (default: the bench JSON of this metrics folder), or None."""
-    from semlm.book.report import metrics_dir
-
-    path = Path(path) if path else metrics_dir() / "bench.json"
     try:
-        return json.loads(path.read_text()).get("authors_comparison")
+        return json.loads(_bench_json(path).read_text()).get("authors_comparison")
     except (OSError, json.JSONDecodeError, AttributeError):
         return None
 
@@ -1108,9 +926,7 @@ def previous_authors_comparison(path: str | Path | None = None) -> dict | None:
 def print_authors_comparison(record: dict) -> None:
     print(f"authors' script vs our synthetic experiment ({record['profile']}), {record['runs']} runs each in turn, "
           f"on {record['cpu_model']} ({record['cpu_count']} cores)")
-    sides = [("ours", record["ours"])]
-    if "ratios" in record:
-        sides.append(("authors' script", record["authors_script"]))
+    sides = [("ours", record["ours"])] + ([("authors' script", record["authors_script"])] if "ratios" in record else [])
     for name, side in sides:
         print(f"  {name:<16} median {side['wall_seconds']:8.1f} s wall  {side['cpu_seconds']:8.1f} s CPU  "
               f"{side['peak_mb']:7.0f} MB peak")
@@ -1120,33 +936,11 @@ def print_authors_comparison(record: dict) -> None:
               f"{r['cpu_seconds']['median']:8.2f} CPU  {r['peak_mb']['median']:7.2f} peak (median of the pairs)")
 
 
-def run_authors_comparison(args) -> int:
-    """``--authors-script``: measure, print, write; one error line and exit 1 if their side failed."""
-    record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
-    print_authors_comparison(record)
-    print(f"written to {write_authors_comparison(record, args.out)} (authors_comparison)")
-    if "error" in record:
-        print(f"error: {record['error']}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def run_synthetic_once(profile: str, seed: int, workers: int | None) -> None:
-    """Our side of the comparison: train and evaluate both models fresh in a temporary run folder."""
-    config = synthetic_profile(profile, seed)
-    with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
-        context = runner.RunContext(config.name, runs_dir, workers, progress=False)
-        runs = runner.nested(runner.run_many(SYNTHETIC, synthetic_runs(config, settings=("causal",)), context), "name")
-    print("validation PPL: " + ", ".join(f"{k} {r.metrics.ppl:.3f}" for k, r in runs.items()))
-
-
 # --- the benchmarks chapter's tables (notebooks/98_benchmarks.py) ----------------------------
 
 
 def summary_frame(record: dict):
     """This build's wall time, memory and generation time next to their targets (no other machine's)."""
-    import pandas as pd
-
     generation = record["generation"]
     return pd.DataFrame(
         {"this build": [record["wall_seconds"], sum(record["peak_rss_mb"].values()), generation["seconds"]],
@@ -1157,16 +951,12 @@ def summary_frame(record: dict):
 
 def per_model_frame(record: dict):
     """Train seconds and peak MiB of each model's worker."""
-    import pandas as pd
-
     return pd.DataFrame({"train seconds": record["train_seconds"],
                          "peak MiB": {k: v for k, v in record["peak_rss_mb"].items() if k != "runner"}})
 
 
 def flops_frame(record: dict):
     """Per model: training FLOPs per position, GFLOP/s reached and its share of the measured / nominal peak."""
-    import pandas as pd
-
     return pd.DataFrame({kind: {"training GFLOP per position": m["training_flops_per_position"] / 1e9,
                                 "train seconds": m["train_seconds"], "GFLOP/s reached": m["flops_per_second"] / 1e9,
                                 "share of measured peak": m["share_of_measured_peak"],
@@ -1176,8 +966,6 @@ def flops_frame(record: dict):
 
 def training_variants_frame(record: dict):
     """``(frame, caption)`` of the fp32 / bucketing / bf16 comparison; ``(None, message)`` if it did not run."""
-    import pandas as pd
-
     from semlm.core.records import Interval
 
     variants = record.get("training_variants")
@@ -1216,8 +1004,6 @@ def recorded_precision_frame(record: dict, root=None):
 
 def idea_ratio_frame(idea: dict):
     """Training step and cached generation: FLOP ratio, time ratio, their quotient, target and verdict."""
-    import pandas as pd
-
     rows = {"training step": ("step", IDEA_STEP_TARGET),
             "generation, per new token (KV cache)": ("generation", IDEA_GENERATION_TARGET)}
     return pd.DataFrame({name: {"FLOP ratio gated / plain (counted)": round(idea[f"{key}_flop_ratio"], 3),
@@ -1230,8 +1016,6 @@ def idea_ratio_frame(idea: dict):
 
 def idea_flop_parts_frame(idea: dict):
     """Forward FLOPs per position of the gated model by part, with each part's share."""
-    import pandas as pd
-
     parts = pd.Series(idea["flops"]["training"]["parts_gated"], name="FLOPs per position (forward)")
     return parts.to_frame().assign(share=lambda f: f.iloc[:, 0] / parts["total"])
 
@@ -1239,7 +1023,6 @@ def idea_flop_parts_frame(idea: dict):
 def chapter_glue(record: dict, profile: str) -> dict:
     """The numbers the benchmarks chapter's prose quotes (``{glue:text}``), by name."""
     flops, idea = record["flops"], record["idea"]
-    meets = {"step": idea["meets_targets"]["step"], "generation": idea["meets_targets"]["generation"]}
     return {
         "bench_wall": record["wall_seconds"], "bench_profile": profile,
         "bench_source": record.get("training_source", "trained here"),
@@ -1253,8 +1036,8 @@ def chapter_glue(record: dict, profile: str) -> dict:
         "bench_fusion_share": 100 * flops["models"]["fusion"]["share_of_measured_peak"],
         "idea_step_flop_ratio": idea["step_flop_ratio"], "idea_step_over": idea["step_time_over_flops"],
         "idea_gen_over": idea["generation_time_over_flops"],
-        "idea_step_verdict": "meets" if meets["step"] else "misses",
-        "idea_gen_verdict": "meets" if meets["generation"] else "misses",
+        "idea_step_verdict": "meets" if idea["meets_targets"]["step"] else "misses",
+        "idea_gen_verdict": "meets" if idea["meets_targets"]["generation"] else "misses",
         "idea_bench_device": f"{idea['device']} ({idea['threads']} thread(s))",
     }
 
@@ -1265,8 +1048,6 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None):
     The comparison is read from ``path`` if given, else from ``record`` (a comparison the bench JSON
     of this metrics folder held). None recorded: an empty frame and a note saying how to make one.
     """
-    import pandas as pd
-
     comparison = previous_authors_comparison(path) if path else record.get("authors_comparison")
     if not comparison:
         return pd.DataFrame(), (
@@ -1295,12 +1076,102 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None):
     return frame.round(2), note
 
 
-def main(argv: list[str] | None = None) -> int:
+# --- python -m semlm.bench: one function per --only section ----------------------------------
+
+
+def _write_json(path: str | Path, record: dict) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2))
+    return path
+
+
+def _run_all(args) -> int:
+    """The whole benchmark (the chapter's record), printed as a summary, then the last book build's times."""
+    record = run_benchmark(args.profile, args.seed, args.workers, fresh=args.fresh,
+                           variants_profile=None if args.variants_profile == "none" else args.variants_profile)
+    total_mb = sum(record["peak_rss_mb"].values())
+    verdict_word = {True: "meets", False: "MISSES", None: "n/a for"}[record["meets_target"]]
+    print(f"synthetic experiment ({args.profile}): {record['wall_seconds']:.1f} s wall "
+          f"({verdict_word} the {TARGET_SECONDS:.0f} s target), peak memory {total_mb:.0f} MiB summed over processes")
+    gen = record["generation"]
+    print(f"controlled generation: {gen['sentences']} sentences in {gen['seconds']:.3f} s "
+          f"({gen['generations_per_second']:.0f}/s; target <= {GENERATION_TARGET_SECONDS:.0f} s)")
+    for kind, flops in record["flops"]["models"].items():
+        print(f"{kind}: {flops['flops_per_second'] / 1e9:.1f} GFLOP/s in training = "
+              f"{flops['share_of_measured_peak']:.0%} of one thread's measured matmul peak "
+              f"({record['flops']['peak_measured_per_thread'] / 1e9:.0f} GFLOP/s)")
+    print(record["bf16_decision"])
+    print_idea_summary(record["idea"])
+    print(json.dumps(record, indent=2))
+    print_book_times(book_build_times())
+    return 0
+
+
+def _run_idea(args) -> int:
+    """The idea-gated GPT's FLOP / time ratios (what a GPU run wants); ``--out``: also written there."""
+    idea = run_idea_benchmark(args.profile, args.seed, threads=None if torch.cuda.is_available() else 1)
+    print_idea_summary(idea)
+    print(json.dumps(idea, indent=2))
+    if args.out:
+        _write_json(args.out, idea)
+    return 0
+
+
+def _run_gpu(args) -> int:
+    """Paper B's training through the trainer on a CUDA GPU; ``--out``: the record and its profiler tables."""
+    from semlm.book.gpu_throughput import print_gpu_summary, run_gpu_throughput
+
+    gpu = run_gpu_throughput(args.profile, args.seed)
+    print_gpu_summary(gpu)
+    if args.out:
+        out = _write_json(args.out, gpu)
+        tables = [f"{kind}\n{v['trace']['table']}" for kind, v in list(gpu["variants"].values())[-1].items()
+                  if "table" in v.get("trace", {})]
+        out.with_suffix(".trace.txt").write_text("\n\n".join(tables))
+    return 0
+
+
+def _run_book(args) -> int:
+    print_book_times(book_build_times())
+    return 0
+
+
+def _run_synthetic(args) -> int:
+    """Our side of ``--authors-script``: train and evaluate both models fresh in a temporary run folder."""
+    config = synthetic_profile(args.profile, args.seed)
+    with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
+        runs = _train_synthetic(config, runs_dir, args.workers, progress=False)
+    print("validation PPL: " + ", ".join(f"{k} {r.metrics.ppl:.3f}" for k, r in runs.items()))
+    return 0
+
+
+def _run_precision(args) -> int:
+    return record_precision_comparison(args.variants_profile, args.seed, args.workers)
+
+
+def _run_authors(args) -> int:
+    """``--authors-script``: measure, print, write; one error line and exit 1 if their side failed."""
+    record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
+    print_authors_comparison(record)
+    print(f"written to {write_authors_comparison(record, args.out)} (authors_comparison)")
+    if "error" in record:
+        print(f"error: {record['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+#: ``--only`` section -> the function that runs it (``--authors-script`` runs ``_run_authors`` instead).
+SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu, "book": _run_book, "synthetic": _run_synthetic,
+            "precision": _run_precision}
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m semlm.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default: cpu = paper scale)")
     parser.add_argument("--seed", type=int, default=111)
     parser.add_argument("--workers", type=int, default=None, help="parallel training processes (default: up to 2)")
-    parser.add_argument("--only", choices=("all", "idea", "gpu", "book", "synthetic", "precision"), default="all",
+    parser.add_argument("--only", choices=tuple(SECTIONS), default="all",
                         help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants); "
                              "'gpu': paper B's training through the trainer on a CUDA GPU, tokens/s and MFU "
                              "per execution setting (semlm.book.gpu_throughput); "
@@ -1321,67 +1192,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants-profile", default="smoke", choices=(*PROFILES, "none"),
                         help="profile of the fp32 / length-bucketing / bf16 comparison over 3 seeds "
                              "(default: smoke, seconds; cpu: paper scale, several minutes; none: skip it)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.workers is not None and args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
-    if args.only == "book":
-        print_book_times(book_build_times())
-        return 0
     try:
-        if args.authors_script is not None:
-            return run_authors_comparison(args)
-        if args.only == "synthetic":
-            run_synthetic_once(args.profile, args.seed, args.workers)
-            return 0
-        if args.only == "precision":
-            return record_precision_comparison(args.variants_profile, args.seed, args.workers)
-        if args.only == "gpu":
-            from semlm.book.gpu_throughput import print_gpu_summary, run_gpu_throughput
-
-            gpu = run_gpu_throughput(args.profile, args.seed)
-            print_gpu_summary(gpu)
-            if args.out:
-                out = Path(args.out)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(gpu, indent=2))
-                tables = [f"{kind}\n{v['trace']['table']}" for kind, v in list(gpu["variants"].values())[-1].items()
-                          if "table" in v.get("trace", {})]
-                out.with_suffix(".trace.txt").write_text("\n\n".join(tables))
-            return 0
-        if args.only == "idea":
-            idea = run_idea_benchmark(args.profile, args.seed, threads=None if torch.cuda.is_available() else 1)
-            print_idea_summary(idea)
-            print(json.dumps(idea, indent=2))
-            if args.out:
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                Path(args.out).write_text(json.dumps(idea, indent=2))
-            return 0
-        record = run_benchmark(args.profile, args.seed, args.workers, fresh=args.fresh,
-                               variants_profile=None if args.variants_profile == "none" else args.variants_profile)
+        return (_run_authors if args.authors_script is not None else SECTIONS[args.only])(args)
     except (ValueError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    total_mb = record["peak_rss_mb"]["runner"] + sum(v for k, v in record["peak_rss_mb"].items() if k != "runner")
-    verdict_word = {True: "meets", False: "MISSES", None: "n/a for"}[record["meets_target"]]
-    print(f"synthetic experiment ({args.profile}): {record['wall_seconds']:.1f} s wall "
-          f"({verdict_word} the {TARGET_SECONDS:.0f} s target), "
-          f"peak memory {total_mb:.0f} MiB summed over processes")
-    gen = record["generation"]
-    print(f"controlled generation: {gen['sentences']} sentences in {gen['seconds']:.3f} s "
-          f"({gen['generations_per_second']:.0f}/s; target <= {GENERATION_TARGET_SECONDS:.0f} s)")
-    for kind, flops in record["flops"]["models"].items():
-        print(f"{kind}: {flops['flops_per_second'] / 1e9:.1f} GFLOP/s in training = "
-              f"{flops['share_of_measured_peak']:.0%} of one thread's measured matmul peak "
-              f"({record['flops']['peak_measured_per_thread'] / 1e9:.0f} GFLOP/s)")
-    if "bf16_decision" in record:
-        print(record["bf16_decision"])
-    print_idea_summary(record["idea"])
-    print(json.dumps(record, indent=2))
-    print_book_times(book_build_times())
-    return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -648,7 +648,7 @@ def _competence(metrics):
 
 def _idea_competence(metrics) -> Verdict | None:
     """``None`` if chapter 6's models pass the competence check, else the NOT_TESTABLE verdict naming the numbers."""
-    from semlm.book.recorded import competent_recorded_runs
+    from semlm.book.recorded_runs import competent_recorded_runs
 
     check = _competence(metrics)
     if check.passes:

@@ -11,7 +11,7 @@ depend on what the model has learnt.
 
 It also checks, on the GPU, what the speed must not change: one micro-batch of 32 and four of 8
 give the same parameters after a few steps (to bf16 tolerance), and the compiled step's losses
-equal the eager step's. MFU counts the matrix products only (:func:`semlm.book.bench.training_flops_per_token`)
+equal the eager step's. MFU counts the matrix products only (:func:`semlm.book.flops.training_flops_per_token`)
 against the GPU's dense bf16 peak.
 """
 
@@ -65,7 +65,7 @@ def time_variant(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: b
                  warmup: int = 5, steps: int = 20, profiled: bool = False) -> dict:
     """Tokens/s, seconds per step, MFU and peak memory of ``steps`` optimiser steps after ``warmup``
     (``profiled``: and a profiler trace of 3 more steps, :func:`_profiled_steps`)."""
-    from semlm.book.bench import model_flops_utilisation, training_flops_per_token
+    from semlm.book.flops import model_flops_utilisation, training_flops_per_token
 
     trainer, config = _trainer(profile, idea, whole_batch, compile_on_cuda, seed)
     batches = _batches(trainer, warmup + steps + (3 if profiled else 0))

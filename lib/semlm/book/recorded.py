@@ -18,89 +18,30 @@ elsewhere, and the book can only *show* what it recorded. This module keeps the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import re
 import shutil
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
+from semlm.book.recorded_runs import (BENCH, BOOK_MANIFEST, BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL,
+                                      GPU_THROUGHPUT, PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS,
+                                      RecordedRun, competent_recorded_runs, load_recorded, read_json)
 from semlm.data.paths import REPO_ROOT
 
-RECORDED_DIR = REPO_ROOT / "book" / "recorded"
-SOURCE_LABEL = "recorded GPU run"
 LABEL = "recorded GPU run: measured on a GPU machine by .ci/run-gpu, not by this build"
-CPU_SOURCE_LABEL = "recorded CPU run"
 CPU_LABEL = "recorded CPU run: a long run of one chapter by .ci/run-long, from a pinned clone, not by this build"
-BOOK_SOURCE_LABEL = "recorded book build"
 BOOK_LABEL = ("recorded book build: the whole book from a fresh clone with an empty run cache (`make book`), "
               "collected by `python -m semlm.book.recorded collect-book`, not this build")
-BOOK_MANIFEST = "manifest.json"
 CHAPTERS = ("06_idea_gating", "07_xray_and_sweeps", "08_lora_4bit_idea_gating", "09_topic_drift")
-PROVENANCE = "provenance.json"
-BENCH = "bench_idea.json"
-GPU_THROUGHPUT = "gpu_throughput.json"
 GPU_TRACE = "gpu_throughput.trace.txt"
-TRAINING_VARIANTS = "training_variants.json"
-BOOK_METRICS = "metrics"     # a recorded book build's chapter metrics, in a sub-folder (not chapter runs)
-REPORT = "report.json"       # the claims table of a recorded book build, as the claims code judged its metrics
-VERDICTS = "VERDICTS.md"     # the same, for a reader browsing the repository
+VERDICTS = "VERDICTS.md"     # the claims of a recorded book build, for a reader browsing the repository
 VARIANTS_LABEL = ("recorded CPU run: paper A's models trained in float32 and in bf16 over 3 seeds by "
                   "`python -m semlm.bench --only precision`, not by this build")
-
-
-@dataclass
-class RecordedRun:
-    """One recorded GPU run: its provenance and the metrics each chapter wrote during it."""
-
-    slug: str
-    folder: Path
-    provenance: dict
-    chapters: dict[str, dict] = field(default_factory=dict)
-    bench: dict | None = None
-    gpu_throughput: dict | None = None   # python -m semlm.bench --only gpu (semlm.book.gpu_throughput)
-    book_manifest: dict | None = None    # a whole book build's manifest.json (collect-book)
-    training_variants: dict | None = None  # float32 / bf16 comparison (python -m semlm.bench --only precision)
-    book_metrics: dict[str, dict] = field(default_factory=dict)  # a book build's chapter metrics (metrics/)
-    report: dict | None = None           # a book build's report.json
-
-    @property
-    def gpu(self) -> str:
-        return self.provenance.get("gpu") or "unknown GPU"
-
-    @property
-    def on_cpu(self) -> bool:
-        """A CPU run (a long chapter run by ``.ci/run-long``, or a whole book build), not a GPU run."""
-        return self.provenance.get("kind") in ("cpu-long", "cpu-book", "cpu-variants")
-
-    @property
-    def machine(self) -> str:
-        """The GPU, or for a CPU run its processor and core count."""
-        if self.on_cpu:
-            return f"{self.provenance.get('cpu_model') or 'unknown CPU'}, {self.provenance.get('cpu_count')} cores"
-        return self.gpu
-
-    @property
-    def source(self) -> str:
-        if self.provenance.get("kind") == "cpu-book":
-            return BOOK_SOURCE_LABEL
-        return CPU_SOURCE_LABEL if self.on_cpu else SOURCE_LABEL
-
-    @property
-    def date(self) -> str:
-        return self.provenance.get("date", "unknown date")
-
-    @property
-    def commit(self) -> str:
-        return self.provenance.get("git_commit", "unknown")
-
-    @property
-    def dry_run(self) -> bool:
-        return bool(self.provenance.get("dry_run"))
-
-    def chapter_info(self, chapter: str) -> dict:
-        return self.provenance.get("chapters", {}).get(chapter, {})
 
 
 def gpu_slug(name: str | None) -> str:
@@ -111,40 +52,6 @@ def gpu_slug(name: str | None) -> str:
         if re.search(rf"\b{known}\b", name.upper().replace("-", " ")):
             return known.lower()
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "gpu"
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON ({error}); re-run .ci/run-gpu or delete the folder") from None
-
-
-def load_recorded(root: str | Path | None = None) -> list[RecordedRun]:
-    """Every ``<root>/<slug>/provenance.json`` with its chapter metrics, sorted by slug (root: ``book/recorded``)."""
-    root = Path(root) if root is not None else RECORDED_DIR
-    runs = []
-    for provenance in sorted(root.glob(f"*/{PROVENANCE}")):
-        folder = provenance.parent
-        run = RecordedRun(folder.name, folder, _read_json(provenance))
-        for path in sorted(folder.glob("*.json")):
-            if path.name == PROVENANCE:
-                continue
-            if path.name == BENCH:
-                run.bench = _read_json(path)
-            elif path.name == GPU_THROUGHPUT:
-                run.gpu_throughput = _read_json(path)
-            elif path.name == BOOK_MANIFEST:
-                run.book_manifest = _read_json(path)
-            elif path.name == TRAINING_VARIANTS:
-                run.training_variants = _read_json(path)
-            elif path.name == REPORT:
-                run.report = _read_json(path)
-            else:
-                run.chapters[path.stem] = _read_json(path)
-        run.book_metrics = {path.stem: _read_json(path) for path in sorted((folder / BOOK_METRICS).glob("*.json"))}
-        runs.append(run)
-    return runs
 
 
 def _claim_value(row: dict) -> float | None:
@@ -203,7 +110,7 @@ def _build_side(folder: str | Path) -> dict:
             raise ValueError(f"{source / name}.json is not a chapter's metrics (a JSON object)")
     commits = sorted({str(record["git_commit"])[:12] for record in metrics.values() if record.get("git_commit")})
     report_file = next((path for path in (folder / REPORT, folder / BOOK_METRICS / REPORT) if path.is_file()), None)
-    report = _read_json(report_file) if report_file else None
+    report = read_json(report_file) if report_file else None
     if report is not None and not isinstance(report.get("claims"), list):
         raise ValueError(f"{report_file} has no 'claims' list: it is not a claims report")
     return {"folder": str(folder), "commit": ", ".join(commits) or "unknown", "metrics": metrics,
@@ -405,7 +312,8 @@ def _stickiness(metrics: dict, model: str) -> float | None:
 
 
 def key_metrics(chapter: str, metrics: dict) -> dict:
-    """Validation perplexity of the plain and gated model and mean stickiness over domains, where the chapter has them."""
+    """Validation perplexity of the plain and gated model and mean stickiness over domains, where the chapter has
+    them."""
     baseline, gated = metrics.get("baseline", metrics.get("plain", {})), metrics.get("gated", {})
     competence = metrics.get("competence") if isinstance(metrics.get("competence"), dict) else {}
     numbers = {"val PPL plain": _mean(baseline.get("val_ppl")), "val PPL gated": _mean(gated.get("val_ppl")),
@@ -420,6 +328,20 @@ def key_metrics(chapter: str, metrics: dict) -> dict:
     return numbers
 
 
+def _run_columns(run: RecordedRun) -> dict:
+    """The columns a recorded table gives every row: the run's folder, machine, date and commit."""
+    return {"folder": f"book/recorded/{run.slug}", "machine": run.machine, "date": run.date, "commit": run.commit[:12]}
+
+
+def _labelled(rows: list[dict], label: str, root, nothing: str) -> tuple[pd.DataFrame, str | None]:
+    """``rows`` as a frame labelled ``label`` (``attrs``) and, if there are none, the message naming the folder
+    searched: ``no recorded <nothing> in <root> (<how to record one>)``; else None."""
+    frame = pd.DataFrame(rows)
+    frame.attrs["label"] = label
+    return frame, (f"no recorded {nothing.format(where=Path(root) if root is not None else RECORDED_DIR)}"
+                   if frame.empty else None)
+
+
 def recorded_frame(chapter: str, root: str | Path | None = None):
     """``(frame, message)``: one row per recorded GPU run of ``chapter``, every row labelled as recorded.
 
@@ -427,32 +349,25 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
     chapter's key metrics (validation perplexity plain / gated, stickiness). Dry runs (the CPU
     plumbing check) are left out. Nothing recorded: an empty frame and a message saying so.
     """
-    import pandas as pd
-
     rows = []
     for run in load_recorded(root):
         if run.dry_run or (chapter not in run.chapters and chapter not in run.provenance.get("chapters", {})):
             continue
         info, metrics = run.chapter_info(chapter), run.chapters.get(chapter, {})
-        rows.append({"source": run.source, "folder": f"book/recorded/{run.slug}", "machine": run.machine,
-                     "date": run.date, "commit": run.commit[:12],
-                     "profile": info.get("profile", metrics.get("profile")),
-                     "steps": metrics.get("max_steps") or (run.provenance.get("max_steps")
-                                                            if "max_steps" in info.get("papermill_parameters", "")
-                                                            else "profile's own"),
-                     "status": info.get("status", "unknown"),
+        capped = "max_steps" in info.get("papermill_parameters", "")
+        steps = metrics.get("max_steps") or (run.provenance.get("max_steps") if capped else "profile's own")
+        rows.append({"source": run.source, **_run_columns(run), "profile": info.get("profile", metrics.get("profile")),
+                     "steps": steps, "status": info.get("status", "unknown"),
                      "wall seconds": info.get("wall_seconds", metrics.get("wall_seconds")),
                      "tokens/s": info.get("tokens_per_second"), "MFU": info.get("mfu"),
                      **key_metrics(chapter, metrics)})
-    frame = pd.DataFrame(rows)
-    frame.attrs["label"] = LABEL
-    if frame.empty:
-        where = Path(root) if root is not None else RECORDED_DIR
-        return frame, f"no recorded GPU run of {chapter} in {where} (run `make test-gpu` on a GPU machine)"
+    frame, empty = _labelled(rows, LABEL, root,
+                             f"GPU run of {chapter} in {{where}} (run `make test-gpu` on a GPU machine)")
+    if empty:
+        return frame, empty
     frame = frame.dropna(axis=1, how="all")
     n_cpu = int((frame["source"] == CPU_SOURCE_LABEL).sum())
-    if n_cpu:
-        frame.attrs["label"] = f"{LABEL}; {CPU_LABEL}"
+    frame.attrs["label"] = f"{LABEL}; {CPU_LABEL}" if n_cpu else LABEL
     return frame, (f"{len(frame) - n_cpu} {SOURCE_LABEL}(s) and {n_cpu} {CPU_SOURCE_LABEL}(s) of {chapter}; "
                    f"measured elsewhere, not by this build")
 
@@ -471,56 +386,34 @@ def recorded_cpu_numbers(frame) -> dict:
     row = rows.sort_values("date").iloc[-1]
     verdict = {True: "passes", False: "fails"}.get(row.get("competent"), "has no result for")
     return {"recorded_cpu_folder": row["folder"], "recorded_cpu_plain": number(row.get("val PPL plain")),
-            "recorded_cpu_gated": number(row.get("val PPL gated")), "recorded_cpu_bigram": number(row.get("bigram PPL")),
+            "recorded_cpu_gated": number(row.get("val PPL gated")),
+            "recorded_cpu_bigram": number(row.get("bigram PPL")),
             "recorded_cpu_competence": verdict}
-
-
-def competent_recorded_runs(chapter: str = "06_idea_gating", root: str | Path | None = None) -> list[str]:
-    """``book/recorded/<folder>`` of every recorded run of ``chapter`` whose models pass its competence check."""
-    try:
-        runs = load_recorded(root)
-    except ValueError:  # an unreadable folder: the claims table still builds; `recorded show` names it
-        return []
-    return [f"book/recorded/{run.slug}" for run in runs if not run.dry_run
-            and (run.chapters.get(chapter, {}).get("competence") or {}).get("passes") is True]
 
 
 def recorded_bench_frame(root: str | Path | None = None):
     """``(frame, message)``: the idea-gate benchmark of each recorded GPU run (FLOP ratio vs time ratio, MFU)."""
-    import pandas as pd
-
     rows = []
     for run in load_recorded(root):
         if run.dry_run or not run.bench or run.on_cpu:
             continue
         b = run.bench
         for workload, key in (("training step", "step"), ("generation, per new token", "generation")):
-            rows.append({"source": run.source, "folder": f"book/recorded/{run.slug}", "machine": run.machine,
-                     "date": run.date, "commit": run.commit[:12],
-                         "profile": b.get("profile"), "workload": workload,
+            rows.append({"source": run.source, **_run_columns(run), "profile": b.get("profile"), "workload": workload,
                          "FLOP ratio": b.get(f"{key}_flop_ratio"), "time ratio": b.get(f"{key}_time_ratio"),
                          "time / FLOP ratio": b.get(f"{key}_time_over_flops"),
                          "target": (b.get("targets") or {}).get(f"{key}_time_over_flops"),
                          "meets": (b.get("meets_targets") or {}).get(key),
                          "MFU gated (training)": (b.get("gated") or {}).get("model_flops_utilisation")
                          if key == "step" else None})
-    frame = pd.DataFrame(rows)
-    frame.attrs["label"] = LABEL
-    if frame.empty:
-        where = Path(root) if root is not None else RECORDED_DIR
-        return frame, f"no recorded GPU benchmark in {where} (run `make test-gpu` on a GPU machine)"
-    return frame, f"{SOURCE_LABEL}(s): measured on a GPU machine, not by this build"
-
-
-# --- collecting a run (called by .ci/run-gpu) ------------------------------------------------------
+    frame, empty = _labelled(rows, LABEL, root, "GPU benchmark in {where} (run `make test-gpu` on a GPU machine)")
+    return frame, empty or f"{SOURCE_LABEL}(s): measured on a GPU machine, not by this build"
 
 
 def recorded_gpu_throughput_frame(root: str | Path | None = None):
     """``(frame, message)``: the trainer's tokens/s and MFU per execution setting of each recorded GPU run,
     with the same-update check of each setting (relative gradient difference, bf16 / float32) in
     ``frame.attrs["same_update"]``."""
-    import pandas as pd
-
     rows, same = [], {}
     for run in load_recorded(root):
         record = run.gpu_throughput
@@ -529,30 +422,21 @@ def recorded_gpu_throughput_frame(root: str | Path | None = None):
         same[f"book/recorded/{run.slug}"] = record.get("same_update") or {}
         for setting, kinds in record.get("variants", {}).items():
             for kind, v in kinds.items():
-                trace = v.get("trace") or {}
-                rows.append({"folder": f"book/recorded/{run.slug}", "machine": run.machine, "date": run.date,
-                             "commit": run.commit[:12], "profile": record.get("profile"), "setting": setting,
+                rows.append({**_run_columns(run), "profile": record.get("profile"), "setting": setting,
                              "model": kind, "micro-batches": v.get("micro_batches"), "compiled": v.get("compiled"),
                              "tokens/s": v.get("tokens_per_second"), "MFU": v.get("mfu"),
                              "ms / step": 1e3 * v["seconds_per_step"] if v.get("seconds_per_step") else None,
                              "peak GiB": v.get("peak_memory_gib"),
-                             "profiled": "yes" if "table" in trace else ""})
-    frame = pd.DataFrame(rows)
-    frame.attrs["label"], frame.attrs["same_update"] = LABEL, same
-    if frame.empty:
-        where = Path(root) if root is not None else RECORDED_DIR
-        return frame, f"no recorded GPU throughput in {where} (run `make test-gpu` on a GPU machine)"
-    return frame, f"{SOURCE_LABEL}(s): the trainer's speed per execution setting, measured on a GPU machine"
+                             "profiled": "yes" if "table" in (v.get("trace") or {}) else ""})
+    frame, empty = _labelled(rows, LABEL, root, "GPU throughput in {where} (run `make test-gpu` on a GPU machine)")
+    frame.attrs["same_update"] = same
+    return frame, empty or f"{SOURCE_LABEL}(s): the trainer's speed per execution setting, measured on a GPU machine"
 
 
 def recorded_trace_frame(model: str = "plain", rows: int = 8, root: str | Path | None = None):
     """``(frame, message)``: the first ``rows`` entries by GPU time (host ops with the device time of the
     kernels they launched, and the kernels themselves) of the latest recorded profiler trace of ``model``
     ("plain" or "gated"); an empty frame and one line when no run recorded a trace."""
-    import re
-
-    import pandas as pd
-
     traces = [run.folder / GPU_TRACE for run in load_recorded(root) if (run.folder / GPU_TRACE).is_file()]
     if not traces:
         return pd.DataFrame(), "no recorded profiler trace (python -m semlm.bench --only gpu writes one on a GPU)"
@@ -575,15 +459,12 @@ def recorded_book_builds_frame(root: str | Path | None = None, target_minutes: f
     from scratch or not, models trained beside the chapters, whether it meets ``target_minutes`` and
     ``target_busy``), and the latest one's minutes and core use per chapter. Nothing recorded: empty
     frames and a message saying how to record one."""
-    import pandas as pd
-
     rows, chapters = [], pd.DataFrame()
     builds = sorted((run for run in load_recorded(root) if run.book_manifest and not run.dry_run),
                     key=lambda run: run.date)
     for run in builds:
         manifest = run.book_manifest
-        ahead = manifest.get("train_ahead") or {}
-        trained_ahead = (ahead.get("runs") or {}).get("trained")
+        trained_ahead = ((manifest.get("train_ahead") or {}).get("runs") or {}).get("trained")
         rows.append({"build": run.slug, "date": run.date[:10], "commit": run.commit[:7],
                      "from scratch": manifest.get("from_scratch"),
                      "minutes": round(manifest["total_wall_seconds"] / 60, 1),
@@ -596,15 +477,11 @@ def recorded_book_builds_frame(root: str | Path | None = None, target_minutes: f
                                   "cores busy": entry.get("utilisation"),
                                   "models trained": entry["runs"]["trained"], "models loaded": entry["runs"]["loaded"]}
                                  for name, entry in sorted(builds[-1].book_manifest.get("chapters", {}).items())])
-    frame = pd.DataFrame(rows)
-    frame.attrs["label"] = BOOK_LABEL
-    if frame.empty:
-        where = Path(root) if root is not None else RECORDED_DIR
-        return frame, chapters, (f"no recorded book build in {where} (`make book` in a fresh clone, then "
-                                 "`python -m semlm.book.recorded collect-book`)")
+    frame, empty = _labelled(rows, BOOK_LABEL, root, "book build in {where} (`make book` in a fresh clone, then "
+                                                     "`python -m semlm.book.recorded collect-book`)")
     where = "; ".join(sorted({f"{run.machine}, profile {run.book_manifest.get('profile')}" for run in builds}))
-    return frame, chapters, (f"{BOOK_SOURCE_LABEL}(s) in book/recorded/ ({where}): measured in a fresh clone, "
-                             "not by this build")
+    return frame, chapters, empty or (f"{BOOK_SOURCE_LABEL}(s) in book/recorded/ ({where}): measured in a fresh "
+                                      "clone, not by this build")
 
 
 def _read_tsv(path: Path) -> list[dict]:
@@ -629,11 +506,11 @@ def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
     """Training tokens/s the chapter reports (the gated model's, else the first) and its MFU.
 
     Chapter 6 reports ``training.tokens_per_second`` per run; MFU = tokens/s x FLOPs per token
-    (``semlm.book.bench.training_flops_per_token`` at the profile's GPT size) / dense bf16 peak. Chapter 8
+    (``semlm.book.flops.training_flops_per_token`` at the profile's GPT size) / dense bf16 peak. Chapter 8
     reports seconds per LoRA step; its tokens/s follow from the profile's batch, and no MFU is given
     (a frozen 4-bit backbone's FLOPs are not what the counter counts).
     """
-    from semlm.book.bench import model_flops_utilisation, training_flops_per_token
+    from semlm.book.flops import model_flops_utilisation, training_flops_per_token
 
     out = {"tokens_per_second": None, "mfu": None, "throughput_note": None}
     profile = metrics.get("profile")
@@ -681,7 +558,7 @@ def gpu_throughput_summary(record: dict) -> dict:
 def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, dry_run: bool, started: float,
             pytest_summary: str = "", idea_model_summary: str = "") -> Path:
     """Write ``<root>/<gpu-slug>/``: the chapters' metrics JSON, the bench record and ``provenance.json``."""
-    environment = _read_json(work / "environment.json") if (work / "environment.json").is_file() else {}
+    environment = read_json(work / "environment.json") if (work / "environment.json").is_file() else {}
     gpu = environment.get("gpu_name")
     slug = gpu_slug(gpu) + ("-dry-run" if dry_run else "")
     dest = root / slug
@@ -697,12 +574,12 @@ def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, d
         if source.is_file():
             shutil.copy2(source, dest / source.name)
             info["metrics_file"] = source.name
-            info.update(chapter_throughput(name, _read_json(source), gpu))
+            info.update(chapter_throughput(name, read_json(source), gpu))
         chapters[name] = info
     bench = None
     if (work / "metrics" / BENCH).is_file():
         shutil.copy2(work / "metrics" / BENCH, dest / BENCH)
-        record = _read_json(work / "metrics" / BENCH)
+        record = read_json(work / "metrics" / BENCH)
         bench = {k: record.get(k) for k in ("profile", "device", "device_name", "step_flop_ratio", "step_time_ratio",
                                             "step_time_over_flops", "generation_flop_ratio", "generation_time_ratio",
                                             "generation_time_over_flops", "targets", "meets_targets", "verdicts")}
@@ -715,7 +592,7 @@ def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, d
         for name in (GPU_THROUGHPUT, GPU_TRACE):
             if (work / "metrics" / name).is_file():
                 shutil.copy2(work / "metrics" / name, dest / name)
-        throughput = gpu_throughput_summary(_read_json(work / "metrics" / GPU_THROUGHPUT))
+        throughput = gpu_throughput_summary(read_json(work / "metrics" / GPU_THROUGHPUT))
     driver = None
     smi = environment.get("nvidia_smi") or ""
     if smi and "," in smi:
@@ -748,7 +625,8 @@ def _summed_wall_seconds(calls: Path) -> tuple[float, int]:
     try:
         return float(sum(int(end) - int(start) for start, end, _ in rows)), len(rows)
     except ValueError:
-        raise ValueError(f"{calls} is not the start/end/rc table .ci/run-long writes; delete it and run again") from None
+        raise ValueError(f"{calls} is not the start/end/rc table .ci/run-long writes; "
+                         "delete it and run again") from None
 
 
 def tokens_seen(metrics: dict) -> dict[str, int]:
@@ -768,49 +646,9 @@ def _this_commit() -> str:
     return git_commit()
 
 
-def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit: str, command: str) -> Path:
-    """Write ``<root>/cpu-<name>/``: chapter 6's metrics of a ``.ci/run-long`` call and its ``provenance.json``.
-
-    The provenance names the machine (processor, cores, memory), the pinned commit, the command, the
-    wall time summed over every call that worked on the run (resumed calls included) and the tokens each
-    model saw. A metrics file from another profile than ``cpu-long``, or from an older commit, is refused.
-    """
-    if not metrics_file.is_file():
-        raise FileNotFoundError(f"{metrics_file} does not exist: chapter 6 did not finish; run .ci/run-long again")
-    metrics = _read_json(metrics_file)
-    if metrics.get("profile") != "cpu-long":
-        raise ValueError(f"{metrics_file} is from profile {metrics.get('profile')!r}, not 'cpu-long'; "
-                         f"run .ci/run-long to make it")
-    if commit != "unknown" and metrics.get("git_commit") not in (commit, commit[:12], None):
-        raise ValueError(f"{metrics_file} was written at commit {metrics.get('git_commit')}, not {commit[:12]}; "
-                         f"run .ci/run-long again")
-    seconds, n_calls = _summed_wall_seconds(calls) if calls.is_file() else (metrics.get("wall_seconds"), 1)
-    dest = root / f"cpu-{re.sub(r'[^a-z0-9-]+', '-', name.lower()).strip('-') or 'long'}"
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    shutil.copy2(metrics_file, tmp / metrics_file.name)
-    memory_gb = _memory_gb()
-    provenance = {
-        "label": CPU_LABEL, "kind": "cpu-long", "gpu": None,
-        "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": memory_gb,
-        "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "git_commit": commit, "profile": "cpu-long", "command": command, "dry_run": False,
-        "collected_at_commit": _this_commit(),  # the code that wrote this folder (normally the same commit)
-        "wall_seconds": seconds, "calls": n_calls, "tokens_seen": tokens_seen(metrics),
-        "competence": metrics.get("competence"),
-        "chapters": {metrics_file.stem: {"status": "ok", "profile": "cpu-long", "wall_seconds": seconds,
-                                         "metrics_file": metrics_file.name,
-                                         "papermill_parameters": "-p profile cpu-long -p workers 2",
-                                         "tokens_per_second": _mean((metrics.get("training", {}).get(
-                                             "tokens_per_second") or {}).get("gated")),
-                                         "throughput_note": "gated model, one thread, training only"}},
-    }
-    (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.replace(dest)
-    return dest
+def _utc(moment: _dt.datetime | None = None) -> str:
+    """``moment`` (default: now) as the provenance writes dates, ``YYYY-MM-DDTHH:MM:SSZ`` in UTC."""
+    return (moment or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _memory_gb() -> float | None:
@@ -820,6 +658,61 @@ def _memory_gb() -> float | None:
         return None
 
 
+@contextlib.contextmanager
+def _new_folder(dest: Path):
+    """A fresh ``<dest>.tmp`` to write into; it replaces ``dest`` only once the block has finished without an error,
+    so a failed collection never leaves a half-written folder."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    yield tmp
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.replace(dest)
+
+
+def _folder_name(prefix: str, name: str, default: str) -> str:
+    return f"{prefix}{re.sub(r'[^a-z0-9-]+', '-', name.lower()).strip('-') or default}"
+
+
+def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit: str, command: str) -> Path:
+    """Write ``<root>/cpu-<name>/``: chapter 6's metrics of a ``.ci/run-long`` call and its ``provenance.json``.
+
+    The provenance names the machine (processor, cores, memory), the pinned commit, the command, the
+    wall time summed over every call that worked on the run (resumed calls included) and the tokens each
+    model saw. A metrics file from another profile than ``cpu-long``, or from an older commit, is refused.
+    """
+    if not metrics_file.is_file():
+        raise FileNotFoundError(f"{metrics_file} does not exist: chapter 6 did not finish; run .ci/run-long again")
+    metrics = read_json(metrics_file)
+    if metrics.get("profile") != "cpu-long":
+        raise ValueError(f"{metrics_file} is from profile {metrics.get('profile')!r}, not 'cpu-long'; "
+                         f"run .ci/run-long to make it")
+    if commit != "unknown" and metrics.get("git_commit") not in (commit, commit[:12], None):
+        raise ValueError(f"{metrics_file} was written at commit {metrics.get('git_commit')}, not {commit[:12]}; "
+                         f"run .ci/run-long again")
+    seconds, n_calls = _summed_wall_seconds(calls) if calls.is_file() else (metrics.get("wall_seconds"), 1)
+    dest = root / _folder_name("cpu-", name, "long")
+    with _new_folder(dest) as tmp:
+        shutil.copy2(metrics_file, tmp / metrics_file.name)
+        rate = _mean((metrics.get("training", {}).get("tokens_per_second") or {}).get("gated"))
+        provenance = {
+            "label": CPU_LABEL, "kind": "cpu-long", "gpu": None,
+            "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": _memory_gb(),
+            "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
+            "date": _utc(), "git_commit": commit, "profile": "cpu-long", "command": command, "dry_run": False,
+            "collected_at_commit": _this_commit(),  # the code that wrote this folder (normally the same commit)
+            "wall_seconds": seconds, "calls": n_calls, "tokens_seen": tokens_seen(metrics),
+            "competence": metrics.get("competence"),
+            "chapters": {metrics_file.stem: {"status": "ok", "profile": "cpu-long", "wall_seconds": seconds,
+                                             "metrics_file": metrics_file.name,
+                                             "papermill_parameters": "-p profile cpu-long -p workers 2",
+                                             "tokens_per_second": rate,
+                                             "throughput_note": "gated model, one thread, training only"}},
+        }
+        (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
+    return dest
+
+
 def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
     """Write ``<root>/cpu-book-<name>/``: a finished whole-book build's ``manifest.json`` (per-chapter wall time
     and core use, the start-to-HTML wall time, from scratch or not), its ``provenance.json`` (machine,
@@ -827,51 +720,48 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
     table (``report.json``: the build's report chapter's, or the claims code's of the collecting commit where
     the build has none) and ``VERDICTS.md``. A build that did not finish,
     or that ran on a tree with uncommitted changes, is refused."""
+    from semlm.book.claims import evaluate_claims
+    from semlm.book.report import load_metrics
+
     manifest_path = Path(build_dir) / "manifest.json"
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{manifest_path} does not exist: run `make book` first")
-    manifest = _read_json(manifest_path)
+    manifest = read_json(manifest_path)
     if not manifest.get("complete") or "total_wall_seconds" not in manifest:
         raise ValueError(f"{manifest_path} is not a finished whole-book build (every chapter and the HTML); "
                          "run `make book` again")
-    sources = sorted((Path(build_dir) / "metrics").glob("[0-9][0-9]_*.json"))
-    metrics = _read_json(sources[0]) if sources else {}
-    dirty = sorted(p.stem for p in sources if str(_read_json(p).get("git_commit", "")).endswith("+dirty"))
+    sources = sorted((Path(build_dir) / "metrics").glob(CHAPTER_FILES))
+    metrics = read_json(sources[0]) if sources else {}
+    dirty = sorted(p.stem for p in sources if str(read_json(p).get("git_commit", "")).endswith("+dirty"))
     if dirty:
         raise ValueError(f"chapters {', '.join(dirty)} ran on a tree with uncommitted changes; a recorded build "
                          f"must come from a commit as it is (build from a fresh clone)")
-    dest = root / f"cpu-book-{re.sub(r'[^a-z0-9-]+', '-', name.lower()).strip('-') or 'build'}"
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / BOOK_METRICS).mkdir(parents=True)
-    shutil.copy2(manifest_path, tmp / BOOK_MANIFEST)
-    for source in sources:  # the chapters' metrics (no weights, no HTML)
-        shutil.copy2(source, tmp / BOOK_METRICS / source.name)
-    provenance = {
-        "label": BOOK_LABEL, "kind": "cpu-book", "gpu": None,
-        "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": _memory_gb(),
-        "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
-        "date": _dt.datetime.fromtimestamp(manifest_path.stat().st_mtime, _dt.timezone.utc).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"),
-        "git_commit": metrics.get("git_commit", "unknown"), "profile": manifest.get("profile"), "command": command,
-        "dry_run": False, "collected_at_commit": _this_commit(),
-        **{k: manifest.get(k) for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")},
-    }
-    (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-    built = Path(build_dir) / "metrics" / REPORT
-    if built.is_file():  # the build's own verdicts, as its report chapter judged them
-        report = _read_json(built)
-        claims_commit = report.get("git_commit", "unknown")
-    else:
-        from semlm.book.claims import evaluate_claims
-        from semlm.book.report import load_metrics
-
-        report, claims_commit = {"claims": evaluate_claims(load_metrics(tmp / BOOK_METRICS))}, _this_commit()
-    report = {**report, "claims_commit": claims_commit, "counts": status_counts(report["claims"])}
-    (tmp / REPORT).write_text(json.dumps(report, indent=2, default=str))
-    (tmp / VERDICTS).write_text(verdicts_markdown(report, provenance))
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.replace(dest)
+    dest = root / _folder_name("cpu-book-", name, "build")
+    with _new_folder(dest) as tmp:
+        (tmp / BOOK_METRICS).mkdir()
+        shutil.copy2(manifest_path, tmp / BOOK_MANIFEST)
+        for source in sources:  # the chapters' metrics (no weights, no HTML)
+            shutil.copy2(source, tmp / BOOK_METRICS / source.name)
+        provenance = {
+            "label": BOOK_LABEL, "kind": "cpu-book", "gpu": None,
+            "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": _memory_gb(),
+            "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
+            "date": _utc(_dt.datetime.fromtimestamp(manifest_path.stat().st_mtime, _dt.timezone.utc)),
+            "git_commit": metrics.get("git_commit", "unknown"), "profile": manifest.get("profile"), "command": command,
+            "dry_run": False, "collected_at_commit": _this_commit(),
+            **{k: manifest.get(k)
+               for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")},
+        }
+        (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
+        built = Path(build_dir) / "metrics" / REPORT
+        if built.is_file():  # the build's own verdicts, as its report chapter judged them
+            report = read_json(built)
+            report["claims_commit"] = report.get("git_commit", "unknown")
+        else:
+            report = {"claims": evaluate_claims(load_metrics(tmp / BOOK_METRICS)), "claims_commit": _this_commit()}
+        report["counts"] = status_counts(report["claims"])
+        (tmp / REPORT).write_text(json.dumps(report, indent=2, default=str))
+        (tmp / VERDICTS).write_text(verdicts_markdown(report, provenance))
     return dest
 
 
@@ -888,22 +778,17 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
 
     commit = _this_commit()  # before the folder is written: writing it would mark the tree "+dirty"
     dest = Path(root) / name
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    (tmp / TRAINING_VARIANTS).write_text(json.dumps(comparison, indent=2))
-    provenance = {
-        "label": VARIANTS_LABEL, "kind": "cpu-variants", "gpu": None,
-        "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "memory_gb": _memory_gb(),
-        "machine": platform.machine(), "cpu_computes_bf16": cpu_computes_bf16(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(), "packages": package_versions(),
-        "python": platform.python_version(),
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "git_commit": commit, "profile": comparison.get("profile"), "command": command, "dry_run": False,
-    }
-    (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.replace(dest)
+    with _new_folder(dest) as tmp:
+        (tmp / TRAINING_VARIANTS).write_text(json.dumps(comparison, indent=2))
+        provenance = {
+            "label": VARIANTS_LABEL, "kind": "cpu-variants", "gpu": None,
+            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "memory_gb": _memory_gb(),
+            "machine": platform.machine(), "cpu_computes_bf16": cpu_computes_bf16(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "packages": package_versions(),
+            "python": platform.python_version(), "date": _utc(),
+            "git_commit": commit, "profile": comparison.get("profile"), "command": command, "dry_run": False,
+        }
+        (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
     return dest
 
 

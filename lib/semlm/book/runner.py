@@ -964,7 +964,7 @@ def _parser() -> argparse.ArgumentParser:
 def plan_command(profile: str, train: bool, workers: int | None, chapters: str | None = None,
                  beside_chapters: bool = False) -> int:
     """``python -m semlm.book plan``: list (and with ``--train`` train) every chapter's runs."""
-    from semlm.book import plan
+    import semlm.book.plan as plan
 
     check_profile(profile)
     wanted = None

@@ -1,0 +1,152 @@
+"""Floating-point operations of the book's models, counted from their configs, and what they say about speed.
+
+Pure arithmetic, torch-free: the benchmarks (:mod:`semlm.book.bench`), the GPU throughput run
+(:mod:`semlm.book.gpu_throughput`) and the recorded runs' MFU (:mod:`semlm.book.recorded`) all count
+with these formulas. A multiply-add counts 2; a training step is three forward passes' worth (the
+backward computes two products per forward product). Embeddings, LayerNorms and the attention softmax
+are left out (O(d) per position).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Dense bf16 peak of the accelerators the book's GPU runs name (tensor cores, no sparsity).
+PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+
+#: Element-wise operations per vocabulary entry and position that the math of a step needs, one FLOP
+#: each (exp and log count one, as a multiply-add counts two). Token loss (both models): softmax
+#: cross-entropy, forward exp(z - max) and the sum (3), backward p = e / sum and the scale (2). Idea
+#: gate forward: sigmoid (exp, add, divide), log, clamp, scale, add to the token logits (7); backward:
+#: the clamp's test, 1 - p, x alpha, x upstream (4). Idea BCE forward: softplus (exp, add, log), x mask,
+#: sum (5); backward: sigmoid (3), x mask, x the position's gradient (5). The two gradients of z_idea
+#: summed (1); the idea head's bias, added and its gradient summed (2).
+ELEMENTWISE_OPS_PER_ENTRY = {
+    "training": {"token loss": 5, "idea gate": 7 + 4, "idea loss": 5 + 5, "idea gradient sum and bias": 1 + 2},
+    "generation": {"token loss": 0, "idea gate": 7, "idea loss": 0, "idea gradient sum and bias": 1},
+}
+
+
+# --- paper A: the synthetic baseline and fusion models ---------------------------------------
+
+
+def synthetic_forward_flops_per_position(backbone, vocab_size: int, kind: str, n_features: int,
+                                         context: float) -> dict[str, float]:
+    """Forward FLOPs of one position of the baseline / fusion model of paper A, by part.
+
+    Per layer: the fused q, k, v projection and the output projection (4 d^2 MACs), scores and
+    weighted sum over ``context`` keys (2 x context x d MACs), the ReLU MLP (2 d d_ff MACs); the
+    tied LM head (d V); fusion adds W_s (F d), the gate W_g ((d + F) d) and the auxiliary head
+    (d h + h F, h = max(64, 2F)). Embeddings, LayerNorms, softmax and losses are left out (O(d)).
+    """
+    d, n, ff, V, F = backbone.d_model, backbone.n_layers, backbone.d_ff, vocab_size, n_features
+    parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
+             "MLP": n * 2 * 2 * d * ff, "LM head (tied)": 2 * d * V}
+    if kind == "fusion":
+        h = max(64, 2 * F)
+        parts["fusion input (W_s, W_g)"] = 2 * (F * d + (d + F) * d)
+        parts["auxiliary head"] = 2 * (d * h + h * F)
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def nominal_cpu_peak_flops() -> dict:
+    """Nominal float32 peak per core from ``/proc/cpuinfo``: clock x SIMD lanes x 2 (FMA) x FMA units.
+
+    The clock is the TSC rate of ``lscpu``'s BogoMIPS / 2 (virtual machines rarely report a max
+    MHz); lanes are 16 with AVX-512, 8 with AVX2; two FMA units are assumed (server cores). A
+    nominal figure: turbo (above the base clock), AVX-512 down-clocking and a shared host all
+    move the real ceiling, so the measured matmul peak can exceed it.
+    """
+    flags, bogomips = set(), None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.lower().startswith("bogomips") and bogomips is None:
+                bogomips = float(line.split(":", 1)[1])
+    except OSError:
+        return {"formula": "unavailable (/proc/cpuinfo not readable)", "per_core": None}
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    clock = bogomips / 2 * 1e6 if bogomips else None
+    per_core = clock * lanes * 2 * 2 if clock else None
+    return {"clock_hz": clock, "fp32_lanes": lanes, "fma_units_assumed": 2, "per_core": per_core,
+            "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
+            "formula": f"clock ({clock / 1e9 if clock else float('nan'):.2f} GHz, BogoMIPS/2) x {lanes} fp32 lanes "
+                       f"x 2 (FMA) x 2 FMA units"}
+
+
+# --- paper B: the plain and the idea-gated GPT -------------------------------------------------
+
+
+def forward_flops_per_position(n_layer: int, n_embd: int, vocab_size: int, context: float,
+                               idea_head: bool) -> dict[str, float]:
+    """Floating-point operations of one forward position of the (idea-gated) GPT, by part.
+
+    A multiply-add counts 2. Per layer: the q, k, v and output projections (4 d^2 MACs), the
+    attention scores and the weighted sum over ``context`` attended keys (2 x context x d MACs) and
+    the 4d MLP (8 d^2 MACs); then the token head (d V) and, if present, the idea head (d^2 + d V).
+    Embedding lookups, LayerNorms and the attention softmax are left out (O(d) per position); the
+    O(V) element-wise work of the losses and the gate is counted by :func:`elementwise_flops_per_position`.
+    """
+    d, n, V = n_embd, n_layer, vocab_size
+    parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
+             "MLP": n * 2 * 8 * d * d, "token head": 2 * d * V, "idea head": 2 * (d * d + d * V) if idea_head else 0.0}
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def training_flops_per_token(n_layer: int, n_embd: int, vocab_size: int, block_size: int, idea_head: bool) -> float:
+    """Forward + backward FLOPs per trained token: 3 x forward (the backward computes two products per
+    forward product), causal attention over (block + 1) / 2 keys on average."""
+    return 3 * forward_flops_per_position(n_layer, n_embd, vocab_size, (block_size + 1) / 2, idea_head)["total"]
+
+
+def peak_bf16_flops(device_name: str | None) -> float | None:
+    """Dense bf16 peak FLOP/s of a known GPU from its name (``torch.cuda.get_device_name()``), else None."""
+    return next((v for k, v in PEAK_BF16_FLOPS.items() if device_name and k in device_name), None)
+
+
+def model_flops_utilisation(tokens_per_second: float, flops_per_token: float, device_name: str | None) -> float | None:
+    """Achieved FLOP/s (tokens/s x FLOPs per token) over the device's dense bf16 peak; None if the peak is unknown."""
+    peak = peak_bf16_flops(device_name)
+    return tokens_per_second * flops_per_token / peak if peak else None
+
+
+def elementwise_flops_per_position(vocab_size: int, idea_head: bool, kind: str = "training") -> dict[str, float]:
+    """Element-wise FLOPs over the vocabulary per position (:data:`ELEMENTWISE_OPS_PER_ENTRY`), by part.
+
+    ``kind="training"`` counts forward and backward of the token loss, the gate and the idea loss;
+    ``"generation"`` the gate's forward and the idea head's bias (the plain model has none of these).
+    """
+    if kind not in ELEMENTWISE_OPS_PER_ENTRY:
+        raise ValueError(f"unknown kind {kind!r}; choose one of: {', '.join(ELEMENTWISE_OPS_PER_ENTRY)}")
+    parts = {name: float(ops * vocab_size) if idea_head or name == "token loss" else 0.0
+             for name, ops in ELEMENTWISE_OPS_PER_ENTRY[kind].items()}
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def idea_flop_ratios(n_layer: int, n_embd: int, vocab_size: int, block_size: int, prompt_tokens: int,
+                     new_tokens: int) -> dict:
+    """Gated / plain FLOP ratios of a training step and of one cached generation step, with the parts.
+
+    Training: every position of a block, forward and backward. Cached generation: one new position
+    reading ``prompt_tokens + new_tokens / 2`` cached keys on average (the decode steps measured).
+    The counts are the matrix products (:func:`forward_flops_per_position`, x 3 for training) plus
+    the element-wise work over the vocabulary (:func:`elementwise_flops_per_position`: the losses,
+    the gate and their backwards); ``matmul_ratio`` is the ratio of the matrix products alone.
+    """
+    out = {}
+    for kind, context in (("training", (block_size + 1) / 2), ("generation", prompt_tokens + new_tokens / 2)):
+        plain = forward_flops_per_position(n_layer, n_embd, vocab_size, context, False)
+        gated = forward_flops_per_position(n_layer, n_embd, vocab_size, context, True)
+        plain_elementwise = elementwise_flops_per_position(vocab_size, False, kind)
+        gated_elementwise = elementwise_flops_per_position(vocab_size, True, kind)
+        scale = 3 if kind == "training" else 1
+        plain_total = scale * plain["total"] + plain_elementwise["total"]
+        gated_total = scale * gated["total"] + gated_elementwise["total"]
+        out[kind] = {"plain_flops_per_token": plain_total, "gated_flops_per_token": gated_total,
+                     "ratio": gated_total / plain_total, "matmul_ratio": gated["total"] / plain["total"],
+                     "parts_gated": gated, "elementwise_parts_gated": gated_elementwise, "context": context}
+    return out
