@@ -45,7 +45,8 @@ def test_profiles_and_the_book_runner_import_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import semlm.profiles, semlm.book, semlm.core.records; "
+    code = ("import sys; import semlm.profiles, semlm.book, semlm.core.records, semlm.core.train_config; "
+            "from semlm.core.train_config import TrainConfig; TrainConfig(autocast='bf16'); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from semlm.core.metrics import perplexity
 from semlm.core.precision import autocast
-from semlm.profiles import TrainConfig, execution_fields
+from semlm.core.train_config import TrainConfig, execution_fields
 
 #: ``loss_fn(model, batch, step) -> (loss, parts)``: ``step`` is the optimiser steps done, ``parts``
 #: named detached 0-d tensors (or floats) logged per validation
