@@ -56,7 +56,7 @@ from myst_nb import glue
 
 from semlm import book, plots
 from semlm.core import runs
-from semlm.core.metrics import polarity_confusion
+from semlm.fusion.metrics import polarity_confusion
 from semlm.data.vocab import detokenize  # the exercises print with it
 from semlm.fusion import control_study as study
 from semlm.fusion.synthetic_experiment import (

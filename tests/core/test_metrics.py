@@ -32,7 +32,8 @@ def test_focus_cross_entropy_averages_per_occurrence(vocab):
     assert math.isnan(out["!"])
 
 
-from semlm.core.metrics import control_accuracy, held_out_hit_rate, polarity_confusion, realised_polarity, wilson_interval
+from semlm.core.records import wilson_bounds
+from semlm.fusion.metrics import control_accuracy, held_out_hit_rate, polarity_confusion, realised_polarity
 
 POS = "Bob cooks the meal , very good !".split()
 NEG = "Eve starts the task , slightly awful ?".split()
@@ -49,10 +50,10 @@ def test_control_accuracy_counts_adjective_and_punctuation():
     assert out["adj_acc"]["ci_low"] < 2 / 3 < out["adj_acc"]["ci_high"]
 
 
-def test_wilson_interval_matches_a_known_value_and_stays_in_range():
-    low, high = wilson_interval(200, 200)
+def test_wilson_bounds_match_a_known_value_and_stay_in_range():
+    low, high = wilson_bounds(200, 200)
     assert high == 1.0 and low == pytest.approx(0.9812, abs=1e-4)
-    low, high = wilson_interval(10, 20)
+    low, high = wilson_bounds(10, 20)
     assert (low, high) == pytest.approx((0.2993, 0.7007), abs=1e-4)
 
 
@@ -108,3 +109,31 @@ def test_perplexity_of_scores_refuses_a_second_positional_argument():
     scores = TokenScores(torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([5, 7]), None)
     with pytest.raises(TypeError, match="exclude_targets"):
         perplexity(scores, [7])
+
+
+def test_block_perplexity_scores_no_target_positions_of_no_block():
+    """Blocks of token ids mark "no token" past the end of the text with NO_TARGET (paper B's PAD_ID): never
+    scored, so a block padded with it has the perplexity of its real targets alone."""
+    from types import SimpleNamespace
+
+    from semlm.core.metrics import NO_TARGET
+    from semlm.idea.targets import PAD_ID
+
+    assert PAD_ID == NO_TARGET
+
+    class Uniform(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = torch.nn.Parameter(torch.zeros(4))
+
+        def forward(self, inputs):
+            return SimpleNamespace(logits=self.bias.expand(*inputs.shape, 4))
+
+    def blocks(targets):
+        batch = SimpleNamespace(inputs=torch.zeros_like(targets), targets=targets)
+        return SimpleNamespace(batches=lambda size: [batch])
+
+    real = torch.tensor([[1, 2, 3]])
+    padded = torch.tensor([[1, 2, 3, NO_TARGET, NO_TARGET]])
+    assert perplexity(Uniform(), blocks(real)) == pytest.approx(4.0)
+    assert perplexity(Uniform(), blocks(padded)) == pytest.approx(4.0)

@@ -1,6 +1,8 @@
-"""Evaluation metrics of the semantic-fusion paper (Section 3.1, Appendices B and C).
+"""The book's evaluation metrics: perplexity (both papers), rates and intervals, paper B's domain retention and
+diversity, and paper A's Table-1 metrics (Section 3.1, Appendices B and C; the controllability of its synthetic
+sentences, Tables 2-4, is :mod:`semlm.fusion.metrics`).
 
-All of them derive from one pass that records, for every position whose *target* is a real
+Paper A's metrics derive from one pass that records, for every position whose *target* is a real
 token (``LMTensors.scored``: not the ``<eos> -> <pad>`` position), the cross-entropy of the
 gold next token (no label smoothing). Models, losses and the causal floors of
 ``semlm.fusion.leakage`` share that one denominator: text tokens and the final ``<eos>``.
@@ -22,10 +24,12 @@ import torch
 import torch.nn.functional as F
 
 from semlm.data.dataset import LMTensors
-from semlm.data.synthetic import NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES
 from semlm.data.vocab import Vocabulary
-from semlm.core.records import Interval, t_quantile_975, wilson_bounds  # noqa: F401 (t_quantile_975 re-exported)
+from semlm.core.records import Interval
 from semlm.core.precision import autocast
+
+#: A block target that is no token (past the end of the text): never scored. Paper B's ``PAD_ID``.
+NO_TARGET = -1
 
 #: The tokens of the paper's Table 6 plus those the foundation issue asks for.
 FOCUS_TOKENS: tuple[str, ...] = ("good", "great", "terrible", "slightly", "very", "!", "?", ",")
@@ -85,7 +89,7 @@ def perplexity(source, data=None, *, alpha: float | None = None, exclude_targets
     ``perplexity(scores)`` takes :class:`TokenScores`; ``perplexity(model, data)`` scores ``model``
     on ``data`` first: paper A's ``LMTensors`` (through :func:`score_tokens`), or blocks of token
     ids (paper B: any data whose ``batches(batch_size)`` yield ``inputs`` and ``targets``, with
-    ``idea_targets.PAD_ID`` past the end of the text), for any causal LM whose output has
+    :data:`NO_TARGET` past the end of the text), for any causal LM whose output has
     ``logits`` (the idea-gated GPT, a LoRA model, a transformers model). ``alpha`` is passed to
     idea-gated models (``alpha=0``: the ungated logits). Positions whose target is in
     ``exclude_targets`` are dropped (NaN if none remain). The model is left in the mode it was in.
@@ -112,8 +116,6 @@ def perplexity(source, data=None, *, alpha: float | None = None, exclude_targets
 
 @torch.no_grad()
 def _block_perplexity(model: torch.nn.Module, blocks, alpha: float | None, batch_size: int) -> float:
-    from semlm.idea.targets import PAD_ID
-
     model.eval()
     device = next(model.parameters()).device
     kwargs = {} if alpha is None else {"alpha": alpha}
@@ -122,9 +124,9 @@ def _block_perplexity(model: torch.nn.Module, blocks, alpha: float | None, batch
         inputs, targets = batch.inputs.to(device), batch.targets.to(device)
         with autocast("bf16_on_cuda", device):  # bf16 on a GPU, as paper B's training
             logits = model(inputs, **kwargs).logits
-        total += F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=PAD_ID,
+        total += F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=NO_TARGET,
                                  reduction="sum").item()
-        count += int((targets != PAD_ID).sum())
+        count += int((targets != NO_TARGET).sum())
     return math.exp(total / max(count, 1))
 
 
@@ -160,49 +162,11 @@ def evaluate_language_model(model: torch.nn.Module, data: LMTensors, vocab: Voca
     return result
 
 
-# --- controllability (paper A, Tables 2-4) ------------------------------------------------------
-
-POLARITY_CLASSES: tuple[str, ...] = ("POS", "NEG", "OTHER")
-ADJECTIVE_SLOT, PUNCTUATION_SLOT = 6, 7  # word positions in a one-clause sentence
-
-
-def realised_polarity(sentence: Sequence[str]) -> str:
-    """POS / NEG / OTHER for the adjective slot of a one-clause sentence."""
-    word = sentence[ADJECTIVE_SLOT] if len(sentence) > ADJECTIVE_SLOT else None
-    return "POS" if word in POSITIVE_ADJECTIVES else "NEG" if word in NEGATIVE_ADJECTIVES else "OTHER"
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion (well-behaved at 0 and 1, unlike the normal one)."""
-    return wilson_bounds(successes, n, z)
-
+# --- rates -------------------------------------------------------------------------------------
 
 def proportion(successes: int, n: int) -> dict:
     """``{value, ci_low, ci_high, k, n}``: :meth:`semlm.core.records.Interval.of_proportion` as JSON."""
     return Interval.of_proportion(successes, n).to_dict()
-
-
-def control_accuracy(sentences: Sequence[Sequence[str]], polarity: str, punctuation: str | None) -> dict:
-    """Share of sentences whose adjective has the requested polarity (and whose punctuation matches)."""
-    adj = sum(realised_polarity(s) == polarity for s in sentences)
-    out = {"adj_acc": proportion(adj, len(sentences))}
-    if punctuation is not None:
-        punct = sum(len(s) > PUNCTUATION_SLOT and s[PUNCTUATION_SLOT] == punctuation for s in sentences)
-        out["punct_acc"] = proportion(punct, len(sentences))
-    return out
-
-
-def polarity_confusion(by_intended: dict[str, Sequence[Sequence[str]]]) -> dict[str, dict[str, int]]:
-    """Counts of realised POS / NEG / OTHER for each intended polarity (rows of the paper's Table 3)."""
-    return {intended: {c: sum(realised_polarity(s) == c for s in sentences) for c in POLARITY_CLASSES}
-            for intended, sentences in by_intended.items()}
-
-
-def held_out_hit_rate(sentences: Sequence[Sequence[str]], held_out: Iterable[str]) -> dict:
-    """Share of sentences whose adjective is a held-out (never trained on) adjective (Table 4)."""
-    held_out = set(held_out)
-    hits = sum(len(s) > ADJECTIVE_SLOT and s[ADJECTIVE_SLOT] in held_out for s in sentences)
-    return proportion(hits, len(sentences))
 
 
 # --- statistics over seeds / samples ---------------------------------------------------------

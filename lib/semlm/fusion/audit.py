@@ -15,7 +15,8 @@ from semlm.fusion.control_codes import N_CODES, codes_for
 from semlm.data.synthetic import AdjectiveSplit
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, FUSION_DEFAULT, generate, published_decoding
 from semlm.fusion.synthetic_experiment import SETTINGS, prepare_data, synthetic_runs
-from semlm.core.metrics import FOCUS_TOKENS, control_accuracy, held_out_hit_rate, polarity_confusion
+from semlm.core.metrics import FOCUS_TOKENS
+from semlm.fusion.metrics import control_accuracy, held_out_hit_rate, polarity_confusion
 from semlm.core.records import Interval
 from semlm.fusion.records import ControlModes, FeatureSteering, LanguageModelScores, ModelPair
 from semlm.core.runs import RunRecord, RunSpec

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from semlm.core.metrics import control_accuracy, held_out_hit_rate
+from semlm.fusion.metrics import control_accuracy, held_out_hit_rate
 from semlm.core.records import Interval
 from semlm.fusion.records import ControlAccuracy, DecodingRecord
 from semlm.core.runs import RunRecord
