@@ -1,11 +1,11 @@
-"""``python -m semlm.distributed``: data-parallel training through accelerate. The code lives in :mod:`semlm.core.distributed`.
+"""``python -m semlm.distributed``: paper B's data-parallel training through accelerate.
 
-This file only keeps the documented command working; import :mod:`semlm.core.distributed` instead.
+The code lives in :mod:`semlm.idea.distributed`; this file only keeps the documented command working.
 """
 
 import sys
 
 if __name__ == "__main__":
-    from semlm.core.distributed import main
+    from semlm.idea.distributed import main
 
     sys.exit(main())

@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from semlm.core.records import ChapterRecord, Interval, Record
 
+
 # -- paper A's runs: what one trained model measures (``RunRecord.metrics``) --
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,12 +11,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from semlm.core.distributed import RunArgs, gated_run, synthetic_stream
+from semlm.idea.distributed import RunArgs, gated_run, synthetic_stream
 
 ARGS = ["--synthetic", "6000", "--steps", "3", "--batch", "8", "--accumulation", "2", "--seed", "5"]
 TWO_PROCESSES = """import sys
 from accelerate import debug_launcher
-from semlm.core import distributed
+from semlm.idea import distributed
 debug_launcher(distributed.main, args=(sys.argv[1:],), num_processes=2)
 """
 
@@ -30,7 +30,7 @@ def run(code_or_module: list[str], output, timeout=180):
 
 
 def test_two_processes_train_the_same_model_as_one_with_the_same_global_batch(tmp_path):
-    one, weights_one = run(["-m", "semlm.core.distributed"], tmp_path / "one")
+    one, weights_one = run(["-m", "semlm.distributed"], tmp_path / "one")
     two, weights_two = run(["-c", TWO_PROCESSES], tmp_path / "two")
     assert one["processes"] == 1 and two["processes"] == 2
     assert one["global_batch"] == two["global_batch"] == 8
@@ -67,7 +67,7 @@ def test_synthetic_stream_is_seeded_and_keeps_id_zero_free():
 
 
 def test_a_batch_that_does_not_split_over_the_processes_is_refused(tmp_path):
-    from semlm.core import distributed
+    from semlm.idea import distributed
 
     assert distributed.main(["--synthetic", "3000", "--steps", "1", "--batch", "6", "--accumulation", "4",
                              "--output", str(tmp_path)]) == 1
