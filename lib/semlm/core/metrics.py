@@ -130,7 +130,8 @@ def _block_perplexity(model: torch.nn.Module, blocks, alpha: float | None, batch
     return math.exp(total / max(count, 1))
 
 
-def focus_cross_entropy(scores: TokenScores, vocab: Vocabulary, tokens: Sequence[str] = FOCUS_TOKENS) -> dict[str, float]:
+def focus_cross_entropy(scores: TokenScores, vocab: Vocabulary,
+                        tokens: Sequence[str] = FOCUS_TOKENS) -> dict[str, float]:
     """Mean CE (nats) per focus token, over positions where it is the gold target; NaN if it never is."""
     out = {}
     for token in tokens:

@@ -159,12 +159,12 @@ def to_device(batch, device: torch.device):
 def lr_factor(step: int, schedule: str, warmup: int, total_steps: int, min_ratio: float = 0.0) -> float:
     """The learning rate of optimiser step ``step`` as a fraction of the peak.
 
-    ``constant``: 1. ``constant_warmup``: linear warmup, then 1. ``cosine``: linear warmup from 0 over ``warmup`` steps, then half a cosine to 0
-    at ``total_steps`` (transformers' ``get_cosine_schedule_with_warmup``). ``cosine_min_lr``: the
-    same cosine from 1 down to ``min_ratio`` (transformers' ``get_cosine_with_min_lr_schedule_with_warmup``,
-    the authors' ``get_lr`` of paper B). Written out here, with the same formulas (a test compares them
-    with transformers' schedulers), because importing ``transformers.optimization`` costs every
-    worker process about 4 s (it pulls in peft and bitsandbytes).
+    ``constant``: 1. ``constant_warmup``: linear warmup, then 1. ``cosine``: linear warmup from 0 over ``warmup``
+    steps, then half a cosine to 0 at ``total_steps`` (transformers' ``get_cosine_schedule_with_warmup``).
+    ``cosine_min_lr``: the same cosine from 1 down to ``min_ratio`` (transformers'
+    ``get_cosine_with_min_lr_schedule_with_warmup``, the authors' ``get_lr`` of paper B). Written out here, with
+    the same formulas (a test compares them with transformers' schedulers), because importing
+    ``transformers.optimization`` costs every worker process about 4 s (it pulls in peft and bitsandbytes).
     """
     if schedule == "constant":
         return 1.0
@@ -403,7 +403,8 @@ class Trainer:
         return value
 
     def _write_snapshot(self, run_dir: Path) -> None:
-        """The weights after this validation, kept for good in ``snapshots/step<N>/`` (a learning curve from one run)."""
+        """The weights after this validation, kept for good in ``snapshots/step<N>/`` (a learning curve from
+        one run)."""
         _atomic_dir_write(snapshot_folder(run_dir, self.step),
                           lambda folder: save_file(_trainable_state(self.model, self.trainable_only),
                                                    folder / "model.safetensors"))

@@ -49,7 +49,7 @@ class TrainConfig:
     min_lr: float = 0.0                 # the floor of ``cosine_min_lr``
     eval_every: int | None = None       # optimiser steps between validations; None: once per epoch (or at the end)
     patience: int | None = None         # validations without improvement before stopping early (best weights kept)
-    patience_from_step: int = 0         # validations before this step always count as the best (e.g. while a gate ramps)
+    patience_from_step: int = 0         # validations before this step always count as the best (a gate ramping)
     # --- how a CUDA device executes the recipe (EXECUTION_FIELDS): the same updates, so not in any run key ---
     #: sequences per forward on a CUDA device (None: batch_size / accumulation, as on a CPU). The
     #: optimiser still sees ``batch_size`` sequences per step, split into batch_size / cuda_micro_batch
