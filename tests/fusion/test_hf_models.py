@@ -1,16 +1,21 @@
 """Paper A's fusion and baseline models are transformers models: same weights and outputs as the plain
-modules they were, save/load, Auto classes, a KV cache, and generate() matching the book's hand loop."""
+modules they were, save/load, Auto classes, a KV cache, and the book's decoder through generate(): greedy
+equal to an argmax loop over the whole prefix, sampled words distributed as the processed scores."""
 
 import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, LogitsProcessorList
+from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
 
+from semlm.data import synthetic as syn
 from semlm.fusion.decoding import (BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, Controls,
                                    DecodingConfig, GrammarMask, generate, published_decoding)
-from semlm.fusion.decoding.generate import generate_with_transformers
+from semlm.fusion.decoding.generate import _processors, sample_ids
+from semlm.fusion.decoding.grammar import ADJ, END
+from semlm.fusion.decoding.mixture import group_uniform_mixture, nucleus
 from semlm.fusion.features import SyntheticFeatures
+from semlm.fusion.fuzzy import feature_index
 from semlm.fusion.model import BackboneConfig, BaselineLM, FusionLM, LMConfig, build_model
 
 BEFORE = "tests/fixtures/fusion_models/tiny_models_before_hf.safetensors"
@@ -99,8 +104,8 @@ def test_generate_needs_the_featurizer_for_the_fusion_model(vocab):
 
 
 @pytest.mark.parametrize("kind", ["fusion", "baseline"])
-def test_cached_greedy_generate_matches_the_hand_loop_step_by_step(vocab, kind):
-    # The hand loop: full prefix each step, features recomputed, controls written at the newest position.
+def test_cached_greedy_generate_matches_a_full_prefix_loop_step_by_step(vocab, kind):
+    # A reference loop: full prefix each step, features recomputed, controls written at the newest position.
     model, featurize, grammar = tiny(len(vocab), kind), SyntheticFeatures(vocab), ClauseGrammar(vocab)
     columns, values = torch.tensor([0, 3]), torch.tensor([0.9, 0.2])
     ids = torch.full((2, 1), vocab.bos_id)
@@ -127,22 +132,91 @@ DECODERS = [
 ]
 
 
+def processed_scores(model, featurize, grammar, controls, config, ids):
+    """The decoder's scores at the end of ``ids``, computed the long way: the whole prefix re-read, the
+    controls written into the newest position's features, the processors (the mixture's log q at ADJ)."""
+    features = featurize(ids)
+    if config.feature_control and controls.values:
+        features[:, -1, [feature_index(k) for k in controls.values]] = torch.tensor(list(controls.values.values()))
+    logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
+    hard_class = controls.hard_class if config.hard else None
+    if grammar.state_of(ids)[0] == ADJ and hard_class is not None and config.mixture is not None:
+        words = syn.POSITIVE_ADJECTIVES if hard_class == "positive" else syn.NEGATIVE_ADJECTIVES
+        mask = torch.zeros(len(grammar.vocab), dtype=torch.bool)
+        mask[grammar.vocab.ids(words)] = True
+        mix = config.mixture
+        return nucleus(group_uniform_mixture(logits, mask, mix.alpha, mix.temperature), mix.top_p,
+                       mix.nucleus_rule).log()
+    return _processors(grammar, controls, config)(ids, logits)
+
+
 @pytest.mark.parametrize("kind, causal", [("fusion", True), ("baseline", True), ("fusion", False)])
 @pytest.mark.parametrize("controls, config", DECODERS)
-def test_generate_with_transformers_samples_what_the_hand_loop_samples(vocab, kind, causal, controls, config):
+def test_greedy_generate_equals_an_argmax_loop_over_the_whole_prefix(vocab, kind, causal, controls, config):
     model, featurize, grammar = tiny(len(vocab), kind, causal), SyntheticFeatures(vocab), ClauseGrammar(vocab)
     controls = Controls(controls or {})
-    for seed in (0, 1):
-        expected = generate(model, featurize, grammar, 12, controls, config=config, seed=seed)
-        assert generate_with_transformers(model, featurize, grammar, 12, controls, config=config, seed=seed) == expected
+    ids = torch.full((3, 1), vocab.bos_id)
+    with torch.no_grad():
+        while grammar.state_of(ids)[0] < END:
+            scores = processed_scores(model, featurize, grammar, controls, config, ids)
+            ids = torch.cat([ids, scores.argmax(-1, keepdim=True)], 1)
+    expected = [vocab.decode(row[1:]) for row in ids]
+    assert generate(model, featurize, grammar, 3, controls, config=config, do_sample=False) == expected
+
+
+@pytest.mark.parametrize("prompt, controls, config", [
+    (None, {"pos_high": 0.7}, DecodingConfig(temperature=4.0, top_p=0.95)),  # the first word: temperature, top-p
+    ("Bob finishes the model, very", {"pos_high": 0.9, "str_high": 0.9},  # ADJ: the mixture's q
+     DecodingConfig(hard=True, mixture=PAPER_MIXTURE["positive"])),
+])
+def test_sampled_words_follow_the_processed_distribution(vocab, prompt, controls, config):
+    model, featurize, grammar = tiny(len(vocab)), SyntheticFeatures(vocab), ClauseGrammar(vocab)
+    controls, n = Controls(controls), 4000
+    prefix = grammar.parse_prefix(prompt).words if prompt else ()
+    start = torch.tensor([[vocab.bos_id] + vocab.ids(prefix)])
+    with torch.no_grad():
+        p = torch.softmax(processed_scores(model, featurize, grammar, controls, config, start)[0], -1)
+    sentences = generate(model, featurize, grammar, n, controls, prompt, config=config, seed=11)
+    counts = torch.bincount(torch.tensor(vocab.ids([s[len(prefix)] for s in sentences])), minlength=len(vocab))
+    frequency = counts / n
+    assert (p > 0.01).sum() >= 3  # a distribution worth testing, not one sure word
+    assert torch.all((frequency - p).abs() <= 4.5 * (p * (1 - p) / n).sqrt() + 1e-3)
+    assert torch.all(counts[p == 0] == 0)
+
+
+def test_generate_leaves_the_callers_rng_alone(vocab):
+    model, featurize, grammar = tiny(len(vocab)), SyntheticFeatures(vocab), ClauseGrammar(vocab)
     state = torch.random.get_rng_state()
-    generate_with_transformers(model, featurize, grammar, 2, controls, config=config, prompt="Bob finishes the")
-    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's RNG is left alone
+    first = generate(model, featurize, grammar, 4, Controls({"pos_high": 0.9}), prompt="Bob finishes the", seed=3)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert generate(model, featurize, grammar, 4, Controls({"pos_high": 0.9}), prompt="Bob finishes the",
+                    seed=3) == first
+
+
+class EndRowZeroAtThree(LogitsProcessor):
+    """<eos> never, except that row 0 must write it as its third token."""
+
+    def __init__(self, eos_id):
+        self.eos_id = eos_id
+
+    def __call__(self, input_ids, scores):
+        scores = scores.clone()
+        scores[:, self.eos_id] = float("-inf")
+        if input_ids.shape[1] == 3:
+            scores[0] = float("-inf")
+            scores[0, self.eos_id] = 0.0
+        return scores
+
+
+def test_sample_ids_pads_finished_rows_and_stops_at_the_limit(vocab):
+    model = tiny(len(vocab), "baseline")
+    processors = LogitsProcessorList([EndRowZeroAtThree(vocab.eos_id)])
+    out = sample_ids(model, torch.full((2, 1), vocab.bos_id), processors, 0, 6, vocab.pad_id, vocab.eos_id)
+    assert out.shape == (2, 7) and out[0, 3] == vocab.eos_id and torch.all(out[0, 4:] == vocab.pad_id)
+    assert vocab.eos_id not in out[1].tolist() and vocab.pad_id not in out[1].tolist()
 
 
 def test_every_decoding_step_is_a_transformers_logits_processor(vocab):
-    from transformers import LogitsProcessor
-
     from semlm.fusion.decoding import AuthorsTopPLogitsWarper, ControlSteering, HardControl, LastKRepetitionPenalty
     from semlm.fusion.decoding.generate import MixtureAtAdjective
     from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering

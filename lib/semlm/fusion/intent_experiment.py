@@ -25,6 +25,7 @@ rank correlation of requested level and written intensity. This module says what
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Sequence
 
 import torch
@@ -42,7 +43,7 @@ from semlm.data.synthetic import SyntheticConfig
 from semlm.fusion.control_codes import codes_for, sentence_polarity
 from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, TRAINED_STRENGTHS, IntentFeatures, Request,
                                  declared_intent, intent_rows, strength_triplet)
-from semlm.fusion.decoding.generate import sample_next_token
+from semlm.fusion.decoding.generate import sample_ids
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import build_model
 from semlm.fusion.synthetic_experiment import SYNTHETIC, SyntheticData, model_config, prepare_data, spec_for
@@ -126,21 +127,16 @@ def sample_sentences(model: torch.nn.Module, data: IntentData, requests: Sequenc
     predicates take); the others ignore features. Nothing but never-text tokens is masked.
     """
     vocab, n = data.base.vocab, len(requests)
-    start = [[vocab.bos_id] + vocab.ids(c) for c in codes] if codes else [[vocab.bos_id]] * n
-    ids = torch.tensor(start)
+    start = torch.tensor([[vocab.bos_id] + vocab.ids(c) for c in codes] if codes else [[vocab.bos_id]] * n)
     suppress = [vocab.pad_id, vocab.bos_id] + list(data.base.code_ids)
     processors = LogitsProcessorList([SuppressTokensLogitsProcessor(suppress)])
-    uses_features = data.featurizer is not None
-    rows = torch.stack([r.vector(mean if mean is not None else data.request_mean) for r in requests]) if uses_features \
-        else None
-    generator = torch.Generator().manual_seed(seed)
-    done = torch.zeros(n, dtype=torch.bool)
+    featurize = None
+    if data.featurizer is not None:
+        rows = torch.stack([r.vector(mean if mean is not None else data.request_mean) for r in requests])
+        featurize = partial(data.featurizer, requests=rows)
     limit = data.base.corpus.config.max_len - 1  # words and <eos>
-    model.eval()
-    while ids.shape[1] - len(start[0]) < limit and not done.all():
-        features = data.featurizer(ids, rows) if uses_features else torch.zeros(*ids.shape, 1)
-        ids, done = sample_next_token(model, ids, features, processors, generator, done, vocab.pad_id, vocab.eos_id)
-    skip = len(start[0])
+    ids = sample_ids(model, start, processors, seed, limit, vocab.pad_id, vocab.eos_id, featurize)
+    skip = start.shape[1]
     return [[w for w in vocab.decode(row[skip:]) if w not in ("<eos>", "<pad>")] for row in ids]
 
 

@@ -19,14 +19,13 @@ Building one from an ``LMConfig`` draws exactly the weights the plain ``nn.Modul
 (PyTorch's defaults, then ``Backbone``'s encoder init): ``_init_weights`` touches no
 parameter, it only refills the sinusoidal table that ``from_pretrained`` leaves empty.
 
-Generation (``semlm.fusion.decoding.generate`` is the book's decoder, a hand loop; this is
-the same step inside ``generate()``): the fusion model reads a feature matrix computed from
-the tokens, so ``generate(ids, featurize=f)`` recomputes ``f(ids)`` for the whole prefix each
-step and feeds the rows of the positions the cache has not seen. ``feature_controls=(columns,
-values)`` writes the controls into the newest position's features, as the hand loop's
-``feature_control`` does; the hand loop recomputes that position without the controls at the
-next step, so with a cache the newest position is always re-run (two positions a step) and
-the cache holds exactly the states the hand loop computes.
+Generation (``semlm.fusion.decoding.generate``, the book's decoder, runs through ``generate()``): the
+fusion model reads a feature matrix computed from the tokens, so ``generate(ids, featurize=f)``
+recomputes ``f(ids)`` for the whole prefix each step and feeds the rows of the positions the cache
+has not seen. ``feature_controls=(columns, values)`` writes the controls into the newest position's
+features only; the next step recomputes that position without them, so with a cache the newest
+position is always re-run (two positions a step) and the cache holds exactly the states a decoder
+re-reading the whole prefix would compute.
 """
 
 from __future__ import annotations
@@ -185,7 +184,7 @@ class _SemanticLM(PreTrainedModel, GenerationMixin):
 
         ``featurize`` maps ``[B, L]`` ids to ``[B, L, F]`` features (fusion only); ``feature_controls``
         is ``(columns, values)`` written into the newest position's features. Without a cache the whole
-        prefix is re-read each step, as the hand loop does. Rows must share one length (no padding).
+        prefix is re-read each step. Rows must share one length (no padding).
         """
         if attention_mask is not None and not bool(attention_mask.all()):
             raise ValueError("padded prompts are not supported by this model's generate(); give rows of one length")

@@ -39,7 +39,7 @@ from semlm.fusion.decoding.processors import LastKRepetitionPenalty
 from semlm.fusion.synthetic_experiment import check_setting
 from semlm.fusion.fuzzy import feature_index
 from semlm.core.metrics import perplexity, score_tokens
-from semlm.fusion.decoding.generate import sample_next_token
+from semlm.fusion.decoding.generate import sample_ids
 from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import BackboneConfig, LMConfig, build_model
@@ -399,16 +399,9 @@ def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[
         values = [config.control_value, config.strength_value]
     steps += [LastKRepetitionPenalty(config.repetition_penalty, 3), TemperatureLogitsWarper(config.temperature),
               TopPLogitsWarper(config.top_p)]
-    processors = LogitsProcessorList(steps)
-    generator = torch.Generator().manual_seed(seed)
-    finished = torch.zeros(len(prefixes), dtype=torch.bool)
-    model.eval()
-    for _ in range(config.new_tokens):
-        features = featurize(ids)
-        if columns:
-            features[:, -1, columns] = torch.tensor(values)
-        ids, finished = sample_next_token(model, ids, features, processors, generator, finished, vocab.eos_id,
-                                          vocab.eos_id)
+    controls = torch.tensor(columns, dtype=torch.long), torch.tensor(values, dtype=torch.float32)
+    ids = sample_ids(model, ids, LogitsProcessorList(steps), seed, config.new_tokens, vocab.eos_id, vocab.eos_id,
+                     featurize, controls)
     continuations = []
     for row in ids[:, prompt_length:].tolist():
         words = vocab.decode(row, skip_special=False)

@@ -19,14 +19,14 @@ allowed word (no state allows more than 10). They are kept for fidelity, not eff
 ``published_decoding`` turns a config into the authors' decoder for the published setting:
 their nucleus rule (``semlm.fusion.decoding.mixture``) and their steering (``ControlSteering``).
 
-``generate`` is the book's decoder (a hand loop that re-reads the whole prefix each step).
-``generate_with_transformers`` is the same decoder through ``model.generate()``: the model
-recomputes the features per step (``FusionLM.prepare_inputs_for_generation``), keeps a KV
-cache in the causal setting, and the mixture becomes a processor (``MixtureAtAdjective``)
-that returns log q at ADJ. Both draw the same words for the same seed in every tested case,
-but not bit for bit by construction: cached logits differ from full-prefix ones by float
-rounding (~1e-6) and softmax(log q) from q by an ulp, which can flip a draw whose uniform
-number falls within that distance of a boundary. The chapters keep the hand loop.
+``generate`` decodes through transformers' ``model.generate()`` (:func:`sample_ids`, the one
+sampler of paper A's chapters): the model recomputes the features per step
+(``FusionLM.prepare_inputs_for_generation``), keeps a KV cache in the causal setting, and the
+mixture is a processor (``MixtureAtAdjective``) that returns log q at ADJ. Greedy decoding is the
+argmax of the processed scores; sampling draws from the processed distribution, equal in
+distribution to re-reading the whole prefix each step (cached logits differ from full-prefix
+ones by float rounding, ~1e-6, which can flip a draw whose uniform number falls that close to a
+boundary).
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ from semlm.data import synthetic as syn
 from semlm.fusion.fuzzy import feature_index
 from semlm.fusion.decoding.controls import Controls
 from semlm.fusion.decoding.grammar import ADJ, END, ClauseGrammar, GrammarMask
-from semlm.fusion.decoding.mixture import (AuthorsTopPLogitsWarper, check_nucleus_rule, group_uniform_mixture, nucleus,
-                                          sample_mixture)
+from semlm.fusion.decoding.mixture import AuthorsTopPLogitsWarper, check_nucleus_rule, group_uniform_mixture, nucleus
 from semlm.fusion.decoding.processors import STEERING_RULES, ControlSteering, HardControl, LastKRepetitionPenalty
 
 
@@ -151,40 +150,10 @@ def _setup(grammar: ClauseGrammar, n: int, controls: Controls | None, prompt: st
                           control_values, class_mask, END - (len(start) - 1 - grammar.offset))
 
 
-@torch.no_grad()
-def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
-             prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
-             codes: tuple[str, ...] = ()) -> list[list[str]]:
-    """``n`` one-clause sentences (word lists, prompt included), decoded as one batch.
-
-    ``codes`` are control tokens placed after ``<bos>`` for a CTRL-style model; the grammar
-    must have been built with ``offset=len(codes)``. They are not part of the returned words.
-    """
-    setup = _setup(grammar, n, controls, prompt, config, codes)
-    ids, processors, class_mask = setup.ids, setup.processors, setup.class_mask
-    generator = torch.Generator().manual_seed(seed)
-    control_columns, control_values = setup.control_columns, setup.control_values
-    model.eval()
-    while ids.shape[1] - 1 - grammar.offset < END:
-        features = featurize(ids)
-        if len(control_columns):
-            features[:, -1, control_columns] = control_values
-        logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
-        state = ids.shape[1] - 1 - grammar.offset
-        if state == ADJ and class_mask is not None:
-            mix = config.mixture
-            next_ids = sample_mixture(logits, class_mask, mix.alpha, mix.temperature, mix.top_p, generator, mix.nucleus_rule)
-        else:
-            probs = torch.softmax(processors(ids, logits), dim=-1)
-            next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
-    return [grammar.vocab.decode(row[1 + len(codes):]) for row in ids]
-
-
 class MixtureAtAdjective(LogitsProcessor):
-    """``generate()`` form of the decoder above: at ADJ, ``log q`` of the group-uniform mixture (then
-    nucleus) from the raw scores, so that ``generate``'s softmax and draw sample from q; at every
-    other state the wrapped ``processors``. Without a class mask it is just ``processors``."""
+    """The mixture as a processor: at ADJ, ``log q`` of the group-uniform mixture (then nucleus) from
+    the raw scores, so that ``generate()``'s softmax and draw sample from q; at every other state the
+    wrapped ``processors``. Without a class mask it is just ``processors``."""
 
     def __init__(self, grammar: ClauseGrammar, processors: LogitsProcessorList, class_mask: torch.Tensor | None,
                  mixture: MixtureSettings | None):
@@ -200,38 +169,39 @@ class MixtureAtAdjective(LogitsProcessor):
 
 
 @torch.no_grad()
-def generate_with_transformers(model, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
-                               prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
-                               codes: tuple[str, ...] = (), use_cache: bool = True,
-                               do_sample: bool = True) -> list[list[str]]:
-    """``generate`` through transformers' ``model.generate()`` (the model's KV cache when ``use_cache``;
-    the published, non-causal setting always re-reads the prefix). Sampling uses the global RNG
-    seeded with ``seed`` inside ``torch.random.fork_rng`` (the caller's RNG state is restored), which
-    draws what ``generate``'s ``Generator(seed)`` draws. ``do_sample=False`` is greedy decoding
-    (argmax of the processed scores, the mixture's q at ADJ)."""
-    setup = _setup(grammar, n, controls, prompt, config, codes)
-    processor = MixtureAtAdjective(grammar, setup.processors, setup.class_mask, config.mixture)
+def sample_ids(model, start: torch.Tensor, processors: LogitsProcessorList, seed: int, max_new_tokens: int,
+               pad_id: int, eos_id: int | None = None, featurize=None,
+               feature_controls: tuple[torch.Tensor, torch.Tensor] | None = None,
+               do_sample: bool = True) -> torch.Tensor:
+    """``start`` [B, L] continued by ``model.generate()`` under ``processors`` (nothing else: no default
+    temperature, top-k or top-p), at most ``max_new_tokens`` tokens; a row that wrote ``eos_id`` is
+    filled with ``pad_id``. Fusion models read ``featurize(ids)`` with ``feature_controls`` written at
+    the newest position; the KV cache is used in the causal setting. Sampling draws from the global
+    RNG seeded with ``seed`` inside ``torch.random.fork_rng`` (the caller's RNG state is restored);
+    ``do_sample=False`` is greedy decoding (argmax of the processed scores)."""
+    controls = feature_controls if feature_controls is not None and len(feature_controls[0]) else None
     model.eval()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        ids = model.generate(setup.ids, featurize=featurize if model.uses_features else None,
-                             feature_controls=(setup.control_columns, setup.control_values) if len(setup.control_columns) else None,
-                             logits_processor=LogitsProcessorList([processor]), do_sample=do_sample,
-                             max_new_tokens=setup.steps, use_cache=use_cache,
-                             temperature=1.0, top_k=None, top_p=None, eos_token_id=None, pad_token_id=grammar.vocab.eos_id,
-                             attention_mask=torch.ones_like(setup.ids))
-    return [grammar.vocab.decode(row[1 + len(codes):]) for row in ids]
+        return model.generate(start, featurize=featurize if model.uses_features else None, feature_controls=controls,
+                              logits_processor=processors, do_sample=do_sample, max_new_tokens=max_new_tokens,
+                              use_cache=True, temperature=1.0, top_k=None, top_p=None, eos_token_id=eos_id,
+                              pad_token_id=pad_id, attention_mask=torch.ones_like(start))
 
 
 @torch.no_grad()
-def sample_next_token(model: torch.nn.Module, ids: torch.Tensor, features: torch.Tensor, processors,
-                      generator: torch.Generator, finished: torch.Tensor, fill_id: int,
-                      eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """One step of plain sampling from a (fusion or baseline) LM reading ``features``: the processed
-    next-token distribution at the last position, one draw per row; rows already ``finished`` get
-    ``fill_id``. Returns ``(ids + the new column, finished)``; a row finishes on ``eos_id``."""
-    logits = model(ids, features, torch.ones_like(ids, dtype=torch.bool)).logits[:, -1]
-    probs = torch.softmax(processors(ids, logits), dim=-1)
-    next_ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    next_ids = torch.where(finished, torch.full_like(next_ids, fill_id), next_ids)
-    return torch.cat([ids, next_ids.unsqueeze(1)], dim=1), finished | (next_ids == eos_id)
+def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
+             prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
+             codes: tuple[str, ...] = (), do_sample: bool = True) -> list[list[str]]:
+    """``n`` one-clause sentences (word lists, prompt included), decoded as one batch by ``model.generate()``.
+
+    ``codes`` are control tokens placed after ``<bos>`` for a CTRL-style model; the grammar
+    must have been built with ``offset=len(codes)``. They are not part of the returned words.
+    ``do_sample=False`` is greedy decoding (the argmax of the processed scores, of q at ADJ).
+    """
+    setup = _setup(grammar, n, controls, prompt, config, codes)
+    processor = MixtureAtAdjective(grammar, setup.processors, setup.class_mask, config.mixture)
+    ids = sample_ids(model, setup.ids, LogitsProcessorList([processor]), seed, setup.steps, grammar.vocab.eos_id,
+                     featurize=featurize, feature_controls=(setup.control_columns, setup.control_values),
+                     do_sample=do_sample)
+    return [grammar.vocab.decode(row[1 + len(codes):]) for row in ids]

@@ -5,8 +5,8 @@ At the ADJ slot, with the requested class C:
     p = softmax(l_C / T),    q = (1 - alpha) p + alpha Unif(C),    then nucleus (top-p) on q.
 
 Mixing before truncating keeps held-out adjectives, which the model rarely predicts,
-inside the nucleus. This is the one sampler we write by hand; everything else uses
-transformers' warpers.
+inside the nucleus. In ``generate()`` it is a processor (``MixtureAtAdjective``) returning log q at ADJ;
+everything else uses transformers' warpers.
 
 Two nucleus rules exist (``NUCLEUS_RULES``), and they differ exactly at the word whose
 cumulative mass crosses ``top_p``:
@@ -86,9 +86,3 @@ class AuthorsTopPLogitsWarper(LogitsProcessor):
         keep = nucleus_keep(torch.softmax(scores, dim=-1), self.top_p, "authors")
         return scores.masked_fill(~keep, float("-inf"))
 
-
-def sample_mixture(logits: torch.Tensor, class_mask: torch.Tensor, alpha: float, temperature: float,
-                   top_p: float, generator: torch.Generator | None = None, rule: str = "reach") -> torch.Tensor:
-    """[B] sampled ids from nucleus(q) under ``rule``."""
-    q = nucleus(group_uniform_mixture(logits, class_mask, alpha, temperature), top_p, rule)
-    return torch.multinomial(q, 1, generator=generator).squeeze(-1)
