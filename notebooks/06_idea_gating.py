@@ -128,7 +128,24 @@ glue("vocab", len(tokenizer), display=False)
 # the mask leaves out of the loss.
 
 # %%
-report.idea_target_example(data, config.idea.window)
+from semlm.idea.targets import idea_targets, vocabulary_mask
+
+K, V = config.idea.window, len(tokenizer)
+ids = data.streams["train"][: 1 + K].long()  # position 0 and the next K
+bag = idea_targets(ids[None, 1:], K, V, length=1)[0, 0].nonzero().flatten()
+counted = vocabulary_mask(V, data.stopword_ids)[bag] == 1
+pd.Series(
+    {
+        "input (position 0)": repr(tokenizer.decode(ids[:1])),
+        "next K tokens": tokenizer.decode(ids[1:]),
+        "bag (counted in the loss)": " | ".join(
+            tokenizer.decode([i]) for i in bag[counted].tolist()
+        ),
+        "bag (masked stopwords: no idea-BCE gradient)": " | ".join(
+            repr(tokenizer.decode([i])) for i in bag[~counted].tolist()
+        ),
+    }
+).to_frame(0)
 
 # %% [markdown]
 # ## The gate
@@ -193,14 +210,11 @@ records = run_many(IDEA, specs, RunContext(config.name, workers=workers))
 trained = nested([r for r in records if r.seed == seed], "name")
 runs, chosen = with_chosen_gated(trained)
 by_seed = report.runs_by_seed(records, config)
-numbers = {
-    **report.training_numbers(trained, runs, config),
-    **report.all_training_numbers(records),
-}
-report.training_table(trained, config)
+training = report.Training(trained, runs, records, config)
+training.table()
 
 # %% tags=["remove-cell"]
-for key, value in numbers.items():
+for key, value in training.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -224,12 +238,12 @@ for key, value in numbers.items():
 # for both forms), averaged over the iterations between two evaluations.
 
 # %%
-forms = [n for n in trained if n.startswith("gated")]
-fig = plots.plot_loss_form_curves(report.loss_form_curves(runs, forms))
-report.loss_form_table(runs, forms)
+forms = report.LossForms(trained, chosen)
+fig = plots.plot_loss_form_curves(forms.curves())
+forms.table()
 
 # %% tags=["remove-cell"]
-for key, value in report.loss_form_numbers(runs, forms, chosen).items():
+for key, value in forms.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -258,11 +272,11 @@ for key, value in report.loss_form_numbers(runs, forms, chosen).items():
 # %%
 models = {name: run.load() for name, run in runs.items()}
 test = data.blocks("test", config)
-ppl, check = report.perplexity_table(models, runs, data, config, test, by_seed)
-ppl.style.format("{:.2f}", na_rep="-")
+ppl = report.Perplexity.measure(models, runs, data, config, test, by_seed)
+ppl.table()
 
 # %% tags=["remove-cell"]
-for key, value in report.perplexity_numbers(ppl, check).items():
+for key, value in ppl.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -360,10 +374,10 @@ book_scores = book_protocol_over_seeds(
 over_seeds = report.seed_comparison(
     by_seed, seed_scores, config, sharpening, book_scores
 )
-report.seed_table(over_seeds)
+over_seeds.table()
 
 # %% tags=["remove-cell"]
-for key, value in report.seed_numbers(over_seeds).items():
+for key, value in over_seeds.glue().items():
     glue(key, value, display=False)
 glue("stickiness_rule_commit", STICKINESS_RULE_COMMIT, display=False)
 
@@ -437,14 +451,11 @@ report.authors_examples(authors)
 
 # %%
 record = report.idea_gating_record(
-    config,
+    training,
+    forms,
     data,
-    runs,
-    trained,
-    chosen,
     sizes,
     ppl,
-    check,
     authors_numbers,
     retention,
     over_seeds,
@@ -561,14 +572,14 @@ for key, value in recorded_cpu_numbers(recorded).items():
 #    the backbone that the idea loss helped to train?
 #
 #    :::{dropdown} Hint
-#    The three test perplexities are in the chapter's `ppl` frame, in the rows
+#    The three test perplexities are in the chapter's `ppl.frame`, in the rows
 #    `baseline`, `gated` and `gated (ungated logits)`.
 #    :::
 #
 #    :::{dropdown} Solution
 #    ```python
 #    rows = ["baseline", "gated", "gated (ungated logits)"]
-#    ppl.loc[rows, ["test"]]
+#    ppl.frame.loc[rows, ["test"]]
 #    ```
 #    Three cases. If `gated (ungated logits)` is about as good as `gated` and
 #    better than `baseline`, the gain is in the backbone: training with the

@@ -220,19 +220,16 @@ pd.concat(
 
 # %%
 prompts = [p for d in domains.values() for p in d.prompts]
-loops, loop_samples, baseline_rates = sweeps.greedy_loops(
+loops = sweeps.Loops.measure(
     gated, runs["baseline"].load(), tokenizer, prompts, config.loop_new_tokens
 )
-fig = plots.plot_loops(sweeps.loops_for_plot(loops))
+fig = plots.plot_loops(loops.plot_frame())
 
 # %%
-loops.round(3)
-
-# %%
-loop_numbers = sweeps.loop_numbers(loops, baseline_rates)
+loops.table()
 
 # %% tags=["remove-cell"]
-for key, value in loop_numbers.items():
+for key, value in loops.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -246,7 +243,7 @@ for key, value in loop_numbers.items():
 # One continuation per strength, for reading:
 
 # %%
-sweeps.loop_examples(loop_samples)
+loops.examples()
 
 # %%
 record = sweeps.xray_record(
@@ -256,8 +253,6 @@ record = sweeps.xray_record(
     {"alpha": alpha_sweep, "beta": beta_sweep, "k": k_sweep},
     small_baseline,
     loops,
-    baseline_rates,
-    loop_numbers["loop_verdict"],
 )
 chapter.close(record)
 
@@ -356,20 +351,24 @@ recorded.T if not recorded.empty else None
 #    break them?
 #
 #    :::{dropdown} Hint
-#    You can call `sweeps.greedy_loops(gated, runs["baseline"].load(),
-#    tokenizer, prompts, 160)` directly and compare its table with `loops`:
+#    You can call `sweeps.Loops.measure(gated, runs["baseline"].load(),
+#    tokenizer, prompts, 160)` directly and compare its `frame` with
+#    `loops.frame`:
 #    `mean` is the mean repetition rate, `loop_share` the share of
 #    continuations that loop.
 #    :::
 #
 #    :::{dropdown} Solution
 #    ```python
-#    longer, _, longer_baseline = sweeps.greedy_loops(
+#    longer = sweeps.Loops.measure(
 #        gated, runs["baseline"].load(), tokenizer, prompts, 160
 #    )
 #    columns = ["alpha", "decoder", "mean", "loop_share"]
 #    pd.concat(
-#        {config.loop_new_tokens: loops[columns], 160: longer[columns]},
+#        {
+#            config.loop_new_tokens: loops.frame[columns],
+#            160: longer.frame[columns],
+#        },
 #        names=["new tokens"],
 #    ).round(3)
 #    ```

@@ -159,17 +159,15 @@ glue("fw_dataset", summary["dataset"], display=False)
 specs = lora_runs(config, backbone)
 specs += capacity_control_runs(config, backbone, n_seeds)
 records = run_many(LORA, specs, context)
-runs = report.main_lora_runs(records, seed)
-fig = plots.plot_lora_curves(report.lora_curves(runs))
+runs = report.LoraRuns.of(records, seed)
+fig = plots.plot_lora_curves(runs.curves())
 
 # %%
 base, gated = runs[(main_q, False)], runs[(main_q, True)]
-report.lora_table(runs)
+runs.table()
 
 # %% tags=["remove-cell"]
-for key, value in report.lora_numbers(
-    base, gated, backbone, PAPER_B_LORA_PPL
-).items():
+for key, value in runs.glue(main_q, backbone, PAPER_B_LORA_PPL).items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -233,11 +231,11 @@ glue(
 
 # %%
 control = report.lora_capacity(records, main_q, data, len(tokenizer))
-report.capacity_table(control)
+control.table()
 
 # %% tags=["remove-cell"]
 glue("main_quant", report.quant_label(main_q), display=False)
-for key, value in report.capacity_numbers(control).items():
+for key, value in control.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -289,7 +287,7 @@ glue("vocab_size", backbone.config.get("vocab_size"), display=False)
 # checks that the adapters still get gradients after an evaluation pass.
 
 # %%
-deltas = report.quantization_numbers(runs, config.quantizations)
+deltas = runs.quantization_glue(config.quantizations)
 pd.Series(
     {
         report.quant_label(q): deltas[
@@ -421,18 +419,18 @@ recorded.T if not recorded.empty else None
 #
 #    :::{dropdown} Hint
 #    `lora_profile(profile, seed, 20)` caps the LoRA training; `lora_runs(...,
-#    backbone)`, `run_many(LORA, ...)` and `report.main_lora_runs` give the runs
-#    by `(quantisation, gated)`, and `report.lora_table` shows their
+#    backbone)`, `run_many(LORA, ...)` and `report.LoraRuns.of` give the runs
+#    by `(quantisation, gated)`, and their `.table()` shows their
 #    perplexities and trainable parameters side by side.
 #    :::
 #
 #    :::{dropdown} Solution
 #    ```python
 #    short = lora_profile(profile, seed, 20)
-#    short_runs = report.main_lora_runs(
+#    short_runs = report.LoraRuns.of(
 #        run_many(LORA, lora_runs(short, backbone), context), seed
 #    )
-#    report.lora_table(short_runs)
+#    short_runs.table()
 #    ```
 #    Compare the `val PPL` of the two rows of one quantisation, and the
 #    `trainable params` column. If the gated row is not lower by more than the

@@ -255,11 +255,9 @@ glue("every", config.train.eval_every, display=False)
 # same world and laws) for the secondary result at the end.
 
 # %%
-records = run_many(
-    TOPIC_DRIFT,
-    topic_drift_runs(config, seeds) + topic_drift_runs(config, seeds, resample=True),
-    RunContext(config.name, workers=workers),
-)
+specs = topic_drift_runs(config, seeds)
+specs += topic_drift_runs(config, seeds, resample=True)
+records = run_many(TOPIC_DRIFT, specs, RunContext(config.name, workers=workers))
 groups = runs_by_group(records)
 runs = groups[CURVE]
 topic_report.training_table(runs)
@@ -283,10 +281,10 @@ topic_report.seed_table(details)
 
 # %%
 fig = plots.plot_topic_decision(decision, TOPIC_MISCALIBRATION)
-topic_report.decision_table(decision)
+decision.table()
 
 # %% tags=["remove-cell"]
-for key, value in topic_report.decision_numbers(decision).items():
+for key, value in decision.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -312,13 +310,13 @@ for key, value in topic_report.decision_numbers(decision).items():
 
 # %%
 results = evaluate_curve(measured)
-curve = topic_report.learning_curve(results)
-fig = plots.plot_drift_learning_curve(curve)
-topic_report.curve_table(results)
+curve = topic_report.LearningCurve(results)
+fig = plots.plot_drift_learning_curve(curve.frame())
+curve.table()
 
 # %% tags=["remove-cell"]
 glue("budgets", ", ".join(map(str, config.budgets)), display=False)
-for key, value in topic_report.drift_numbers(results).items():
+for key, value in curve.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -332,7 +330,7 @@ for key, value in topic_report.drift_numbers(results).items():
 # All metrics at the largest budget (what `B-topic-diversity` reads):
 
 # %%
-topic_report.drift_table(results.final)
+curve.final_table()
 
 # %% [markdown]
 # ## The gate's strength at inference, against the data's rate
@@ -345,19 +343,21 @@ topic_report.drift_table(results.final)
 # is not by itself a success.
 
 # %%
-sweep = alpha_sweep(runs["gated"], data, config)
+plain_rate = results.final.plain.switch_rate
+sweep = topic_report.AlphaSweep(
+    alpha_sweep(runs["gated"], data, config),
+    config.data.switch_prob,
+    plain_rate,
+)
 fig = plots.plot_alpha_sweep(
-    pd.DataFrame(sweep),
+    sweep.frame(),
     switch_prob=config.data.switch_prob,
-    plain_rate=results.final.plain.switch_rate.mean,
+    plain_rate=plain_rate.mean,
 )
-numbers = topic_report.sweep_numbers(
-    sweep, config.data.switch_prob, results.final.plain.switch_rate
-)
-show(pd.DataFrame(sweep)[topic_report.SWEEP_COLUMNS])
+show(sweep.table())
 
 # %% tags=["remove-cell"]
-for key, value in numbers.items():
+for key, value in sweep.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -381,10 +381,10 @@ for key, value in numbers.items():
 
 # %%
 resampled, _ = resampled_decision(groups[RESAMPLED], config)
-topic_report.decision_table(resampled)
+resampled.table()
 
 # %% tags=["remove-cell"]
-for key, value in topic_report.decision_numbers(resampled, "resampled").items():
+for key, value in resampled.glue("resampled").items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -409,17 +409,18 @@ record = topic_report.topic_drift_record(
     exact,
     seeds,
     results,
-    sweep,
+    sweep.rows,
     runs,
     decision,
     details,
     resampled,
 )
+verdict = topic_report.Verdict.of(record)
 with pd.option_context("display.max_colwidth", None):
-    display(topic_report.claim_rows(record))
+    display(verdict.table())
 
 # %% tags=["remove-cell"]
-for key, value in topic_report.verdict_numbers(record).items():
+for key, value in verdict.glue().items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -541,7 +542,7 @@ recorded.T if not recorded.empty else None
 #    Build a new configuration, prepare its data with `prepare_topic_data`,
 #    train with `run_many(TOPIC_DRIFT, topic_drift_runs(...), ...)`, then
 #    `topic_decision(Measurements(...), data_rate)` gives the deciding
-#    comparison; `topic_report.decision_table` shows it.
+#    comparison; `decision.table()` shows it.
 #    :::
 #
 #    :::{dropdown} Solution
@@ -562,8 +563,8 @@ recorded.T if not recorded.empty else None
 #    )
 #    pd.concat(
 #        {
-#            "book's world": topic_report.decision_table(decision),
-#            "harder world": topic_report.decision_table(harder_decision),
+#            "book's world": decision.table(),
+#            "harder world": harder_decision.table(),
 #        }
 #    )
 #    ```

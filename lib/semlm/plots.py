@@ -384,7 +384,7 @@ def plot_drift_learning_curve(frame: pd.DataFrame):
     """Chapter 9's learning curve: excess drift (switch rate minus the data's rate; the zero line *is* the
     data's rate, below it the model drifts less than the data), within-sentence mixing and validation
     perplexity of the plain and gated models against the training budget, with 95% intervals over seeds.
-    ``frame``: :func:`semlm.idea.topic_report.learning_curve`."""
+    ``frame``: :meth:`semlm.idea.topic_report.LearningCurve.frame`."""
     fig, axes = plt.subplots(1, 3, figsize=(11.5, 3.4))
     for kind in ("plain", "gated"):
         rows = frame[frame["model"] == kind]

@@ -27,10 +27,23 @@ def test_loss_form_numbers_name_the_other_form_or_say_only_one_was_trained():
     runs = {"baseline": run(IdeaRunMetrics(val_ppl=9.0)),
             "gated-sum": run(IdeaRunMetrics(val_ppl=8.0), [{"idea_bce_per_column": 0.2}]),
             "gated-mean": run(IdeaRunMetrics(val_ppl=7.0), [{"idea_bce_per_column": 0.1}])}
-    both = report.loss_form_numbers(runs, ["gated-sum", "gated-mean"], "gated-mean")
-    assert (both["form_other"], both["form_ppl_other"], both["form_bce_chosen"]) == ("gated-sum", 8.0, 0.1)
-    one = report.loss_form_numbers({**runs, "gated": runs["gated-sum"]}, ["gated"], "gated")
+    both = report.LossForms(runs, "gated-mean")
+    assert both.forms == ["gated-sum", "gated-mean"]
+    assert (both.glue()["form_other"], both.glue()["form_ppl_other"], both.glue()["form_bce_chosen"]) == (
+        "gated-sum", 8.0, 0.1)
+    one = report.LossForms({"baseline": runs["baseline"], "gated": runs["gated-sum"]}, "gated").glue()
     assert one["form_chosen"] == one["form_other"] and one["form_ppl_other"] == one["form_ppl_chosen"] == 8.0
+
+
+def test_the_training_result_cites_speed_minutes_and_every_model_over_seeds():
+    trained = {"baseline": run(IdeaRunMetrics(val_ppl=9.0), seconds=1.0),
+               "gated": run(IdeaRunMetrics(val_ppl=8.0), seconds=2.0)}
+    config = SimpleNamespace(train=SimpleNamespace(batch_size=2, max_steps=10), size=SimpleNamespace(block_size=8))
+    training = report.Training(trained, trained, [*trained.values()] * 2, config)
+    numbers = training.glue()
+    assert numbers["step_time_ratio"] == 2.0 and numbers["train_tokens"] == "160"
+    assert numbers["all_models"] == 4 and numbers["budget_minutes"] == pytest.approx(6 / 60)
+    assert list(training.table().data.index) == ["baseline", "gated"]
 
 
 def test_retention_frame_and_book_differences_read_the_typed_scores():
@@ -48,9 +61,9 @@ def test_quantization_numbers_compare_the_two_precisions():
     runs = {(q, idea): run(LoraRunMetrics(val_ppl=ppl), seconds=s)
             for (q, idea), ppl, s in ((("nf4", False), 10.0, 2.0), (("nf4", True), 9.0, 4.0),
                                       (("none", False), 8.0, 1.0), (("none", True), 8.5, 1.0))}
-    numbers = report.quantization_numbers(runs, ("nf4", "none"))
+    numbers = report.LoraRuns(runs).quantization_glue(("nf4", "none"))
     assert numbers == {"delta_nf4": -1.0, "delta_fp32": 0.5, "nf4_cost_base": 2.0, "step_ratio": 4.0}
-    assert report.quantization_numbers(runs, ("nf4",)) == {"delta_nf4": -1.0}
+    assert report.LoraRuns(runs).quantization_glue(("nf4",)) == {"delta_nf4": -1.0}
 
 
 def test_the_loop_verdict_is_read_from_the_intervals():
@@ -58,14 +71,15 @@ def test_the_loop_verdict_is_read_from_the_intervals():
         rows = [{"alpha": 0.0, "decoder": "gate", "mean": 0.2, "ci_low": 0.1, "ci_high": 0.3}]
         rows += [{"alpha": 2.0, "decoder": "gate", **strong_gate},
                  {"alpha": 2.0, "decoder": sweeps.DECAY, **strong_decay}]
-        return pd.DataFrame(rows)
+        return sweeps.Loops(pd.DataFrame(rows), {}, {"mean": 0.5})
 
     high, low = {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9}, {"mean": 0.3, "ci_low": 0.2, "ci_high": 0.4}
-    numbers = sweeps.loop_numbers(loops(high, low), {"mean": 0.5})
+    numbers = loops(high, low).glue()
     assert numbers["loop_verdict"].endswith("removes a significant part of it") and numbers["loop_alpha"] == 2.0
-    assert "does not reduce it" in sweeps.loop_numbers(loops(high, high), {"mean": 0.5})["loop_verdict"]
-    assert "cannot be judged" in sweeps.loop_numbers(loops(low, low), {"mean": 0.5})["loop_verdict"]
-    both = sweeps.loops_for_plot(loops(high, low))
+    assert numbers["loop_baseline"] == 0.5
+    assert "does not reduce it" in loops(high, high).glue()["loop_verdict"]
+    assert "cannot be judged" in loops(low, low).glue()["loop_verdict"]
+    both = loops(high, low).plot_frame()
     assert len(both) == 4 and set(both[both.alpha == 0.0].decoder) == {"gate", sweeps.DECAY}
 
 
@@ -121,7 +135,8 @@ def test_the_seed_comparison_pairs_each_seeds_means_over_the_four_domains():
     assert over.domains["stickiness"]["all"].gated_minus_baseline.values == pytest.approx((0.1, 0.05))
     assert over.val_ppl.gated_minus_baseline.values == (-0.5, -1.0)
     assert {"stickiness", "authors_stickiness", "distinct_2"} == set(over.domains)
-    assert len(report.seed_table(over)) == 3 * 3 + 1
+    assert len(over.table()) == 3 * 3 + 1
+    assert over.glue()["seed_stick_vs_sharpened"] == "not measured" == over.glue()["seed_book_diff"]
     assert over.domains["stickiness"]["all"].gated_minus_control is None and over.sharpening_temperature is None
     # with the sharpening control: the plain GPT at the gated entropy is the pairs' control
     for seed, stick in ((111, 0.25), (112, 0.2)):
@@ -129,7 +144,9 @@ def test_the_seed_comparison_pairs_each_seeds_means_over_the_four_domains():
     over = report.seed_comparison(by_seed, seed_scores, cpu, {111: 0.5, 112: 0.55})
     assert over.domains["stickiness"]["chemistry"].gated_minus_control.values == pytest.approx((0.05, 0.1))
     assert over.sharpening_temperature.mean == pytest.approx(0.525)
-    assert report.seed_numbers(over)["seed_sharpening_temperature"].startswith("0.525")
+    assert over.glue()["seed_sharpening_temperature"].startswith("0.525")
+    assert over.glue()["seed_stick_vs_sharpened"] == over.domains["stickiness"]["all"].gated_minus_control.format(
+        3, signed=True)
 
 
 def test_the_capacity_control_pairs_the_three_models_by_seed():
@@ -151,7 +168,7 @@ def test_the_capacity_control_pairs_the_three_models_by_seed():
     assert control.val_ppl.gated_minus_baseline.values == (-2.0, -2.0, -2.5)
     assert control.val_ppl.gated_minus_control.values == (-1.0, -0.5, -1.0)
     assert control.competence.worst_model == "baseline (seed 112)"
-    table = report.capacity_table(control)
+    table = control.table()
     assert list(table.index) == ["seed 111", "seed 112", "seed 113", "mean [95% interval]"]
-    numbers = report.capacity_numbers(control)
+    numbers = control.glue()
     assert (numbers["cc_idea_params"], numbers["cc_adapter_params"], numbers["cc_seeds"]) == (40, 40, 3)

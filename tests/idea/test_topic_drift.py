@@ -223,10 +223,17 @@ def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
                 assert {"mean", "ci_low", "ci_high", "values"} <= set(budget[kind][metric])
                 assert len(budget[kind][metric]["values"]) == 2
     assert record["data"]["switch_prob"] == profile.data.switch_prob
-    rows = topic_report.claim_rows(TopicDriftRecord.from_dict(record))
+    verdict = topic_report.Verdict.of(TopicDriftRecord.from_dict(record))
+    rows = verdict.table()
     assert list(rows.index) == ["B-topic-drift", "B-topic-diversity"]
     assert rows.loc["B-topic-drift", "status"] == INCONCLUSIVE  # 2 seeds: fewer than the rule needs
-    assert list(topic_report.curve_table(results).index) == [4, 8]
+    assert verdict.glue()["topic_drift_status"] == INCONCLUSIVE
+    curve = topic_report.LearningCurve(results)
+    assert list(curve.table().index) == [4, 8] and len(curve.frame()) == 2 * 3
+    assert curve.glue()["budget_first"] == 4 and curve.glue()["budget_last"] == 8
+    assert "gated - plain (paired by seed)" in curve.final_table()
+    assert decision.glue()["decision_seeds"] == len(decision.seeds)
+    assert ("gated - plain at matched PPL" in decision.table().index) == bool(decision.seeds)
     # a second call reloads the cached runs instead of training again
     again = run_many(TOPIC_DRIFT, topic_drift_runs(profile, [5]), context)
     assert [r.status for r in again] == ["loaded", "loaded"]
@@ -256,17 +263,17 @@ def test_a_resampled_corpus_has_new_documents_and_a_new_lexicon_would_only_renam
     assert all(torch.equal(ours.streams[k], renamed.streams[k]) for k in ("train", "valid"))
 
 
-def test_sweep_numbers_name_the_miscalibration_and_the_gate_off_drift():
+def test_the_alpha_sweep_names_the_miscalibration_and_the_gate_off_drift():
     plain = Interval(0.2, 0.15, 0.25)
     row = {"alpha": 0.0, "switch_rate": 0.4, "switch_rate_low": 0.3, "switch_rate_high": 0.5, "ppl": 2.0}
     strong = {**row, "alpha": 4.0, "switch_rate": 0.05, "switch_rate_low": 0.02, "switch_rate_high": 0.08}
-    numbers = topic_report.sweep_numbers([row, strong], 0.15, plain)
+    numbers = topic_report.AlphaSweep([row, strong], 0.15, plain).glue()
     assert numbers["gate_off_verdict"].startswith("more than the plain model")
     assert numbers["miscalibrated_from"].startswith("from alpha = 4 on")
-    assert topic_report.sweep_numbers([{**row, "switch_rate_low": 0.2}], 0.15, plain)["gate_off_verdict"].startswith(
-        "not more")
-    assert topic_report.sweep_numbers([{**row, "alpha": 1.0}], 0.15, plain)["gate_off_verdict"] == \
-        "no point at alpha = 0 was swept"
+    weak = topic_report.AlphaSweep([{**row, "switch_rate_low": 0.2}], 0.15, plain)
+    assert weak.glue()["gate_off_verdict"].startswith("not more")
+    no_zero = topic_report.AlphaSweep([{**row, "alpha": 1.0}], 0.15, plain)
+    assert no_zero.glue()["gate_off_verdict"] == "no point at alpha = 0 was swept"
 
 
 # --- the claim rules -------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import ClassVar, Sequence
 
 from semlm.core.records import ChapterRecord, Interval, Record
 
+
 @dataclass(frozen=True, kw_only=True)
 class XrayRecord(ChapterRecord):
     chapter: ClassVar[str] = "07_xray_and_sweeps"
@@ -121,6 +122,45 @@ class IdeaOverSeeds(Record):
     #: the sharpening control's temperature over seeds (the pairs' ``control``: the plain GPT at the gated entropy)
     sharpening_temperature: Interval | None = None
 
+    LABELS: ClassVar[dict[str, str]] = {
+        "book_stickiness": "stickiness, the book's domains (decides B-stickiness)",
+        "stickiness": "stickiness, continuation only (ours)",
+        "authors_stickiness": "stickiness, prompt + continuation (the authors' count)", "distinct_2": "distinct-2"}
+
+    def table(self):
+        """Per metric and domain: baseline, gated and gated - baseline, each mean [95% t-interval over seeds]."""
+        import pandas as pd
+
+        rows = [{"metric": self.LABELS[m], "domain": d, "baseline": v.baseline.format(3), "gated": v.gated.format(3),
+                 "gated - baseline (paired by seed)": v.gated_minus_baseline.format(3, signed=True),
+                 "gated - sharpened baseline": v.gated_minus_control.format(3, signed=True)
+                 if v.gated_minus_control is not None else "-"}
+                for m, by_domain in self.domains.items() for d, v in by_domain.items()]
+        ppl = self.val_ppl
+        rows.append({"metric": "validation PPL", "domain": "-", "baseline": ppl.baseline.format(2),
+                     "gated": ppl.gated.format(2),
+                     "gated - baseline (paired by seed)": ppl.gated_minus_baseline.format(2, True)})
+        return pd.DataFrame(rows).set_index(["metric", "domain"])
+
+    def glue(self) -> dict:
+        """Seeds, the four-domain stickiness and distinct-2 differences, the book domains' differences (plain and
+        sharpened) and the sharpening temperature; "not measured" where there is none."""
+        def signed(pair: SeedPaired | None, control: bool = False) -> str:
+            value = None if pair is None else pair.gated_minus_control if control else pair.gated_minus_baseline
+            return "not measured" if value is None else value.format(3, signed=True)
+
+        overall = {m: by_domain["all"] for m, by_domain in self.domains.items()}
+        book = overall.get("book_stickiness")
+        return {"n_seeds": len(self.seeds), "seed_gated_run": self.gated_run,
+                "seed_stick_diff": signed(overall["stickiness"]),
+                "seed_authors_diff": signed(overall["authors_stickiness"]),
+                "seed_distinct_diff": signed(overall["distinct_2"]),
+                "seed_distinct_plain": overall["distinct_2"].baseline.mean,
+                "seed_stick_vs_sharpened": signed(overall["stickiness"], control=True),
+                "seed_book_diff": signed(book), "seed_book_vs_sharpened": signed(book, control=True),
+                "seed_sharpening_temperature": self.sharpening_temperature.format(3)
+                if self.sharpening_temperature is not None else "not measured"}
+
 
 @dataclass(frozen=True, kw_only=True)
 class IdeaGatingRecord(ChapterRecord):
@@ -146,6 +186,28 @@ class LoraCapacityControl(Record):
     val_ppl: SeedPaired | None = None
     trainable_params: dict[str, dict[str, int]] | None = None
     competence: Competence | None = None
+
+    def table(self):
+        """Validation PPL per seed of the three models and the paired differences (mean [95% t-interval])."""
+        import pandas as pd
+
+        p, signed = self.val_ppl, {"gated - baseline", "gated - control"}
+        columns = {"baseline": p.baseline, "gated": p.gated, "control": p.control,
+                   "gated - baseline": p.gated_minus_baseline, "gated - control": p.gated_minus_control}
+        rows = {f"seed {s}": {c: f"{v.values[i]:{'+' if c in signed else ''}.2f}" for c, v in columns.items()}
+                for i, s in enumerate(self.seeds)}
+        rows["mean [95% interval]"] = {c: v.format(2, signed=c in signed) for c, v in columns.items()}
+        return pd.DataFrame(rows).T
+
+    def glue(self) -> dict:
+        """What the capacity-control paragraph cites (``cc_*``)."""
+        p, counts = self.val_ppl, self.trainable_params
+        return {"cc_seeds": len(self.seeds), "cc_vs_base": p.gated_minus_baseline.format(2, signed=True),
+                "cc_vs_control": p.gated_minus_control.format(2, signed=True),
+                "cc_control_vs_base": (p.control.mean - p.baseline.mean),
+                "cc_idea_params": counts["gated"]["idea_head"],
+                "cc_adapter_params": counts["control"]["output_adapter"],
+                "cc_bigram": self.competence.bigram_val_ppl, "cc_worst_ratio": self.competence.worst_ratio}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,6 +286,36 @@ class TopicDecision(Record):
     temperature: Interval | None = None
     interpolation_error: dict[str, float] | None = None
     interval_method: dict[str, str] | None = None
+
+    #: the rows chapter 9's table shows, by field, with their labels
+    ARMS: ClassVar[dict[str, str]] = {
+        "gated": "gated (largest budget, gate on)", "plain_at_matched_ppl": "plain at matched PPL",
+        "sharpened_plain": "plain at matched PPL, sharpened to the gated entropy",
+        "gate_off": "gated, gate off (alpha 0)", "gated_minus_plain": "gated - plain at matched PPL",
+        "gated_minus_sharpened": "gated - sharpened plain"}
+
+    def table(self):
+        """Every arm's excess drift and the two paired differences, with 95% intervals, the per-seed values and
+        how each interval was made."""
+        import pandas as pd
+
+        methods = self.interval_method or {}
+        return pd.DataFrame([{"arm": label, "excess drift / difference": getattr(self, name).format(3, True),
+                              "per seed": ", ".join(f"{v:+.3f}" for v in getattr(self, name).values or ()),
+                              "interval": methods.get(name, "")}
+                             for name, label in self.ARMS.items() if getattr(self, name) is not None],
+                            columns=["arm", "excess drift / difference", "per seed", "interval"]).set_index("arm")
+
+    def glue(self, prefix: str = "decision") -> dict:
+        """The numbers the verdict paragraph cites: each arm and difference (mean, low, high), the matched PPL,
+        the temperature, the seed counts, as ``<prefix>_<field>[_low|_high]``."""
+        out = {f"{prefix}_seeds": len(self.seeds or ()), f"{prefix}_not_comparable": len(self.not_comparable or ())}
+        for name in (*self.ARMS, "matched_ppl", "temperature"):
+            value = getattr(self, name)
+            if value is not None:
+                out.update({f"{prefix}_{name}": value.mean, f"{prefix}_{name}_low": value.low,
+                            f"{prefix}_{name}_high": value.high})
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ the loaded models on the test split and builds the bigram reference.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
@@ -17,7 +18,6 @@ from semlm.core.metrics import perplexity
 from semlm.core.records import Interval
 from semlm.idea.records import Competence, IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired
 from semlm.core.runs import RunRecord
-from semlm.idea.targets import idea_targets, vocabulary_mask
 from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, IdeaProfile, competence, ngram_reference,
                                             profile_differences, profile_form_run, stickiness_difference)
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_STICKINESS, PAPER_B_TABLE1, PAPER_B_VAL_PPL
@@ -39,7 +39,8 @@ def differences_frame(profile, reference=None) -> pd.DataFrame:
     return pd.DataFrame({"": ["no differences from the authors' run"]})
 
 
-def retention_frame(retention: dict[str, dict[str, DomainScores]], metrics: Sequence[str] | None = None) -> pd.DataFrame:
+def retention_frame(retention: dict[str, dict[str, DomainScores]], metrics: Sequence[str] | None = None
+                    ) -> pd.DataFrame:
     """Long table (domain, model, metric, mean, ci_low, ci_high, n) of :func:`domain_retention` per model."""
     return pd.DataFrame([{"domain": d, "model": m, "metric": k, **v.to_dict()}
                          for m, by_domain in retention.items() for d, scores in by_domain.items()
@@ -67,25 +68,10 @@ def data_summary(data: IdeaData) -> pd.DataFrame:
         "dataset used": data.splits_dataset, "dataset requested": data.requested_dataset,
         "tokeniser": data.tokenizer_name, "note": data.note or "-", "vocabulary": len(tokenizer),
         **{f"{split} tokens": len(ids) for split, ids in data.streams.items()},
-        "stopword tokens (masked out of the idea loss)": " ".join(repr(tokenizer.decode([i])) for i in data.stopword_ids),
+        "stopword tokens (masked out of the idea loss)": " ".join(repr(tokenizer.decode([i]))
+                                                                  for i in data.stopword_ids),
         not_single: ", ".join(map(repr, data.stopwords_not_single_tokens)) or "none",
     }, name="value").to_frame()
-
-
-def idea_target_example(data: IdeaData, window: int) -> pd.DataFrame:
-    """The first training tokens, the bag position 0 is trained on, and which of its tokens the mask drops."""
-    tokenizer = data.tokenizer
-    ids = data.streams["train"][: 1 + window].long()
-    bag = idea_targets(ids[None, 1:], window, len(tokenizer), length=1)[0, 0]
-    mask = vocabulary_mask(len(tokenizer), data.stopword_ids)
-    in_bag = bag.nonzero().flatten().tolist()
-    return pd.DataFrame({
-        "input (position 0)": [repr(tokenizer.decode(ids[:1]))],
-        "next K tokens": [tokenizer.decode(ids[1:])],
-        "bag (counted in the loss)": [" | ".join(tokenizer.decode([i]) for i in in_bag if mask[i] == 1)],
-        "bag (masked stopwords: no idea-BCE gradient)": [
-            " | ".join(repr(tokenizer.decode([i])) for i in in_bag if mask[i] == 0)],
-    }).T
 
 
 def size_table(config, sizes: dict[str, int]) -> pd.DataFrame:
@@ -99,84 +85,126 @@ def tokens_per_step(config) -> int:
     return config.train.batch_size * config.size.block_size
 
 
-def training_numbers(trained: dict[str, RunRecord], runs: dict[str, RunRecord], config) -> dict:
-    """What the training paragraph cites: step-time ratio, CPU-minutes, tokens and tokens per second."""
-    per_step = tokens_per_step(config)
-    return {"step_time_ratio": runs["gated"].seconds_per_step / runs["baseline"].seconds_per_step,
-            "budget_minutes": sum(r.train_seconds for r in trained.values()) / 60,
-            "train_tokens": f"{config.train.max_steps * per_step:,}",
-            "tokens_per_second": per_step / runs["baseline"].seconds_per_step,
-            "tokens_per_second_gated": per_step / runs["gated"].seconds_per_step}
+@dataclass(frozen=True)
+class Training:
+    """Chapter 6's models at the profile's seed (``trained``), the plain and the chosen gated one (``runs``), and
+    every model the chapter trains over all seeds (``records``)."""
+
+    trained: dict[str, RunRecord]
+    runs: dict[str, RunRecord]
+    records: Sequence[RunRecord]
+    config: IdeaProfile
+
+    def table(self):
+        """Status, iterations, minutes, speed and validation perplexity of every trained model (styled)."""
+        per_step = tokens_per_step(self.config)
+        table = pd.DataFrame([{"model": n, "status": r.status, "iterations": r.steps,
+                               "train minutes": r.train_seconds / 60, "seconds per iteration": r.seconds_per_step,
+                               "training tokens / s": per_step / r.seconds_per_step,
+                               "validation PPL": r.metrics.val_ppl}
+                              for n, r in self.trained.items()]).set_index("model")
+        return table.style.format("{:.3g}", subset=["train minutes", "seconds per iteration", "training tokens / s",
+                                                    "validation PPL"])
+
+    def glue(self) -> dict:
+        """Step-time ratio, CPU-minutes, tokens, tokens per second, and all models over seeds with their minutes."""
+        per_step, runs = tokens_per_step(self.config), self.runs
+        return {"step_time_ratio": runs["gated"].seconds_per_step / runs["baseline"].seconds_per_step,
+                "budget_minutes": sum(r.train_seconds for r in self.trained.values()) / 60,
+                "train_tokens": f"{self.config.train.max_steps * per_step:,}",
+                "tokens_per_second": per_step / runs["baseline"].seconds_per_step,
+                "tokens_per_second_gated": per_step / runs["gated"].seconds_per_step,
+                "all_models": len(self.records), "all_minutes": sum(r.train_seconds for r in self.records) / 60}
 
 
-def training_table(trained: dict[str, RunRecord], config):
-    """Status, iterations, minutes, speed and validation perplexity of every trained model (styled)."""
-    per_step = tokens_per_step(config)
-    table = pd.DataFrame([{"model": n, "status": r.status, "iterations": r.steps, "train minutes": r.train_seconds / 60,
-                           "seconds per iteration": r.seconds_per_step,
-                           "training tokens / s": per_step / r.seconds_per_step, "validation PPL": r.metrics.val_ppl}
-                          for n, r in trained.items()]).set_index("model")
-    return table.style.format("{:.3g}", subset=["train minutes", "seconds per iteration", "training tokens / s",
-                                                "validation PPL"])
+@dataclass(frozen=True)
+class LossForms:
+    """The gated GPT trained with each idea-loss form (``forms``, the ``gated*`` runs of ``runs``: the trained
+    models by run name) beside the plain GPT, and the form the chapter goes on with (``chosen``)."""
 
+    runs: dict[str, RunRecord]
+    chosen: str
 
-def loss_form_curves(runs: dict[str, RunRecord], forms: Sequence[str]) -> pd.DataFrame:
-    """Validation history of the baseline and every gated loss form, one row per model and evaluation."""
-    return pd.DataFrame([{"model": n, **row} for n in ["baseline", *forms] for row in runs[n].history])
+    @property
+    def forms(self) -> list[str]:
+        return [n for n in self.runs if n.startswith("gated")]
 
+    def curves(self) -> pd.DataFrame:
+        """Validation history of the baseline and every form, one row per model and evaluation."""
+        return pd.DataFrame([{"model": n, **row} for n in ["baseline", *self.forms] for row in self.runs[n].history])
 
-def loss_form_table(runs: dict[str, RunRecord], forms: Sequence[str]) -> pd.DataFrame:
-    return pd.DataFrame({n: {"validation PPL (gated logits)": runs[n].metrics.val_ppl,
-                             "validation PPL (gate off)": runs[n].metrics.val_ppl_ungated,
-                             "idea BCE per column, last interval": runs[n].history[-1].get("idea_bce_per_column"),
-                             "token CE, last interval": runs[n].history[-1]["token_ce"]} for n in forms}).T
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame({n: {"validation PPL (gated logits)": self.runs[n].metrics.val_ppl,
+                                 "validation PPL (gate off)": self.runs[n].metrics.val_ppl_ungated,
+                                 "idea BCE per column, last interval": self.runs[n].history[-1].get(
+                                     "idea_bce_per_column"),
+                                 "token CE, last interval": self.runs[n].history[-1]["token_ce"]}
+                             for n in self.forms}).T
 
-
-def loss_form_numbers(runs: dict[str, RunRecord], forms: Sequence[str], chosen: str) -> dict:
-    """The loss-form paragraph's numbers: the chosen and the other form's perplexity and idea BCE."""
-    ppl, bce = (lambda n: runs[n].metrics.val_ppl), (lambda n: runs[n].history[-1]["idea_bce_per_column"])
-    if len(forms) > 1:
-        other = next(n for n in forms if n != chosen)
-        return {"form_chosen": chosen, "form_other": other, "form_ppl_chosen": ppl(chosen),
+    def glue(self) -> dict:
+        """The chosen and the other form's perplexity and idea BCE (the chosen one twice if only one trained)."""
+        ppl, bce = (lambda n: self.runs[n].metrics.val_ppl), (lambda n: self.runs[n].history[-1]["idea_bce_per_column"])
+        chosen = other = self.chosen
+        if len(self.forms) > 1:
+            other = next(n for n in self.forms if n != chosen)
+            label, other_label = chosen, other
+        else:
+            label = other_label = f"{chosen} (only the authors' v1 form is trained at this profile)"
+        return {"form_chosen": label, "form_other": other_label, "form_ppl_chosen": ppl(chosen),
                 "form_ppl_other": ppl(other), "form_bce_chosen": bce(chosen), "form_bce_other": bce(other),
                 "form_ppl_baseline": ppl("baseline")}
-    only = f"{chosen} (only the authors' v1 form is trained at this profile)"
-    return {"form_chosen": only, "form_other": only, "form_ppl_chosen": ppl(chosen), "form_ppl_other": ppl(chosen),
-            "form_bce_chosen": bce(chosen), "form_bce_other": bce(chosen), "form_ppl_baseline": ppl("baseline")}
+
+    def summary(self) -> dict:
+        """Per form, for the record: perplexities, the loss settings and the validation history."""
+        settings = ("idea_loss_reduction", "idea_weight", "pos_weight")
+        return {n: {"val_ppl": self.runs[n].metrics.val_ppl, "val_ppl_ungated": self.runs[n].metrics.val_ppl_ungated,
+                    "settings": {k: self.runs[n].config["idea"][k] for k in settings}, "history": self.runs[n].history}
+                for n in self.forms}
 
 
-def perplexity_table(models: dict, runs: dict[str, RunRecord], data: IdeaData, config,
-                     test, by_seed: dict[int, dict[str, RunRecord]] | None = None) -> tuple[pd.DataFrame, dict]:
-    """Validation and ``test`` perplexity of the plain and gated model (gate on and off), the count-model
-    references, and the competence check (:func:`competence`) of the two models against the bigram, and of
-    every model of the seed comparison (``by_seed``, :func:`runs_by_seed`) when given."""
-    gated = runs["gated"].metrics
-    ppl = pd.DataFrame({
-        "validation": {"baseline": runs["baseline"].metrics.val_ppl, "gated": gated.val_ppl,
-                       "gated (ungated logits)": gated.val_ppl_ungated},
-        "test": {"baseline": perplexity(models["baseline"], test), "gated": perplexity(models["gated"], test),
-                 "gated (ungated logits)": perplexity(models["gated"], test, alpha=0.0)}})
-    valid_tokens = data.blocks("valid", config).input_ids[:, 1: config.size.block_size + 1].flatten()
-    train = data.streams["train"] if config.train_tokens is None else data.streams["train"][: config.train_tokens]
-    reference = ngram_reference(train, valid_tokens[valid_tokens >= 0], len(data.tokenizer))
-    seeded = {f"{name} (seed {seed})": record.metrics.val_ppl
-              for seed, pair in (by_seed or {}).items() for name, record in pair.items()}
-    check = competence({**{name: runs[name].metrics.val_ppl for name in MODELS}, **seeded}, reference)
-    ppl.loc["unigram counts (reference)", "validation"] = reference["unigram_val_ppl"]
-    ppl.loc["interpolated bigram counts (reference)", "validation"] = reference["bigram_val_ppl"]
-    return ppl, check
+@dataclass(frozen=True)
+class Perplexity:
+    """Validation and test perplexity of the plain and gated model (gate on and off) with the count-model
+    references (``frame``), and the competence check (:func:`competence`, ``check``)."""
 
+    frame: pd.DataFrame
+    check: dict
 
-def perplexity_numbers(ppl: pd.DataFrame, check: dict) -> dict:
-    """The perplexity paragraph's numbers (``val_baseline``, ``val_gated``, ``val_gated_ungated``, the
-    competence ratio, bigram perplexity, worst ratio and the verdict)."""
-    numbers = {f"val_{name.split()[0]}{'_ungated' if 'ungated' in name else ''}": ppl.loc[name, "validation"]
-               for name in ppl.index}
-    verdict = ("pass: the generation claims are judged on these models" if check["passes"] else
-               "fail: the claims table marks paper B's perplexity, stickiness and diversity claims "
-               "'not testable at this scale' for this build")
-    return {**numbers, "competence_ratio": check["threshold_ratio"], "bigram_ppl": check["bigram_val_ppl"],
-            "worst_ratio": check["worst_ratio"], "competence_verdict": verdict}
+    @classmethod
+    def measure(cls, models: dict, runs: dict[str, RunRecord], data: IdeaData, config, test,
+                by_seed: dict[int, dict[str, RunRecord]] | None = None) -> "Perplexity":
+        """Scores the models on ``test``, counts the references on the training tokens, and checks the two
+        models against the bigram, with every model of the seed comparison (``by_seed``) when given."""
+        gated = runs["gated"].metrics
+        ppl = pd.DataFrame({
+            "validation": {"baseline": runs["baseline"].metrics.val_ppl, "gated": gated.val_ppl,
+                           "gated (ungated logits)": gated.val_ppl_ungated},
+            "test": {"baseline": perplexity(models["baseline"], test), "gated": perplexity(models["gated"], test),
+                     "gated (ungated logits)": perplexity(models["gated"], test, alpha=0.0)}})
+        valid_tokens = data.blocks("valid", config).input_ids[:, 1: config.size.block_size + 1].flatten()
+        train = data.streams["train"] if config.train_tokens is None else data.streams["train"][: config.train_tokens]
+        reference = ngram_reference(train, valid_tokens[valid_tokens >= 0], len(data.tokenizer))
+        seeded = {f"{name} (seed {seed})": record.metrics.val_ppl
+                  for seed, pair in (by_seed or {}).items() for name, record in pair.items()}
+        check = competence({**{name: runs[name].metrics.val_ppl for name in MODELS}, **seeded}, reference)
+        ppl.loc["unigram counts (reference)", "validation"] = reference["unigram_val_ppl"]
+        ppl.loc["interpolated bigram counts (reference)", "validation"] = reference["bigram_val_ppl"]
+        return cls(ppl, check)
+
+    def table(self):
+        return self.frame.style.format("{:.2f}", na_rep="-")
+
+    def glue(self) -> dict:
+        """``val_baseline``, ``val_gated``, ``val_gated_ungated``, the competence ratio, the bigram's
+        perplexity, the worst ratio and the verdict."""
+        numbers = {f"val_{name.split()[0]}{'_ungated' if 'ungated' in name else ''}": self.frame.loc[name, "validation"]
+                   for name in self.frame.index}
+        verdict = ("pass: the generation claims are judged on these models" if self.check["passes"] else
+                   "fail: the claims table marks paper B's perplexity, stickiness and diversity claims "
+                   "'not testable at this scale' for this build")
+        return {**numbers, "competence_ratio": self.check["threshold_ratio"],
+                "bigram_ppl": self.check["bigram_val_ppl"], "worst_ratio": self.check["worst_ratio"],
+                "competence_verdict": verdict}
 
 
 def authors_comparison(authors: dict[str, dict[str, DomainScores]]) -> dict:
@@ -246,55 +274,6 @@ def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
                          if sharpened and temperatures else None)
 
 
-SEED_LABELS = {"book_stickiness": "stickiness, the book's domains (decides B-stickiness)",
-               "stickiness": "stickiness, continuation only (ours)",
-               "authors_stickiness": "stickiness, prompt + continuation (the authors' count)",
-               "distinct_2": "distinct-2"}
-
-
-def seed_table(over_seeds: IdeaOverSeeds) -> pd.DataFrame:
-    """Per metric and domain: baseline, gated and gated - baseline, each mean [95% t-interval over seeds]."""
-    rows = [{"metric": SEED_LABELS[m], "domain": d, "baseline": show(v.baseline), "gated": show(v.gated),
-             "gated - baseline (paired by seed)": v.gated_minus_baseline.format(3, signed=True),
-             "gated - sharpened baseline": v.gated_minus_control.format(3, signed=True)
-             if v.gated_minus_control is not None else "-"}
-            for m, by_domain in over_seeds.domains.items() for d, v in by_domain.items()]
-    ppl = over_seeds.val_ppl
-    rows.append({"metric": "validation PPL", "domain": "-", "baseline": ppl.baseline.format(2),
-                 "gated": ppl.gated.format(2), "gated - baseline (paired by seed)": ppl.gated_minus_baseline.format(2, True)})
-    return pd.DataFrame(rows).set_index(["metric", "domain"])
-
-
-def seed_numbers(over_seeds: IdeaOverSeeds) -> dict:
-    """What the seed paragraph cites: seeds, the four-domain stickiness and distinct-2 differences, minutes."""
-    overall = {m: over_seeds.domains[m]["all"] for m in SEED_METRICS}
-    return {"n_seeds": len(over_seeds.seeds), "seed_gated_run": over_seeds.gated_run,
-            "seed_stick_diff": overall["stickiness"].gated_minus_baseline.format(3, signed=True),
-            "seed_authors_diff": overall["authors_stickiness"].gated_minus_baseline.format(3, signed=True),
-            "seed_distinct_diff": overall["distinct_2"].gated_minus_baseline.format(3, signed=True),
-            "seed_distinct_plain": overall["distinct_2"].baseline.mean,
-            "seed_stick_vs_sharpened": overall["stickiness"].gated_minus_control.format(3, signed=True)
-            if overall["stickiness"].gated_minus_control is not None else "not measured",
-            **_book_seed_numbers(over_seeds.domains.get("book_stickiness")),
-            "seed_sharpening_temperature": over_seeds.sharpening_temperature.format(3)
-            if over_seeds.sharpening_temperature is not None else "not measured"}
-
-
-def _book_seed_numbers(book: dict[str, SeedPaired] | None) -> dict:
-    """The book domains' gated - plain and gated - sharpened stickiness over seeds, for the seed paragraph."""
-    if book is None:
-        return {"seed_book_diff": "not measured", "seed_book_vs_sharpened": "not measured"}
-    overall = book["all"]
-    return {"seed_book_diff": overall.gated_minus_baseline.format(3, signed=True),
-            "seed_book_vs_sharpened": overall.gated_minus_control.format(3, signed=True)
-            if overall.gated_minus_control is not None else "not measured"}
-
-
-def all_training_numbers(records: Sequence[RunRecord]) -> dict:
-    """How many models the chapter trains, over all seeds, and their CPU-minutes."""
-    return {"all_models": len(records), "all_minutes": sum(r.train_seconds for r in records) / 60}
-
-
 def paper_table1() -> pd.DataFrame:
     """The paper's Table 1 (WikiText-103 GPTs)."""
     return pd.DataFrame([{"domain": d, "model": m, **v} for d, e in PAPER_B_TABLE1.items()
@@ -326,13 +305,6 @@ def _domain_numbers(by_domain: dict[str, DomainScores]) -> dict:
             for d, res in by_domain.items()}
 
 
-def _loss_forms(runs: dict[str, RunRecord], forms: Sequence[str]) -> dict:
-    settings = ("idea_loss_reduction", "idea_weight", "pos_weight")
-    return {n: {"val_ppl": runs[n].metrics.val_ppl, "val_ppl_ungated": runs[n].metrics.val_ppl_ungated,
-                "settings": {k: runs[n].config["idea"][k] for k in settings}, "history": runs[n].history}
-            for n in forms}
-
-
 def _generation(config, book_samples: int) -> dict:
     g = config.generation
     return {"authors_samples_per_domain": g.authors_samples, "authors_new_tokens": g.authors_new_tokens,
@@ -340,22 +312,21 @@ def _generation(config, book_samples: int) -> dict:
             "temperature": g.temperature, "repetition_penalty": g.repetition_penalty, "penalty_form": g.penalty_form}
 
 
-def idea_gating_record(config, data: IdeaData, runs: dict[str, RunRecord], trained: dict[str, RunRecord], chosen: str,
-                       sizes: dict[str, int], ppl: pd.DataFrame, check: dict, authors: dict,
-                       retention: dict[str, dict[str, DomainScores]],
+def idea_gating_record(training: Training, forms: LossForms, data: IdeaData, sizes: dict[str, int], ppl: Perplexity,
+                       authors: dict, retention: dict[str, dict[str, DomainScores]],
                        over_seeds: IdeaOverSeeds | None = None) -> IdeaGatingRecord:
     """Chapter 6's record: both models' perplexities, the competence check, the authors' protocol, and in
     ``extra`` the data, loss forms, training speed, book domains, stopwords, generation and paper values."""
-    base, gated = runs["baseline"], runs["gated"]
-    numbers = training_numbers(trained, runs, config)
+    config, trained = training.config, training.trained
+    base, gated = training.runs["baseline"], training.runs["gated"]
+    numbers = training.glue()
     diffs = book_differences(retention)
     by_model = {m: _domain_numbers(retention[m]) for m in MODELS}
-    forms = [n for n in trained if n.startswith("gated")]
     extra = {
         "dataset_requested": data.requested_dataset, "dataset_note": data.note, "tokenizer": data.tokenizer_name,
         "vocab_size": len(data.tokenizer), "max_steps": config.train.max_steps, "capped_from": config.capped_from,
         "differences_from_authors": [{k: str(v) for k, v in row.items()} for row in profile_differences(config)],
-        "loss_forms": _loss_forms(runs, forms),
+        "loss_forms": forms.summary(),
         "training": {"tokens_per_iteration": tokens_per_step(config), "budget_minutes": numbers["budget_minutes"],
                      "tokens_per_second": {n: tokens_per_step(config) / r.seconds_per_step
                                            for n, r in trained.items()}},
@@ -368,12 +339,14 @@ def idea_gating_record(config, data: IdeaData, runs: dict[str, RunRecord], train
     }
     return IdeaGatingRecord(
         dataset=data.splits_dataset,
-        baseline={"val_ppl": base.metrics.val_ppl, "test_ppl": ppl.loc["baseline", "test"], "history": base.history,
+        baseline={"val_ppl": base.metrics.val_ppl, "test_ppl": ppl.frame.loc["baseline", "test"],
+                  "history": base.history,
                   "train_seconds": base.train_seconds, "parameters": sizes["baseline"]},
-        gated={"run": chosen, "val_ppl": gated.metrics.val_ppl, "val_ppl_ungated": gated.metrics.val_ppl_ungated,
-               "test_ppl": ppl.loc["gated", "test"], "test_ppl_ungated": ppl.loc["gated (ungated logits)", "test"],
+        gated={"run": forms.chosen, "val_ppl": gated.metrics.val_ppl, "val_ppl_ungated": gated.metrics.val_ppl_ungated,
+               "test_ppl": ppl.frame.loc["gated", "test"],
+               "test_ppl_ungated": ppl.frame.loc["gated (ungated logits)", "test"],
                "history": gated.history, "train_seconds": gated.train_seconds, "parameters": sizes["gated"]},
-        competence=check, authors_protocol=authors, over_seeds=over_seeds, extra=extra)
+        competence=ppl.check, authors_protocol=authors, over_seeds=over_seeds, extra=extra)
 
 
 # --- chapter 8 ----------------------------------------------------------------------------------
@@ -386,43 +359,66 @@ def quant_label(quantization: str) -> str:
 def backbone_summary(backbone) -> pd.DataFrame:
     """The frozen backbone: name, shape, parameters, its WikiText-2 perplexity and pre-training."""
     c = backbone.config
-    return pd.Series({"backbone": backbone.name, "layers": c.get("num_hidden_layers"), "hidden size": c.get("hidden_size"),
+    return pd.Series({"backbone": backbone.name, "layers": c.get("num_hidden_layers"),
+                      "hidden size": c.get("hidden_size"),
                       "vocabulary": c.get("vocab_size"), "parameters": backbone.n_parameters,
                       "WikiText-2 validation PPL": backbone.wikitext_val_ppl,
                       "pre-training (s)": backbone.train_seconds, "status": backbone.status}, name="value").to_frame()
 
 
-def lora_curves(runs: dict[tuple[str, bool], RunRecord]) -> pd.DataFrame:
-    """Validation history of every ``(quantization, idea)`` run."""
-    return pd.DataFrame([{"model": "gated" if idea else "baseline", "quantization": q, **row}
-                         for (q, idea), run in runs.items() for row in run.history])
+@dataclass(frozen=True)
+class LoraRuns:
+    """The baseline and gated LoRA runs of the profile's seed by ``(quantization, gated)`` (no control, no other
+    seed)."""
 
+    runs: dict[tuple[str, bool], RunRecord]
 
-def lora_table(runs: dict[tuple[str, bool], RunRecord]):
-    """Perplexities, trainable parameters, steps and speed of every LoRA run (styled)."""
-    table = pd.DataFrame([{
-        "quantization": quant_label(q), "model": "LoRA + idea gate" if idea else "LoRA baseline",
-        "val PPL": run.metrics.val_ppl, "val PPL, gate off": run.metrics.val_ppl_ungated,
-        "trainable params": run.metrics.trainable_params, "LoRA params": run.metrics.trainable["lora"],
-        "idea-head params": run.metrics.trainable["idea_head"], "steps": run.steps, "best step": run.best_step,
-        "stopped early": run.stopped_early, "s / step": run.seconds_per_step, "status": run.status,
-    } for (q, idea), run in runs.items()])
-    return table.style.format({"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / step": "{:.3f}"}, na_rep="–")
+    @classmethod
+    def of(cls, records: Sequence[RunRecord], seed: int) -> "LoraRuns":
+        return cls({(r.spec.config.quantization, r.spec.config.gated): r for r in records
+                    if r.seed == seed and not r.spec.config.output_adapter})
 
+    def __getitem__(self, key: tuple[str, bool]) -> RunRecord:
+        return self.runs[key]
 
-def lora_numbers(base: RunRecord, gated: RunRecord, backbone, paper_ppl: dict) -> dict:
-    """What the LoRA paragraph cites (``paper_*``: the paper's reported values, not results of this build)."""
-    g = gated.metrics
-    return {"base_ppl": base.metrics.val_ppl, "gated_ppl": g.val_ppl, "gated_ppl_off": g.val_ppl_ungated,
-            "lora_params": base.metrics.trainable_params, "gated_params": g.trainable_params,
-            "idea_share": g.trainable["idea_head"] / g.trainable_params, "backbone_params": backbone.n_parameters or 0,
-            "paper_base_ppl": paper_ppl["baseline"], "paper_gated_ppl": paper_ppl["gated"]}
+    def curves(self) -> pd.DataFrame:
+        """Validation history of every run."""
+        return pd.DataFrame([{"model": "gated" if idea else "baseline", "quantization": q, **row}
+                             for (q, idea), run in self.runs.items() for row in run.history])
 
+    def table(self):
+        """Perplexities, trainable parameters, steps and speed of every run (styled)."""
+        table = pd.DataFrame([{
+            "quantization": quant_label(q), "model": "LoRA + idea gate" if idea else "LoRA baseline",
+            "val PPL": run.metrics.val_ppl, "val PPL, gate off": run.metrics.val_ppl_ungated,
+            "trainable params": run.metrics.trainable_params, "LoRA params": run.metrics.trainable["lora"],
+            "idea-head params": run.metrics.trainable["idea_head"], "steps": run.steps, "best step": run.best_step,
+            "stopped early": run.stopped_early, "s / step": run.seconds_per_step, "status": run.status,
+        } for (q, idea), run in self.runs.items()])
+        return table.style.format({"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / step": "{:.3f}"},
+                                  na_rep="–")
 
-def main_lora_runs(records: Sequence[RunRecord], seed: int) -> dict[tuple[str, bool], RunRecord]:
-    """The baseline and gated runs of the profile's seed by ``(quantization, gated)`` (no control, no other seed)."""
-    return {(r.spec.config.quantization, r.spec.config.gated): r for r in records
-            if r.seed == seed and not r.spec.config.output_adapter}
+    def glue(self, quantization: str, backbone, paper_ppl: dict) -> dict:
+        """What the LoRA paragraph cites for ``quantization`` (``paper_*``: the paper's reported values, not
+        results of this build)."""
+        base, g = self.runs[(quantization, False)].metrics, self.runs[(quantization, True)].metrics
+        return {"base_ppl": base.val_ppl, "gated_ppl": g.val_ppl, "gated_ppl_off": g.val_ppl_ungated,
+                "lora_params": base.trainable_params, "gated_params": g.trainable_params,
+                "idea_share": g.trainable["idea_head"] / g.trainable_params,
+                "backbone_params": backbone.n_parameters or 0,
+                "paper_base_ppl": paper_ppl["baseline"], "paper_gated_ppl": paper_ppl["gated"]}
+
+    def quantization_glue(self, quantizations: Sequence[str]) -> dict:
+        """Gated - baseline validation perplexity per quantisation (``delta_nf4``, ``delta_fp32``) and, with
+        both precisions, what NF4 costs the baseline and the gated model's step-time ratio."""
+        ppl = {key: run.metrics.val_ppl for key, run in self.runs.items()}
+        out = {"delta_nf4": ppl[("nf4", True)] - ppl[("nf4", False)]}
+        if "none" in quantizations:
+            out.update({"delta_fp32": ppl[("none", True)] - ppl[("none", False)],
+                        "nf4_cost_base": ppl[("nf4", False)] - ppl[("none", False)],
+                        "step_ratio": self.runs[("nf4", True)].seconds_per_step
+                        / self.runs[("none", True)].seconds_per_step})
+        return out
 
 
 CONTROL_MODELS = ("baseline", "gated", "control")
@@ -441,34 +437,13 @@ def lora_capacity(records: Sequence[RunRecord], quantization: str, data, vocab_s
     ppl = {m: {r.seed: r.metrics.val_ppl for r in chosen if kind[r.key] == m} for m in CONTROL_MODELS}
     seeds = sorted(ppl["baseline"])
     if any(sorted(ppl[m]) != seeds for m in CONTROL_MODELS):
-        raise ValueError(f"the capacity control needs every model at every seed, got { {m: sorted(v) for m, v in ppl.items()} }")
+        found = {m: sorted(v) for m, v in ppl.items()}
+        raise ValueError(f"the capacity control needs every model at every seed, got {found}")
     counts = {m: next(r.metrics.trainable for r in chosen if kind[r.key] == m) for m in CONTROL_MODELS}
     check = competence({f"{m} (seed {s})": v for m in CONTROL_MODELS for s, v in ppl[m].items()}, reference)
     return LoraCapacityControl(seeds=seeds, quantization=quantization,
                                val_ppl=SeedPaired.of(*[[ppl[m][s] for s in seeds] for m in CONTROL_MODELS]),
                                trainable_params=counts, competence=check)
-
-
-def capacity_table(control: LoraCapacityControl) -> pd.DataFrame:
-    """Validation PPL per seed of the three models and the paired differences (mean [95% t-interval])."""
-    p = control.val_ppl
-    columns = {**{m: getattr(p, m) for m in CONTROL_MODELS}, "gated - baseline": p.gated_minus_baseline,
-               "gated - control": p.gated_minus_control}
-    signed = {"gated - baseline", "gated - control"}
-    rows = {f"seed {s}": {c: f"{v.values[i]:{'+' if c in signed else ''}.2f}" for c, v in columns.items()}
-            for i, s in enumerate(control.seeds)}
-    rows["mean [95% interval]"] = {c: v.format(2, signed=c in signed) for c, v in columns.items()}
-    return pd.DataFrame(rows).T
-
-
-def capacity_numbers(control: LoraCapacityControl) -> dict:
-    """What the capacity-control paragraph cites."""
-    p, counts = control.val_ppl, control.trainable_params
-    return {"cc_seeds": len(control.seeds), "cc_vs_base": p.gated_minus_baseline.format(2, signed=True),
-            "cc_vs_control": p.gated_minus_control.format(2, signed=True),
-            "cc_control_vs_base": (p.control.mean - p.baseline.mean),
-            "cc_idea_params": counts["gated"]["idea_head"], "cc_adapter_params": counts["control"]["output_adapter"],
-            "cc_bigram": control.competence.bigram_val_ppl, "cc_worst_ratio": control.competence.worst_ratio}
 
 
 def memory_table(memory: dict[str, dict]) -> pd.DataFrame:
@@ -478,19 +453,7 @@ def memory_table(memory: dict[str, dict]) -> pd.DataFrame:
                                           "s / training step": m["seconds_per_step"]} for q, m in memory.items()}).T
 
 
-def quantization_numbers(runs: dict[tuple[str, bool], RunRecord], quantizations: Sequence[str]) -> dict:
-    """Gated - baseline validation perplexity per quantisation (``delta_nf4``, ``delta_fp32``) and, with
-    both precisions, what NF4 costs the baseline and the gated model's step-time ratio."""
-    ppl = {key: run.metrics.val_ppl for key, run in runs.items()}
-    out = {"delta_nf4": ppl[("nf4", True)] - ppl[("nf4", False)]}
-    if "none" in quantizations:
-        out.update({"delta_fp32": ppl[("none", True)] - ppl[("none", False)],
-                    "nf4_cost_base": ppl[("nf4", False)] - ppl[("none", False)],
-                    "step_ratio": runs[("nf4", True)].seconds_per_step / runs[("none", True)].seconds_per_step})
-    return out
-
-
-def _by_quantization(runs: dict[tuple[str, bool], RunRecord], quantizations: Sequence[str]) -> dict:
+def _by_quantization(runs: LoraRuns, quantizations: Sequence[str]) -> dict:
     def scores(run: RunRecord, gated: bool) -> dict:
         extra = {"val_ppl_ungated": run.metrics.val_ppl_ungated} if gated else {}
         return {"val_ppl": run.metrics.val_ppl, **extra, "seconds_per_step": run.seconds_per_step}
@@ -499,7 +462,7 @@ def _by_quantization(runs: dict[tuple[str, bool], RunRecord], quantizations: Seq
             for q in quantizations}
 
 
-def lora_record(config, backbone, data_summary: dict, runs: dict[tuple[str, bool], RunRecord], paper_counts: dict,
+def lora_record(config, backbone, data_summary: dict, runs: LoraRuns, paper_counts: dict,
                 memory: dict[str, dict], nf4_kernel: str, retention: dict[str, dict[str, DomainScores]],
                 ray: dict, paper_ppl: dict, capacity_control: LoraCapacityControl | None = None) -> LoraRecord:
     """Chapter 8's record: the main quantisation's baseline and gated perplexity, and in ``extra`` the data,

@@ -1,10 +1,10 @@
 """Chapter 7's measurements of the idea-gated GPT: X-ray tables, sweeps of alpha (inference), beta and K
-(retrained), greedy repetition loops with and without concentration decay, and the chapter's record
-(:class:`~semlm.core.records.XrayRecord`)."""
+(retrained), greedy repetition loops with and without concentration decay (:class:`Loops`, with ``.table()`` and
+``.glue()``), and the chapter's record (:class:`~semlm.idea.records.XrayRecord`)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import pandas as pd
@@ -115,63 +115,73 @@ def greedy_repetition(model, tokenizer, prompts: Sequence[str], new_tokens: int,
     return out, [repetition_rate(s["ids"], 4) for s in out]
 
 
-def greedy_loops(gated, baseline, tokenizer, prompts: Sequence[str], new_tokens: int,
-                 alphas: Sequence[float] = LOOP_ALPHAS) -> tuple[pd.DataFrame, dict, dict]:
+@dataclass(frozen=True)
+class Loops:
     """Repetition under greedy decoding with the gate applied by :class:`IdeaGateLogitsProcessor` at each
-    alpha, with and without :class:`ConcentrationDecay`: the table (mean, interval, share of looping
-    continuations), the samples by ``(alpha, decoder)`` and the plain GPT's repetition."""
-    rows, samples = [], {}
-    for alpha in alphas:
-        for decoder, decay in (("gate", None), (DECAY, ConcentrationDecay())):
-            if alpha == 0.0 and decay is not None:
-                continue
-            with IdeaGateLogitsProcessor(gated, alpha, decay=decay) as gate:
-                out, rates = greedy_repetition(gated, tokenizer, prompts, new_tokens, logits_processor=[gate])
-            loops = proportion(sum(r > 0.5 for r in rates), len(rates))
-            samples[(alpha, decoder)] = out
-            rows.append({"alpha": alpha, "decoder": decoder, **summarise(rates), "loop_share": loops["value"],
-                         "loop_low": loops["ci_low"], "loop_high": loops["ci_high"]})
-    _, baseline_rates = greedy_repetition(baseline, tokenizer, prompts, new_tokens)
-    return pd.DataFrame(rows), samples, summarise(baseline_rates)
+    alpha, with and without :class:`ConcentrationDecay`: ``frame`` (mean, interval, share of looping
+    continuations), the ``samples`` by ``(alpha, decoder)`` and the plain GPT's repetition (``baseline``)."""
 
+    frame: pd.DataFrame
+    samples: dict
+    baseline: dict
 
-def loops_for_plot(loops: pd.DataFrame) -> pd.DataFrame:
-    """The loop table with the gate-off row repeated for the decay decoder (both lines start at alpha 0)."""
-    both = pd.concat([loops, loops[loops.alpha == 0.0].assign(decoder=DECAY)])
-    return both.sort_values(["decoder", "alpha"])
+    @classmethod
+    def measure(cls, gated, baseline, tokenizer, prompts: Sequence[str], new_tokens: int,
+                alphas: Sequence[float] = LOOP_ALPHAS) -> "Loops":
+        rows, samples = [], {}
+        for alpha in alphas:
+            for decoder, decay in (("gate", None), (DECAY, ConcentrationDecay())):
+                if alpha == 0.0 and decay is not None:
+                    continue
+                with IdeaGateLogitsProcessor(gated, alpha, decay=decay) as gate:
+                    out, rates = greedy_repetition(gated, tokenizer, prompts, new_tokens, logits_processor=[gate])
+                loops = proportion(sum(r > 0.5 for r in rates), len(rates))
+                samples[(alpha, decoder)] = out
+                rows.append({"alpha": alpha, "decoder": decoder, **summarise(rates), "loop_share": loops["value"],
+                             "loop_low": loops["ci_low"], "loop_high": loops["ci_high"]})
+        _, baseline_rates = greedy_repetition(baseline, tokenizer, prompts, new_tokens)
+        return cls(pd.DataFrame(rows), samples, summarise(baseline_rates))
 
+    def table(self) -> pd.DataFrame:
+        return self.frame.round(3)
 
-def loop_numbers(loops: pd.DataFrame, baseline_rates: dict) -> dict:
-    """What the loop paragraph cites: repetition with the gate off, at the strongest alpha with and without
-    decay, the plain GPT's, and the verdict read from the 95% intervals."""
-    strong = loops[loops.alpha == loops.alpha.max()].set_index("decoder")
-    off = loops[loops.alpha == 0.0].iloc[0]
-    plain, mitigated = strong.loc["gate"], strong.loc[DECAY]
-    gate_loops_more = plain["ci_low"] > off["ci_high"]
-    mitigation_helps = mitigated["ci_high"] < plain["ci_low"]
-    if gate_loops_more:
-        verdict = ("the strongest gate loops more than no gate, and concentration decay removes a significant part "
-                   "of it" if mitigation_helps else
-                   "the strongest gate loops more than no gate, but concentration decay does not reduce it "
-                   "significantly")
-    elif not mitigation_helps:
-        verdict = ("in this build a strong gate does not loop significantly more than no gate (intervals overlap), "
-                   "so the mitigation cannot be judged here")
-    else:
-        verdict = ("a strong gate does not loop significantly more than no gate, yet concentration decay still "
-                   "lowers repetition")
-    return {"loop_off": off["mean"], "loop_strong": plain["mean"], "loop_mitigated": mitigated["mean"],
-            "loop_alpha": float(loops.alpha.max()), "loop_baseline": baseline_rates["mean"], "loop_verdict": verdict}
+    def plot_frame(self) -> pd.DataFrame:
+        """The table with the gate-off row repeated for the decay decoder (both lines start at alpha 0)."""
+        both = pd.concat([self.frame, self.frame[self.frame.alpha == 0.0].assign(decoder=DECAY)])
+        return both.sort_values(["decoder", "alpha"])
 
+    def glue(self) -> dict:
+        """Repetition with the gate off, at the strongest alpha with and without decay, the plain GPT's, and the
+        verdict read from the 95% intervals."""
+        loops = self.frame
+        strong = loops[loops.alpha == loops.alpha.max()].set_index("decoder")
+        off = loops[loops.alpha == 0.0].iloc[0]
+        plain, mitigated = strong.loc["gate"], strong.loc[DECAY]
+        gate_loops_more = plain["ci_low"] > off["ci_high"]
+        mitigation_helps = mitigated["ci_high"] < plain["ci_low"]
+        if gate_loops_more:
+            verdict = ("the strongest gate loops more than no gate, and concentration decay removes a significant "
+                       "part of it" if mitigation_helps else
+                       "the strongest gate loops more than no gate, but concentration decay does not reduce it "
+                       "significantly")
+        elif not mitigation_helps:
+            verdict = ("in this build a strong gate does not loop significantly more than no gate (intervals "
+                       "overlap), so the mitigation cannot be judged here")
+        else:
+            verdict = ("a strong gate does not loop significantly more than no gate, yet concentration decay still "
+                       "lowers repetition")
+        return {"loop_off": off["mean"], "loop_strong": plain["mean"], "loop_mitigated": mitigated["mean"],
+                "loop_alpha": float(loops.alpha.max()), "loop_baseline": self.baseline["mean"],
+                "loop_verdict": verdict}
 
-def loop_examples(samples: dict, chars: int = 300) -> pd.DataFrame:
-    """One continuation per decoder and strength, for reading."""
-    return pd.DataFrame([{"decoder": f"{d} (alpha {a})", "continuation": s[0]["text"].strip()[:chars]}
-                         for (a, d), s in samples.items()]).set_index("decoder")
+    def examples(self, chars: int = 300) -> pd.DataFrame:
+        """One continuation per decoder and strength, for reading."""
+        return pd.DataFrame([{"decoder": f"{d} (alpha {a})", "continuation": s[0]["text"].strip()[:chars]}
+                             for (a, d), s in self.samples.items()]).set_index("decoder")
 
 
 def xray_record(dataset: str, profile: IdeaProfile, xrays: dict, sweeps: dict[str, pd.DataFrame], small_baseline: dict,
-                loops: pd.DataFrame, baseline_rates: dict, verdict: str) -> XrayRecord:
+                loops: Loops) -> XrayRecord:
     """Chapter 7's record: X-rays, the three sweeps (``sweeps``: alpha, beta, k tables) and the loops."""
     records = {name: frame.to_dict(orient="records") for name, frame in sweeps.items()}
     return XrayRecord(extra={
@@ -180,7 +190,8 @@ def xray_record(dataset: str, profile: IdeaProfile, xrays: dict, sweeps: dict[st
         "sweeps": {**records, "small_baseline": small_baseline,
                    "alpha_note": "inference only; model trained with alpha -> 0.5",
                    "train_tokens": profile.sweep_train_tokens, "steps": profile.sweep_steps},
-        "loops": {"rows": loops.to_dict(orient="records"), "baseline_greedy": baseline_rates, "verdict": verdict,
+        "loops": {"rows": loops.frame.to_dict(orient="records"), "baseline_greedy": loops.baseline,
+                  "verdict": loops.glue()["loop_verdict"],
                   "new_tokens": profile.loop_new_tokens,
                   "mitigation": "concentration decay (top-20 ideas, last 32 tokens)"},
     })

@@ -1,14 +1,19 @@
-"""What chapter 9 shows of the topic-drift runs: tables, the numbers its prose cites, the verdict of
-:mod:`semlm.book.claims` and its record (:class:`~semlm.core.records.TopicDriftRecord`)."""
+"""What chapter 9 shows of the topic-drift runs: each section's result with ``.table()`` and ``.glue()`` (the
+numbers its prose cites by name): :class:`LearningCurve`, :class:`AlphaSweep`, :class:`Verdict` and the deciding
+comparison itself (:class:`~semlm.idea.records.TopicDecision`), and the chapter's record
+(:class:`~semlm.idea.records.TopicDriftRecord`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pandas as pd
 
 from semlm.core.records import Interval
 from semlm.idea.records import TopicBudget, TopicDecision, TopicDriftRecord
 from semlm.core.runs import RunRecord
-from semlm.idea.topic_experiment import CHAPTER, BudgetResults, TopicData, TopicDriftResults
+from semlm.idea.topic_experiment import CHAPTER, TopicData, TopicDriftResults
 
 KINDS = ("plain", "gated")
 TABLE_METRICS = {"excess_drift": "excess drift (switch rate - data's rate)", "switch_rate": "switch rate",
@@ -30,29 +35,6 @@ def training_table(runs: dict[str, dict[int, RunRecord]]) -> pd.DataFrame:
                         ).set_index(["model", "seed"])
 
 
-def validation_curves(runs: dict[str, dict[int, RunRecord]]) -> pd.DataFrame:
-    """Every checkpoint's validation PPL: model, seed, steps, val_ppl (for the matched-PPL figure)."""
-    return pd.DataFrame([{"model": kind, "seed": s, "steps": row["step"], "val_ppl": row["val_ppl"]}
-                         for kind, by_seed in runs.items() for s, r in by_seed.items() for row in r.history])
-
-
-DECISION_ARMS = {"gated": "gated (largest budget, gate on)", "plain_at_matched_ppl": "plain at matched PPL",
-                 "sharpened_plain": "plain at matched PPL, sharpened to the gated entropy",
-                 "gate_off": "gated, gate off (alpha 0)", "gated_minus_plain": "gated - plain at matched PPL",
-                 "gated_minus_sharpened": "gated - sharpened plain"}
-
-
-def decision_table(decision: TopicDecision) -> pd.DataFrame:
-    """The deciding comparison: every arm's excess drift and the two paired differences, with 95% intervals,
-    the per-seed values and how each interval was made."""
-    methods = decision.interval_method or {}
-    return pd.DataFrame([{"arm": label, "excess drift / difference": show(getattr(decision, name), True),
-                          "per seed": ", ".join(f"{v:+.3f}" for v in getattr(decision, name).values or ()),
-                          "interval": methods.get(name, "")}
-                         for name, label in DECISION_ARMS.items() if getattr(decision, name) is not None]
-                        ).set_index("arm")
-
-
 def seed_table(details: list[dict]) -> pd.DataFrame:
     """Per seed: the gated model's PPL, the plain checkpoints that bracket it, the interpolation weight and the
     sharpening temperatures (a seed without a bracket says so)."""
@@ -71,105 +53,118 @@ def seed_table(details: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("seed")
 
 
-def decision_numbers(decision: TopicDecision, prefix: str = "decision") -> dict:
-    """The numbers the verdict paragraph cites: each arm and difference (mean, low, high), the matched PPL,
-    the temperature, the seed counts."""
-    out = {f"{prefix}_seeds": len(decision.seeds or ()), f"{prefix}_not_comparable": len(decision.not_comparable or ())}
-    for name in (*DECISION_ARMS, "matched_ppl", "temperature"):
-        value = getattr(decision, name)
-        if value is not None:
-            out.update({f"{prefix}_{name}": value.mean, f"{prefix}_{name}_low": value.low,
-                        f"{prefix}_{name}_high": value.high})
-    return out
+@dataclass(frozen=True)
+class LearningCurve:
+    """The secondary curve: both models at every budget (equal steps, so unequal perplexity)."""
+
+    results: TopicDriftResults
+
+    def frame(self) -> pd.DataFrame:
+        """One row per budget and model (and ``gated - plain``): excess drift, switch and mix rate, PPL, each as
+        mean / low / high, for :func:`semlm.plots.plot_drift_learning_curve`."""
+        rows = []
+        for b in self.results.budgets:
+            for kind, summary in (("plain", b.plain), ("gated", b.gated), ("gated - plain", b.paired)):
+                row = {"steps": b.steps, "model": kind}
+                for m in ("excess_drift", "switch_rate", "mix_rate", "val_ppl"):
+                    v = getattr(summary, m)
+                    row.update({m: v.mean, f"{m}_low": v.low, f"{m}_high": v.high})
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    def table(self) -> pd.DataFrame:
+        """Per budget: excess drift of both models, their per-seed difference and the per-seed PPL change."""
+        return pd.DataFrame([{"budget (steps)": b.steps, "excess drift, plain": show(b.plain.excess_drift, True),
+                              "excess drift, gated": show(b.gated.excess_drift, True),
+                              "gated - plain": show(b.paired.excess_drift, True),
+                              "mix rate, plain": show(b.plain.mix_rate), "mix rate, gated": show(b.gated.mix_rate),
+                              "PPL change gated / plain - 1": show(b.paired.ppl_change, True)}
+                             for b in self.results.budgets]).set_index("budget (steps)")
+
+    def final_table(self) -> pd.DataFrame:
+        """Each metric of both models over seeds at the largest budget, and the per-seed difference."""
+        final = self.results.final
+        table = pd.DataFrame({kind: {label: show(getattr(getattr(final, kind), m))
+                                     for m, label in TABLE_METRICS.items()} for kind in KINDS})
+        table["gated - plain (paired by seed)"] = [show(getattr(final.paired, m), True) for m in TABLE_METRICS]
+        return table
+
+    def glue(self) -> dict:
+        """First and last budget, both models' excess drift, their per-seed difference, PPL change and mix rates
+        (mean, low, high)."""
+        first, last = self.results.budgets[0], self.results.final
+        out = {"budget_first": first.steps, "budget_last": last.steps}
+        for which, b in (("first", first), ("last", last)):
+            for name, v in (("plain", b.plain.excess_drift), ("gated", b.gated.excess_drift),
+                            ("paired", b.paired.excess_drift), ("ppl_change", b.paired.ppl_change),
+                            ("mix_plain", b.plain.mix_rate), ("mix_gated", b.gated.mix_rate)):
+                out.update({f"{name}_{which}": v.mean, f"{name}_{which}_low": v.low, f"{name}_{which}_high": v.high})
+        return out
 
 
-def drift_table(budget: BudgetResults) -> pd.DataFrame:
-    """Each metric of the plain and gated model over seeds at one budget, and the per-seed difference."""
-    table = pd.DataFrame({kind: {label: show(getattr(getattr(budget, kind), m)) for m, label in TABLE_METRICS.items()}
-                          for kind in KINDS})
-    table["gated - plain (paired by seed)"] = [show(getattr(budget.paired, m), True) for m in TABLE_METRICS]
-    return table
+@dataclass(frozen=True)
+class AlphaSweep:
+    """The gated models decoded at other gate strengths (``rows`` of :func:`alpha_sweep`), against the data's
+    switch probability and the plain model's switch rate."""
+
+    rows: list[dict]
+    switch_prob: float
+    plain_rate: Interval
+
+    COLUMNS: ClassVar[list[str]] = ["alpha", "switch_rate", "switch_rate_low", "switch_rate_high", "excess_drift",
+                                    "mix_rate", "ppl", "distinct_2", "stickiness"]
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+    def table(self) -> pd.DataFrame:
+        return self.frame()[self.COLUMNS]
+
+    def glue(self) -> dict:
+        """First and last point, the first alpha whose switch-rate interval lies below the data's rate
+        (miscalibrated), and the gate-off drift against the plain model's."""
+        first, last = self.rows[0], self.rows[-1]
+        below = next((row["alpha"] for row in self.rows if row["switch_rate_high"] < self.switch_prob), None)
+        off = next((row for row in self.rows if row["alpha"] == 0.0), None)
+        if off is None:
+            verdict = "no point at alpha = 0 was swept"
+        elif off["switch_rate_low"] > self.plain_rate.high:
+            verdict = ("more than the plain model, beyond its interval: trained behind the gate, the token head has "
+                       "come to rely on it, so switching the gate off does not give back a plain model")
+        else:
+            verdict = "not more than the plain model beyond the intervals"
+        return {"sweep_switch_first": first["switch_rate"], "sweep_switch_last": last["switch_rate"],
+                "sweep_ppl_first": first["ppl"], "sweep_ppl_last": last["ppl"], "sweep_alpha_first": first["alpha"],
+                "sweep_alpha_last": last["alpha"],
+                "miscalibrated_from": (f"from alpha = {below:g} on, the switch-rate interval lies below the data's "
+                                       "rate: the gate makes the model stick to its topic more than the data do, "
+                                       "which is a miscalibration, not a better model" if below is not None else
+                                       "at no swept alpha does the switch-rate interval lie below the data's rate"),
+                "gate_off_switch": off["switch_rate"] if off else float("nan"), "gate_off_verdict": verdict}
 
 
-def learning_curve(results: TopicDriftResults) -> pd.DataFrame:
-    """One row per budget and model (and ``gated - plain``): excess drift, switch and mix rate, PPL, each as
-    mean / low / high, for :func:`semlm.plots.plot_drift_learning_curve`."""
-    rows = []
-    for b in results.budgets:
-        for kind in (*KINDS, "gated - plain"):
-            summary = b.paired if kind == "gated - plain" else getattr(b, kind)
-            row = {"steps": b.steps, "model": kind}
-            for m in ("excess_drift", "switch_rate", "mix_rate", "val_ppl"):
-                v = getattr(summary, m)
-                row.update({m: v.mean, f"{m}_low": v.low, f"{m}_high": v.high})
-            rows.append(row)
-    return pd.DataFrame(rows)
+@dataclass(frozen=True)
+class Verdict:
+    """The chapter's claims as :func:`semlm.book.claims.evaluate_claims` judges its record (the rule lives
+    there only)."""
 
+    rows: pd.DataFrame
 
-def curve_table(results: TopicDriftResults) -> pd.DataFrame:
-    """The learning curve as text: per budget, excess drift of both models, their per-seed difference and
-    the per-seed relative PPL change."""
-    return pd.DataFrame([{"budget (steps)": b.steps, "excess drift, plain": show(b.plain.excess_drift, True),
-                          "excess drift, gated": show(b.gated.excess_drift, True),
-                          "gated - plain": show(b.paired.excess_drift, True),
-                          "mix rate, plain": show(b.plain.mix_rate), "mix rate, gated": show(b.gated.mix_rate),
-                          "PPL change gated / plain - 1": show(b.paired.ppl_change, True)}
-                         for b in results.budgets]).set_index("budget (steps)")
+    @classmethod
+    def of(cls, record: TopicDriftRecord) -> "Verdict":
+        from semlm.book.claims import evaluate_claims
 
+        rows = [r for r in evaluate_claims({CHAPTER: record}) if r["id"].startswith("B-topic")]
+        return cls(pd.DataFrame(rows)[["id", "status", "reason", "rule"]].set_index("id"))
 
-def claim_rows(record: TopicDriftRecord) -> pd.DataFrame:
-    """The chapter's claims as :func:`semlm.book.claims.evaluate_claims` judges this record: status, reason
-    and rule (the rule lives there only)."""
-    from semlm.book.claims import evaluate_claims
+    def table(self) -> pd.DataFrame:
+        """Status, reason and rule of each topic claim."""
+        return self.rows
 
-    rows = [r for r in evaluate_claims({CHAPTER: record}) if r["id"].startswith("B-topic")]
-    return pd.DataFrame(rows)[["id", "status", "reason", "rule"]].set_index("id")
-
-
-def verdict_numbers(record: TopicDriftRecord) -> dict:
-    """The status of each topic claim, to be glued into the prose (``B-topic-drift`` -> ``topic_drift_status``)."""
-    rows = claim_rows(record)
-    return {f"{claim_id.removeprefix('B-').replace('-', '_')}_status": row["status"]
-            for claim_id, row in rows.iterrows()}
-
-
-def drift_numbers(results: TopicDriftResults) -> dict:
-    """The numbers the learning-curve paragraph cites: first and last budget, both models' excess drift, their
-    per-seed difference and PPL change (mean, low, high)."""
-    out = {"budget_first": results.budgets[0].steps, "budget_last": results.final.steps}
-    for which, b in (("first", results.budgets[0]), ("last", results.final)):
-        for name, v in (("plain", b.plain.excess_drift), ("gated", b.gated.excess_drift),
-                        ("paired", b.paired.excess_drift), ("ppl_change", b.paired.ppl_change),
-                        ("mix_plain", b.plain.mix_rate), ("mix_gated", b.gated.mix_rate)):
-            out.update({f"{name}_{which}": v.mean, f"{name}_{which}_low": v.low, f"{name}_{which}_high": v.high})
-    return out
-
-
-SWEEP_COLUMNS = ["alpha", "switch_rate", "switch_rate_low", "switch_rate_high", "excess_drift", "mix_rate", "ppl",
-                 "distinct_2", "stickiness"]
-
-
-def sweep_numbers(sweep: list[dict], switch_prob: float, plain_rate: Interval) -> dict:
-    """The alpha-sweep paragraph's numbers: first and last point, the first alpha whose switch-rate interval
-    lies below the data's rate (miscalibrated), and the gate-off drift against the plain model's."""
-    first, last = sweep[0], sweep[-1]
-    below = next((row["alpha"] for row in sweep if row["switch_rate_high"] < switch_prob), None)
-    off = next((row for row in sweep if row["alpha"] == 0.0), None)
-    if off is None:
-        verdict = "no point at alpha = 0 was swept"
-    elif off["switch_rate_low"] > plain_rate.high:
-        verdict = ("more than the plain model, beyond its interval: trained behind the gate, the token head has come "
-                   "to rely on it, so switching the gate off does not give back a plain model")
-    else:
-        verdict = "not more than the plain model beyond the intervals"
-    return {"sweep_switch_first": first["switch_rate"], "sweep_switch_last": last["switch_rate"],
-            "sweep_ppl_first": first["ppl"], "sweep_ppl_last": last["ppl"], "sweep_alpha_first": first["alpha"],
-            "sweep_alpha_last": last["alpha"],
-            "miscalibrated_from": (f"from alpha = {below:g} on, the switch-rate interval lies below the data's rate: "
-                                   "the gate makes the model stick to its topic more than the data do, which is a "
-                                   "miscalibration, not a better model" if below is not None else
-                                   "at no swept alpha does the switch-rate interval lie below the data's rate"),
-            "gate_off_switch": off["switch_rate"] if off else float("nan"), "gate_off_verdict": verdict}
+    def glue(self) -> dict:
+        """The status of each claim (``B-topic-drift`` -> ``topic_drift_status``)."""
+        return {f"{claim.removeprefix('B-').replace('-', '_')}_status": row["status"]
+                for claim, row in self.rows.iterrows()}
 
 
 def topic_examples(results: TopicDriftResults, seed: int, profile) -> pd.DataFrame:
