@@ -1,16 +1,18 @@
 """The runner's cache keys come from the code closure (semlm.core.closure), never from a hand-kept list."""
 
+import importlib.util
 import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import semlm
 from semlm.core import runs
-from semlm.core.closure import code_closure
+from semlm.core.closure import closure_hash, code_closure
 from semlm.fusion.synthetic_experiment import SYNTHETIC
 from semlm.idea.wikitext_experiment import IDEA
 
@@ -64,12 +66,12 @@ def test_cache_key_closure_leaves_training_alone_when_only_evaluation_or_present
 
 
 def test_the_training_closure_reaches_what_a_hand_list_missed():
-    synthetic = code_closure(type(SYNTHETIC), exclude=runs.EVALUATION_METHODS)
+    synthetic = code_closure(type(SYNTHETIC), exclude=runs.evaluation_methods())
     assert "semlm.fusion.losses:label_smoothed_cross_entropy" in synthetic  # the loss its fit passes (Eq. 5)
     assert "semlm.core.precision:autocast" in code_closure(runs.train)
     assert "semlm.fusion.model:FusionLM" in synthetic
     assert not any(name.startswith("semlm.core.metrics:evaluate") for name in synthetic)
-    idea = code_closure(type(IDEA), exclude=runs.EVALUATION_METHODS)
+    idea = code_closure(type(IDEA), exclude=runs.evaluation_methods())
     # the idea GPT's key once left out the WikiText loader and IdeaData.blocks
     assert "semlm.idea.wikitext_experiment:IdeaData" in idea
     assert any(name.startswith("semlm.data.wikitext:") for name in idea)
@@ -105,3 +107,155 @@ def test_cache_key_sees_package_versions(monkeypatch):
     assert set(versions) >= {"torch", "transformers", "tokenizers"}
     monkeypatch.setattr(runs, "package_versions", lambda: {**versions, "torch": "0.0.0"})
     assert runs.run_key(SYNTHETIC, spec, "cpu", 1) != before
+
+
+@pytest.fixture
+def library_module(tmp_path, monkeypatch):
+    """``load(name, source, version)``: ``source`` as the library module ``semlm.<name>`` (a file under
+    ``tmp_path/<version>``, so an edited module is a new file to ``inspect``), in ``sys.modules`` for the test."""
+    def load(name: str, source: str, version: str = "v1"):
+        path = tmp_path / version / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(f"semlm.{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, spec.name, module)
+        spec.loader.exec_module(module)
+        return module
+    return load
+
+
+CALLER = """
+def train_step(x):
+    from semlm.probe_helpers import helper
+
+    return helper(x)
+
+
+def other_step(x):
+    import semlm.probe_helpers as helpers
+
+    return helpers.helper(x)
+"""
+
+
+def test_cache_key_follows_imports_in_function_bodies(library_module):
+    library_module("probe_helpers", "def helper(x):\n    return x + 1\n")
+    caller = library_module("probe_caller", CALLER)
+    before = [closure_hash(caller.train_step), closure_hash(caller.other_step)]
+    assert "semlm.probe_helpers:helper" in code_closure(caller.train_step)
+    library_module("probe_helpers", "def helper(x):\n    return x + 2\n", "v2")
+    after = [closure_hash(caller.train_step), closure_hash(caller.other_step)]
+    assert after[0] != before[0] and after[1] != before[1]
+    # in the library: SST-2's feature code imports the tree reader inside a function
+    from semlm.fusion.sst2_experiment import SST2
+    assert "semlm.data.sst2:tree_leaves" in runs.training_closure(SST2)
+
+
+REGISTRY = """
+_LOSSES = {}
+
+
+def register(name):
+    def add(fn):
+        _LOSSES[name] = fn
+        return fn
+    return add
+
+
+@register("power")
+def power(x):
+    return x * x
+
+
+def loss(name, x):
+    return _LOSSES[name](x)
+"""
+
+
+def test_cache_key_sees_functions_a_decorator_registers(library_module):
+    # the library has no such registry today (its decorators wrap claims' judges, and transformers' Auto
+    # classes are filled by register() calls no experiment's training consults); this keeps it so
+    before = closure_hash(library_module("probe_registry", REGISTRY).loss)
+    edited = library_module("probe_registry", REGISTRY.replace("x * x", "x * x * x"), "v2")
+    assert "semlm.probe_registry:power" in code_closure(edited.loss)
+    assert closure_hash(edited.loss) != before
+    renamed = library_module("probe_registry", REGISTRY.replace('"power"', '"square"'), "v3")
+    assert closure_hash(renamed.loss) != before  # the name a function is filed under is code too
+
+
+EXPERIMENT = """
+from semlm.core import runs
+
+
+class Scorer:
+    def evaluate(self, x):
+        return x + 1
+
+
+class ProbeExperiment(runs.Experiment):
+    def fit(self, spec, data):
+        return Scorer().evaluate(data)
+
+    def evaluate(self, spec, data, model, result):
+        return {"score": 1}
+
+
+PROBE = ProbeExperiment()
+"""
+
+
+def test_evaluate_is_left_out_of_the_training_key_only_on_experiment_classes(library_module):
+    first = library_module("probe_experiment", EXPERIMENT).PROBE
+    keys = runs.training_key(first), runs.evaluation_key(first)
+    scorer = library_module("probe_experiment", EXPERIMENT.replace("x + 1", "x + 2"), "v2").PROBE
+    assert runs.training_key(scorer) != keys[0]  # Scorer.evaluate is training code
+    metrics = library_module("probe_experiment", EXPERIMENT.replace('"score": 1', '"score": 2'), "v3").PROBE
+    assert runs.training_key(metrics) == keys[0]  # the experiment's evaluate only re-evaluates
+    assert runs.evaluation_key(metrics) != keys[1]
+
+
+FILE_READING = """
+from semlm.data.paths import dataset_file
+from semlm.fusion.synthetic_experiment import SyntheticExperiment
+
+
+class FileReadingExperiment(SyntheticExperiment):
+    name = "file_reading"
+
+    def prepare(self, spec):
+        dataset_file("sst2", "train.tsv").read_text()
+        return super().prepare(spec)
+
+
+EXPERIMENT = FileReadingExperiment()
+"""
+
+
+def test_cache_key_sees_data(library_module, tmp_path, monkeypatch):
+    from semlm.fusion.synthetic_experiment import spec_for
+    from semlm.profiles import synthetic_profile
+
+    data = tmp_path / "data" / "sst2" / "train.tsv"
+    data.parent.mkdir(parents=True)
+    data.write_text("a fine film\t1\n")
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(data.parents[1]))
+    experiment = library_module("probe_data", FILE_READING).EXPERIMENT
+    smoke = synthetic_profile("smoke", seed=5)
+    spec = spec_for(replace(smoke, train=replace(smoke.train, epochs=1)), "baseline")
+    first = runs.run_one(experiment, spec, tmp_path / "runs")
+    assert first.status == "trained" and first.data_fingerprint
+    assert runs.run_one(experiment, spec, tmp_path / "runs").status == "loaded"  # the same data: served
+    assert runs.data_fingerprint(SYNTHETIC) == ""  # made by library code, which its closure holds
+    key, synthetic_key = runs.run_key(experiment, spec, "cpu", 1), runs.run_key(SYNTHETIC, spec, "cpu", 1)
+    data.write_text("a dull, overlong film\t0\n")
+    assert runs.run_key(experiment, spec, "cpu", 1) != key
+    assert runs.run_key(SYNTHETIC, spec, "cpu", 1) == synthetic_key
+    again = runs.run_one(experiment, spec, tmp_path / "runs")  # the finished run is not served: it retrains
+    assert again.status == "trained" and again.run_dir != first.run_dir
+    assert again.data_fingerprint != first.data_fingerprint
+    # a finished run whose record names other data than the folder holds now (copied by hand) is refused
+    record = Path(again.run_dir) / "record.json"
+    record.write_text(record.read_text().replace(again.data_fingerprint, first.data_fingerprint))
+    with pytest.raises(ValueError, match="other data .*--fresh"):
+        runs.run_one(experiment, spec, tmp_path / "runs")

@@ -5,12 +5,17 @@
 library (``semlm.*``) only:
 
 * a function or method: its source, then the globals its bytecode names (nested functions,
-  lambdas and comprehensions included), its default values and closure cells;
+  lambdas and comprehensions included), the library modules it imports in its body (``from
+  semlm.x import helper`` inside a function: ``helper`` is followed like a global), its default
+  values and closure cells;
 * a class: its source, its library base classes and every method;
 * a module named as a value (``runs.Fit``, ``syn.LEXICON``): the attributes of that module the
   code names;
+* a table of functions or classes (``LOSS_FORMS``, or a registry a decorator fills, private or
+  not): every function and class in it, as the module holds it when the key is computed;
 * any other value defined in the library (a constant, a table): its ``repr`` (sets sorted, object
-  addresses dropped), so a changed number changes the key.
+  addresses dropped), so a changed number changes the key. A private mutable global holding no
+  code (``_CACHE = {}``) is a per-process cache of data and is left out.
 
 Source is hashed as its syntax tree without docstrings (comments are not in the tree), so editing
 prose retrains nothing. Third-party code (torch, transformers) is not followed: the runner's keys
@@ -23,15 +28,20 @@ re-evaluates a cached model instead of retraining it (:mod:`semlm.core.runs`).
 from __future__ import annotations
 
 import ast
+import dis
 import hashlib
+import importlib
+import importlib.util
 import inspect
 import re
+import sys
 import textwrap
 import types
 from typing import Any, Iterable
 
 LIBRARY = "semlm"
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 
 
 def code_text(source: str) -> str:
@@ -65,6 +75,44 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _body_imports(fn: types.FunctionType) -> list[types.ModuleType]:
+    """The library modules ``fn`` (and the code nested in it) imports in its body, imported now if need be
+    (running ``fn`` would import them too); relative imports resolve against ``fn``'s package."""
+    modules, codes = [], [fn.__code__]
+    while codes:
+        code = codes.pop()
+        codes += [const for const in code.co_consts if isinstance(const, types.CodeType)]
+        if _IMPORT_NAME not in code.co_code[::2]:  # opcodes sit at even offsets: most code imports nothing
+            continue
+        pushed: list = []  # an import pushes its level and its from-list before IMPORT_NAME
+        for instruction in dis.get_instructions(code):
+            if instruction.opname == "IMPORT_NAME":
+                level = pushed[-2] if len(pushed) >= 2 and isinstance(pushed[-2], int) else 0
+                module = _import(instruction.argval, level, fn.__module__)
+                if module is not None:
+                    modules.append(module)
+            pushed = pushed[-1:] + [instruction.argval] if instruction.opname == "LOAD_CONST" else []
+    return modules
+
+
+def _import(name: str, level: int, importer: str) -> types.ModuleType | None:
+    if level:
+        package = getattr(sys.modules.get(importer), "__package__", None) or importer.rpartition(".")[0]
+        name = importlib.util.resolve_name("." * level + name, package)
+    if name != LIBRARY and not name.startswith(LIBRARY + "."):
+        return None  # third-party code is keyed by its version (semlm.core.runs.package_versions)
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # an optional import; the run meets the same failure
+        return None
+
+
+def _holds_code(value: Any) -> bool:
+    """A table with a function or class in it (a registry), as opposed to a cache of data."""
+    items = value.values() if isinstance(value, dict) else value
+    return any(inspect.isfunction(item) or inspect.isclass(item) for item in items)
+
+
 def _stable_repr(value: Any) -> str:
     if isinstance(value, (set, frozenset)):
         return "{" + ", ".join(sorted(_stable_repr(v) for v in value)) + "}"
@@ -91,10 +139,10 @@ def _plain(value: Any) -> bool:
 
 
 class _Closure:
-    def __init__(self, exclude: Iterable[str] = ()):
+    def __init__(self, exclude: Iterable[Any] = ()):
         self.parts: dict[str, str] = {}
         self.seen: set[int] = set()
-        self.exclude = set(exclude)
+        self.exclude = {id(fn) for fn in exclude}
 
     def visit(self, obj: Any, names: set[str] | None = None) -> None:
         if callable(obj) and hasattr(obj, "__wrapped__") and not inspect.isclass(obj):
@@ -110,9 +158,9 @@ class _Closure:
             if _in_library(obj):
                 for name in sorted(names or ()):  # only what the code takes from the module
                     if name in vars(obj):
-                        self.visit(vars(obj)[name])
+                        self.visit(vars(obj)[name], names)  # a submodule: what the code takes from it
             return
-        if id(obj) in self.seen:
+        if id(obj) in self.seen or id(obj) in self.exclude:
             return
         if inspect.isfunction(obj) or inspect.ismethod(obj):
             self.seen.add(id(obj))
@@ -142,6 +190,8 @@ class _Closure:
         for name in sorted(names):
             if name in fn.__globals__:
                 self._value(fn.__globals__[name], f"{fn.__module__}.{name}", names)
+        for module in _body_imports(fn):
+            self.visit(module, names)
         for cell in fn.__closure__ or ():
             try:
                 self._value(cell.cell_contents, f"{fn.__module__}:{fn.__qualname__}<cell>", names)
@@ -151,8 +201,9 @@ class _Closure:
             self._value(default, f"{fn.__module__}:{fn.__qualname__}<default>", names)
 
     def _value(self, value: Any, where: str, names: set[str]) -> None:
-        if isinstance(value, (dict, list, set)) and where.rpartition(".")[2].startswith("_"):
-            return  # a private mutable global is a per-process cache (e.g. prepared data), not code
+        if (isinstance(value, (dict, list, set)) and where.rpartition(".")[2].startswith("_")
+                and not _holds_code(value)):
+            return  # a private mutable global without code is a per-process cache (e.g. prepared data)
         if isinstance(value, types.ModuleType):
             self.visit(value, names)
         elif (inspect.isfunction(value) or inspect.isclass(value) or isinstance(value, (staticmethod, classmethod))
@@ -166,10 +217,12 @@ class _Closure:
             self.parts[where] = _stable_repr(value)
         elif isinstance(value, (list, tuple, dict, set, frozenset)):
             self.visit(value)  # e.g. a table of functions; a per-process cache of data is not code
+            if _holds_code(value):  # which name a registry files each function under
+                self.parts[where] = _stable_repr(value)
 
     def _class(self, cls: type) -> None:
-        members = {name: value for name, value in vars(cls).items() if name not in self.exclude}
-        if self.exclude & set(vars(cls)):
+        members = {name: value for name, value in vars(cls).items() if id(value) not in self.exclude}
+        if len(members) < len(vars(cls)):
             # the class without the excluded methods: its other members one by one
             for name, value in sorted(members.items()):
                 if inspect.isfunction(value) or isinstance(value, (staticmethod, classmethod, property)):
@@ -188,11 +241,12 @@ class _Closure:
             self.visit(base)
 
 
-def code_closure(*roots: Any, exclude: Iterable[str] = ()) -> dict[str, str]:
+def code_closure(*roots: Any, exclude: Iterable[Any] = ()) -> dict[str, str]:
     """``{"module:qualname": source}`` of the library code ``roots`` can reach (see the module doc).
 
-    ``exclude`` names methods of library classes to leave out (an experiment's ``evaluate`` when
-    the training key is computed).
+    ``exclude``: functions to leave out wherever they are met (the ``evaluate`` methods of an experiment's
+    class and its bases when the training key is computed); a method of the same name on any other class
+    stays in.
     """
     closure = _Closure(exclude)
     for root in roots:
@@ -200,10 +254,15 @@ def code_closure(*roots: Any, exclude: Iterable[str] = ()) -> dict[str, str]:
     return dict(sorted(closure.parts.items()))
 
 
-def closure_hash(*roots: Any, exclude: Iterable[str] = ()) -> str:
+def closure_hash(*roots: Any, exclude: Iterable[Any] = ()) -> str:
     """A 12-hex-digit hash of :func:`code_closure`; equal across processes and sessions."""
+    return parts_hash(code_closure(*roots, exclude=exclude))
+
+
+def parts_hash(parts: dict[str, str]) -> str:
+    """The 12-hex-digit hash of a :func:`code_closure`."""
     digest = hashlib.sha256()
-    for name, source in code_closure(*roots, exclude=exclude).items():
+    for name, source in parts.items():
         digest.update(name.encode())
         digest.update(b"\0")
         digest.update(source.encode())

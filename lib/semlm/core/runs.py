@@ -13,9 +13,11 @@ The runner (:func:`run_many`, :func:`run_one`) does the rest, the same way for e
 
 * **cache key**: a hash of the spec's config, the *training code closure* (every library function
   and class that ``prepare``, ``build``, ``fit`` and the trainer can reach, computed by
-  :func:`semlm.core.closure.code_closure`, never listed by hand), the device type and the thread
-  count; a run lives in ``<runs dir>/<experiment>/<group>/<name>-seed<seed>-<key>``, so unchanged
-  code and config reload the finished run and any change trains a new one;
+  :func:`semlm.core.closure.code_closure`, never listed by hand), the device type, the thread
+  count, :func:`package_versions` and :func:`data_fingerprint` (the dataset files, by content, for an
+  experiment whose training code reads the data folder); a run lives in
+  ``<runs dir>/<experiment>/<group>/<name>-seed<seed>-<key>``, so unchanged code, config and data
+  reload the finished run and any change trains a new one;
 * **train or load**: :func:`semlm.core.train.train` trains (resuming an interrupted run from its
   checkpoint, refusing a folder made with another config); a finished run (``train/final``) is never
   trained again. Its :class:`RunRecord` is read back without touching the model unless the
@@ -57,10 +59,11 @@ from typing import Any, Callable, Sequence
 import torch
 from filelock import FileLock
 
-from semlm.core.closure import closure_hash
+from semlm.core.closure import code_closure, parts_hash
 from semlm.core.records import Record
 from semlm.core.train import TrainingHistory, TrainResult, fingerprint, progress_bar, set_seed, train
-from semlm.data.paths import REPO_ROOT
+from semlm.data.fetch import read_checksums, sha256_of
+from semlm.data.paths import REPO_ROOT, data_dir
 
 
 def default_runs_dir(profile: str) -> Path:
@@ -228,6 +231,8 @@ class RunRecord(TrainingHistory):
     #: ``module:attribute`` of the experiment that trained the model when it is shared
     #: (:meth:`Experiment.shared_run`; ``run_dir`` is then the owner's folder); "" when trained here
     trained_by: str = ""
+    #: the :func:`data_fingerprint` the model was trained with ("" when its training reads no data file)
+    data_fingerprint: str = ""
     spec: RunSpec | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
@@ -281,15 +286,75 @@ def load_model(experiment: Experiment, spec: RunSpec, folder: Path, device: str 
 #: methods of an experiment that only evaluate a trained model (left out of the training key)
 EVALUATION_METHODS = ("evaluate",)
 
+_LIBRARY = Path(__file__).resolve().parents[1]
+_CLOSURES: dict[tuple, dict[str, str]] = {}  # per process: (what, class, library stamp) -> closure
+
+
+def _memo(what: str, experiment: Experiment, roots: tuple, exclude: Sequence = ()) -> dict[str, str]:
+    """:func:`code_closure` of ``roots``, computed once per process and experiment class (one takes a second
+    or two) and again after a library file changes (a notebook that edits and reloads the library)."""
+    files = list(_LIBRARY.rglob("*.py"))
+    stamp = (len(files), max(path.stat().st_mtime_ns for path in files))
+    memo = (what, type(experiment), stamp)
+    if memo not in _CLOSURES:
+        _CLOSURES[memo] = code_closure(*roots, exclude=exclude)
+    return _CLOSURES[memo]
+
+
+def evaluation_methods() -> list[Callable]:
+    """The ``evaluate`` methods of the experiment classes (:class:`Experiment` and its subclasses: the
+    experiment's own, and another's it reaches through :meth:`Experiment.shared_run`), which evaluation
+    keys cover: the only methods a training key leaves out (an ``evaluate`` of any other class is code)."""
+    classes, methods = [Experiment], []
+    while classes:
+        cls = classes.pop()
+        classes += cls.__subclasses__()
+        methods += [vars(cls)[name] for name in EVALUATION_METHODS if name in vars(cls)]
+    return methods
+
+
+def training_closure(experiment: Experiment) -> dict[str, str]:
+    """The code a trained model depends on: the experiment's class but its ``evaluate``, and the trainer."""
+    return _memo("train", experiment, (type(experiment), train), evaluation_methods())
+
 
 def training_key(experiment: Experiment) -> str:
-    """Hash of the code a trained model depends on: the experiment's methods but ``evaluate``, the trainer."""
-    return closure_hash(type(experiment), train, exclude=EVALUATION_METHODS)
+    """Hash of :func:`training_closure`."""
+    return parts_hash(training_closure(experiment))
 
 
 def evaluation_key(experiment: Experiment) -> str:
     """Hash of the code the metrics of a trained model depend on: ``evaluate`` and what it reaches."""
-    return closure_hash(type(experiment).evaluate)
+    return parts_hash(_memo("evaluate", experiment, (type(experiment).evaluate,)))
+
+
+_FILE_HASHES: dict[tuple, str] = {}  # per process: (path, inode, size, mtime, ctime) -> sha256
+
+
+def data_fingerprint(experiment: Experiment) -> str:
+    """What a run of ``experiment`` reads from the data folder, part of its key: a hash of every pinned dataset
+    file (``semlm/data/checksums.sha256``) by content, "absent" for a missing one; "" when the training code
+    cannot reach the data folder (``semlm.data.paths.data_dir``): its data is made by library code, which
+    the training closure holds already.
+
+    The files one run reads are known only once its data is prepared, which a cached run skips, so every
+    pinned file counts (a few MB in all): replacing one dataset retrains every model trained on files.
+    A file is hashed once per process, again when its size or modification time changes.
+    """
+    if "semlm.data.paths:data_dir" not in training_closure(experiment):
+        return ""
+    root, contents = data_dir(), {}
+    for name in read_checksums():
+        try:
+            stat = (root / name).stat()
+        except FileNotFoundError:
+            contents[name] = "absent"
+            continue
+        seen = (str(root / name), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        if seen not in _FILE_HASHES:
+            _FILE_HASHES[seen] = sha256_of(root / name)
+        contents[name] = _FILE_HASHES[seen]
+    return fingerprint(contents)
 
 
 def finished_result(run_dir: Path) -> TrainResult:
@@ -318,14 +383,15 @@ def package_versions() -> dict[str, str]:
 
 def run_key(experiment: Experiment, spec: RunSpec, device: str, threads: int) -> str:
     """The cache key of ``spec``'s run: the run's description, the training code's closure, the device, the
-    threads and :func:`package_versions`; a shared run (:meth:`Experiment.shared_run`) is keyed by its owner's key."""
+    threads, :func:`package_versions` and :func:`data_fingerprint`; a shared run (:meth:`Experiment.shared_run`)
+    is keyed by its owner's key."""
     shared = experiment.shared_run(spec)
     if shared is not None:
         owner, owner_spec = shared
         return fingerprint(experiment.name, spec.description(), "shared", owner.name,
                            run_key(owner, owner_spec, device, threads))
     return fingerprint(experiment.name, spec.description(), training_key(experiment),
-                       torch.device(device).type, threads, package_versions())
+                       torch.device(device).type, threads, package_versions(), data_fingerprint(experiment))
 
 
 def run_folder(experiment: Experiment, spec: RunSpec, runs_dir: Path, device: str, threads: int) -> Path:
@@ -384,13 +450,27 @@ def run_lock(folder: Path) -> FileLock:
     return FileLock(str(folder) + ".lock")
 
 
+def _saved_record(path: Path, data_used: str, spec: RunSpec) -> dict | None:
+    """The record a finished run left in ``path`` (None: none yet); refuses one trained on other data than
+    :func:`data_fingerprint` sees now (the key holds the fingerprint, so only a folder copied or renamed by
+    hand gets here)."""
+    if not path.is_file():
+        return None
+    saved = json.loads(path.read_text())
+    if saved.get("data_fingerprint", "") != data_used:
+        raise ValueError(f"run {spec.name} (seed {spec.seed}) in {path.parent} was trained on other data "
+                         f"({saved.get('data_fingerprint') or 'none recorded'}) than the data folder holds now "
+                         f"({data_used or 'none read'}); delete that folder or build with --fresh")
+    return saved
+
+
 def _train_or_load(experiment: Experiment, spec: RunSpec, folder: Path, threads: int, device: str,
                    progress: bool | str, progress_queue, log: bool) -> RunRecord:
     """:func:`run_one`'s work on a run that is not shared, under the run's lock."""
     key = folder.name.rsplit("-", 1)[-1]
-    evaluation = evaluation_key(experiment)
+    evaluation, data_used = evaluation_key(experiment), data_fingerprint(experiment)
     record_path = folder / "record.json"
-    saved = json.loads(record_path.read_text()) if record_path.is_file() else None
+    saved = _saved_record(record_path, data_used, spec)
     if saved is not None and saved.get("evaluation_key") == evaluation:
         record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
         if log:
@@ -415,7 +495,7 @@ def _train_or_load(experiment: Experiment, spec: RunSpec, folder: Path, threads:
     record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
                        str(folder), result.status, result.train_seconds, result.steps, result.history,
                        _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(),
-                       result.stopped_early, result.best_step, evaluation, spec=spec)
+                       result.stopped_early, result.best_step, evaluation, data_fingerprint=data_used, spec=spec)
     on_disk = record.to_dict()
     if result.status == "loaded" and saved is not None:  # re-evaluated: the file keeps how it was trained
         on_disk["status"] = saved.get("status", result.status)
@@ -442,7 +522,7 @@ def _evaluate_shared(experiment: Experiment, spec: RunSpec, folder: Path, runs_d
     key = folder.name.rsplit("-", 1)[-1]
     evaluation = evaluation_key(experiment)
     record_path = folder / "record.json"
-    saved = json.loads(record_path.read_text()) if record_path.is_file() else None
+    saved = _saved_record(record_path, data_fingerprint(owner), spec)
     model_id = (owner.reference(), owner_spec.group, owner_spec.name, owner_spec.seed)
     if saved is not None and saved.get("evaluation_key") == evaluation:
         record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
@@ -456,7 +536,8 @@ def _evaluate_shared(experiment: Experiment, spec: RunSpec, folder: Path, runs_d
     record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
                        trained.run_dir, status, trained.train_seconds, trained.steps, trained.history,
                        _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(), trained.stopped_early,
-                       trained.best_step, evaluation, trained_by=owner.reference(), spec=spec)
+                       trained.best_step, evaluation, trained_by=owner.reference(),
+                       data_fingerprint=trained.data_fingerprint, spec=spec)
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(record_path, json.dumps(record.to_dict(), indent=2, default=str))
     _log_run(record, model_id)
