@@ -426,7 +426,7 @@ above = [d for d, v in book_diffs.items() if v.low > 0]
 below = [d for d, v in book_diffs.items() if v.high < 0]
 pd.DataFrame(
     {
-        d: {"gated - baseline stickiness": report.show(v)}
+        d: {"gated - baseline stickiness": str(v)}
         for d, v in book_diffs.items()
     }
 ).T

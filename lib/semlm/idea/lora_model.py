@@ -39,7 +39,6 @@ import logging
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -298,7 +297,3 @@ class LoraIdeaModel(nn.Module):
                 head.load_state_dict(load_file(str(folder / file)))
                 head.requires_grad_(False)
         return model.eval()
-
-
-def count_parameters(parameters: Sequence[torch.Tensor]) -> int:
-    return sum(p.numel() for p in parameters)

@@ -52,11 +52,6 @@ def run_table(runs: dict[str, RunRecord]) -> pd.DataFrame:
     return pd.DataFrame([{"model": n, "status": r.status, "val PPL": r.metrics.val_ppl} for n, r in runs.items()])
 
 
-def show(interval: Interval) -> str:
-    """mean [95% interval]; "undefined" when a bound is not finite."""
-    return interval.format(3)
-
-
 # --- chapter 6 ----------------------------------------------------------------------------------
 
 
@@ -217,10 +212,10 @@ def authors_comparison(authors: dict[str, dict[str, DomainScores]]) -> dict:
 
 def authors_table(numbers: dict) -> pd.DataFrame:
     """The authors' protocol per domain and model next to the paper's stickiness, with the difference."""
-    table = pd.DataFrame([{"domain": d, "model": m, **{k: show(v) for k, v in e[m].items()},
+    table = pd.DataFrame([{"domain": d, "model": m, **{k: str(v) for k, v in e[m].items()},
                            "paper (stickiness)": PAPER_B_STICKINESS.get(d, {}).get(m)}
                           for d, e in numbers.items() for m in MODELS])
-    table["gated - baseline stickiness"] = [show(numbers[d]["difference"]["authors_stickiness"]) if m == "gated" else ""
+    table["gated - baseline stickiness"] = [str(numbers[d]["difference"]["authors_stickiness"]) if m == "gated" else ""
                                             for d, m in zip(table.domain, table.model)]
     return table.set_index(["domain", "model"])
 
@@ -282,7 +277,7 @@ def paper_table1() -> pd.DataFrame:
 
 def retention_table(retention: dict[str, dict[str, DomainScores]]) -> pd.DataFrame:
     """The book's protocol: mean [interval] of stickiness, density, distinct-2 and repetition per domain and model."""
-    return pd.DataFrame([{"domain": d, "model": m, **{k: show(v) for k, v in res.summary.items() if k in BOOK_METRICS}}
+    return pd.DataFrame([{"domain": d, "model": m, **{k: str(v) for k, v in res.summary.items() if k in BOOK_METRICS}}
                          for m, by_domain in retention.items()
                          for d, res in by_domain.items()]).set_index(["domain", "model"]).sort_index()
 

@@ -21,11 +21,6 @@ TABLE_METRICS = {"excess_drift": "excess drift (switch rate - data's rate)", "sw
                  "distinct_2": "distinct-2", "val_ppl": "validation PPL"}
 
 
-def show(interval: Interval, signed: bool = False) -> str:
-    """mean [95% interval]; "undefined" when a bound is not finite."""
-    return interval.format(3, signed)
-
-
 def training_table(runs: dict[str, dict[int, RunRecord]]) -> pd.DataFrame:
     """Status, steps, seconds, checkpoints and final validation perplexity (gate on and off) of every run."""
     return pd.DataFrame([{"model": kind, "seed": s, "status": r.status, "steps": r.steps,
@@ -74,19 +69,19 @@ class LearningCurve:
 
     def table(self) -> pd.DataFrame:
         """Per budget: excess drift of both models, their per-seed difference and the per-seed PPL change."""
-        return pd.DataFrame([{"budget (steps)": b.steps, "excess drift, plain": show(b.plain.excess_drift, True),
-                              "excess drift, gated": show(b.gated.excess_drift, True),
-                              "gated - plain": show(b.paired.excess_drift, True),
-                              "mix rate, plain": show(b.plain.mix_rate), "mix rate, gated": show(b.gated.mix_rate),
-                              "PPL change gated / plain - 1": show(b.paired.ppl_change, True)}
+        return pd.DataFrame([{"budget (steps)": b.steps, "excess drift, plain": f"{b.plain.excess_drift:+.3f}",
+                              "excess drift, gated": f"{b.gated.excess_drift:+.3f}",
+                              "gated - plain": f"{b.paired.excess_drift:+.3f}",
+                              "mix rate, plain": str(b.plain.mix_rate), "mix rate, gated": str(b.gated.mix_rate),
+                              "PPL change gated / plain - 1": f"{b.paired.ppl_change:+.3f}"}
                              for b in self.results.budgets]).set_index("budget (steps)")
 
     def final_table(self) -> pd.DataFrame:
         """Each metric of both models over seeds at the largest budget, and the per-seed difference."""
         final = self.results.final
-        table = pd.DataFrame({kind: {label: show(getattr(getattr(final, kind), m))
+        table = pd.DataFrame({kind: {label: str(getattr(getattr(final, kind), m))
                                      for m, label in TABLE_METRICS.items()} for kind in KINDS})
-        table["gated - plain (paired by seed)"] = [show(getattr(final.paired, m), True) for m in TABLE_METRICS]
+        table["gated - plain (paired by seed)"] = [f"{getattr(final.paired, m):+.3f}" for m in TABLE_METRICS]
         return table
 
     def glue(self) -> dict:
