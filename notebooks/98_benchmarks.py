@@ -70,7 +70,7 @@ bench.flops_frame(record).style.format("{:.3g}", na_rep="–")
 # %% [markdown]
 # **Where the time goes.** Each model trains in its own one-thread worker, so the
 # ceiling of one model is one core. We count a model's floating-point operations per
-# position from its configuration (`semlm.book.bench.synthetic_forward_flops_per_position`: the
+# position from its configuration (`semlm.book.flops.synthetic_forward_flops_per_position`: the
 # attention projections and scores, the MLP, the tied output layer and, for fusion, the
 # semantic input and the auxiliary head; a training step is three forward passes' worth)
 # and divide by the measured training time. The peak is measured too: the best FLOP/s of
@@ -127,7 +127,7 @@ recorded_precision
 # The idea head adds a $d \times d$ layer and a second $d \times V$ projection to every position,
 # as large as the token head. So the gated model *should* be slower, and the question is only
 # whether it is slower by more than the extra arithmetic. We count the floating-point operations
-# of both models from their configs (`semlm.book.bench.forward_flops_per_position`: the attention
+# of both models from their configs (`semlm.book.flops.forward_flops_per_position`: the attention
 # projections and scores, the MLP, the token head and the idea head; a multiply-add counts two;
 # a training step is three forward passes' worth) and put the FLOP ratio, gated over plain, next to
 # the measured time ratio. Two workloads at this profile's chapter-6 size, random weights (the
@@ -276,27 +276,7 @@ comparison if not comparison.empty else None
 # at least 90% busy.
 
 # %%
-book_times = bench.book_build_times()
-pd.DataFrame(book_times["chapters"])
-
-# %% tags=["remove-cell"]
-glue("book_minutes", book_times["total_minutes"], display=False)
-glue("book_target", book_times["target_minutes"], display=False)
-glue("book_ahead", book_times["trained_ahead"], display=False)
-glue(
-    "book_busy",
-    "n/a" if book_times["utilisation"] is None else f"{book_times['utilisation']:.0%}",
-    display=False,
-)
-glue(
-    "book_scratch",
-    (
-        "from scratch"
-        if book_times["from_scratch"]
-        else "partly from the run cache"
-    ),
-    display=False,
-)
+pd.DataFrame(bench.book_build_times()["chapters"])
 
 # %% [markdown]
 # The chapters above took {glue:text}`book_minutes:.1f` minutes in this build

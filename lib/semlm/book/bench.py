@@ -430,33 +430,6 @@ def bf16_decision(comparison: dict | None, precision: dict, recorded: dict | Non
 IDEA_STEP_TARGET, IDEA_GENERATION_TARGET = 1.05, 1.1
 
 
-def _train_job(model, optimizer, loss_fn, batches, device: str):
-    from semlm.core.precision import autocast
-
-    def run():
-        model.train()
-        for batch in batches:
-            with autocast("bf16_on_cuda", device):  # as the trainer runs paper B's GPTs
-                loss, _ = loss_fn(model, batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-    return run
-
-
-def _generate_job(model, prompt, new_tokens: int, device: str, autocast_for):
-    def run():
-        model.eval()
-        with torch.no_grad(), autocast_for(device):
-            model.generate(prompt, max_new_tokens=new_tokens, do_sample=False, use_cache=True,
-                           pad_token_id=0, eos_token_id=None)
-        if device == "cuda":
-            torch.cuda.synchronize()
-    return run
-
-
 def verdict(time_ratio: float, flop_ratio: float, target: float) -> str:
     over = time_ratio / flop_ratio
     return (f"{'meets' if over <= target else 'MISSES'} (time ratio {time_ratio:.2f} = {over:.2f} x FLOP ratio "
@@ -499,8 +472,8 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
                   "prompt_tokens": prompt_tokens, "new_tokens": new_tokens, "generation_batch": generation_batch,
                   "flops": flops}
         jobs = _idea_jobs(config, V, seed, batches, prompt, new_tokens, device)
-        times = _time_idea_jobs(jobs, repeats, new_tokens)
-        for name, (model, _, _) in jobs.items():
+        times = _time_idea_jobs(jobs, repeats)
+        for name, (model, _) in jobs.items():
             record[name] = _idea_model_times(model, times[name], steps, B * L, generation_batch, new_tokens, device)
         _add_idea_ratios(record, flops, device)
         return record
@@ -509,9 +482,34 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
 
 
 def _idea_jobs(config, vocab_size: int, seed: int, batches, prompt, new_tokens: int, device: str) -> dict:
-    """``{"plain" | "gated": (model, train_job, {new tokens: generate_job})}`` for the idea benchmark."""
+    """``{"plain" | "gated": (model, {"step" | "one" | "many": job})}`` for the idea benchmark: a training step over
+    ``batches`` (bf16 autocast on CUDA, as the trainer runs paper B's GPTs) and greedy cached generation of one
+    and of ``new_tokens`` tokens; each job waits for the GPU to finish."""
+    from semlm.core.precision import autocast
     from semlm.idea.model import IdeaGPTForCausalLM
     from semlm.idea.wikitext_experiment import autocast_for, idea_loss_fn, model_config
+
+    def train(model, optimizer, loss_fn):
+        model.train()
+        for batch in batches:
+            with autocast("bf16_on_cuda", device):
+                loss, _ = loss_fn(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    def generate(model, n: int):
+        model.eval()
+        with torch.no_grad(), autocast_for(device):
+            model.generate(prompt, max_new_tokens=n, do_sample=False, use_cache=True, pad_token_id=0,
+                           eos_token_id=None)
+
+    def job(function, *args):
+        def run():
+            function(*args)
+            if device == "cuda":
+                torch.cuda.synchronize()
+        return run
 
     jobs = {}
     for name, idea in (("plain", False), ("gated", True)):
@@ -519,22 +517,23 @@ def _idea_jobs(config, vocab_size: int, seed: int, batches, prompt, new_tokens: 
         model = IdeaGPTForCausalLM(model_config(config, vocab_size, idea)).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         loss_fn = idea_loss_fn(config.idea, list(range(18)), idea)  # no step given: alpha at the end of its ramp
-        jobs[name] = (model, _train_job(model, optimizer, loss_fn, batches, device),
-                      {n: _generate_job(model, prompt, n, device, autocast_for) for n in (1, new_tokens)})
+        jobs[name] = (model, {"step": job(train, model, optimizer, loss_fn), "one": job(generate, model, 1),
+                              "many": job(generate, model, new_tokens)})
     return jobs
 
 
-def _time_idea_jobs(jobs: dict, repeats: int, new_tokens: int) -> dict:
+def _time_idea_jobs(jobs: dict, repeats: int) -> dict:
     """Wall (and, for the training step, process CPU) times of every job, ``repeats`` times after a warm-up."""
     # plain and gated alternate, so a busy neighbour on a shared machine slows both alike
     times = {name: {"step": [], "one": [], "many": [], "step_cpu": []} for name in jobs}
-    for name, (_, train_job, gen) in jobs.items():  # warm-up
-        train_job(), gen[1](), gen[new_tokens]()
+    for _, model_jobs in jobs.values():  # warm-up
+        for run in model_jobs.values():
+            run()
     for _ in range(repeats):
-        for name, (_, train_job, gen) in jobs.items():
-            for key, job in (("step", train_job), ("one", gen[1]), ("many", gen[new_tokens])):
+        for name, (_, model_jobs) in jobs.items():
+            for key, run in model_jobs.items():
                 t0, cpu0 = time.perf_counter(), time.process_time()
-                job()
+                run()
                 times[name][key].append(time.perf_counter() - t0)
                 if key == "step":  # CPU time: what a busy neighbour on a shared CPU changes least
                     times[name]["step_cpu"].append(time.process_time() - cpu0)
@@ -1021,8 +1020,9 @@ def idea_flop_parts_frame(idea: dict):
 
 
 def chapter_glue(record: dict, profile: str) -> dict:
-    """The numbers the benchmarks chapter's prose quotes (``{glue:text}``), by name."""
-    flops, idea = record["flops"], record["idea"]
+    """The numbers the benchmarks chapter's prose quotes (``{glue:text}``), by name: this benchmark's and the
+    book build's so far (:func:`book_build_times`)."""
+    flops, idea, times = record["flops"], record["idea"], book_build_times()
     return {
         "bench_wall": record["wall_seconds"], "bench_profile": profile,
         "bench_source": record.get("training_source", "trained here"),
@@ -1039,6 +1039,10 @@ def chapter_glue(record: dict, profile: str) -> dict:
         "idea_step_verdict": "meets" if idea["meets_targets"]["step"] else "misses",
         "idea_gen_verdict": "meets" if idea["meets_targets"]["generation"] else "misses",
         "idea_bench_device": f"{idea['device']} ({idea['threads']} thread(s))",
+        "book_minutes": times["total_minutes"], "book_target": times["target_minutes"],
+        "book_ahead": times["trained_ahead"],
+        "book_busy": "n/a" if times["utilisation"] is None else f"{times['utilisation']:.0%}",
+        "book_scratch": "from scratch" if times["from_scratch"] else "partly from the run cache",
     }
 
 

@@ -65,7 +65,8 @@ def model_card(spec, profile: str, record: dict, commit: str, has_tokenizer: boo
     return (f"# {spec.name} (seed {spec.seed}), exported from the semlm book\n\n"
             f"- data: {data} (real datasets are read from `$SEMLM_DATA_DIR`; see their PROVENANCE.md)\n"
             f"- profile: `{profile}`\n- training seed: {spec.seed}\n"
-            f"- steps: {record.get('steps')}, {record.get('train_seconds', 0):.0f} s of training on {record.get('device')}\n"
+            f"- steps: {record.get('steps')}, {record.get('train_seconds', 0):.0f} s of training on "
+            f"{record.get('device')}\n"
             f"- code: commit `{commit}` (the run's cache key matches this commit's training code)\n\n"
             f"## Metrics of the run\n\n| metric | value |\n|---|---|\n{rows}\n\n## Load\n\n```python\n{load}```\n\n"
             f"## The run\n\n```json\n{json.dumps(description, indent=2, default=str)}\n```\n")

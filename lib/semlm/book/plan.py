@@ -64,7 +64,8 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     audit = audit_seeds(seed, None, profile)
     planned = [
         ChapterRuns("02_fusion_training", SYNTHETIC, tuple(fusion_training_runs(synthetic_profile(profile, seed)))),
-        ChapterRuns("04_leakage_audit", SYNTHETIC, tuple(audit_runs(profile, audit, steering_seeds(seed, audit, profile)))),
+        ChapterRuns("04_leakage_audit", SYNTHETIC,
+                    tuple(audit_runs(profile, audit, steering_seeds(seed, audit, profile)))),
         ChapterRuns("05_sst2", SST2, tuple(sst2_runs(sst2_profile(profile, seed)))),
         ChapterRuns("06_idea_gating", IDEA, tuple(idea_gating_runs(idea_profile(profile, seed, None), None))),
         ChapterRuns("08_lora_4bit_idea_gating", BACKBONE_PRETRAINING,

@@ -124,28 +124,21 @@ def _interval(row: dict) -> tuple[float, float] | None:
     return float(ci[0]), float(ci[1])
 
 
-def _beyond_intervals(a: dict, b: dict) -> bool:
-    """True if both rows have a numeric value and an interval, and the two intervals do not overlap."""
-    ia, ib = _interval(a), _interval(b)
-    if _claim_value(a) is None or _claim_value(b) is None or ia is None or ib is None:
-        return False
-    return ia[1] < ib[0] or ib[1] < ia[0]
-
-
 def _compare_rows(rows_a: list[dict], rows_b: list[dict], values: bool) -> list[dict]:
     """Claim by claim (in A's order, then B's extra claims): each side's status, value and interval, and whether
-    the status changed, the values moved beyond the intervals (``values``) or the claim is on one side only."""
+    the status changed, the values moved beyond the intervals (``values``: both rows have a numeric value and an
+    interval, and the two intervals do not overlap) or the claim is on one side only."""
     by_a, by_b = {r["id"]: r for r in rows_a}, {r["id"]: r for r in rows_b}
     out = []
     for claim in [*by_a, *(c for c in by_b if c not in by_a)]:
         a, b = by_a.get(claim), by_b.get(claim)
         only = "A" if b is None else "B" if a is None else None
-        out.append({"id": claim, "only_in": only,
-                    "a_status": a and a.get("status"), "b_status": b and b.get("status"),
-                    "a_value": a and _claim_value(a), "b_value": b and _claim_value(b),
-                    "a_ci": a and _interval(a), "b_ci": b and _interval(b),
+        va, vb, ia, ib = a and _claim_value(a), b and _claim_value(b), a and _interval(a), b and _interval(b)
+        comparable = only is None and values and None not in (va, vb, ia, ib)
+        out.append({"id": claim, "only_in": only, "a_status": a and a.get("status"), "b_status": b and b.get("status"),
+                    "a_value": va, "b_value": vb, "a_ci": ia, "b_ci": ib,
                     "status_changed": only is None and a.get("status") != b.get("status"),
-                    "beyond_intervals": only is None and values and _beyond_intervals(a, b)})
+                    "beyond_intervals": only is None and values and comparable and (ia[1] < ib[0] or ib[1] < ia[0])})
     return out
 
 

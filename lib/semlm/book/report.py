@@ -41,7 +41,8 @@ def package_versions(names=PACKAGES) -> dict[str, str]:
 def git_commit() -> str:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True,
+                               timeout=10)
         sha = commit.stdout.strip() or "unknown"
         return sha + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):

@@ -36,7 +36,8 @@ CODE_WIDTH = 80
 #: Files that are not in the repository: the workspace's notes and shared folders.
 OUTSIDE_REFERENCE = r"NOTES\.md|\.\./shared/[\w./-]*"
 #: Absolute paths of a machine (POSIX home/work/temp folders, or a Windows drive) in page text.
-ABSOLUTE_PATH = r"(?:^|[\s'\"(=:,\[])((?:/(?:home|Users|work|tmp|root|mnt|opt|srv|private|usr|var|scratch)/|[A-Za-z]:\\)[^\s'\")\],]*)"
+ABSOLUTE_PATH = (r"(?:^|[\s'\"(=:,\[])((?:/(?:home|Users|work|tmp|root|mnt|opt|srv|private|usr|var|scratch)/"
+                 r"|[A-Za-z]:\\)[^\s'\")\],]*)")
 _SKIP_SCHEMES = {"http", "https", "mailto", "data", "javascript", "ftp"}
 
 
@@ -178,7 +179,8 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     html = page.read_text(encoding="utf-8")
     probe_page = page.with_name(f".semlm-check-{page.name}")
     html = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + _ERROR_LISTENER, html, count=1)
-    probe = _PROBE.replace("__ABSOLUTE_PATH__", json.dumps(ABSOLUTE_PATH)).replace("__OUTSIDE__", json.dumps(OUTSIDE_REFERENCE))
+    probe = (_PROBE.replace("__ABSOLUTE_PATH__", json.dumps(ABSOLUTE_PATH))
+             .replace("__OUTSIDE__", json.dumps(OUTSIDE_REFERENCE)))
     probe_page.write_text(html.replace("</body>", probe + "</body>") if "</body>" in html else html + probe)
     try:
         with tempfile.TemporaryDirectory() as profile_dir:

@@ -2,7 +2,8 @@
 
 ``show(frame)`` is a table as a reader wants it: a default ``0..n`` index hidden (a meaningful
 index, such as a model name, stays), floats rounded to ``decimals`` places, missing values as
-a dash, ``snake_case`` headers as words, and a ``pd.Series`` shown as a one-column table instead of text ending ``dtype: ...``.
+a dash, ``snake_case`` headers as words, and a ``pd.Series`` shown as a one-column table instead of text ending
+``dtype: ...``.
 
 ``show_config(config, fields)`` is a chapter's configuration as the few settings that define its
 scale (:func:`config_table`), with every setting one click away in a ``<details>`` block, in
