@@ -407,7 +407,7 @@ def plot_topic_decision(decision, miscalibration: float):
     """Chapter 9's deciding comparison as a forest: the excess drift of each arm (gated, plain at matched PPL,
     the sharpening control, the gate off) and the two paired differences, each with its 95% interval over
     seeds; the zero line of the left panel is the data's rate, the band below ``miscalibration`` is drifting
-    less than the data. ``decision``: a :class:`~semlm.core.records.TopicDecision`."""
+    less than the data. ``decision``: a :class:`~semlm.idea.records.TopicDecision`."""
     arms = [("gated", "gated", DRIFT_PALETTE["gated"]), ("plain_at_matched_ppl", "plain, matched PPL",
                                                           DRIFT_PALETTE["plain"]),
             ("sharpened_plain", "plain, sharpened", "#9467bd"), ("gate_off", "gated, gate off", "#8c564b")]

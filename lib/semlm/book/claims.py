@@ -2,7 +2,7 @@
 
 Each claim of the two papers is a :class:`Claim` with the paper's value and a function that
 reads this build's metrics (``{chapter: record}``: the typed records of :mod:`semlm.core.records`, or the
-dicts :func:`semlm.book.report.write_chapter_metrics` wrote, read through :func:`semlm.core.records.load_record`)
+dicts :func:`semlm.book.report.write_chapter_metrics` wrote, read through :func:`semlm.book.records.load_record`)
 by attribute and returns our values and a status:
 
 * ``reproduced``: our causal (language-model) result supports the claim;

@@ -1,7 +1,7 @@
 """Chapter metrics files: ``<metrics dir>/<chapter>.json`` with provenance.
 
-Every chapter ends by calling :func:`write_chapter_metrics`; the record carries the
-profile, seed, wall time, package versions and git commit next to the numbers, so
+Every chapter ends with ``chapter.close(record)`` (:mod:`semlm.book.chapter`), which calls
+:func:`write_chapter_metrics`; the record carries the profile, seed, wall time, package versions and git commit next to the numbers, so
 each figure in the book can be traced to the run that produced it.
 """
 

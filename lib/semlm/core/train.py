@@ -481,7 +481,7 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: 
     resumable; the tests simulate an interruption with them). ``on_step`` is called after every
     optimiser step (worker processes use it to report progress to the parent). ``accelerator`` (an
     ``accelerate.Accelerator``) trains data-parallel over the processes it started
-    (:mod:`semlm.core.distributed`); only its main process writes the run folder. ``snapshots`` keeps the
+    (:mod:`semlm.idea.distributed`); only its main process writes the run folder. ``snapshots`` keeps the
     weights of every validation in ``run_dir`` (:func:`snapshot_folder`): a learning curve from one run.
     """
     if accelerator is not None:

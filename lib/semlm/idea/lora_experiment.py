@@ -30,7 +30,7 @@ run on FineWeb-Edu). How they run (cache key, train or load, the run record, the
 trainable parameters only (the adapters and the idea head, never the 4-bit backbone). On one
 device that loop does what ``accelerate``'s ``Accelerator`` did here before (place the model and
 the batches, backward, clip): no mixed precision was configured, so nothing is lost by dropping it;
-several GPUs are :mod:`semlm.core.distributed`'s business.
+several GPUs are :mod:`semlm.idea.distributed`'s business.
 """
 
 from __future__ import annotations
@@ -377,7 +377,7 @@ def evaluate_lora(model: LoraIdeaModel, data: LoraData, idea: bool) -> LoraRunMe
 class LoraExperiment(runs.Experiment):
     """One LoRA run (``spec.config``: a :class:`LoraRun`) on FineWeb-Edu: only the adapters and the idea head train.
 
-    Metrics: :class:`~semlm.core.records.LoraRunMetrics`. On a CPU the runs train side by side in one-thread
+    Metrics: :class:`~semlm.idea.records.LoraRunMetrics`. On a CPU the runs train side by side in one-thread
     processes, but in this process at ``smoke`` scale, where starting processes costs more than the runs.
     """
 

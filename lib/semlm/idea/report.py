@@ -1,6 +1,6 @@
 """What chapters 6 and 8 show of paper B's WikiText GPTs and LoRA runs: tables, the numbers their prose
-cites, and the chapter records (:class:`~semlm.core.records.IdeaGatingRecord`,
-:class:`~semlm.core.records.LoraRecord`).
+cites, and the chapter records (:class:`~semlm.idea.records.IdeaGatingRecord`,
+:class:`~semlm.idea.records.LoraRecord`).
 
 The chapters call these with the runs (:mod:`semlm.core.runs` records) and the evaluations they made;
 everything here only arranges numbers already computed, except :func:`perplexity_table`, which scores

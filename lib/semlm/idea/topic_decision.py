@@ -191,7 +191,7 @@ def _seed_interval(seeds: Sequence[SeedArms], statistic, widen: float, rng: np.r
 
 def decide(seeds: Sequence[SeedArms], data_rate: Interval, *, resamples: int = BOOTSTRAP_RESAMPLES,
            rng_seed: int = 0) -> TopicDecision:
-    """Chapter 9's :class:`~semlm.core.records.TopicDecision` from every seed's arms and the data's rate.
+    """Chapter 9's :class:`~semlm.idea.records.TopicDecision` from every seed's arms and the data's rate.
 
     Excess drift of an arm = its switch rate - ``data_rate.mean``; its interval is widened by the data
     rate's (the reference is measured, not known). ``gated_minus_plain`` and ``gated_minus_sharpened`` are

@@ -196,7 +196,7 @@ class TopicRun:
 
 class TopicDriftExperiment(runs.Experiment):
     """Plain and idea-gated GPTs on the topic world for :mod:`semlm.core.runs` (epochs over token blocks,
-    paper B's loss with alpha ramped over optimiser steps). Metrics (:class:`~semlm.core.records.TopicRunMetrics`):
+    paper B's loss with alpha ramped over optimiser steps). Metrics (:class:`~semlm.idea.records.TopicRunMetrics`):
     ``val_ppl``, ``val_ppl_ungated`` (None for the plain model). Workers: the profile's ``max_workers``."""
 
     name = "topic_drift"
@@ -395,7 +395,7 @@ def seed_arms(m: Measurements, seed: int) -> tuple[SeedArms, dict]:
 
 
 def topic_decision(m: Measurements, data_rate: Interval) -> tuple[TopicDecision, list[dict]]:
-    """B-topic-drift's :class:`~semlm.core.records.TopicDecision` over every seed of ``m`` and the per-seed
+    """B-topic-drift's :class:`~semlm.idea.records.TopicDecision` over every seed of ``m`` and the per-seed
     details (bracket, weight, temperature)."""
     pairs = [seed_arms(m, seed) for seed in sorted(m.runs["gated"])]
     return decide([arms for arms, _ in pairs], data_rate), [detail for _, detail in pairs]

@@ -22,7 +22,7 @@ stream (``sampling="random_windows"``, :class:`TokenStream`), gradient accumulat
 caching it under ``default_runs_dir(profile)/idea/`` keyed by the configuration and the training code
 (an interrupted run resumes from its last validation).
 
-Multi-GPU: the model is a plain ``PreTrainedModel``; :mod:`semlm.core.distributed` runs it with
+Multi-GPU: the model is a plain ``PreTrainedModel``; :mod:`semlm.idea.distributed` runs it with
 ``accelerate``. The book's loop is single process.
 """
 
@@ -467,7 +467,7 @@ def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSetting
 class IdeaExperiment(runs.Experiment):
     """Paper B's GPT on WikiText for :mod:`semlm.core.runs`: the plain and the idea-gated model (chapters 6, 7).
 
-    Metrics (:class:`~semlm.core.records.IdeaRunMetrics`): ``val_ppl`` (gated logits at the model's alpha),
+    Metrics (:class:`~semlm.idea.records.IdeaRunMetrics`): ``val_ppl`` (gated logits at the model's alpha),
     ``val_ppl_ungated`` (alpha = 0; None for the plain model) and ``train_tokens`` (the length of the run's
     training stream).
     """
