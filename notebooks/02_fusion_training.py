@@ -158,11 +158,13 @@ fig = plots.plot_validation_curves(curves, paper=PAPER_A_VAL_PPL_BY_EPOCH)
 # ## Table 1, side by side with the paper
 
 # %%
-table1 = report.table1_frame(trained, {"paper (published setting)": PAPER_A_TABLE1})
-table1.style.format("{:.4g}", na_rep="–")
+table1 = report.ModelTable(
+    trained, {"paper (published setting)": PAPER_A_TABLE1}
+)
+table1.table().style.format("{:.4g}", na_rep="–")
 
 # %% tags=["remove-cell"]
-for name, value in report.table1_numbers(trained).items():
+for name, value in table1.glue().items():
     glue(name, value, display=False)
 for kind in ("baseline", "fusion"):
     glue(f"paper_{kind}_ppl", PAPER_A_TABLE1[kind]["ppl"], display=False)
@@ -304,8 +306,9 @@ chapter.close(record)
 #    :::{dropdown} Hint
 #    You do not need to re-run the whole chapter: `synthetic_profile(profile,
 #    seed)` builds the configuration for another seed, `runs.run_many` trains
-#    (or reloads) its four runs, and `report.table1_numbers` gives the
-#    perplexities by name (`causal_baseline_ppl`, `causal_fusion_ppl`, ...).
+#    (or reloads) its four runs, and `report.ModelTable(other, {}).glue()`
+#    gives the perplexities by name (`causal_baseline_ppl`,
+#    `causal_fusion_ppl`, ...).
 #    :::
 #
 #    :::{dropdown} Solution
@@ -319,7 +322,7 @@ chapter.close(record)
 #            ),
 #            "group", "name",
 #        )
-#        numbers = report.table1_numbers(other)
+#        numbers = report.ModelTable(other, {}).glue()
 #        rows[s] = {
 #            k: numbers[f"causal_{k}_ppl"] for k in ("baseline", "fusion")
 #        }

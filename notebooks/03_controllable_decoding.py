@@ -62,7 +62,7 @@ from semlm.fusion import control_study as study
 from semlm.fusion.synthetic_experiment import (
     SETTINGS, SYNTHETIC, fusion_training_runs,
 )
-from semlm.fusion.training_report import focus_by_model
+from semlm.fusion.training_report import focus_table
 from semlm.profiles import synthetic_profile
 from semlm.reference import PAPER_A_OOD_ALPHA, PAPER_A_OOD_HIT
 
@@ -237,7 +237,7 @@ for name, value in study.rule_and_path_numbers(side).items():
 # acts on.
 
 # %%
-focus = focus_by_model(trained)
+focus = focus_table(trained)
 focus.style.format("{:.4f}", na_rep="–")
 
 # %% [markdown]

@@ -200,7 +200,8 @@ fig = plots.plot_validation_curves(curves)
 # ## Table 7, side by side with the paper
 
 # %%
-sst2_report.table7_frame(trained).style.format("{:.4g}", na_rep="–")
+table7 = sst2_report.table7(trained)
+table7.table().style.format("{:.4g}", na_rep="–")
 
 # %%
 frame = paper_comparison_frame(
@@ -209,13 +210,13 @@ frame = paper_comparison_frame(
 fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %% tags=["remove-cell"]
-table7 = sst2_report.table7_numbers(trained)
-for name, value in table7.items():
+numbers = table7.glue()
+for name, value in numbers.items():
     glue(name, value, display=False)
 below = [
     k
     for k in ("baseline", "fusion")
-    if table7[f"published_{k}_ppl"] < table7[f"causal_{k}_ppl"]
+    if numbers[f"published_{k}_ppl"] < numbers[f"causal_{k}_ppl"]
 ]
 glue("published_below", " and ".join(below) or "neither", display=False)
 glue("profile", profile, display=False)
@@ -322,28 +323,18 @@ glue("classifier_hi", classifier_dev.high, display=False)
 # %%
 prefixes = control_prefixes(data, config.control)
 models = {k: trained["causal"][k].load() for k in ("baseline", "fusion")}
-generations, judged = sst2_report.control_generations(
+study = sst2_report.ControlStudy.run(
     models, data, prefixes, classifier, config.control, seed
 )
-sst2_report.control_table(judged)
-
-# %% tags=["remove-cell"]
-glue("n_prefixes", len(prefixes), display=False)
+study.table()
 
 # %%
-bars = control_frame(judged, len(prefixes))
+bars = control_frame(study.judged, len(prefixes))
 fig = plots.plot_sst2_control(bars)
 
 # %% tags=["remove-cell"]
-control = sst2_report.control_numbers(judged)
-for name, value in control.items():
+for name, value in study.glue().items():
     glue(name, value, display=False)
-for request in ("pos", "neg"):
-    gain = (
-        control[f"soft_{request}_vader"]
-        - control[f"base_soft_{request}_vader"]
-    )
-    glue(f"soft_gain_{request}", gain, display=False)
 
 # %% [markdown]
 # With {glue:text}`n_prefixes` prompts per request, the fusion model's continuations are
@@ -378,27 +369,19 @@ for request in ("pos", "neg"):
 # receives too.
 
 # %%
-sst2_report.features_only_table(judged)
+study.features_only_table()
 
 # %% [markdown]
 # ### Example continuations
 
 # %%
-examples = sst2_report.example_continuations(generations, prefixes)
 pd.set_option("display.max_colwidth", 120)
-pd.DataFrame(examples).set_index(["prompt", "model", "control"])
+pd.DataFrame(study.examples()).set_index(["prompt", "model", "control"])
 
 # %%
 record = sst2_report.sst2_record(
-    config,
-    data,
-    trained,
-    sensitivity,
-    judged,
-    len(prefixes),
-    classifier_dev,
+    config, data, trained, sensitivity, study, classifier_dev,
     feature_changes,
-    examples,
 )
 chapter.close(record)
 
@@ -438,7 +421,7 @@ chapter.close(record)
 #    The first value prints the features-only rate (the penalty on the other
 #    class stays on here; set `steer_penalty=0.0` as well to remove all
 #    steering). Read off the first boost whose interval lies above the
-#    no-request share of positive continuations in `sst2_report.control_table`
+#    no-request share of positive continuations in `study.table()`
 #    (the `none` row): below it, the classifier's agreement is not
 #    distinguishable from no control with this many prompts. At `smoke` there
 #    are few prompts and the intervals are wide, so use `cpu` for an answer.
@@ -470,7 +453,7 @@ chapter.close(record)
 #    is one reason Table 7 cannot be compared with the paper's digit for digit
 #    unless the vocabulary is the paper's. To retrain, rebuild the runs from the
 #    new configuration (`sst2_runs(replace(config, min_freq=...))`) and compare
-#    `sst2_report.table7_frame`; expect several minutes at `cpu`.
+#    `sst2_report.table7(trained).table()`; expect several minutes at `cpu`.
 #    :::
 #
 # 3. **Capitalisation** (★★★ extend). Point `SEMLM_DATA_DIR` at a copy of the

@@ -1,7 +1,6 @@
 """The library side of chapters 1-5: run declarations, typed summaries, tables and records."""
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -102,15 +101,12 @@ def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
     assert saved["paired_gain_seen_only"]["causal"]["mean"] == pytest.approx(1.0)
 
 
-class _DeafModel(torch.nn.Module):
-    """A language model whose next-word scores ignore the features: a request cannot steer it."""
+def deaf_model(vocab_size):
+    """A language model whose next-word scores ignore the features (the baseline): a request cannot steer it."""
+    from semlm.fusion.model import BackboneConfig, LMConfig, build_model
 
-    def __init__(self, vocab_size):
-        super().__init__()
-        self.scores = torch.nn.Parameter(torch.randn(vocab_size))
-
-    def forward(self, ids, features, mask):
-        return SimpleNamespace(logits=self.scores.expand(*ids.shape, -1))
+    return build_model(LMConfig(BackboneConfig(vocab_size, d_model=16, n_layers=1, n_heads=2, d_ff=16),
+                                kind="baseline"))
 
 
 def test_features_that_do_not_steer_write_the_same_sentences_under_both_requests(vocab):
@@ -119,7 +115,7 @@ def test_features_that_do_not_steer_write_the_same_sentences_under_both_requests
     from semlm.fusion.synthetic_experiment import prepare_data
 
     data = prepare_data(synthetic_profile("smoke").corpus)
-    decodes = features_only_decodes(_DeafModel(len(data.vocab)), data.featurizer, ClauseGrammar(data.vocab), 40, 111)
+    decodes = features_only_decodes(deaf_model(len(data.vocab)), data.featurizer, ClauseGrammar(data.vocab), 40, 111)
     assert decodes["pos"] == decodes["neg"]  # the same random numbers for both requests
     requested, opposite = steering_accuracies(judged_polarity(decodes))
     assert requested == pytest.approx(opposite)
@@ -159,12 +155,26 @@ def test_training_report_reads_records_by_attribute():
 
     trained = {s: {m: record(m, 111, s, 4.0 if m == "baseline" else 3.0, 0.01 if m == "fusion" else None)
                    for m in ("baseline", "fusion")} for s in ("causal", "published")}
-    numbers = training_report.table1_numbers(trained)
+    table1 = training_report.ModelTable(trained, {"paper": {"fusion": {"ppl": 2.2, "ppl_seen_only": 2.0}}})
+    numbers = table1.glue()
     assert numbers["causal_ppl_change"] == pytest.approx(-25.0) and numbers["published_sem_mse"] == 0.01
+    assert numbers["causal_fusion_ppl"] == 3.0 and {"causal_fusion_seen", "published_baseline_ppl_authors"} <= set(numbers)
     summary = training_report.run_summary(trained["causal"]["fusion"], 0.0)
     assert summary["ppl"] == 3.0 and summary["val_ppl_per_epoch"] == [3.0] and summary["run_status"] == "trained"
-    frame = training_report.table1_frame(trained, {"paper": {"fusion": {"ppl": 2.2, "ppl_seen_only": 2.0}}})
+    frame = table1.table()
     assert len(frame) == 5 and math.isnan(frame.loc[("paper", "fusion"), "PPL"])
+    assert frame.loc[("paper", "fusion"), "PPL, authors' denominator"] == 2.2
+
+
+def test_table7_shows_dev_perplexity_and_cites_only_the_perplexities():
+    from semlm.fusion.sst2_report import table7
+
+    trained = {s: {m: record(m, 111, s, 4.0 if m == "baseline" else 3.0, 0.01 if m == "fusion" else None)
+                   for m in ("baseline", "fusion")} for s in ("causal", "published")}
+    table = table7(trained)
+    assert list(table.table().columns) == ["dev PPL", "semantic MSE"] and len(table.table()) == 6
+    assert set(table.glue()) == {f"{s}_{k}_ppl" for s in ("causal", "published") for k in ("baseline", "fusion")} | {
+        f"{s}_{n}" for s in ("causal", "published") for n in ("ppl_change", "sem_mse")}
 
 
 def test_rule_and_path_numbers_name_every_glued_rate():
@@ -181,7 +191,7 @@ def test_rule_and_path_numbers_name_every_glued_rate():
 
 def test_sst2_control_record_keeps_the_fields_the_claims_read():
     from semlm.fusion.records import SST2ControlModes
-    from semlm.fusion.sst2_report import FEATURES_ONLY, _control_record, control_numbers
+    from semlm.fusion.sst2_report import FEATURES_ONLY, ControlStudy
 
     share = Interval.of_proportion(2, 4)
     asked = SST2Judgement(vader={"POS": 2}, classifier={"POS": 2}, acc=share, classifier_acc=share,
@@ -191,10 +201,14 @@ def test_sst2_control_record_keeps_the_fields_the_claims_read():
     judged = {(k, None, "soft"): none for k in ("baseline", "fusion")}
     judged.update({(k, r, m): asked for k in ("baseline", "fusion") for r in ("pos", "neg")
                    for m in ("soft", "hard", FEATURES_ONLY)})
-    control = SST2ControlModes.from_dict(_control_record(judged, 4))
+    study = ControlStudy([["a", "b"]] * 4, {key: [["good"]] * 4 for key in judged}, judged)
+    control = SST2ControlModes.from_dict(study.record())
     assert control.hard["pos"].acc == 0.5 and control.hard["pos"].acc_ci.low < 0.5
     assert control.features_only["neg"].baseline_acc == 0.5
-    assert control_numbers(judged)["none_fusion_neg_clf"] == 0.5
+    numbers = study.glue()
+    assert numbers["none_fusion_neg_clf"] == 0.5 and numbers["n_prefixes"] == 4 and numbers["soft_gain_pos"] == 0.0
+    assert len(study.table()) == 2 + 2 * 2 * 3 and len(study.features_only_table()) == 4
+    assert len(study.examples()) == 4 * 2 * 7
     # per prompt, for the claim's fusion - baseline difference paired over prompts
     assert control.hard["neg"].classifier_correct == control.hard["neg"].baseline_classifier_correct == [1, 1, 0, 0]
 

@@ -1,13 +1,13 @@
 """Chapter 5: what the SST-2 chapter measures on its trained models and writes to its record.
 
 ``trained`` is ``{setting: {kind: RunRecord}}`` (``runs.nested(records, "group", "name")`` of
-:func:`semlm.fusion.sst2_experiment.sst2_runs`); ``judged[(kind, request, mode)]`` holds the
-:class:`semlm.core.records.SST2Judgement` of one set of continuations (request None: no control).
+:func:`semlm.fusion.sst2_experiment.sst2_runs`): :func:`table7` presents it; :class:`ControlStudy`
+decodes, judges and presents the control section.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import torch
@@ -17,8 +17,7 @@ from semlm.fusion.records import SST2Judgement, SST2Record
 from semlm.fusion.sst2_experiment import (
     PAPER_A_TABLE7, SETTINGS, ControlConfig, SST2Data, continue_under_control, judge_continuations,
 )
-from semlm.fusion.synthetic_experiment import SETTING_LABELS
-from semlm.fusion.training_report import by_setting
+from semlm.fusion.training_report import ModelTable, by_setting
 
 #: (request, mode) decoded per model, in order (their seeds are ``seed + position``)
 CONTROL_CASES = ((None, "soft"), ("pos", "soft"), ("neg", "soft"), ("pos", "hard"), ("neg", "hard"))
@@ -38,48 +37,11 @@ def feature_changes(data: SST2Data, replacement: int, positions: Sequence[int] =
     return {s: max(feature_leak(data.featurizers[s], ids, t, replacement) for t in positions) for s in SETTINGS}
 
 
-def table7_frame(trained):
+def table7(trained) -> ModelTable:
     """Paper A's Table 7: dev perplexity and semantic MSE of every model, then the paper's."""
-    import pandas as pd
-
-    rows = [{"setting": SETTING_LABELS[s], "model": k, "dev PPL": r.metrics.ppl, "semantic MSE": r.metrics.sem_mse}
-            for s, by_kind in trained.items() for k, r in by_kind.items()]
-    rows += [{"setting": "paper, Table 7 (published setting)", "model": k, "dev PPL": v["ppl"],
-              "semantic MSE": v.get("sem_mse")} for k, v in PAPER_A_TABLE7.items()]
-    return pd.DataFrame(rows).set_index(["setting", "model"])
-
-
-def table7_numbers(trained) -> dict[str, float]:
-    """The perplexities, relative changes and semantic MSEs chapter 5's prose cites, by glue name."""
-    out = {}
-    for setting in SETTINGS:
-        ppl = {kind: trained[setting][kind].metrics.ppl for kind in ("baseline", "fusion")}
-        out.update({f"{setting}_{kind}_ppl": value for kind, value in ppl.items()})
-        out[f"{setting}_ppl_change"] = 100 * (ppl["fusion"] / ppl["baseline"] - 1)
-    for setting in SETTINGS:
-        out[f"{setting}_sem_mse"] = trained[setting]["fusion"].metrics.sem_mse
-    return out
-
-
-def control_generations(models: Mapping[str, torch.nn.Module], data: SST2Data, prefixes, classifier,
-                        config: ControlConfig, seed: int) -> tuple[dict, dict[tuple, SST2Judgement]]:
-    """Continuations of every prefix per model under every :data:`CONTROL_CASES` case and with the
-    features alone (no steering), and how the judges see them: ``(generations, judged)``."""
-    generations, judged = {}, {}
-
-    def run(kind, request, mode, control, mode_seed, label=None):
-        out = continue_under_control(models[kind], data, prefixes, request, mode, control, seed=mode_seed)
-        generations[(kind, request, label or mode)] = out
-        judged[(kind, request, label or mode)] = judge_continuations(out, classifier, request)
-
-    for kind in models:
-        for offset, (request, mode) in enumerate(CONTROL_CASES):
-            run(kind, request, mode, config, seed + offset)
-    features_only = replace(config, steer_boost=0.0, steer_penalty=0.0)
-    for kind in models:
-        for offset, request in enumerate(("pos", "neg")):
-            run(kind, request, "soft", features_only, seed + 10 + offset, FEATURES_ONLY)
-    return generations, judged
+    columns = {"dev PPL": "ppl", "semantic MSE": "sem_mse"}
+    return ModelTable(trained, {"paper, Table 7 (published setting)": PAPER_A_TABLE7}, columns, columns,
+                      {"ppl": "ppl"})
 
 
 def rate(p: Interval) -> str:
@@ -87,90 +49,122 @@ def rate(p: Interval) -> str:
     return f"{p:.2f} ({p.successes}/{p.n})"
 
 
-def control_table(judged: Mapping[tuple, SST2Judgement]):
-    """Every model, request and mode: the share VADER and the classifier judge as requested."""
-    import pandas as pd
-
-    rows = []
-    for (kind, request, mode), j in judged.items():
-        if request is None:
-            rows.append({"model": kind, "request": "none", "mode": "-", "VADER": "pos " + rate(j.vader_pos_share),
-                         "classifier": "pos " + rate(j.classifier_pos_share)})
-        else:
-            rows.append({"model": kind, "request": request, "mode": mode, "VADER": rate(j.acc),
-                         "classifier": rate(j.classifier_acc)})
-    return pd.DataFrame(rows).set_index(["model", "request", "mode"])
+#: The glue names of the control rates chapter 5's prose cites: (kind, request, mode) judged as requested
+CITED = {"soft_pos": ("fusion", "pos", "soft"), "soft_neg": ("fusion", "neg", "soft"),
+         "hard_pos": ("fusion", "pos", "hard"), "hard_neg": ("fusion", "neg", "hard"),
+         "feat_pos": ("fusion", "pos", FEATURES_ONLY), "feat_neg": ("fusion", "neg", FEATURES_ONLY),
+         "base_soft_pos": ("baseline", "pos", "soft"), "base_soft_neg": ("baseline", "neg", "soft")}
 
 
-def control_numbers(judged: Mapping[tuple, SST2Judgement]) -> dict[str, float]:
-    """The control rates chapter 5's prose cites, by glue name."""
-    out = {}
-    for name, key in (("soft_pos", ("fusion", "pos", "soft")), ("soft_neg", ("fusion", "neg", "soft")),
-                      ("hard_pos", ("fusion", "pos", "hard")), ("hard_neg", ("fusion", "neg", "hard")),
-                      ("feat_pos", ("fusion", "pos", FEATURES_ONLY)), ("feat_neg", ("fusion", "neg", FEATURES_ONLY)),
-                      ("base_soft_pos", ("baseline", "pos", "soft")), ("base_soft_neg", ("baseline", "neg", "soft"))):
-        out[f"{name}_vader"] = judged[key].acc.mean
-        out[f"{name}_clf"] = judged[key].classifier_acc.mean
-    for kind in ("baseline", "fusion"):
-        none = judged[(kind, None, "soft")]
-        out[f"none_{kind}_pos_vader"] = none.vader_pos_share.mean
-        out[f"none_{kind}_neg_vader"] = none.vader_neg_share.mean
-        out[f"none_{kind}_pos_clf"] = none.classifier_pos_share.mean
-        out[f"none_{kind}_neg_clf"] = 1 - none.classifier_pos_share.mean
-    return out
+@dataclass
+class ControlStudy:
+    """Chapter 5's control on real text: every prefix continued by each model under every
+    :data:`CONTROL_CASES` case and with the features alone (no steering); ``generations`` and
+    ``judged`` (:class:`SST2Judgement`) are keyed by ``(kind, request, mode)``, request None: no control."""
 
+    prefixes: list
+    generations: dict[tuple, list]
+    judged: dict[tuple, SST2Judgement]
 
-def features_only_table(judged: Mapping[tuple, SST2Judgement]):
-    import pandas as pd
+    @classmethod
+    def run(cls, models: Mapping[str, torch.nn.Module], data: SST2Data, prefixes, classifier,
+            config: ControlConfig, seed: int) -> "ControlStudy":
+        """Decode and judge every case; the seeds are ``seed + position`` (features only: ``seed + 10 + ...``)."""
+        study = cls(list(prefixes), {}, {})
+        features_only = replace(config, steer_boost=0.0, steer_penalty=0.0)
+        cases = [(kind, request, mode, config, seed + offset, mode)
+                 for kind in models for offset, (request, mode) in enumerate(CONTROL_CASES)]
+        cases += [(kind, request, "soft", features_only, seed + 10 + offset, FEATURES_ONLY)
+                  for kind in models for offset, request in enumerate(("pos", "neg"))]
+        for kind, request, mode, control, mode_seed, label in cases:
+            out = continue_under_control(models[kind], data, prefixes, request, mode, control, seed=mode_seed)
+            study.generations[(kind, request, label)] = out
+            study.judged[(kind, request, label)] = judge_continuations(out, classifier, request)
+        return study
 
-    return pd.DataFrame([{"model": kind, "request": request,
-                          "VADER": rate(judged[(kind, request, FEATURES_ONLY)].acc),
-                          "classifier": rate(judged[(kind, request, FEATURES_ONLY)].classifier_acc)}
-                         for kind in ("baseline", "fusion") for request in ("pos", "neg")]).set_index(["model", "request"])
+    def table(self):
+        """Every model, request and mode: the share VADER and the classifier judge as requested."""
+        import pandas as pd
 
+        rows = []
+        for (kind, request, mode), j in self.judged.items():
+            if request is None:
+                rows.append({"model": kind, "request": "none", "mode": "-", "VADER": "pos " + rate(j.vader_pos_share),
+                             "classifier": "pos " + rate(j.classifier_pos_share)})
+            else:
+                rows.append({"model": kind, "request": request, "mode": mode, "VADER": rate(j.acc),
+                             "classifier": rate(j.classifier_acc)})
+        return pd.DataFrame(rows).set_index(["model", "request", "mode"])
 
-def example_continuations(generations: Mapping[tuple, list], prefixes, n: int = 4) -> list[dict]:
-    """The first ``n`` prompts' continuations per model and control."""
-    cases = ((None, "soft"), ("pos", FEATURES_ONLY), ("neg", FEATURES_ONLY), ("pos", "soft"), ("neg", "soft"),
-             ("pos", "hard"), ("neg", "hard"))
-    return [{"prompt": " ".join(prefixes[i]), "model": kind,
-             "control": "none" if request is None else f"{request}, {mode}",
-             "continuation": " ".join(generations[(kind, request, mode)][i])}
-            for i in range(n) for kind in ("baseline", "fusion") for request, mode in cases]
+    def features_only_table(self):
+        import pandas as pd
 
+        return pd.DataFrame([{"model": kind, "request": request,
+                              "VADER": rate(self.judged[(kind, request, FEATURES_ONLY)].acc),
+                              "classifier": rate(self.judged[(kind, request, FEATURES_ONLY)].classifier_acc)}
+                             for kind in ("baseline", "fusion") for request in ("pos", "neg")]
+                            ).set_index(["model", "request"])
 
-def _control_record(judged: Mapping[tuple, SST2Judgement], n_prefixes: int) -> dict:
-    def entry(request, mode, baseline_classifier=True):
-        fusion, baseline = judged[("fusion", request, mode)], judged[("baseline", request, mode)]
-        out = {"acc": fusion.acc.mean, "acc_ci": fusion.acc, "classifier_acc": fusion.classifier_acc.mean,
-               "classifier_ci": fusion.classifier_acc, "baseline_acc": baseline.acc.mean,
-               # per prompt (the same prefixes for both models): the claims pair fusion and baseline by prompt
-               "classifier_correct": fusion.classifier_correct,
-               "baseline_classifier_correct": baseline.classifier_correct}
-        if baseline_classifier:
-            out["baseline_classifier_acc"] = baseline.classifier_acc.mean
+    def glue(self) -> dict[str, float]:
+        """The control rates chapter 5's prose cites (:data:`CITED`, the unconditioned shares, the soft
+        gain over the baseline with the same steering), by glue name."""
+        out = {"n_prefixes": len(self.prefixes)}
+        for name, key in CITED.items():
+            out[f"{name}_vader"] = self.judged[key].acc.mean
+            out[f"{name}_clf"] = self.judged[key].classifier_acc.mean
+        for kind in ("baseline", "fusion"):
+            none = self.judged[(kind, None, "soft")]
+            out[f"none_{kind}_pos_vader"] = none.vader_pos_share.mean
+            out[f"none_{kind}_neg_vader"] = none.vader_neg_share.mean
+            out[f"none_{kind}_pos_clf"] = none.classifier_pos_share.mean
+            out[f"none_{kind}_neg_clf"] = 1 - none.classifier_pos_share.mean
+        for request in ("pos", "neg"):
+            out[f"soft_gain_{request}"] = out[f"soft_{request}_vader"] - out[f"base_soft_{request}_vader"]
         return out
 
-    control = {mode: {request: entry(request, mode) for request in ("pos", "neg")} for mode in ("soft", "hard")}
-    control["features_only"] = {request: entry(request, FEATURES_ONLY, False) for request in ("pos", "neg")}
-    control["none"] = {kind: judged[(kind, None, "soft")].to_dict() for kind in ("baseline", "fusion")}
-    control["n_prefixes"] = n_prefixes
-    return control
+    def examples(self, n: int = 4) -> list[dict]:
+        """The first ``n`` prompts' continuations per model and control."""
+        cases = ((None, "soft"), ("pos", FEATURES_ONLY), ("neg", FEATURES_ONLY), ("pos", "soft"), ("neg", "soft"),
+                 ("pos", "hard"), ("neg", "hard"))
+        return [{"prompt": " ".join(self.prefixes[i]), "model": kind,
+                 "control": "none" if request is None else f"{request}, {mode}",
+                 "continuation": " ".join(self.generations[(kind, request, mode)][i])}
+                for i in range(n) for kind in ("baseline", "fusion") for request, mode in cases]
+
+    def record(self) -> dict:
+        """What the record keeps (the fields the claims read): per mode and request the fusion model's
+        rates and per-prompt classifier verdicts beside the baseline's."""
+        def entry(request, mode, baseline_classifier=True):
+            fusion, baseline = self.judged[("fusion", request, mode)], self.judged[("baseline", request, mode)]
+            out = {"acc": fusion.acc.mean, "acc_ci": fusion.acc, "classifier_acc": fusion.classifier_acc.mean,
+                   "classifier_ci": fusion.classifier_acc, "baseline_acc": baseline.acc.mean,
+                   # per prompt (the same prefixes for both models): the claims pair fusion and baseline by prompt
+                   "classifier_correct": fusion.classifier_correct,
+                   "baseline_classifier_correct": baseline.classifier_correct}
+            if baseline_classifier:
+                out["baseline_classifier_acc"] = baseline.classifier_acc.mean
+            return out
+
+        control = {mode: {request: entry(request, mode) for request in ("pos", "neg")} for mode in ("soft", "hard")}
+        control["features_only"] = {request: entry(request, FEATURES_ONLY, False) for request in ("pos", "neg")}
+        control["none"] = {kind: self.judged[(kind, None, "soft")].to_dict() for kind in ("baseline", "fusion")}
+        control["n_prefixes"] = len(self.prefixes)
+        return control
 
 
-def sst2_record(config, data: SST2Data, trained, sensitivity, judged, n_prefixes: int, classifier_dev: Interval,
-                feature_leak: dict, examples: list[dict]) -> SST2Record:
+def sst2_record(config, data: SST2Data, trained, sensitivity, control: ControlStudy, classifier_dev: Interval,
+                feature_leak: dict) -> SST2Record:
     """Chapter 5's metrics file: the fields the claims read, the rest in ``extra``."""
     settings = by_setting(trained, sensitivity)
     return SST2Record(
         causal=settings["causal"], published=settings["published"],
         fusion={"sem_mse": trained["causal"]["fusion"].metrics.sem_mse,
                 "sem_mse_published": trained["published"]["fusion"].metrics.sem_mse},
-        control=_control_record(judged, n_prefixes),
+        control=control.record(),
         extra={
             "classifier": {"dev_acc": classifier_dev.mean, "dev_ci": classifier_dev},
             "data": {"n_train_used": len(data.train_sentences), "n_train_available": data.n_train_available,
                      "vocab_size": len(data.vocab), "min_freq": config.min_freq, "dev_unk_rate": data.unk_rate("dev"),
                      "pos_tagger": data.prior.source, "capitalisation": data.capitalisation_source},
-            "feature_leak": feature_leak, "examples": examples, "paper": {"table7": PAPER_A_TABLE7},
+            "feature_leak": feature_leak, "examples": control.examples(), "paper": {"table7": PAPER_A_TABLE7},
         })

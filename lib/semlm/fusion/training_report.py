@@ -7,6 +7,7 @@ task, :class:`semlm.core.records.SST2Metrics` on SST-2), so every table here rea
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import torch
@@ -32,41 +33,46 @@ def _items(trained: Trained):
     return [(s, k, r) for s, by_kind in trained.items() for k, r in by_kind.items()]
 
 
-def table1_frame(trained: Trained, references: Mapping[str, Mapping[str, dict]]):
-    """Paper A's Table 1 for every trained model, then each reference (the paper's own values, from
-    :mod:`semlm.reference`), which reports only the authors' denominator."""
-    import pandas as pd
-
-    rows = [{"setting": SETTING_LABELS[s], "model": k,
-             **{label: getattr(r.metrics, metric) for label, metric in TABLE1_COLUMNS.items()}}
-            for s, k, r in _items(trained)]
-    for source, reference in references.items():
-        for kind, values in reference.items():
-            rows.append({"setting": source, "model": kind, "PPL": None,
-                         "PPL, authors' denominator": values["ppl"], "seen-only PPL": None,
-                         "seen-only PPL, authors' denominator": values["ppl_seen_only"],
-                         "semantic MSE": values.get("sem_mse")})
-    return pd.DataFrame(rows).set_index(["setting", "model"])
+#: Table 1's reference rows: which of the paper's values each column shows (the paper counts the authors' way)
+TABLE1_PAPER = {"PPL, authors' denominator": "ppl", "seen-only PPL, authors' denominator": "ppl_seen_only",
+                "semantic MSE": "sem_mse"}
+#: The numbers chapter 2's prose cites per setting and model: glue suffix -> metric
+TABLE1_CITED = {"ppl": "ppl", "seen": "ppl_seen_only", "ppl_authors": "ppl_authors_denominator"}
 
 
-def relative_change(trained: Trained, setting: str, metric: str = "ppl") -> float:
-    """Fusion relative to baseline in ``setting``, in percent."""
-    fusion, baseline = (getattr(trained[setting][k].metrics, metric) for k in ("fusion", "baseline"))
-    return 100 * (fusion / baseline - 1)
+@dataclass(frozen=True)
+class ModelTable:
+    """Baseline and fusion per setting beside the paper's: Table 1 (chapter 2) or Table 7 (chapter 5).
 
+    ``references`` maps a row label to the paper's values per model; ``columns`` a column label to a
+    metric of the records; ``paper`` a column label to the key of the paper's values its reference rows
+    show (the other columns stay blank there); ``cited`` a glue suffix to a metric (:meth:`glue`)."""
 
-def table1_numbers(trained: Trained) -> dict[str, float]:
-    """The numbers chapter 2's prose cites, by glue name (``causal_fusion_ppl``, ``published_ppl_change``...)."""
-    out = {}
-    for setting, by_kind in trained.items():
-        for kind, run in by_kind.items():
-            out[f"{setting}_{kind}_ppl"] = run.metrics.ppl
-            out[f"{setting}_{kind}_seen"] = run.metrics.ppl_seen_only
-            out[f"{setting}_{kind}_ppl_authors"] = run.metrics.ppl_authors_denominator
-        out[f"{setting}_ppl_change"] = relative_change(trained, setting)
-    for setting in trained:
-        out[f"{setting}_sem_mse"] = trained[setting]["fusion"].metrics.sem_mse
-    return out
+    trained: Trained
+    references: Mapping[str, Mapping[str, dict]]
+    columns: Mapping[str, str] = field(default_factory=lambda: TABLE1_COLUMNS)
+    paper: Mapping[str, str] = field(default_factory=lambda: TABLE1_PAPER)
+    cited: Mapping[str, str] = field(default_factory=lambda: TABLE1_CITED)
+
+    def table(self):
+        import pandas as pd
+
+        rows = [{"setting": SETTING_LABELS[s], "model": k,
+                 **{label: getattr(r.metrics, metric) for label, metric in self.columns.items()}}
+                for s, k, r in _items(self.trained)]
+        rows += [{"setting": source, "model": kind,
+                  **{label: values.get(self.paper[label]) if label in self.paper else None for label in self.columns}}
+                 for source, reference in self.references.items() for kind, values in reference.items()]
+        return pd.DataFrame(rows).set_index(["setting", "model"])
+
+    def glue(self) -> dict[str, float]:
+        """The numbers the prose cites, by glue name (``causal_fusion_ppl``, ``published_ppl_change``...)."""
+        out = {f"{s}_{k}_{name}": getattr(r.metrics, metric)
+               for s, k, r in _items(self.trained) for name, metric in self.cited.items()}
+        for setting, by_kind in self.trained.items():
+            out[f"{setting}_ppl_change"] = 100 * (by_kind["fusion"].metrics.ppl / by_kind["baseline"].metrics.ppl - 1)
+            out[f"{setting}_sem_mse"] = by_kind["fusion"].metrics.sem_mse
+        return out
 
 
 def focus_frame(trained: Trained):
@@ -78,13 +84,11 @@ def focus_frame(trained: Trained):
 
 
 def focus_table(trained: Trained):
-    """Paper Table 6: CE per focus token (rows) and trained model (columns), beside the paper's."""
+    """Paper Table 6: CE per focus token (rows) and trained model (columns ``"setting model"``), beside the paper's."""
     import pandas as pd
 
-    table = focus_frame(trained).pivot_table(index="token", columns=["setting", "model"], values="ce")
-    table = table.reindex(list(FOCUS_TOKENS))
-    table.columns = [f"{s} {m}" for s, m in table.columns]
-    return table.join(pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper "))
+    focus = pd.DataFrame({f"{s} {k}": r.metrics.focus_ce for s, k, r in _items(trained)})
+    return focus.reindex(list(FOCUS_TOKENS)).join(pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper "))
 
 
 def leak_sensitivity(trained: Trained, featurizers: Mapping[str, Callable], probe: torch.Tensor, position: int,
@@ -131,10 +135,3 @@ def fusion_training_record(config: SyntheticProfile, trained: Trained,
                          "train": vars(config.train)}
     return FusionTrainingRecord(extra=numbers)
 
-
-def focus_by_model(trained: Trained):
-    """Focus-token CE, one column per ``"setting model"`` and one per paper model (``paper fusion``...)."""
-    import pandas as pd
-
-    focus = pd.DataFrame({f"{s} {k}": r.metrics.focus_ce for s, k, r in _items(trained)})
-    return focus.reindex(list(FOCUS_TOKENS)).join(pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper "))

@@ -112,44 +112,6 @@ def _processors(grammar: ClauseGrammar, controls: Controls, config: DecodingConf
     return LogitsProcessorList(steps)
 
 
-@dataclass(frozen=True)
-class _DecodingSetup:
-    """What one decoding call needs besides the model: the start ids, the processors, the controls
-    to write into the features and, under a hard class request with a mixture, the class mask."""
-
-    ids: torch.Tensor
-    processors: LogitsProcessorList
-    control_columns: torch.Tensor
-    control_values: torch.Tensor
-    class_mask: torch.Tensor | None
-    steps: int
-
-
-def _setup(grammar: ClauseGrammar, n: int, controls: Controls | None, prompt: str | None,
-           config: DecodingConfig, codes: tuple[str, ...]) -> _DecodingSetup:
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if len(codes) != grammar.offset:
-        raise ValueError(f"{len(codes)} control codes given but the grammar expects {grammar.offset}; "
-                         f"build it with ClauseGrammar(vocab, offset={len(codes)})")
-    controls = controls or Controls()
-    vocab = grammar.vocab
-    prefix = grammar.parse_prefix(prompt) if prompt else None
-    start = [vocab.bos_id] + vocab.ids(codes) + (vocab.ids(prefix.words) if prefix else [])
-    control_columns = torch.tensor([feature_index(k) for k in controls.values], dtype=torch.long)
-    control_values = torch.tensor(list(controls.values.values()), dtype=torch.float32)
-    if not config.feature_control:
-        control_columns, control_values = control_columns[:0], control_values[:0]
-    hard_class = controls.hard_class if config.hard else None
-    class_mask = None
-    if hard_class is not None and config.mixture is not None:
-        words = syn.POSITIVE_ADJECTIVES if hard_class == "positive" else syn.NEGATIVE_ADJECTIVES
-        class_mask = torch.zeros(len(vocab), dtype=torch.bool)
-        class_mask[vocab.ids(words)] = True
-    return _DecodingSetup(torch.tensor(start).repeat(n, 1), _processors(grammar, controls, config), control_columns,
-                          control_values, class_mask, END - (len(start) - 1 - grammar.offset))
-
-
 class MixtureAtAdjective(LogitsProcessor):
     """The mixture as a processor: at ADJ, ``log q`` of the group-uniform mixture (then nucleus) from
     the raw scores, so that ``generate()``'s softmax and draw sample from q; at every other state the
@@ -199,9 +161,24 @@ def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, 
     must have been built with ``offset=len(codes)``. They are not part of the returned words.
     ``do_sample=False`` is greedy decoding (the argmax of the processed scores, of q at ADJ).
     """
-    setup = _setup(grammar, n, controls, prompt, config, codes)
-    processor = MixtureAtAdjective(grammar, setup.processors, setup.class_mask, config.mixture)
-    ids = sample_ids(model, setup.ids, LogitsProcessorList([processor]), seed, setup.steps, grammar.vocab.eos_id,
-                     featurize=featurize, feature_controls=(setup.control_columns, setup.control_values),
-                     do_sample=do_sample)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if len(codes) != grammar.offset:
+        raise ValueError(f"{len(codes)} control codes given but the grammar expects {grammar.offset}; "
+                         f"build it with ClauseGrammar(vocab, offset={len(codes)})")
+    controls, vocab = controls or Controls(), grammar.vocab
+    prefix = grammar.parse_prefix(prompt).words if prompt else ()
+    start = torch.tensor([vocab.bos_id] + vocab.ids(codes) + vocab.ids(prefix)).repeat(n, 1)
+    feature_controls = None
+    if config.feature_control:  # the requested values, written into the newest position's features
+        feature_controls = (torch.tensor([feature_index(k) for k in controls.values], dtype=torch.long),
+                            torch.tensor(list(controls.values.values()), dtype=torch.float32))
+    hard_class = controls.hard_class if config.hard else None
+    class_mask = None  # under a hard class request with a mixture: the class the mixture spreads over at ADJ
+    if hard_class is not None and config.mixture is not None:
+        class_mask = torch.zeros(len(vocab), dtype=torch.bool)
+        class_mask[vocab.ids(syn.POSITIVE_ADJECTIVES if hard_class == "positive" else syn.NEGATIVE_ADJECTIVES)] = True
+    processor = MixtureAtAdjective(grammar, _processors(grammar, controls, config), class_mask, config.mixture)
+    ids = sample_ids(model, start, LogitsProcessorList([processor]), seed, END - len(prefix), vocab.eos_id,
+                     featurize=featurize, feature_controls=feature_controls, do_sample=do_sample)
     return [grammar.vocab.decode(row[1 + len(codes):]) for row in ids]
