@@ -4,7 +4,8 @@ from semlm.fusion.decoding.controls import Controls
 from semlm.fusion.decoding.generate import (BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, DecodingConfig, MixtureAtAdjective,
                                             MixtureSettings, generate, published_decoding, sample_ids)
 from semlm.fusion.decoding.grammar import STATES, ClauseGrammar, GrammarMask, ParsedPrefix
-from semlm.fusion.decoding.mixture import NUCLEUS_RULES, AuthorsTopPLogitsWarper, group_uniform_mixture, nucleus, nucleus_keep
+from semlm.fusion.decoding.mixture import (NUCLEUS_RULES, AuthorsTopPLogitsWarper, group_uniform_mixture, nucleus,
+                                          nucleus_keep)
 from semlm.fusion.decoding.processors import ControlSteering, HardControl, LastKRepetitionPenalty
 
 __all__ = [
