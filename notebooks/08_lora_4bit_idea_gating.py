@@ -287,7 +287,7 @@ glue("vocab_size", backbone.config.get("vocab_size"), display=False)
 # checks that the adapters still get gradients after an evaluation pass.
 
 # %%
-deltas = runs.quantization_glue(config.quantizations)
+deltas = runs.quantization_deltas(config.quantizations)
 pd.Series(
     {
         report.quant_label(q): deltas[

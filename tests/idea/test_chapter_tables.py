@@ -61,9 +61,9 @@ def test_quantization_numbers_compare_the_two_precisions():
     runs = {(q, idea): run(LoraRunMetrics(val_ppl=ppl), seconds=s)
             for (q, idea), ppl, s in ((("nf4", False), 10.0, 2.0), (("nf4", True), 9.0, 4.0),
                                       (("none", False), 8.0, 1.0), (("none", True), 8.5, 1.0))}
-    numbers = report.LoraRuns(runs).quantization_glue(("nf4", "none"))
+    numbers = report.LoraRuns(runs).quantization_deltas(("nf4", "none"))
     assert numbers == {"delta_nf4": -1.0, "delta_fp32": 0.5, "nf4_cost_base": 2.0, "step_ratio": 4.0}
-    assert report.LoraRuns(runs).quantization_glue(("nf4",)) == {"delta_nf4": -1.0}
+    assert report.LoraRuns(runs).quantization_deltas(("nf4",)) == {"delta_nf4": -1.0}
 
 
 def test_the_loop_verdict_is_read_from_the_intervals():

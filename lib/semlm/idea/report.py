@@ -403,7 +403,7 @@ class LoraRuns:
                 "backbone_params": backbone.n_parameters or 0,
                 "paper_base_ppl": paper_ppl["baseline"], "paper_gated_ppl": paper_ppl["gated"]}
 
-    def quantization_glue(self, quantizations: Sequence[str]) -> dict:
+    def quantization_deltas(self, quantizations: Sequence[str]) -> dict:
         """Gated - baseline validation perplexity per quantisation (``delta_nf4``, ``delta_fp32``) and, with
         both precisions, what NF4 costs the baseline and the gated model's step-time ratio."""
         ppl = {key: run.metrics.val_ppl for key, run in self.runs.items()}
