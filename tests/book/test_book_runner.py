@@ -220,8 +220,8 @@ def test_a_build_without_data_skips_those_chapters_and_says_why_in_the_html(caps
     skip_lines = [line for line in out.splitlines() if line.startswith("skipping")]
     assert len(skip_lines) == 1 and "wikitext-2/train.txt" in skip_lines[0] and "make data" in skip_lines[0]
     assert not (build / "metrics" / "02_beta.json").exists() and (build / "metrics" / "02_beta.json.stale").exists()
-    monkeypatch.setattr(book, "_toc_files", lambda path: ["book/intro", "notebooks/01_alpha", "notebooks/02_beta"])
-    monkeypatch.setattr(book, "_toc_root", lambda path: "book/intro")
+    monkeypatch.setattr(book, "toc_pages",
+                        lambda path: ("book/intro", ["book/intro", "notebooks/01_alpha", "notebooks/02_beta"]))
     source = book.stage_sources(build)
     page = (source / "notebooks" / "02_beta.md").read_text()
     assert "skipped" in page and "`wikitext-2/train.txt`" in page and "make data" in page
@@ -267,15 +267,18 @@ def test_published_notebooks_are_the_chapters_without_outputs_and_say_how_to_run
 def test_manifest_says_per_chapter_which_models_were_trained_and_which_loaded(tmp_path):
     import json
 
-    from semlm.book.runner import _record_in_manifest, read_manifest
+    from semlm.book.runner import read_manifest, run_entry, update_manifest
 
     log = tmp_path / "ch.runs.jsonl"
     rows = [{"experiment": "semlm.fusion.synthetic_experiment:SYNTHETIC", "name": n, "seed": 1, "group": "causal", "status": s,
              "train_seconds": 1.0, "device": "cpu"} for n, s in (("baseline", "trained"), ("fusion", "loaded"))]
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    _record_in_manifest(tmp_path, "02_fusion_training", "smoke", "ok", 12.34, log)
-    _record_in_manifest(tmp_path, "01_feature_bank", "smoke", "ok", 1.0, tmp_path / "absent.jsonl")
+    update_manifest(tmp_path, chapter="02_fusion_training", **run_entry("ok", 12.34, log, profile="smoke"))
+    update_manifest(tmp_path, chapter="01_feature_bank", **run_entry("ok", 1.0, tmp_path / "absent.jsonl",
+                                                                      profile="smoke"))
     manifest = read_manifest(tmp_path)["chapters"]
+    assert list(manifest["02_fusion_training"]) == ["profile", "status", "seconds", "runs", "run_list"]
+    assert manifest["02_fusion_training"]["seconds"] == 12.3
     assert manifest["02_fusion_training"]["runs"] == {"trained": 1, "resumed": 0, "loaded": 1}
     assert [r["status"] for r in manifest["02_fusion_training"]["run_list"]] == ["trained", "loaded"]
     assert manifest["01_feature_bank"]["runs"] == {"trained": 0, "resumed": 0, "loaded": 0}
@@ -306,21 +309,28 @@ def test_cpu_meter_counts_the_cpu_of_child_processes_and_not_idle_waiting():
     assert idle.cpu_seconds < 0.6
 
 
-def test_the_build_record_has_total_wall_time_from_scratch_and_utilisation(tmp_path):
-    from semlm.book.cpumeter import CpuMeter
-    from semlm.book.runner import _has_cached_runs, _record_build, _record_in_manifest, read_manifest
+def test_the_build_record_has_total_wall_time_from_scratch_and_utilisation(tmp_path, monkeypatch, fake_notebooks):
+    from semlm.book.runner import read_manifest
 
-    assert not _has_cached_runs(tmp_path)
-    with CpuMeter(interval=0.1) as meter:
-        sum(i * i for i in range(10**5))
-    _record_in_manifest(tmp_path, "01_feature_bank", "smoke", "ok", 1.0, tmp_path / "absent.jsonl", meter)
-    _record_build(tmp_path, "smoke", meter, True, ["01_feature_bank"], complete=False)
+    monkeypatch.setattr(book, "execute_chapter", lambda chapter, profile, build_dir: None)
+    monkeypatch.setattr(book, "ensure_kernel", lambda: None)
+    book.run("smoke", only="01_alpha", build_dir=tmp_path, html=False)
     manifest = read_manifest(tmp_path)
     assert manifest["from_scratch"] is True and manifest["total_wall_seconds"] >= 0 and not manifest["complete"]
-    assert "utilisation" in manifest["chapters"]["01_feature_bank"] and manifest["cores"] >= 1
+    assert manifest["chapters_run"] == ["01_alpha"] and manifest["cores"] >= 1 and "utilisation" in manifest
+    assert {"profile", "status", "seconds", "cpu_seconds", "cores", "utilisation"} <= set(manifest["chapters"]["01_alpha"])
     (tmp_path / "runs" / "x").mkdir(parents=True)
     (tmp_path / "runs" / "x" / "model.safetensors").write_bytes(b"")
-    assert _has_cached_runs(tmp_path)
+    book.run("smoke", only="01_alpha", build_dir=tmp_path, html=False)
+    assert read_manifest(tmp_path)["from_scratch"] is False
+
+
+def test_a_full_build_forgets_the_training_ahead_of_an_earlier_build(tmp_path, monkeypatch, fake_notebooks):
+    from semlm.book.runner import read_manifest, start_training_ahead, update_manifest
+
+    update_manifest(tmp_path, train_ahead={"status": "ok"}, cores=2)
+    assert start_training_ahead("smoke", ["01_alpha"], tmp_path) is None
+    assert read_manifest(tmp_path) == {"chapters": {}, "cores": 2}
 
 
 def test_without_a_repository_url_no_button_or_notebook_points_at_a_repository(tmp_path):

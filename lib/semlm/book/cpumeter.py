@@ -38,6 +38,7 @@ class CpuMeter:
         self.interval, self.include_self = interval, include_self
         self.cores = cores()
         self._seen: dict[tuple[int, float], float] = {}
+        self._processes: dict[tuple[int, float], psutil.Process] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._root = psutil.Process()
@@ -56,6 +57,7 @@ class CpuMeter:
                     key = (process.pid, process.create_time())
                     times = process.cpu_times()
                 self._seen[key] = max(self._seen.get(key, 0.0), times.user + times.system)
+                self._processes.setdefault(key, process)
             except psutil.Error:  # it ended between listing and reading
                 continue
 
@@ -82,6 +84,12 @@ class CpuMeter:
         tree = sum(seconds - self._baseline.get(key, 0.0) for key, seconds in self._seen.items())
         own = self._root.cpu_times()
         self.cpu_seconds = tree + ((own.user + own.system - self._self_start) if self.include_self else 0.0)
+
+    def started_processes(self) -> list[psutil.Process]:
+        """The processes below this one that started while the meter ran (seen in a sample) and are still alive,
+        orphans re-parented away included; psutil keeps each one's start time, so a reused pid is never one."""
+        return [process for key, process in self._processes.items()
+                if key not in self._baseline and process.is_running()]
 
     @property
     def wall_seconds(self) -> float:

@@ -7,6 +7,7 @@ each figure in the book can be traced to the run that produced it.
 
 from __future__ import annotations
 
+import ast
 import html
 import json
 import math
@@ -155,25 +156,26 @@ def load_metrics(directory: str | Path | None = None) -> dict[str, dict]:
     return records
 
 
+def parameter_assignments(source: str) -> dict[str, str]:
+    """``name -> source of the value`` for the top-level assignments of a parameters cell."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    return {node.targets[0].id: ast.get_source_segment(source, node.value) for node in tree.body
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+
+
 def chapter_parameters(notebooks_dir: str | Path | None = None) -> dict[str, dict[str, object]]:
     """The papermill parameters of every chapter with their defaults, read from the notebooks'
     ``parameters`` cells (so the re-run page can never disagree with the notebooks)."""
-    import ast
-
     import jupytext
 
     notebooks_dir = Path(notebooks_dir) if notebooks_dir is not None else REPO_ROOT / "notebooks"
-    out = {}
-    for path in sorted(notebooks_dir.glob("[0-9][0-9]_*.py")):
-        notebook = jupytext.read(path)
-        cells = [c for c in notebook.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
-        params = {}
-        for cell in cells:
-            for node in ast.parse(cell.source).body:
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                    params[node.targets[0].id] = ast.literal_eval(node.value)
-        out[path.stem] = params
-    return out
+    return {path.stem: {name: ast.literal_eval(value) for cell in jupytext.read(path).cells
+                        if "parameters" in cell.get("metadata", {}).get("tags", [])
+                        for name, value in parameter_assignments(cell.source).items()}
+            for path in sorted(notebooks_dir.glob("[0-9][0-9]_*.py"))}
 
 
 # --- the reproducibility report's tables (notebooks/99_reproducibility_report.py) --------------

@@ -33,7 +33,6 @@ Exit status: 0 on success, 1 when a chapter or the HTML build fails, 2 on a usag
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import importlib.util
 import json
@@ -43,9 +42,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import psutil
 import yaml
@@ -54,6 +55,7 @@ from semlm.data.fetch import differing_for_chapters, missing_for_chapters
 from semlm.data.paths import REPO_ROOT, data_dir
 
 from semlm.book.cpumeter import CpuMeter
+from semlm.book.report import parameter_assignments
 from semlm.profiles import PROFILES, cpu_bf16_setting  # torch-free: the CLI's usage errors cost no torch import
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"
@@ -200,32 +202,8 @@ def chapter_environment(build_dir: Path, allow_downloads: bool):
     # processes, spinning threads burnt 4-7 times the CPU of the work itself (same thread count, same numbers).
     updates["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
     updates["IPYTHONDIR"] = str(ipython_dir(build_dir))  # glued numpy numbers render (semlm.book.display)
-    saved = {name: os.environ.get(name) for name in updates}
-    os.environ.update(updates)
-    try:
+    with mock.patch.dict(os.environ, updates):
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def kernel_python(name: str = KERNEL_NAME) -> str | None:
-    """The interpreter the Jupyter kernel ``name`` would start, or None if there is no such kernel.
-
-    jupyter_client starts ``sys.executable`` for a kernelspec whose command is a bare
-    ``python``/``python3``/``python3.X``; mirror that rule.
-    """
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        command = KernelSpecManager().get_kernel_spec(name).argv[0]
-    except NoSuchKernel:
-        return None
-    bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
-    return sys.executable if command in bare else command
 
 
 def ensure_kernel() -> None:
@@ -234,27 +212,46 @@ def ensure_kernel() -> None:
     A kernelspec from elsewhere on the Jupyter path (say a user-level install) could start another
     Python; if so, or if there is none, install one into this environment (writes under sys.prefix).
     """
-    if _same_environment(kernel_python(), sys.executable):
+    if _kernel_python()[1]:
         return
     install = subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME],
                              capture_output=True, text=True)
     if install.returncode != 0:
-        raise BookError(f"could not install the Jupyter kernel {KERNEL_NAME!r}: {_last_meaningful_line(install.stderr)}")
-    found = kernel_python()
-    if not _same_environment(found, sys.executable):
+        raise BookError(f"could not install the Jupyter kernel {KERNEL_NAME!r}: "
+                        f"{_last_meaningful_line(install.stderr)}")
+    found, ours = _kernel_python()
+    if not ours:
         raise BookError(f"Jupyter kernel {KERNEL_NAME!r} starts {found}, not {sys.executable}; "
                         "remove that kernelspec (see `jupyter kernelspec list`) or set JUPYTER_PREFER_ENV_PATH=1")
 
 
-def _same_environment(python: str | None, reference: str) -> bool:
-    """Whether ``python`` lives in the same bin directory as ``reference`` (not resolving the venv's symlink)."""
-    return python is not None and Path(os.path.abspath(python)).parent == Path(os.path.abspath(reference)).parent
+def _kernel_python() -> tuple[str | None, bool]:
+    """The interpreter the ``python3`` kernel would start (None: no such kernel) and whether it lives in this
+    interpreter's bin directory (the venv's symlink not resolved). jupyter_client starts ``sys.executable``
+    for a kernelspec whose command is a bare ``python``/``python3``/``python3.X``; mirror that rule."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        command = KernelSpecManager().get_kernel_spec(KERNEL_NAME).argv[0]
+    except NoSuchKernel:
+        return None, False
+    bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    python = sys.executable if command in bare else command
+    return python, Path(os.path.abspath(python)).parent == Path(os.path.abspath(sys.executable)).parent
+
+
+def chapter_notebook(chapter: str):
+    """The chapter's jupytext source ``notebooks/<chapter>.py`` as a notebook for the ``python3`` kernel."""
+    import jupytext
+
+    notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
+    notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
+    return notebook
 
 
 def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
     """Execute one chapter; its notebook replaces ``<build>/executed/<chapter>.ipynb`` only if every cell ran."""
     # Imported here: together about two seconds that the CLI's usage errors should not cost.
-    import jupytext
     import nbformat
     import papermill
     from traitlets.config import Config
@@ -262,19 +259,25 @@ def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
     work, executed = build_dir / "work", build_dir / "executed"
     work.mkdir(parents=True, exist_ok=True)
     executed.mkdir(parents=True, exist_ok=True)
-    notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
-    notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
     source, running = work / f"{chapter}.source.ipynb", work / f"{chapter}.ipynb"
-    nbformat.write(notebook, source)
+    nbformat.write(chapter_notebook(chapter), source)
     running.unlink(missing_ok=True)
     failed = executed / f"{chapter}.failed.ipynb"
+    # A cells-executed bar on a terminal (how far along a long chapter is); nothing in logs. ``disable=False``
+    # is explicit because the runner sets TQDM_DISABLE for the kernels' bars.
+    progress = sys.stderr.isatty() and {"desc": f"  {chapter}", "disable": False, "leave": False, "dynamic_ncols": True}
     try:
         papermill.execute_notebook(str(source), str(running), parameters={"profile": profile},
-                                   kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT),
-                                   progress_bar=_cell_progress(chapter), log_output=False, config=Config(ENCRYPTED_KERNEL))
+                                   kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT), progress_bar=progress,
+                                   log_output=False, config=Config(ENCRYPTED_KERNEL))
     except Exception as exc:  # a failing cell, or a kernel that died or never started
-        partial = _keep_partial(running, failed)
-        raise BookError(f"chapter {chapter} failed: {_describe(exc)}{partial}") from exc
+        partial = ""
+        if running.exists():  # papermill wrote a partially executed notebook
+            running.replace(failed)
+            partial = f" (partial notebook: {_show(failed)})"
+        # for a failing cell, the error raised in the kernel, on one line
+        name, message = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+        raise BookError(f"chapter {chapter} failed: {name}: {' '.join(str(message).split())}{partial}") from exc
     failed.unlink(missing_ok=True)
     finished = nbformat.read(running, as_version=4)
     nbformat.write(tidy_executed_notebook(finished, build_dir), running)
@@ -284,27 +287,13 @@ def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
 # --- making an executed notebook read like a page -----------------------------------------------
 
 
-def _assignments(source: str) -> dict[str, str]:
-    """``name -> source of the value`` for the top-level assignments of a parameters cell."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {}
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = ast.get_source_segment(source, node.value)
-    return out
-
-
 def run_with_line(notebook) -> str | None:
     """``run with: profile='smoke', seed=111`` from the parameters cell's defaults and papermill's injected values."""
     cells = {tag: cell for cell in notebook.cells for tag in cell.get("metadata", {}).get("tags", [])}
     if "parameters" not in cells:
         return None
-    values = _assignments(cells["parameters"].source)
-    if "injected-parameters" in cells:
-        values.update(_assignments(cells["injected-parameters"].source))
+    values = {**parameter_assignments(cells["parameters"].source),
+              **parameter_assignments(cells["injected-parameters"].source if "injected-parameters" in cells else "")}
     return "run with: " + ", ".join(f"{name}={value}" for name, value in values.items()) if values else None
 
 
@@ -318,35 +307,23 @@ def tidy_executed_notebook(notebook, build_dir: Path | None = None):
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
         if "parameters" in tags and line is not None and cell.cell_type == "code":
-            cell.outputs = [o for o in cell.get("outputs", []) if not _is_run_with(o)]
+            cell.outputs = [o for o in cell.get("outputs", []) if not (
+                o.get("output_type") == "stream" and str(o.get("text", "")).startswith("run with: "))]
             cell.outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text=line + "\n"))
     return relative_paths(notebook, build_dir)
 
 
-def _is_run_with(output) -> bool:
-    return output.get("output_type") == "stream" and str(output.get("text", "")).startswith("run with: ")
-
-
-def path_replacements(build_dir: Path | None = None) -> list[tuple[str, str]]:
-    """(absolute, shown) pairs, longest first: the build, data and repository folders of this machine."""
+def relative_paths(notebook, build_dir: Path | None = None):
+    """Rewrite this machine's absolute paths in outputs and papermill's metadata (``<repo>/x`` -> ``x``): the
+    build folder (repository-relative, else ``<build dir>``), the data folder and the repository, longest first."""
     pairs = []
     if build_dir is not None:
-        pairs.append((str(Path(build_dir).resolve()), _repo_relative(Path(build_dir))))
+        build = Path(build_dir).resolve()
+        shown = str(build.relative_to(REPO_ROOT)) if build.is_relative_to(REPO_ROOT) else "<build dir>"
+        pairs.append((str(build), shown))
     pairs.append((str(data_dir()), "$SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data"))
     pairs.append((str(REPO_ROOT), "."))
-    return sorted(pairs, key=lambda pair: -len(pair[0]))
-
-
-def _repo_relative(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return "<build dir>"
-
-
-def relative_paths(notebook, build_dir: Path | None = None):
-    """Rewrite this machine's absolute paths in outputs and papermill's metadata (``<repo>/x`` -> ``x``)."""
-    pairs = path_replacements(build_dir)
+    pairs.sort(key=lambda pair: -len(pair[0]))
 
     def clean(text: str) -> str:
         for absolute, shown in pairs:
@@ -358,9 +335,8 @@ def relative_paths(notebook, build_dir: Path | None = None):
             if "text" in output:
                 output["text"] = clean(output["text"] if isinstance(output["text"], str) else "".join(output["text"]))
             for mime, value in output.get("data", {}).items():
-                if mime.startswith("text/") or mime == "application/json":
-                    if isinstance(value, str):
-                        output["data"][mime] = clean(value)
+                if (mime.startswith("text/") or mime == "application/json") and isinstance(value, str):
+                    output["data"][mime] = clean(value)
             if "traceback" in output:
                 output["traceback"] = [clean(line) for line in output["traceback"]]
     papermill_meta = notebook.metadata.get("papermill", {})
@@ -389,15 +365,13 @@ def strip_solutions(notebook) -> int:
 def write_published_notebooks(html_dir: Path, chapters: list[str], solutions: bool = True) -> list[Path]:
     """``<html>/notebooks/<chapter>.ipynb``: each chapter from its .py source, without outputs (launch/download);
     without the exercises' solutions unless ``solutions``."""
-    import jupytext
     import nbformat
 
     repository = repository_url()
     note = PUBLISHED_NOTE if repository else PUBLISHED_NOTE_NO_URL
     written = []
     for chapter in chapters:
-        notebook = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.py")
-        notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "Python 3", "language": "python"}
+        notebook = chapter_notebook(chapter)
         notebook.metadata.pop("jupytext", None)
         notebook.cells.insert(0, nbformat.v4.new_markdown_cell(note.format(chapter=chapter, url=repository)))
         if not solutions:
@@ -407,28 +381,6 @@ def write_published_notebooks(html_dir: Path, chapters: list[str], solutions: bo
         nbformat.write(notebook, target)
         written.append(target)
     return written
-
-
-def _cell_progress(chapter: str):
-    """A cells-executed bar on a terminal (how far along a long chapter is); nothing in logs.
-    ``disable=False`` is explicit because the runner sets TQDM_DISABLE for the kernels' bars."""
-    if not sys.stderr.isatty():
-        return False
-    return {"desc": f"  {chapter}", "disable": False, "leave": False, "dynamic_ncols": True}
-
-
-def _describe(exc: Exception) -> str:
-    """``Name: message`` of the error, on one line; for a failing cell, the error raised in the kernel."""
-    name, message = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
-    return f"{name}: {' '.join(str(message).split())}"
-
-
-def _keep_partial(running: Path, failed: Path) -> str:
-    """Move a partially executed notebook (if papermill wrote one) to ``failed``; the note for the error line."""
-    if not running.exists():
-        return ""
-    running.replace(failed)
-    return f" (partial notebook: {_show(failed)})"
 
 
 # --- the HTML ---------------------------------------------------------------------------------
@@ -457,7 +409,7 @@ def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) 
     for notebook in sorted((build_dir / "executed").glob("*.ipynb")):
         if not notebook.name.endswith(".failed.ipynb") and notebook.stem not in skipped:
             shutil.copy2(notebook, source / "notebooks" / notebook.name)
-    toc = _toc_files(source / "_toc.yml")
+    root, toc = toc_pages(source / "_toc.yml")
     for notebook in sorted((source / "notebooks").glob("*.ipynb")):
         if f"notebooks/{notebook.stem}" not in toc:
             print(f"note: {notebook.stem} is not in _toc.yml, so the HTML leaves it out")
@@ -468,14 +420,13 @@ def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) 
             text = (SKIPPED_PAGE.format(chapter=page.name, files=", ".join(f"`{f}`" for f in skipped[page.name]))
                     if page.name in skipped else PLACEHOLDER.format(chapter=page.name))
             page.with_name(page.name + ".md").write_text(text)
-    if skipped:
-        root = source / f"{_toc_root(source / '_toc.yml')}.md"
-        if root.is_file():
-            lines = "\n".join(f"* {chapter}: missing {', '.join(f'`{f}`' for f in files)}"
-                              for chapter, files in skipped.items())
-            text = root.read_text()
-            heading_end = text.find("\n") + 1 if text.startswith("# ") else 0
-            root.write_text(text[:heading_end] + SKIPPED_NOTE.format(lines=lines) + text[heading_end:])
+    root = source / f"{root}.md"
+    if skipped and root.is_file():
+        lines = "\n".join(f"* {chapter}: missing {', '.join(f'`{f}`' for f in files)}"
+                          for chapter, files in skipped.items())
+        text = root.read_text()
+        heading_end = text.find("\n") + 1 if text.startswith("# ") else 0
+        root.write_text(text[:heading_end] + SKIPPED_NOTE.format(lines=lines) + text[heading_end:])
     shutil.copytree(mathjax_dir(), source / VENDOR_DIR / "mathjax")
     shutil.copy2(BOOK_DIR / "semlm.css", source / VENDOR_DIR / "semlm.css")  # html_css_files
     return source
@@ -486,12 +437,8 @@ def read_skipped(build_dir: Path) -> dict[str, list[str]]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _toc_root(toc_path: Path) -> str:
-    return yaml.safe_load(toc_path.read_text()).get("root", "")
-
-
-def _toc_files(toc_path: Path) -> list[str]:
-    """Every page (``root`` and ``file`` entries) a jb-book toc names, at any depth."""
+def toc_pages(toc_path: Path) -> tuple[str, list[str]]:
+    """A jb-book toc's ``root`` and every page it names (``root`` and ``file`` entries), at any depth."""
 
     def walk(node) -> list[str]:
         if isinstance(node, list):
@@ -501,7 +448,8 @@ def _toc_files(toc_path: Path) -> list[str]:
             return own + [page for value in node.values() for page in walk(value)]
         return []
 
-    return walk(yaml.safe_load(toc_path.read_text()))
+    toc = yaml.safe_load(toc_path.read_text())
+    return toc.get("root", ""), walk(toc)
 
 
 def mathjax_dir() -> Path:
@@ -515,26 +463,20 @@ def mathjax_dir() -> Path:
     return es5
 
 
-def _strip_staged_solutions(source: Path) -> None:
-    """The student build: every staged chapter without its worked solutions, and a line saying so."""
-    import nbformat
-
-    for path in sorted((source / "notebooks").glob("*.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
-        if strip_solutions(notebook):
-            notebook.cells.append(nbformat.v4.new_markdown_cell(STUDENT_NOTE))
-            nbformat.write(notebook, path)
-
-
 def build_html(build_dir: Path, solutions: bool = True) -> Path:
     """Build the staged source with Jupyter Book; on success swap the result in as ``<build>/html`` (the student
     build, ``solutions`` False: ``<build>/html-student``, every worked solution left out)."""
+    import nbformat
+
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     if not jupyter_book.exists():
         raise BookError(f"jupyter-book not found next to {sys.executable}; run `make venv`")
     source, output, log = stage_sources(build_dir), build_dir / "jb", build_dir / "jupyter-book.log"
-    if not solutions:
-        _strip_staged_solutions(source)
+    for path in [] if solutions else sorted((source / "notebooks").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        if strip_solutions(notebook):  # the student build: a line says the solutions were left out
+            notebook.cells.append(nbformat.v4.new_markdown_cell(STUDENT_NOTE))
+            nbformat.write(notebook, path)
     shutil.rmtree(output, ignore_errors=True)  # a clean build: no stale pages or warnings hidden by caching
     result = subprocess.run([str(jupyter_book), "build", str(source), "--path-output", str(output)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -542,11 +484,18 @@ def build_html(build_dir: Path, solutions: bool = True) -> Path:
     log.write_text(output_text)
     if result.returncode != 0:
         raise BookError(f"jupyter-book build failed: {_last_meaningful_line(output_text)} (full log: {_show(log)})")
-    print(f"jupyter-book: {_warning_count(output_text)} warning(s) (log: {_show(log)})")
+    warnings = re.search(r"build succeeded, (\d+) warnings?", output_text)  # they do not fail the build
+    print(f"jupyter-book: {int(warnings.group(1)) if warnings else 0} warning(s) (log: {_show(log)})")
     drop_duplicate_inline_scripts(output / "_build" / "html")
     write_published_notebooks(output / "_build" / "html", list_chapters(), solutions)
+    # swapped in with two renames, so the old book stays until the new one is whole
     html = build_dir / ("html" if solutions else "html-student")
-    _swap_in(output / "_build" / "html", html)
+    old = html.with_name(html.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if html.exists():
+        html.rename(old)
+    (output / "_build" / "html").rename(html)
+    shutil.rmtree(old, ignore_errors=True)
     return html / "index.html"
 
 
@@ -580,22 +529,6 @@ def _last_meaningful_line(log: str) -> str:
     return (errors or worded or ["(no output)"])[-1]
 
 
-def _warning_count(log: str) -> int:
-    """Sphinx's own count from ``build succeeded, N warnings.``; warnings do not fail the build."""
-    found = re.search(r"build succeeded, (\d+) warnings?", log)
-    return int(found.group(1)) if found else 0
-
-
-def _swap_in(new: Path, target: Path) -> None:
-    """Replace the directory ``target`` by ``new`` with two renames, so the old book stays until the new one is whole."""
-    old = target.with_name(target.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    new.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def _show(path: Path) -> str:
     """``path`` relative to the cwd when it is under it (shorter messages), else absolute."""
     try:
@@ -620,8 +553,41 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     check_profile(profile)
     check_data_dir()
     chapters = list_chapters()
-    if only is not None:
-        chapters = [resolve_chapter(only, chapters)]
+    chapters, skipped = _chapters_with_data([resolve_chapter(only, chapters)] if only is not None else chapters, only)
+    build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
+    if fresh:
+        shutil.rmtree(build_dir / "runs", ignore_errors=True)
+    from_scratch = not any((build_dir / "runs").rglob("*.safetensors"))  # no trained model in the run cache
+    record_skipped(build_dir, chapters + list(skipped), skipped)
+    meter = CpuMeter(include_self=True)
+    with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit(meter), meter:
+        ensure_kernel()
+        ahead = start_training_ahead(profile, chapters, build_dir) if only is None else None
+        try:
+            for number, chapter in enumerate(chapters, 1):
+                _run_chapter(number, len(chapters), chapter, profile, build_dir)
+                if ahead is not None:  # the benchmarks chapter reads which models this build trained
+                    ahead.record()
+        finally:
+            if ahead is not None:
+                ahead.finish()
+        if html:
+            print("jupyter-book: building HTML ...", flush=True)
+            print(f"book: {_show(build_html(build_dir, solutions))}")
+        else:
+            print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
+    update_manifest(build_dir, profile=profile, total_wall_seconds=round(meter.wall_seconds, 1),
+                    from_scratch=from_scratch, **meter.summary(), chapters_run=chapters,
+                    complete=only is None and not skipped and html)
+    scratch = "from scratch" if from_scratch else "with models from the run cache"
+    print(f"build: {meter.wall_seconds:.0f} s {scratch}, cores {meter.utilisation:.0%} busy ({meter.cores} cores)",
+          flush=True)
+    return build_dir
+
+
+def _chapters_with_data(chapters: list[str], only: str | None) -> tuple[list[str], dict[str, list[str]]]:
+    """``chapters`` whose data files are all there, and ``{chapter: missing files}`` of the others (said in one
+    line; with ``--only``, a :class:`BookError`); warns about data that differ from the pinned release."""
     skipped = missing_for_chapters(chapters)
     if skipped:
         files = sorted({name for names in skipped.values() for name in names})
@@ -636,32 +602,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     if differing:
         print(f"warning: {', '.join(differing)} differ from the pinned release (data/checksums.sha256); the numbers "
               "will not match the book's; `make data-verify` says more", flush=True)
-    build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
-    if fresh:
-        shutil.rmtree(build_dir / "runs", ignore_errors=True)
-    from_scratch = not _has_cached_runs(build_dir)
-    record_skipped(build_dir, chapters + list(skipped), skipped)
-    meter = CpuMeter(include_self=True)
-    with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit(), meter:
-        ensure_kernel()
-        ahead = start_training_ahead(profile, chapters, build_dir) if only is None else None
-        try:
-            for number, chapter in enumerate(chapters, 1):
-                _run_chapter(number, len(chapters), chapter, profile, build_dir)
-                if ahead is not None:  # the benchmarks chapter reads which models this build trained
-                    _record_ahead(build_dir, ahead)
-        finally:
-            finish_training_ahead(ahead, build_dir)
-        if html:
-            print("jupyter-book: building HTML ...", flush=True)
-            print(f"book: {_show(build_html(build_dir, solutions))}")
-        else:
-            print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
-    _record_build(build_dir, profile, meter, from_scratch, chapters, complete=only is None and not skipped and html)
-    scratch = "from scratch" if from_scratch else "with models from the run cache"
-    print(f"build: {meter.wall_seconds:.0f} s {scratch}, cores {meter.utilisation:.0%} busy ({meter.cores} cores)",
-          flush=True)
-    return build_dir
+    return chapters, skipped
 
 
 #: The log of the training ahead of the chapters and its run log, under ``<build>/work``.
@@ -669,72 +610,63 @@ AHEAD_LOG, AHEAD_RUN_LOG = "train-ahead.log", "train-ahead.runs.jsonl"
 
 
 @dataclass
-class _Ahead:
-    """The training ahead of the chapters: its process, its run log and when it started (``time.time()``)."""
+class TrainingAhead:
+    """The training ahead of the chapters (:func:`start_training_ahead`): its process, the build it
+    trains for and when it started (``time.time()``)."""
 
     process: subprocess.Popen
-    run_log: Path
+    build_dir: Path
     start: float
 
+    def record(self, state: str | None = None) -> dict:
+        """Write and return ``manifest["train_ahead"]``: its state (running, ok, failed or ``state``), wall
+        seconds and the runs it trained so far (its run log)."""
+        code = self.process.poll()
+        state = state or ("running" if code is None else "ok" if code == 0 else "failed")
+        log = self.build_dir / "work" / AHEAD_LOG
+        end = log.stat().st_mtime if code is not None and log.is_file() else time.time()  # its last line, if it ended
+        entry = run_entry(state, end - self.start, self.build_dir / "work" / AHEAD_RUN_LOG)
+        return update_manifest(self.build_dir, train_ahead=entry)["train_ahead"]
 
-def start_training_ahead(profile: str, chapters: list[str], build_dir: Path):
+    def finish(self) -> None:
+        """After the chapters: stop it if it is still going (it trains only what the chapters declare, so it
+        has finished unless a chapter failed) and record it in the manifest."""
+        stopped = self.process.poll() is None
+        if stopped:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                root = psutil.Process(self.process.pid)
+                stop_processes([root, *root.children(recursive=True)])
+            self.process.wait()
+        entry = self.record("stopped" if stopped else None)
+        if entry["status"] != "ok":
+            print(f"training beside the chapters {entry['status']}: see {_show(self.build_dir / 'work' / AHEAD_LOG)}",
+                  flush=True)
+        else:
+            print(f"trained beside the chapters: {entry['runs']['trained']} models, {entry['runs']['loaded']} "
+                  f"found in the cache ({entry['seconds']:.0f} s)", flush=True)
+
+
+def start_training_ahead(profile: str, chapters: list[str], build_dir: Path) -> TrainingAhead | None:
     """Start ``python -m semlm.book plan --train`` for ``chapters``' declared runs beside the chapters, or
     return None when none of them declares runs. It trains them in one pool of one-thread processes
     (one per core), the book's chapters in order; a chapter that asks for a model it is training waits
     for it (:func:`semlm.core.runs.run_lock`). Output: ``<build>/work/train-ahead.log``."""
     from semlm.book.plan import CHAPTERS
 
-    manifest = read_manifest(build_dir)
-    if manifest.pop("train_ahead", None) is not None:  # an earlier build's
-        _write_manifest(build_dir, manifest)
+    update_manifest(build_dir, drop="train_ahead")  # an earlier build's
     wanted = [chapter for chapter in chapters if chapter in CHAPTERS]
     if not wanted:
         return None
     work = build_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
-    run_log = work / AHEAD_RUN_LOG
-    run_log.unlink(missing_ok=True)
-    env = {**os.environ, "SEMLM_RUN_LOG": str(run_log)}
+    (work / AHEAD_RUN_LOG).unlink(missing_ok=True)
+    env = {**os.environ, "SEMLM_RUN_LOG": str(work / AHEAD_RUN_LOG)}
     command = [sys.executable, "-m", "semlm.book", "plan", "--profile", profile, "--train", "--beside-chapters",
                "--chapters", ",".join(wanted)]
     with open(work / AHEAD_LOG, "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO_ROOT))
     print(f"training the models of {len(wanted)} chapters beside them (log: {_show(work / AHEAD_LOG)})", flush=True)
-    return _Ahead(process, run_log, time.time())
-
-
-def finish_training_ahead(ahead: _Ahead | None, build_dir: Path) -> None:
-    """After the chapters: stop the training ahead if it is still going (it trains only what the chapters
-    declare, so it has finished unless a chapter failed) and record it in the manifest."""
-    if ahead is None:
-        return
-    stopped = ahead.process.poll() is None
-    if stopped:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            root = psutil.Process(ahead.process.pid)
-            stop_processes([root, *root.children(recursive=True)])
-        ahead.process.wait()
-    entry = _record_ahead(build_dir, ahead, "stopped" if stopped else None)
-    if entry["status"] != "ok":
-        print(f"training beside the chapters {entry['status']}: see {_show(build_dir / 'work' / AHEAD_LOG)}",
-              flush=True)
-    else:
-        print(f"trained beside the chapters: {entry['runs']['trained']} models, {entry['runs']['loaded']} "
-              f"found in the cache ({entry['seconds']:.0f} s)", flush=True)
-
-
-def _record_ahead(build_dir: Path, ahead: _Ahead, state: str | None = None) -> dict:
-    """Write and return ``manifest["train_ahead"]``: its state (running, ok, failed or ``state``), wall
-    seconds and the runs it trained so far (its run log)."""
-    code = ahead.process.poll()
-    state = state or ("running" if code is None else "ok" if code == 0 else "failed")
-    runs = _read_run_log(ahead.run_log)
-    log = build_dir / "work" / AHEAD_LOG
-    end = log.stat().st_mtime if code is not None and log.is_file() else time.time()  # its last line, if it ended
-    manifest = read_manifest(build_dir)
-    entry = manifest["train_ahead"] = {"status": state, "seconds": round(end - ahead.start, 1), **_run_counts(runs)}
-    _write_manifest(build_dir, manifest)
-    return entry
+    return TrainingAhead(process, build_dir, time.time())
 
 
 def record_skipped(build_dir: Path, considered: list[str], skipped: dict[str, list[str]]) -> None:
@@ -756,66 +688,35 @@ def record_skipped(build_dir: Path, considered: list[str], skipped: dict[str, li
 
 
 @contextlib.contextmanager
-def _stop_children_on_exit():
+def _stop_children_on_exit(meter: CpuMeter):
     """Turn SIGTERM into KeyboardInterrupt while the build runs, and on the way out (normal or not)
-    end every process this one started that is still alive: the papermill kernel (its own session,
-    so a signal to our group misses it) and the worker pools the kernel forked."""
-    import psutil
+    end every process started below this one that is still alive (``meter``, entered inside this block,
+    saw them all): the papermill kernel (its own session, so a signal to our group misses it) and the
+    worker pools the kernel forked, which outlive a killed kernel as orphans."""
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
-
-    import threading
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, interrupt) if main_thread else None
     # A process started in the background by a non-interactive shell (`nohup make test &`) inherits
     # SIGINT ignored, and Python then installs no KeyboardInterrupt handler: set the one we rely on.
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
-    me = psutil.Process()
-    before = {child.pid for child in me.children(recursive=True)}
-    # Workers outlive a killed kernel as orphans (re-parented away from us), so remember every
-    # process we have seen below us while the build runs. psutil.Process keeps its creation
-    # time, so a recorded process whose pid was reused by someone else's is never signalled.
-    seen: dict[int, psutil.Process] = {}
-    done = threading.Event()
-
-    def watch():
-        while not done.wait(0.5):
-            with contextlib.suppress(psutil.Error):
-                for child in me.children(recursive=True):
-                    if child.pid not in before:
-                        seen.setdefault(child.pid, child)
-
-    watcher = threading.Thread(target=watch, name="semlm-book-children", daemon=True)
-    watcher.start()
     try:
         yield
     finally:
-        done.set()
-        watcher.join()
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_int)
-        with contextlib.suppress(psutil.Error):
-            for child in me.children(recursive=True):
-                if child.pid not in before:
-                    seen.setdefault(child.pid, child)
-        stop_processes([process for process in seen.values() if process.is_running()])
+        stop_processes(meter.started_processes())
 
 
 def stop_processes(processes, grace: float = 3.0) -> None:
     """SIGTERM ``processes`` (psutil), wait ``grace`` seconds, SIGKILL what is left."""
-    import psutil
-
-    alive = []
     for process in processes:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             process.terminate()
-            alive.append(process)
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(alive, timeout=grace)
+    _, alive = psutil.wait_procs(processes, timeout=grace)
     for process in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
@@ -826,10 +727,11 @@ MANIFEST_FILE = "manifest.json"
 
 
 def read_manifest(build_dir: Path) -> dict:
-    """The last builds' record: ``chapters`` (``{chapter: {profile, status, seconds, cpu_seconds, utilisation,
-    runs: {trained, resumed, loaded}, run_list}}``) and, once a ``run()`` finished, the whole build's
-    ``total_wall_seconds`` (start to HTML), ``from_scratch`` (the run cache held no model when it started),
-    ``cpu_seconds``, ``cores``, ``utilisation`` and ``complete`` (every chapter and the HTML)."""
+    """The last builds' record: ``chapters`` (``{chapter: {profile, status, seconds, runs: {trained, resumed,
+    loaded}, run_list, cpu_seconds, cores, utilisation}}``), ``train_ahead`` (:func:`start_training_ahead`) and,
+    once a ``run()`` finished, the whole build's ``total_wall_seconds`` (start to HTML), ``from_scratch`` (the
+    run cache held no model when it started), ``cpu_seconds``, ``cores``, ``utilisation`` and ``complete``
+    (every chapter and the HTML)."""
     path = Path(build_dir) / MANIFEST_FILE
     manifest = json.loads(path.read_text()) if path.is_file() else {}
     if "chapters" not in manifest:  # the flat {chapter: entry} of older builds
@@ -837,54 +739,32 @@ def read_manifest(build_dir: Path) -> dict:
     return manifest
 
 
-def _write_manifest(build_dir: Path, manifest: dict) -> None:
-    """Through a temporary file (as ``semlm.core.runs`` writes run records; that module imports torch)."""
+def update_manifest(build_dir: Path, *, chapter: str | None = None, drop: str | None = None, **fields) -> dict:
+    """Set ``fields`` as ``chapter``'s entry of the manifest (or, without ``chapter``, at its top level; ``drop``
+    removes a top-level key) and return them. Written through a temporary file, as :mod:`semlm.core.runs`
+    writes run records (that module imports torch)."""
+    manifest = read_manifest(build_dir)
+    manifest.pop(drop, None)
+    if chapter is None:
+        manifest.update(fields)
+    else:
+        manifest["chapters"][chapter] = fields
     path = Path(build_dir) / MANIFEST_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     tmp.replace(path)
+    return fields
 
 
-def _read_run_log(run_log: Path) -> list[dict]:
-    """The lines :mod:`semlm.core.runs` appended to ``run_log`` (none if it does not exist)."""
-    return [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] if run_log.is_file() else []
-
-
-def _run_counts(runs: list[dict]) -> dict:
-    """``{runs: {trained, resumed, loaded}, run_list}`` of a run log's lines, for the manifest."""
-    return {"runs": {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")},
-            "run_list": [{k: r[k] for k in ("experiment", "name", "seed", "group", "status", "train_seconds",
-                                            "cpu_seconds", "model")
-                          if k in r} for r in runs]}
-
-
-def _record_in_manifest(build_dir: Path, chapter: str, profile: str, status: str, seconds: float,
-                        run_log: Path, meter=None) -> dict:
-    """Add one chapter's entry to ``<build>/manifest.json``: how long it took, how busy it kept the cores
-    (``meter``: a finished :class:`~semlm.book.cpumeter.CpuMeter`) and, from the run log that
-    :mod:`semlm.core.runs` appended to while it executed, which of its models were trained and which loaded."""
-    entry = {"profile": profile, "status": status, "seconds": round(seconds, 1), **_run_counts(_read_run_log(run_log))}
-    if meter is not None:
-        entry.update(meter.summary())
-    manifest = read_manifest(build_dir)
-    manifest["chapters"][chapter] = entry
-    _write_manifest(build_dir, manifest)
-    return entry
-
-
-def _has_cached_runs(build_dir: Path) -> bool:
-    """Whether ``<build>/runs`` holds any trained model (a build that starts without one is from scratch)."""
-    runs = Path(build_dir) / "runs"
-    return runs.is_dir() and any(runs.rglob("*.safetensors"))
-
-
-def _record_build(build_dir: Path, profile: str, meter, from_scratch: bool, chapters: list[str],
-                  complete: bool) -> None:
-    """The whole build's wall time, CPU use and whether it started from an empty run cache, in the manifest."""
-    manifest = read_manifest(build_dir)
-    manifest.update(profile=profile, total_wall_seconds=round(meter.wall_seconds, 1), from_scratch=from_scratch,
-                    **meter.summary(), chapters_run=chapters, complete=complete)
-    _write_manifest(build_dir, manifest)
+def run_entry(status: str, seconds: float, run_log: Path, meter: CpuMeter | None = None, **first) -> dict:
+    """A manifest entry: ``first``, the ``status``, wall ``seconds`` and, from the run log that
+    :mod:`semlm.core.runs` appended to, ``runs: {trained, resumed, loaded}`` and ``run_list``; then the CPU use
+    that ``meter`` (a finished :class:`~semlm.book.cpumeter.CpuMeter`) measured."""
+    runs = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] if run_log.is_file() else []
+    kept = ("experiment", "name", "seed", "group", "status", "train_seconds", "cpu_seconds", "model")
+    return {**first, "status": status, "seconds": round(seconds, 1),
+            "runs": {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")},
+            "run_list": [{k: r[k] for k in kept if k in r} for r in runs], **(meter.summary() if meter else {})}
 
 
 def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir: Path) -> None:
@@ -895,23 +775,18 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
     run_log = build_dir / "work" / f"{chapter}.runs.jsonl"
     run_log.parent.mkdir(parents=True, exist_ok=True)
     run_log.unlink(missing_ok=True)
-    previous = os.environ.get("SEMLM_RUN_LOG")
-    os.environ["SEMLM_RUN_LOG"] = str(run_log)  # the chapter's kernel inherits it; semlm.core.runs appends
     start = time.perf_counter()
     meter = CpuMeter()
-    try:
-        with meter:
+    try:  # the chapter's kernel inherits SEMLM_RUN_LOG; semlm.core.runs appends to it
+        with mock.patch.dict(os.environ, SEMLM_RUN_LOG=str(run_log)), meter:
             execute_chapter(chapter, profile, build_dir)
     except BookError:
-        _record_in_manifest(build_dir, chapter, profile, "failed", time.perf_counter() - start, run_log, meter)
+        update_manifest(build_dir, chapter=chapter,
+                        **run_entry("failed", time.perf_counter() - start, run_log, meter, profile=profile))
         print(f"{label + ' ' if terminal else ''}FAILED ({time.perf_counter() - start:.1f} s)", flush=True)
         raise
-    finally:
-        if previous is None:
-            os.environ.pop("SEMLM_RUN_LOG", None)
-        else:
-            os.environ["SEMLM_RUN_LOG"] = previous
-    entry = _record_in_manifest(build_dir, chapter, profile, "ok", time.perf_counter() - start, run_log, meter)
+    entry = update_manifest(build_dir, chapter=chapter,
+                            **run_entry("ok", time.perf_counter() - start, run_log, meter, profile=profile))
     runs = entry["runs"]
     models = f"; {runs['trained']} models trained, {runs['loaded']} loaded" if entry["run_list"] else ""
     busy = f", cores {entry['utilisation']:.0%} busy" if entry.get("utilisation") is not None else ""
@@ -929,14 +804,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m semlm.book", description="Execute the book's chapters and build its HTML.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{run,plan,export}")
     run_cmd = commands.add_parser("run", help="execute the chapters, then build the HTML",
-                                  description="Execute the chapters with papermill, then build the HTML with Jupyter Book.")
+                                  description="Execute the chapters with papermill, then build the HTML with "
+                                              "Jupyter Book.")
     run_cmd.add_argument("--profile", required=True, metavar="{" + ",".join(PROFILES) + "}",
                          help="scale of every experiment: smoke (seconds), cpu (the default book), paper")
     run_cmd.add_argument("--only", metavar="CHAPTER",
-                         help="execute one chapter (name, name.py or unique prefix such as 01); skips the HTML unless --html")
+                         help="execute one chapter (name, name.py or unique prefix such as 01); "
+                              "skips the HTML unless --html")
     run_cmd.add_argument("--html", action="store_true", help="with --only: build the HTML as well")
     run_cmd.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD_DIR, metavar="DIR",
-                         help="where executed notebooks, metrics, trained models and the HTML go (default: book/_build)")
+                         help="where executed notebooks, metrics, trained models and the HTML go "
+                              "(default: book/_build)")
     run_cmd.add_argument("--fresh", action="store_true", help="delete the trained-model cache (<build>/runs) first")
     run_cmd.add_argument("--no-solutions", action="store_true",
                          help="a student build: the HTML (in <build>/html-student) without the exercises' solutions")
