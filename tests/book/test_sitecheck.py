@@ -174,28 +174,31 @@ def dropdown(title: str, open_attribute: str = "") -> str:
             '<div class="highlight"><pre>x = 1</pre></div></div></details>')
 
 
-def test_exercise_check_passes_when_every_exercise_has_a_collapsed_solution():
-    from semlm.book.sitecheck import exercise_problems
-
+def test_exercise_check_passes_when_every_exercise_has_a_collapsed_solution(tmp_path, chromium):
     both = dropdown("Hint") + dropdown("Solution")
-    assert exercise_problems(exercises_page(both, both, dropdown("Solution"))) == []
+    page = tmp_path / "exercises.html"
+    page.write_text(exercises_page(both, both, dropdown("Solution")))
+    assert render_check(page, chromium)["exercises"] == []
     # a page without exercises, and an open dropdown outside the Exercises section, are not checked
-    assert exercise_problems("<html><body><details open><summary>Solution</summary></details></body></html>") == []
+    page.write_text("<html><body><details open><summary>Solution</summary></details></body></html>")
+    assert render_check(page, chromium)["exercises"] == []
 
 
-def test_exercise_check_fails_a_missing_or_open_solution():
-    from semlm.book.sitecheck import exercise_problems, problems_of
+def test_exercise_check_fails_a_missing_or_open_solution(tmp_path, chromium):
+    from semlm.book.sitecheck import problems_of
 
-    page = exercises_page(dropdown("Hint") + dropdown("Solution"), dropdown("Hint"),
-                          dropdown("Solution", ' open="open"'), "<p>no dropdown at all</p>")
-    assert exercise_problems(page) == [
+    page = tmp_path / "exercises.html"
+    page.write_text(exercises_page(dropdown("Hint") + dropdown("Solution"), dropdown("Hint"),
+                                   dropdown("Solution", ' open="open"'), "<p>no dropdown at all</p>"))
+    report = render_check(page, chromium)
+    assert report["exercises"] == [
         "exercise 2: no Solution dropdown",
         "exercise 3: the Solution dropdown is open (it must start collapsed)",
         "exercise 4: no Solution dropdown",
     ]
-    assert exercise_problems('<section id="exercises"><h2>Exercises</h2><p>1. prose</p></section>') == [
-        "the Exercises section has no numbered list of exercises"]
-    assert "exercises" in problems_of({"exercises": exercise_problems(page)})
+    assert "exercises" in problems_of(report)
+    page.write_text('<html><body><section id="exercises"><h2>Exercises</h2><p>1. prose</p></section></body></html>')
+    assert render_check(page, chromium)["exercises"] == ["the Exercises section has no numbered list of exercises"]
 
 
 def test_render_check_reports_exercises_and_solutions_that_render_open(tmp_path, chromium):

@@ -9,7 +9,7 @@ sideways), tables wider than the text column, absolute paths of a machine in cel
 ``series.to_frame()``, or :func:`semlm.book.tables.show`), a visible code cell calling
 ``glue(`` (tag it ``remove-cell``, or move the glue calls to a cell that is) and references to
 files outside the repository (``NOTES.md``, ``../shared/``), and exercises whose worked
-solution is missing or shown open (``exercise_problems``: every item of an *Exercises* section's
+solution is missing or shown open (``exercises``: every item of an *Exercises* section's numbered
 list needs a ``Solution`` dropdown, collapsed until the reader opens it). ``long_code_lines`` finds the
 source lines that cause the scrolling: visible code lines of the chapters over 80 characters.
 Used by the book-build test and by ``python -m semlm.sitecheck <html dir>`` (and
@@ -87,11 +87,7 @@ def broken_internal_links(html_dir: str | Path) -> list[str]:
 
 
 def find_chromium() -> str | None:
-    for name in CHROMIUM_NAMES:
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
+    return next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
 
 
 _PROBE = """
@@ -142,9 +138,19 @@ _PROBE = """
       .flatMap(o => Array.from(o.textContent.matchAll(pathPattern), m => m[1]))
       .filter((v, i, all) => all.indexOf(v) === i).slice(0, 20);
     // a worked solution the reader sees before trying: an open "Solution" dropdown
+    const isSolution = d => /^\\s*Solution/.test((d.querySelector("summary") || {}).textContent || "");
     report.open_solutions = Array.from(document.querySelectorAll("section#exercises details"))
-      .filter(d => d.open && /^\\s*Solution/.test((d.querySelector("summary") || {}).textContent || ""))
-      .map(d => d.querySelector("summary").textContent.trim().slice(0, 100));
+      .filter(d => d.open && isSolution(d)).map(d => d.querySelector("summary").textContent.trim().slice(0, 100));
+    // each item of the Exercises section's first numbered list needs a Solution dropdown, collapsed
+    const exercises = document.querySelector("section#exercises");
+    const list = exercises && exercises.querySelector("ol");
+    const items = list ? Array.from(list.children).filter(e => e.tagName === "LI") : [];
+    report.exercises = exercises && !items.length ? ["the Exercises section has no numbered list of exercises"]
+      : items.flatMap((item, i) => {
+        const solutions = Array.from(item.querySelectorAll("details")).filter(isSolution);
+        return !solutions.length ? [`exercise ${i + 1}: no Solution dropdown`] : solutions.some(d => d.open)
+          ? [`exercise ${i + 1}: the Solution dropdown is open (it must start collapsed)`] : [];
+      });
     write(report);
   };
   addEventListener("load", () => {
@@ -171,7 +177,8 @@ def follow_redirect(page: str | Path) -> Path:
 def render_check(page: str | Path, chromium: str | None = None, budget_ms: int = 20000) -> dict:
     """Render ``page`` (after a refresh redirect) in headless Chromium; returns ``{page, mathjax,
     math_rendered, raw_tex, js_errors, images, broken_images, wide_code, absolute_paths, series_outputs,
-    outside_references, wide_tables, visible_glue}``; :func:`problems_of` picks the failures."""
+    outside_references, wide_tables, visible_glue, open_solutions, exercises}``; :func:`problems_of` picks the
+    failures."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise FileNotFoundError("no Chromium found; install the Debian package `chromium` (apt-get install chromium)")
@@ -196,93 +203,12 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     match = re.search(r'data-semlm-check="([^"]*)"', result.stdout)
     if match is None:
         raise RuntimeError(f"Chromium did not run the page probe for {page.name}: {result.stderr.strip()[-300:]}")
-    report = json.loads(html_lib.unescape(match.group(1)))
-    return {"page": page.name, **report, "exercises": exercise_problems(page.read_text(encoding="utf-8"))}
+    return {"page": page.name, **json.loads(html_lib.unescape(match.group(1)))}
 
 
 PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs",
                 "outside_references", "wide_tables", "visible_glue", "exercises",
                 "open_solutions")
-
-#: The heading of a chapter's exercises (Sphinx gives its section the id ``exercises``).
-EXERCISES_ID = "exercises"
-_VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-
-
-class _ExerciseCollector(HTMLParser):
-    """The items of the first ordered list of ``<section id="exercises">``: for each, its
-    ``Solution`` dropdowns (``<details>`` whose ``<summary>`` starts with "Solution") and whether
-    each is open."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.stack: list[str] = []
-        self.section_depth: int | None = None  # stack depth of the exercises section
-        self.list_depth: int | None = None  # stack depth of its exercise list
-        self.exercises: list[list[bool]] = []  # per exercise: `open` of each solution dropdown
-        self.details: list[bool] = []  # `open` of the <details> being read, innermost last
-        self.summary: str | None = None
-
-    def handle_starttag(self, tag, attrs):
-        if tag in _VOID_TAGS:
-            return
-        attrs = dict(attrs)
-        self.stack.append(tag)
-        depth = len(self.stack)
-        if tag == "section" and attrs.get("id") == EXERCISES_ID and self.section_depth is None:
-            self.section_depth = depth
-        elif self.section_depth in (None, -1):  # not yet in the section, or past it
-            return
-        elif tag == "ol" and self.list_depth is None:
-            self.list_depth = depth
-        elif tag == "li" and self.list_depth is not None and depth == self.list_depth + 1:
-            self.exercises.append([])
-        elif tag == "details" and self.exercises:
-            self.details.append("open" in attrs)
-        elif tag == "summary" and self.details:
-            self.summary = ""
-
-    def handle_data(self, data):
-        if self.summary is not None:
-            self.summary += data
-
-    def handle_endtag(self, tag):
-        if tag not in self.stack:
-            return
-        while self.stack:
-            closed = self.stack.pop()
-            depth = len(self.stack) + 1
-            if closed == "summary" and self.summary is not None:
-                if self.summary.strip().startswith("Solution") and self.details:
-                    self.exercises[-1].append(self.details[-1])
-                self.summary = None
-            elif closed == "details" and self.details:
-                self.details.pop()
-            elif closed == "ol" and depth == self.list_depth:
-                self.list_depth = -1  # the exercise list is done; later lists are not exercises
-            elif closed == "section" and depth == self.section_depth:
-                self.section_depth = -1
-            if closed == tag:
-                break
-
-
-def exercise_problems(html: str) -> list[str]:
-    """``exercise N: ...`` for each exercise of the page's *Exercises* section (the items of its
-    first ordered list) that has no ``Solution`` dropdown, or whose solution is open (``<details
-    open>``): a worked solution stays collapsed until the reader asks for it. A page without an
-    Exercises section has no problems."""
-    collector = _ExerciseCollector()
-    collector.feed(html)
-    problems = []
-    if collector.section_depth is not None and not collector.exercises:
-        problems.append("the Exercises section has no numbered list of exercises")
-    for number, solutions in enumerate(collector.exercises, start=1):
-        if not solutions:
-            problems.append(f"exercise {number}: no Solution dropdown")
-        elif any(solutions):
-            problems.append(f"exercise {number}: the Solution dropdown is open (it must start collapsed)")
-    return problems
-
 
 def problems_of(report: dict) -> dict:
     """The non-empty problem fields of a :func:`render_check` report."""
