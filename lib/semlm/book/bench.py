@@ -1,39 +1,30 @@
-"""Benchmark: the full synthetic experiment of paper A (both models, 6 epochs, evaluation).
+"""Benchmarks: ``python -m semlm.bench`` (``make bench``) and the book's benchmarks chapter (chapter 98).
 
-``python -m semlm.bench [--profile cpu]`` (``make bench``) trains both causal models from
-scratch in a temporary run folder (never the cache), evaluates them, prints wall time
-and peak memory, and writes ``<metrics dir>/bench.json``. The book's benchmark page
-calls the same function, so the numbers it shows were measured in that build.
-
-It also times batched, hard-controlled generation of 200 sentences with the trained fusion
-model (target: at most 1 s).
-
-Target (foundation issue): at most 60 s on a 2-core CPU.
-
-The authors' public script against ours, on this machine: ``python -m semlm.bench --authors-script
-PATH [--runs N] [--out FILE]`` (``make bench AUTHORS=PATH``) runs their ``SemanticFusion.py`` (or the
-code cells of their ``.ipynb``, github.com/YongchaoHuang/semantic_fusion; the user downloads it, this
-project never ships it) and our synthetic experiment as whole processes in turn, and writes wall time,
-CPU time and peak memory of each side with the ratios pair by pair under ``authors_comparison``
-(``compare_with_authors_script``). Only on request, never in the book build.
-
-Paper B (``run_idea_benchmark``; ``python -m semlm.bench --only idea`` runs just this part): the
-idea-gated GPT against the plain GPT of the same backbone, the FLOP ratio counted from the config
-next to the measured time ratio, for a training step and for one cached generation step. Targets:
-time ratio at most 1.05 x the FLOP ratio (training) and 1.1 x (generation). Printed with a verdict,
-never turned into timed tests.
+* Paper A (``run_benchmark``): both causal synthetic models trained (through the build's run cache, or from
+  an empty run folder with ``--fresh``) and evaluated, wall time and peak memory (target: 60 s on a 2-core
+  CPU), batched hard-controlled generation of 200 sentences (target: 1 s), the FLOP/s training reached, and
+  the fp32 / length-bucketing / bf16 comparison, whose runs go through :mod:`semlm.core.runs` like every run;
+  written to ``<metrics dir>/bench.json``. The chapter calls the same function, so it shows that build's numbers.
+* Paper B (``run_idea_benchmark``, ``--only idea``): the idea-gated GPT against the plain GPT, the FLOP ratio
+  counted from the config next to the measured time ratio, for a training step and a cached generation step
+  (targets: time ratio at most 1.05 x and 1.1 x the FLOP ratio); printed with a verdict, never a timed test.
+* The authors' script against ours (``--authors-script PATH``, ``make bench AUTHORS=PATH``): their
+  ``SemanticFusion.py`` (or their notebook's code cells; downloaded by the user, never shipped) and our
+  synthetic experiment as whole processes in turn, on this machine; only on request, never in the book build.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -44,7 +35,8 @@ from semlm.book.flops import (idea_flop_ratios, model_flops_utilisation, nominal
                               synthetic_forward_flops_per_position)
 from semlm.core import runs as runner
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
-from semlm.fusion.synthetic_experiment import SYNTHETIC, peak_rss_mb, prepare_data, synthetic_runs
+from semlm.fusion.synthetic_experiment import (SYNTHETIC, SyntheticExperiment, SyntheticRun, peak_rss_mb, prepare_data,
+                                               synthetic_runs)
 from semlm.profiles import CPU_BF16_VARIABLE, PROFILES, cpu_computes_bf16, synthetic_profile
 from semlm.book.records import BenchmarkRecord
 from semlm.book.report import write_chapter_metrics
@@ -91,8 +83,8 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
     trains both from an empty run folder instead and times the whole. The record also holds the
     FLOP/s the training reached (``synthetic_flops_record``) and, unless ``variants_profile`` is
     None, the fp32 / length-bucketing / bf16 comparison over ``variant_seeds`` seeds at that profile
-    (``compare_training_variants``; ``smoke`` by default because at ``cpu`` scale it trains
-    6 x ``variant_seeds`` models, several minutes).
+    (``compare_training_variants``, through the same run cache, or the empty folder with ``fresh``;
+    ``smoke`` by default because at ``cpu`` scale it trains 6 x ``variant_seeds`` models, several minutes).
     """
     config = synthetic_profile(profile, seed)
     start = time.perf_counter()
@@ -101,6 +93,8 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         runs = _train_synthetic(config, runs_dir, workers, progress)
         wall = time.perf_counter() - start
         generation = time_controlled_generation(runs["fusion"].load(), config)
+        variants = None if variants_profile is None else compare_training_variants(
+            variants_profile, tuple(range(seed, seed + variant_seeds)), workers=workers, runs_dir=runs_dir)
     reused = all(r.status == "loaded" for r in runs.values())
     if reused:  # trained earlier in the build: its training time, as measured then, plus what ran here
         wall += max(r.train_seconds for r in runs.values())
@@ -122,9 +116,8 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         "generations_per_second": generation["generations_per_second"],
         "flops": synthetic_flops_record(config, runs),
     }
-    if variants_profile is not None:
-        record["training_variants"] = compare_training_variants(
-            variants_profile, tuple(range(seed, seed + variant_seeds)), workers=workers)
+    if variants is not None:
+        record["training_variants"] = variants
     # the precision paper A's config trains in on this machine, and why (semlm.profiles.paper_a_cpu_precision)
     record["precision"] = {"profile": config.name, "autocast": config.train.autocast or "float32",
                            "cpu_computes_bf16": cpu_computes_bf16(),
@@ -208,55 +201,51 @@ TRAINING_VARIANTS: dict[str, tuple[int, str | None]] = {
 }
 
 
-def _train_variant(profile: str, seed: int, kind: str, bucket_batches: int, precision: str | None) -> dict:
-    """One fresh causal run (no cache, one thread) of ``kind`` with the given batching and precision."""
-    import dataclasses
+@dataclass(frozen=True)
+class VariantRun(SyntheticRun):
+    """A causal synthetic run trained with length bucketing (pool in batches, 0 = off) and an autocast precision."""
 
-    from semlm.fusion.synthetic_experiment import model_config as synthetic_model_config
-    from semlm.core.metrics import evaluate_language_model
-    from semlm.fusion.model import build_model
-    from semlm.core.train import set_seed, train
-    from semlm.fusion.losses import FusionLoss
+    bucket_batches: int = 0
+    autocast: str | None = None
 
-    torch.set_num_threads(1)
-    config = synthetic_profile(profile, seed)
-    data = prepare_data(config.corpus)
-    set_seed(seed)
-    model = build_model(synthetic_model_config(config, kind, len(data.vocab), "causal"))
-    train_config = dataclasses.replace(config.train, autocast=precision)
-    cpu0 = time.process_time()
-    result = train(model, dataclasses.replace(data.train, bucket_batches=bucket_batches), data.val, train_config,
-                   FusionLoss.from_config(train_config, data.adjective_classes), seed=seed, progress=False)
-    cpu_seconds = time.process_time() - cpu0
-    metrics = evaluate_language_model(model, data.val, data.vocab, data.held_out_ids)
-    return {"ppl": metrics["ppl"], "ppl_seen_only": metrics["ppl_seen_only"], "train_seconds": result.train_seconds,
-            "train_cpu_seconds": cpu_seconds}
+
+class TrainingVariantExperiment(SyntheticExperiment):
+    """Paper A's models trained as a :class:`VariantRun` says, through :mod:`semlm.core.runs` like every run: one
+    thread each, cached, their training seconds and CPU seconds kept in the run's history."""
+
+    name = "synthetic-variants"
+
+    def fit(self, spec: runner.RunSpec, data) -> runner.Fit:
+        fit, run = super().fit(spec, data), spec.config
+        return dataclasses.replace(fit, config=dataclasses.replace(fit.config, autocast=run.autocast),
+                                   train_data=dataclasses.replace(fit.train_data, bucket_batches=run.bucket_batches))
+
+
+TRAINING_VARIANT_RUNS = TrainingVariantExperiment()
 
 
 def compare_training_variants(profile: str = "smoke", seeds: Sequence[int] = (111, 112, 113),
                               kinds: Sequence[str] = ("baseline", "fusion"), workers: int | None = None,
-                              variants: dict[str, tuple[int, str | None]] | None = None) -> dict:
+                              variants: dict[str, tuple[int, str | None]] | None = None,
+                              runs_dir: str | Path | None = None) -> dict:
     """Train every variant of ``TRAINING_VARIANTS`` for every seed and model; compare with the reference.
 
     A variant is **within the seed interval** of a metric when its mean over seeds lies inside the
     reference's two-sided 95% Student-t interval over the same seeds, for every model. Speed is the
-    training CPU time (``time.process_time`` of the one-thread worker, less sensitive to a busy
-    neighbour than wall time), mean over seeds, as a ratio to the reference. bf16 is worth turning
+    training CPU time (the trainer's, validation excluded, kept in the run's history, so a run loaded from
+    the cache (``runs_dir``; None: the build's) reports what it measured when it trained; less sensitive to a
+    busy neighbour than wall time), mean over seeds, as a ratio to the reference. bf16 is worth turning
     on only if it is both faster (ratio < 1) and within the intervals; the record says which holds.
     """
     variants = dict(variants or TRAINING_VARIANTS)
     jobs = [(name, kind, seed) for name in variants for kind in kinds for seed in seeds]
-    args = [(profile, seed, kind, *variants[name]) for name, kind, seed in jobs]
-    workers = max(1, min(len(jobs), workers or os.cpu_count() or 1))
-    if workers == 1:
-        results = [_train_variant(*a) for a in args]
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            results = list(pool.map(_train_variant, *zip(*args)))
-    return summarise_training_variants({job: result for job, result in zip(jobs, results)}, profile, variants)
+    specs = [runner.RunSpec(kind, seed, VariantRun(synthetic_profile(profile, seed), kind, "causal", *variants[name]),
+                            group=f"bucket{variants[name][0]}-{variants[name][1] or 'float32'}")
+             for name, kind, seed in jobs]
+    records = runner.run_many(TRAINING_VARIANT_RUNS, specs, runner.RunContext(profile, runs_dir, workers, False))
+    results = {job: {"ppl": r.metrics.ppl, "ppl_seen_only": r.metrics.ppl_seen_only, "train_seconds": r.train_seconds,
+                     "train_cpu_seconds": r.cpu_seconds} for job, r in zip(jobs, records)}
+    return summarise_training_variants(results, profile, variants)
 
 
 def summarise_training_variants(results: dict[tuple[str, str, int], dict], profile: str,
@@ -472,9 +461,7 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
                   "prompt_tokens": prompt_tokens, "new_tokens": new_tokens, "generation_batch": generation_batch,
                   "flops": flops}
         jobs = _idea_jobs(config, V, seed, batches, prompt, new_tokens, device)
-        times = _time_idea_jobs(jobs, repeats)
-        for name, (model, _) in jobs.items():
-            record[name] = _idea_model_times(model, times[name], steps, B * L, generation_batch, new_tokens, device)
+        record.update(_time_idea_jobs(jobs, repeats, steps, B * L, generation_batch, new_tokens, device))
         _add_idea_ratios(record, flops, device)
         return record
     finally:
@@ -522,13 +509,16 @@ def _idea_jobs(config, vocab_size: int, seed: int, batches, prompt, new_tokens: 
     return jobs
 
 
-def _time_idea_jobs(jobs: dict, repeats: int) -> dict:
-    """Wall (and, for the training step, process CPU) times of every job, ``repeats`` times after a warm-up."""
+def _time_idea_jobs(jobs: dict, repeats: int, steps: int, tokens_per_step: int, generation_batch: int,
+                    new_tokens: int, device: str) -> dict:
+    """Each model's entry of the idea benchmark from its jobs run ``repeats`` times after a warm-up: best step and
+    per-token times, throughputs, and every repeat's step time (wall, and process CPU time on a CPU)."""
+    from semlm.idea.model import parameter_count
+
     # plain and gated alternate, so a busy neighbour on a shared machine slows both alike
     times = {name: {"step": [], "one": [], "many": [], "step_cpu": []} for name in jobs}
-    for _, model_jobs in jobs.values():  # warm-up
-        for run in model_jobs.values():
-            run()
+    for run in [run for _, model_jobs in jobs.values() for run in model_jobs.values()]:  # warm-up
+        run()
     for _ in range(repeats):
         for name, (_, model_jobs) in jobs.items():
             for key, run in model_jobs.items():
@@ -537,24 +527,18 @@ def _time_idea_jobs(jobs: dict, repeats: int) -> dict:
                 times[name][key].append(time.perf_counter() - t0)
                 if key == "step":  # CPU time: what a busy neighbour on a shared CPU changes least
                     times[name]["step_cpu"].append(time.process_time() - cpu0)
-    return times
-
-
-def _idea_model_times(model, times: dict, steps: int, tokens_per_step: int, generation_batch: int,
-                      new_tokens: int, device: str) -> dict:
-    """One model's entry of the idea benchmark: best step and per-token times, throughputs."""
-    from semlm.idea.model import parameter_count
-
-    step_seconds = min(times["step"]) / steps
-    per_token = max(min(times["many"]) - min(times["one"]), 1e-9) / (new_tokens - 1)
-    out = {"parameters": parameter_count(model), "step_seconds": step_seconds,
-           "generate_seconds": min(times["many"]), "seconds_per_new_token": per_token,
-           "train_tokens_per_second": tokens_per_step / step_seconds,
-           "generated_tokens_per_second": generation_batch / per_token,
-           "step_seconds_all": [t / steps for t in times["step"]]}
-    if device == "cpu":
-        out["step_cpu_seconds"] = min(times["step_cpu"]) / steps
-        out["step_cpu_seconds_all"] = [t / steps for t in times["step_cpu"]]
+    out = {}
+    for name, (model, _) in jobs.items():
+        t, step_seconds = times[name], min(times[name]["step"]) / steps
+        per_token = max(min(t["many"]) - min(t["one"]), 1e-9) / (new_tokens - 1)
+        out[name] = {"parameters": parameter_count(model), "step_seconds": step_seconds,
+                     "generate_seconds": min(t["many"]), "seconds_per_new_token": per_token,
+                     "train_tokens_per_second": tokens_per_step / step_seconds,
+                     "generated_tokens_per_second": generation_batch / per_token,
+                     "step_seconds_all": [x / steps for x in t["step"]]}
+        if device == "cpu":
+            out[name].update(step_cpu_seconds=min(t["step_cpu"]) / steps,
+                             step_cpu_seconds_all=[x / steps for x in t["step_cpu"]])
     return out
 
 
@@ -586,12 +570,12 @@ def _add_idea_ratios(record: dict, flops: dict, device: str) -> None:
 
 
 def print_idea_summary(idea: dict) -> None:
-    print(f"idea-gated GPT ({idea['profile']}, {idea['device']}): FLOP ratio gated / plain vs measured time ratio")
-    print(f"  training step   : {idea['verdicts']['step']}")
+    """The chapter's ratio table (:func:`idea_ratio_frame`) with its verdict sentences."""
+    print(f"idea-gated GPT ({idea['profile']}, {idea['device']}):\n{idea_ratio_frame(idea).to_string()}")
+    print("\n".join(f"  {key}: {sentence}" for key, sentence in idea["verdicts"].items()))
     if "step_cpu_time_ratio" in idea:
-        print(f"                    CPU time ratio {idea['step_cpu_time_ratio']:.2f} = "
-              f"{idea['step_cpu_time_over_flops']:.2f} x FLOP ratio (process CPU time, less moved by neighbours)")
-    print(f"  generation/token: {idea['verdicts']['generation']} (KV cache, {idea['new_tokens']} new tokens)")
+        print(f"  step CPU time ratio {idea['step_cpu_time_ratio']:.2f} = {idea['step_cpu_time_over_flops']:.2f} x "
+              "FLOP ratio (process CPU time, less moved by neighbours)")
 
 
 # --- the whole book ---------------------------------------------------------------------------
@@ -687,19 +671,16 @@ def _trained_model(run: dict) -> tuple:
 
 
 def print_book_times(times: dict) -> None:
+    """The chapter's table of the build's chapter times and one line: minutes, core use, from scratch, target."""
     if not times["chapters"]:
         print("book: no build recorded yet (run `make book`)")
         return
-    for row in times["chapters"]:
-        print(f"  {row['chapter']:<32} {row['minutes']:6.2f} min  {row['models trained']:3d} trained "
-              f"{row['models loaded']:3d} loaded  ({row['profile']}, {row['status']})")
     verdict = {True: "meets", False: "MISSES", None: "n/a for"}[times["meets_target"]]
     scratch = "from scratch" if times["from_scratch"] else "NOT from scratch (some models came from an earlier build)"
     busy = f", cores {times['utilisation']:.0%} busy" if times.get("utilisation") is not None else ""
-    if times.get("trained_ahead"):
-        print(f"  {'(trained beside the chapters)':<32} {'':>10}  {times['trained_ahead']:3d} trained")
-    print(f"book ({', '.join(times['profiles'])}): {times['total_minutes']:.1f} min{busy}, {scratch}; "
-          f"{verdict} the {times['target_minutes']:.0f} min target")
+    print(f"{pd.DataFrame(times['chapters']).to_string(index=False)}\nbook ({', '.join(times['profiles'])}): "
+          f"{times['total_minutes']:.1f} min{busy}, {scratch}, {times['trained_ahead']} model(s) trained beside the "
+          f"chapters; {verdict} the {times['target_minutes']:.0f} min target")
 
 
 # --- the authors' script against ours, both measured here ------------------------------------
@@ -922,17 +903,6 @@ def previous_authors_comparison(path: str | Path | None = None) -> dict | None:
         return None
 
 
-def print_authors_comparison(record: dict) -> None:
-    print(f"authors' script vs our synthetic experiment ({record['profile']}), {record['runs']} runs each in turn, "
-          f"on {record['cpu_model']} ({record['cpu_count']} cores)")
-    sides = [("ours", record["ours"])] + ([("authors' script", record["authors_script"])] if "ratios" in record else [])
-    for name, side in sides:
-        print(f"  {name:<16} median {side['wall_seconds']:8.1f} s wall  {side['cpu_seconds']:8.1f} s CPU  "
-              f"{side['peak_mb']:7.0f} MB peak")
-    if "ratios" in record:
-        r = record["ratios"]
-        print(f"  ours / theirs    median {r['wall_seconds']['median']:8.2f} wall  "
-              f"{r['cpu_seconds']['median']:8.2f} CPU  {r['peak_mb']['median']:7.2f} peak (median of the pairs)")
 
 
 # --- the benchmarks chapter's tables (notebooks/98_benchmarks.py) ----------------------------
@@ -1094,17 +1064,8 @@ def _run_all(args) -> int:
     """The whole benchmark (the chapter's record), printed as a summary, then the last book build's times."""
     record = run_benchmark(args.profile, args.seed, args.workers, fresh=args.fresh,
                            variants_profile=None if args.variants_profile == "none" else args.variants_profile)
-    total_mb = sum(record["peak_rss_mb"].values())
-    verdict_word = {True: "meets", False: "MISSES", None: "n/a for"}[record["meets_target"]]
-    print(f"synthetic experiment ({args.profile}): {record['wall_seconds']:.1f} s wall "
-          f"({verdict_word} the {TARGET_SECONDS:.0f} s target), peak memory {total_mb:.0f} MiB summed over processes")
-    gen = record["generation"]
-    print(f"controlled generation: {gen['sentences']} sentences in {gen['seconds']:.3f} s "
-          f"({gen['generations_per_second']:.0f}/s; target <= {GENERATION_TARGET_SECONDS:.0f} s)")
-    for kind, flops in record["flops"]["models"].items():
-        print(f"{kind}: {flops['flops_per_second'] / 1e9:.1f} GFLOP/s in training = "
-              f"{flops['share_of_measured_peak']:.0%} of one thread's measured matmul peak "
-              f"({record['flops']['peak_measured_per_thread'] / 1e9:.0f} GFLOP/s)")
+    print(f"synthetic experiment ({args.profile}):\n{summary_frame(record).to_string()}")
+    print(flops_frame(record).to_string())
     print(record["bf16_decision"])
     print_idea_summary(record["idea"])
     print(json.dumps(record, indent=2))
@@ -1157,7 +1118,8 @@ def _run_precision(args) -> int:
 def _run_authors(args) -> int:
     """``--authors-script``: measure, print, write; one error line and exit 1 if their side failed."""
     record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
-    print_authors_comparison(record)
+    frame, note = authors_comparison_frame({"authors_comparison": record})
+    print(f"{frame.to_string()}\n{note}")
     print(f"written to {write_authors_comparison(record, args.out)} (authors_comparison)")
     if "error" in record:
         print(f"error: {record['error']}", file=sys.stderr)

@@ -54,8 +54,10 @@ def gpu_slug(name: str | None) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "gpu"
 
 
-def _claim_value(row: dict) -> float | None:
-    value = row.get("causal_value")
+def _mean(value):
+    """A number, or the ``mean`` of a summary dict (``semlm.core.metrics.summarise``), else None."""
+    if isinstance(value, dict):
+        value = value.get("mean")
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -80,7 +82,8 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
             out.setdefault(row["id"], []).append(
                 {"folder": run.slug, "commit": run.commit[:12], "machine": run.machine, "date": run.date,
                  "profile": row.get("profile"), "seeds": row.get("seeds"), "status": row["status"],
-                 "value_mean": _claim_value(row), "value": _claim_value(row), "ci_low": low, "ci_high": high})
+                 "value_mean": _mean(row.get("causal_value")), "value": _mean(row.get("causal_value")),
+                 "ci_low": low, "ci_high": high})
     return out
 
 
@@ -117,59 +120,51 @@ def _build_side(folder: str | Path) -> dict:
             "report": report, "report_file": str(report_file) if report_file else None}
 
 
-def _interval(row: dict) -> tuple[float, float] | None:
-    ci = row.get("ci")
-    if not ci or len(ci) != 2 or not all(isinstance(x, (int, float)) and x == x for x in ci):
-        return None
-    return float(ci[0]), float(ci[1])
-
-
 def _compare_rows(rows_a: list[dict], rows_b: list[dict], values: bool) -> list[dict]:
-    """Claim by claim (in A's order, then B's extra claims): each side's status, value and interval, and whether
-    the status changed, the values moved beyond the intervals (``values``: both rows have a numeric value and an
-    interval, and the two intervals do not overlap) or the claim is on one side only."""
-    by_a, by_b = {r["id"]: r for r in rows_a}, {r["id"]: r for r in rows_b}
-    out = []
-    for claim in [*by_a, *(c for c in by_b if c not in by_a)]:
+    """Claim by claim (A's order, then B's extra claims): each side's status, value and interval, and whether the
+    status changed, the claim is on one side only or (``values``: both sides have a value and a finite 95% interval)
+    the two intervals do not overlap."""
+    def interval(row):
+        ci = row and row.get("ci")
+        finite = ci and len(ci) == 2 and all(isinstance(x, (int, float)) and x == x for x in ci)
+        return (float(ci[0]), float(ci[1])) if finite else None
+
+    by_a, by_b, out = {r["id"]: r for r in rows_a}, {r["id"]: r for r in rows_b}, []
+    for claim in {**by_a, **by_b}:
         a, b = by_a.get(claim), by_b.get(claim)
-        only = "A" if b is None else "B" if a is None else None
-        va, vb, ia, ib = a and _claim_value(a), b and _claim_value(b), a and _interval(a), b and _interval(b)
-        comparable = only is None and values and None not in (va, vb, ia, ib)
-        out.append({"id": claim, "only_in": only, "a_status": a and a.get("status"), "b_status": b and b.get("status"),
+        both = a is not None and b is not None
+        (va, vb), (ia, ib) = [row and _mean(row.get("causal_value")) for row in (a, b)], map(interval, (a, b))
+        out.append({"id": claim, "only_in": None if both else "A" if b is None else "B",
+                    "a_status": a and a.get("status"), "b_status": b and b.get("status"),
                     "a_value": va, "b_value": vb, "a_ci": ia, "b_ci": ib,
-                    "status_changed": only is None and a.get("status") != b.get("status"),
-                    "beyond_intervals": only is None and values and comparable and (ia[1] < ib[0] or ib[1] < ia[0])})
+                    "status_changed": both and a.get("status") != b.get("status"),
+                    "beyond_intervals": both and values and None not in (va, vb, ia, ib)
+                    and (ia[1] < ib[0] or ib[1] < ia[0])})
     return out
-
-
-def _judged(side: dict) -> list[dict]:
-    from semlm.book.claims import evaluate_claims
-
-    try:
-        return evaluate_claims(side["metrics"])
-    except (ValueError, TypeError, KeyError, AttributeError) as error:
-        raise ValueError(f"the claims code cannot judge the metrics of {side['folder']}: "
-                         f"{type(error).__name__}: {error}") from None
 
 
 def diff_builds(a: str | Path, b: str | Path) -> dict:
     """Compare two builds' verdicts claim by claim (a recorded book build, a build directory, or a recorded run).
 
-    Two comparisons, kept apart: ``current``, both sides' chapter metrics judged by this commit's claims code
-    (:func:`semlm.book.claims.evaluate_claims`), with a status change or a value change beyond the intervals (both
-    sides have a numeric value and a 95% interval, and the intervals do not overlap); ``stored``, the statuses in
-    the two sides' own ``report.json`` (None unless both have one). Returns ``{a, b, current, stored, compared,
-    status_changes, value_changes, stored_status_changes, stored_one_side}``, ``a`` and ``b`` being ``{folder,
-    commit, report_file}``.
+    Two comparisons, kept apart: ``current``, both sides' chapter metrics judged by this commit's claims code, and
+    ``stored``, the statuses in the two sides' own ``report.json`` (None unless both have one); with counts of
+    status changes, value changes beyond the intervals and (stored) claims on one side only.
     Raises ``FileNotFoundError``/``ValueError`` for a missing folder, one without chapter metrics or malformed JSON.
     """
-    sides = [_build_side(a), _build_side(b)]
-    current = _compare_rows(_judged(sides[0]), _judged(sides[1]), values=True)
+    from semlm.book.claims import evaluate_claims
+
+    sides, judged = [_build_side(a), _build_side(b)], []
+    for side in sides:
+        try:
+            judged.append(evaluate_claims(side["metrics"]))
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise ValueError(f"the claims code cannot judge the metrics of {side['folder']}: "
+                             f"{type(error).__name__}: {error}") from None
+    current = _compare_rows(*judged, values=True)
     stored = (_compare_rows(sides[0]["report"]["claims"], sides[1]["report"]["claims"], values=False)
               if all(side["report"] is not None for side in sides) else None)
     both = [row for row in current if row["only_in"] is None]
-    return {"a": {k: sides[0][k] for k in ("folder", "commit", "report_file")},
-            "b": {k: sides[1][k] for k in ("folder", "commit", "report_file")},
+    return {**{key: {k: side[k] for k in ("folder", "commit", "report_file")} for key, side in zip("ab", sides)},
             "current": current, "stored": stored, "compared": len(both),
             "status_changes": sum(row["status_changed"] for row in both),
             "value_changes": sum(row["beyond_intervals"] for row in both),
@@ -288,13 +283,6 @@ def verdicts_markdown(report: dict, provenance: dict) -> str:
         lines.append(f"| {row['id']}: {_cell(row['claim'])} | {row['status']} | {_cell(row.get('causal_value'))} | "
                      f"{ci} | {_cell(row.get('reason'))} | {_cell(row.get('rule'))} |")
     return "\n".join(lines) + "\n"
-
-
-def _mean(value):
-    """A number, or the ``mean`` of a summary dict (``semlm.core.metrics.summarise``), else None."""
-    if isinstance(value, dict):
-        value = value.get("mean")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _stickiness(metrics: dict, model: str) -> float | None:
@@ -663,6 +651,14 @@ def _new_folder(dest: Path):
     tmp.replace(dest)
 
 
+def _cpu_provenance(label: str, kind: str, machine: dict, commit: str, profile, command: str, **more) -> dict:
+    """A recorded CPU folder's ``provenance.json``: the machine and packages ``machine`` names (a chapter's metrics,
+    or this machine's), this machine's memory, the date (now unless ``more`` gives one), commit and command."""
+    keys = ("cpu_model", "cpu_count", "machine", "packages", "python")
+    return {"label": label, "kind": kind, "gpu": None, **{k: machine.get(k) for k in keys}, "memory_gb": _memory_gb(),
+            "date": _utc(), "git_commit": commit, "profile": profile, "command": command, "dry_run": False, **more}
+
+
 def _folder_name(prefix: str, name: str, default: str) -> str:
     return f"{prefix}{re.sub(r'[^a-z0-9-]+', '-', name.lower()).strip('-') or default}"
 
@@ -688,20 +684,15 @@ def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit:
     with _new_folder(dest) as tmp:
         shutil.copy2(metrics_file, tmp / metrics_file.name)
         rate = _mean((metrics.get("training", {}).get("tokens_per_second") or {}).get("gated"))
-        provenance = {
-            "label": CPU_LABEL, "kind": "cpu-long", "gpu": None,
-            "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": _memory_gb(),
-            "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
-            "date": _utc(), "git_commit": commit, "profile": "cpu-long", "command": command, "dry_run": False,
-            "collected_at_commit": _this_commit(),  # the code that wrote this folder (normally the same commit)
-            "wall_seconds": seconds, "calls": n_calls, "tokens_seen": tokens_seen(metrics),
-            "competence": metrics.get("competence"),
-            "chapters": {metrics_file.stem: {"status": "ok", "profile": "cpu-long", "wall_seconds": seconds,
-                                             "metrics_file": metrics_file.name,
-                                             "papermill_parameters": "-p profile cpu-long -p workers 2",
-                                             "tokens_per_second": rate,
-                                             "throughput_note": "gated model, one thread, training only"}},
-        }
+        provenance = _cpu_provenance(
+            CPU_LABEL, "cpu-long", metrics, commit, "cpu-long", command,
+            collected_at_commit=_this_commit(),  # the code that wrote this folder (normally the same commit)
+            wall_seconds=seconds, calls=n_calls, tokens_seen=tokens_seen(metrics), competence=metrics.get("competence"),
+            chapters={metrics_file.stem: {"status": "ok", "profile": "cpu-long", "wall_seconds": seconds,
+                                          "metrics_file": metrics_file.name,
+                                          "papermill_parameters": "-p profile cpu-long -p workers 2",
+                                          "tokens_per_second": rate,
+                                          "throughput_note": "gated model, one thread, training only"}})
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
     return dest
 
@@ -735,16 +726,12 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
         shutil.copy2(manifest_path, tmp / BOOK_MANIFEST)
         for source in sources:  # the chapters' metrics (no weights, no HTML)
             shutil.copy2(source, tmp / BOOK_METRICS / source.name)
-        provenance = {
-            "label": BOOK_LABEL, "kind": "cpu-book", "gpu": None,
-            "cpu_model": metrics.get("cpu_model"), "cpu_count": metrics.get("cpu_count"), "memory_gb": _memory_gb(),
-            "machine": metrics.get("machine"), "packages": metrics.get("packages"), "python": metrics.get("python"),
-            "date": _utc(_dt.datetime.fromtimestamp(manifest_path.stat().st_mtime, _dt.timezone.utc)),
-            "git_commit": metrics.get("git_commit", "unknown"), "profile": manifest.get("profile"), "command": command,
-            "dry_run": False, "collected_at_commit": _this_commit(),
+        provenance = _cpu_provenance(
+            BOOK_LABEL, "cpu-book", metrics, metrics.get("git_commit", "unknown"), manifest.get("profile"), command,
+            date=_utc(_dt.datetime.fromtimestamp(manifest_path.stat().st_mtime, _dt.timezone.utc)),
+            collected_at_commit=_this_commit(),
             **{k: manifest.get(k)
-               for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")},
-        }
+               for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")})
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
         built = Path(build_dir) / "metrics" / REPORT
         if built.is_file():  # the build's own verdicts, as its report chapter judged them
@@ -773,50 +760,50 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
     dest = Path(root) / name
     with _new_folder(dest) as tmp:
         (tmp / TRAINING_VARIANTS).write_text(json.dumps(comparison, indent=2))
-        provenance = {
-            "label": VARIANTS_LABEL, "kind": "cpu-variants", "gpu": None,
-            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "memory_gb": _memory_gb(),
-            "machine": platform.machine(), "cpu_computes_bf16": cpu_computes_bf16(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "packages": package_versions(),
-            "python": platform.python_version(), "date": _utc(),
-            "git_commit": commit, "profile": comparison.get("profile"), "command": command, "dry_run": False,
-        }
+        machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
+                   "packages": package_versions(), "python": platform.python_version()}
+        provenance = _cpu_provenance(VARIANTS_LABEL, "cpu-variants", machine, commit, comparison.get("profile"),
+                                     command, cpu_computes_bf16=cpu_computes_bf16(),
+                                     cpu_capability=torch.backends.cpu.get_cpu_capability())
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
     return dest
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m semlm.book.recorded", description="Recorded runs and builds.")
     sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("collect", help="write book/recorded/<gpu>/ from a .ci/run-gpu work folder")
+    commands = {"collect": "write book/recorded/<gpu>/ from a .ci/run-gpu work folder",
+                "collect-long": "write book/recorded/cpu-<name>/ from a .ci/run-long clone",
+                "collect-book": "write book/recorded/cpu-book-<name>/ from a finished `make book`",
+                "diff": "compare two builds' verdicts claim by claim (recorded folders or book/_build)",
+                "show": "print the recorded runs of a chapter"}
+    c, g, b, d, s = (sub.add_parser(name, help=text) for name, text in commands.items())
+    for command in (c, g, b, s):
+        command.add_argument("--root", default=RECORDED_DIR, type=Path)
+    for command in (c, g):
+        command.add_argument("--commit", default="unknown")
     c.add_argument("--work", required=True, type=Path)
-    c.add_argument("--root", default=RECORDED_DIR, type=Path)
-    c.add_argument("--commit", default="unknown")
     c.add_argument("--profile", default="paper")
     c.add_argument("--max-steps", default="")
     c.add_argument("--dry-run", default="0")
     c.add_argument("--started", type=float, default=_dt.datetime.now().timestamp())
     c.add_argument("--pytest-summary", default="")
     c.add_argument("--idea-model-summary", default="")
-    g = sub.add_parser("collect-long", help="write book/recorded/cpu-<name>/ from a .ci/run-long clone")
     g.add_argument("--metrics", required=True, type=Path)
     g.add_argument("--calls", required=True, type=Path)
-    g.add_argument("--root", default=RECORDED_DIR, type=Path)
     g.add_argument("--name", default="long")
-    g.add_argument("--commit", default="unknown")
     g.add_argument("--command", dest="run_command", default="", help="the command that made the run (provenance)")
-    b = sub.add_parser("collect-book", help="write book/recorded/cpu-book-<name>/ from a finished `make book`")
     b.add_argument("--build-dir", default=Path("book/_build"), type=Path)
-    b.add_argument("--root", default=RECORDED_DIR, type=Path)
     b.add_argument("--name", default="build")
     b.add_argument("--command", dest="run_command", default="make book", help="the command that made the build")
-    d = sub.add_parser("diff", help="compare two builds' verdicts claim by claim (recorded folders or book/_build)")
     d.add_argument("a", type=Path, help="a recorded build (book/recorded/cpu-book-*) or a build directory")
     d.add_argument("b", type=Path, help="the same, compared with A")
-    s = sub.add_parser("show", help="print the recorded runs of a chapter")
     s.add_argument("chapter", choices=CHAPTERS)
-    s.add_argument("--root", default=RECORDED_DIR, type=Path)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "collect-book":
             print(collect_book(args.build_dir, args.root, args.name, args.run_command))
