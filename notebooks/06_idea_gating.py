@@ -56,10 +56,9 @@ from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.idea.wikitext_experiment import (
-    IDEA, authors_protocol, authors_protocol_over_seeds,
-    book_protocol_over_seeds, domain_retention, idea_data, idea_gating_runs,
+    IDEA, authors_protocol, domain_retention, idea_data, idea_gating_runs,
     idea_profile, load_domains, model_config, profile_differences,
-    with_chosen_gated,
+    protocols_over_seeds, with_chosen_gated,
 )
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 
@@ -361,15 +360,9 @@ report.paper_table1()
 # over seeds: the first rows of the table. The authors' four follow, for comparison.
 
 # %%
-seed_scores, sharpening = authors_protocol_over_seeds(
-    by_seed,
-    tokenizer,
-    PAPER_B_EVAL_DOMAINS,
-    config.generation,
-    data.blocks("valid", config),
-)
-book_scores = book_protocol_over_seeds(
-    by_seed, tokenizer, load_domains(), config.generation, sharpening
+seed_scores, book_scores, sharpening = protocols_over_seeds(
+    by_seed, tokenizer, PAPER_B_EVAL_DOMAINS, load_domains(),
+    config.generation, data.blocks("valid", config),
 )
 over_seeds = report.seed_comparison(
     by_seed, seed_scores, config, sharpening, book_scores

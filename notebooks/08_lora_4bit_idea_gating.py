@@ -54,10 +54,9 @@ from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
 from semlm.idea.gate import xray
 from semlm.idea.lora_experiment import (
-    BACKBONE_PRETRAINING, LORA, PAPER_B_LORA_PPL, backbone_runs,
-    capacity_control_runs, lora_device, lora_profile, lora_runs,
-    measure_memory, nf4_cpu_kernel, paper_scale_parameter_counts,
-    prepare_fineweb, resolve_backbone,
+    BACKBONE_PRETRAINING, LORA, backbone_runs, capacity_control_runs,
+    lora_device, lora_profile, lora_runs, measure_memory, nf4_cpu_kernel,
+    paper_scale_parameter_counts, prepare_fineweb, resolve_backbone,
 )
 from semlm.idea.wikitext_experiment import domain_retention, load_domains
 
@@ -167,7 +166,7 @@ base, gated = runs[(main_q, False)], runs[(main_q, True)]
 runs.table()
 
 # %% tags=["remove-cell"]
-for key, value in runs.glue(main_q, backbone, PAPER_B_LORA_PPL).items():
+for key, value in runs.glue(main_q, backbone).items():
     glue(key, value, display=False)
 
 # %% [markdown]
@@ -387,7 +386,6 @@ record = report.lora_record(
     nf4_cpu_kernel() if lora_device().type == "cpu" else "cuda",
     retention,
     ray,
-    PAPER_B_LORA_PPL,
     control,
 )
 chapter.close(record)

@@ -56,14 +56,13 @@ from semlm.book.claims import (
     TOPIC_MISCALIBRATION,
 )
 from semlm.book.tables import show, show_config
-from semlm.core.runs import RunContext, run_many
+from semlm.core.runs import RunContext, nested, run_many
 from semlm.data.topics import NEUTRAL_TEMPLATES, TEMPLATES
 from semlm.idea import topic_report
 from semlm.idea.topic_experiment import (
     CHAPTER, CURVE, RESAMPLED, TOPIC_DRIFT, Measurements, alpha_sweep,
     data_drift, evaluate_curve, prepare_topic_data, resampled_decision,
-    runs_by_group, sentence_labels, topic_decision, topic_drift_profile,
-    topic_drift_runs,
+    sentence_labels, topic_decision, topic_drift_profile, topic_drift_runs,
 )
 
 # %% tags=["hide-input"]
@@ -258,7 +257,7 @@ glue("every", config.train.eval_every, display=False)
 specs = topic_drift_runs(config, seeds)
 specs += topic_drift_runs(config, seeds, resample=True)
 records = run_many(TOPIC_DRIFT, specs, RunContext(config.name, workers=workers))
-groups = runs_by_group(records)
+groups = nested(records, "group", "name", "seed")  # {group: {kind: {seed: run}}}
 runs = groups[CURVE]
 topic_report.training_table(runs)
 
@@ -309,8 +308,7 @@ for key, value in decision.glue().items():
 # is the data's own rate.
 
 # %%
-results = evaluate_curve(measured)
-curve = topic_report.LearningCurve(results)
+curve = topic_report.LearningCurve(evaluate_curve(measured))
 fig = plots.plot_drift_learning_curve(curve.frame())
 curve.table()
 
@@ -343,7 +341,7 @@ curve.final_table()
 # is not by itself a success.
 
 # %%
-plain_rate = results.final.plain.switch_rate
+plain_rate = curve.final.plain.switch_rate
 sweep = topic_report.AlphaSweep(
     alpha_sweep(runs["gated"], data, config),
     config.data.switch_prob,
@@ -408,7 +406,7 @@ record = topic_report.topic_drift_record(
     data_rate,
     exact,
     seeds,
-    results,
+    curve,
     sweep.rows,
     runs,
     decision,
@@ -436,7 +434,7 @@ for key, value in verdict.glue().items():
 # the largest budget.
 
 # %%
-topic_report.topic_examples(results, seeds[0], config)
+topic_report.topic_examples(curve, seeds[0], config)
 
 # %%
 chapter.close(record)
@@ -551,11 +549,12 @@ recorded.T if not recorded.empty else None
 #        config, data=replace(config.data, neutral_prob=0.8, max_neutral_run=4)
 #    )
 #    harder_data = prepare_topic_data(harder.data)
-#    harder_runs = runs_by_group(
+#    harder_runs = nested(
 #        run_many(
 #            TOPIC_DRIFT, topic_drift_runs(harder, seeds),
 #            RunContext(harder.name, workers=workers),
-#        )
+#        ),
+#        "group", "name", "seed",
 #    )[CURVE]
 #    harder_rate = data_drift(harder_data.corpus.val, harder_data.world)
 #    harder_decision, _ = topic_decision(

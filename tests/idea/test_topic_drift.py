@@ -11,12 +11,12 @@ import torch
 from semlm.book.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STATUSES, evaluate_claims
 from semlm.core.records import Interval
 from semlm.idea.records import TopicDriftRecord
-from semlm.core.runs import RunContext, run_many
+from semlm.core.runs import RunContext, nested, run_many
 from semlm.data.topics import (AMBIGUOUS, END, EOS, MIXED, NEUTRAL, TopicConfig, TopicWorld, make_topic_corpus,
                                split_sentences)
 from semlm.idea.topic_experiment import (CURVE, RESAMPLE_OFFSET, RESAMPLED, TOPIC_DRIFT, DriftCounts, Measurements, alpha_sweep,
                                          data_drift, drift_counts, evaluate_curve, matched_temperature,
-                                         mean_entropy, prepare_topic_data, runs_by_group, score_continuation,
+                                         mean_entropy, prepare_topic_data, score_continuation,
                                          sentence_labels, text_drift, topic_decision, topic_drift_profile,
                                          topic_drift_runs, topic_prompts, topic_run, topic_stickiness)
 from semlm.idea import topic_report
@@ -194,7 +194,7 @@ def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     context = RunContext(profile.name, tmp_path)
     specs = topic_drift_runs(profile, [5, 6])
     assert TOPIC_DRIFT.max_workers(specs) == 1  # the smoke profile's policy
-    runs = runs_by_group(run_many(TOPIC_DRIFT, specs, context))[CURVE]
+    runs = nested(run_many(TOPIC_DRIFT, specs, context), "group", "name", "seed")[CURVE]
     assert {k: sorted(v) for k, v in runs.items()} == {"plain": [5, 6], "gated": [5, 6]}
     assert runs["gated"][5].steps == 8 and runs["plain"][6].steps == profile.plain_steps == 12  # 1.5 x 8
     assert runs["plain"][5].snapshot_steps == [4, 8, 12] and runs["plain"][5].metrics.val_ppl_ungated is None
@@ -210,11 +210,11 @@ def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     decision, details = topic_decision(measured, rate)
     assert [d["seed"] for d in details] == [5, 6]
     assert set(decision.seeds) | set(decision.not_comparable) == {5, 6}
-    results = evaluate_curve(measured)
-    assert [b.steps for b in results.budgets] == [4, 8]
+    curve = topic_report.LearningCurve(evaluate_curve(measured))
+    assert [b.steps for b in curve.budgets] == [4, 8] and curve.final is curve.budgets[-1]
     sweep = alpha_sweep(runs["gated"], data, profile)
     assert [row["alpha"] for row in sweep] == [0.0, 1.0] and {"switch_rate", "excess_drift", "ppl"} <= set(sweep[0])
-    record = topic_report.topic_drift_record(profile, data, rate, True, [5, 6], results, sweep, runs, decision,
+    record = topic_report.topic_drift_record(profile, data, rate, True, [5, 6], curve, sweep, runs, decision,
                                              details).to_dict()
     assert len(record["budgets"]) == 2 and record["decision"]["data_rate"]
     for budget in record["budgets"]:
@@ -228,7 +228,6 @@ def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     assert list(rows.index) == ["B-topic-drift", "B-topic-diversity"]
     assert rows.loc["B-topic-drift", "status"] == INCONCLUSIVE  # 2 seeds: fewer than the rule needs
     assert verdict.glue()["topic_drift_status"] == INCONCLUSIVE
-    curve = topic_report.LearningCurve(results)
     assert list(curve.table().index) == [4, 8] and len(curve.frame()) == 2 * 3
     assert curve.glue()["budget_first"] == 4 and curve.glue()["budget_last"] == 8
     assert "gated - plain (paired by seed)" in curve.final_table()

@@ -61,15 +61,6 @@ def synthetic_stream(n_tokens: int, vocab_size: int, seed: int) -> torch.Tensor:
     return (steps.cumsum(0) % (vocab_size - 1) + 1).long()   # id 0 stays free as the eos / pad id
 
 
-def synthetic_data(args: RunArgs, spec: RunSpec):
-    """(train stream, validation blocks, vocabulary size, stopword ids) of ``--synthetic``: the last tenth validates."""
-    run = spec.config
-    stream = synthetic_stream(args.synthetic, args.vocab_size, args.seed)
-    split = len(stream) * 9 // 10
-    train = ie.TokenStream(stream[:split], run.size.block_size, run.idea.window)
-    return train, ie.TokenBlocks.from_stream(stream[split:], run.size.block_size, run.idea.window), args.vocab_size, []
-
-
 def gated_run(args: RunArgs) -> RunSpec:
     """Chapter 6's gated GPT of ``args.profile``, capped at ``--steps``, with ``--batch`` / ``--accumulation``."""
     profile = ie.idea_profile(args.profile, seed=args.seed)
@@ -84,23 +75,21 @@ def gated_run(args: RunArgs) -> RunSpec:
 
 
 def _fit(args: RunArgs, spec: RunSpec, accelerator):
-    """(model, train data, validation data, loss, run description) of ``spec``, as chapter 6 builds them."""
-    run = spec.config
-    with accelerator.main_process_first():  # the main process writes the data caches, then the others read them
-        if args.synthetic is not None:
-            train, val, vocab_size, stop_ids = synthetic_data(args, spec)
-        else:
-            data = ie.IDEA.data(spec)
-            fit = ie.IDEA.fit(spec, data)
-            train, val = fit.train_data, fit.val_data
-    trainer.set_seed(spec.seed)  # the same initial weights on every process
+    """(model, train data, validation data, loss, run description) of ``spec``, as chapter 6 builds them; with
+    ``--synthetic``, on :func:`synthetic_stream` (the last tenth validates; no stopwords)."""
+    run, description = spec.config, spec.description()
     if args.synthetic is not None:
-        model = ie.IdeaGPTForCausalLM(ie.model_config(run, vocab_size, True, run.idea))
-        loss_fn = ie.idea_loss_fn(run.idea, stop_ids, True)
-    else:
-        model, loss_fn = ie.IDEA.build(spec, data), fit.loss_fn
-    description = {**spec.description(), "data": "synthetic" if args.synthetic is not None else run.dataset}
-    return model, train, val, loss_fn, description
+        stream = synthetic_stream(args.synthetic, args.vocab_size, args.seed)
+        split, L, K = len(stream) * 9 // 10, run.size.block_size, run.idea.window
+        trainer.set_seed(spec.seed)  # the same initial weights on every process
+        model = ie.IdeaGPTForCausalLM(ie.model_config(run, args.vocab_size, True, run.idea))
+        return (model, ie.TokenStream(stream[:split], L, K), ie.TokenBlocks.from_stream(stream[split:], L, K),
+                ie.idea_loss_fn(run.idea, [], True), {**description, "data": "synthetic"})
+    with accelerator.main_process_first():  # the main process writes the data caches, then the others read them
+        data = ie.IDEA.data(spec)
+        fit = ie.IDEA.fit(spec, data)
+    trainer.set_seed(spec.seed)
+    return ie.IDEA.build(spec, data), fit.train_data, fit.val_data, fit.loss_fn, {**description, "data": run.dataset}
 
 
 def train(args: RunArgs) -> dict:

@@ -25,12 +25,8 @@ cosine and reuse their few documents (``schedule``, ``sampling`` of the profile'
 
 This module declares only *what* the two kinds of run are, as :mod:`semlm.core.runs` experiments:
 :data:`BACKBONE_PRETRAINING` (the book's small Mistral on WikiText-2) and :data:`LORA` (one LoRA
-run on FineWeb-Edu). How they run (cache key, train or load, the run record, the device) is
-:mod:`semlm.core.runs`, and the loop is :func:`semlm.core.train.train`, which optimises and checkpoints the
-trainable parameters only (the adapters and the idea head, never the 4-bit backbone). On one
-device that loop does what ``accelerate``'s ``Accelerator`` did here before (place the model and
-the batches, backward, clip): no mixed precision was configured, so nothing is lost by dropping it;
-several GPUs are :mod:`semlm.idea.distributed`'s business.
+run on FineWeb-Edu); the one trainer optimises and checkpoints the trainable parameters only (the
+adapters and the idea head, never the 4-bit backbone).
 """
 
 from __future__ import annotations
@@ -38,6 +34,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -50,23 +47,18 @@ from semlm.core import runs
 from semlm.data.bpe import as_transformers, train_bpe, load_tokenizer
 from semlm.data.fineweb import FineWebDocuments, load_fineweb
 from semlm.data.wikitext import downloads_allowed, load_corpus
-from semlm.idea.wikitext_experiment import (TokenBlocks, alpha_at, encode_lines, ngram_reference, quiet_transformers,
-                                            take_chars)
+from semlm.idea.wikitext_experiment import (TokenBlocks, alpha_at, encode_lines, quiet_transformers, take_chars,
+                                            training_seeds)
 from semlm.idea.targets import PAD_ID, idea_bce_sparse, window_ids
 from semlm.core.metrics import perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
-from semlm.profiles import (LORA_IDEA, PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
-                       LoraSettings, TrainConfig, lora_profile)
-from semlm.reference import PAPER_B_VAL_PPL
+from semlm.profiles import (PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile, LoraSettings,  # noqa: F401
+                            TrainConfig, lora_profile)
 from semlm.idea.records import BackboneRunMetrics, LoraRunMetrics
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.core.train import set_seed, to_device
 
 BOOK_BACKBONE = "book-mistral (trained on WikiText-2 by this book)"
-
-#: Validation perplexity on FineWeb-Edu of the authors' Mistral-7B LoRA run (paper B, arXiv 2512.03343,
-#: FineWeb-Edu setting). Never a result of this build.
-PAPER_B_LORA_PPL = PAPER_B_VAL_PPL  # FineWeb-Edu, Mistral-7B + LoRA (semlm.reference)
 
 
 class BackboneUnavailable(RuntimeError):
@@ -153,17 +145,6 @@ def resolve_backbone(profile: LoraProfile, records: Sequence[RunRecord] = ()) ->
     return BackboneCheckpoint(profile.backbone, profile.backbone, profile.backbone, {"name": profile.backbone})
 
 
-def book_mistral_config(spec: BookBackboneSpec, eos_id: int):
-    """The ``MistralConfig`` of the book's small backbone."""
-    from transformers import MistralConfig
-
-    return MistralConfig(vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
-                         intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
-                         num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
-                         max_position_embeddings=max(512, spec.block_size), sliding_window=None,
-                         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, tie_word_embeddings=False)
-
-
 @dataclass
 class WikiTextBlocks:
     """The book backbone's data: its BPE tokeniser (trained on WikiText-2's training lines) and token blocks."""
@@ -194,21 +175,6 @@ def backbone_loss(model, batch, step: int):
     return ce, {"token_ce": ce.detach()}
 
 
-def backbone_perplexity(model, blocks: TokenBlocks, step: int) -> float:
-    return perplexity(model, blocks)
-
-
-def evaluate_backbone(model, data: WikiTextBlocks, folder: Path) -> BackboneRunMetrics:
-    """Validation perplexity of the trained backbone; writes ``folder`` (``save_pretrained``: model and tokeniser) if missing."""
-    if not (folder / "config.json").is_file():
-        with quiet_transformers():
-            model.save_pretrained(str(folder))
-            data.tokenizer.save_pretrained(str(folder))
-    return BackboneRunMetrics(wikitext_val_ppl=perplexity(model, data.validation),
-                              n_parameters=model.num_parameters(), mistral_config=model.config.to_dict(),
-                              dataset=data.dataset)
-
-
 class BackbonePretraining(runs.Experiment):
     """The book's small ``MistralForCausalLM`` pre-trained on WikiText-2 (the frozen backbone of the small profiles).
 
@@ -223,16 +189,30 @@ class BackbonePretraining(runs.Experiment):
         return prepare_wikitext(spec.config)
 
     def build(self, spec: RunSpec, data: WikiTextBlocks):
-        from transformers import MistralForCausalLM
+        from transformers import MistralConfig, MistralForCausalLM
 
+        s, eos = spec.config, data.tokenizer.eos_token_id
+        config = MistralConfig(vocab_size=s.vocab_size, hidden_size=s.hidden_size,
+                               intermediate_size=s.intermediate_size, num_hidden_layers=s.num_layers,
+                               num_attention_heads=s.num_heads, num_key_value_heads=s.num_kv_heads,
+                               max_position_embeddings=max(512, s.block_size), sliding_window=None,
+                               bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, tie_word_embeddings=False)
         with quiet_transformers():
-            return MistralForCausalLM(book_mistral_config(spec.config, data.tokenizer.eos_token_id))
+            return MistralForCausalLM(config)
 
     def fit(self, spec: RunSpec, data: WikiTextBlocks) -> runs.Fit:
-        return runs.Fit(data.train, data.validation, spec.config.train, backbone_loss, backbone_perplexity)
+        return runs.Fit(data.train, data.validation, spec.config.train, backbone_loss)
 
     def evaluate(self, spec: RunSpec, data: WikiTextBlocks, model, result) -> BackboneRunMetrics:
-        return evaluate_backbone(model, data, Path(result.run_dir).parent / "hf")
+        """Validation perplexity; writes ``<run>/hf`` (``save_pretrained``: model and tokeniser) if missing."""
+        folder = Path(result.run_dir).parent / "hf"
+        if not (folder / "config.json").is_file():
+            with quiet_transformers():
+                model.save_pretrained(str(folder))
+                data.tokenizer.save_pretrained(str(folder))
+        return BackboneRunMetrics(wikitext_val_ppl=perplexity(model, data.validation),
+                                  n_parameters=model.num_parameters(), mistral_config=model.config.to_dict(),
+                                  dataset=data.dataset)
 
 
 BACKBONE_PRETRAINING = BackbonePretraining()
@@ -364,16 +344,6 @@ def lora_validation(model: LoraIdeaModel, blocks: TokenBlocks, step: int, run: L
     return perplexity(model, blocks, alpha=run.alpha_at(step), batch_size=32)
 
 
-def evaluate_lora(model: LoraIdeaModel, data: LoraData, idea: bool) -> LoraRunMetrics:
-    """Validation perplexity (at the configured gate strength, and with the gate off), trainable and frozen counts."""
-    counts = model.trainable_parameter_counts()
-    return LoraRunMetrics(val_ppl=perplexity(model, data.validation, batch_size=32),
-                          val_ppl_ungated=perplexity(model, data.validation, alpha=0.0, batch_size=32) if idea else None,
-                          trainable=counts, trainable_params=sum(counts.values()),
-                          frozen_params=model.frozen_parameter_count(),
-                          weights_mb=round(model.backbone.get_memory_footprint() / 2**20, 3))
-
-
 class LoraExperiment(runs.Experiment):
     """One LoRA run (``spec.config``: a :class:`LoraRun`) on FineWeb-Edu: only the adapters and the idea head train.
 
@@ -407,7 +377,15 @@ class LoraExperiment(runs.Experiment):
                         loss_fn=partial(lora_step_loss, run=run), validate=partial(lora_validation, run=run))
 
     def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> LoraRunMetrics:
-        return evaluate_lora(model, data, spec.config.gated)
+        """Validation perplexity (at the configured gate strength, and with the gate off), trainable and frozen
+        parameter counts."""
+        counts, val = model.trainable_parameter_counts(), data.validation
+        return LoraRunMetrics(val_ppl=perplexity(model, val, batch_size=32),
+                              val_ppl_ungated=perplexity(model, val, alpha=0.0, batch_size=32)
+                              if spec.config.gated else None,
+                              trainable=counts, trainable_params=sum(counts.values()),
+                              frozen_params=model.frozen_parameter_count(),
+                              weights_mb=round(model.backbone.get_memory_footprint() / 2**20, 3))
 
     def total_steps(self, spec: RunSpec) -> int:
         return spec.config.train.max_steps
@@ -422,37 +400,17 @@ def lora_runs(profile: LoraProfile, backbone: BackboneCheckpoint) -> list[RunSpe
     return [lora_run(profile, backbone, q, idea) for q in profile.quantizations for idea in (False, True)]
 
 
-def lora_seeds(profile: LoraProfile, n_seeds: int | None = None) -> list[int]:
-    """The training seeds of the capacity-control comparison: ``seed, seed + 1, ...`` (the profile's ``n_seeds``
-    unless given)."""
-    n = profile.n_seeds if n_seeds is None else n_seeds
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n_seeds must be an int >= 1 or None (the profile's {profile.n_seeds}), got {n!r}")
-    return [profile.seed + i for i in range(n)]
-
-
 def capacity_control_runs(profile: LoraProfile, backbone: BackboneCheckpoint,
                           n_seeds: int | None = None) -> list[RunSpec]:
     """The runs the capacity-control comparison adds to :func:`lora_runs`: in the main quantisation, the control at
     the profile's seed, and baseline, gated model and control at every further seed (same backbone, same data)."""
     q = profile.quantizations[0]
     specs = [lora_run(profile, backbone, q, False, control=True)]
-    for seed in lora_seeds(profile, n_seeds)[1:]:
+    for seed in training_seeds(profile, n_seeds)[1:]:
         seeded = replace(profile, seed=seed)
         specs += [lora_run(seeded, backbone, q, False), lora_run(seeded, backbone, q, True),
                   lora_run(seeded, backbone, q, False, control=True)]
     return specs
-
-
-def fineweb_bigram_reference(data: LoraData, vocab_size: int) -> dict:
-    """The count models of chapter 6's competence check (:func:`semlm.idea.wikitext_experiment.ngram_reference`)
-    on this run's FineWeb-Edu tokens: trained on the training blocks, scored on the validation tokens the
-    LoRA perplexities score (every next-token pair of the validation blocks)."""
-    L = data.train.block_size
-    train = data.train.input_ids[:, :L].flatten()
-    rows = data.validation.input_ids
-    valid = torch.cat([rows[:, :L].flatten(), rows[-1, L:L + 1]])
-    return ngram_reference(train, valid, vocab_size)
 
 
 # --- memory: 4-bit vs full precision -----------------------------------------------------------
@@ -502,13 +460,6 @@ def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, q
             "seconds_per_step": seconds, "method": method}
 
 
-def _probe_in_child(queue, *args) -> None:
-    try:
-        queue.put(_probe(*args))
-    except BaseException as error:  # report, do not hang the parent
-        queue.put({"error": f"{type(error).__name__}: {error}"})
-
-
 def measure_memory(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str,
                    idea: bool = True) -> dict:
     """Peak memory of a few training steps of the model in ``quantization``.
@@ -519,17 +470,11 @@ def measure_memory(profile: LoraProfile, backbone: BackboneCheckpoint, data: Lor
     args = (profile, backbone, data, check_quantization(quantization), idea)
     if lora_device().type == "cuda":
         return _probe(*args)
-    context = mp.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_probe_in_child, args=(queue, *args))
-    child.start()
     try:
-        result = queue.get(timeout=600)
-    finally:
-        child.join(timeout=60)
-    if "error" in result:
-        raise RuntimeError(f"memory probe ({quantization}) failed: {result['error']}")
-    return result
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as child:
+            return child.submit(_probe, *args).result(timeout=600)
+    except Exception as error:
+        raise RuntimeError(f"memory probe ({quantization}) failed: {type(error).__name__}: {error}") from error
 
 
 def nf4_cpu_kernel(cpu_inference_repacking: bool = False) -> str:

@@ -99,12 +99,10 @@ class SeedPaired(Record):
     def of(cls, baseline: Sequence[float], gated: Sequence[float],
            control: Sequence[float] | None = None) -> SeedPaired:
         """From per-seed values in the same seed order (the third model optional)."""
-        if control is None:
-            return cls(baseline=Interval.of_mean(baseline), gated=Interval.of_mean(gated),
-                       gated_minus_baseline=Interval.paired(gated, baseline))
+        third = {} if control is None else {"control": Interval.of_mean(control),
+                                            "gated_minus_control": Interval.paired(gated, control)}
         return cls(baseline=Interval.of_mean(baseline), gated=Interval.of_mean(gated),
-                   control=Interval.of_mean(control), gated_minus_baseline=Interval.paired(gated, baseline),
-                   gated_minus_control=Interval.paired(gated, control))
+                   gated_minus_baseline=Interval.paired(gated, baseline), **third)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
+import torch
 
 from semlm.core.metrics import perplexity
 from semlm.core.records import Interval
-from semlm.idea.records import Competence, IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired
+from semlm.idea.records import IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired
 from semlm.core.runs import RunRecord
 from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, IdeaProfile, competence, ngram_reference,
                                             profile_differences, profile_form_run, stickiness_difference)
@@ -177,8 +178,8 @@ class Perplexity:
             "test": {"baseline": perplexity(models["baseline"], test), "gated": perplexity(models["gated"], test),
                      "gated (ungated logits)": perplexity(models["gated"], test, alpha=0.0)}})
         valid_tokens = data.blocks("valid", config).input_ids[:, 1: config.size.block_size + 1].flatten()
-        train = data.streams["train"] if config.train_tokens is None else data.streams["train"][: config.train_tokens]
-        reference = ngram_reference(train, valid_tokens[valid_tokens >= 0], len(data.tokenizer))
+        reference = ngram_reference(data.streams["train"][: config.train_tokens], valid_tokens[valid_tokens >= 0],
+                                    len(data.tokenizer))
         seeded = {f"{name} (seed {seed})": record.metrics.val_ppl
                   for seed, pair in (by_seed or {}).items() for name, record in pair.items()}
         check = competence({**{name: runs[name].metrics.val_ppl for name in MODELS}, **seeded}, reference)
@@ -294,29 +295,18 @@ def authors_examples(authors: dict[str, dict[str, DomainScores]]) -> pd.DataFram
                          for d in PAPER_B_EVAL_DOMAINS]).set_index("domain")
 
 
-def _domain_numbers(by_domain: dict[str, DomainScores]) -> dict:
-    return {d: {k: res.summary[k].mean for k in BOOK_METRICS}
-            | {f"{k}_ci": [res.summary[k].low, res.summary[k].high] for k in ("stickiness", "distinct_2")}
-            for d, res in by_domain.items()}
-
-
-def _generation(config, book_samples: int) -> dict:
-    g = config.generation
-    return {"authors_samples_per_domain": g.authors_samples, "authors_new_tokens": g.authors_new_tokens,
-            "book_samples_per_domain": book_samples, "max_new_tokens": g.max_new_tokens,
-            "temperature": g.temperature, "repetition_penalty": g.repetition_penalty, "penalty_form": g.penalty_form}
-
-
 def idea_gating_record(training: Training, forms: LossForms, data: IdeaData, sizes: dict[str, int], ppl: Perplexity,
                        authors: dict, retention: dict[str, dict[str, DomainScores]],
                        over_seeds: IdeaOverSeeds | None = None) -> IdeaGatingRecord:
     """Chapter 6's record: both models' perplexities, the competence check, the authors' protocol, and in
     ``extra`` the data, loss forms, training speed, book domains, stopwords, generation and paper values."""
-    config, trained = training.config, training.trained
+    config, trained, g = training.config, training.trained, training.config.generation
     base, gated = training.runs["baseline"], training.runs["gated"]
     numbers = training.glue()
     diffs = book_differences(retention)
-    by_model = {m: _domain_numbers(retention[m]) for m in MODELS}
+    by_model = {m: {d: {k: res.summary[k].mean for k in BOOK_METRICS}
+                    | {f"{k}_ci": [res.summary[k].low, res.summary[k].high] for k in ("stickiness", "distinct_2")}
+                    for d, res in retention[m].items()} for m in MODELS}
     extra = {
         "dataset_requested": data.requested_dataset, "dataset_note": data.note, "tokenizer": data.tokenizer_name,
         "vocab_size": len(data.tokenizer), "max_steps": config.train.max_steps, "capped_from": config.capped_from,
@@ -328,7 +318,10 @@ def idea_gating_record(training: Training, forms: LossForms, data: IdeaData, siz
         "domains": {d: {m: by_model[m][d] for m in by_model} | {"difference": {"stickiness": diffs[d]}} for d in diffs},
         "step_time_ratio": numbers["step_time_ratio"],
         "stopwords": {"masked_ids": data.stopword_ids, "not_single_tokens": data.stopwords_not_single_tokens},
-        "generation": _generation(config, len(retention["gated"][next(iter(diffs))].samples)),
+        "generation": {"authors_samples_per_domain": g.authors_samples, "authors_new_tokens": g.authors_new_tokens,
+                       "book_samples_per_domain": len(retention["gated"][next(iter(diffs))].samples),
+                       "max_new_tokens": g.max_new_tokens, "temperature": g.temperature,
+                       "repetition_penalty": g.repetition_penalty, "penalty_form": g.penalty_form},
         "paper": {"val_ppl_mistral_fineweb": PAPER_B_VAL_PPL, "stickiness_wikitext103": PAPER_B_STICKINESS,
                   "table1_wikitext103": PAPER_B_TABLE1},
     }
@@ -393,15 +386,15 @@ class LoraRuns:
         return table.style.format({"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / step": "{:.3f}"},
                                   na_rep="–")
 
-    def glue(self, quantization: str, backbone, paper_ppl: dict) -> dict:
-        """What the LoRA paragraph cites for ``quantization`` (``paper_*``: the paper's reported values, not
-        results of this build)."""
+    def glue(self, quantization: str, backbone) -> dict:
+        """What the LoRA paragraph cites for ``quantization`` (``paper_*``: the paper's reported values for its
+        Mistral-7B LoRA run on FineWeb-Edu, not results of this build)."""
         base, g = self.runs[(quantization, False)].metrics, self.runs[(quantization, True)].metrics
         return {"base_ppl": base.val_ppl, "gated_ppl": g.val_ppl, "gated_ppl_off": g.val_ppl_ungated,
                 "lora_params": base.trainable_params, "gated_params": g.trainable_params,
                 "idea_share": g.trainable["idea_head"] / g.trainable_params,
                 "backbone_params": backbone.n_parameters or 0,
-                "paper_base_ppl": paper_ppl["baseline"], "paper_gated_ppl": paper_ppl["gated"]}
+                "paper_base_ppl": PAPER_B_VAL_PPL["baseline"], "paper_gated_ppl": PAPER_B_VAL_PPL["gated"]}
 
     def quantization_deltas(self, quantizations: Sequence[str]) -> dict:
         """Gated - baseline validation perplexity per quantisation (``delta_nf4``, ``delta_fp32``) and, with
@@ -422,11 +415,12 @@ CONTROL_MODELS = ("baseline", "gated", "control")
 def lora_capacity(records: Sequence[RunRecord], quantization: str, data, vocab_size: int) -> LoraCapacityControl:
     """Baseline, gated model and capacity control over seeds in ``quantization`` (validation PPL paired by seed),
     their trainable parameters by group, and the competence note: every model against the interpolated bigram
-    counted on ``data`` (a :class:`~semlm.idea.lora_experiment.LoraData`;
-    :func:`~semlm.idea.lora_experiment.fineweb_bigram_reference`)."""
-    from semlm.idea.lora_experiment import fineweb_bigram_reference
-
-    reference = fineweb_bigram_reference(data, vocab_size)
+    (chapter 6's :func:`competence`) counted on ``data``'s FineWeb-Edu training blocks
+    (:class:`~semlm.idea.lora_experiment.LoraData`) and scored on the validation tokens the LoRA perplexities
+    score (every next-token pair of the validation blocks)."""
+    L, rows = data.train.block_size, data.validation.input_ids
+    valid = torch.cat([rows[:, :L].flatten(), rows[-1, L:L + 1]])
+    reference = ngram_reference(data.train.input_ids[:, :L].flatten(), valid, vocab_size)
     chosen = [r for r in records if r.spec.config.quantization == quantization]
     kind = {r.key: r.name.split("-")[0] for r in chosen}  # baseline-nf4, gated-nf4, control-nf4
     ppl = {m: {r.seed: r.metrics.val_ppl for r in chosen if kind[r.key] == m} for m in CONTROL_MODELS}
@@ -448,18 +442,9 @@ def memory_table(memory: dict[str, dict]) -> pd.DataFrame:
                                           "s / training step": m["seconds_per_step"]} for q, m in memory.items()}).T
 
 
-def _by_quantization(runs: LoraRuns, quantizations: Sequence[str]) -> dict:
-    def scores(run: RunRecord, gated: bool) -> dict:
-        extra = {"val_ppl_ungated": run.metrics.val_ppl_ungated} if gated else {}
-        return {"val_ppl": run.metrics.val_ppl, **extra, "seconds_per_step": run.seconds_per_step}
-
-    return {q: {"baseline": scores(runs[(q, False)], False), "gated": scores(runs[(q, True)], True)}
-            for q in quantizations}
-
-
 def lora_record(config, backbone, data_summary: dict, runs: LoraRuns, paper_counts: dict,
                 memory: dict[str, dict], nf4_kernel: str, retention: dict[str, dict[str, DomainScores]],
-                ray: dict, paper_ppl: dict, capacity_control: LoraCapacityControl | None = None) -> LoraRecord:
+                ray: dict, capacity_control: LoraCapacityControl | None = None) -> LoraRecord:
     """Chapter 8's record: the main quantisation's baseline and gated perplexity, and in ``extra`` the data,
     backbone, LoRA settings, parameter counts, both precisions, memory, domains and the X-ray."""
     main_q = config.quantizations[0]
@@ -475,7 +460,12 @@ def lora_record(config, backbone, data_summary: dict, runs: LoraRuns, paper_coun
         "trainable_params": {"baseline": base.metrics.trainable_params, "gated": gated.metrics.trainable_params,
                              "gated_by_group": gated.metrics.trainable, "frozen": backbone.n_parameters,
                              "mistral_7b_architecture": paper_counts},
-        "by_quantization": _by_quantization(runs, config.quantizations),
+        "by_quantization": {q: {name: {"val_ppl": run.metrics.val_ppl,
+                                       **({"val_ppl_ungated": run.metrics.val_ppl_ungated} if idea else {}),
+                                       "seconds_per_step": run.seconds_per_step}
+                                for name, idea, run in (("baseline", False, runs[q, False]),
+                                                        ("gated", True, runs[q, True]))}
+                            for q in config.quantizations},
         "peak_memory_mb": {"fp32": memory["none"]["peak_memory_mb"], "nf4": memory["nf4"]["peak_memory_mb"]},
         "weights_mb": {"fp32": memory["none"]["weights_mb"], "nf4": memory["nf4"]["weights_mb"]},
         "memory_method": memory["nf4"]["method"], "nf4_kernel": nf4_kernel,
@@ -483,7 +473,7 @@ def lora_record(config, backbone, data_summary: dict, runs: LoraRuns, paper_coun
                     for d in domains},
         "xray": {ray["prompt"]: {"boosted": [r["token"] for r in ray["boosted"]],
                                  "suppressed": [r["token"] for r in ray["suppressed"]]}},
-        "paper_reference_ppl": paper_ppl,
+        "paper_reference_ppl": PAPER_B_VAL_PPL,
     }
     return LoraRecord(dataset=data_summary["dataset"], backbone=backbone.name,
                       baseline={"val_ppl": base.metrics.val_ppl, "steps": base.steps, "history": base.history},

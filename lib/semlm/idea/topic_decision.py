@@ -150,10 +150,6 @@ def bracket(steps: Sequence[int], ppl: Sequence[float], target: float) -> tuple[
     return None
 
 
-def _t_interval(values: Sequence[float]) -> Interval:
-    return Interval.of_mean(values)
-
-
 def _nested_bootstrap(seeds: Sequence[SeedArms], statistic, resamples: int, rng: np.random.Generator
                       ) -> tuple[float, float]:
     """95% percentile interval of the mean over seeds of ``statistic(seed, prompt_index)``, resampling seeds
@@ -179,8 +175,7 @@ def _seed_interval(seeds: Sequence[SeedArms], statistic, widen: float, rng: np.r
     """The per-seed ``statistic(seed, None)`` over seeds: a t-interval, or the nested bootstrap where the
     t-interval has zero width, widened by ``widen`` on both sides. Returns the interval and its method."""
     values = [statistic(s, None) for s in seeds]
-    t = _t_interval(values)
-    method = "t over seeds"
+    t, method = Interval.of_mean(values), "t over seeds"
     low, high = t.low, t.high
     if len(values) > 1 and t.high - t.low == 0:
         low, high = _nested_bootstrap(seeds, statistic, resamples, rng)

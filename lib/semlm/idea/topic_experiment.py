@@ -28,7 +28,7 @@ curve. Profiles: :func:`~semlm.profiles.topic_drift_profile`, in the torch-free 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from functools import lru_cache
 from typing import Sequence
 
@@ -82,10 +82,7 @@ class DriftCounts:
     sentences: int = 0      # complete sentences
 
     def __add__(self, other: "DriftCounts") -> "DriftCounts":
-        return DriftCounts(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
-
-    def as_tuple(self) -> tuple[int, ...]:
-        return (self.switches, self.transitions, self.mixed, self.topical, self.sentences)
+        return DriftCounts(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
     @property
     def switch_rate(self) -> float:
@@ -154,8 +151,8 @@ class TopicData:
     def tokenizer(self):
         return self.world.tokenizer()
 
-    def blocks(self, split: str, profile: TopicDriftProfile, window: int | None = None) -> TokenBlocks:
-        return TokenBlocks.from_stream(self.streams[split], profile.size.block_size, window or profile.idea.window)
+    def blocks(self, split: str, profile: TopicDriftProfile) -> TokenBlocks:
+        return TokenBlocks.from_stream(self.streams[split], profile.size.block_size, profile.idea.window)
 
 
 @lru_cache(maxsize=8)
@@ -234,8 +231,6 @@ class TopicDriftExperiment(runs.Experiment):
             return run.train.max_steps
         return -(-len(self.data(spec).blocks("train", run)) // run.train.batch_size) * run.train.epochs
 
-
-
 TOPIC_DRIFT = TopicDriftExperiment()
 
 
@@ -245,19 +240,14 @@ CURVE, RESAMPLED = "curve", "resampled"
 RESAMPLE_OFFSET = 10_000
 
 
-def resampled_data(profile: TopicDriftProfile, seed: int) -> TopicConfig:
-    """The corpus of training seed ``seed`` in the secondary result: the same world and laws, new documents
-    and prompts (``data.seed = RESAMPLE_OFFSET + seed``). The world's words (``lexicon_seed``) stay: drawing
-    them anew only renames the tokens, and the id streams the model sees are the same (tested)."""
-    return replace(profile.data, seed=RESAMPLE_OFFSET + seed)
-
-
 def topic_run(profile: TopicDriftProfile, gated: bool, seed: int, resample: bool = False) -> RunSpec:
     """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``: the gated model
     trains for the largest budget, the plain one for ``profile.plain_steps``; both keep a checkpoint at every
-    validation. ``resample``: on the seed's own corpus (:func:`resampled_data`), for the secondary result."""
+    validation. ``resample``: on the seed's own corpus, for the secondary result: the same world and laws, new
+    documents and prompts (``data.seed = RESAMPLE_OFFSET + seed``). The world's words (``lexicon_seed``) stay:
+    drawing them anew only renames the tokens, and the id streams the model sees are the same (tested)."""
     steps = profile.plain_steps if not gated else profile.gated_steps
-    data = resampled_data(profile, seed) if resample else profile.data
+    data = replace(profile.data, seed=RESAMPLE_OFFSET + seed) if resample else profile.data
     run = TopicRun(data, profile.size, replace(profile.train, max_steps=steps), profile.idea, gated, profile.name)
     return RunSpec("gated" if gated else "plain", seed, run, RESAMPLED if resample else CURVE)
 
@@ -267,11 +257,6 @@ def topic_drift_runs(profile: TopicDriftProfile, seeds: Sequence[int], resample:
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
     return [topic_run(profile, gated, s, resample) for s in seeds for gated in (False, True)]
-
-
-def runs_by_group(records: Sequence[RunRecord]) -> dict[str, dict[str, dict[int, RunRecord]]]:
-    """``{group: {"plain" | "gated": {seed: record}}}`` from :func:`run_many`'s records."""
-    return runs.nested(records, "group", "name", "seed")
 
 
 # --- generation and scoring ----------------------------------------------------------------------
@@ -443,27 +428,13 @@ class BudgetResults:
     per_seed: dict[str, dict[int, dict]]
 
 
-@dataclass
-class TopicDriftResults:
-    budgets: list[BudgetResults]     # ascending training budgets
-
-    @property
-    def final(self) -> BudgetResults:
-        """The largest budget (the gated models the decision, the alpha sweep and the examples use)."""
-        return self.budgets[-1]
-
-
 def evaluate_budget(m: Measurements, steps: int) -> BudgetResults:
     """Both models' checkpoints at ``steps`` optimiser steps, every seed, summarised over seeds and paired."""
-    per_seed = {}
-    for kind in ("plain", "gated"):
-        per_seed[kind] = {}
-        for seed in sorted(m.runs[kind]):
-            scores = {**m.scores(kind, seed, steps), "val_ppl": m.ppl(kind, seed, steps)}
-            if kind == "gated":
-                scores["val_ppl_ungated"] = perplexity(m.model(kind, seed, steps), m.data.blocks("valid", m.profile),
-                                                       alpha=0.0)
-            per_seed[kind][seed] = scores
+    per_seed = {kind: {seed: {**m.scores(kind, seed, steps), "val_ppl": m.ppl(kind, seed, steps)}
+                       for seed in sorted(m.runs[kind])} for kind in ("plain", "gated")}
+    for seed, scores in per_seed["gated"].items():
+        scores["val_ppl_ungated"] = perplexity(m.model("gated", seed, steps), m.data.blocks("valid", m.profile),
+                                               alpha=0.0)
     out = {kind: {name: _over_seeds(name, [s[name] for s in seeds.values()]) for name in SEED_METRICS}
            for kind, seeds in per_seed.items()}
     out["gated"]["val_ppl_ungated"] = Interval.of_mean([s["val_ppl_ungated"] for s in per_seed["gated"].values()])
@@ -476,9 +447,9 @@ def evaluate_budget(m: Measurements, steps: int) -> BudgetResults:
                          per_seed)
 
 
-def evaluate_curve(m: Measurements) -> TopicDriftResults:
+def evaluate_curve(m: Measurements) -> list[BudgetResults]:
     """:func:`evaluate_budget` at every budget of the profile (checkpoints of the same runs), ascending."""
-    return TopicDriftResults([evaluate_budget(m, steps) for steps in m.profile.budgets])
+    return [evaluate_budget(m, steps) for steps in m.profile.budgets]
 
 
 SWEEP_METRICS = ("switch_rate", "excess_drift", "mix_rate", "ppl", "distinct_2", "stickiness")

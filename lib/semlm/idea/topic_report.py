@@ -13,7 +13,7 @@ import pandas as pd
 from semlm.core.records import Interval
 from semlm.idea.records import TopicBudget, TopicDecision, TopicDriftRecord
 from semlm.core.runs import RunRecord
-from semlm.idea.topic_experiment import CHAPTER, TopicData, TopicDriftResults
+from semlm.idea.topic_experiment import CHAPTER, BudgetResults, TopicData
 
 KINDS = ("plain", "gated")
 TABLE_METRICS = {"excess_drift": "excess drift (switch rate - data's rate)", "switch_rate": "switch rate",
@@ -50,15 +50,21 @@ def seed_table(details: list[dict]) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class LearningCurve:
-    """The secondary curve: both models at every budget (equal steps, so unequal perplexity)."""
+    """The secondary curve: both models at every budget (:func:`~semlm.idea.topic_experiment.evaluate_curve`,
+    ascending; equal steps, so unequal perplexity)."""
 
-    results: TopicDriftResults
+    budgets: list[BudgetResults]
+
+    @property
+    def final(self) -> BudgetResults:
+        """The largest budget (the gated models the decision, the alpha sweep and the examples use)."""
+        return self.budgets[-1]
 
     def frame(self) -> pd.DataFrame:
         """One row per budget and model (and ``gated - plain``): excess drift, switch and mix rate, PPL, each as
         mean / low / high, for :func:`semlm.plots.plot_drift_learning_curve`."""
         rows = []
-        for b in self.results.budgets:
+        for b in self.budgets:
             for kind, summary in (("plain", b.plain), ("gated", b.gated), ("gated - plain", b.paired)):
                 row = {"steps": b.steps, "model": kind}
                 for m in ("excess_drift", "switch_rate", "mix_rate", "val_ppl"):
@@ -74,11 +80,11 @@ class LearningCurve:
                               "gated - plain": f"{b.paired.excess_drift:+.3f}",
                               "mix rate, plain": str(b.plain.mix_rate), "mix rate, gated": str(b.gated.mix_rate),
                               "PPL change gated / plain - 1": f"{b.paired.ppl_change:+.3f}"}
-                             for b in self.results.budgets]).set_index("budget (steps)")
+                             for b in self.budgets]).set_index("budget (steps)")
 
     def final_table(self) -> pd.DataFrame:
         """Each metric of both models over seeds at the largest budget, and the per-seed difference."""
-        final = self.results.final
+        final = self.final
         table = pd.DataFrame({kind: {label: str(getattr(getattr(final, kind), m))
                                      for m, label in TABLE_METRICS.items()} for kind in KINDS})
         table["gated - plain (paired by seed)"] = [f"{getattr(final.paired, m):+.3f}" for m in TABLE_METRICS]
@@ -87,7 +93,7 @@ class LearningCurve:
     def glue(self) -> dict:
         """First and last budget, both models' excess drift, their per-seed difference, PPL change and mix rates
         (mean, low, high)."""
-        first, last = self.results.budgets[0], self.results.final
+        first, last = self.budgets[0], self.final
         out = {"budget_first": first.steps, "budget_last": last.steps}
         for which, b in (("first", first), ("last", last)):
             for name, v in (("plain", b.plain.excess_drift), ("gated", b.gated.excess_drift),
@@ -162,24 +168,24 @@ class Verdict:
                 for claim, row in self.rows.iterrows()}
 
 
-def topic_examples(results: TopicDriftResults, seed: int, profile) -> pd.DataFrame:
+def topic_examples(curve: LearningCurve, seed: int, profile) -> pd.DataFrame:
     """The first continuation of the first prompt of each topic, from seed ``seed`` of each model (largest budget)."""
     every = profile.samples_per_prompt * profile.prompts_per_topic
-    samples = {kind: results.final.per_seed[kind][seed]["samples"] for kind in KINDS}
+    samples = {kind: curve.final.per_seed[kind][seed]["samples"] for kind in KINDS}
     return pd.DataFrame([{"topic": row["topic"], "prompt": row["prompt"].replace("<eos>", "").strip(),
                           **{kind: samples[kind][i]["text"] for kind in KINDS}}
                          for i, row in enumerate(samples["plain"]) if i % every == 0]).set_index("topic")
 
 
 def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_exact: bool, seeds,
-                       results: TopicDriftResults, sweep: list[dict], runs: dict[str, dict[int, RunRecord]],
+                       curve: LearningCurve, sweep: list[dict], runs: dict[str, dict[int, RunRecord]],
                        decision: TopicDecision, details: list[dict], resampled: TopicDecision | None = None
                        ) -> TopicDriftRecord:
     """Chapter 9's record: the data's rate, the deciding comparison (``decision``; ``resampled`` with a new
     corpus per seed), the secondary curve (``budgets``), the largest budget again as ``plain`` / ``gated`` /
     ``paired``, and in ``extra`` the seeds, the per-seed brackets, the alpha sweep, the generation settings and
     the training seconds."""
-    world, final = data.world, results.final
+    world, final = data.world, curve.final
     return TopicDriftRecord(
         profile=profile.name,
         data={"drift_rate": data_rate, "switch_prob": profile.data.switch_prob, "labelling_exact": labelling_exact,
@@ -188,7 +194,7 @@ def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_
               "bridges_per_pair": profile.data.bridges_per_pair, "train_docs": profile.data.n_train_docs,
               "block_size": profile.size.block_size},
         plain=final.plain, gated=final.gated, paired=final.paired,
-        budgets=[TopicBudget(steps=b.steps, plain=b.plain, gated=b.gated, paired=b.paired) for b in results.budgets],
+        budgets=[TopicBudget(steps=b.steps, plain=b.plain, gated=b.gated, paired=b.paired) for b in curve.budgets],
         decision=decision, resampled_decision=resampled,
         extra={"seeds": seeds, "decision_seeds": details, "alpha_sweep": sweep, "train_alpha": profile.idea.alpha,
                "steps": {"gated": profile.gated_steps, "plain": profile.plain_steps,

@@ -14,21 +14,17 @@ are re-exported here):
 ``paper``; each chapter prints that table. ``with_max_steps`` caps a run (e.g. a paper-profile run on
 a GPU for 10 minutes) and compresses warmup, cosine and alpha ramp to keep their share of the run.
 
-Training is the authors' loop written as a :class:`~semlm.profiles.TrainConfig` of the book's one
-trainer (:func:`semlm.core.train.train`): ``max_steps`` iterations of windows at random offsets of the token
-stream (``sampling="random_windows"``, :class:`TokenStream`), gradient accumulation, linear warmup from
-0 and a cosine to ``min_lr`` (``schedule="cosine_min_lr"``, their ``get_lr``). This module says only
-*what* a run is (:class:`IdeaExperiment`, :func:`idea_run`); :mod:`semlm.core.runs` trains or reloads it,
-caching it under ``default_runs_dir(profile)/idea/`` keyed by the configuration and the training code
-(an interrupted run resumes from its last validation).
-
-Multi-GPU: the model is a plain ``PreTrainedModel``; :mod:`semlm.idea.distributed` runs it with
-``accelerate``. The book's loop is single process.
+Training is the authors' loop as a :class:`~semlm.profiles.TrainConfig` of the book's one trainer:
+``max_steps`` iterations of windows at random offsets of the token stream (:class:`TokenStream`),
+gradient accumulation, linear warmup from 0 and a cosine to ``min_lr`` (their ``get_lr``). This module
+says only *what* a run is (:class:`IdeaExperiment`, :func:`idea_run`); :mod:`semlm.core.runs` trains or
+reloads it. Several GPUs: :mod:`semlm.idea.distributed`.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import warnings
 from contextlib import contextmanager
@@ -42,17 +38,15 @@ from safetensors.torch import load_file, save_file
 
 from semlm.core import runs
 from semlm.data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
-from semlm.data.paths import REPO_ROOT
 from semlm.data.wikitext import TextSplits, downloads_allowed, load_corpus
 from semlm.idea.targets import PAD_ID, top_frequent_ids, vocabulary_mask, window_ids
 from semlm.idea.targets import idea_gated_loss, idea_gated_loss_autograd, idea_gated_loss_fused
 from semlm.core.metrics import (distinct_n, perplexity, repetition_rate, stickiness, summarise, unique_domain_density,
                       words_of)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits
-from semlm.profiles import (AUTHORS_STOPWORDS, DROPOUT_SCOPES, INITS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS,  # noqa: F401
-                       GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, TrainConfig, authors_v1_training,
-                       idea_profile, profile_differences, with_max_steps)
-from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
+from semlm.profiles import (AUTHORS_STOPWORDS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS, GenerationSettings, GPTSize,  # noqa: F401
+                            IdeaProfile, IdeaSettings, TrainConfig, idea_profile, profile_differences, with_max_steps)
+from semlm.core.runs import RunRecord, RunSpec, default_runs_dir
 from semlm.core.precision import autocast
 from semlm.core.records import Interval
 from semlm.idea.records import IdeaRunMetrics
@@ -88,9 +82,7 @@ class TokenBlocks:
 
     @classmethod
     def from_stream(cls, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None) -> "TokenBlocks":
-        ids = ids.long().flatten()
-        if max_tokens is not None:
-            ids = ids[: max_tokens + 1]
+        ids = ids.long().flatten()[: None if max_tokens is None else max_tokens + 1]
         n = (len(ids) - 1) // block_size
         if n < 1:
             raise ValueError(f"need more than {block_size} tokens to make one block, got {len(ids)}")
@@ -131,10 +123,9 @@ class IdeaData:
     def tokenizer(self):
         return load_tokenizer(self.tokenizer_dir)
 
-    def blocks(self, split: str, profile: IdeaProfile, window: int | None = None, max_tokens: int | None = -1) -> TokenBlocks:
-        cap = (profile.train_tokens if split == "train" else profile.eval_tokens) if max_tokens == -1 else max_tokens
-        return TokenBlocks.from_stream(self.streams[split], profile.size.block_size,
-                                       window or profile.idea.window, cap)
+    def blocks(self, split: str, profile: IdeaProfile) -> TokenBlocks:
+        cap = profile.train_tokens if split == "train" else profile.eval_tokens
+        return TokenBlocks.from_stream(self.streams[split], profile.size.block_size, profile.idea.window, cap)
 
 
 def encode_lines(tokenizer, lines: Sequence[str], separator: bool = False, dtype=torch.int32) -> torch.Tensor:
@@ -153,21 +144,6 @@ def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> Id
     :func:`idea_data` serves a chapter the copy its runs use (the experiment's data cache).
     """
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
-    return _prepare_data(profile, runs_dir)
-
-
-def gpt2_tokenizer():
-    """GPT-2's tokeniser (the authors'), from the local cache or, with downloads allowed, the Hub; else None."""
-    from transformers import AutoTokenizer
-
-    try:
-        with quiet_transformers():
-            return AutoTokenizer.from_pretrained("gpt2", local_files_only=not downloads_allowed())
-    except (OSError, ValueError):
-        return None
-
-
-def _prepare_data(profile: IdeaProfile, runs_dir: Path) -> IdeaData:
     splits: TextSplits = load_corpus(profile.dataset)
     bpe_lines = splits.train if profile.bpe_lines is None else splits.train[: profile.bpe_lines]
     gpt2 = gpt2_tokenizer() if profile.tokenizer == "gpt2" else None
@@ -200,13 +176,23 @@ def _prepare_data(profile: IdeaProfile, runs_dir: Path) -> IdeaData:
                     lines = take_chars(lines, 10 * (cap + 1) + 10_000)
                 streams[split] = encode_lines(tokenizer, lines)
             save_file(streams, cache)
-    train_ids = streams["train"] if profile.train_tokens is None else streams["train"][: profile.train_tokens]
     missing: list[str] = []
     if profile.idea.stopword_list:
         stop, missing = stopword_ids(tokenizer, profile.idea.stopword_list)
     else:
-        stop = top_frequent_ids(train_ids.long(), profile.idea.stopwords_top_n)
+        stop = top_frequent_ids(streams["train"][: profile.train_tokens].long(), profile.idea.stopwords_top_n)
     return IdeaData(splits.dataset, splits.requested, note, folder, streams, stop, name, missing)
+
+
+def gpt2_tokenizer():
+    """GPT-2's tokeniser (the authors'), from the local cache or, with downloads allowed, the Hub; else None."""
+    from transformers import AutoTokenizer
+
+    try:
+        with quiet_transformers():
+            return AutoTokenizer.from_pretrained("gpt2", local_files_only=not downloads_allowed())
+    except (OSError, ValueError):
+        return None
 
 
 def stopword_ids(tokenizer, words: Sequence[str]) -> tuple[list[int], list[str]]:
@@ -224,15 +210,8 @@ def stopword_ids(tokenizer, words: Sequence[str]) -> tuple[list[int], list[str]]
 
 def take_chars(lines: Sequence[str], chars: int | None) -> list[str]:
     """The first lines of ``lines`` up to the one that reaches ``chars`` characters (all of them for None)."""
-    if chars is None:
-        return list(lines)
-    out, total = [], 0
-    for line in lines:
-        if total >= chars:
-            break
-        out.append(line)
-        total += len(line)
-    return out
+    before = itertools.accumulate((len(line) for line in lines), initial=0)  # the characters before each line
+    return [line for line, n in zip(lines, before) if chars is None or n < chars]
 
 
 # --- model and training -------------------------------------------------------------------------
@@ -305,37 +284,42 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
     BCE in the settings' reduction and per counted column (``idea_bce_per_column``, comparable
     between the two reductions), as detached 0-d tensors, and alpha.
 
-    ``fused`` (the default) leaves the gate out of the model's forward and applies it inside the loss, off
-    CUDA (:func:`semlm.idea.targets.idea_gated_loss_fused` for float32 logits: gate, token CE and idea BCE
-    chunked over positions, no gated [B, T, V] logits made); the gate is applied once either way; the numbers
-    are those of the unfused path (``fused=False``: the model's gated logits, then
-    :func:`idea_gated_loss`) to float precision. On CUDA (bf16 autocast, where the chunk loop would
-    only add launches) the model's gate and :func:`idea_gated_loss` run as before, unless
-    ``compile_on_cuda`` (the profile's ``TrainConfig.compile_on_cuda``): then gate, token CE and idea BCE
-    are :func:`~semlm.idea.targets.idea_gated_loss_autograd` under ``torch.compile``, a few fused kernels.
+    The gate is applied once, in one of three places with the same numbers to float precision: off CUDA
+    (``fused``, the default) inside the loss (:func:`semlm.idea.targets.idea_gated_loss_fused`: chunked over
+    positions, no gated [B, T, V] logits made); on CUDA in the model's forward (``fused=False`` everywhere),
+    or with ``compile_on_cuda`` inside :func:`~semlm.idea.targets.idea_gated_loss_autograd` under
+    ``torch.compile`` (a few fused kernels).
     """
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
     masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
 
     def loss_fn(model, batch: TokenBatch, step: int | None = None):
         alpha = (settings.alpha if step is None else alpha_at(step, settings)) if idea else 0.0
+        device = batch.inputs.device
         compiled = compile_on_cuda and batch.inputs.is_cuda
         gate_in_loss = idea and (compiled or (fused and not batch.inputs.is_cuda))  # the model's gate stays off
         out = model(batch.inputs, alpha=0.0 if gate_in_loss else alpha)
-        if compiled:  # the model itself under DistributedDataParallel; a compiled module forwards .config
-            return _compiled_loss_parts(out, batch, settings, alpha, masks, stop, getattr(model, "module", model).config)
-        if not idea:
+        if compiled and out.idea_logits is None:
+            loss, ce, _ = _compiled_gpu_loss()(out.logits, None, torch.zeros((), device=device), 0.0,
+                                               "clamp_then_scale", 0.0, batch.targets, None, None, 0.0, None,
+                                               "mean", PAD_ID)
+            return loss, {"token_ce": ce.detach()}
+        if not idea and not compiled:
             loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=PAD_ID)
             return loss, {"token_ce": ce.detach()}
         vocab = out.idea_logits.shape[-1]
-        key = (vocab, str(out.idea_logits.device))
-        if key not in masks:
-            masks[key] = vocabulary_mask(vocab, stop, out.idea_logits.device)
+        if (vocab, str(device)) not in masks:
+            masks[vocab, str(device)] = vocabulary_mask(vocab, stop, device)
+        mask = masks[vocab, str(device)]
         positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
         c = getattr(model, "module", model).config  # the model itself under DistributedDataParallel
-        losses = (masks[key], settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, PAD_ID)
+        losses = (mask, settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, PAD_ID)
         gate = (alpha, c.beta, c.gate_variant, c.eps)
-        if not gate_in_loss:  # the model's gated logits
+        if compiled:  # a compiled module forwards .config
+            loss, ce, bce = _compiled_gpu_loss()(out.token_logits, out.idea_logits,
+                                                 torch.full((), float(alpha), device=device), *gate[1:],
+                                                 batch.targets, positives, *losses)
+        elif not gate_in_loss:  # the model's gated logits
             loss, ce, bce = idea_gated_loss(out.logits, batch.targets, out.idea_logits, positives, *losses)
         elif out.token_logits.dtype == out.idea_logits.dtype == torch.float32:
             loss, ce, bce = idea_gated_loss_fused(out.token_logits, out.idea_logits, *gate, batch.targets, positives,
@@ -344,33 +328,10 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
             logits = gated_logits(out.token_logits, out.idea_logits, *gate)
             loss, ce, bce = idea_gated_loss(logits, batch.targets, out.idea_logits, positives, *losses)
         bce = bce.detach()  # parts are detached tensors: the loop decides when to wait for the device
-        per_column = bce / masks[key].sum() if settings.idea_loss_reduction == "sum_vocab" else bce
+        per_column = bce / mask.sum() if settings.idea_loss_reduction == "sum_vocab" else bce
         return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
 
     return loss_fn
-
-
-def _compiled_loss_parts(out, batch: TokenBatch, settings: IdeaSettings, alpha: float, masks: dict,
-                         stop: torch.Tensor, c):
-    """``(loss, parts)`` of :func:`idea_loss_fn` from the compiled loss (a CUDA device, ``compile_on_cuda``)."""
-    device = batch.inputs.device
-    if out.idea_logits is None:
-        loss, ce, _ = _compiled_gpu_loss()(out.logits, None, torch.zeros((), device=device), 0.0,
-                                           "clamp_then_scale", 0.0, batch.targets, None, None, 0.0, None,
-                                           "mean", PAD_ID)
-        return loss, {"token_ce": ce.detach()}
-    vocab = out.idea_logits.shape[-1]
-    key = (vocab, str(device))
-    if key not in masks:
-        masks[key] = vocabulary_mask(vocab, stop, device)
-    positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
-    loss, ce, bce = _compiled_gpu_loss()(
-        out.token_logits, out.idea_logits, torch.full((), float(alpha), device=device), c.beta, c.gate_variant, c.eps,
-        batch.targets, positives, masks[key], settings.idea_weight, settings.pos_weight,
-        settings.idea_loss_reduction, PAD_ID)
-    bce = bce.detach()
-    per_column = bce / masks[key].sum() if settings.idea_loss_reduction == "sum_vocab" else bce
-    return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
 
 
 class TokenStream:
@@ -378,30 +339,25 @@ class TokenStream:
     (the data of ``sampling="random_windows"``; the training loop moves the batches to the model's device)."""
 
     def __init__(self, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None):
-        ids = ids.long().flatten()
-        self.ids = ids if max_tokens is None else ids[: max_tokens + 1]
+        # the stream itself (the trainer hashes input_ids into the run's fingerprint)
+        self.input_ids = ids.long().flatten()[: None if max_tokens is None else max_tokens + 1]
         self.block_size, self.window = block_size, window
-        if len(self.ids) < block_size + window + 1:
-            raise ValueError(f"need more than {block_size + window} training tokens, got {len(self.ids)}; "
+        if self.n_tokens < block_size + window + 1:
+            raise ValueError(f"need more than {block_size + window} training tokens, got {self.n_tokens}; "
                              f"raise train_tokens or lower block_size / window")
 
     @property
     def n_tokens(self) -> int:
-        return len(self.ids)
-
-    @property
-    def input_ids(self) -> torch.Tensor:
-        """The stream itself (the trainer hashes it into the run's fingerprint)."""
-        return self.ids
+        return len(self.input_ids)
 
     def __len__(self) -> int:
         """The number of distinct window offsets."""
-        return len(self.ids) - self.block_size - self.window
+        return self.n_tokens - self.block_size - self.window
 
     def sample(self, batch_size: int, generator: torch.Generator) -> TokenBatch:
         L, K = self.block_size, self.window
         starts = torch.randint(len(self), (batch_size,), generator=generator)
-        rows = self.ids[starts[:, None] + torch.arange(L + K)]   # x_i .. x_{i+L+K-1}
+        rows = self.input_ids[starts[:, None] + torch.arange(L + K)]   # x_i .. x_{i+L+K-1}
         return TokenBatch(rows[:, :L], rows[:, 1:L + 1], rows[:, 1:])
 
 
@@ -410,8 +366,7 @@ def quiet_transformers():
     """No progress bars or info lines from transformers while saving / loading / generating."""
     from transformers.utils import logging
 
-    was = logging.is_progress_bar_enabled()
-    verbosity = logging.get_verbosity()
+    was, verbosity = logging.is_progress_bar_enabled(), logging.get_verbosity()
     logging.disable_progress_bar()
     logging.set_verbosity_error()
     try:
@@ -488,22 +443,22 @@ class IdeaExperiment(runs.Experiment):
         tokenizer = data.tokenizer
         return IdeaGPTForCausalLM(model_config(run, len(tokenizer), run.gated, run.idea, tokenizer.eos_token_id))
 
+    @staticmethod
+    def stream(run: IdeaRun, data: IdeaData) -> TokenStream:
+        tokens = run.train_tokens if run.run_tokens == -1 else run.run_tokens
+        return TokenStream(data.streams["train"], run.size.block_size, run.idea.window, tokens)
+
     def fit(self, spec: RunSpec, data: IdeaData) -> runs.Fit:
         run = spec.config
-        stream = TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
-                             run.train_tokens if run.run_tokens == -1 else run.run_tokens)
-        return runs.Fit(stream, data.blocks("valid", run), run.train,
+        return runs.Fit(self.stream(run, data), data.blocks("valid", run), run.train,
                         loss_fn=idea_loss_fn(run.idea, data.stopword_ids, run.gated,
-                                     compile_on_cuda=run.train.compile_on_cuda))
+                                             compile_on_cuda=run.train.compile_on_cuda))
 
     def evaluate(self, spec: RunSpec, data: IdeaData, model, result) -> IdeaRunMetrics:
-        run = spec.config
-        val = data.blocks("valid", run)
-        tokens = run.train_tokens if run.run_tokens == -1 else run.run_tokens
+        run, val = spec.config, data.blocks("valid", spec.config)
         return IdeaRunMetrics(val_ppl=perplexity(model, val),
                               val_ppl_ungated=perplexity(model, val, alpha=0.0) if run.gated else None,
-                              train_tokens=TokenStream(data.streams["train"], run.size.block_size, run.idea.window,
-                                                       tokens).n_tokens)
+                              train_tokens=self.stream(run, data).n_tokens)
 
     def total_steps(self, spec: RunSpec) -> int:
         return spec.config.train.max_steps
@@ -523,40 +478,35 @@ LOSS_FORMS = {"sum": SUM_IDEA_LOSS, "mean": MEAN_IDEA_LOSS}
 def idea_gating_runs(profile: IdeaProfile, n_seeds: int | None = 1) -> list[RunSpec]:
     """Chapter 6's models (chapter 7 reloads them): the plain GPT and the gated GPT, the latter in both
     loss forms when ``profile.compare_loss_forms`` (``gated-sum``, ``gated-mean``), else in the profile's
-    form (``gated``); with ``n_seeds`` > 1 (None: the profile's), the seed comparison's further runs
-    (:func:`idea_seed_runs`)."""
+    form (``gated``); with ``n_seeds`` > 1 (None: the profile's), the seed comparison's further runs: the plain
+    GPT and the gated GPT in the profile's loss form (:func:`profile_form_run`) at every further seed (same data,
+    same recipe)."""
     specs = [idea_run(profile, "baseline", False)]
     if profile.compare_loss_forms:
         specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
     else:
         specs.append(idea_run(profile, "gated", True))
-    return specs + idea_seed_runs(profile, n_seeds)
+    for seed in training_seeds(profile, n_seeds)[1:]:
+        seeded = replace(profile, seed=seed)
+        specs += [idea_run(seeded, "baseline", False), idea_run(seeded, profile_form_run(profile), True)]
+    return specs
 
 
 def profile_form_run(profile: IdeaProfile) -> str:
     """The name of the gated run trained with the profile's own idea-loss form (``gated-mean``, ``gated-sum`` or
-    ``gated``): the form every training seed of :func:`idea_seed_runs` uses."""
+    ``gated``): the form every further training seed of :func:`idea_gating_runs` uses."""
     if not profile.compare_loss_forms:
         return "gated"
     return next(f"gated-{form}" for form, kw in LOSS_FORMS.items() if replace(profile.idea, **kw) == profile.idea)
 
 
-def idea_seeds(profile: IdeaProfile, n_seeds: int | None = None) -> list[int]:
-    """Chapter 6's training seeds: ``seed, seed + 1, ...`` (the profile's ``n_seeds`` unless given)."""
+def training_seeds(profile, n_seeds: int | None = None) -> list[int]:
+    """The training seeds of a comparison over seeds (chapters 6 and 8): ``seed, seed + 1, ...`` (the profile's
+    ``n_seeds`` unless given)."""
     n = profile.n_seeds if n_seeds is None else n_seeds
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n_seeds must be an int >= 1 or None (the profile's {profile.n_seeds}), got {n!r}")
     return [profile.seed + i for i in range(n)]
-
-
-def idea_seed_runs(profile: IdeaProfile, n_seeds: int | None = None) -> list[RunSpec]:
-    """The runs the seed comparison adds to :func:`idea_gating_runs`: the plain GPT and the gated GPT in the
-    profile's loss form (:func:`profile_form_run`) at every seed after the first (same data, same recipe)."""
-    specs = []
-    for seed in idea_seeds(profile, n_seeds)[1:]:
-        seeded = replace(profile, seed=seed)
-        specs += [idea_run(seeded, "baseline", False), idea_run(seeded, profile_form_run(profile), True)]
-    return specs
 
 
 def with_chosen_gated(runs: dict[str, RunRecord]) -> tuple[dict[str, RunRecord], str]:
@@ -679,11 +629,10 @@ METRIC_NAMES = ("stickiness", "unique_density", "distinct_1", "distinct_2", "rep
 @dataclass
 class DomainScores:
     """One model's continuations of one domain's prompts: each metric's mean with its 95% interval over the
-    samples (``summary``, all seeds pooled), over the per-seed means (``by_seed``), and every scored sample."""
+    samples (``summary``, all seeds pooled) and every scored sample."""
 
     summary: dict[str, Interval]
     samples: list[dict]
-    by_seed: dict[str, Interval] | None = None
 
 
 def sample_interval(values: Sequence[float]) -> Interval:
@@ -692,13 +641,10 @@ def sample_interval(values: Sequence[float]) -> Interval:
 
 
 def domain_retention(model, tokenizer, domains: dict[str, Domain], generation: GenerationSettings,
-                     alpha: float | None = None, samples_per_prompt: int | None = None) -> dict[str, DomainScores]:
+                     alpha: float | None = None) -> dict[str, DomainScores]:
     """Per domain: every sample's scores and their means with 95% intervals over samples (all seeds pooled).
-
-    All domains' prompts decode in one batch per seed. ``by_seed`` keeps the spread of the per-seed means.
-    """
-    stop, out = stopwords(), {}
-    n = samples_per_prompt or generation.samples_per_prompt
+    All domains' prompts decode in one batch per seed."""
+    stop, n = stopwords(), generation.samples_per_prompt
     prompts = [(name, p) for name, domain in domains.items() for p in domain.prompts]
     rows = {name: [] for name in domains}
     for seed in generation.seeds:
@@ -708,12 +654,8 @@ def domain_retention(model, tokenizer, domains: dict[str, Domain], generation: G
         for i, sample in enumerate(samples):
             name = prompts[i // n][0]
             rows[name].append({**sample, "domain": name, **score_generation(sample, domains[name], stop)})
-    for name, domain_rows in rows.items():
-        summary = {m: sample_interval([r[m] for r in domain_rows]) for m in METRIC_NAMES}
-        by_seed = {m: sample_interval([sample_interval([r[m] for r in domain_rows if r["seed"] == s]).mean
-                                       for s in generation.seeds]) for m in METRIC_NAMES}
-        out[name] = DomainScores(summary, domain_rows, by_seed)
-    return out
+    return {name: DomainScores({m: sample_interval([r[m] for r in domain_rows]) for m in METRIC_NAMES}, domain_rows)
+            for name, domain_rows in rows.items()}
 
 
 # --- the authors' evaluation protocol -------------------------------------------------------------
@@ -740,23 +682,21 @@ def authors_stickiness(text: str, terms) -> float:
 AUTHORS_METRICS = ("authors_stickiness", "stickiness", "unique_density", "distinct_2")
 
 
-def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSettings,
-                     alpha: float | None = None, temperature: float | None = None) -> dict[str, DomainScores]:
+def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSettings) -> dict[str, DomainScores]:
     """The authors' evaluation: per domain one prompt, ``authors_samples`` continuations of ``authors_new_tokens`` at
     temperature ``generation.temperature`` with the compounding repetition penalty, scored by
     :func:`authors_stickiness` on prompt + continuation. ``domains``: ``{name: {"prompt", "terms"}}``
     (:data:`semlm.reference.PAPER_B_EVAL_DOMAINS`). Also the same count on the continuation alone
     (``stickiness``), the paper's density (distinct domain terms per 100 words) and distinct-2, on the
-    continuation's words. One batch per domain and seed (no padding). ``temperature`` replaces the
-    protocol's (the sharpening control).
+    continuation's words. One batch per domain and seed (no padding).
     """
     out, samples = {}, generation.authors_samples
     per_seed = max(1, math.ceil(samples / len(generation.seeds)))
     for name, domain in domains.items():
         rows = []
         for seed in generation.seeds:
-            for sample in generate_texts(model, tokenizer, [domain["prompt"]], per_seed, generation.authors_new_tokens, seed,
-                                         alpha, temperature=temperature or generation.temperature,
+            for sample in generate_texts(model, tokenizer, [domain["prompt"]], per_seed, generation.authors_new_tokens,
+                                         seed, temperature=generation.temperature,
                                          repetition_penalty=generation.repetition_penalty, penalty_form="authors"):
                 words = words_of(sample["text"])
                 rows.append({**sample, "domain": name,
@@ -773,53 +713,35 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
 SHARPENING_BLOCKS = 64
 
 
-def authors_protocol_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, domains: dict,
-                                generation: GenerationSettings, val_blocks=None
-                                ) -> tuple[dict[int, dict[str, dict[str, DomainScores]]], dict[int, float]]:
-    """:func:`authors_protocol` of every model of :func:`semlm.idea.report.runs_by_seed`: ``{seed: {model: {domain: scores}}}``
-    (each model loaded in turn, with the same sampling seeds), and, given ``val_blocks``, the sharpening control
-    of each seed as the model ``"sharpened"``: the plain GPT sampled at the temperature that gives it the gated
-    GPT's mean next-token entropy at the protocol's temperature (:func:`semlm.idea.sharpening.sharpening_temperature`,
-    on the first :data:`SHARPENING_BLOCKS` blocks), returned as ``{seed: temperature}``."""
+def protocols_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, authors_domains: dict,
+                         domains: dict[str, Domain], generation: GenerationSettings, val_blocks):
+    """Every seed's plain and gated GPT (:func:`semlm.idea.report.runs_by_seed`) scored with the authors' protocol
+    (:func:`authors_protocol`) and the book's (:func:`domain_retention`), with the same sampling seeds, each with
+    the sharpening control as the model ``"sharpened"``: the plain GPT sampled at the temperature that gives it
+    the gated GPT's mean next-token entropy at the protocol's temperature
+    (:func:`semlm.idea.sharpening.sharpening_temperature`, on the first :data:`SHARPENING_BLOCKS` blocks of
+    ``val_blocks``). Returns ``{seed: {model: {domain: scores}}}`` of each protocol and ``{seed: temperature}``."""
     from semlm.idea.sharpening import sharpening_temperature
 
-    scores, temperatures = {}, {}
+    authors, book, temperatures = {}, {}, {}
     for seed, pair in by_seed.items():
         models = {name: record.load() for name, record in pair.items()}
-        scores[seed] = {name: authors_protocol(model, tokenizer, domains, generation) for name, model in models.items()}
-        if val_blocks is not None:
-            temperatures[seed], _ = sharpening_temperature(models["baseline"], models["gated"], val_blocks,
-                                                           generation.temperature, SHARPENING_BLOCKS)
-            scores[seed]["sharpened"] = authors_protocol(models["baseline"], tokenizer, domains, generation,
-                                                         temperature=temperatures[seed])
-    return scores, temperatures
-
-
-def book_protocol_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, domains: dict[str, Domain],
-                             generation: GenerationSettings, temperatures: dict[int, float] | None = None
-                             ) -> dict[int, dict[str, dict[str, DomainScores]]]:
-    """:func:`domain_retention` (the book's domains and protocol) of every seed's plain and gated GPT, with the same
-    sampling seeds, and, where ``temperatures`` (from :func:`authors_protocol_over_seeds`) names the seed, its
-    sharpening control as the model ``"sharpened"``: ``{seed: {model: {domain: scores}}}``."""
-    scores = {}
-    for seed, pair in by_seed.items():
-        models = {name: record.load() for name, record in pair.items()}
-        scores[seed] = {name: domain_retention(model, tokenizer, domains, generation) for name, model in models.items()}
-        if temperatures and seed in temperatures:
-            sharper = replace(generation, temperature=temperatures[seed])
-            scores[seed]["sharpened"] = domain_retention(models["baseline"], tokenizer, domains, sharper)
-    return scores
-
-
-def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
-    """Mean of ``a`` minus mean of ``b`` with a Welch 95% interval (independent samples; NaNs dropped):
-    :meth:`semlm.core.records.Interval.welch`."""
-    return Interval.welch(a, b)
+        temperatures[seed], _ = sharpening_temperature(models["baseline"], models["gated"], val_blocks,
+                                                       generation.temperature, SHARPENING_BLOCKS)
+        sharper = replace(generation, temperature=temperatures[seed])
+        models["sharpened"] = models["baseline"]
+        authors[seed] = {name: authors_protocol(model, tokenizer, authors_domains,
+                                                sharper if name == "sharpened" else generation)
+                         for name, model in models.items()}
+        book[seed] = {name: domain_retention(model, tokenizer, domains, sharper if name == "sharpened" else generation)
+                      for name, model in models.items()}
+    return authors, book, temperatures
 
 
 def stickiness_difference(gated: DomainScores, baseline: DomainScores, metric: str = "stickiness") -> Interval:
-    """Gated minus baseline ``metric`` over the two models' samples of one domain (Welch 95% interval)."""
-    return difference_interval([r[metric] for r in gated.samples], [r[metric] for r in baseline.samples])
+    """Gated minus baseline ``metric`` over the two models' samples of one domain (Welch 95% interval over
+    independent samples, NaNs dropped)."""
+    return Interval.welch([r[metric] for r in gated.samples], [r[metric] for r in baseline.samples])
 
 
 #: A model is competent to be judged on paper B's generation claims if its validation perplexity is
