@@ -2,7 +2,8 @@ from dataclasses import replace
 
 import pytest
 
-from semlm.fusion.model import BackboneConfig, LMConfig
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import lm_config
 from semlm.profiles import PROFILES, check_parameters, synthetic_profile
 
 
@@ -36,9 +37,18 @@ def test_wrong_notebook_parameters_get_one_clear_error(params, message):
 
 def test_model_config_rejects_unknown_kind_and_bad_heads():
     with pytest.raises(ValueError, match="unknown model kind 'gpt'"):
-        LMConfig(BackboneConfig(10), kind="gpt")
+        lm_config(BackboneConfig(10), kind="gpt")
     with pytest.raises(ValueError, match="divisible by n_heads"):
         BackboneConfig(10, d_model=30, n_heads=4)
+
+
+def test_a_model_config_takes_its_dimensions_from_the_profile():
+    from semlm.fusion.synthetic_experiment import model_config
+
+    profile = synthetic_profile("smoke")
+    config = model_config(profile, "baseline", 41, "published")
+    assert profile.backbone.vocab_size is None and type(config).__name__ == "BaselineLMConfig"
+    assert config.backbone == replace(profile.backbone, vocab_size=41, causal=False)
 
 
 def test_profiles_and_the_book_runner_import_without_torch():

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from semlm.core.train_config import TrainConfig
 from semlm.data.synthetic import INTENSITY, SyntheticConfig
+from semlm.fusion.config import BackboneConfig  # paper A's model dimensions (torch-free)
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
 #: Profiles of one chapter only, for recorded runs made outside the book build (``.ci/run-long``):
@@ -62,19 +63,10 @@ def cpu_bf16_setting() -> str:
 
 
 @dataclass(frozen=True)
-class BackboneSize:
-    d_model: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    d_ff: int = 256
-    dropout: float = 0.1
-
-
-@dataclass(frozen=True)
 class SyntheticProfile:
     name: str
     corpus: SyntheticConfig
-    backbone: BackboneSize
+    backbone: BackboneConfig  # its vocab_size is None: the data set it
     train: TrainConfig
     seed: int = 111              # the training seed of its runs (``RunSpec.seed``)
 
@@ -128,12 +120,12 @@ def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
     (``cpu``: ``paper``'s, trained in :func:`paper_a_cpu_precision`)."""
     check_profile(profile)
     check_parameters(seed=seed)
-    paper = SyntheticProfile(profile, SyntheticConfig(), BackboneSize(), TrainConfig(), seed)
+    paper = SyntheticProfile(profile, SyntheticConfig(), BackboneConfig(), TrainConfig(), seed)
     if profile == "smoke":
         return SyntheticProfile(
             profile,
             SyntheticConfig(n_train=384, n_val=96),
-            BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
+            BackboneConfig(d_model=32, n_layers=2, n_heads=2, d_ff=64),
             replace(paper.train, epochs=8, batch_size=64, lr=3e-3),
             seed,
         )
@@ -180,7 +172,7 @@ class SST2Profile:
     name: str
     n_train: int | None          # training phrases for the LMs (None: all)
     min_freq: int
-    backbone: BackboneSize
+    backbone: BackboneConfig  # its vocab_size is None: the data set it
     train: TrainConfig
     classifier: ClassifierConfig
     control: ControlConfig
@@ -197,9 +189,10 @@ def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
     """
     check_profile(profile)
     check_parameters(seed=seed)
-    paper = SST2Profile(profile, None, 2, BackboneSize(), TrainConfig(), ClassifierConfig(), ControlConfig(), seed=seed)
+    paper = SST2Profile(profile, None, 2, BackboneConfig(), TrainConfig(), ClassifierConfig(), ControlConfig(),
+                        seed=seed)
     if profile == "smoke":
-        return SST2Profile(profile, 600, 2, BackboneSize(d_model=32, n_layers=2, n_heads=2, d_ff=64),
+        return SST2Profile(profile, 600, 2, BackboneConfig(d_model=32, n_layers=2, n_heads=2, d_ff=64),
                            replace(paper.train, epochs=3, lr=3e-3), ClassifierConfig(n_train=12000, epochs=3),
                            replace(paper.control, n_prefixes=24, new_tokens=6), workers=1)
     if profile == "cpu":  # bf16 where the CPU computes it natively (see synthetic_profile)

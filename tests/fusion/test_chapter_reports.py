@@ -103,10 +103,11 @@ def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
 
 def deaf_model(vocab_size):
     """A language model whose next-word scores ignore the features (the baseline): a request cannot steer it."""
-    from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+    from semlm.fusion.config import BackboneConfig
+    from semlm.fusion.model import build_model, lm_config
 
-    return build_model(LMConfig(BackboneConfig(vocab_size, d_model=16, n_layers=1, n_heads=2, d_ff=16),
-                                kind="baseline"))
+    return build_model(lm_config(BackboneConfig(vocab_size, d_model=16, n_layers=1, n_heads=2, d_ff=16),
+                                 kind="baseline"))
 
 
 def test_features_that_do_not_steer_write_the_same_sentences_under_both_requests(vocab):

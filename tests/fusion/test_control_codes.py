@@ -5,7 +5,9 @@ import torch
 
 from semlm.fusion.control_codes import CODE_TOKENS, codes_for, sentence_polarity, with_codes
 from semlm.data.synthetic import SyntheticConfig
+from semlm.fusion.config import BackboneConfig
 from semlm.fusion.decoding import ClauseGrammar, Controls, generate
+from semlm.fusion.model import build_model, lm_config
 from semlm.fusion.synthetic_experiment import prepare_data
 
 
@@ -32,19 +34,18 @@ def test_code_tokens_are_inputs_but_never_scored_targets():
     assert sorted(data.code_ids) == sorted(data.vocab.ids(CODE_TOKENS))
 
 
-class _Uniform(torch.nn.Module):
-    def __init__(self, vocab_size):
-        super().__init__()
-        self.vocab_size = vocab_size
-
-    def forward(self, ids, features, mask):
-        return type("Out", (), {"logits": torch.zeros(*ids.shape, self.vocab_size)})()
+def _uniform(vocab_size):
+    """A baseline LM whose head is zero, so every next word is equally likely (the grammar alone decides)."""
+    model = build_model(lm_config(BackboneConfig(vocab_size, d_model=8, n_layers=1, n_heads=2, d_ff=8), "baseline"))
+    with torch.no_grad():
+        model.backbone.embed.weight.zero_()
+    return model.eval()
 
 
 def test_generation_after_codes_follows_the_grammar_and_drops_the_codes():
     data = prepare_data(SyntheticConfig(n_train=8, n_val=4), codes=True)
     grammar = ClauseGrammar(data.vocab, offset=2)
-    out = generate(_Uniform(len(data.vocab)), data.featurizer, grammar, 5, Controls(), seed=0,
+    out = generate(_uniform(len(data.vocab)), data.featurizer, grammar, 5, Controls(), seed=0,
                    codes=codes_for("negative", "?"))
     assert all(grammar.parses(sentence) for sentence in out)
 
@@ -52,5 +53,5 @@ def test_generation_after_codes_follows_the_grammar_and_drops_the_codes():
 def test_codes_and_grammar_offset_must_agree():
     data = prepare_data(SyntheticConfig(n_train=8, n_val=4), codes=True)
     with pytest.raises(ValueError, match="offset=2"):
-        generate(_Uniform(len(data.vocab)), data.featurizer, ClauseGrammar(data.vocab), 2, Controls(),
+        generate(_uniform(len(data.vocab)), data.featurizer, ClauseGrammar(data.vocab), 2, Controls(),
                  codes=codes_for("negative", "?"))

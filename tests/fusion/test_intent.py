@@ -9,7 +9,8 @@ from semlm.data.synthetic import LEXICON
 from semlm.data.vocab import Vocabulary
 from semlm.fusion.intent import (INTENT_INDEX, MAX_CLAUSES, N_INTENT_FEATURES, REQUEST_FEATURES, TRAINED_STRENGTHS,
                                  IntentFeatures, Request, declared_intent, intent_rows, request_vector)
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import build_model, lm_config
 
 VOCAB = Vocabulary.build(LEXICON)
 SENTENCE = "Alice cooks the meal , slightly good but she trains the model , extremely awful ?".split()
@@ -40,7 +41,7 @@ def test_the_conjunction_position_already_describes_the_next_clause():
 def test_an_intent_model_stays_causal_in_the_tokens():
     torch.manual_seed(0)
     backbone = BackboneConfig(vocab_size=len(VOCAB), d_model=32, n_layers=2, n_heads=2, d_ff=64, dropout=0.0)
-    model = build_model(LMConfig(backbone=backbone, kind="fusion", n_features=N_INTENT_FEATURES))
+    model = build_model(lm_config(backbone, kind="fusion", n_features=N_INTENT_FEATURES))
     mean = torch.full((11,), 0.5)
     request = Request("negative", "!", 0.8).vector(mean).expand(1, MAX_CLAUSES, -1)
     featurize = IntentFeatures(VOCAB)
@@ -60,3 +61,11 @@ def test_a_strength_request_writes_the_triplet_training_writes_for_that_intensif
     assert torch.equal(Request("positive", ".").vector(mean)[strength], mean[strength])  # no request: the mean
     with pytest.raises(ValueError, match="strength level"):
         Request("positive", ".", 1.5).vector(mean)
+
+
+def test_a_request_says_the_same_as_control_codes():
+    from semlm.fusion.control_codes import codes_for
+
+    assert Request("negative", "?").codes() == codes_for("negative", "?") == ("<neg>", "<?>")
+    with pytest.raises(ValueError, match="unknown polarity code None"):
+        Request(punctuation="!").codes()  # a code model cannot be asked for punctuation alone

@@ -9,7 +9,8 @@ from semlm.data.dataset import encode_corpus
 from semlm.data.synthetic import LEXICON
 from semlm.fusion.features import SyntheticFeatures
 from semlm.fusion.losses import FusionLoss, auxiliary_bce
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import build_model, lm_config
 
 SENTENCES = [list(LEXICON[0:4]), list(LEXICON[5:7]), list(LEXICON[9:16])]  # rows of three lengths: pads
 
@@ -17,7 +18,7 @@ SENTENCES = [list(LEXICON[0:4]), list(LEXICON[5:7]), list(LEXICON[9:16])]  # row
 def tiny(vocab, kind):
     torch.manual_seed(0)
     backbone = BackboneConfig(len(vocab), d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.0)
-    return build_model(LMConfig(backbone, kind=kind))
+    return build_model(lm_config(backbone, kind=kind))
 
 
 def as_transformers_batch(batch, pad_id):

@@ -1,12 +1,13 @@
 import pytest
 import torch
 
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import build_model, lm_config
 from semlm.fusion.model import FusionLM
 
 
 def config(vocab_size=12, kind="fusion", **kwargs):
-    return LMConfig(BackboneConfig(vocab_size, d_model=16, n_layers=3, n_heads=2, d_ff=32), kind=kind, **kwargs)
+    return lm_config(BackboneConfig(vocab_size, d_model=16, n_layers=3, n_heads=2, d_ff=32), kind=kind, **kwargs)
 
 
 def test_blocks_start_identical_like_torch_encoder():

@@ -11,7 +11,7 @@ from semlm.core.metrics import perplexity
 from semlm.fusion.model import build_model
 from semlm.fusion.sst2_experiment import (
     SST2, classifier_accuracy, continue_under_control, control_prefixes, judge_continuations, prepare_sst2,
-    sst2_model_config, sst2_profile, sst2_runs, sst2_spec, train_sentiment_classifier,
+    model_config, sst2_profile, sst2_runs, sst2_spec, train_sentiment_classifier,
 )
 from semlm.core import runs
 
@@ -98,14 +98,14 @@ def test_runs_refuse_data_of_another_profile_and_unknown_models(toy, tmp_path):
 @pytest.mark.parametrize("kind", ["baseline", "fusion"])
 def test_causal_model_with_sst2_features_ignores_later_tokens(toy, kind):
     profile, data = toy
-    model = build_model(sst2_model_config(profile, kind, len(data.vocab), "causal"))
+    model = build_model(model_config(profile, kind, len(data.vocab), "causal"))
     ids = data.tensors["causal"]["dev"].input_ids[:4, :8]
     assert future_sensitivity(model, data.featurizers["causal"], ids, 4, data.vocab.id("!")) < 1e-5
 
 
 def test_hard_control_never_writes_an_adjective_of_the_other_class(toy):
     profile, data = toy
-    model = build_model(sst2_model_config(profile, "fusion", len(data.vocab), "causal"))
+    model = build_model(model_config(profile, "fusion", len(data.vocab), "causal"))
     prefixes = [s[:2] for s in data.dev_sentences]
     config = replace(profile.control, new_tokens=8, temperature=3.0, top_p=1.0)
     adjectives = {w for w in data.vocab.tokens if data.prior.majority(w) == "ADJ"}
@@ -119,7 +119,7 @@ def test_hard_control_never_writes_an_adjective_of_the_other_class(toy):
 
 def test_control_requests_are_validated(toy):
     profile, data = toy
-    model = build_model(sst2_model_config(profile, "baseline", len(data.vocab), "causal"))
+    model = build_model(model_config(profile, "baseline", len(data.vocab), "causal"))
     with pytest.raises(ValueError, match="unknown request 'up'"):
         continue_under_control(model, data, [["a"]], "up", "soft", profile.control)
     with pytest.raises(ValueError, match="same number of words"):

@@ -1,6 +1,6 @@
 """The shared Transformer backbone of the semantic-fusion paper (Appendix B).
 
-d=128, 4 layers, 4 heads, FFN 256, dropout 0.1, sinusoidal positions, tied
+Dimensions in :class:`semlm.fusion.config.BackboneConfig`; sinusoidal positions, tied
 input/output embeddings. Each block is post-LayerNorm with a ReLU MLP, the maths of
 PyTorch's ``nn.TransformerEncoderLayer`` that the authors used, written out so the
 attention goes through ``scaled_dot_product_attention`` (faster on CPU).
@@ -19,36 +19,12 @@ tokens. The published setting cannot be cached: adding a token changes every ear
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-@dataclass(frozen=True)
-class BackboneConfig:
-    vocab_size: int
-    d_model: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    d_ff: int = 256
-    dropout: float = 0.1
-    max_positions: int = 512
-    causal: bool = True
-
-    def __post_init__(self):
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-
-    @property
-    def setting(self) -> str:
-        return "causal" if self.causal else "published (non-causal)"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from .config import BackboneConfig  # relative: copied beside saved weights (see semlm.fusion.model)
 
 
 def _sinusoid_table(d_model: int, max_positions: int, device=None) -> torch.Tensor:

@@ -34,6 +34,7 @@ import torch
 
 from semlm.data import synthetic as syn
 from semlm.data.vocab import Vocabulary
+from semlm.fusion.control_codes import codes_for
 from semlm.fusion.features import SyntheticFeatures
 from semlm.fusion.fuzzy import FEATURE_NAMES, triangular_memberships
 
@@ -137,6 +138,10 @@ class Request:
         if self.strength is not None:
             out[_REQUEST_AT["str_low"]:_REQUEST_AT["str_high"] + 1] = strength_triplet(self.strength)
         return out
+
+    def codes(self) -> tuple[str, str]:
+        """The same request as CTRL-style control codes (:func:`semlm.fusion.control_codes.codes_for`)."""
+        return codes_for(self.polarity, self.punctuation)
 
 
 class IntentFeatures:

@@ -40,7 +40,7 @@ from semlm.core.runs import RunRecord, RunSpec
 from semlm.data import synthetic as syn
 from semlm.data.dataset import LMTensors
 from semlm.data.synthetic import SyntheticConfig
-from semlm.fusion.control_codes import codes_for, sentence_polarity
+from semlm.fusion.control_codes import sentence_polarity
 from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, TRAINED_STRENGTHS, IntentFeatures, Request,
                                  declared_intent, intent_rows, strength_triplet)
 from semlm.fusion.decoding.generate import sample_ids
@@ -140,6 +140,17 @@ def sample_sentences(model: torch.nn.Module, data: IntentData, requests: Sequenc
     return [[w for w in vocab.decode(row[skip:]) if w not in ("<eos>", "<pad>")] for row in ids]
 
 
+def sample_as_heard(model: torch.nn.Module, data: IntentData, variant: str, requests: Sequence[Request],
+                    seed: int) -> list[list[str]]:
+    """One sentence per request as ``variant`` hears it: ``no_request`` hears nothing (every predicate at its
+    training mean), ``control_code`` hears the request's codes (:meth:`Request.codes`), the others read it
+    through the intent channel."""
+    if variant == "no_request":
+        return sample_sentences(model, data, [Request()] * len(requests), seed)
+    codes = [r.codes() for r in requests] if variant == "control_code" else None
+    return sample_sentences(model, data, requests, seed, codes)
+
+
 def judge(sentences: Sequence[Sequence[str]], requests: Sequence[Request], held_out: Sequence[str]) -> dict:
     """Polarity and punctuation accuracy against the requests, held-out adjective rate, strong share and mean
     written intensity (no strength was requested)."""
@@ -224,13 +235,8 @@ def strength_sweep(model, data: IntentData, levels: Sequence[float], n: int, see
 def read_model(model, data: IntentData, run: IntentRun, seed: int, variant: str) -> IntentReading:
     """One reading of a trained model: features-only control, strength sweep (fusion models), PPL."""
     mean = data.request_mean
-    if variant == "no_request":  # every predicate at its mean, whatever was asked
-        requests = control_requests(run.samples_per_request)
-        sentences = sample_sentences(model, data, [Request()] * len(requests), seed)
-    else:
-        requests = control_requests(run.samples_per_request)
-        codes = [codes_for(r.polarity, r.punctuation) for r in requests] if variant == "control_code" else None
-        sentences = sample_sentences(model, data, requests, seed, codes, mean)
+    requests = control_requests(run.samples_per_request)
+    sentences = sample_as_heard(model, data, variant, requests, seed)
     scores = judge(sentences, requests, data.base.corpus.split.held_out)
     by_level = correlation = None
     if variant in ("intent", "shuffled"):
@@ -271,8 +277,8 @@ class IntentExperiment(runs.Experiment):
 
     def build(self, spec: RunSpec, data: IntentData) -> torch.nn.Module:
         run = spec.config
-        config = model_config(run.synthetic, "fusion", len(data.base.vocab), "causal")
-        return build_model(replace(config, n_features=N_INTENT_FEATURES))
+        return build_model(model_config(run.synthetic, "fusion", len(data.base.vocab), "causal",
+                                        n_features=N_INTENT_FEATURES))
 
     def fit(self, spec: RunSpec, data: IntentData) -> runs.Fit:
         config = spec.config.synthetic.train
@@ -372,10 +378,6 @@ def summarise(records: Sequence[RunRecord]) -> IntentControl:
 def examples(model, data: IntentData, variant: str, n_per_request: int = 1, seed: int = 0) -> list[dict]:
     """A few sentences per request of the control table, for the chapter's example table."""
     requests = control_requests(n_per_request)
-    codes = [codes_for(r.polarity, r.punctuation) for r in requests] if variant == "control_code" else None
-    if variant == "no_request":
-        sentences = sample_sentences(model, data, [Request()] * len(requests), seed)
-    else:
-        sentences = sample_sentences(model, data, requests, seed, codes)
+    sentences = sample_as_heard(model, data, variant, requests, seed)
     return [{"variant": variant, "request": f"{r.polarity} {r.punctuation}", "sentence": " ".join(s)}
             for r, s in zip(requests, sentences)]

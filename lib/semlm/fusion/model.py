@@ -15,7 +15,7 @@ tied to the input embedding because the fused input keeps width d.
 Both models are transformers ``PreTrainedModel``s (``FusionLMConfig`` / ``BaselineLMConfig``,
 registered with ``AutoConfig`` and ``AutoModelForCausalLM``): ``save_pretrained`` /
 ``from_pretrained`` work, and ``generate()`` works in the causal setting, with a KV cache.
-Building one from an ``LMConfig`` draws exactly the weights the plain ``nn.Module`` drew
+Building one from :func:`lm_config` draws exactly the weights the plain ``nn.Module`` drew
 (PyTorch's defaults, then ``Backbone``'s encoder init): ``_init_weights`` touches no
 parameter, it only refills the sinusoidal table that ``from_pretrained`` leaves empty.
 
@@ -30,7 +30,7 @@ re-reading the whole prefix would compute.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -41,7 +41,8 @@ from transformers.utils import ModelOutput
 
 # Relative imports on purpose: ``save_pretrained`` copies this file and the two it imports beside the
 # weights (``auto_map``), so ``trust_remote_code=True`` loads a saved model without semlm installed.
-from .backbone import Backbone, BackboneConfig, SinusoidalPositions
+from .backbone import Backbone, SinusoidalPositions
+from .config import BackboneConfig
 from .fuzzy import NUM_FEATURES
 
 
@@ -62,69 +63,51 @@ def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
 
 
-@dataclass(frozen=True)
-class LMConfig:
-    """Which model to build: ``kind`` is "baseline" or "fusion"."""
-
-    backbone: BackboneConfig
-    kind: str = "fusion"
-    n_features: int = NUM_FEATURES
-    gate: bool = True
-
-    KINDS = ("baseline", "fusion")
-
-    def __post_init__(self):
-        if self.kind not in self.KINDS:
-            raise ValueError(f"unknown model kind {self.kind!r}; choose one of {', '.join(self.KINDS)}")
-
-    def to_dict(self) -> dict:
-        return {"backbone": asdict(self.backbone), "kind": self.kind, "n_features": self.n_features, "gate": self.gate}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "LMConfig":
-        return cls(backbone=BackboneConfig(**d["backbone"]), kind=d["kind"], n_features=d["n_features"], gate=d["gate"])
+KINDS: tuple[str, ...] = ("baseline", "fusion")
 
 
-class FusionLMConfig(PreTrainedConfig):
-    """``LMConfig`` as a transformers config (flat, so it serialises to config.json)."""
+class FusionLMConfig(PreTrainedConfig, BackboneConfig):
+    """The one config of paper A's models: the backbone's dimensions (inherited, so config.json stays flat),
+    the model ``kind``, the number of features and whether Eq. 2's gate is on. Build it with :func:`lm_config`."""
 
     model_type = "semlm_fusion"
     attribute_map = {"hidden_size": "d_model", "num_hidden_layers": "n_layers",
                      "num_attention_heads": "n_heads", "max_position_embeddings": "max_positions"}
 
     kind: str = "fusion"
-    vocab_size: int = 2
-    d_model: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    d_ff: int = 256
-    dropout: float = 0.1
-    max_positions: int = 512
-    causal: bool = True
     n_features: int = NUM_FEATURES
     gate: bool = True
     use_cache: bool = False      # forward() builds a cache only when asked; generate() asks
     tie_word_embeddings: bool = False  # the head is ``hidden @ embed.weight.T``, no separate weight to tie
 
-    @classmethod
-    def from_lm_config(cls, config: LMConfig) -> "FusionLMConfig":
-        target = BaselineLMConfig if config.kind == "baseline" else FusionLMConfig
-        return target(kind=config.kind, n_features=config.n_features, gate=config.gate, **asdict(config.backbone))
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)  # transformers' own set-up; then the kind and the backbone's dimensions
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown model kind {self.kind!r}; choose one of {', '.join(KINDS)}")
+        self.check_dimensions()
 
     @property
     def backbone(self) -> BackboneConfig:
-        return BackboneConfig(vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers,
-                              n_heads=self.n_heads, d_ff=self.d_ff, dropout=self.dropout,
-                              max_positions=self.max_positions, causal=self.causal)
-
-    def to_lm_config(self) -> LMConfig:
-        return LMConfig(self.backbone, kind=self.kind, n_features=self.n_features, gate=self.gate)
+        """The dimensions alone (a view; e.g. for FLOP counts)."""
+        return BackboneConfig(**{f.name: getattr(self, f.name) for f in fields(BackboneConfig)})
 
 
 class BaselineLMConfig(FusionLMConfig):
     model_type = "semlm_baseline"
 
     kind: str = "baseline"
+
+
+def lm_config(backbone: BackboneConfig, kind: str = "fusion", n_features: int = NUM_FEATURES,
+              gate: bool = True) -> FusionLMConfig:
+    """The config of a ``kind`` model ("baseline" or "fusion") on ``backbone``."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(KINDS)}")
+    target = BaselineLMConfig if kind == "baseline" else FusionLMConfig
+    return target(**asdict(backbone), n_features=n_features, gate=gate)
+
+
+LMConfig = lm_config  # the name tests outside paper A's package still call
 
 
 class _SemanticLM(PreTrainedModel, GenerationMixin):
@@ -140,15 +123,12 @@ class _SemanticLM(PreTrainedModel, GenerationMixin):
     accepts_loss_kwargs = False
     kind = "fusion"
 
-    def __init__(self, config: LMConfig | FusionLMConfig):
-        if isinstance(config, LMConfig):
-            config = FusionLMConfig.from_lm_config(config)
+    def __init__(self, config: FusionLMConfig):
         if config.kind != self.kind:
             raise ValueError(f"{type(self).__name__} needs a config of kind {self.kind!r}, got {config.kind!r}; "
                              f"use build_model(config) to pick the class")
-        config.to_lm_config()  # validates kind and the backbone sizes
         super().__init__(config)
-        self.backbone = Backbone(config.backbone)
+        self.backbone = Backbone(config)
 
     def _finish_init(self) -> None:
         self.post_init()
@@ -226,7 +206,7 @@ class BaselineLM(_SemanticLM):
     config_class = BaselineLMConfig
     kind = "baseline"
 
-    def __init__(self, config: LMConfig | BaselineLMConfig):
+    def __init__(self, config: BaselineLMConfig):
         super().__init__(config)
         self._finish_init()
 
@@ -247,7 +227,7 @@ class FusionLM(_SemanticLM):
 
     uses_features = True
 
-    def __init__(self, config: LMConfig | FusionLMConfig):
+    def __init__(self, config: FusionLMConfig):
         super().__init__(config)
         config = self.config
         d, F = config.d_model, config.n_features
@@ -296,7 +276,7 @@ class FusionLM(_SemanticLM):
                         aux_loss=aux_loss)
 
 
-def build_model(config: LMConfig) -> _SemanticLM:
+def build_model(config: FusionLMConfig) -> _SemanticLM:
     return FusionLM(config) if config.kind == "fusion" else BaselineLM(config)
 
 

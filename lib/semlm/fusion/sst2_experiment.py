@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -36,15 +36,16 @@ from semlm.data.dataset import LMTensors, encode_corpus
 from semlm.data.sst2 import load_sst2, load_sst_phrase_trees, tokenize
 from semlm.data.vocab import Vocabulary
 from semlm.fusion.decoding.processors import LastKRepetitionPenalty
-from semlm.fusion.synthetic_experiment import check_setting
+from semlm.fusion.synthetic_experiment import check_setting, model_config
 from semlm.fusion.fuzzy import feature_index
 from semlm.core.metrics import perplexity, score_tokens
 from semlm.fusion.decoding.generate import sample_ids
 from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
 from semlm.fusion.losses import FusionLoss
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import build_model
 from semlm.profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
-    BackboneSize, ClassifierConfig, ControlConfig, SST2Profile, TrainConfig, sst2_profile,
+    ClassifierConfig, ControlConfig, SST2Profile, TrainConfig, sst2_profile,
 )
 from semlm.reference import PAPER_A_TABLE7  # noqa: F401  (re-exported for chapter 5)
 from semlm.core.records import Interval
@@ -150,11 +151,6 @@ def prepare_sst2(profile: SST2Profile | SST2Run, cache_dir: str | Path | None = 
 # --- language models ---------------------------------------------------------------------------
 
 
-def sst2_model_config(profile: SST2Profile | SST2Run, kind: str, vocab_size: int, setting: str) -> LMConfig:
-    backbone = BackboneConfig(vocab_size=vocab_size, causal=check_setting(setting) == "causal", **asdict(profile.backbone))
-    return LMConfig(backbone=backbone, kind=kind)
-
-
 #: How the tied embedding starts on SST-2 (both models, both settings): N(0, 1/d) instead of
 #: nn.Embedding's N(0, 1). With N(0, 1) and a tied head, the initial logits have a standard
 #: deviation of about sqrt(d) = 11, so a vocabulary of thousands starts at ~23 nats of loss and
@@ -189,7 +185,7 @@ class SST2Run:
     profile: str
     n_train: int | None
     min_freq: int
-    backbone: BackboneSize
+    backbone: BackboneConfig
     train: TrainConfig
     kind: str
     setting: str
@@ -213,7 +209,7 @@ class SST2Experiment(runs.Experiment):
 
     def build(self, spec: RunSpec, data: SST2Data) -> nn.Module:
         run = spec.config
-        model = build_model(sst2_model_config(run, run.kind, len(data.vocab), run.setting))
+        model = build_model(model_config(run, run.kind, len(data.vocab), run.setting))
         initialise_embedding(model)
         return model
 

@@ -11,7 +11,7 @@ key, train or load, one-thread worker processes side by side, the run record) is
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import torch
@@ -23,7 +23,8 @@ from semlm.data.vocab import Vocabulary
 from semlm.fusion.features import SyntheticFeatures
 from semlm.fusion.losses import FusionLoss
 from semlm.core.metrics import evaluate_language_model
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.fuzzy import NUM_FEATURES
+from semlm.fusion.model import FusionLMConfig, build_model, lm_config
 from semlm.profiles import SyntheticProfile
 from semlm.core import runs
 from semlm.fusion.records import LanguageModelMetrics
@@ -107,9 +108,11 @@ def check_variant(name: str) -> Variant:
         raise ValueError(f"unknown model {name!r}; choose from: {', '.join(VARIANTS)}") from None
 
 
-def model_config(profile: SyntheticProfile, kind: str, vocab_size: int, setting: str, gate: bool = True) -> LMConfig:
-    backbone = BackboneConfig(vocab_size=vocab_size, causal=check_setting(setting) == "causal", **asdict(profile.backbone))
-    return LMConfig(backbone=backbone, kind=kind, gate=gate)
+def model_config(profile, kind: str, vocab_size: int, setting: str, gate: bool = True,
+                 n_features: int = NUM_FEATURES) -> FusionLMConfig:
+    """The ``kind`` model on ``profile.backbone`` (any paper-A profile or run), ``vocab_size`` words, ``setting``."""
+    backbone = replace(profile.backbone, vocab_size=vocab_size, causal=check_setting(setting) == "causal")
+    return lm_config(backbone, kind, n_features=n_features, gate=gate)
 
 
 

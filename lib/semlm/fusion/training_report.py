@@ -131,7 +131,8 @@ def fusion_training_record(config: SyntheticProfile, trained: Trained,
     """Chapter 2's metrics file: every model's metrics, curve and leak, the paper's numbers, the profile."""
     numbers = by_setting(trained, sensitivity)
     numbers["paper"] = {"table1": PAPER_A_TABLE1, "focus_ce": PAPER_A_FOCUS_CE}
-    numbers["config"] = {"corpus": vars(config.corpus), "backbone": vars(config.backbone),
-                         "train": vars(config.train)}
+    set_per_run = ("vocab_size", "max_positions", "causal")  # the profile chooses the other dimensions
+    backbone = {k: v for k, v in vars(config.backbone).items() if k not in set_per_run}
+    numbers["config"] = {"corpus": vars(config.corpus), "backbone": backbone, "train": vars(config.train)}
     return FusionTrainingRecord(extra=numbers)
 
