@@ -12,9 +12,10 @@ Torch-free on import, like :mod:`semlm.book`.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from semlm.book.report import ChapterTimer, write_chapter_metrics
+from semlm.book.report import write_chapter_metrics
 from semlm.profiles import LONG_PROFILES, check_parameters, lab_profile
 
 
@@ -23,19 +24,19 @@ class Chapter:
 
     def __init__(self, name: str, profile: str, seed: int):
         self.name, self.profile, self.seed = name, profile, seed
-        self.timer = ChapterTimer()
+        self.opened = time.perf_counter()
         self.closed_after: float | None = None  # the wall time written by close
         self.metrics_path: Path | None = None
 
     @property
     def seconds(self) -> float:
         """Seconds since opening; after :meth:`close`, the wall time it wrote."""
-        return self.closed_after if self.closed_after is not None else self.timer.seconds
+        return self.closed_after if self.closed_after is not None else time.perf_counter() - self.opened
 
     def close(self, record, directory: str | Path | None = None) -> None:
         """Write the chapter's record (a :mod:`semlm.core.records` record, or a dict for the report's own
         file) with its wall time; returns nothing, so a chapter's last cell shows no output."""
-        seconds = self.timer.seconds
+        seconds = time.perf_counter() - self.opened
         self.metrics_path = write_chapter_metrics(self.name, self.profile, self.seed, record, seconds, directory)
         self.closed_after = seconds
 

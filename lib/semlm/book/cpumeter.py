@@ -18,14 +18,6 @@ import time
 import psutil
 
 
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 class CpuMeter:
     """``with CpuMeter() as meter: ...`` then ``meter.cpu_seconds``, ``meter.wall_seconds``, ``meter.utilisation``.
 
@@ -36,7 +28,8 @@ class CpuMeter:
         if interval <= 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval}")
         self.interval, self.include_self = interval, include_self
-        self.cores = cores()
+        # the cores this process may run on (its CPU affinity; os.cpu_count() where that is unknown)
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self._seen: dict[tuple[int, float], float] = {}
         self._processes: dict[tuple[int, float], psutil.Process] = {}
         self._stop = threading.Event()

@@ -1,8 +1,8 @@
 """Chapter metrics files: ``<metrics dir>/<chapter>.json`` with provenance.
 
 Every chapter ends with ``chapter.close(record)`` (:mod:`semlm.book.chapter`), which calls
-:func:`write_chapter_metrics`; the record carries the profile, seed, wall time, package versions and git commit next to the numbers, so
-each figure in the book can be traced to the run that produced it.
+:func:`write_chapter_metrics`; the record carries the profile, seed, wall time, package versions and git
+commit next to the numbers, so each figure in the book can be traced to the run that produced it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import math
 import os
 import platform
 import subprocess
-import time
 from importlib import metadata
 from pathlib import Path
 
@@ -59,17 +58,6 @@ def _clean(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-class ChapterTimer:
-    """Started at the top of a chapter; its ``seconds`` go into the metrics record."""
-
-    def __init__(self):
-        self.start = time.perf_counter()
-
-    @property
-    def seconds(self) -> float:
-        return time.perf_counter() - self.start
 
 
 def cpu_model() -> str:
@@ -220,11 +208,6 @@ def ordered_claims(claims: list[dict]) -> list[dict]:
     return sorted(claims, key=lambda row: (row["paper"], STATUSES.index(row["status"])))
 
 
-def _status_cell(status: str) -> str:
-    return (f'<td class="semlm-status" style="background-color: {STATUS_COLOURS[status]}">'
-            f"{html.escape(status)}</td>")
-
-
 def shown_value(row: dict) -> str:
     """What the page shows for a claim's causal value: the value and, if the claim has one, its 95% interval
     ``[low, high]``, all three at the same precision (the interval is of the quantity shown, so it contains it)."""
@@ -276,7 +259,8 @@ def claims_table(claims: list[dict]) -> HTMLBlock:
         extra = f"<td>{_recorded_cell(row)}</td>" if recorded else ""
         rows.append(f'<tr class="semlm-claim"><td class="semlm-id">{html.escape(row["id"])}</td>'
                     f"<td>{html.escape(row['claim'])}</td><td>{html.escape(_show_value(row['paper_value']))}</td>"
-                    f"<td>{_ours(row)}</td>{_status_cell(row['status'])}{extra}</tr>")
+                    f"<td>{_ours(row)}</td><td class=\"semlm-status\" style=\"background-color: "
+                    f"{STATUS_COLOURS[row['status']]}\">{html.escape(row['status'])}</td>{extra}</tr>")
         rule = f"<p><b>rule:</b> {html.escape(row['rule'])}</p>" if row.get("rule") else ""
         rows.append(f'<tr class="semlm-claim-detail"><td colspan="{len(names)}"><details><summary>why: '
                     f"{html.escape(row['status'])}</summary><p><b>reason:</b> {html.escape(row['reason'])}</p>"
@@ -323,21 +307,6 @@ def run_manifest_frame(metrics: dict[str, dict]):
     } for name, rec in metrics.items()]).set_index("chapter")
 
 
-def hardware_summary(metrics: dict[str, dict]) -> dict:
-    """The machine the chapters ran on (from the first record) and their total wall time."""
-    first = next(iter(metrics.values()), {})
-    return {"CPU": first.get("cpu_model"), "CPU cores": first.get("cpu_count"), "GPU": first.get("gpu") or "none",
-            "machine": first.get("machine"), "python": first.get("python"),
-            "total chapter wall time (min)": round(sum(r.get("wall_seconds", 0) for r in metrics.values()) / 60, 1)}
-
-
-def bench_numbers(metrics: dict[str, dict]) -> dict:
-    """The top-level numbers of this build's benchmark record (provenance fields left out)."""
-    return {k: v for k, v in metrics.get("bench", {}).items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)
-            and k not in ("seed", "cpu_count", "wall_seconds", "peak_memory_mb")}
-
-
 def parameters_frame(params: dict[str, dict[str, object]]):
     """Every chapter's papermill parameters and defaults (:func:`chapter_parameters`)."""
     import pandas as pd
@@ -348,8 +317,15 @@ def parameters_frame(params: dict[str, dict[str, object]]):
 
 
 def report_manifest(metrics: dict[str, dict], params: dict[str, dict[str, object]]) -> dict:
-    """The manifest the report writes: each chapter's provenance, the hardware, packages, bench and parameters."""
+    """The manifest the report writes: each chapter's provenance, the hardware the chapters ran on (from the
+    first record) with their total wall time, packages, the benchmark record's top-level numbers (provenance
+    fields left out) and the parameters."""
     first = next(iter(metrics.values()), {})
+    hardware = {"CPU": first.get("cpu_model"), "CPU cores": first.get("cpu_count"), "GPU": first.get("gpu") or "none",
+                "machine": first.get("machine"), "python": first.get("python"),
+                "total chapter wall time (min)": round(sum(r.get("wall_seconds", 0) for r in metrics.values()) / 60, 1)}
+    bench = {k: v for k, v in metrics.get("bench", {}).items()
+             if isinstance(v, (int, float)) and not isinstance(v, bool)
+             and k not in ("seed", "cpu_count", "wall_seconds", "peak_memory_mb")}
     return {"chapters": {name: {k: rec.get(k) for k in MANIFEST_FIELDS} for name, rec in metrics.items()},
-            "hardware": hardware_summary(metrics), "packages": first.get("packages", {}),
-            "bench": bench_numbers(metrics), "parameters": params}
+            "hardware": hardware, "packages": first.get("packages", {}), "bench": bench, "parameters": params}

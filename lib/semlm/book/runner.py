@@ -174,8 +174,7 @@ def ipython_dir(build_dir: Path) -> Path:
     folder = Path(build_dir) / "ipython"
     startup = folder / "profile_default" / "startup" / "00-semlm-display.py"
     startup.parent.mkdir(parents=True, exist_ok=True)
-    if not startup.is_file() or startup.read_text() != STARTUP:
-        startup.write_text(STARTUP)
+    startup.write_text(STARTUP)
     return folder
 
 
@@ -507,15 +506,14 @@ def drop_duplicate_inline_scripts(html_dir: Path) -> int:
     """
     removed = 0
     for page in Path(html_dir).rglob("*.html"):
-        seen, kept, changed = set(), [], False
-        for line in page.read_text(encoding="utf-8").splitlines(keepends=True):
-            key = line.strip()
-            if key.startswith("<script>") and key.endswith("</script>") and key in seen:
-                removed, changed = removed + 1, True
-                continue
-            seen.add(key)
-            kept.append(line)
-        if changed:
+        lines, seen, kept = page.read_text(encoding="utf-8").splitlines(keepends=True), set(), []
+        for line in lines:
+            script = line.strip()
+            if not (script.startswith("<script>") and script.endswith("</script>") and script in seen):
+                seen.add(script)
+                kept.append(line)
+        if len(kept) < len(lines):
+            removed += len(lines) - len(kept)
             page.write_text("".join(kept), encoding="utf-8")
     return removed
 

@@ -108,6 +108,5 @@ def show_config(config, fields) -> ConfigSummary:
     """``config`` as the settings ``fields`` that define its scale, the rest one click away.
     An unknown field fails here, when the chapter runs, with the valid names."""
     fields = tuple(fields)
-    for field in fields:
-        _setting(config, field)
+    config_table(config, fields)
     return ConfigSummary(config, fields)
