@@ -892,6 +892,3 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
