@@ -256,16 +256,6 @@ def plot_gate_curves(alphas: Sequence[float] = (0.25, 0.5, 1.0), beta: float = -
     return fig
 
 
-def plot_idea_curves(curves: Mapping[str, Sequence[float]]):
-    """Validation perplexity per epoch, one line per model (name -> values)."""
-    fig, ax = plt.subplots(figsize=(5.6, 3.4))
-    for name, values in curves.items():
-        ax.plot(np.arange(1, len(values) + 1), values, marker="o", color=IDEA_PALETTE.get(name), label=name)
-    ax.set(xlabel="epoch", ylabel="validation perplexity", title="WikiText validation perplexity")
-    ax.legend(frameon=False, fontsize=8)
-    return fig
-
-
 def plot_loss_form_curves(curves: pd.DataFrame):
     """Validation perplexity and idea BCE per counted column (when logged) against the iteration, one line per
     model; ``curves``: model, step and the logged columns (chapter 6's two idea-loss forms)."""

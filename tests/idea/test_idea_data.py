@@ -12,7 +12,7 @@ from transformers import PreTrainedTokenizerFast
 from semlm.data.bpe import bpe_tokenizer, load_tokenizer, train_bpe
 from semlm.data.wikitext import downloads_allowed, load_corpus
 from semlm.idea.wikitext_experiment import (AUTHORS_STOPWORDS, PAD_ID, TokenBlocks, TokenStream, alpha_at, authors_stickiness,
-                                   idea_profile, load_domains, profile_differences)
+                                   idea_profile, load_domains, profile_differences, take_chars)
 from semlm.profiles import check_parameters
 from semlm.core.metrics import distinct_n, repetition_rate, stickiness, unique_domain_density, words_of
 
@@ -273,3 +273,10 @@ def test_smoke_runs_train_once_then_reload_with_their_metrics(tmp_path, monkeypa
     [run] = run_many(IDEA, [spec], context)
     assert run.steps == 8 and run.metrics.train_tokens == 6_001
     assert run.config["idea"]["window"] == 10 and run.config["idea"]["alpha_ramp_steps"] == 2  # 5 x 8 / 20
+
+
+def test_take_chars_keeps_the_lines_up_to_the_one_that_reaches_the_budget():
+    lines = ["abc", "de", "fgh", "ij"]
+    assert take_chars(lines, None) == lines
+    assert take_chars(lines, 3) == ["abc"] and take_chars(lines, 4) == ["abc", "de"]
+    assert take_chars(lines, 0) == [] and take_chars(lines, 100) == lines

@@ -425,8 +425,7 @@ def _rss_mb(field_name: str) -> float:
 
 def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str, idea: bool) -> dict:
     """Peak memory of loading the backbone and ``memory_probe_steps`` training steps (in this process)."""
-    t, settings = profile.train, profile.idea
-    device = lora_device()
+    t, settings, device = profile.train, profile.idea, lora_device()
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.empty_cache()
@@ -438,8 +437,7 @@ def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, q
         before = _rss_mb("VmRSS")
     set_seed(profile.seed)
     model = build_lora_model(lora_run(profile, backbone, quantization, idea).config)
-    params = list(model.trainable_parameters().values())
-    optimizer = torch.optim.AdamW(params, lr=t.lr)
+    optimizer = torch.optim.AdamW(list(model.trainable_parameters().values()), lr=t.lr)
     model.train()
     micro_batch = t.batch_size // t.accumulation  # what one forward/backward holds in memory
     batch = to_device(data.train.batch(torch.arange(min(micro_batch, len(data.train)))), device)

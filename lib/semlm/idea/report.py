@@ -1,10 +1,7 @@
 """What chapters 6 and 8 show of paper B's WikiText GPTs and LoRA runs: tables, the numbers their prose
 cites, and the chapter records (:class:`~semlm.idea.records.IdeaGatingRecord`,
-:class:`~semlm.idea.records.LoraRecord`).
-
-The chapters call these with the runs (:mod:`semlm.core.runs` records) and the evaluations they made;
-everything here only arranges numbers already computed, except :func:`perplexity_table`, which scores
-the loaded models on the test split and builds the bigram reference.
+:class:`~semlm.idea.records.LoraRecord`). Everything here arranges numbers the chapters computed, except
+:meth:`Perplexity.measure` and :func:`lora_capacity`, which also count the bigram reference.
 """
 
 from __future__ import annotations
@@ -223,7 +220,7 @@ def authors_table(numbers: dict) -> pd.DataFrame:
 
 def runs_by_seed(records: Sequence[RunRecord], profile: IdeaProfile) -> dict[int, dict[str, RunRecord]]:
     """``{seed: {"baseline": record, "gated": record}}`` of the seed comparison (the gated model in the profile's
-    loss form), from the records of :func:`idea_gating_runs` and :func:`idea_seed_runs`."""
+    loss form), from the records of :func:`idea_gating_runs`."""
     gated = profile_form_run(profile)
     out: dict[int, dict[str, RunRecord]] = {}
     for record in records:
@@ -244,21 +241,19 @@ def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
     authors' protocol, each seed's mean over the samples, paired by seed; ``"all"`` is each seed's mean of the
     domains' means (every domain weighs the same). ``config``: the profile (it names the gated run). Where the
     scores hold the sharpening control (model ``"sharpened"``), it is the pairs' ``control`` and its
-    ``temperatures`` are kept. ``book`` (:func:`semlm.idea.wikitext_experiment.book_protocol_over_seeds`): the
+    ``temperatures`` are kept. ``book`` (:func:`semlm.idea.wikitext_experiment.protocols_over_seeds`): the
     book's domains scored the same way, as the metric ``book_stickiness`` (the one ``B-stickiness`` decides on)."""
     seeds = list(by_seed)
 
     def paired(source, metric: str) -> dict[str, SeedPaired]:
-        domains = list(next(iter(source.values()))["baseline"])
-        sharpened = all("sharpened" in source[s] for s in seeds)
+        domains = list(source[seeds[0]]["baseline"])
+        models = [*MODELS, "sharpened"] if all("sharpened" in source[s] for s in seeds) else MODELS
 
-        def per_seed(model: str, domain: str | None) -> list[float]:
-            names = [domain] if domain else domains
+        def per_seed(model: str, names: list[str]) -> list[float]:
             return [sum(source[s][model][d].summary[metric].mean for d in names) / len(names) for s in seeds]
 
-        return {domain or "all": SeedPaired.of(per_seed("baseline", domain), per_seed("gated", domain),
-                                               per_seed("sharpened", domain) if sharpened else None)
-                for domain in [*domains, None]}
+        return {label: SeedPaired.of(*[per_seed(model, names) for model in models])
+                for label, names in [*((d, [d]) for d in domains), ("all", domains)]}
 
     table = {"book_stickiness": paired(book, "stickiness")} if book is not None else {}
     table.update({metric: paired(scores, metric) for metric in SEED_METRICS})

@@ -464,14 +464,11 @@ def alpha_sweep(runs: dict[int, RunRecord], data: TopicData, profile: TopicDrift
     models = {seed: run.load(default_device()) for seed, run in runs.items()}
     rows = []
     for alpha in alphas if alphas is not None else profile.sweep_alphas:
-        values: dict[str, list[float]] = {m: [] for m in SWEEP_METRICS}
-        for model in models.values():
-            scores = evaluate_generations(model, data, profile, alpha, profile.sweep_samples_per_prompt)
-            for m in SWEEP_METRICS:
-                values[m].append(perplexity(model, val, alpha=alpha) if m == "ppl" else scores[m])
+        scores = [{**evaluate_generations(model, data, profile, alpha, profile.sweep_samples_per_prompt),
+                   "ppl": perplexity(model, val, alpha=alpha)} for model in models.values()]
         row = {"alpha": float(alpha)}
-        for name, vals in values.items():
-            summary = _over_seeds(name, vals)
+        for name in SWEEP_METRICS:
+            summary = _over_seeds(name, [s[name] for s in scores])
             row.update({name: summary.mean, f"{name}_low": summary.low, f"{name}_high": summary.high})
         rows.append(row)
     return rows

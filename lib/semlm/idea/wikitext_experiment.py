@@ -542,29 +542,20 @@ def load_domains(folder: str | Path = DOMAINS_DIR) -> dict[str, Domain]:
         raise FileNotFoundError(f"no domain files (*.txt) in {folder}; see semlm/data/domains/README.md")
     domains = {}
     for path in files:
-        section, prompts, terms = None, [], []
-        for raw in path.read_text().splitlines():
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line in ("[prompts]", "[terms]"):
+        sections, section = {"[prompts]": [], "[terms]": []}, None
+        for line in (raw.strip() for raw in path.read_text().splitlines()):
+            if line in sections:
                 section = line
-            elif section == "[prompts]":
-                prompts.append(" " + line)
-            elif section == "[terms]":
-                terms += line.lower().split()
-            else:
-                raise ValueError(f"{path}: text before a [prompts] or [terms] header: {line!r}")
+            elif line and not line.startswith("#"):
+                if section is None:
+                    raise ValueError(f"{path}: text before a [prompts] or [terms] header: {line!r}")
+                sections[section].append(line)
+        prompts = [" " + line for line in sections["[prompts]"]]
+        terms = [word for line in sections["[terms]"] for word in line.lower().split()]
         if not prompts or not terms:
             raise ValueError(f"{path} needs both a [prompts] and a [terms] section")
         domains[path.stem] = Domain(path.stem, prompts, terms)
     return domains
-
-
-def stopwords() -> frozenset[str]:
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    return frozenset(STOP_WORDS)
 
 
 @torch.no_grad()
@@ -644,7 +635,9 @@ def domain_retention(model, tokenizer, domains: dict[str, Domain], generation: G
                      alpha: float | None = None) -> dict[str, DomainScores]:
     """Per domain: every sample's scores and their means with 95% intervals over samples (all seeds pooled).
     All domains' prompts decode in one batch per seed."""
-    stop, n = stopwords(), generation.samples_per_prompt
+    from spacy.lang.en.stop_words import STOP_WORDS  # the stopwords of the book's stickiness
+
+    stop, n = frozenset(STOP_WORDS), generation.samples_per_prompt
     prompts = [(name, p) for name, domain in domains.items() for p in domain.prompts]
     rows = {name: [] for name in domains}
     for seed in generation.seeds:
