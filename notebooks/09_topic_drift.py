@@ -257,7 +257,7 @@ glue("every", config.train.eval_every, display=False)
 specs = topic_drift_runs(config, seeds)
 specs += topic_drift_runs(config, seeds, resample=True)
 records = run_many(TOPIC_DRIFT, specs, RunContext(config.name, workers=workers))
-groups = nested(records, "group", "name", "seed")  # {group: {kind: {seed: run}}}
+groups = nested(records, "group", "name", "seed")  # group, kind, seed
 runs = groups[CURVE]
 topic_report.training_table(runs)
 
