@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from semlm import _auto_registration, profiles
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.model import BackboneConfig, lm_config, build_model
 from semlm.idea import model as idea_model
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
 
@@ -31,7 +31,7 @@ def saved(tmp_path_factory) -> dict:
     expected = {"idea_gpt": idea.generate(torch.tensor(PROMPT), max_new_tokens=6, do_sample=False,
                                           eos_token_id=None).tolist()}
     for kind in ("fusion", "baseline"):
-        model = build_model(LMConfig(BackboneConfig(20, d_model=16, n_layers=1, n_heads=2, d_ff=32), kind=kind,
+        model = build_model(lm_config(BackboneConfig(20, d_model=16, n_layers=1, n_heads=2, d_ff=32), kind=kind,
                                      n_features=4)).eval()
         model.save_pretrained(root / kind)
         features = torch.full((1, len(PROMPT[0]), 4), 0.5)

@@ -5,13 +5,13 @@ import torch
 
 from semlm.book.bench import TRAINING_VARIANTS, bf16_decision, summarise_training_variants
 from semlm.book.flops import nominal_cpu_peak_flops, synthetic_forward_flops_per_position
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.model import BackboneConfig, lm_config, build_model
 
 
 @pytest.mark.parametrize("kind", ["baseline", "fusion"])
 def test_matmul_flops_are_twice_the_linear_weights_plus_the_tied_head(kind):
     backbone = BackboneConfig(vocab_size=41, d_model=32, n_layers=3, n_heads=2, d_ff=48)
-    model = build_model(LMConfig(backbone, kind=kind))
+    model = build_model(lm_config(backbone, kind=kind))
     weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     parts = synthetic_forward_flops_per_position(backbone, 41, kind, 22, context=6)
     assert parts["total"] - parts["attention scores"] == 2 * (weights + 41 * 32)

@@ -7,7 +7,7 @@ import torch
 
 from semlm.data.synthetic import SyntheticConfig
 from semlm.fusion.synthetic_experiment import prepare_data
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.model import BackboneConfig, lm_config, build_model
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_bad_bucket_setting_is_rejected(data):
 @pytest.mark.parametrize("causal", [True, False])
 def test_trimmed_batches_give_the_outputs_of_the_padded_batch(data, causal):
     torch.manual_seed(0)
-    model = build_model(LMConfig(BackboneConfig(len(data.vocab), d_model=32, n_layers=2, n_heads=2, d_ff=64,
+    model = build_model(lm_config(BackboneConfig(len(data.vocab), d_model=32, n_layers=2, n_heads=2, d_ff=64,
                                                 causal=causal), kind="fusion")).eval()
     val = data.val
     short = torch.nonzero(val.lengths < val.lengths.max()).flatten()[:8]

@@ -5,7 +5,7 @@ import torch
 
 from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.fusion.features import SyntheticFeatures
-from semlm.fusion.model import BackboneConfig, LMConfig, build_model
+from semlm.fusion.model import BackboneConfig, lm_config, build_model
 
 SENTENCE = "Carol starts the model , very good and she cooks the meal , slightly bad .".split()
 
@@ -13,7 +13,7 @@ SENTENCE = "Carol starts the model , very good and she cooks the meal , slightly
 def tiny_model(vocab, kind, causal):
     torch.manual_seed(0)
     backbone = BackboneConfig(len(vocab), d_model=32, n_layers=2, n_heads=2, d_ff=64, causal=causal)
-    return build_model(LMConfig(backbone, kind=kind)).eval()
+    return build_model(lm_config(backbone, kind=kind)).eval()
 
 
 @pytest.mark.parametrize("kind", ["baseline", "fusion"])

@@ -107,7 +107,6 @@ def lm_config(backbone: BackboneConfig, kind: str = "fusion", n_features: int = 
     return target(**asdict(backbone), n_features=n_features, gate=gate)
 
 
-LMConfig = lm_config  # the name tests outside paper A's package still call
 
 
 class _SemanticLM(PreTrainedModel, GenerationMixin):
