@@ -16,4 +16,4 @@ def main(argv: list[str] | None = None) -> int:
     return run(argv)
 
 
-__all__ = ["main"]
+__all__ = ["main", "open"]
