@@ -1,4 +1,5 @@
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.synthetic_experiment import model_config, prepare_data
 from semlm.fusion.model import build_model
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 from semlm.core.train import CheckpointMismatch, TrainConfig, set_seed, train
 
 
@@ -33,6 +34,12 @@ def run(setup, run_dir=None, config=None, seed=None, **kwargs):
     return model, result
 
 
+def epochs(setup, n):
+    """The optimiser steps of ``n`` epochs of the setup's training data."""
+    profile, data = setup
+    return n * math.ceil(len(data.train) / profile.train.batch_size)
+
+
 def test_training_lowers_validation_perplexity(setup):
     _, result = run(setup)
     ppl = result.val_ppl_per_epoch
@@ -55,7 +62,7 @@ def test_different_seed_gives_a_different_run(setup):
 
 
 def test_run_folder_from_another_seed_is_refused(setup, tmp_path):
-    run(setup, tmp_path / "run", stop_after_epoch=1)
+    run(setup, tmp_path / "run", stop_after_step=epochs(setup, 1))
     with pytest.raises(CheckpointMismatch, match=r"differs in: seed"):
         run(setup, tmp_path / "run", seed=99)
 
@@ -68,7 +75,7 @@ def test_a_loss_is_required_and_must_be_callable(setup):
 
 def test_interrupted_run_resumes_to_the_same_result(setup, tmp_path):
     reference_model, reference = run(setup)
-    _, partial = run(setup, tmp_path / "run", stop_after_epoch=3)
+    _, partial = run(setup, tmp_path / "run", stop_after_step=epochs(setup, 3))
     assert partial.status == "interrupted" and len(partial.history) == 3
     assert (tmp_path / "run" / "checkpoint" / "model.safetensors").exists()
     assert not (tmp_path / "run" / "final").exists()  # a partial run never looks finished
@@ -147,7 +154,7 @@ def idea_setup(**train_kwargs):
 
     from semlm.idea.wikitext_experiment import TokenBlocks, TokenStream, idea_loss_fn, model_config
     from semlm.idea.model import IdeaGPTForCausalLM
-    from semlm.profiles import authors_v1_training, idea_profile
+    from semlm.idea.profiles import authors_v1_training, idea_profile
 
     profile = idea_profile("smoke")
     idea = dc_replace(profile.idea, window=4, alpha_ramp_steps=4)
@@ -269,7 +276,7 @@ def test_precision_is_decided_by_the_config_and_the_device():
 
 
 def test_paper_b_trains_in_bf16_on_a_gpu_and_paper_a_in_float32():
-    from semlm.profiles import idea_profile, lora_profile, topic_drift_profile
+    from semlm.idea.profiles import idea_profile, lora_profile, topic_drift_profile
 
     assert idea_profile("smoke").train.autocast == topic_drift_profile("smoke").train.autocast == "bf16_on_cuda"
     assert synthetic_profile("smoke").train.autocast is None

@@ -5,15 +5,9 @@ optionally its ``validate``); :class:`Trainer` owns the *how*, once: the optimis
 schedule, mixed precision (:mod:`semlm.core.precision`), resuming, checkpoints, early stopping,
 and (given an ``accelerate.Accelerator``) data-parallel training over several processes.
 
-Reproducibility and safety rules:
-
-* every epoch reseeds torch (dropout) and the batch-order generator from
-  ``(seed, epoch)``, so a run resumed at an epoch boundary is bit-identical to an
-  uninterrupted one;
-* with a ``run_dir``, the weights are saved as safetensors after each epoch, in a
-  temporary folder that replaces the previous checkpoint only once fully written;
-* a finished run (``final/``) is never overwritten: training into its folder again is refused
-  (the runner loads finished runs itself), and so is a different config in a resumable folder.
+Every epoch reseeds torch (dropout) and the batch order from ``(seed, epoch)``, so a resumed run is
+bit-identical to an uninterrupted one. Checkpoints replace the previous one only once fully written; a
+finished run (``final/``) is never overwritten, and a different config in a resumable folder is refused.
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import random
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -94,8 +89,6 @@ def progress_bar(total: int, description: str, enabled: bool = True, **kwargs) -
 
 def set_seed(seed: int) -> None:
     """Seed torch (and Python's ``random``) for model initialisation."""
-    import random
-
     random.seed(seed)
     torch.manual_seed(seed)
 
@@ -109,23 +102,6 @@ def fingerprint(*parts) -> str:
         else:
             h.update(json.dumps(p, sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
-
-
-def _atomic_dir_write(target: Path, write: Callable[[Path], None]) -> None:
-    tmp = target.with_name(target.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    write(tmp)
-    old = target.with_name(target.name + ".old")
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _state_dict_for_save(model: nn.Module) -> dict[str, torch.Tensor]:
-    # Tied weights share storage; safetensors stores each tensor once, so keep contiguous clones.
-    return {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
 
 
 def _seed_of(seed: int, index: int) -> int:
@@ -211,9 +187,10 @@ def _step_batches(data, config: TrainConfig, seed: int, start_step: int, steps_p
 
 
 def _trainable_state(model: nn.Module, trainable_only: bool) -> dict[str, torch.Tensor]:
-    if not trainable_only:
-        return _state_dict_for_save(model)
-    return {n: p.detach().clone().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+    """Contiguous clones (tied weights share storage; safetensors stores each tensor once) of the whole state,
+    or of the trainable parameters only."""
+    named = {n: p for n, p in model.named_parameters() if p.requires_grad} if trainable_only else model.state_dict()
+    return {n: p.detach().clone().contiguous() for n, p in named.items()}
 
 
 def _load_weights(model: nn.Module, path: Path, trainable_only: bool) -> None:
@@ -226,11 +203,6 @@ def _load_weights(model: nn.Module, path: Path, trainable_only: bool) -> None:
         raise CheckpointMismatch(f"{path} holds weights this model does not have ({sorted(missing)[:3]} ...); "
                                  f"use another run folder or delete this one")
     model.load_state_dict(state, strict=False)
-
-
-
-def _no_best() -> dict:
-    return {"value": math.inf, "step": None, "state": None, "bad": 0}
 
 
 class Trainer:
@@ -275,9 +247,8 @@ class Trainer:
         if config.compile_on_cuda and self.device.type == "cuda":  # the weights stay model's (checkpoints, validation)
             self.forward_model = torch.compile(self.forward_model)
         self.history: list[dict] = []
-        self.step, self.train_seconds, self.status = 0, 0.0, "trained"
-        self.cpu_seconds = 0.0
-        self.best, self.stopped_early = _no_best(), False
+        self.step, self.train_seconds, self.cpu_seconds, self.status = 0, 0.0, 0.0, "trained"
+        self.best, self.stopped_early = {"value": math.inf, "step": None, "state": None, "bad": 0}, False
         self.running: dict[str, float] = {}
         self.counted = 0
 
@@ -292,28 +263,22 @@ class Trainer:
         """
         first = self.accelerator.main_process_first() if self.accelerator is not None else contextlib.nullcontext()
         with first:
-            self._claim(run_dir, run_info)
-            checkpoint = run_dir / "checkpoint"
-            if (checkpoint / "model.safetensors").exists():
-                self._load_checkpoint(checkpoint)
-
-    def _claim(self, run_dir: Path, run_info: dict) -> None:
-        key = fingerprint(run_info)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        info_path = run_dir / "run.json"
-        if info_path.exists():
-            existing = json.loads(info_path.read_text())
-            if existing.get("key") != key:
-                differing = sorted(k for k in run_info if existing.get("run", {}).get(k) != run_info[k])
-                raise CheckpointMismatch(
-                    f"{run_dir} holds a run with a different configuration (differs in: "
-                    f"{', '.join(differing) or 'unknown'}); use another run folder or delete this one")
-        elif self.is_main:
-            info_path.write_text(json.dumps({"key": key, "run": run_info}, indent=2, default=str))
-        final = run_dir / "final"
-        if (final / "model.safetensors").exists():
-            raise FileExistsError(f"{final} holds a finished run; load it (semlm.core.runs.load_model) "
-                                  f"or train into another folder")
+            key, info_path = fingerprint(run_info), run_dir / "run.json"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            if info_path.exists():
+                existing = json.loads(info_path.read_text())
+                if existing.get("key") != key:
+                    differing = sorted(k for k in run_info if existing.get("run", {}).get(k) != run_info[k])
+                    raise CheckpointMismatch(
+                        f"{run_dir} holds a run with a different configuration (differs in: "
+                        f"{', '.join(differing) or 'unknown'}); use another run folder or delete this one")
+            elif self.is_main:
+                info_path.write_text(json.dumps({"key": key, "run": run_info}, indent=2, default=str))
+            if (run_dir / "final" / "model.safetensors").exists():
+                raise FileExistsError(f"{run_dir / 'final'} holds a finished run; load it "
+                                      f"(semlm.core.runs.load_model) or train into another folder")
+            if (run_dir / "checkpoint" / "model.safetensors").exists():
+                self._load_checkpoint(run_dir / "checkpoint")
 
     def _load_checkpoint(self, folder: Path) -> None:
         _load_weights(self.model, folder / "model.safetensors", self.trainable_only)
@@ -324,24 +289,20 @@ class Trainer:
         self.cpu_seconds = (self.history[-1].get("train_cpu_seconds") or 0.0) if self.history else 0.0
         self.best, self.status = state["best"], "resumed"
 
-    def _write_checkpoint(self, run_dir: Path) -> None:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "history": self.history, "step": self.step, "train_seconds": self.train_seconds,
-                 "best": self.best}
-
-        def write(folder: Path):
-            save_file(_trainable_state(self.model, self.trainable_only), folder / "model.safetensors")
-            torch.save(state, folder / "trainer_state.pt")
-
-        _atomic_dir_write(run_dir / "checkpoint", write)
+    def _save(self, target: Path, write_more: Callable[[Path], None] = lambda folder: None) -> None:
+        """``target/model.safetensors`` (and what ``write_more`` writes into the folder), written in a temporary
+        folder that replaces ``target`` only once complete."""
+        tmp, old = target.with_name(target.name + ".tmp"), target.with_name(target.name + ".old")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        save_file(_trainable_state(self.model, self.trainable_only), tmp / "model.safetensors")
+        write_more(tmp)
+        if target.exists():
+            target.rename(old)
+        tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
 
     # --- one optimiser step -----------------------------------------------------------------
-
-    def _my_rows(self, piece):
-        """This process's share of a micro-batch (all of it with one process)."""
-        if self.processes == 1:
-            return piece
-        return split_batch(piece, self.processes)[self.accelerator.process_index]
 
     def optimiser_step(self, step: int, batch) -> float:
         """One update from ``batch`` (``accumulation`` micro-batches); returns the learning rate it used."""
@@ -351,9 +312,11 @@ class Trainer:
             last = index == len(pieces) - 1
             no_sync = self.accelerator.no_sync(self.forward_model) if self.processes > 1 and not last \
                 else contextlib.nullcontext()  # all-reduce the gradients once, after the last micro-batch
+            if self.processes > 1:  # this process's share of the micro-batch
+                piece = split_batch(piece, self.processes)[self.accelerator.process_index]
             with no_sync:
                 with autocast(self.config.autocast, self.device):
-                    loss, parts = self.loss_fn(self.forward_model, self._my_rows(piece), step)
+                    loss, parts = self.loss_fn(self.forward_model, piece, step)
                 (loss / len(pieces) if len(pieces) > 1 else loss).backward()
             for name, value in {"train_loss": loss.detach(), **parts}.items():
                 # summed on the device in float64 (no host-device synchronisation per step; read at validation)
@@ -369,14 +332,6 @@ class Trainer:
 
     # --- validation, patience, checkpoint ---------------------------------------------------
 
-    def _running_means(self) -> dict[str, float]:
-        """The training parts averaged over the steps since the last validation (and over processes)."""
-        names = list(self.running)
-        totals = [float(self.running[name]) for name in names]  # the one host-device synchronisation per validation
-        if self.processes > 1 and names:
-            totals = self.accelerator.reduce(torch.tensor(totals, device=self.device), "mean").tolist()
-        return {name: total / self.counted for name, total in zip(names, totals)}
-
     def validate_and_checkpoint(self, seconds: float, lr: float, run_dir: Path | None,
                                 cpu_seconds: float = 0.0) -> float:
         """After step ``self.step``: a history row, the patience count, and a checkpoint unless the run ends."""
@@ -384,8 +339,13 @@ class Trainer:
         self.cpu_seconds += cpu_seconds
         value = self.validate(self.model, self.val_data, self.step)
         self.forward_model.train()
+        # the training parts averaged over the steps since the last validation (and over processes)
+        totals = [float(total) for total in self.running.values()]  # the one host-device synchronisation
+        if self.processes > 1 and totals:
+            totals = self.accelerator.reduce(torch.tensor(totals, device=self.device), "mean").tolist()
         row = {"step": self.step, "val_ppl": value, "seconds": seconds, "train_seconds": self.train_seconds,
-               "cpu_seconds": cpu_seconds, "train_cpu_seconds": self.cpu_seconds, "lr": lr, **self._running_means()}
+               "cpu_seconds": cpu_seconds, "train_cpu_seconds": self.cpu_seconds, "lr": lr,
+               **{name: total / self.counted for name, total in zip(self.running, totals)}}
         if self.config.max_steps is None:
             row = {"epoch": math.ceil(self.step / self.steps_per_epoch), **row}
         self.history.append(row)
@@ -396,18 +356,14 @@ class Trainer:
             else:
                 self.best["bad"] += 1
                 self.stopped_early = self.best["bad"] >= self.config.patience
-        if run_dir is not None and self.is_main and self.snapshots:
-            self._write_snapshot(run_dir)
+        if run_dir is not None and self.is_main and self.snapshots:  # kept for good: a learning curve from one run
+            self._save(snapshot_folder(run_dir, self.step))
         if run_dir is not None and self.is_main and not self.stopped_early and self.step < self.total_steps:
-            self._write_checkpoint(run_dir)
+            state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                     "history": self.history, "step": self.step, "train_seconds": self.train_seconds,
+                     "best": self.best}
+            self._save(run_dir / "checkpoint", lambda folder: torch.save(state, folder / "trainer_state.pt"))
         return value
-
-    def _write_snapshot(self, run_dir: Path) -> None:
-        """The weights after this validation, kept for good in ``snapshots/step<N>/`` (a learning curve from
-        one run)."""
-        _atomic_dir_write(snapshot_folder(run_dir, self.step),
-                          lambda folder: save_file(_trainable_state(self.model, self.trainable_only),
-                                                   folder / "model.safetensors"))
 
     # --- the loop and its end ---------------------------------------------------------------
 
@@ -445,14 +401,9 @@ class Trainer:
         result = TrainResult(self.history, self.train_seconds, self.status, run_dir, steps, self.stopped_early,
                              self.best["step"])
         if run_dir is not None and self.is_main:
-            saved = {"history": self.history, "train_seconds": self.train_seconds, "steps": steps,
-                     "stopped_early": self.stopped_early, "best_step": self.best["step"]}
-
-            def write_final(folder: Path):
-                save_file(_trainable_state(self.model, self.trainable_only), folder / "model.safetensors")
-                (folder / "history.json").write_text(json.dumps(saved, indent=2))
-
-            _atomic_dir_write(run_dir / "final", write_final)
+            saved = json.dumps({"history": self.history, "train_seconds": self.train_seconds, "steps": steps,
+                                "stopped_early": self.stopped_early, "best_step": self.best["step"]}, indent=2)
+            self._save(run_dir / "final", lambda folder: (folder / "history.json").write_text(saved))
             shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
         if self.accelerator is not None:
             self.accelerator.wait_for_everyone()  # every process returns once final/ is written
@@ -461,8 +412,8 @@ class Trainer:
 
 def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: LossFn, *, seed: int,
           validate: Validate | None = None, run_dir: str | Path | None = None, run_description: dict | None = None,
-          progress: bool | str = True, stop_after_epoch: int | None = None, stop_after_step: int | None = None,
-          on_step: Callable[[], None] | None = None, accelerator=None, snapshots: bool = False) -> TrainResult:
+          progress: bool | str = True, stop_after_step: int | None = None, on_step: Callable[[], None] | None = None,
+          accelerator=None, snapshots: bool = False) -> TrainResult:
     """Train ``model`` in place with ``loss_fn`` and return its validation history: the one loop of every chapter.
 
     ``loss_fn(model, batch, step) -> (loss, parts)`` is the experiment's objective (paper A's Eq. 5 is
@@ -477,8 +428,8 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: 
     model whose trainable parameters are a small part of it (LoRA adapters, an idea head) is
     checkpointed by those alone. ``run_description`` (any JSON-able dict, e.g. the model config)
     goes into the run's fingerprint together with ``config``, ``seed`` and the data, so that a folder
-    cannot silently mix runs. ``stop_after_epoch`` / ``stop_after_step`` end early (the run stays
-    resumable; the tests simulate an interruption with them). ``on_step`` is called after every
+    cannot silently mix runs. ``stop_after_step`` ends early (the run stays resumable; the tests
+    simulate an interruption with it). ``on_step`` is called after every
     optimiser step (worker processes use it to report progress to the parent). ``accelerator`` (an
     ``accelerate.Accelerator``) trains data-parallel over the processes it started
     (:mod:`semlm.idea.distributed`); only its main process writes the run folder. ``snapshots`` keeps the
@@ -486,15 +437,14 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: 
     """
     if accelerator is not None:
         model.to(accelerator.device)
-    trainer = Trainer(model, train_data, val_data, config, loss_fn, seed, validate or _validate_perplexity, accelerator,
+    validate = validate or (lambda model, data, step: perplexity(model, data))  # no label smoothing
+    trainer = Trainer(model, train_data, val_data, config, loss_fn, seed, validate, accelerator,
                       snapshots and run_dir is not None)
     run_dir = Path(run_dir) if run_dir is not None else None
     if run_dir is not None:
         recipe = {k: v for k, v in asdict(config).items() if k not in execution_fields(config)}
         trainer.resume(run_dir, {"train_config": recipe, "seed": seed, "model": run_description or {},
                                  "data": fingerprint(train_data.input_ids, val_data.input_ids)})
-    if stop_after_epoch is not None:
-        stop_after_step = stop_after_epoch * trainer.steps_per_epoch
     label = progress if isinstance(progress, str) else "train"
     bar = progress_bar(trainer.total_steps, label, bool(progress) and trainer.is_main, initial=trainer.step,
                        dynamic_ncols=True)
@@ -506,8 +456,3 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: 
 def snapshot_folder(run_dir: str | Path, step: int) -> Path:
     """Where a run trained with ``snapshots=True`` keeps its weights after optimiser step ``step``."""
     return Path(run_dir) / "snapshots" / f"step{step:07d}"
-
-
-def _validate_perplexity(model: nn.Module, data, step: int) -> float:
-    """The default validation: perplexity with no label smoothing (``semlm.core.metrics.perplexity``)."""
-    return perplexity(model, data)
