@@ -51,7 +51,7 @@ from semlm.fusion.synthetic_experiment import (
     SYNTHETIC, epoch_curves, fusion_training_runs, paper_comparison_frame,
     prepare_data, runs_table,
 )
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 from semlm.reference import PAPER_A_TABLE1, PAPER_A_VAL_PPL_BY_EPOCH
 
 chapter = book.open("02_fusion_training", profile=profile, seed=seed,

@@ -63,7 +63,7 @@ from semlm.fusion.synthetic_experiment import (
     SETTINGS, SYNTHETIC, fusion_training_runs,
 )
 from semlm.fusion.training_report import focus_table
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 from semlm.reference import PAPER_A_OOD_ALPHA, PAPER_A_OOD_HIT
 
 chapter = book.open("03_controllable_decoding", profile=profile, seed=seed,

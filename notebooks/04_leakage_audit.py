@@ -60,7 +60,7 @@ from semlm.fusion.audit import (
 )
 from semlm.fusion.leakage import causal_floors
 from semlm.fusion.synthetic_experiment import SYNTHETIC
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 from semlm.reference import PAPER_A_TABLE1
 
 chapter = book.open("04_leakage_audit", profile=profile, seed=seed,

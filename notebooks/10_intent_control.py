@@ -59,7 +59,7 @@ from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.fusion.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
 from semlm.fusion.intent import REQUEST_FEATURES, Request, declared_intent
-from semlm.profiles import intent_profile
+from semlm.fusion.profiles import intent_profile
 
 chapter = book.open(ie.CHAPTER, profile=profile, seed=seed, workers=workers,
                     n_seeds=n_seeds)

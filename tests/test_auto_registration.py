@@ -11,7 +11,8 @@ import sys
 import pytest
 import torch
 
-from semlm import _auto_registration, profiles
+from semlm import _auto_registration
+from semlm.idea import profiles
 from semlm.fusion.model import BackboneConfig, lm_config, build_model
 from semlm.idea import model as idea_model
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM

@@ -4,12 +4,28 @@ import pytest
 
 from semlm.fusion.config import BackboneConfig
 from semlm.fusion.model import lm_config
-from semlm.profiles import PROFILES, check_parameters, synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
+from semlm.profiles import CPU_BF16_VARIABLE, PROFILES, check_parameters
 
 
-def test_every_profile_builds():
+def test_every_profile_builds_at_its_name_and_seed():
+    from semlm.fusion.profiles import intent_profile, sst2_profile
+    from semlm.idea.profiles import idea_profile, lora_profile, topic_drift_profile
+
     for name in PROFILES:
-        assert synthetic_profile(name).name == name
+        for build in (synthetic_profile, sst2_profile, idea_profile, lora_profile):
+            assert (build(name, 7).name, build(name, 7).seed) == (name, 7)
+        assert intent_profile(name, 7).synthetic.seed == topic_drift_profile(name, 7).data.seed == 7
+
+
+def test_a_part_the_authors_run_lacks_is_one_row_of_the_differences():
+    from semlm.idea.profiles import lora_profile, profile_differences
+
+    rows = {row["setting"]: row for row in profile_differences(lora_profile("cpu"), lora_profile("paper"))}
+    assert rows["book_backbone"] == {"setting": "book_backbone", "this run": "BookBackboneSpec (the book's own)",
+                                     "authors' run": None}
+    assert not any(key.startswith("book_backbone.") for key in rows) and "seed" not in rows
+    assert rows["train.max_steps"]["authors' run"] == 5000
 
 
 def test_cpu_and_paper_profiles_use_the_papers_scale():
@@ -55,7 +71,8 @@ def test_profiles_and_the_book_runner_import_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import semlm.profiles, semlm.book, semlm.core.records, semlm.core.train_config; "
+    code = ("import sys; import semlm.profiles, semlm.fusion.profiles, semlm.idea.profiles, semlm.book, "
+            "semlm.core.records; "
             "from semlm.core.train_config import TrainConfig; TrainConfig(autocast='bf16'); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -94,7 +111,8 @@ def test_lab_profile_rejects_an_unknown_profile_in_one_line(monkeypatch):
 
 
 def test_the_long_cpu_profile_belongs_to_chapter_6_only():
-    from semlm.profiles import LONG_PROFILES, check_parameters, idea_profile, synthetic_profile
+    from semlm.idea.profiles import idea_profile
+    from semlm.profiles import LONG_PROFILES
 
     config = idea_profile("cpu-long")
     cpu = idea_profile("cpu")
@@ -111,9 +129,9 @@ def test_the_long_cpu_profile_belongs_to_chapter_6_only():
 
 @pytest.mark.parametrize("native", [True, False])
 def test_paper_a_cpu_profile_trains_in_bf16_only_where_the_cpu_computes_it(monkeypatch, native):
-    import semlm.profiles as profiles
+    import semlm.fusion.profiles as profiles
 
-    monkeypatch.delenv(profiles.CPU_BF16_VARIABLE, raising=False)
+    monkeypatch.delenv(CPU_BF16_VARIABLE, raising=False)
     monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: native)
     expected = "bf16" if native else None
     assert profiles.synthetic_profile("cpu").train.autocast == expected
@@ -130,22 +148,22 @@ def test_paper_a_cpu_profile_trains_in_bf16_only_where_the_cpu_computes_it(monke
 
 
 def test_paper_a_bf16_can_be_switched_off_and_a_bad_value_is_named(monkeypatch):
-    import semlm.profiles as profiles
+    import semlm.fusion.profiles as profiles
 
     monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: True)
-    monkeypatch.setenv(profiles.CPU_BF16_VARIABLE, "off")
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "off")
     assert profiles.synthetic_profile("cpu").train.autocast is None
-    monkeypatch.setenv(profiles.CPU_BF16_VARIABLE, "always")
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "always")
     with pytest.raises(ValueError, match="SEMLM_CPU_BF16='always' is not understood; set it to one of: auto, off"):
         profiles.synthetic_profile("cpu")
 
 
 def test_a_bf16_run_and_a_float32_run_never_share_a_cache_folder(monkeypatch, tmp_path):
-    import semlm.profiles as profiles
+    import semlm.fusion.profiles as profiles
     from semlm.core.runs import run_folder
     from semlm.fusion.synthetic_experiment import SYNTHETIC, spec_for
 
-    monkeypatch.delenv(profiles.CPU_BF16_VARIABLE, raising=False)
+    monkeypatch.delenv(CPU_BF16_VARIABLE, raising=False)
     folders = set()
     for native in (True, False):
         monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda native=native: native)

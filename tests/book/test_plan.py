@@ -6,7 +6,7 @@ from semlm.book import plan
 from semlm.book.runner import main as book_main
 from semlm.book.runner import list_chapters
 from semlm.fusion.synthetic_experiment import fusion_training_runs
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 
 
 def test_every_chapter_that_trains_is_listed_once_and_runs_are_not_repeated():

@@ -159,7 +159,8 @@ def design_constants() -> list[tuple[str, float]]:
     """(c): the design constants the pages quote, read from the code that uses them."""
     from semlm.book.recorded import recorded_book_builds_frame
     from semlm.idea.wikitext_experiment import COMPETENCE_RATIO
-    from semlm.profiles import idea_profile, sst2_profile, topic_drift_profile
+    from semlm.fusion.profiles import sst2_profile
+    from semlm.idea.profiles import idea_profile, topic_drift_profile
 
     return [
         # chapter 5 at `cpu`: the training phrases of the language models

@@ -99,7 +99,7 @@ def test_cache_key_ignores_docstrings(unchanged, tmp_path):
 
 def test_cache_key_sees_package_versions(monkeypatch):
     from semlm.fusion.synthetic_experiment import spec_for
-    from semlm.profiles import synthetic_profile
+    from semlm.fusion.profiles import synthetic_profile
 
     spec = spec_for(synthetic_profile("smoke"), "fusion")
     before = runs.run_key(SYNTHETIC, spec, "cpu", 1)
@@ -234,7 +234,7 @@ EXPERIMENT = FileReadingExperiment()
 
 def test_cache_key_sees_data(library_module, tmp_path, monkeypatch):
     from semlm.fusion.synthetic_experiment import spec_for
-    from semlm.profiles import synthetic_profile
+    from semlm.fusion.profiles import synthetic_profile
 
     data = tmp_path / "data" / "sst2" / "train.tsv"
     data.parent.mkdir(parents=True)

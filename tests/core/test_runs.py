@@ -8,7 +8,7 @@ import torch
 
 from semlm.core import runs
 from semlm.fusion.synthetic_experiment import SYNTHETIC, spec_for, synthetic_runs
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 
 
 @pytest.fixture(scope="module")

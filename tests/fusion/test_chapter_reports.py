@@ -9,7 +9,7 @@ from semlm.core.metrics import FOCUS_TOKENS
 from semlm.core.records import Interval
 from semlm.fusion.records import LanguageModelMetrics, SST2Judgement
 from semlm.core.runs import RunRecord
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 
 SYNTHETIC_REF = "semlm.fusion.synthetic_experiment:SYNTHETIC"
 FOCUS = {token: 1.5 for token in FOCUS_TOKENS}
@@ -233,7 +233,7 @@ def test_feature_bank_table_and_future_change():
 
 def test_feature_steering_seeds_add_only_causal_fusion_models_beyond_the_audit():
     from semlm.fusion.audit import audit_runs, steering_seeds
-    from semlm.profiles import STEERING_SEEDS
+    from semlm.fusion.profiles import STEERING_SEEDS
 
     seeds = [111, 112, 113]
     steer = steering_seeds(111, seeds, "cpu")

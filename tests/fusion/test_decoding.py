@@ -10,7 +10,7 @@ from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, Controls, Decod
 from semlm.fusion.decoding.grammar import END, INTENS, STATES, _WORDS_FOR_STATE
 from semlm.core import runs
 from semlm.fusion.synthetic_experiment import SYNTHETIC, prepare_data, synthetic_runs
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 
 
 @pytest.fixture(scope="module")

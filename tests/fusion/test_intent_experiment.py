@@ -10,7 +10,8 @@ from semlm.core import runs
 from semlm.fusion import intent_experiment as ie
 from semlm.fusion.audit import audit_runs, audit_seeds
 from semlm.fusion.synthetic_experiment import SYNTHETIC
-from semlm.profiles import INTENT_STRENGTH_LEVELS, PROFILES, intent_profile
+from semlm.fusion.profiles import INTENT_STRENGTH_LEVELS, intent_profile
+from semlm.profiles import PROFILES
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -28,7 +29,7 @@ def test_every_shared_chapter_10_model_is_a_run_chapter_4_trains_at_the_same_pro
 
 
 def test_the_claims_pair_five_seeds_at_cpu_and_the_shared_models_stay_at_chapter_4s():
-    from semlm.profiles import AUDIT_SEEDS
+    from semlm.fusion.profiles import AUDIT_SEEDS
 
     config = intent_profile("cpu")
     specs = ie.intent_runs(config, config.seeds())

@@ -215,13 +215,13 @@ def test_retention_metrics_on_a_hand_example():
 
 
 def test_paper_b_profiles_need_no_torch_and_name_the_models_choices():
-    code = ("import sys; from semlm.profiles import idea_profile, topic_drift_profile; "
+    code = ("import sys; from semlm.idea.profiles import idea_profile, topic_drift_profile; "
             "idea_profile('cpu'); topic_drift_profile('cpu'); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     from semlm.idea.targets import REDUCTIONS
     from semlm.idea.model import GATE_VARIANTS
-    from semlm.profiles import IDEA_GATE_VARIANTS, IDEA_LOSS_REDUCTIONS, IdeaSettings
+    from semlm.idea.profiles import IDEA_GATE_VARIANTS, IDEA_LOSS_REDUCTIONS, IdeaSettings
 
     assert IDEA_GATE_VARIANTS == GATE_VARIANTS and IDEA_LOSS_REDUCTIONS == REDUCTIONS
     with pytest.raises(ValueError, match="unknown gate variant 'clamp'"):

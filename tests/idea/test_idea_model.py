@@ -339,7 +339,7 @@ def test_training_loss_with_the_fused_gate_equals_the_models_own_gate(variant, r
 
     from semlm.idea.targets import PAD_ID
     from semlm.idea.wikitext_experiment import TokenBlocks, idea_loss_fn
-    from semlm.profiles import IdeaSettings
+    from semlm.idea.profiles import IdeaSettings
 
     model = tiny(gate_variant=variant).train()
     settings = replace(IdeaSettings(window=3, idea_weight=0.1, idea_loss_reduction=reduction, alpha=0.5,

@@ -37,7 +37,8 @@ from semlm.core import runs as runner
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
 from semlm.fusion.synthetic_experiment import (SYNTHETIC, SyntheticExperiment, SyntheticRun, peak_rss_mb, prepare_data,
                                                synthetic_runs)
-from semlm.profiles import CPU_BF16_VARIABLE, PROFILES, cpu_computes_bf16, synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
+from semlm.profiles import CPU_BF16_VARIABLE, PROFILES, cpu_computes_bf16
 from semlm.book.records import BenchmarkRecord
 from semlm.book.report import write_chapter_metrics
 

@@ -56,8 +56,8 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     from semlm.idea.lora_experiment import BACKBONE_PRETRAINING, backbone_runs
     from semlm.idea.topic_experiment import TOPIC_DRIFT, topic_drift_runs
     from semlm.idea.wikitext_experiment import IDEA, idea_gating_runs
-    from semlm.profiles import (idea_profile, intent_profile, lora_profile, sst2_profile,
-                                synthetic_profile, topic_drift_profile)
+    from semlm.fusion.profiles import intent_profile, sst2_profile, synthetic_profile
+    from semlm.idea.profiles import idea_profile, lora_profile, topic_drift_profile
 
     topic = topic_drift_profile(profile, seed)
     intent = intent_profile(profile, seed)

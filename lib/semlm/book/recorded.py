@@ -502,7 +502,7 @@ def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
                 else next((n for n in rates if n.startswith("gated")), next(iter(rates))))
         out["tokens_per_second"] = _mean(rates[name])
         try:
-            from semlm.profiles import idea_profile
+            from semlm.idea.profiles import idea_profile
 
             size = idea_profile(profile).size
             flops = training_flops_per_token(size.n_layer, size.n_embd, int(metrics.get("vocab_size")),
@@ -513,7 +513,7 @@ def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
             out["throughput_note"] = f"MFU not computed ({type(error).__name__}: {error})"
     elif chapter.startswith("08") and isinstance(metrics.get("by_quantization"), dict):
         try:
-            from semlm.profiles import lora_profile
+            from semlm.idea.profiles import lora_profile
 
             config = lora_profile(profile)
             q = metrics.get("quantization") or next(iter(metrics["by_quantization"]))

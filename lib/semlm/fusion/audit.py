@@ -20,7 +20,7 @@ from semlm.fusion.metrics import control_accuracy, held_out_hit_rate, polarity_c
 from semlm.core.records import Interval
 from semlm.fusion.records import ControlModes, FeatureSteering, LanguageModelScores, ModelPair
 from semlm.core.runs import RunRecord, RunSpec
-from semlm.profiles import synthetic_profile
+from semlm.fusion.profiles import synthetic_profile
 
 #: The two requests of paper A's Tables 2-4: positive & strong with "!", negative with "?".
 REQUESTS = {
@@ -33,7 +33,8 @@ ABLATIONS: tuple[str, ...] = ("fusion_no_gate", "fusion_no_aux", "fusion_no_unif
 
 def audit_seeds(seed: int, n_seeds: int | None = None, profile: str = "cpu") -> list[int]:
     """``n_seeds`` training seeds from ``seed`` on (None: the profile's, :data:`semlm.profiles.AUDIT_SEEDS`)."""
-    from semlm.profiles import AUDIT_SEEDS, check_profile
+    from semlm.fusion.profiles import AUDIT_SEEDS
+    from semlm.profiles import check_profile
 
     if n_seeds is None:
         n_seeds = AUDIT_SEEDS[check_profile(profile)]
@@ -65,7 +66,8 @@ def audit_runs(profile: str, seeds: Sequence[int], steering_seeds: Sequence[int]
 def steering_seeds(seed: int, seeds: Sequence[int], profile: str = "cpu") -> list[int]:
     """``A-feature-steering``'s training seeds: the audit's ``seeds`` and, from ``seed`` on, as many more as
     :data:`semlm.profiles.STEERING_SEEDS` asks at ``profile``."""
-    from semlm.profiles import STEERING_SEEDS, check_profile
+    from semlm.fusion.profiles import STEERING_SEEDS
+    from semlm.profiles import check_profile
 
     wanted = [seed + i for i in range(STEERING_SEEDS[check_profile(profile)])]
     return list(seeds) + [s for s in wanted if s not in seeds]

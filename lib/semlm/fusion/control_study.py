@@ -23,7 +23,7 @@ from semlm.fusion.decoding import (
     published_decoding,
 )
 from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS, SyntheticData, prepare_data
-from semlm.profiles import SyntheticProfile
+from semlm.fusion.profiles import SyntheticProfile
 from semlm.reference import PAPER_A_HARD_CONTROL, PAPER_A_OOD_HIT
 
 POSITIVE = {"pos_high": 0.95, "str_high": 0.9}

@@ -47,7 +47,7 @@ from semlm.fusion.decoding.generate import sample_ids
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import build_model
 from semlm.fusion.synthetic_experiment import SYNTHETIC, SyntheticData, model_config, prepare_data, spec_for
-from semlm.profiles import IntentProfile, SyntheticProfile
+from semlm.fusion.profiles import IntentProfile, SyntheticProfile
 
 CHAPTER = "10_intent_control"
 #: The chapter's models, and the readings (variants) the chapter reports.

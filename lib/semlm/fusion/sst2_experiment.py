@@ -44,8 +44,9 @@ from semlm.fusion.decoding.processors import AdjectiveClassRestriction, Sentimen
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.config import BackboneConfig
 from semlm.fusion.model import build_model
-from semlm.profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
-    ClassifierConfig, ControlConfig, SST2Profile, TrainConfig, sst2_profile,
+from semlm.core.train_config import TrainConfig
+from semlm.fusion.profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
+    ClassifierConfig, ControlConfig, SST2Profile, sst2_profile,
 )
 from semlm.reference import PAPER_A_TABLE7  # noqa: F401  (re-exported for chapter 5)
 from semlm.core.records import Interval

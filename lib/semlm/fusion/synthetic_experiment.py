@@ -25,7 +25,7 @@ from semlm.fusion.losses import FusionLoss
 from semlm.core.metrics import evaluate_language_model
 from semlm.fusion.fuzzy import NUM_FEATURES
 from semlm.fusion.model import FusionLMConfig, build_model, lm_config
-from semlm.profiles import SyntheticProfile
+from semlm.fusion.profiles import SyntheticProfile
 from semlm.core import runs
 from semlm.fusion.records import LanguageModelMetrics
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)

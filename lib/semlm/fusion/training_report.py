@@ -17,7 +17,7 @@ from semlm.core.metrics import FOCUS_TOKENS
 from semlm.fusion.records import FusionTrainingRecord
 from semlm.core.runs import RunRecord
 from semlm.fusion.synthetic_experiment import SETTING_LABELS
-from semlm.profiles import SyntheticProfile
+from semlm.fusion.profiles import SyntheticProfile
 from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_TABLE1
 
 Trained = Mapping[str, Mapping[str, RunRecord]]
@@ -135,4 +135,3 @@ def fusion_training_record(config: SyntheticProfile, trained: Trained,
     backbone = {k: v for k, v in vars(config.backbone).items() if k not in set_per_run}
     numbers["config"] = {"corpus": vars(config.corpus), "backbone": backbone, "train": vars(config.train)}
     return FusionTrainingRecord(extra=numbers)
-

@@ -52,8 +52,9 @@ from semlm.idea.wikitext_experiment import (TokenBlocks, alpha_at, encode_lines,
 from semlm.idea.targets import PAD_ID, idea_bce_sparse, window_ids
 from semlm.core.metrics import perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
-from semlm.profiles import (PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile, LoraSettings,  # noqa: F401
-                            TrainConfig, lora_profile)
+from semlm.core.train_config import TrainConfig
+from semlm.idea.profiles import (PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
+                                 LoraSettings, lora_profile)
 from semlm.idea.records import BackboneRunMetrics, LoraRunMetrics
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.core.train import set_seed, to_device

@@ -44,7 +44,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from semlm.profiles import LoraSettings  # noqa: F401  (the peft settings are a torch-free profile; re-exported)
+from semlm.idea.profiles import LoraSettings  # noqa: F401  (the peft settings are a torch-free profile; re-exported)
 from semlm.idea.model import IdeaGPTOutput, check_gate_variant, idea_gate
 
 QUANTIZATIONS: tuple[str, ...] = ("none", "nf4")

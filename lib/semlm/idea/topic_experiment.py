@@ -46,8 +46,8 @@ from semlm.idea.records import TopicDecision, TopicModelSummary, TopicRunMetrics
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
 from semlm.idea.sharpening import matched_temperature, mean_entropy, next_token_logits  # noqa: F401
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide
-from semlm.profiles import TOPIC_STOP_WORDS as STOP_WORDS
-from semlm.profiles import GPTSize, IdeaSettings, TopicDriftProfile, topic_drift_profile  # noqa: F401
+from semlm.idea.profiles import TOPIC_STOP_WORDS as STOP_WORDS
+from semlm.idea.profiles import GPTSize, IdeaSettings, TopicDriftProfile, topic_drift_profile  # noqa: F401
 from semlm.core.train_config import TrainConfig
 from semlm.core.runs import RunRecord, RunSpec, default_device
 

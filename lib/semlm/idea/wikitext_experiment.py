@@ -44,8 +44,10 @@ from semlm.idea.targets import idea_gated_loss, idea_gated_loss_autograd, idea_g
 from semlm.core.metrics import (distinct_n, perplexity, repetition_rate, stickiness, summarise, unique_domain_density,
                       words_of)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits
-from semlm.profiles import (AUTHORS_STOPWORDS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS, GenerationSettings, GPTSize,  # noqa: F401
-                            IdeaProfile, IdeaSettings, TrainConfig, idea_profile, profile_differences, with_max_steps)
+from semlm.core.train_config import TrainConfig
+from semlm.idea.profiles import (AUTHORS_STOPWORDS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS, GenerationSettings,  # noqa: F401
+                                 GPTSize, IdeaProfile, IdeaSettings, idea_profile, profile_differences,
+                                 with_max_steps)
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir
 from semlm.core.precision import autocast
 from semlm.core.records import Interval
