@@ -6,6 +6,6 @@ This file only keeps the documented command working; import :mod:`semlm.book.ben
 import sys
 
 if __name__ == "__main__":
-    from semlm.book.bench import main
+    from semlm.book.bench_cli import main
 
     sys.exit(main())

@@ -1,6 +1,6 @@
-"""semlm.book.bench and semlm.book.flops: the FLOP counter behind the idea-gate benchmark (checked against the real
-model), the comparison with the authors' script (their side a tiny script; our side's timing never asserted) and
-the command line's sections."""
+"""semlm.book.bench, semlm.book.bench_cli and semlm.book.flops: the FLOP counter behind the idea-gate benchmark
+(checked against the real model), the comparison with the authors' script (their side a tiny script; our side's
+timing never asserted) and the command line's sections."""
 
 import json
 import sys
@@ -8,10 +8,10 @@ import sys
 import pytest
 import torch
 
-from semlm.book import bench
+from semlm.book import bench, bench_cli
 from semlm.book.bench import verdict
 from semlm.book.flops import (elementwise_flops_per_position, forward_flops_per_position, idea_flop_ratios,
-                              model_flops_utilisation, peak_bf16_flops, training_flops_per_token)
+                              model_flops_utilisation, training_flops_per_token)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
 
 
@@ -40,9 +40,9 @@ def test_flop_ratio_is_above_one_and_grows_with_the_vocabulary():
 
 
 def test_mfu_uses_the_dense_bf16_peak_of_known_gpus_only():
-    assert peak_bf16_flops("NVIDIA H100 80GB HBM3") == 989e12 == peak_bf16_flops("NVIDIA H200")
-    assert peak_bf16_flops("cpu") is None and model_flops_utilisation(1e6, 1e6, None) is None
-    assert model_flops_utilisation(1e6, 989e6 / 2, "NVIDIA H100") == pytest.approx(0.5)
+    assert model_flops_utilisation(1e6, 989e6, "NVIDIA H100 80GB HBM3") == pytest.approx(1.0)
+    assert model_flops_utilisation(1e6, 989e6 / 2, "NVIDIA H200") == pytest.approx(0.5)
+    assert model_flops_utilisation(1e6, 1e6, "cpu") is None and model_flops_utilisation(1e6, 1e6, None) is None
 
 
 def test_verdict_compares_time_ratio_with_target_times_flop_ratio():
@@ -86,7 +86,7 @@ def test_idea_benchmark_records_wall_and_cpu_time_ratios_next_to_the_flop_ratio(
 @pytest.fixture
 def fast_ours(monkeypatch):
     """Our side as a 0.1 s process: the real one trains the synthetic experiment (tens of seconds)."""
-    monkeypatch.setattr(bench, "_ours_command", lambda *args: [sys.executable, "-c", "import time; time.sleep(0.1)"])
+    monkeypatch.setattr(bench_cli, "_ours_command", lambda *args: [sys.executable, "-c", "import time; time.sleep(0.1)"])
 
 
 def _script(tmp_path, body="import time\ntime.sleep(0.1)\nprint('done')\n"):
@@ -96,7 +96,7 @@ def _script(tmp_path, body="import time\ntime.sleep(0.1)\nprint('done')\n"):
 
 
 def _bench(argv):
-    return bench.main(["--profile", "smoke", "--runs", "2", *argv])
+    return bench_cli.main(["--profile", "smoke", "--runs", "2", *argv])
 
 
 def test_authors_comparison_writes_both_sides_medians_and_numeric_ratios(tmp_path, fast_ours):
@@ -139,11 +139,10 @@ def test_a_notebook_runs_its_code_cells_without_magics(tmp_path, fast_ours, caps
              {"cell_type": "code", "source": "print(x * 21)"}]
     notebook = tmp_path / "SemanticFusion.ipynb"
     notebook.write_text(json.dumps({"cells": cells}))
-    code, skipped = bench.notebook_code(notebook)
-    assert skipped == 2 and "%" not in code and "x = 2" in code
     out = tmp_path / "b.json"
     assert _bench(["--authors-script", str(notebook), "--out", str(out)]) == 0
-    assert json.loads(out.read_text())["authors_comparison"]["authors_script"]["stdout_tail"] == ["42"]
+    their_side = json.loads(out.read_text())["authors_comparison"]["authors_script"]
+    assert their_side["stdout_tail"] == ["42"] and "2 magic/shell line(s) skipped" in their_side["kind"]
     notebook.write_text(json.dumps({"cells": cells[:1]}))
     capsys.readouterr()
     assert _bench(["--authors-script", str(notebook), "--out", str(out)]) != 0
@@ -151,9 +150,9 @@ def test_a_notebook_runs_its_code_cells_without_magics(tmp_path, fast_ours, caps
 
 
 def test_fewer_than_two_runs_is_refused_and_our_default_side_trains_the_synthetic_experiment(capsys):
-    assert bench.main(["--profile", "smoke", "--authors-script", "x.py", "--runs", "1"]) == 2
+    assert bench_cli.main(["--profile", "smoke", "--authors-script", "x.py", "--runs", "1"]) == 2
     assert "at least 2" in capsys.readouterr().err
-    assert bench._ours_command("smoke", 111, None)[-6:] == ["--only", "synthetic", "--profile", "smoke",
+    assert bench_cli._ours_command("smoke", 111, None)[-6:] == ["--only", "synthetic", "--profile", "smoke",
                                                             "--seed", "111"]
 
 
@@ -170,8 +169,6 @@ def test_the_chapter_shows_a_written_comparison_and_otherwise_says_how_to_make_o
 
 
 def test_book_times_report_core_use_and_whether_models_came_from_an_earlier_build(tmp_path):
-    import json
-
     from semlm.book.bench import book_build_times
 
     run = {"experiment": "e", "group": "g", "name": "a", "seed": 1, "train_seconds": 1.0}
@@ -222,15 +219,15 @@ def test_cpu_breakdown_splits_training_by_paper_and_counts_each_model_once():
 
 
 def test_each_only_section_runs_its_function_from_the_dispatch_table(monkeypatch, capsys):
-    choices = next(a.choices for a in bench._parser()._actions if a.dest == "only")
-    assert list(choices) == list(bench.SECTIONS) and "all" in choices
+    choices = next(a.choices for a in bench_cli._parser()._actions if a.dest == "only")
+    assert list(choices) == list(bench_cli.SECTIONS) and "all" in choices
     seen = []
-    for name in bench.SECTIONS:
-        monkeypatch.setitem(bench.SECTIONS, name, lambda args, name=name: seen.append((name, args.seed)) or 3)
-        assert bench.main(["--only", name, "--seed", "7"]) == 3
-    assert seen == [(name, 7) for name in bench.SECTIONS]
-    monkeypatch.setitem(bench.SECTIONS, "book", lambda args: (_ for _ in ()).throw(ValueError("no manifest")))
-    assert bench.main(["--only", "book"]) == 2
+    for name in bench_cli.SECTIONS:
+        monkeypatch.setitem(bench_cli.SECTIONS, name, lambda args, name=name: seen.append((name, args.seed)) or 3)
+        assert bench_cli.main(["--only", name, "--seed", "7"]) == 3
+    assert seen == [(name, 7) for name in bench_cli.SECTIONS]
+    monkeypatch.setitem(bench_cli.SECTIONS, "book", lambda args: (_ for _ in ()).throw(ValueError("no manifest")))
+    assert bench_cli.main(["--only", "book"]) == 2
     assert capsys.readouterr().err.strip() == "error: no manifest"
 
 

@@ -1,21 +1,17 @@
-"""Benchmarks: ``python -m semlm.bench`` (``make bench``) and the book's benchmarks chapter (chapter 98).
+"""The benchmarks chapter (chapter 98), whose measurements ``python -m semlm.bench`` also runs (:mod:`.bench_cli`).
 
-* Paper A (``run_benchmark``): both causal synthetic models trained (through the build's run cache, or from
-  an empty run folder with ``--fresh``) and evaluated, wall time and peak memory (target: 60 s on a 2-core
-  CPU), batched hard-controlled generation of 200 sentences (target: 1 s), the FLOP/s training reached, and
-  the fp32 / length-bucketing / bf16 comparison, whose runs go through :mod:`semlm.core.runs` like every run;
-  written to ``<metrics dir>/bench.json``. The chapter calls the same function, so it shows that build's numbers.
-* Paper B (``run_idea_benchmark``, ``--only idea``): the idea-gated GPT against the plain GPT, the FLOP ratio
-  counted from the config next to the measured time ratio, for a training step and a cached generation step
-  (targets: time ratio at most 1.05 x and 1.1 x the FLOP ratio); printed with a verdict, never a timed test.
-* The authors' script against ours (``--authors-script PATH``, ``make bench AUTHORS=PATH``): their
-  ``SemanticFusion.py`` (or their notebook's code cells; downloaded by the user, never shipped) and our
-  synthetic experiment as whole processes in turn, on this machine; only on request, never in the book build.
+* Paper A (``run_benchmark``): both causal synthetic models trained (through the build's run cache) and
+  evaluated, wall time and peak memory (target: 60 s on a 2-core CPU), hard-controlled generation of 200
+  sentences in one batch (target: 1 s), the FLOP/s training reached and the fp32 / length-bucketing / bf16
+  comparison; written to ``<metrics dir>/bench.json``.
+* Paper B (``run_idea_benchmark``): the idea-gated GPT against the plain GPT, the FLOP ratio counted from the
+  config next to the measured time ratio, for a training step and a cached generation step (targets: time
+  ratio at most 1.05 x and 1.1 x the FLOP ratio); reported with a verdict, never a timed test.
+* The book build's chapter times and CPU-seconds, and the chapter's tables.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -25,6 +21,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -34,11 +31,12 @@ import torch
 from semlm.book.flops import (idea_flop_ratios, model_flops_utilisation, nominal_cpu_peak_flops,
                               synthetic_forward_flops_per_position)
 from semlm.core import runs as runner
-from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate
+from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, DecodingConfig, generate
+from semlm.fusion.request import PAPER_REQUESTS
 from semlm.fusion.synthetic_experiment import (SYNTHETIC, SyntheticExperiment, SyntheticRun, peak_rss_mb, prepare_data,
                                                synthetic_runs)
 from semlm.fusion.profiles import synthetic_profile
-from semlm.profiles import CPU_BF16_VARIABLE, PROFILES, cpu_computes_bf16
+from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
 from semlm.book.records import BenchmarkRecord
 from semlm.book.report import write_chapter_metrics
 
@@ -52,13 +50,12 @@ def time_controlled_generation(model, config, n: int = 200, repeats: int = 5) ->
     """Best-of-``repeats`` time to decode ``n`` hard-controlled positive sentences in one batch."""
     data = prepare_data(config.corpus)
     grammar = ClauseGrammar(data.vocab)
-    controls = Controls({"pos_high": 0.95, "str_high": 0.9})
     decoding = DecodingConfig(hard=True, mixture=PAPER_MIXTURE["positive"])
     threads = torch.get_num_threads()
     times = []
     for seed in range(repeats + 1):  # the first call warms up
         t0 = time.perf_counter()
-        generate(model, data.featurizer, grammar, n, controls, config=decoding, seed=seed)
+        generate(model, data.featurizer, grammar, n, PAPER_REQUESTS["pos"], config=decoding, seed=seed)
         times.append(time.perf_counter() - t0)
     best = min(times[1:])
     return {"sentences": n, "seconds": round(best, 4), "generations_per_second": round(n / best, 1),
@@ -66,7 +63,7 @@ def time_controlled_generation(model, config, n: int = 200, repeats: int = 5) ->
             "meets_target": best <= GENERATION_TARGET_SECONDS}
 
 
-def _train_synthetic(config, runs_dir, workers: int | None, progress: bool) -> dict:
+def train_synthetic(config, runs_dir, workers: int | None, progress: bool) -> dict:
     """Both causal models of the synthetic experiment through the run cache (``runs_dir``; None: the build's)."""
     context = runner.RunContext(config.name, runs_dir, workers, progress)
     return runner.nested(runner.run_many(SYNTHETIC, synthetic_runs(config, settings=("causal",)), context), "name")
@@ -74,24 +71,17 @@ def _train_synthetic(config, runs_dir, workers: int | None, progress: bool) -> d
 
 def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = None, progress: bool = True,
                   variants_profile: str | None = "smoke", variant_seeds: int = 3, fresh: bool = False) -> dict:
-    """Time the whole synthetic experiment (both causal models trained and evaluated); returns (and
-    writes) the bench record.
+    """Time the whole synthetic experiment (both causal models trained and evaluated); return and write the record.
 
-    By default the models come from the run cache of the build (chapter 2 trains the same runs), so
-    the book does not train them twice: the wall time is then their training time as the build
-    measured it (the longer of the two, as they train side by side) plus the loading and evaluation
-    measured here, and ``training_source`` says so. ``fresh`` (``python -m semlm.bench --fresh``)
-    trains both from an empty run folder instead and times the whole. The record also holds the
-    FLOP/s the training reached (``synthetic_flops_record``) and, unless ``variants_profile`` is
-    None, the fp32 / length-bucketing / bf16 comparison over ``variant_seeds`` seeds at that profile
-    (``compare_training_variants``, through the same run cache, or the empty folder with ``fresh``;
-    ``smoke`` by default because at ``cpu`` scale it trains 6 x ``variant_seeds`` models, several minutes).
+    The models come from the build's run cache (chapter 2 trains the same runs): the wall time is then their
+    training time as the build measured it (the longer of the two: they train side by side) plus the loading
+    and evaluation here, as ``training_source`` says; ``fresh`` trains them, and the training variants
+    (``compare_training_variants`` at ``variants_profile``, None: skipped), in an empty run folder.
     """
     config = synthetic_profile(profile, seed)
     start = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        runs_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="semlm-bench-")) if fresh else None
-        runs = _train_synthetic(config, runs_dir, workers, progress)
+    with tempfile.TemporaryDirectory(prefix="semlm-bench-") if fresh else contextlib.nullcontext() as runs_dir:
+        runs = train_synthetic(config, runs_dir, workers, progress)
         wall = time.perf_counter() - start
         generation = time_controlled_generation(runs["fusion"].load(), config)
         variants = None if variants_profile is None else compare_training_variants(
@@ -135,20 +125,14 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
 
 # --- paper A: FLOPs reached, and what bf16 / length bucketing change --------------------------
 #
-# The synthetic models are small (d = 128), so how close does a training step come to what the
-# CPU can do? We count the model's floating-point operations per position from its config
-# (a multiply-add counts 2; a training step is three forward passes' worth) and divide by the
-# measured training time; the peak is measured, not looked up: the FLOP/s of one large float32
-# matrix product per thread (``measured_matmul_flops``), the practical ceiling of the same
-# BLAS the model uses. ``nominal_cpu_peak_flops`` states the datasheet-style formula next to it.
+# How close does a training step of the small synthetic models come to what the CPU can do? Their FLOPs
+# per position, counted from the config, over the measured training time, against a measured peak (one
+# large float32 matrix product per thread, the same BLAS) and the datasheet-style ``nominal_cpu_peak_flops``.
 
 
 def measured_matmul_flops(n: int = 512, repeats: int = 20) -> float:
-    """Best float32 FLOP/s of an ``n x n`` matrix product on one thread: the practical peak per core.
-
-    512 x 512 operands fit in a server core's L2 cache, so this is the arithmetic ceiling, not
-    a memory-bound figure; best of ``repeats`` because neighbours on a shared machine only slow it.
-    """
+    """Best float32 FLOP/s of an ``n x n`` matrix product on one thread: the practical peak per core (512 x 512
+    operands fit in L2, so not memory-bound; the best of ``repeats``, as neighbours only slow it)."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -165,8 +149,8 @@ def measured_matmul_flops(n: int = 512, repeats: int = 20) -> float:
         torch.set_num_threads(previous)
 
 
-def synthetic_flops_record(config, runs: dict, threads_per_run: int = 1) -> dict:
-    """FLOP/s each model's training reached, against the measured and the nominal per-core peak."""
+def synthetic_flops_record(config, runs: dict) -> dict:
+    """FLOP/s each model's training (one thread per run) reached, against the measured and the nominal peak."""
     from semlm.fusion.synthetic_experiment import model_config as synthetic_model_config
 
     data = prepare_data(config.corpus)
@@ -178,7 +162,7 @@ def synthetic_flops_record(config, runs: dict, threads_per_run: int = 1) -> dict
     peak, nominal = measured_matmul_flops(), nominal_cpu_peak_flops()
     out = {"computed_positions": positions, "real_positions": real, "peak_measured_per_thread": peak,
            "peak_nominal_per_core": nominal["per_core"], "nominal_formula": nominal["formula"],
-           "threads_per_run": threads_per_run, "autocast": config.train.autocast or "float32", "models": {}}
+           "threads_per_run": 1, "autocast": config.train.autocast or "float32", "models": {}}
     for kind, run in runs.items():
         mc = synthetic_model_config(config, kind, len(data.vocab), "causal")
         per_position = 3 * synthetic_forward_flops_per_position(mc.backbone, len(data.vocab), kind,
@@ -187,9 +171,8 @@ def synthetic_flops_record(config, runs: dict, threads_per_run: int = 1) -> dict
         achieved = per_position * positions / seconds if seconds else None
         out["models"][kind] = {
             "training_flops_per_position": per_position, "train_seconds": seconds, "flops_per_second": achieved,
-            "share_of_measured_peak": achieved / (peak * threads_per_run) if achieved else None,
-            "share_of_nominal_peak": (achieved / (nominal["per_core"] * threads_per_run)
-                                      if achieved and nominal["per_core"] else None)}
+            "share_of_measured_peak": achieved / peak if achieved else None,
+            "share_of_nominal_peak": achieved / nominal["per_core"] if achieved and nominal["per_core"] else None}
     return out
 
 
@@ -229,14 +212,11 @@ def compare_training_variants(profile: str = "smoke", seeds: Sequence[int] = (11
                               kinds: Sequence[str] = ("baseline", "fusion"), workers: int | None = None,
                               variants: dict[str, tuple[int, str | None]] | None = None,
                               runs_dir: str | Path | None = None) -> dict:
-    """Train every variant of ``TRAINING_VARIANTS`` for every seed and model; compare with the reference.
+    """Train every variant of ``variants`` (default ``TRAINING_VARIANTS``) for every seed and model through the
+    run cache (``runs_dir``; None: the build's) and compare them with the first (:func:`summarise_training_variants`).
 
-    A variant is **within the seed interval** of a metric when its mean over seeds lies inside the
-    reference's two-sided 95% Student-t interval over the same seeds, for every model. Speed is the
-    training CPU time (the trainer's, validation excluded, kept in the run's history, so a run loaded from
-    the cache (``runs_dir``; None: the build's) reports what it measured when it trained; less sensitive to a
-    busy neighbour than wall time), mean over seeds, as a ratio to the reference. bf16 is worth turning
-    on only if it is both faster (ratio < 1) and within the intervals; the record says which holds.
+    Speed is the trainer's CPU time (validation excluded; less moved by a busy neighbour than wall time), kept in
+    the run's history, so a run loaded from the cache reports what it measured when it trained.
     """
     variants = dict(variants or TRAINING_VARIANTS)
     jobs = [(name, kind, seed) for name in variants for kind in kinds for seed in seeds]
@@ -251,7 +231,12 @@ def compare_training_variants(profile: str = "smoke", seeds: Sequence[int] = (11
 
 def summarise_training_variants(results: dict[tuple[str, str, int], dict], profile: str,
                                 variants: dict[str, tuple[int, str | None]] | None = None) -> dict:
-    """The comparison record from ``{(variant, kind, seed): _train_variant(...)}`` (first variant = reference)."""
+    """The comparison record from ``{(variant, kind, seed): {ppl, ppl_seen_only, train_(cpu_)seconds}}``.
+
+    A variant is within the seed intervals when its mean PPL (all targets and seen-only) lies inside the first
+    (reference) variant's 95% t-interval over the seeds for every model, faster when its mean training CPU time
+    is below the reference's; bf16 is worth turning on only if both hold.
+    """
     from semlm.core.metrics import mean_interval
 
     variants = dict(variants or TRAINING_VARIANTS)
@@ -274,12 +259,11 @@ def summarise_training_variants(results: dict[tuple[str, str, int], dict], profi
             row[kind]["ppl_paired_change"] = mean_interval(
                 [r["ppl"] / ref["ppl"] - 1 for r, ref in zip(rows, by[reference, kind])])
         table[name] = row
-    for name, row in table.items():
-        ref = table[reference]
+        first = table[reference]  # the reference's row: it comes first
         row["cpu_time_ratio"] = (sum(row[k]["train_cpu_seconds"] for k in kinds)
-                                 / sum(ref[k]["train_cpu_seconds"] for k in kinds))
+                                 / sum(first[k]["train_cpu_seconds"] for k in kinds))
         row["within_seed_intervals"] = all(
-            ref[k][m]["ci_low"] <= row[k][m]["mean"] <= ref[k][m]["ci_high"]
+            first[k][m]["ci_low"] <= row[k][m]["mean"] <= first[k][m]["ci_high"]
             for k in kinds for m in ("ppl", "ppl_seen_only"))
         row["faster"] = row["cpu_time_ratio"] < 1.0
     return {"profile": profile, "seeds": list(seeds), "kinds": list(kinds), "reference": reference,
@@ -348,23 +332,6 @@ def emulated_bf16_step_ratios(profile: str = "cpu", isas: Sequence[str] = EMULAT
     return out
 
 
-def record_precision_comparison(profile: str, seed: int = 111, workers: int | None = None, root=None) -> int:
-    """``python -m semlm.bench --only precision``: train paper A's baseline and fusion in float32 and in bf16
-    over 3 seeds at ``profile`` and record the comparison in ``book/recorded/cpu-bf16-variants/``."""
-    from semlm.book.recorded import RECORDED_DIR, write_precision_comparison
-
-    if profile == "none":
-        raise ValueError("--only precision needs a profile to compare at; pass --variants-profile cpu")
-    comparison = compare_training_variants(profile, tuple(range(seed, seed + 3)), workers=workers,
-                                           variants=PRECISION_VARIANTS)
-    comparison["emulated_bf16"] = emulated_bf16_step_ratios(profile)
-    command = f"python -m semlm.bench --only precision --variants-profile {profile} --seed {seed}"
-    dest = write_precision_comparison(comparison, root or RECORDED_DIR, PRECISION_RECORD, command)
-    print(_bf16_summary(comparison))
-    print(dest)
-    return 0
-
-
 def recorded_precision_comparison(root=None) -> dict | None:
     """The recorded ``cpu``-scale float32 / bf16 comparison (``book/recorded/cpu-bf16-variants``), or None."""
     from semlm.book.recorded_runs import load_recorded
@@ -377,7 +344,8 @@ def recorded_precision_comparison(root=None) -> dict | None:
             "commit": run.commit[:7], "machine": run.machine}
 
 
-def _bf16_summary(comparison: dict) -> str:
+def bf16_summary(comparison: dict) -> str:
+    """How bf16 compared with float32 in ``comparison``: its CPU time ratio and whether PPL stayed within."""
     bf16 = next((row for row in comparison["variants"].values() if row["autocast"] == "bf16"), None)
     if bf16 is None:
         return "bf16 was not compared"
@@ -401,20 +369,18 @@ def bf16_decision(comparison: dict | None, precision: dict, recorded: dict | Non
         state = f"off in the {precision.get('profile')} profile (float32)"
     parts = [f"bf16 autocast for paper A is {state}"]
     if recorded is not None:
-        parts.append(f"at the {recorded['profile']} scale it took {_bf16_summary(recorded)} "
+        parts.append(f"at the {recorded['profile']} scale it took {bf16_summary(recorded)} "
                      f"(recorded in {recorded['folder']}, {recorded['date']}, {recorded['commit']})")
     if comparison is not None:
-        parts.append(f"this build's check at the {comparison['profile']} scale: {_bf16_summary(comparison)}")
+        parts.append(f"this build's check at the {comparison['profile']} scale: {bf16_summary(comparison)}")
     return "; ".join(parts)
 
 
 # --- paper B: idea-gated GPT, FLOPs against time ----------------------------------------------
 #
-# The idea head adds work to every position: a d x d layer and a second d x V projection, the
-# same size as the token head. How much slower should the gated model be? We count the
-# floating-point operations of both models from their configs and compare the ratio with the
-# measured time ratio: a time ratio close to the FLOP ratio means the gate costs what its matrix
-# products cost and nothing more (no extra passes, no Python loops, no host syncs).
+# The idea head adds a d x d layer and a second d x V projection to every position. A time ratio (gated /
+# plain) close to the FLOP ratio counted from the configs means the gate costs what its arithmetic costs
+# and nothing more (no extra passes, no Python loops, no host syncs).
 
 #: Issue targets: measured time ratio / FLOP ratio (gated over plain) at most these.
 IDEA_STEP_TARGET, IDEA_GENERATION_TARGET = 1.05, 1.1
@@ -429,16 +395,13 @@ def verdict(time_ratio: float, flop_ratio: float, target: float) -> str:
 def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, repeats: int = 5,
                        threads: int | None = None, prompt_tokens: int = 8, new_tokens: int = 32,
                        generation_batch: int = 16) -> dict:
-    """Gated / plain GPT at ``profile`` size: FLOP ratio (counted) next to the measured time ratio.
+    """Gated / plain GPT at ``profile`` size, random weights and token ids: FLOP ratio next to the time ratio.
 
-    Training step: one micro-batch of the profile (forward with the alpha-gated loss of the book,
-    backward, AdamW), ``repeats`` runs of ``steps`` steps, plain and gated timed in turn; the step
-    time ratio is the median over the repeats of each repeat's gated / plain ratio (wall and process
-    CPU time), so a neighbour that slows one repeat moves one ratio, not the figure. Generation: greedy ``generate()``
-    with the KV cache, time per new token = (time for ``new_tokens`` - time for 1) / (new_tokens - 1),
-    so the prompt's prefill is not counted. Random weights and token ids: the cost of a step does not
-    depend on what the model has learnt. On CUDA the models run in bf16 autocast and the record adds
-    training tokens/s and model FLOPs utilisation (counted FLOPs / time / dense bf16 peak).
+    Training step: one micro-batch (the book's alpha-gated loss, backward, AdamW), ``repeats`` runs of ``steps``
+    steps, plain and gated in turn; its time ratio is the median of the repeats' gated / plain ratios (wall and
+    process CPU time), so a neighbour that slows one repeat moves one ratio. Generation: greedy cached
+    ``generate()``, per new token (time for ``new_tokens`` - time for 1) / (new_tokens - 1), prefill left out.
+    On CUDA the models run in bf16 autocast and the record adds the model FLOPs utilisation.
     """
     from semlm.idea.wikitext_experiment import TokenBlocks, idea_profile
 
@@ -477,6 +440,8 @@ def _idea_jobs(config, vocab_size: int, seed: int, batches, prompt, new_tokens: 
     from semlm.idea.model import IdeaGPTForCausalLM
     from semlm.idea.wikitext_experiment import autocast_for, idea_loss_fn, model_config
 
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
     def train(model, optimizer, loss_fn):
         model.train()
         for batch in batches:
@@ -485,19 +450,14 @@ def _idea_jobs(config, vocab_size: int, seed: int, batches, prompt, new_tokens: 
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+        synchronize()
 
     def generate(model, n: int):
         model.eval()
         with torch.no_grad(), autocast_for(device):
             model.generate(prompt, max_new_tokens=n, do_sample=False, use_cache=True, pad_token_id=0,
                            eos_token_id=None)
-
-    def job(function, *args):
-        def run():
-            function(*args)
-            if device == "cuda":
-                torch.cuda.synchronize()
-        return run
+        synchronize()
 
     jobs = {}
     for name, idea in (("plain", False), ("gated", True)):
@@ -505,8 +465,8 @@ def _idea_jobs(config, vocab_size: int, seed: int, batches, prompt, new_tokens: 
         model = IdeaGPTForCausalLM(model_config(config, vocab_size, idea)).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         loss_fn = idea_loss_fn(config.idea, list(range(18)), idea)  # no step given: alpha at the end of its ramp
-        jobs[name] = (model, {"step": job(train, model, optimizer, loss_fn), "one": job(generate, model, 1),
-                              "many": job(generate, model, new_tokens)})
+        jobs[name] = (model, {"step": partial(train, model, optimizer, loss_fn), "one": partial(generate, model, 1),
+                              "many": partial(generate, model, new_tokens)})
     return jobs
 
 
@@ -547,15 +507,12 @@ def _add_idea_ratios(record: dict, flops: dict, device: str) -> None:
     """Add the gated / plain time and FLOP ratios, targets, verdicts (and on CUDA the MFU) to ``record``; a step's
     time ratio is the median of the repeats' interleaved gated / plain ratios (the mean of the middle two)."""
     gated, plain = record["gated"], record["plain"]
-    step = [g / p for g, p in zip(gated["step_seconds_all"], plain["step_seconds_all"])]
-    record.update(step_time_ratio=statistics.median(step), step_time_ratio_all=step,
-                  generation_time_ratio=gated["seconds_per_new_token"] / plain["seconds_per_new_token"],
-                  step_flop_ratio=flops["training"]["ratio"], generation_flop_ratio=flops["generation"]["ratio"])
-    record["step_time_over_flops"] = record["step_time_ratio"] / record["step_flop_ratio"]
-    if device == "cpu":
-        cpu = [g / p for g, p in zip(gated["step_cpu_seconds_all"], plain["step_cpu_seconds_all"])]
-        record.update(step_cpu_time_ratio=statistics.median(cpu), step_cpu_time_ratio_all=cpu,
-                      step_cpu_time_over_flops=statistics.median(cpu) / record["step_flop_ratio"])
+    record.update(step_flop_ratio=flops["training"]["ratio"], generation_flop_ratio=flops["generation"]["ratio"],
+                  generation_time_ratio=gated["seconds_per_new_token"] / plain["seconds_per_new_token"])
+    for step in ("step", "step_cpu") if device == "cpu" else ("step",):  # wall, and process CPU time on a CPU
+        ratios = [g / p for g, p in zip(gated[f"{step}_seconds_all"], plain[f"{step}_seconds_all"])]
+        record.update({f"{step}_time_ratio": statistics.median(ratios), f"{step}_time_ratio_all": ratios,
+                       f"{step}_time_over_flops": statistics.median(ratios) / record["step_flop_ratio"]})
     record["generation_time_over_flops"] = record["generation_time_ratio"] / record["generation_flop_ratio"]
     targets = {"step": IDEA_STEP_TARGET, "generation": IDEA_GENERATION_TARGET}
     record["targets"] = {f"{key}_time_over_flops": target for key, target in targets.items()}
@@ -568,15 +525,6 @@ def _add_idea_ratios(record: dict, flops: dict, device: str) -> None:
             record[kind]["model_flops_utilisation"] = model_flops_utilisation(
                 record[kind]["train_tokens_per_second"], flops["training"][f"{kind}_flops_per_token"],
                 record["device_name"])
-
-
-def print_idea_summary(idea: dict) -> None:
-    """The chapter's ratio table (:func:`idea_ratio_frame`) with its verdict sentences."""
-    print(f"idea-gated GPT ({idea['profile']}, {idea['device']}):\n{idea_ratio_frame(idea).to_string()}")
-    print("\n".join(f"  {key}: {sentence}" for key, sentence in idea["verdicts"].items()))
-    if "step_cpu_time_ratio" in idea:
-        print(f"  step CPU time ratio {idea['step_cpu_time_ratio']:.2f} = {idea['step_cpu_time_over_flops']:.2f} x "
-              "FLOP ratio (process CPU time, less moved by neighbours)")
 
 
 # --- the whole book ---------------------------------------------------------------------------
@@ -594,17 +542,11 @@ def _build_manifest(build_dir: str | Path | None) -> dict:
 
 
 def book_build_times(build_dir: str | Path | None = None) -> dict:
-    """Per-chapter wall time and trained / loaded model counts of the current (or last) book build, and
-    ``trained_ahead``: the models the runner trained beside the chapters (a chapter that uses one loads it).
-
-    Read from the runner's ``manifest.json`` (``$SEMLM_BUILD_DIR``, else ``book/_build``). Inside a
-    build it holds the chapters executed so far (the benchmarks chapter runs after chapters 1-9).
-    ``from_scratch`` is true when no chapter loaded a model that an earlier build had trained.
-    """
+    """Per-chapter wall time, core use and trained / loaded model counts of the current (or last) book build (its
+    ``manifest.json``: inside a build, the chapters executed so far); ``trained_ahead``: the models the runner
+    trained beside the chapters; ``from_scratch``: no chapter loaded a model an earlier build had trained."""
     manifest = _build_manifest(build_dir)
     chapters = manifest["chapters"]
-
-
     ahead = manifest.get("train_ahead") or {"run_list": [], "runs": {"trained": 0}}
     rows = [{"chapter": chapter, "profile": entry["profile"], "status": entry["status"],
              "minutes": round(entry["seconds"] / 60, 2), "cores busy": entry.get("utilisation"),
@@ -626,11 +568,9 @@ def book_build_times(build_dir: str | Path | None = None) -> dict:
 
 
 def cpu_breakdown(manifest: dict) -> list[dict]:
-    """Where a build's CPU-seconds went: ``[{part, cpu_seconds}]`` for training paper A's and paper B's models
-    (each model trained in the build once, its ``cpu_seconds`` from the trainer), the chapters' other work
-    (evaluation, generation, the notebooks themselves: the chapters' CPU-seconds, pool included, minus that
-    training) and, for a finished build, the HTML and the runner (the whole build's CPU-seconds minus the
-    chapters'). A trained model without ``cpu_seconds`` (an older manifest) leaves the training rows out."""
+    """Where a build's CPU-seconds went, ``[{part, cpu_seconds}]``: training paper A's and paper B's models (each
+    model once, its trainer's ``cpu_seconds``; an older manifest without them: no training rows), the chapters'
+    other work (their CPU-seconds minus that training) and, for a finished build, the HTML and the runner."""
     runs = {}
     for entry in [manifest.get("train_ahead") or {}, *manifest.get("chapters", {}).values()]:
         for run in entry.get("run_list", []):
@@ -671,70 +611,11 @@ def _trained_model(run: dict) -> tuple:
     return tuple(run.get("model") or (run["experiment"], run["group"], run["name"], run["seed"]))
 
 
-def print_book_times(times: dict) -> None:
-    """The chapter's table of the build's chapter times and one line: minutes, core use, from scratch, target."""
-    if not times["chapters"]:
-        print("book: no build recorded yet (run `make book`)")
-        return
-    verdict = {True: "meets", False: "MISSES", None: "n/a for"}[times["meets_target"]]
-    scratch = "from scratch" if times["from_scratch"] else "NOT from scratch (some models came from an earlier build)"
-    busy = f", cores {times['utilisation']:.0%} busy" if times.get("utilisation") is not None else ""
-    print(f"{pd.DataFrame(times['chapters']).to_string(index=False)}\nbook ({', '.join(times['profiles'])}): "
-          f"{times['total_minutes']:.1f} min{busy}, {scratch}, {times['trained_ahead']} model(s) trained beside the "
-          f"chapters; {verdict} the {times['target_minutes']:.0f} min target")
-
-
-# --- the authors' script against ours, both measured here ------------------------------------
-#
-# A time taken on another machine is not a measurement of this build, so the only comparison
-# with the authors' script the book makes is one run here, on request (``python -m semlm.bench
-# --authors-script PATH``): their script and our synthetic experiment as whole processes, in
-# turn (ours, theirs, ours, theirs, ...), so a busy neighbour slows both alike.
+# --- the authors' script against ours (semlm.book.bench_cli), the bench JSON it is kept in ------
 
 AUTHORS_REPOSITORY = "github.com/YongchaoHuang/semantic_fusion"
 #: Seconds between two samples of the process tree's resident memory.
 MEMORY_SAMPLE_SECONDS = 0.05
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-def notebook_code(path: str | Path) -> tuple[str, int]:
-    """The code cells of a notebook joined into one script, and the number of IPython lines left out.
-
-    Lines starting with ``%`` (magics) or ``!`` (shell) are not Python and are skipped.
-    """
-    try:
-        notebook = json.loads(Path(path).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is not a readable notebook ({error})") from None
-    cells = [c for c in notebook.get("cells", []) if c.get("cell_type") == "code"]
-    sources = ["".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "") for c in cells]
-    if not any(s.strip() for s in sources):
-        raise ValueError(f"{path} has no code cells; pass the authors' SemanticFusion.py or .ipynb")
-    lines = "\n\n".join(sources).splitlines()
-    kept = [line for line in lines if not line.lstrip().startswith(("%", "!"))]
-    return "\n".join(kept) + "\n", len(lines) - len(kept)
-
-
-def authors_script_file(path: str | Path, workdir: Path) -> tuple[Path, dict]:
-    """The file to run for the authors' ``SemanticFusion.py`` / ``.ipynb`` at ``path``, and what is known of it.
-
-    A notebook's code cells are written to ``workdir`` as one script (:func:`notebook_code`).
-    """
-    import hashlib
-
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"authors' script not found: {path} (download SemanticFusion.py or "
-                                f"SemanticFusion.ipynb from {AUTHORS_REPOSITORY} and pass its path)")
-    about = {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-             "training_sentences_x_epochs": "unknown", "parameters": "unknown",
-             "note": "their workload is whatever their script does; not read from it"}
-    if path.suffix != ".ipynb":
-        return path.resolve(), {**about, "kind": "script"}
-    code, skipped = notebook_code(path)
-    script = workdir / f"{path.stem}_code_cells.py"
-    script.write_text(code)
-    return script, {**about, "kind": f"notebook: code cells joined, {skipped} magic/shell line(s) skipped"}
 
 
 def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
@@ -775,135 +656,14 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
             "returncode": process.returncode, "stdout_tail": stdout[-10:], "stderr_tail": stderr[-10:]}
 
 
-MEASURES = ("wall_seconds", "cpu_seconds", "peak_mb")
-
-
-def _side_summary(runs: list[dict]) -> dict:
-    """Medians of the measures over ``runs`` and their per-run lists."""
-    out = {m: round(statistics.median([r[m] for r in runs]), 3) for m in MEASURES}
-    out.update({f"{m}_runs": [r[m] for r in runs] for m in MEASURES})
-    return out
-
-
-def pair_ratios(ours: list[dict], theirs: list[dict]) -> dict:
-    """Ours / theirs of every measure, run by run (pair i = our i-th run and their i-th), and the median."""
-    out = {"direction": "ours / authors' script"}
-    for m in MEASURES:
-        pairs = [o[m] / t[m] if t[m] else float("nan") for o, t in zip(ours, theirs)]
-        out[m] = {"median": round(statistics.median(pairs), 4), "per_pair": [round(p, 4) for p in pairs]}
-    return out
-
-
-def _ours_workload(profile: str, seed: int, workers: int | None) -> dict:
-    """What our side trains: sentences x epochs and the parameters of both models."""
-    from semlm.fusion.model import build_model
-    from semlm.fusion.synthetic_experiment import model_config as synthetic_model_config
-
-    config = synthetic_profile(profile, seed)
-    vocab = len(prepare_data(config.corpus).vocab)
-    parameters = {kind: sum(p.numel() for p in build_model(
-        synthetic_model_config(config, kind, vocab, "causal")).parameters()) for kind in ("baseline", "fusion")}
-    return {"experiment": "synthetic, causal, baseline + fusion, training + evaluation (fresh, no cache)",
-            "profile": profile, "seed": seed, "training_sentences": config.corpus.n_train,
-            "epochs": config.train.epochs, "training_sentences_x_epochs": config.corpus.n_train * config.train.epochs,
-            "parameters": parameters, "workers": workers or min(2, os.cpu_count() or 1)}
-
-
-def _comparison_machine() -> dict:
-    """CPU model, core count and the thread settings both sides start with."""
-    from semlm.book.report import cpu_model, git_commit
-
-    threads = torch.get_num_threads()
-    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "torch_default_threads": threads,
-            "thread_variables": {v: os.environ.get(v, "unset") for v in THREAD_VARIABLES},
-            "threads": {"ours": f"training: one 1-thread process per model (up to the workers); evaluation: {threads}",
-                        "authors_script": f"{threads} (PyTorch's default here, unless their script sets its own)"},
-            "python": sys.version.split()[0], "torch": torch.__version__, "git_commit": git_commit(),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
-def _ours_command(profile: str, seed: int, workers: int | None) -> list[str]:
-    """Our side: ``python -m semlm.bench --only synthetic`` (fresh training in a temporary run folder)."""
-    command = [sys.executable, "-m", "semlm.bench", "--only", "synthetic", "--profile", profile, "--seed", str(seed)]
-    return command + (["--workers", str(workers)] if workers else [])
-
-
-def _failure(run: dict) -> str | None:
-    """``(exit N): <last stderr line>`` of a measured run that failed, else None."""
-    return None if run["returncode"] == 0 else \
-        f"(exit {run['returncode']}): {(run['stderr_tail'] or ['no output'])[-1]}"
-
-
-def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: int = 111, runs: int = 3,
-                                workers: int | None = None, ours_command: Sequence[str] | None = None) -> dict:
-    """The ``authors_comparison`` record: their script and our synthetic experiment, ``runs`` each, in turn.
-
-    Bad input (a missing file, a notebook without code, a script that fails) does not stop our side:
-    the record then has ``error`` (one line) and no ratios. ``ours_command`` replaces our side's
-    command (tests only; the default trains the synthetic experiment for real).
-    """
-    if runs < 2:
-        raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {runs}")
-    synthetic_profile(profile, seed)  # an unknown profile fails here, before anything runs
-    # both sides: this environment, a non-interactive matplotlib, our ``semlm`` importable
-    library, path = str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")
-    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": library + (os.pathsep + path if path else "")}
-    ours_command = list(ours_command or _ours_command(profile, seed, workers))
-    record = {"runs": runs, "profile": profile, "order": "ours, theirs, ours, theirs, ...", **_comparison_machine()}
-    error, ours, theirs = None, [], []
-    with tempfile.TemporaryDirectory(prefix="semlm-authors-") as workdir:
-        try:
-            their_file, about = authors_script_file(script, Path(workdir))
-        except (FileNotFoundError, ValueError) as problem:
-            error, about = str(problem), {"file": str(script)}
-        for i in range(runs):
-            ours.append(measure_process(ours_command, env, workdir))
-            if _failure(ours[-1]):
-                raise RuntimeError(f"our synthetic experiment failed {_failure(ours[-1])}")
-            if error is None:
-                theirs.append(measure_process([sys.executable, str(their_file)], env, workdir))
-                if _failure(theirs[-1]):
-                    error = f"the authors' script {script} failed on run {i + 1} {_failure(theirs[-1])}"
-    record["ours"] = {**_side_summary(ours), "workload": _ours_workload(profile, seed, workers)}
-    record["authors_script"] = {**about, "path": str(script)}
-    if error is None:
-        record["authors_script"].update(_side_summary(theirs), stdout_tail=theirs[-1]["stdout_tail"])
-        record["ratios"] = pair_ratios(ours, theirs)
-    else:
-        record["error"] = error
-    return record
-
-
-def _bench_json(path: str | Path | None) -> Path:
-    """``path``, else the bench JSON of this metrics folder."""
-    from semlm.book.report import metrics_dir
-
-    return Path(path) if path else metrics_dir() / "bench.json"
-
-
-def write_authors_comparison(record: dict, out: str | Path | None = None) -> Path:
-    """Put ``record`` under ``authors_comparison`` in ``out`` (default: the bench JSON), keeping its other entries."""
-    path, existing = _bench_json(out), {}
-    if path.is_file():
-        try:
-            existing = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); pass another --out or delete it") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps({**existing, "authors_comparison": record}, indent=2))
-    tmp.replace(path)
-    return path
-
-
 def previous_authors_comparison(path: str | Path | None = None) -> dict | None:
     """The ``authors_comparison`` record in ``path`` (default: the bench JSON of this metrics folder), or None."""
+    from semlm.book.report import metrics_dir
+
     try:
-        return json.loads(_bench_json(path).read_text()).get("authors_comparison")
+        return json.loads(Path(path or metrics_dir() / "bench.json").read_text()).get("authors_comparison")
     except (OSError, json.JSONDecodeError, AttributeError):
         return None
-
-
 
 
 # --- the benchmarks chapter's tables (notebooks/98_benchmarks.py) ----------------------------
@@ -1049,130 +809,3 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None):
     if "error" in comparison:
         note += f" Their side did not run: {comparison['error']}"
     return frame.round(2), note
-
-
-# --- python -m semlm.bench: one function per --only section ----------------------------------
-
-
-def _write_json(path: str | Path, record: dict) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2))
-    return path
-
-
-def _run_all(args) -> int:
-    """The whole benchmark (the chapter's record), printed as a summary, then the last book build's times."""
-    record = run_benchmark(args.profile, args.seed, args.workers, fresh=args.fresh,
-                           variants_profile=None if args.variants_profile == "none" else args.variants_profile)
-    print(f"synthetic experiment ({args.profile}):\n{summary_frame(record).to_string()}")
-    print(flops_frame(record).to_string())
-    print(record["bf16_decision"])
-    print_idea_summary(record["idea"])
-    print(json.dumps(record, indent=2))
-    print_book_times(book_build_times())
-    return 0
-
-
-def _run_idea(args) -> int:
-    """The idea-gated GPT's FLOP / time ratios (what a GPU run wants); ``--out``: also written there."""
-    idea = run_idea_benchmark(args.profile, args.seed, threads=None if torch.cuda.is_available() else 1)
-    print_idea_summary(idea)
-    print(json.dumps(idea, indent=2))
-    if args.out:
-        _write_json(args.out, idea)
-    return 0
-
-
-def _run_gpu(args) -> int:
-    """Paper B's training through the trainer on a CUDA GPU; ``--out``: the record and its profiler tables."""
-    from semlm.book.gpu_throughput import print_gpu_summary, run_gpu_throughput
-
-    gpu = run_gpu_throughput(args.profile, args.seed)
-    print_gpu_summary(gpu)
-    if args.out:
-        out = _write_json(args.out, gpu)
-        tables = [f"{kind}\n{v['trace']['table']}" for kind, v in list(gpu["variants"].values())[-1].items()
-                  if "table" in v.get("trace", {})]
-        out.with_suffix(".trace.txt").write_text("\n\n".join(tables))
-    return 0
-
-
-def _run_book(args) -> int:
-    print_book_times(book_build_times())
-    return 0
-
-
-def _run_synthetic(args) -> int:
-    """Our side of ``--authors-script``: train and evaluate both models fresh in a temporary run folder."""
-    config = synthetic_profile(args.profile, args.seed)
-    with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
-        runs = _train_synthetic(config, runs_dir, args.workers, progress=False)
-    print("validation PPL: " + ", ".join(f"{k} {r.metrics.ppl:.3f}" for k, r in runs.items()))
-    return 0
-
-
-def _run_precision(args) -> int:
-    return record_precision_comparison(args.variants_profile, args.seed, args.workers)
-
-
-def _run_authors(args) -> int:
-    """``--authors-script``: measure, print, write; one error line and exit 1 if their side failed."""
-    record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
-    frame, note = authors_comparison_frame({"authors_comparison": record})
-    print(f"{frame.to_string()}\n{note}")
-    print(f"written to {write_authors_comparison(record, args.out)} (authors_comparison)")
-    if "error" in record:
-        print(f"error: {record['error']}", file=sys.stderr)
-        return 1
-    return 0
-
-
-#: ``--only`` section -> the function that runs it (``--authors-script`` runs ``_run_authors`` instead).
-SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu, "book": _run_book, "synthetic": _run_synthetic,
-            "precision": _run_precision}
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m semlm.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default: cpu = paper scale)")
-    parser.add_argument("--seed", type=int, default=111)
-    parser.add_argument("--workers", type=int, default=None, help="parallel training processes (default: up to 2)")
-    parser.add_argument("--only", choices=tuple(SECTIONS), default="all",
-                        help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants); "
-                             "'gpu': paper B's training through the trainer on a CUDA GPU, tokens/s and MFU "
-                             "per execution setting (semlm.book.gpu_throughput); "
-                             "'book': the chapter times of the last book build (book/_build/manifest.json); "
-                             "'synthetic': train and evaluate both synthetic models once, nothing written "
-                             "(our side of --authors-script); 'precision': float32 against bf16 autocast for "
-                             "paper A's models at --variants-profile over 3 seeds, recorded in "
-                             f"book/recorded/{PRECISION_RECORD}/ (the evidence for the cpu profile's precision)")
-    parser.add_argument("--out", default=None, help="with --only idea / gpu: also write the record to this JSON file; "
-                                                    "with --authors-script: where to write it (default: bench.json)")
-    parser.add_argument("--authors-script", default=None, metavar="PATH",
-                        help="the authors' SemanticFusion.py or .ipynb (download it from "
-                             f"{AUTHORS_REPOSITORY}): time it against our synthetic experiment on this machine")
-    parser.add_argument("--runs", type=int, default=3, help="with --authors-script: runs of each side (>= 2)")
-    parser.add_argument("--fresh", action="store_true",
-                        help="train the synthetic models from an empty run folder (default: reuse the build's run "
-                             "cache, as the benchmarks chapter does, and report their training time as measured then)")
-    parser.add_argument("--variants-profile", default="smoke", choices=(*PROFILES, "none"),
-                        help="profile of the fp32 / length-bucketing / bf16 comparison over 3 seeds "
-                             "(default: smoke, seconds; cpu: paper scale, several minutes; none: skip it)")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.workers is not None and args.workers < 1:
-        print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
-        return 2
-    try:
-        return (_run_authors if args.authors_script is not None else SECTIONS[args.only])(args)
-    except (ValueError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -32,21 +32,17 @@ ELEMENTWISE_OPS_PER_ENTRY = {
 
 def synthetic_forward_flops_per_position(backbone, vocab_size: int, kind: str, n_features: int,
                                          context: float) -> dict[str, float]:
-    """Forward FLOPs of one position of the baseline / fusion model of paper A, by part.
-
-    Per layer: the fused q, k, v projection and the output projection (4 d^2 MACs), scores and
-    weighted sum over ``context`` keys (2 x context x d MACs), the ReLU MLP (2 d d_ff MACs); the
-    tied LM head (d V); fusion adds W_s (F d), the gate W_g ((d + F) d) and the auxiliary head
-    (d h + h F, h = max(64, 2F)). Embeddings, LayerNorms, softmax and losses are left out (O(d)).
+    """Forward FLOPs of one position of the baseline / fusion model of paper A, by part: the layers and the tied
+    token head of :func:`forward_flops_per_position` at the backbone's ``d_ff``; fusion adds W_s (F d), the gate
+    W_g ((d + F) d) and the auxiliary head (d h + h F, h = max(64, 2F)).
     """
-    d, n, ff, V, F = backbone.d_model, backbone.n_layers, backbone.d_ff, vocab_size, n_features
-    parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
-             "MLP": n * 2 * 2 * d * ff, "LM head (tied)": 2 * d * V}
+    d, F = backbone.d_model, n_features
+    parts = forward_flops_per_position(backbone.n_layers, d, vocab_size, context, False, backbone.d_ff)
     if kind == "fusion":
         h = max(64, 2 * F)
         parts["fusion input (W_s, W_g)"] = 2 * (F * d + (d + F) * d)
         parts["auxiliary head"] = 2 * (d * h + h * F)
-    parts["total"] = sum(parts.values())
+        parts["total"] = sum(value for name, value in parts.items() if name != "total")
     return parts
 
 
@@ -79,19 +75,20 @@ def nominal_cpu_peak_flops() -> dict:
 # --- paper B: the plain and the idea-gated GPT -------------------------------------------------
 
 
-def forward_flops_per_position(n_layer: int, n_embd: int, vocab_size: int, context: float,
-                               idea_head: bool) -> dict[str, float]:
+def forward_flops_per_position(n_layer: int, n_embd: int, vocab_size: int, context: float, idea_head: bool,
+                               d_ff: int | None = None) -> dict[str, float]:
     """Floating-point operations of one forward position of the (idea-gated) GPT, by part.
 
     A multiply-add counts 2. Per layer: the q, k, v and output projections (4 d^2 MACs), the
     attention scores and the weighted sum over ``context`` attended keys (2 x context x d MACs) and
-    the 4d MLP (8 d^2 MACs); then the token head (d V) and, if present, the idea head (d^2 + d V).
-    Embedding lookups, LayerNorms and the attention softmax are left out (O(d) per position); the
+    the MLP (2 d d_ff MACs, d_ff = 4d by default); then the token head (d V) and, if present, the idea head
+    (d^2 + d V). Embedding lookups, LayerNorms and the attention softmax are left out (O(d) per position); the
     O(V) element-wise work of the losses and the gate is counted by :func:`elementwise_flops_per_position`.
     """
     d, n, V = n_embd, n_layer, vocab_size
     parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
-             "MLP": n * 2 * 8 * d * d, "token head": 2 * d * V, "idea head": 2 * (d * d + d * V) if idea_head else 0.0}
+             "MLP": n * 2 * 2 * d * (d_ff or 4 * d), "token head": 2 * d * V,
+             "idea head": 2 * (d * d + d * V) if idea_head else 0.0}
     parts["total"] = sum(parts.values())
     return parts
 
@@ -102,14 +99,10 @@ def training_flops_per_token(n_layer: int, n_embd: int, vocab_size: int, block_s
     return 3 * forward_flops_per_position(n_layer, n_embd, vocab_size, (block_size + 1) / 2, idea_head)["total"]
 
 
-def peak_bf16_flops(device_name: str | None) -> float | None:
-    """Dense bf16 peak FLOP/s of a known GPU from its name (``torch.cuda.get_device_name()``), else None."""
-    return next((v for k, v in PEAK_BF16_FLOPS.items() if device_name and k in device_name), None)
-
-
 def model_flops_utilisation(tokens_per_second: float, flops_per_token: float, device_name: str | None) -> float | None:
-    """Achieved FLOP/s (tokens/s x FLOPs per token) over the device's dense bf16 peak; None if the peak is unknown."""
-    peak = peak_bf16_flops(device_name)
+    """Achieved FLOP/s (tokens/s x FLOPs per token) over the dense bf16 peak of the GPU named ``device_name``
+    (``torch.cuda.get_device_name()``, :data:`PEAK_BF16_FLOPS`); None if the peak is unknown."""
+    peak = next((v for k, v in PEAK_BF16_FLOPS.items() if device_name and k in device_name), None)
     return tokens_per_second * flops_per_token / peak if peak else None
 
 
@@ -139,14 +132,12 @@ def idea_flop_ratios(n_layer: int, n_embd: int, vocab_size: int, block_size: int
     """
     out = {}
     for kind, context in (("training", (block_size + 1) / 2), ("generation", prompt_tokens + new_tokens / 2)):
-        plain = forward_flops_per_position(n_layer, n_embd, vocab_size, context, False)
-        gated = forward_flops_per_position(n_layer, n_embd, vocab_size, context, True)
-        plain_elementwise = elementwise_flops_per_position(vocab_size, False, kind)
-        gated_elementwise = elementwise_flops_per_position(vocab_size, True, kind)
         scale = 3 if kind == "training" else 1
-        plain_total = scale * plain["total"] + plain_elementwise["total"]
-        gated_total = scale * gated["total"] + gated_elementwise["total"]
-        out[kind] = {"plain_flops_per_token": plain_total, "gated_flops_per_token": gated_total,
-                     "ratio": gated_total / plain_total, "matmul_ratio": gated["total"] / plain["total"],
-                     "parts_gated": gated, "elementwise_parts_gated": gated_elementwise, "context": context}
+        matmul = {idea: forward_flops_per_position(n_layer, n_embd, vocab_size, context, idea)
+                  for idea in (False, True)}
+        elementwise = {idea: elementwise_flops_per_position(vocab_size, idea, kind) for idea in (False, True)}
+        plain, gated = (scale * matmul[idea]["total"] + elementwise[idea]["total"] for idea in (False, True))
+        out[kind] = {"plain_flops_per_token": plain, "gated_flops_per_token": gated, "ratio": gated / plain,
+                     "matmul_ratio": matmul[True]["total"] / matmul[False]["total"], "parts_gated": matmul[True],
+                     "elementwise_parts_gated": elementwise[True], "context": context}
     return out

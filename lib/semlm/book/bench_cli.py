@@ -1,0 +1,320 @@
+"""``python -m semlm.bench`` (``make bench``): the benchmarks of :mod:`semlm.book.bench`, one function per
+``--only`` section, and what runs only on request, never in the book build: the authors' script against ours.
+
+``--authors-script PATH`` runs their ``SemanticFusion.py`` (or their notebook's code cells; downloaded by the
+user, never shipped) and our synthetic experiment as whole processes in turn (ours, theirs, ours, ...), so a
+busy neighbour slows both alike, and writes the record into the bench JSON, where the chapter shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from semlm.book import bench
+from semlm.book.bench import AUTHORS_REPOSITORY, PRECISION_RECORD, PRECISION_VARIANTS, measure_process
+from semlm.fusion.profiles import synthetic_profile
+from semlm.profiles import PROFILES
+
+MEASURES = ("wall_seconds", "cpu_seconds", "peak_mb")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+# --- the authors' script against ours, both measured here ------------------------------------
+
+
+def authors_script_file(path: str | Path, workdir: Path) -> tuple[Path, dict]:
+    """The file to run for the authors' ``SemanticFusion.py`` / ``.ipynb`` at ``path``, and what is known of it.
+
+    A notebook's code cells are joined into one script in ``workdir``, IPython lines (``%``, ``!``) left out.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"authors' script not found: {path} (download SemanticFusion.py or "
+                                f"SemanticFusion.ipynb from {AUTHORS_REPOSITORY} and pass its path)")
+    about = {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+             "training_sentences_x_epochs": "unknown", "parameters": "unknown",
+             "note": "their workload is whatever their script does; not read from it"}
+    if path.suffix != ".ipynb":
+        return path.resolve(), {**about, "kind": "script"}
+    try:
+        cells = json.loads(path.read_text()).get("cells", [])
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not a readable notebook ({error})") from None
+    sources = ["".join(cell.get("source", "")) for cell in cells if cell.get("cell_type") == "code"]
+    if not any(source.strip() for source in sources):
+        raise ValueError(f"{path} has no code cells; pass the authors' SemanticFusion.py or .ipynb")
+    lines = "\n\n".join(sources).splitlines()
+    kept = [line for line in lines if not line.lstrip().startswith(("%", "!"))]
+    script = workdir / f"{path.stem}_code_cells.py"
+    script.write_text("\n".join(kept) + "\n")
+    return script, {**about, "kind": f"notebook: code cells joined, {len(lines) - len(kept)} magic/shell line(s) "
+                                     "skipped"}
+
+
+def _ours_command(profile: str, seed: int, workers: int | None) -> list[str]:
+    """Our side: ``python -m semlm.bench --only synthetic`` (fresh training in a temporary run folder)."""
+    command = [sys.executable, "-m", "semlm.bench", "--only", "synthetic", "--profile", profile, "--seed", str(seed)]
+    return command + (["--workers", str(workers)] if workers else [])
+
+
+def _ours_workload(profile: str, seed: int, workers: int | None) -> dict:
+    """What our side trains: sentences x epochs and the parameters of both models."""
+    from semlm.fusion.model import build_model
+    from semlm.fusion.synthetic_experiment import model_config, prepare_data
+
+    config = synthetic_profile(profile, seed)
+    vocab = len(prepare_data(config.corpus).vocab)
+    parameters = {kind: sum(p.numel() for p in build_model(model_config(config, kind, vocab, "causal")).parameters())
+                  for kind in ("baseline", "fusion")}
+    return {"experiment": "synthetic, causal, baseline + fusion, training + evaluation (fresh, no cache)",
+            "profile": profile, "seed": seed, "training_sentences": config.corpus.n_train,
+            "epochs": config.train.epochs, "training_sentences_x_epochs": config.corpus.n_train * config.train.epochs,
+            "parameters": parameters, "workers": workers or min(2, os.cpu_count() or 1)}
+
+
+def _failure(run: dict) -> str | None:
+    """``(exit N): <last stderr line>`` of a measured run that failed, else None."""
+    return f"(exit {run['returncode']}): {(run['stderr_tail'] or ['no output'])[-1]}" if run["returncode"] else None
+
+
+def _medians(runs: list[dict]) -> dict:
+    """Medians of the measures over ``runs`` and their per-run lists."""
+    return {**{m: round(statistics.median([r[m] for r in runs]), 3) for m in MEASURES},
+            **{f"{m}_runs": [r[m] for r in runs] for m in MEASURES}}
+
+
+def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: int = 111, runs: int = 3,
+                                workers: int | None = None) -> dict:
+    """The ``authors_comparison`` record: their script and our synthetic experiment, ``runs`` each, in turn,
+    on this machine, with the ratios ours / theirs run by run (pair i: our i-th and their i-th) and their median.
+
+    Bad input (a missing file, a notebook without code, a script that fails) does not stop our side:
+    the record then has ``error`` (one line) and no ratios.
+    """
+    from semlm.book.report import cpu_model, git_commit
+
+    if runs < 2:
+        raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {runs}")
+    synthetic_profile(profile, seed)  # an unknown profile fails here, before anything runs
+    # both sides: this environment, a non-interactive matplotlib, our ``semlm`` importable
+    library, path = str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": library + (os.pathsep + path if path else "")}
+    threads = torch.get_num_threads()
+    record = {"runs": runs, "profile": profile, "order": "ours, theirs, ours, theirs, ...",
+              "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "torch_default_threads": threads,
+              "thread_variables": {v: os.environ.get(v, "unset") for v in THREAD_VARIABLES},
+              "threads": {"ours": "training: one 1-thread process per model (up to the workers); "
+                                  f"evaluation: {threads}",
+                          "authors_script": f"{threads} (PyTorch's default here, unless their script sets its own)"},
+              "python": sys.version.split()[0], "torch": torch.__version__, "git_commit": git_commit(),
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    error, ours, theirs, ours_command = None, [], [], _ours_command(profile, seed, workers)
+    with tempfile.TemporaryDirectory(prefix="semlm-authors-") as workdir:
+        try:
+            their_file, about = authors_script_file(script, Path(workdir))
+        except (FileNotFoundError, ValueError) as problem:
+            error, about = str(problem), {"file": str(script)}
+        for i in range(runs):
+            ours.append(measure_process(ours_command, env, workdir))
+            if _failure(ours[-1]):
+                raise RuntimeError(f"our synthetic experiment failed {_failure(ours[-1])}")
+            if error is None:
+                theirs.append(measure_process([sys.executable, str(their_file)], env, workdir))
+                if _failure(theirs[-1]):
+                    error = f"the authors' script {script} failed on run {i + 1} {_failure(theirs[-1])}"
+    record["ours"] = {**_medians(ours), "workload": _ours_workload(profile, seed, workers)}
+    record["authors_script"] = {**about, "path": str(script)}
+    if error is not None:
+        return {**record, "error": error}
+    record["authors_script"].update(_medians(theirs), stdout_tail=theirs[-1]["stdout_tail"])
+    record["ratios"] = {"direction": "ours / authors' script"}
+    for m in MEASURES:
+        pairs = [o[m] / t[m] if t[m] else float("nan") for o, t in zip(ours, theirs)]
+        record["ratios"][m] = {"median": round(statistics.median(pairs), 4), "per_pair": [round(p, 4) for p in pairs]}
+    return record
+
+
+def write_authors_comparison(record: dict, out: str | Path | None = None) -> Path:
+    """Put ``record`` under ``authors_comparison`` in ``out`` (default: the bench JSON), keeping its other entries."""
+    from semlm.book.report import metrics_dir
+
+    path, existing = Path(out) if out else metrics_dir() / "bench.json", {}
+    if path.is_file():
+        try:
+            existing = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); pass another --out or delete it") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps({**existing, "authors_comparison": record}, indent=2))
+    tmp.replace(path)
+    return path
+
+
+# --- one function per --only section -----------------------------------------------------------
+
+
+def _write_json(path: str | Path, record: dict) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2))
+    return path
+
+
+def print_idea_summary(idea: dict) -> None:
+    """The chapter's ratio table (:func:`~semlm.book.bench.idea_ratio_frame`) with its verdict sentences."""
+    print(f"idea-gated GPT ({idea['profile']}, {idea['device']}):\n{bench.idea_ratio_frame(idea).to_string()}")
+    print("\n".join(f"  {key}: {sentence}" for key, sentence in idea["verdicts"].items()))
+    if "step_cpu_time_ratio" in idea:
+        print(f"  step CPU time ratio {idea['step_cpu_time_ratio']:.2f} = {idea['step_cpu_time_over_flops']:.2f} x "
+              "FLOP ratio (process CPU time, less moved by neighbours)")
+
+
+def print_book_times(times: dict) -> None:
+    """The chapter's table of the build's chapter times and one line: minutes, core use, from scratch, target."""
+    if not times["chapters"]:
+        print("book: no build recorded yet (run `make book`)")
+        return
+    verdict = {True: "meets", False: "MISSES", None: "n/a for"}[times["meets_target"]]
+    scratch = "from scratch" if times["from_scratch"] else "NOT from scratch (some models came from an earlier build)"
+    busy = f", cores {times['utilisation']:.0%} busy" if times.get("utilisation") is not None else ""
+    print(f"{pd.DataFrame(times['chapters']).to_string(index=False)}\nbook ({', '.join(times['profiles'])}): "
+          f"{times['total_minutes']:.1f} min{busy}, {scratch}, {times['trained_ahead']} model(s) trained beside the "
+          f"chapters; {verdict} the {times['target_minutes']:.0f} min target")
+
+
+def _run_all(args) -> int:
+    """The whole benchmark (the chapter's record), printed as a summary, then the last book build's times."""
+    record = bench.run_benchmark(args.profile, args.seed, args.workers, fresh=args.fresh,
+                                 variants_profile=None if args.variants_profile == "none" else args.variants_profile)
+    print(f"synthetic experiment ({args.profile}):\n{bench.summary_frame(record).to_string()}")
+    print(bench.flops_frame(record).to_string())
+    print(record["bf16_decision"])
+    print_idea_summary(record["idea"])
+    print(json.dumps(record, indent=2))
+    print_book_times(bench.book_build_times())
+    return 0
+
+
+def _run_idea(args) -> int:
+    """The idea-gated GPT's FLOP / time ratios (what a GPU run wants); ``--out``: also written there."""
+    idea = bench.run_idea_benchmark(args.profile, args.seed, threads=None if torch.cuda.is_available() else 1)
+    print_idea_summary(idea)
+    print(json.dumps(idea, indent=2))
+    if args.out:
+        _write_json(args.out, idea)
+    return 0
+
+
+def _run_gpu(args) -> int:
+    """Paper B's training through the trainer on a CUDA GPU; ``--out``: the record and its profiler tables."""
+    from semlm.book.gpu_throughput import print_gpu_summary, run_gpu_throughput
+
+    gpu = run_gpu_throughput(args.profile, args.seed)
+    print_gpu_summary(gpu)
+    if args.out:
+        out = _write_json(args.out, gpu)
+        tables = [f"{kind}\n{v['trace']['table']}" for kind, v in list(gpu["variants"].values())[-1].items()
+                  if "table" in v.get("trace", {})]
+        out.with_suffix(".trace.txt").write_text("\n\n".join(tables))
+    return 0
+
+
+def _run_book(args) -> int:
+    print_book_times(bench.book_build_times())
+    return 0
+
+
+def _run_synthetic(args) -> int:
+    """Our side of ``--authors-script``: train and evaluate both models fresh in a temporary run folder."""
+    config = synthetic_profile(args.profile, args.seed)
+    with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
+        runs = bench.train_synthetic(config, runs_dir, args.workers, progress=False)
+    print("validation PPL: " + ", ".join(f"{k} {r.metrics.ppl:.3f}" for k, r in runs.items()))
+    return 0
+
+
+def _run_precision(args) -> int:
+    """Train paper A's baseline and fusion in float32 and in bf16 over 3 seeds at ``--variants-profile`` and
+    record the comparison, with the bf16 step times under oneDNN's instruction-set caps, in ``book/recorded/``."""
+    from semlm.book.recorded import RECORDED_DIR, write_precision_comparison
+
+    profile, seed = args.variants_profile, args.seed
+    if profile == "none":
+        raise ValueError("--only precision needs a profile to compare at; pass --variants-profile cpu")
+    comparison = bench.compare_training_variants(profile, tuple(range(seed, seed + 3)), workers=args.workers,
+                                                 variants=PRECISION_VARIANTS)
+    comparison["emulated_bf16"] = bench.emulated_bf16_step_ratios(profile)
+    command = f"python -m semlm.bench --only precision --variants-profile {profile} --seed {seed}"
+    print(bench.bf16_summary(comparison))
+    print(write_precision_comparison(comparison, RECORDED_DIR, PRECISION_RECORD, command))
+    return 0
+
+
+def _run_authors(args) -> int:
+    """``--authors-script``: measure, print, write; one error line and exit 1 if their side failed."""
+    record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
+    frame, note = bench.authors_comparison_frame({"authors_comparison": record})
+    print(f"{frame.to_string()}\n{note}")
+    print(f"written to {write_authors_comparison(record, args.out)} (authors_comparison)")
+    if "error" in record:
+        print(f"error: {record['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+#: ``--only`` section -> the function that runs it (``--authors-script`` runs ``_run_authors`` instead).
+SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu, "book": _run_book, "synthetic": _run_synthetic,
+            "precision": _run_precision}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m semlm.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default: cpu = paper scale)")
+    parser.add_argument("--seed", type=int, default=111)
+    parser.add_argument("--workers", type=int, default=None, help="parallel training processes (default: up to 2)")
+    parser.add_argument("--only", choices=tuple(SECTIONS), default="all",
+                        help="'idea': only the idea-gated GPT's FLOP / time ratios (what a GPU run wants); "
+                             "'gpu': paper B's training through the trainer on a CUDA GPU, tokens/s and MFU "
+                             "per execution setting (semlm.book.gpu_throughput); "
+                             "'book': the chapter times of the last book build (book/_build/manifest.json); "
+                             "'synthetic': train and evaluate both synthetic models once, nothing written "
+                             "(our side of --authors-script); 'precision': float32 against bf16 autocast for "
+                             "paper A's models at --variants-profile over 3 seeds, recorded in "
+                             f"book/recorded/{PRECISION_RECORD}/ (the evidence for the cpu profile's precision)")
+    parser.add_argument("--out", default=None, help="with --only idea / gpu: also write the record to this JSON file; "
+                                                    "with --authors-script: where to write it (default: bench.json)")
+    parser.add_argument("--authors-script", default=None, metavar="PATH",
+                        help="the authors' SemanticFusion.py or .ipynb (download it from "
+                             f"{AUTHORS_REPOSITORY}): time it against our synthetic experiment on this machine")
+    parser.add_argument("--runs", type=int, default=3, help="with --authors-script: runs of each side (>= 2)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="train the synthetic models from an empty run folder (default: reuse the build's run "
+                             "cache, as the benchmarks chapter does, and report their training time as measured then)")
+    parser.add_argument("--variants-profile", default="smoke", choices=(*PROFILES, "none"),
+                        help="profile of the fp32 / length-bucketing / bf16 comparison over 3 seeds "
+                             "(default: smoke, seconds; cpu: paper scale, several minutes; none: skip it)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
+    try:
+        return (_run_authors if args.authors_script is not None else SECTIONS[args.only])(args)
+    except (ValueError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
