@@ -1,30 +1,13 @@
 """The claims table of the reproducibility report, computed from the chapters' metrics files.
 
-Each claim of the two papers is a :class:`Claim` with the paper's value and a function that
-reads this build's metrics (``{chapter: record}``: the typed records of :mod:`semlm.core.records`, or the
-dicts :func:`semlm.book.report.write_chapter_metrics` wrote, read through :func:`semlm.book.records.load_record`)
-by attribute and returns our values and a status:
+Each claim of the two papers is a :class:`Claim` with the paper's value and a judge that reads this build's
+metrics (``{chapter: record}``: the typed records of :mod:`semlm.core.records`, or the dicts
+:func:`semlm.book.report.write_chapter_metrics` wrote, read through :func:`semlm.book.records.load_record`) by
+attribute and returns our values and one of :data:`STATUSES` (:data:`STATUS_MEANINGS` says what each means).
 
-* ``reproduced``: our causal (language-model) result supports the claim;
-* ``not reproduced``: it does not (the reason gives our numbers);
-* ``not meaningful as published``: the paper's number comes from a setting that is not a
-  language model (paper A's non-causal encoder); we show what that setting gives here and
-  what the causal model gives;
-* ``not run at this profile``: the chapter or key is missing from this build (e.g. the
-  paper-scale GPU runs, or a chapter not executed).
-* ``inconclusive``: the measurement ran, but its 95% intervals cannot tell the claim from its
-  opposite (they overlap); the reason gives the numbers. A rate whose interval has a
-  half-width above ``INCONCLUSIVE_HALF_WIDTH`` (0.15) is inconclusive whatever its centre;
-* ``holds by construction``: the decoder guarantees the result whatever the model (a class
-  mask, or a mixture sampler that puts most of its mass on held-out words), so it says
-  nothing about the model and is never counted as reproduced.
-* ``not testable at this scale``: the models fail the competence check the claim needs (paper B's
-  generation and perplexity claims: a model that cannot clearly beat bigram counts cannot show
-  topic retention); the reason names the number and the threshold.
-
-Every verdict carries the ``rule`` it was judged by. A paper-A rule gives "reproduced" only if
-a model without the property would fail it: intervals (over seeds, or Wilson intervals of
-rates), never signs of means.
+Every verdict carries the ``rule`` it was judged by. A paper-A rule gives "reproduced" only if a model without
+the property would fail it: intervals (over seeds, or Wilson intervals of rates), never signs of means. A rate
+whose interval has a half-width above :data:`INCONCLUSIVE_HALF_WIDTH` is inconclusive whatever its centre.
 
 Nothing here is typed by hand except the papers' own values and the rules.
 """
@@ -104,12 +87,14 @@ def _need(value, chapter: str, what: str):
     return value
 
 
-def _entry(mapping, key: str, chapter: str, what: str):
-    """``mapping[key]``, or ``_Missing`` naming ``what.key``."""
-    mapping = _need(mapping, chapter, what)
-    if key not in mapping or mapping[key] is None:
-        raise _Missing(f"{chapter} has no {what}.{key}")
-    return mapping[key]
+def _get(metrics, chapter: str, *path: str, note: str = ""):
+    """``chapter``'s record followed along ``path`` (attributes, or keys of mappings), or ``_Missing`` naming the
+    first step that is absent or None (``note`` added to the last step's name)."""
+    value = _record(metrics, chapter)
+    for depth, step in enumerate(path, 1):
+        value = value.get(step) if isinstance(value, Mapping) else getattr(value, step)
+        _need(value, chapter, ".".join(path[:depth]) + (note if depth == len(path) else ""))
+    return value
 
 
 def _bounds(interval: Interval) -> tuple[float, float] | None:
@@ -122,20 +107,18 @@ def _seeds(interval: Interval | None) -> int | None:
     return len(interval.values) if interval is not None and interval.values else None
 
 
-def _profile(metrics, chapter) -> str | None:
-    try:
-        return _record(metrics, chapter).profile
-    except _Missing:
-        return None
-
-
-def _guard(judge):
-    def wrapped(metrics):
-        try:
-            return judge(metrics)
-        except _Missing as missing:
-            return Verdict(NOT_RUN, str(missing).strip("'\""))
-    return wrapped
+def _judge(chapter: str, rule: str | None = None):
+    """A judge of ``chapter``'s record: a ``_Missing`` it raises becomes a NOT_RUN verdict; any other verdict gets
+    the chapter's profile and ``rule`` (unless None)."""
+    def decorate(judge):
+        def wrapped(metrics):
+            try:
+                verdict = judge(metrics)
+            except _Missing as missing:
+                return Verdict(NOT_RUN, str(missing).strip("'\""))
+            return replace(verdict, profile=_record(metrics, chapter).profile, rule=rule or verdict.rule)
+        return wrapped
+    return decorate
 
 
 # --- paper A (semantic fusion) -----------------------------------------------------------------
@@ -143,29 +126,18 @@ def _guard(judge):
 AUDIT = "04_leakage_audit"
 
 
-def _table1_model(metrics, setting: str, kind: str):
-    """Chapter 4's Table-1 scores of ``kind`` (baseline / fusion) in ``setting`` (causal / published)."""
-    pair = _entry(_record(metrics, AUDIT).table1, setting, AUDIT, "table1")
-    return _need(getattr(pair, kind), AUDIT, f"table1.{setting}.{kind}")
-
-
-def _table1_metric(metrics, setting: str, kind: str, metric: str) -> Interval:
-    return _need(getattr(_table1_model(metrics, setting, kind), metric), AUDIT, f"table1.{setting}.{kind}.{metric}")
-
-
 def _table1(kind: str, metric: str):
     rule = ("never 'reproduced': a perplexity of a model that reads the word it predicts is not a language-model "
             "perplexity; the published setting and the causal floor are shown for comparison")
 
-    @_guard
+    @_judge(AUDIT, rule)
     def judge(metrics):
-        published = _table1_metric(metrics, "published", kind, metric)
-        causal = _table1_metric(metrics, "causal", kind, metric)
+        published, causal = (_get(metrics, AUDIT, "table1", s, kind, metric) for s in ("published", "causal"))
         paper = ref.PAPER_A_TABLE1[kind][metric]
-        floor = getattr(_need(_record(metrics, AUDIT).floors, AUDIT, "floors"), metric)
+        floor = getattr(_get(metrics, AUDIT, "floors"), metric)
         detail = f"published setting {published.mean:.3f}"
         # the paper counts the <eos> -> <pad> target too; compare with ours counted the same way
-        counted = getattr(_table1_model(metrics, "published", kind), f"{metric}_authors_denominator")
+        counted = getattr(_get(metrics, AUDIT, "table1", "published", kind), f"{metric}_authors_denominator")
         if counted is not None:
             detail += f", {counted.mean:.3f} counted the authors' way"
         compared = counted if counted is not None else published
@@ -173,7 +145,7 @@ def _table1(kind: str, metric: str):
         if floor is not None:
             detail += f"; no causal model can go below {floor:.3f}"
         return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; {detail}; causal {causal.mean:.3f}",
-                       published.mean, causal.mean, _bounds(causal), _profile(metrics, AUDIT), rule, _seeds(causal))
+                       published.mean, causal.mean, _bounds(causal), seeds=_seeds(causal))
     return judge
 
 
@@ -185,22 +157,15 @@ _MSE_RULE = ("holds by construction if the whole 95% interval over seeds of the 
              "even to copy its input); otherwise inconclusive")
 
 
-@_guard
+@_judge(AUDIT, _MSE_RULE)
 def _sem_mse(metrics):
-    published = _table1_metric(metrics, "published", "fusion", "sem_mse")
-    causal = _table1_metric(metrics, "causal", "fusion", "sem_mse")
+    published, causal = (_get(metrics, AUDIT, "table1", s, "fusion", "sem_mse") for s in ("published", "causal"))
     paper = ref.PAPER_A_TABLE1["fusion"]["sem_mse"]
-    status = BY_CONSTRUCTION if causal.high <= 2 * paper else NOT_REPRODUCED if causal.above(2 * paper) else INCONCLUSIVE
+    status = (BY_CONSTRUCTION if causal.high <= 2 * paper else NOT_REPRODUCED if causal.above(2 * paper)
+              else INCONCLUSIVE)
     return Verdict(status, f"causal MSE {causal:.4f}, published setting {published.mean:.4f}, paper {paper}; "
-                   f"{SELF_RECONSTRUCTION}",
-                   published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT), _MSE_RULE,
-                   _seeds(causal))
-
-
-def paired_difference(first: list[float], second: list[float]) -> dict:
-    """Mean and 95% t-interval of ``first[i] - second[i]`` (paired by seed), as JSON
-    (:meth:`semlm.core.records.Interval.paired`)."""
-    return Interval.paired(first, second).to_dict()
+                   f"{SELF_RECONSTRUCTION}", published.mean, causal.mean, (causal.low, causal.high),
+                   seeds=_seeds(causal))
 
 
 def _paired_status(diff: Interval) -> str:
@@ -211,14 +176,22 @@ def _paired_status(diff: Interval) -> str:
     return REPRODUCED if diff.above(0) else NOT_REPRODUCED if diff.below(0) else INCONCLUSIVE
 
 
-_PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced if its 95% interval lies above 0 in the "
-                    "causal setting (the language model), not reproduced if below, inconclusive (no difference "
+def _rise(diff: Interval, above: float = 0.0, min_seeds: int = 2, refute: str = "high") -> str:
+    """REPRODUCED if ``diff``'s interval lies above ``above``, NOT_REPRODUCED if its ``refute`` end (``high``, or
+    the ``mean``) is <= 0, INCONCLUSIVE otherwise or with fewer than ``min_seeds`` seeds or an undefined interval."""
+    if (diff.n or 0) < min_seeds or not diff.finite:
+        return INCONCLUSIVE
+    return REPRODUCED if diff.above(above) else NOT_REPRODUCED if getattr(diff, refute) <= 0 else INCONCLUSIVE
+
+
+_PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced if its 95% interval lies above 0 in "
+                    "the causal setting (the language model), not reproduced if below, inconclusive (no difference "
                     "detected) if it contains 0 or fewer than 2 seeds ran; the published setting is reported beside it")
 
 
-@_guard
+@_judge(AUDIT, _PAIRED_PPL_RULE)
 def _fusion_beats_baseline(metrics):
-    values = {s: {k: _table1_metric(metrics, s, k, "ppl_seen_only") for k in ("baseline", "fusion")}
+    values = {s: {k: _get(metrics, AUDIT, "table1", s, k, "ppl_seen_only") for k in ("baseline", "fusion")}
               for s in ("causal", "published")}
     for s, by_kind in values.items():
         for k, interval in by_kind.items():
@@ -241,40 +214,30 @@ def _fusion_beats_baseline(metrics):
                    f"{'; no difference detected in the causal setting' if status == INCONCLUSIVE else ''}); "
                    f"seen-only PPL baseline -> fusion: causal {causal_b.mean:.3f} -> {causal_f.mean:.3f}, published "
                    f"{published_b.mean:.3f} -> {published_f.mean:.3f}",
-                   diffs["published"].mean, diffs["causal"].mean, _bounds(diffs["causal"]), _profile(metrics, AUDIT),
-                   _PAIRED_PPL_RULE, _seeds(diffs["causal"]))
+                   diffs["published"].mean, diffs["causal"].mean, _bounds(diffs["causal"]),
+                   seeds=_seeds(diffs["causal"]))
 
 
 _MASK_RULE = ("hard control restricts the adjective to the requested class and fixes the punctuation, so 1.00 holds "
               "by construction whatever the model; below 1.00 the restriction is broken (not reproduced)")
 
 
-def _hard_accuracy(metrics, setting: str, cls: str, key: str) -> Interval:
-    modes = _entry(_record(metrics, AUDIT).control, setting, AUDIT, "control")
-    accuracy = _entry(modes.hard, cls, AUDIT, f"control.{setting}.hard")
-    return _need(getattr(accuracy, key), AUDIT, f"control.{setting}.hard.{cls}.{key}")
-
-
 def _hard_control(key: str):
-    @_guard
+    @_judge(AUDIT, _MASK_RULE)
     def judge(metrics):
-        values = {cls: _hard_accuracy(metrics, "causal", cls, key) for cls in ("pos", "neg")}
-        published = {cls: _hard_accuracy(metrics, "published", cls, key) for cls in ("pos", "neg")}
-        worst = min(v.mean for v in values.values())
-        return Verdict(BY_CONSTRUCTION if worst == 1.0 else NOT_REPRODUCED,
-                       f"lowest causal accuracy over requests and seeds {worst:.3f}",
-                       min(v.mean for v in published.values()), worst, None, _profile(metrics, AUDIT), _MASK_RULE)
+        causal, published = ([_get(metrics, AUDIT, "control", s, "hard", cls, key).mean for cls in ("pos", "neg")]
+                             for s in ("causal", "published"))
+        return Verdict(BY_CONSTRUCTION if min(causal) == 1.0 else NOT_REPRODUCED,
+                       f"lowest causal accuracy over requests and seeds {min(causal):.3f}", min(published), min(causal))
     return judge
 
 
-@_guard
+@_judge(AUDIT, _MASK_RULE)
 def _confusion(metrics):
-    diagonal = _record(metrics, AUDIT).confusion_diagonal
-    causal = _entry(diagonal, "causal", AUDIT, "confusion_diagonal")
-    published = _entry(diagonal, "published", AUDIT, "confusion_diagonal")
-    return Verdict(BY_CONSTRUCTION if causal.mean == 1.0 else NOT_REPRODUCED, f"share on the diagonal {causal.mean:.3f}",
-                   published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT), _MASK_RULE,
-                   _seeds(causal))
+    causal, published = (_get(metrics, AUDIT, "confusion_diagonal", s) for s in ("causal", "published"))
+    return Verdict(BY_CONSTRUCTION if causal.mean == 1.0 else NOT_REPRODUCED,
+                   f"share on the diagonal {causal.mean:.3f}", published.mean, causal.mean, (causal.low, causal.high),
+                   seeds=_seeds(causal))
 
 
 def sampler_guaranteed_rate(alpha: float, n_held_out: int = 3, n_class: int = 5) -> float:
@@ -310,17 +273,14 @@ _OOD_RULE = ("inconclusive if the 95% interval over seeds is wider than +-{w}; o
 
 
 def _ood(cls: str):
-    @_guard
+    @_judge(AUDIT, _OOD_RULE.format(w=INCONCLUSIVE_HALF_WIDTH))
     def judge(metrics):
-        rates = _record(metrics, AUDIT).ood_hit
-        causal = _entry(_entry(rates, "causal", AUDIT, "ood_hit"), cls, AUDIT, "ood_hit.causal")
-        published = _entry(_entry(rates, "published", AUDIT, "ood_hit"), cls, AUDIT, "ood_hit.published")
+        causal, published = (_get(metrics, AUDIT, "ood_hit", s, cls) for s in ("causal", "published"))
         paper = ref.PAPER_A_OOD_HIT[cls]
         from semlm.fusion.decoding.generate import PAPER_MIXTURE
 
         ours = PAPER_MIXTURE["positive" if cls == "pos" else "negative"].nucleus_rule
         alone_paper, alone_ours = sampler_alone_rate(cls, "authors"), sampler_alone_rate(cls, ours)
-        rule = _OOD_RULE.format(w=INCONCLUSIVE_HALF_WIDTH)
         text = (f"causal interval [{causal.low:.2f}, {causal.high:.2f}], paper {paper}; the sampler alone gives "
                 f"{alone_paper:.2f} under the authors' nucleus rule and {alone_ours:.2f} under ours ({ours!r}), "
                 f"against alpha x 3/5 = {sampler_guaranteed_rate(ref.PAPER_A_OOD_ALPHA[cls]):.2f} before truncation")
@@ -332,8 +292,7 @@ def _ood(cls: str):
             text += " (the paper's value is what the mixture gives a model that never predicts a held-out word)"
         else:
             status = REPRODUCED if causal.low - 0.05 <= paper <= causal.high + 0.05 else NOT_REPRODUCED
-        return Verdict(status, text, published.mean, causal.mean, (causal.low, causal.high), _profile(metrics, AUDIT),
-                       rule, _seeds(causal))
+        return Verdict(status, text, published.mean, causal.mean, (causal.low, causal.high), seeds=_seeds(causal))
     return judge
 
 
@@ -343,19 +302,17 @@ _FOCUS_RULE = ("paired by seed: baseline - fusion cross-entropy of the token in 
 
 
 def _focus(token: str):
-    @_guard
+    @_judge(AUDIT, _FOCUS_RULE)
     def judge(metrics):
-        audit = _record(metrics, AUDIT)
-        seeds = _entry(audit.focus_ce_seeds, token, AUDIT, "focus_ce_seeds")
-        floor = _entry(_need(audit.floors, AUDIT, "floors").focus_ce, token, AUDIT, "floors.focus_ce")
-        baseline = _entry(seeds, "causal baseline", AUDIT, f"focus_ce_seeds.{token}")
-        fusion = _entry(seeds, "causal fusion", AUDIT, f"focus_ce_seeds.{token}")
-        published_fusion = _entry(seeds, "published fusion", AUDIT, f"focus_ce_seeds.{token}")
+        seeds = _get(metrics, AUDIT, "focus_ce_seeds", token)
+        floor = _get(metrics, AUDIT, "floors", "focus_ce", token)
+        baseline, fusion, published_fusion = (_get(metrics, AUDIT, "focus_ce_seeds", token, arm)
+                                              for arm in ("causal baseline", "causal fusion", "published fusion"))
         diff = Interval.paired(baseline, fusion)
         status = _paired_status(diff)
         paper = ref.PAPER_A_FOCUS_CE["fusion"][token]
         published = sum(published_fusion) / len(published_fusion)
-        published_diff = Interval.paired(_entry(seeds, "published baseline", AUDIT, f"focus_ce_seeds.{token}"),
+        published_diff = Interval.paired(_get(metrics, AUDIT, "focus_ce_seeds", token, "published baseline"),
                                          published_fusion).mean if "published baseline" in seeds else None
         # the decided quantity (the paired difference) is the value shown, with its interval
         return Verdict(status,
@@ -363,7 +320,7 @@ def _focus(token: str):
                        f"{sum(fusion) / len(fusion):.2f}, baseline {sum(baseline) / len(baseline):.2f}; published "
                        f"setting's fusion {published:.2f}); causal floor {floor:.2f}; the paper's {paper:.2f} is "
                        f"{'below' if paper < floor else 'above'} that floor",
-                       published_diff, diff.mean, _bounds(diff), _profile(metrics, AUDIT), _FOCUS_RULE, _seeds(diff))
+                       published_diff, diff.mean, _bounds(diff), seeds=_seeds(diff))
     return judge
 
 
@@ -371,28 +328,20 @@ SST2 = "05_sst2"
 
 
 def _sst2_ppl(kind: str):
-    @_guard
+    @_judge(SST2, "never 'reproduced': the published perplexity comes from a model that reads the word it predicts")
     def judge(metrics):
-        sst2 = _record(metrics, SST2)
-        published = _need(getattr(_need(sst2.published, SST2, "published"), kind), SST2, f"published.{kind}")
-        causal = _need(getattr(_need(sst2.causal, SST2, "causal"), kind), SST2, f"causal.{kind}")
-        published_ppl = _need(published.ppl, SST2, f"published.{kind}.ppl")
-        causal_ppl = _need(causal.ppl, SST2, f"causal.{kind}.ppl")
-        return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; causal dev PPL {causal_ppl:.2f}",
-                       published_ppl, causal_ppl, None, sst2.profile,
-                       "never 'reproduced': the published perplexity comes from a model that reads the word it predicts")
+        published, causal = (_get(metrics, SST2, s, kind, "ppl") for s in ("published", "causal"))
+        return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; causal dev PPL {causal:.2f}", published, causal)
     return judge
 
 
-@_guard
+@_judge(SST2, "holds by construction if the causal MSE is at most twice the paper's (one run, no interval; "
+        + SELF_RECONSTRUCTION + "); not reproduced above that (the head fails even to copy its input)")
 def _sst2_mse(metrics):
-    sst2 = _record(metrics, SST2)
-    mse = _need(_need(sst2.fusion, SST2, "fusion").sem_mse, SST2, "fusion.sem_mse")
+    mse = _get(metrics, SST2, "fusion", "sem_mse")
     ok = mse <= 2 * ref.PAPER_A_TABLE7["fusion"]["sem_mse"]
     return Verdict(BY_CONSTRUCTION if ok else NOT_REPRODUCED, f"causal MSE {mse:.4f}; {SELF_RECONSTRUCTION}",
-                   None, mse, None, sst2.profile,
-                   "holds by construction if the causal MSE is at most twice the paper's (one run, no interval; "
-                   + SELF_RECONSTRUCTION + "); not reproduced above that (the head fails even to copy its input)")
+                   None, mse)
 
 
 _SST2_CONTROL_RULE = (
@@ -412,18 +361,12 @@ def _non_inferior(diff: Interval, margin: float) -> tuple[str, str]:
     return INCONCLUSIVE, "the interval straddles the margin"
 
 
-def _per_prompt(control, cls: str, field: str) -> list[int]:
-    values = _need(getattr(control, field), SST2, f"control.hard.{cls}.{field} (per-prompt 0/1 classifier verdicts)")
-    return [int(v) for v in values]
-
-
-@_guard
+@_judge(SST2, _SST2_CONTROL_RULE.format(w=INCONCLUSIVE_HALF_WIDTH))
 def _sst2_control(metrics):
-    sst2 = _record(metrics, SST2)
-    control = _need(sst2.control, SST2, "control")
-    hard = {cls: _entry(control.hard, cls, SST2, "control.hard") for cls in ("pos", "neg")}
-    fusion = {cls: _per_prompt(c, cls, "classifier_correct") for cls, c in hard.items()}
-    baseline = {cls: _per_prompt(c, cls, "baseline_classifier_correct") for cls, c in hard.items()}
+    hard = {cls: _get(metrics, SST2, "control", "hard", cls) for cls in ("pos", "neg")}
+    fusion, baseline = ({cls: [int(v) for v in _get(metrics, SST2, "control", "hard", cls, field,
+                                                      note=" (per-prompt 0/1 classifier verdicts)")] for cls in hard}
+                        for field in ("classifier_correct", "baseline_classifier_correct"))
     for cls in hard:
         if len(fusion[cls]) != len(baseline[cls]) or not fusion[cls]:
             raise _Missing(f"{SST2} control.hard.{cls}: fusion and baseline verdicts must cover the same prompts")
@@ -438,12 +381,12 @@ def _sst2_control(metrics):
     elif any(i.below(0.9) for i in accuracy.values()) or any(d.mean <= 0 for d in diff.values()):
         status = NOT_REPRODUCED
         if any(d.mean <= 0 for d in diff.values()):
-            reason += " (the baseline with the same logit steering does as well: the steering, not the fused features, controls)"
+            reason += (" (the baseline with the same logit steering does as well: the steering, not the fused "
+                       "features, controls)")
     else:
         status = INCONCLUSIVE
     worst = min(accuracy, key=lambda c: accuracy[c].mean)
-    return Verdict(status, reason, None, accuracy[worst].mean, _bounds(accuracy[worst]), sst2.profile,
-                   _SST2_CONTROL_RULE.format(w=INCONCLUSIVE_HALF_WIDTH))
+    return Verdict(status, reason, None, accuracy[worst].mean, _bounds(accuracy[worst]))
 
 
 #: Pre-registered (committed with its rule and tests before chapter 4 measured it): A-feature-steering is decided
@@ -467,30 +410,19 @@ FEATURE_STEERING_RULE = (
     f"{FEATURE_STEERING_MIN_SEEDS} paired seeds whatever the interval")
 
 
-def _feature_steering_status(diff: Interval) -> str:
-    """The status of :data:`FEATURE_STEERING_RULE` for the paired requested - opposite accuracy ``diff``."""
-    if (diff.n or 0) < FEATURE_STEERING_MIN_SEEDS or not diff.finite:
-        return INCONCLUSIVE
-    if diff.above(0):
-        return REPRODUCED
-    return NOT_REPRODUCED if diff.high <= 0 else INCONCLUSIVE
-
-
-def _per_seed(steering, field: str) -> list[float]:
-    values = _need(_need(getattr(steering, field), AUDIT, f"feature_steering.{field}").values, AUDIT,
-                   f"feature_steering.{field}.values (one per seed)")
-    if len(values) != len(steering.seeds):
-        raise ValueError(f"{AUDIT} feature_steering.{field}: {len(values)} values for seeds {steering.seeds}")
+def _per_seed(metrics, field: str, seeds: list) -> list[float]:
+    values = _get(metrics, AUDIT, "feature_steering", field, "values", note=" (one per seed)")
+    if len(values) != len(seeds):
+        raise ValueError(f"{AUDIT} feature_steering.{field}: {len(values)} values for seeds {seeds}")
     return list(values)
 
 
-@_guard
+@_judge(AUDIT, FEATURE_STEERING_RULE)
 def _feature_steering(metrics):
-    steering = _need(_record(metrics, AUDIT).feature_steering, AUDIT, "feature_steering")
-    seeds = _need(steering.seeds, AUDIT, "feature_steering.seeds")
-    requested, opposite = _per_seed(steering, "requested"), _per_seed(steering, "opposite")
+    seeds = _get(metrics, AUDIT, "feature_steering", "seeds")
+    requested, opposite = _per_seed(metrics, "requested", seeds), _per_seed(metrics, "opposite", seeds)
     diff = Interval.paired(requested, opposite)
-    status = _feature_steering_status(diff)
+    status = _rise(diff, min_seeds=FEATURE_STEERING_MIN_SEEDS)
     if len(seeds) < FEATURE_STEERING_MIN_SEEDS:
         why = f"{len(seeds)} paired seeds; the rule needs {FEATURE_STEERING_MIN_SEEDS}"
     elif status == REPRODUCED:
@@ -503,28 +435,16 @@ def _feature_steering(metrics):
     reason = (f"features-only polarity accuracy over {len(seeds)} seeds of the causal fusion model: requested "
               f"{Interval.of_mean(requested, unit):.3f}, opposite request {Interval.of_mean(opposite, unit):.3f}; "
               f"requested - opposite {diff:+.3f} ({why})")
-    if steering.n_per_request:
-        reason += f"; {steering.n_per_request} sentences per request and seed"
-    return Verdict(status, reason, None, diff.mean, _bounds(diff), _profile(metrics, AUDIT), FEATURE_STEERING_RULE,
-                   _seeds(diff))
+    per_request = _get(metrics, AUDIT, "feature_steering").n_per_request
+    if per_request:
+        reason += f"; {per_request} sentences per request and seed"
+    return Verdict(status, reason, None, diff.mean, _bounds(diff), seeds=_seeds(diff))
 
 
 INTENT = "10_intent_control"
 #: What A-soft-control and A-intensity test: chapter 10's request channel, an extension of the paper's features.
 EXTENSION_LABEL = ("tested through a request channel this book adds (a sentence-level request written into the "
                    "features), not the paper's per-token feature channel")
-
-
-def _intent_summary(metrics):
-    return _need(_record(metrics, INTENT).intent, INTENT, "intent")
-
-
-def _rises(diff: Interval) -> str:
-    """REPRODUCED if ``diff``'s interval lies above 0, NOT_REPRODUCED if its mean is <= 0 (no gain at all),
-    INCONCLUSIVE otherwise or with fewer than 2 seeds."""
-    if (diff.n or 0) < 2 or not diff.finite:
-        return INCONCLUSIVE
-    return REPRODUCED if diff.above(0) else NOT_REPRODUCED if diff.mean <= 0 else INCONCLUSIVE
 
 
 _SOFT_CONTROL_RULE = ("the request channel this book adds (chapter 10: a sentence-level request written into the "
@@ -535,19 +455,18 @@ _SOFT_CONTROL_RULE = ("the request channel this book adds (chapter 10: a sentenc
                       "than a channel unrelated to the words), otherwise inconclusive (also with fewer than 2 seeds)")
 
 
-@_guard
+@_judge(INTENT, _SOFT_CONTROL_RULE)
 def _intent_soft_control(metrics):
-    summary = _intent_summary(metrics)
-    scores = {v: _need(_entry(summary.variants, v, INTENT, "intent.variants").polarity_acc, INTENT,
-                       f"intent.variants.{v}.polarity_acc") for v in ("intent", "shuffled", "baseline")}
+    scores = {v: _get(metrics, INTENT, "intent", "variants", v, "polarity_acc") for v in ("intent", "shuffled",
+                                                                                        "baseline")}
     for v in ("intent", "shuffled"):
-        _need(scores[v].values, INTENT, f"intent.variants.{v}.polarity_acc.values")
+        _get(metrics, INTENT, "intent", "variants", v, "polarity_acc", "values")
     diff = Interval.paired(scores["intent"].values, scores["shuffled"].values)
-    return Verdict(_rises(diff),
+    return Verdict(_rise(diff, refute="mean"),
                    f"polarity accuracy over {len(scores['intent'].values)} seeds: intent {scores['intent']:.3f}, "
                    f"shuffled {scores['shuffled']:.3f}, unconditioned baseline {scores['baseline']:.3f}; "
                    f"intent - shuffled {diff:+.3f}",
-                   None, diff.mean, _bounds(diff), _profile(metrics, INTENT), _SOFT_CONTROL_RULE, _seeds(diff))
+                   None, diff.mean, _bounds(diff), seeds=_seeds(diff))
 
 
 #: Pre-registered (committed with its rule and tests before chapter 10 measured it): the intent - shuffled rank
@@ -577,36 +496,23 @@ INTENSITY_RULE = (
     "curve is a secondary view, not a look at this verdict")
 
 
-def _rank_correlations(response, where: str) -> dict[int, float]:
-    """``{seed: rank correlation}`` of one model's intensity response."""
-    seeds = _need(response.seeds, INTENT, f"{where}.seeds")
-    values = _need(_need(response.rank_correlation, INTENT, f"{where}.rank_correlation").values, INTENT,
-                   f"{where}.rank_correlation.values (one per seed)")
+def _rank_correlations(metrics, model: str) -> dict[int, float]:
+    """``{seed: rank correlation}`` of one model's intensity response (``intensity`` or ``intensity_shuffled``)."""
+    seeds = _get(metrics, INTENT, "intent", model, "seeds")
+    values = _get(metrics, INTENT, "intent", model, "rank_correlation", "values", note=" (one per seed)")
     if len(seeds) != len(values):
-        raise ValueError(f"{INTENT} {where}: {len(values)} rank correlations for {len(seeds)} seeds {seeds}")
+        raise ValueError(f"{INTENT} intent.{model}: {len(values)} rank correlations for {len(seeds)} seeds {seeds}")
     return dict(zip(seeds, values))
 
 
-def _smooth_rise(diff: Interval) -> str:
-    """The status of :data:`INTENSITY_RULE` for the paired intent - shuffled rank correlation ``diff``."""
-    if (diff.n or 0) < 2 or not diff.finite:
-        return INCONCLUSIVE
-    if diff.above(INTENSITY_SMOOTH_THRESHOLD):
-        return REPRODUCED
-    return NOT_REPRODUCED if diff.high <= 0 else INCONCLUSIVE
-
-
-@_guard
+@_judge(INTENT, INTENSITY_RULE)
 def _intent_intensity(metrics):
-    summary = _intent_summary(metrics)
-    intent = _rank_correlations(_need(summary.intensity, INTENT, "intent.intensity"), "intent.intensity")
-    shuffled = _rank_correlations(_need(summary.intensity_shuffled, INTENT, "intent.intensity_shuffled"),
-                                  "intent.intensity_shuffled")
+    intent, shuffled = _rank_correlations(metrics, "intensity"), _rank_correlations(metrics, "intensity_shuffled")
     seeds = sorted(set(intent) & set(shuffled))
     if not seeds:
         raise _Missing(f"{INTENT} has no seed with both the intent and the shuffled intensity response")
     diff = Interval.paired([intent[s] for s in seeds], [shuffled[s] for s in seeds])
-    status = _smooth_rise(diff)
+    status = _rise(diff, above=INTENSITY_SMOOTH_THRESHOLD)
     if status == REPRODUCED:
         why = f"above the threshold {INTENSITY_SMOOTH_THRESHOLD}"
     elif status == NOT_REPRODUCED:
@@ -620,18 +526,16 @@ def _intent_intensity(metrics):
     reason = (f"Spearman correlation of requested strength and written intensity over {len(seeds)} paired seeds: "
               f"intent {Interval.of_mean([intent[s] for s in seeds]):.3f}, shuffled control "
               f"{Interval.of_mean([shuffled[s] for s in seeds]):.3f}; intent - shuffled {diff:+.3f} ({why})")
-    points = summary.intensity.points or []
+    points = _get(metrics, INTENT, "intent", "intensity").points or []
     if points:
         reason += "; intent's written intensity by requested level: " + ", ".join(
             f"{p.level:g} ({p.kind}) {p.written.mean:.2f}" for p in points if p.written is not None)
-    return Verdict(status, reason, None, diff.mean, _bounds(diff), _profile(metrics, INTENT), INTENSITY_RULE,
-                   _seeds(diff))
+    return Verdict(status, reason, None, diff.mean, _bounds(diff), seeds=_seeds(diff))
 
 
 # --- paper B (idea-gated) ------------------------------------------------------------------------
 
 IDEA = "06_idea_gating"
-SWEEPS = "07_xray_and_sweeps"
 LORA = "08_lora_4bit_idea_gating"
 
 
@@ -640,46 +544,27 @@ _COMPETENCE_RULE = ("judged only if both models are competent language models: v
                     "'not testable at this scale'")
 
 
-def _competence(metrics):
-    check = _need(_record(metrics, IDEA).competence, IDEA, "competence")
-    _need(check.threshold_ratio, IDEA, "competence.threshold_ratio")
-    return check
-
-
-def _idea_competence(metrics) -> Verdict | None:
-    """``None`` if chapter 6's models pass the competence check, else the NOT_TESTABLE verdict naming the numbers."""
-    from semlm.book.recorded_runs import competent_recorded_runs
-
-    check = _competence(metrics)
-    if check.passes:
-        return None
-    recorded = competent_recorded_runs(IDEA)
-    elsewhere = (f"; a recorded run outside this build passes it ({', '.join(recorded)}; chapter 6 shows it, "
-                 f"the recorded column judges it, this build's verdict does not use it)" if recorded else "")
-    return Verdict(NOT_TESTABLE,
-                   f"{check.worst_model} validation PPL {check.model_val_ppl[check.worst_model]:.1f} is "
-                   f"{check.worst_ratio:.2f} x the bigram reference's {check.bigram_val_ppl:.1f}; competence "
-                   f"needs <= {check.threshold_ratio:.2f} x{elsewhere}",
-                   None, None, None, _profile(metrics, IDEA),
-                   _COMPETENCE_RULE.format(r=check.threshold_ratio))
-
-
 def _if_competent(then: str):
     """A paper-B judge that runs only when chapter 6's models pass the competence check (else the
     NOT_TESTABLE verdict naming the numbers); its rule is the competence rule followed by ``then``."""
     def decorate(judge):
-        @_guard
+        @_judge(IDEA)
         def wrapped(metrics):
-            rule = _COMPETENCE_RULE.format(r=_competence(metrics).threshold_ratio) + "; then " + then
-            gate = _idea_competence(metrics)
-            verdict = judge(metrics) if gate is None else gate
-            return replace(verdict, rule=rule)
+            from semlm.book.recorded_runs import competent_recorded_runs
+
+            check = _get(metrics, IDEA, "competence")
+            rule = _COMPETENCE_RULE.format(r=_get(metrics, IDEA, "competence", "threshold_ratio")) + "; then " + then
+            if check.passes:
+                return replace(judge(metrics), rule=rule)
+            recorded = competent_recorded_runs(IDEA)
+            elsewhere = (f"; a recorded run outside this build passes it ({', '.join(recorded)}; chapter 6 shows it, "
+                         f"the recorded column judges it, this build's verdict does not use it)" if recorded else "")
+            return Verdict(NOT_TESTABLE,
+                           f"{check.worst_model} validation PPL {check.model_val_ppl[check.worst_model]:.1f} is "
+                           f"{check.worst_ratio:.2f} x the bigram reference's {check.bigram_val_ppl:.1f}; competence "
+                           f"needs <= {check.threshold_ratio:.2f} x{elsewhere}", rule=rule)
         return wrapped
     return decorate
-
-
-def _val_ppl(record, chapter: str, model: str) -> float:
-    return _need(_need(getattr(record, model), chapter, model).val_ppl, chapter, f"{model}.val_ppl")
 
 
 #: B-ppl's non-inferiority margin: "comparable" validation PPL is gated / baseline - 1 below +5%.
@@ -692,14 +577,13 @@ IDEA_PPL_MARGIN = 0.05
                f"without the seeds record is judged on its one pair, labelled, with the same margin as a tolerance)")
 def _idea_ppl(metrics):
     idea = _record(metrics, IDEA)
-    base, gated = _val_ppl(idea, IDEA, "baseline"), _val_ppl(idea, IDEA, "gated")
+    base, gated = (_get(metrics, IDEA, model, "val_ppl") for model in ("baseline", "gated"))
     pair = idea.over_seeds.val_ppl if idea.over_seeds is not None else None
     if pair is None or pair.baseline is None or pair.gated is None or not pair.baseline.values:
         ratio = gated / base
         return Verdict(REPRODUCED if ratio <= 1 + IDEA_PPL_MARGIN else NOT_REPRODUCED,
                        f"gated / baseline validation PPL = {ratio:.3f} on {idea.dataset or '?'} (one training seed: "
-                       f"no seeds record in this build)", None, f"{base:.2f} vs {gated:.2f}", None, idea.profile,
-                       seeds=1)
+                       f"no seeds record in this build)", None, f"{base:.2f} vs {gated:.2f}", seeds=1)
     change = Interval.of_mean([g / b - 1 for g, b in zip(pair.gated.values, pair.baseline.values)])
     n = len(change.values)
     if n < 2:
@@ -711,8 +595,9 @@ def _idea_ppl(metrics):
     else:
         status, what = INCONCLUSIVE, f"straddles +{IDEA_PPL_MARGIN:.0%}"
     return Verdict(status, f"over {n} training seeds on {idea.dataset or '?'}: validation PPL baseline "
-                   f"{pair.baseline:.2f}, gated {pair.gated:.2f}; per-seed gated / baseline - 1 = {change:+.3f} ({what})",
-                   None, change.mean, _bounds(change), idea.profile, seeds=n)
+                   f"{pair.baseline:.2f}, gated {pair.gated:.2f}; per-seed gated / baseline - 1 = {change:+.3f} "
+                   f"({what})",
+                   None, change.mean, _bounds(change), seeds=n)
 
 
 #: A gated distinct-2 lower than the plain model's by up to this share of the plain value counts as "stays high".
@@ -722,14 +607,9 @@ IDEA_DIVERSITY_MARGIN = 0.05
 def _over_seeds(metrics, metric: str) -> tuple[dict, int]:
     """Chapter 6's ``over_seeds.domains[metric]`` (domain -> :class:`SeedPaired`, ``"all"`` included) and the
     number of training seeds; ``_Missing`` naming what the record lacks."""
-    seeds = _need(_record(metrics, IDEA).over_seeds, IDEA, "over_seeds")
-    by_domain = _entry(seeds.domains, metric, IDEA, "over_seeds.domains")
-    _entry(by_domain, "all", IDEA, f"over_seeds.domains.{metric}")
-    return by_domain, len(_need(seeds.seeds, IDEA, "over_seeds.seeds"))
-
-
-def _seed_difference(pair, chapter: str, what: str) -> Interval:
-    return _need(pair.gated_minus_baseline, chapter, f"{what}.gated_minus_baseline")
+    by_domain = _get(metrics, IDEA, "over_seeds", "domains", metric)
+    _get(metrics, IDEA, "over_seeds", "domains", metric, "all")
+    return by_domain, len(_get(metrics, IDEA, "over_seeds", "seeds"))
 
 
 #: The domains that decide ``B-stickiness``, fixed before the first recording that judges it: the book's own
@@ -743,10 +623,11 @@ STICKINESS_RULE_COMMIT = "83729f3"
 
 
 @_if_competent(f"over >= {STICKINESS_MIN_SEEDS} training seeds, on the book's five WikiText domains fixed before the "
-               f"recording ({', '.join(STICKINESS_DOMAINS)}; four prompts each, the book's protocol: continuation only, "
-               "domain-word hits over content words): the per-seed gated - baseline stickiness averaged over the five "
-               "domains, and the same difference against the sharpening control (the plain GPT of the seed sampled at "
-               "the temperature that gives it the gated GPT's mean next-token entropy on validation text): reproduced "
+               f"recording ({', '.join(STICKINESS_DOMAINS)}; four prompts each, the book's protocol: continuation "
+               "only, domain-word hits over content words): the per-seed gated - baseline stickiness averaged over "
+               "the five domains, and the same difference against the sharpening control (the plain GPT of the seed "
+               "sampled at the temperature that gives it the gated GPT's mean next-token entropy on validation text): "
+               "reproduced "
                "only if both 95% t-intervals over seeds lie above 0; not reproduced if gated - baseline lies below 0; "
                "inconclusive otherwise (the gate beats the plain model but not the sharpened one, an interval contains "
                "0, no sharpening control was recorded, or too few seeds ran); the authors' four domains (prompt words "
@@ -759,12 +640,13 @@ def _idea_stickiness(metrics):
         raise _Missing(f"{IDEA} has no over_seeds.domains.book_stickiness for {', '.join(missing)}")
     authors, _ = _over_seeds(metrics, "stickiness")
     theirs, _ = _over_seeds(metrics, "authors_stickiness")
-    overall = _seed_difference(ours["all"], IDEA, "over_seeds.domains.book_stickiness.all")
+    overall = _get(metrics, IDEA, "over_seeds", "domains", "book_stickiness", "all", "gated_minus_baseline")
     sharpened = ours["all"].gated_minus_control
-    per_domain = "; ".join(f"{d} {_seed_difference(ours[d], IDEA, d):+.3f}" for d in STICKINESS_DOMAINS)
-    four = _seed_difference(authors["all"], IDEA, "over_seeds.domains.stickiness.all")
-    four_theirs = _seed_difference(theirs["all"], IDEA, "over_seeds.domains.authors_stickiness.all")
-    floor = _need(authors["all"].baseline, IDEA, "over_seeds.domains.stickiness.all.baseline")
+    per_domain = "; ".join(f"{d} {_need(ours[d].gated_minus_baseline, IDEA, f'{d}.gated_minus_baseline'):+.3f}"
+                           for d in STICKINESS_DOMAINS)
+    four, four_theirs = (_get(metrics, IDEA, "over_seeds", "domains", protocol, "all", "gated_minus_baseline")
+                         for protocol in ("stickiness", "authors_stickiness"))
+    floor = _get(metrics, IDEA, "over_seeds", "domains", "stickiness", "all", "baseline")
     if n < STICKINESS_MIN_SEEDS:
         status, why = INCONCLUSIVE, f"{n} training seeds, fewer than the {STICKINESS_MIN_SEEDS} the rule needs"
     elif overall.below(0):
@@ -783,7 +665,7 @@ def _idea_stickiness(metrics):
                    f"({per_domain}){control} ({why}); beside it, the authors' four domains: gated - baseline "
                    f"{four:+.4f} prompt words excluded, {four_theirs:+.4f} with their count, plain model at "
                    f"{floor.mean:.4f} (their floor here)",
-                   None, overall.mean, _bounds(overall), _profile(metrics, IDEA), seeds=n)
+                   None, overall.mean, _bounds(overall), seeds=n)
 
 
 @_if_competent(f"non-inferiority to the plain model over training seeds: the per-seed gated - baseline distinct-2 "
@@ -791,17 +673,15 @@ def _idea_stickiness(metrics):
                f"seeds lies above -{IDEA_DIVERSITY_MARGIN:.0%} of the plain model's distinct-2, not reproduced if it "
                f"lies entirely below, inconclusive if it straddles the margin or fewer than 2 seeds ran")
 def _idea_distinct(metrics):
-    by_domain, n = _over_seeds(metrics, "distinct_2")
-    overall = by_domain["all"]
-    plain = _need(overall.baseline, IDEA, "over_seeds.domains.distinct_2.all.baseline")
-    gated = _need(overall.gated, IDEA, "over_seeds.domains.distinct_2.all.gated")
-    diff = _seed_difference(overall, IDEA, "over_seeds.domains.distinct_2.all")
+    _, n = _over_seeds(metrics, "distinct_2")
+    plain, gated, diff = (_get(metrics, IDEA, "over_seeds", "domains", "distinct_2", "all", arm)
+                          for arm in ("baseline", "gated", "gated_minus_baseline"))
     margin = IDEA_DIVERSITY_MARGIN * plain.mean
     status, what = (INCONCLUSIVE, "fewer than 2 seeds give no interval") if n < 2 else _non_inferior(diff, margin)
     return Verdict(status,
                    f"distinct-2 over {n} training seeds: plain {plain}, gated {gated}, gated - plain {diff:+.3f}; "
                    f"margin -{margin:.3f} ({what})",
-                   None, diff.mean, _bounds(diff), _profile(metrics, IDEA), seeds=n)
+                   None, diff.mean, _bounds(diff), seeds=n)
 
 
 _LORA_RULE = ("paired by training seed on the same frozen backbone: gated - baseline and gated - capacity control "
@@ -814,14 +694,13 @@ _LORA_RULE = ("paired by training seed on the same frozen backbone: gated - base
               "profile on a GPU")
 
 
-@_guard
+@_judge(LORA, _LORA_RULE)
 def _lora_ppl(metrics):
     lora = _record(metrics, LORA)
-    control = _need(lora.capacity_control, LORA, "capacity_control")
-    ppl = _need(control.val_ppl, LORA, "capacity_control.val_ppl")
-    vs_base = _need(ppl.gated_minus_baseline, LORA, "capacity_control.val_ppl.gated_minus_baseline")
-    vs_control = _need(ppl.gated_minus_control, LORA, "capacity_control.val_ppl.gated_minus_control")
-    n = len(_need(control.seeds, LORA, "capacity_control.seeds"))
+    control, ppl = _get(metrics, LORA, "capacity_control"), _get(metrics, LORA, "capacity_control", "val_ppl")
+    vs_base, vs_control = (_get(metrics, LORA, "capacity_control", "val_ppl", f"gated_minus_{arm}")
+                           for arm in ("baseline", "control"))
+    n = len(_get(metrics, LORA, "capacity_control", "seeds"))
     if n < 2:
         status, what = INCONCLUSIVE, "fewer than 2 seeds give no interval"
     elif not vs_base.below(0):
@@ -832,14 +711,14 @@ def _lora_ppl(metrics):
     else:
         status, what = INCONCLUSIVE, "lower than the baseline, but an equally large output adapter explains it"
     reason = (f"over {n} training seeds ({control.quantization or '?'} backbone {lora.backbone or '?'}, "
-              f"{lora.dataset or '?'}): gated - baseline PPL {vs_base:+.3f}, gated - capacity control {vs_control:+.3f} "
-              f"({what})")
+              f"{lora.dataset or '?'}): gated - baseline PPL {vs_base:+.3f}, gated - capacity control "
+              f"{vs_control:+.3f} ({what})")
     check = control.competence
     if check is not None and check.worst_ratio is not None:
-        reason += (f"; competence note: the LoRA models' validation PPL is up to {check.worst_ratio:.2f} x an interpolated "
-                   f"bigram's on the same tokens ({check.bigram_val_ppl:.1f})")
+        reason += (f"; competence note: the LoRA models' validation PPL is up to {check.worst_ratio:.2f} x an "
+                   f"interpolated bigram's on the same tokens ({check.bigram_val_ppl:.1f})")
     reason += f"; validation PPL baseline {ppl.baseline:.2f}, gated {ppl.gated:.2f}, control {ppl.control:.2f}"
-    return Verdict(status, reason, None, vs_base.mean, _bounds(vs_base), lora.profile, _LORA_RULE, n)
+    return Verdict(status, reason, None, vs_base.mean, _bounds(vs_base), seeds=n)
 
 
 TOPIC = "09_topic_drift"
@@ -848,27 +727,11 @@ TOPIC = "09_topic_drift"
 #: nothing about the gate.
 TOPIC_MAX_MIXED = 0.25
 TOPIC_DIVERSITY_MARGIN = 0.05  # a loss of distinct-2 up to 5% of the plain model's value counts as "kept"
-_TOPIC_COMPETENCE_RULE = (f"not testable if, at the largest training budget, the plain model's share of "
-                          f"topic-mixing sentences exceeds {TOPIC_MAX_MIXED}; inconclusive with fewer than 2 seeds")
-
-
-def _topic_intervals(metrics, metric: str):
-    """Chapter 9's plain, gated and per-seed gated - plain intervals of ``metric`` (largest budget), the number
-    of seeds, and a verdict (not testable / inconclusive) when the competence check or the seed count rules
-    the claim out."""
-    topic = _record(metrics, TOPIC)
-    values = [_need(getattr(_need(getattr(topic, model), TOPIC, model), metric), TOPIC, f"{model}.{metric}")
-              for model in ("plain", "gated", "paired")]
-    n = min(len(v.values or ()) for v in values)
-    mixed = _need(topic.plain.mix_rate, TOPIC, "plain.mix_rate")
-    if not all(v.finite for v in [*values, mixed]):
-        return values, n, (NOT_TESTABLE, "a model generated no complete sentence transition, so its drift is undefined")
-    if mixed.mean > TOPIC_MAX_MIXED:
-        return values, n, (NOT_TESTABLE, f"{mixed.mean:.2f} of the plain model's generated sentences mix topics "
-                                         f"(threshold {TOPIC_MAX_MIXED}): it has not learnt the world's sentences")
-    if n < 2:
-        return values, n, (INCONCLUSIVE, "fewer than 2 seeds give no interval")
-    return values, n, None
+_TOPIC_DIVERSITY_RULE = (
+    f"not testable if, at the largest training budget, the plain model's share of topic-mixing sentences exceeds "
+    f"{TOPIC_MAX_MIXED}; inconclusive with fewer than 2 seeds; then non-inferiority: reproduced if the whole 95% "
+    f"interval of the per-seed difference gated - plain of distinct-2 lies above -{TOPIC_DIVERSITY_MARGIN:.0%} of "
+    f"the plain value, not reproduced if it lies entirely below, else inconclusive")
 
 
 #: The commit that fixed B-topic-drift's rule (this text and its code) before any build judged it.
@@ -896,62 +759,61 @@ TOPIC_DRIFT_RULE = (
     "Other budgets are a secondary curve, not looks at this verdict")
 
 
-@_guard
+@_judge(TOPIC, TOPIC_DRIFT_RULE)
 def _topic_drift(metrics):
-    topic = _record(metrics, TOPIC)
-    d = _need(topic.decision, TOPIC, "decision (the matched-perplexity test)")
-    profile = _profile(metrics, TOPIC)
+    d = _get(metrics, TOPIC, "decision", note=" (the matched-perplexity test)")
     seeds, skipped = d.seeds or [], d.not_comparable or []
     if len(seeds) < TOPIC_MIN_SEEDS:
         return Verdict(INCONCLUSIVE, f"{len(seeds)} comparable seeds (needs {TOPIC_MIN_SEEDS}); without a "
-                       f"bracketing plain checkpoint: {skipped or 'none'}", None, None, None, profile, TOPIC_DRIFT_RULE,
-                       len(seeds))
-    diff, sharp = _need(d.gated_minus_plain, TOPIC, "decision.gated_minus_plain"), \
-        _need(d.gated_minus_sharpened, TOPIC, "decision.gated_minus_sharpened")
-    gated = _need(d.gated, TOPIC, "decision.gated")
+                       f"bracketing plain checkpoint: {skipped or 'none'}", seeds=len(seeds))
+    diff, sharp, gated, mix_gated, mix_plain = (
+        _get(metrics, TOPIC, "decision", key)
+        for key in ("gated_minus_plain", "gated_minus_sharpened", "gated", "mix_gated", "mix_plain"))
     reason = (f"over {len(seeds)} seeds at matched validation PPL {d.matched_ppl}: excess drift gated {gated:+.3f}, "
               f"plain {d.plain_at_matched_ppl:+.3f}, sharpened plain {d.sharpened_plain:+.3f} (temperature "
               f"{d.temperature}), gate off {d.gate_off:+.3f}; gated - plain {diff:+.3f}, gated - sharpened "
               f"{sharp:+.3f}; data's rate {d.data_rate}"
               + (f"; not comparable (no bracket): {skipped}" if skipped else ""))
-    value, ci = diff.mean, _bounds(diff)
-    mixes = {"gated": _need(d.mix_gated, TOPIC, "decision.mix_gated"),
-             "plain": _need(d.mix_plain, TOPIC, "decision.mix_plain")}
-    if not all(x.finite for x in (diff, sharp, gated, *mixes.values())):
-        return Verdict(NOT_TESTABLE, f"{reason}; a rate is undefined", None, value, ci, profile, TOPIC_DRIFT_RULE,
-                       len(seeds))
+    mixes = {"gated": mix_gated, "plain": mix_plain}
     mixing = [f"{name} {m.mean:.2f}" for name, m in mixes.items() if m.mean > TOPIC_MAX_MIXED]
-    if mixing:
-        return Verdict(NOT_TESTABLE, f"{reason}; topic-mixing sentences above {TOPIC_MAX_MIXED}: {', '.join(mixing)}",
-                       None, value, ci, profile, TOPIC_DRIFT_RULE, len(seeds))
-    if diff.above(0):
-        status, why = NOT_REPRODUCED, "the gated model drifts more than the plain model at matched PPL"
+    if not all(x.finite for x in (diff, sharp, gated, *mixes.values())):
+        status, why = NOT_TESTABLE, "; a rate is undefined"
+    elif mixing:
+        status, why = NOT_TESTABLE, f"; topic-mixing sentences above {TOPIC_MAX_MIXED}: {', '.join(mixing)}"
+    elif diff.above(0):
+        status, why = NOT_REPRODUCED, " (the gated model drifts more than the plain model at matched PPL)"
     elif gated.below(TOPIC_MISCALIBRATION):
-        status, why = NOT_REPRODUCED, "the gated model drifts less than the data (miscalibrated)"
+        status, why = NOT_REPRODUCED, " (the gated model drifts less than the data (miscalibrated))"
     elif diff.below(0) and sharp.below(0):
-        status, why = REPRODUCED, "less drift than plain at matched PPL and than the sharpening control"
+        status, why = REPRODUCED, " (less drift than plain at matched PPL and than the sharpening control)"
     elif diff.below(0):
-        status, why = INCONCLUSIVE, "less drift than plain at matched PPL, but not than the sharpening control"
+        status, why = INCONCLUSIVE, " (less drift than plain at matched PPL, but not than the sharpening control)"
     else:
-        status, why = INCONCLUSIVE, "gated - plain at matched PPL straddles 0"
-    return Verdict(status, f"{reason} ({why})", None, value, ci, profile, TOPIC_DRIFT_RULE, len(seeds))
+        status, why = INCONCLUSIVE, " (gated - plain at matched PPL straddles 0)"
+    return Verdict(status, reason + why, None, diff.mean, _bounds(diff), seeds=len(seeds))
 
 
-@_guard
+@_judge(TOPIC, _TOPIC_DIVERSITY_RULE)
 def _topic_diversity(metrics):
-    rule = _TOPIC_COMPETENCE_RULE + (
-        f"; then non-inferiority: reproduced if the whole 95% interval of the per-seed difference gated - plain of "
-        f"distinct-2 lies above -{TOPIC_DIVERSITY_MARGIN:.0%} of the plain value, not reproduced if it lies entirely "
-        f"below, else inconclusive")
-    (plain, gated, paired), n, ruled_out = _topic_intervals(metrics, "distinct_2")
+    plain, gated, paired = (_get(metrics, TOPIC, model, "distinct_2") for model in ("plain", "gated", "paired"))
+    n = min(len(v.values or ()) for v in (plain, gated, paired))
+    mixed = _get(metrics, TOPIC, "plain", "mix_rate")
     margin = TOPIC_DIVERSITY_MARGIN * plain.mean
     reason = (f"distinct-2 over {n} seeds: plain {plain}, gated {gated}, gated - plain "
               f"per seed {paired}; margin -{margin:.3f}")
-    value, profile, ci = paired.mean, _profile(metrics, TOPIC), _bounds(paired)
-    if ruled_out:
-        return Verdict(ruled_out[0], f"{reason}; {ruled_out[1]}", None, value, ci, profile, rule, n)
-    status, what = _non_inferior(paired, margin)
-    return Verdict(status, f"{reason} ({what})", None, value, ci, profile, rule, n)
+    if not all(v.finite for v in (plain, gated, paired, mixed)):
+        status, reason = NOT_TESTABLE, (f"{reason}; a model generated no complete sentence transition, so its "
+                                        "drift is undefined")
+    elif mixed.mean > TOPIC_MAX_MIXED:
+        status, reason = NOT_TESTABLE, (f"{reason}; {mixed.mean:.2f} of the plain model's generated sentences "
+                                        f"mix topics (threshold {TOPIC_MAX_MIXED}): it has not learnt the world's "
+                                        "sentences")
+    elif n < 2:
+        status, reason = INCONCLUSIVE, f"{reason}; fewer than 2 seeds give no interval"
+    else:
+        status, what = _non_inferior(paired, margin)
+        reason = f"{reason} ({what})"
+    return Verdict(status, reason, None, paired.mean, _bounds(paired), seeds=n)
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -981,7 +843,8 @@ CLAIMS: tuple[Claim, ...] = (
           f"{ref.PAPER_A_FOCUS_CE['baseline']['?']:.2f} -> {ref.PAPER_A_FOCUS_CE['fusion']['?']:.2f}", _focus("?")),
     Claim("A-T7-ppl-baseline", "A", "Table 7: SST-2 baseline PPL", ref.PAPER_A_TABLE7["baseline"]["ppl"],
           _sst2_ppl("baseline")),
-    Claim("A-T7-ppl-fusion", "A", "Table 7: SST-2 fusion PPL", ref.PAPER_A_TABLE7["fusion"]["ppl"], _sst2_ppl("fusion")),
+    Claim("A-T7-ppl-fusion", "A", "Table 7: SST-2 fusion PPL", ref.PAPER_A_TABLE7["fusion"]["ppl"],
+          _sst2_ppl("fusion")),
     Claim("A-T7-mse", "A", "Table 7: SST-2 semantic MSE", ref.PAPER_A_TABLE7["fusion"]["sem_mse"], _sst2_mse),
     Claim("A-T7-control", "A", "Section 3.3: control accuracy on SST-2", 1.0, _sst2_control),
     Claim("A-feature-steering", "A", "The paper's own channel: a request written into the per-token features "
@@ -1005,7 +868,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("B-topic-drift", "B", "The idea gate reduces topic drift at comparable perplexity, beyond what sharpening "
           "the distribution does (synthetic topics with a measured switch rate; Sections 3 and 5)",
           "less drift than the plain model", _topic_drift),
-    Claim("B-topic-diversity", "B", "The gate keeps diversity on the synthetic topics (distinct-2 not lower than plain)",
+    Claim("B-topic-diversity", "B",
+          "The gate keeps diversity on the synthetic topics (distinct-2 not lower than plain)",
           "distinct-2 about 0.99", _topic_diversity),
 )
 
@@ -1020,27 +884,22 @@ BY_CONSTRUCTION_ALLOWED: frozenset[str] = frozenset({
 })
 
 
-def check_verdict(claim_id: str, verdict: Verdict) -> Verdict:
-    """``verdict``, or ``ValueError`` if its status is unknown or it is "holds by construction" for a claim not on
-    :data:`BY_CONSTRUCTION_ALLOWED`."""
-    if verdict.status not in STATUSES:
-        raise ValueError(f"claim {claim_id}: unknown status {verdict.status!r}; choose one of: {', '.join(STATUSES)}")
-    if verdict.status == BY_CONSTRUCTION and claim_id not in BY_CONSTRUCTION_ALLOWED:
-        raise ValueError(f"claim {claim_id} was judged {BY_CONSTRUCTION!r}, which only "
-                         f"{', '.join(sorted(BY_CONSTRUCTION_ALLOWED))} may be (a decoder or the input guarantees "
-                         f"them); a claim about the model must be judged on its numbers")
-    return verdict
-
-
 def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
     """The claims table as rows: ``{id, paper, claim, paper_value, published_value, causal_value, ci, seeds, status,
     reason, profile, rule}`` (``seeds``: how many training seeds the decided interval rests on, None where unknown).
 
-    Raises ``ValueError`` if a judge returns "holds by construction" for a claim not on
-    :data:`BY_CONSTRUCTION_ALLOWED` (:func:`check_verdict`)."""
+    Raises ``ValueError`` if a judge returns an unknown status, or "holds by construction" for a claim not on
+    :data:`BY_CONSTRUCTION_ALLOWED`."""
     rows = []
     for claim in CLAIMS:
-        verdict = check_verdict(claim.id, claim.judge(metrics))
+        verdict = claim.judge(metrics)
+        if verdict.status not in STATUSES:
+            raise ValueError(f"claim {claim.id}: unknown status {verdict.status!r}; choose one of: "
+                             f"{', '.join(STATUSES)}")
+        if verdict.status == BY_CONSTRUCTION and claim.id not in BY_CONSTRUCTION_ALLOWED:
+            raise ValueError(f"claim {claim.id} was judged {BY_CONSTRUCTION!r}, which only "
+                             f"{', '.join(sorted(BY_CONSTRUCTION_ALLOWED))} may be (a decoder or the input guarantees "
+                             f"them); a claim about the model must be judged on its numbers")
         rows.append({"id": claim.id, "paper": claim.paper, "claim": claim.claim, "paper_value": claim.paper_value,
                      "published_value": verdict.published_value, "causal_value": verdict.causal_value,
                      "ci": list(verdict.ci) if verdict.ci else None, "seeds": verdict.seeds, "status": verdict.status,
