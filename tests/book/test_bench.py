@@ -171,6 +171,10 @@ def test_the_chapter_shows_a_written_comparison_and_otherwise_says_how_to_make_o
 def test_book_times_report_core_use_and_whether_models_came_from_an_earlier_build(tmp_path):
     from semlm.book.bench import book_build_times
 
+    def times(**manifest):
+        (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters, **manifest}))
+        return book_build_times(tmp_path)
+
     run = {"experiment": "e", "group": "g", "name": "a", "seed": 1, "train_seconds": 1.0}
     chapters = {"01_a": {"profile": "cpu", "status": "ok", "seconds": 100.0, "cpu_seconds": 150.0, "cores": 2,
                          "utilisation": 0.75, "runs": {"trained": 1, "resumed": 0, "loaded": 0},
@@ -178,25 +182,19 @@ def test_book_times_report_core_use_and_whether_models_came_from_an_earlier_buil
                 "02_b": {"profile": "cpu", "status": "ok", "seconds": 100.0, "cpu_seconds": 190.0, "cores": 2,
                          "utilisation": 0.95, "runs": {"trained": 0, "resumed": 0, "loaded": 1},
                          "run_list": [{**run, "status": "loaded"}]}}
-    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
-    times = book_build_times(tmp_path)
-    assert times["utilisation"] == 0.85 and times["from_scratch"] and times["total_minutes"] == round(200 / 60, 2)
+    first = times()
+    assert first["utilisation"] == 0.85 and first["from_scratch"] and first["total_minutes"] == round(200 / 60, 2)
     chapters["02_b"]["run_list"][0]["name"] = "trained-by-an-earlier-build"
-    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
-    assert not book_build_times(tmp_path)["from_scratch"]
+    assert not times()["from_scratch"]
     # a model shared between chapters is named by its owner's run: loading it in a later chapter is not "earlier"
     chapters["02_b"]["run_list"][0]["model"] = ["e", "g", "a", 1]
-    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
-    assert book_build_times(tmp_path)["from_scratch"]
+    assert times()["from_scratch"]
     # a model the runner trained beside the chapters, which a chapter then loaded, was trained in this build
     chapters["02_b"]["run_list"][0]["model"] = ["e", "g", "ahead", 1]
-    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters}))
-    assert not book_build_times(tmp_path)["from_scratch"]
+    assert not times()["from_scratch"]
     ahead = {"status": "ok", "seconds": 50.0, "runs": {"trained": 1, "resumed": 0, "loaded": 0},
              "run_list": [{**run, "name": "ahead", "status": "trained"}]}
-    (tmp_path / "manifest.json").write_text(json.dumps({"chapters": chapters, "train_ahead": ahead}))
-    times = book_build_times(tmp_path)
-    assert times["from_scratch"] and times["trained_ahead"] == 1
+    assert times(train_ahead=ahead)["from_scratch"] and times(train_ahead=ahead)["trained_ahead"] == 1
 
 
 def test_cpu_breakdown_splits_training_by_paper_and_counts_each_model_once():

@@ -717,9 +717,8 @@ def training_variants_frame(record: dict):
 
 
 def recorded_precision_frame(record: dict, root=None):
-    """``(frame, message)`` of the recorded ``cpu``-scale float32 / bf16 comparison (``training_variants_frame``
-    columns), the message naming its folder, machine, date and commit and the recorded bf16 step-time ratios
-    under oneDNN instruction-set caps; ``(None, how to record one)`` without it."""
+    """``(frame, message)`` of the recorded ``cpu``-scale float32 / bf16 comparison (as ``training_variants_frame``),
+    the message naming its provenance and bf16 step-time ratios; ``(None, how to record one)`` without it."""
     recorded = recorded_precision_comparison(root)
     if recorded is None:
         return None, ("no recorded cpu-scale precision comparison "
@@ -778,11 +777,8 @@ def chapter_glue(record: dict, profile: str) -> dict:
 
 
 def authors_comparison_frame(record: dict, path: str | Path | None = None):
-    """``(frame, note)``: the authors' script against ours, both measured on one machine.
-
-    The comparison is read from ``path`` if given, else from ``record`` (a comparison the bench JSON
-    of this metrics folder held). None recorded: an empty frame and a note saying how to make one.
-    """
+    """``(frame, note)``: the authors' script against ours, both measured on one machine, read from ``path`` if
+    given, else from ``record``; none recorded: an empty frame and a note saying how to make one."""
     comparison = previous_authors_comparison(path) if path else record.get("authors_comparison")
     if not comparison:
         return pd.DataFrame(), (
@@ -795,10 +791,9 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None):
     columns = {f"ours ({comparison['profile']})": comparison["ours"]}
     if "ratios" in comparison:
         columns["authors' script"] = comparison["authors_script"]
-    frame = pd.DataFrame({name: {label: side[key] for key, label in labels.items()}
-                          for name, side in columns.items()})
-    if "ratios" in comparison:
-        frame["ours / theirs (median of pairs)"] = [comparison["ratios"][key]["median"] for key in labels]
+        columns["ours / theirs (median of pairs)"] = {key: ratio["median"] for key, ratio in comparison["ratios"].items()
+                                                      if key in labels}
+    frame = pd.DataFrame({name: {label: side[key] for key, label in labels.items()} for name, side in columns.items()})
     workload = comparison["ours"]["workload"]
     note = (f"Medians of {comparison['runs']} runs of each side, in turn, measured by `python -m semlm.bench "
             f"--authors-script` on {comparison['cpu_model']} ({comparison['cpu_count']} cores) on "

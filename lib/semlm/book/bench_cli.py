@@ -155,21 +155,19 @@ def write_authors_comparison(record: dict, out: str | Path | None = None) -> Pat
             existing = json.loads(path.read_text())
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not valid JSON ({error}); pass another --out or delete it") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps({**existing, "authors_comparison": record}, indent=2))
-    tmp.replace(path)
-    return path
-
-
-# --- one function per --only section -----------------------------------------------------------
+    return _write_json(path, {**existing, "authors_comparison": record})
 
 
 def _write_json(path: str | Path, record: dict) -> Path:
+    """Write ``record`` to ``path`` through a temporary file beside it (never half-written)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2))
-    return path
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    return tmp.replace(path)
+
+
+# --- one function per --only section -----------------------------------------------------------
 
 
 def print_idea_summary(idea: dict) -> None:

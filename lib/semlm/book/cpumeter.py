@@ -30,12 +30,11 @@ class CpuMeter:
         self.interval, self.include_self = interval, include_self
         # the cores this process may run on (its CPU affinity; os.cpu_count() where that is unknown)
         self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        self._seen: dict[tuple[int, float], float] = {}
-        self._processes: dict[tuple[int, float], psutil.Process] = {}
+        #: (pid, start time) -> (the process, the most user + system CPU seconds a sample saw)
+        self._seen: dict[tuple[int, float], tuple[psutil.Process, float]] = {}
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = threading.Thread(target=self._loop, name="cpu-meter", daemon=True)
         self._root = psutil.Process()
-        self._self_start = 0.0
         self._start = self._end = 0.0
         self.cpu_seconds = 0.0
 
@@ -49,8 +48,8 @@ class CpuMeter:
                 with process.oneshot():
                     key = (process.pid, process.create_time())
                     times = process.cpu_times()
-                self._seen[key] = max(self._seen.get(key, 0.0), times.user + times.system)
-                self._processes.setdefault(key, process)
+                _, seen = self._seen.get(key, (process, 0.0))
+                self._seen[key] = (process, max(seen, times.user + times.system))
             except psutil.Error:  # it ended between listing and reading
                 continue
 
@@ -63,25 +62,24 @@ class CpuMeter:
         own = self._root.cpu_times()
         self._self_start = own.user + own.system
         self._sample()
-        self._baseline = dict(self._seen)  # processes already running: only their CPU from now on counts
-        self._thread = threading.Thread(target=self._loop, name="cpu-meter", daemon=True)
+        # processes already running: only their CPU from now on counts
+        self._baseline = {key: seconds for key, (_, seconds) in self._seen.items()}
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._sample()
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._thread.join()
         self._end = time.perf_counter()
-        tree = sum(seconds - self._baseline.get(key, 0.0) for key, seconds in self._seen.items())
+        tree = sum(seconds - self._baseline.get(key, 0.0) for key, (_, seconds) in self._seen.items())
         own = self._root.cpu_times()
         self.cpu_seconds = tree + ((own.user + own.system - self._self_start) if self.include_self else 0.0)
 
     def started_processes(self) -> list[psutil.Process]:
         """The processes below this one that started while the meter ran (seen in a sample) and are still alive,
         orphans re-parented away included; psutil keeps each one's start time, so a reused pid is never one."""
-        return [process for key, process in self._processes.items()
+        return [process for key, (process, _) in self._seen.items()
                 if key not in self._baseline and process.is_running()]
 
     @property
