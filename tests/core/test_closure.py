@@ -12,7 +12,7 @@ import pytest
 
 import semlm
 from semlm.core import runs
-from semlm.core.closure import closure_hash, code_closure
+from semlm.core.closure import code_closure
 from semlm.fusion.synthetic_experiment import SYNTHETIC
 from semlm.idea.wikitext_experiment import IDEA
 
@@ -142,10 +142,10 @@ def other_step(x):
 def test_cache_key_follows_imports_in_function_bodies(library_module):
     library_module("probe_helpers", "def helper(x):\n    return x + 1\n")
     caller = library_module("probe_caller", CALLER)
-    before = [closure_hash(caller.train_step), closure_hash(caller.other_step)]
+    before = [code_closure(caller.train_step), code_closure(caller.other_step)]
     assert "semlm.probe_helpers:helper" in code_closure(caller.train_step)
     library_module("probe_helpers", "def helper(x):\n    return x + 2\n", "v2")
-    after = [closure_hash(caller.train_step), closure_hash(caller.other_step)]
+    after = [code_closure(caller.train_step), code_closure(caller.other_step)]
     assert after[0] != before[0] and after[1] != before[1]
     # in the library: SST-2's feature code imports the tree reader inside a function
     from semlm.fusion.sst2_experiment import SST2
@@ -176,12 +176,12 @@ def loss(name, x):
 def test_cache_key_sees_functions_a_decorator_registers(library_module):
     # the library has no such registry today (its decorators wrap claims' judges, and transformers' Auto
     # classes are filled by register() calls no experiment's training consults); this keeps it so
-    before = closure_hash(library_module("probe_registry", REGISTRY).loss)
+    before = code_closure(library_module("probe_registry", REGISTRY).loss)
     edited = library_module("probe_registry", REGISTRY.replace("x * x", "x * x * x"), "v2")
     assert "semlm.probe_registry:power" in code_closure(edited.loss)
-    assert closure_hash(edited.loss) != before
+    assert code_closure(edited.loss) != before
     renamed = library_module("probe_registry", REGISTRY.replace('"power"', '"square"'), "v3")
-    assert closure_hash(renamed.loss) != before  # the name a function is filed under is code too
+    assert code_closure(renamed.loss) != before  # the name a function is filed under is code too
 
 
 EXPERIMENT = """

@@ -32,7 +32,7 @@ def test_focus_cross_entropy_averages_per_occurrence(vocab):
     assert math.isnan(out["!"])
 
 
-from semlm.core.records import wilson_bounds
+from semlm.core.records import Interval
 from semlm.fusion.metrics import control_accuracy, held_out_hit_rate, polarity_confusion, realised_polarity
 
 POS = "Bob cooks the meal , very good !".split()
@@ -51,10 +51,11 @@ def test_control_accuracy_counts_adjective_and_punctuation():
 
 
 def test_wilson_bounds_match_a_known_value_and_stay_in_range():
-    low, high = wilson_bounds(200, 200)
-    assert high == 1.0 and low == pytest.approx(0.9812, abs=1e-4)
-    low, high = wilson_bounds(10, 20)
-    assert (low, high) == pytest.approx((0.2993, 0.7007), abs=1e-4)
+    rate = Interval.of_proportion(200, 200)
+    assert rate.high == 1.0 and rate.low == pytest.approx(0.9812, abs=1e-4)
+    rate = Interval.of_proportion(10, 20)
+    assert (rate.low, rate.high) == pytest.approx((0.2993, 0.7007), abs=1e-4)
+    assert math.isnan(Interval.of_proportion(0, 0).low)
 
 
 def test_confusion_and_held_out_hits():
@@ -112,14 +113,11 @@ def test_perplexity_of_scores_refuses_a_second_positional_argument():
 
 
 def test_block_perplexity_scores_no_target_positions_of_no_block():
-    """Blocks of token ids mark "no token" past the end of the text with NO_TARGET (paper B's PAD_ID): never
+    """Blocks of token ids mark "no token" past the end of the text with NO_TARGET: never
     scored, so a block padded with it has the perplexity of its real targets alone."""
     from types import SimpleNamespace
 
     from semlm.core.metrics import NO_TARGET
-    from semlm.idea.targets import PAD_ID
-
-    assert PAD_ID == NO_TARGET
 
     class Uniform(torch.nn.Module):
         def __init__(self):

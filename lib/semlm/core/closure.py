@@ -66,13 +66,8 @@ def _in_library(obj: Any) -> bool:
 
 
 def _names(code: types.CodeType) -> set[str]:
-    """Every global or attribute name ``code`` and the code objects nested in it use."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names(const)
-    # LOAD_GLOBAL / LOAD_NAME arguments are in co_names already; LOAD_DEREF cells are handled by the caller
-    return names
+    """Every global or attribute name ``code`` and the code objects nested in it use (closure cells aside)."""
+    return set(code.co_names).union(*(_names(c) for c in code.co_consts if isinstance(c, types.CodeType)))
 
 
 def _body_imports(fn: types.FunctionType) -> list[types.ModuleType]:
@@ -150,9 +145,8 @@ class _Closure:
         if isinstance(obj, (staticmethod, classmethod)):
             obj = obj.__func__
         if isinstance(obj, property):
-            for part in (obj.fget, obj.fset, obj.fdel):
-                if part is not None:
-                    self.visit(part)
+            for part in filter(None, (obj.fget, obj.fset, obj.fdel)):
+                self.visit(part)
             return
         if isinstance(obj, types.ModuleType):
             if _in_library(obj):
@@ -209,10 +203,7 @@ class _Closure:
         elif (inspect.isfunction(value) or inspect.isclass(value) or isinstance(value, (staticmethod, classmethod))
               or (callable(value) and hasattr(value, "__wrapped__"))):
             self.visit(value)
-        elif _in_library(type(value)):
-            self.visit(value)
-            self.parts[where] = _stable_repr(value)
-        elif _plain(value):
+        elif _in_library(type(value)) or _plain(value):
             self.visit(value)
             self.parts[where] = _stable_repr(value)
         elif isinstance(value, (list, tuple, dict, set, frozenset)):
@@ -222,21 +213,18 @@ class _Closure:
 
     def _class(self, cls: type) -> None:
         members = {name: value for name, value in vars(cls).items() if id(value) not in self.exclude}
-        if len(members) < len(vars(cls)):
-            # the class without the excluded methods: its other members one by one
-            for name, value in sorted(members.items()):
-                if inspect.isfunction(value) or isinstance(value, (staticmethod, classmethod, property)):
-                    self.visit(value)
-                elif not name.startswith("__"):
-                    self.parts[f"{cls.__module__}:{cls.__qualname__}.{name}"] = _stable_repr(value)
-        else:
+        whole = len(members) == len(vars(cls))  # else the class without the excluded methods, member by member
+        qualified = f"{cls.__module__}:{cls.__qualname__}"
+        if whole:
             try:
-                self.parts[f"{cls.__module__}:{cls.__qualname__}"] = code_text(inspect.getsource(cls))
+                self.parts[qualified] = code_text(inspect.getsource(cls))
             except (OSError, TypeError):
-                self.parts[f"{cls.__module__}:{cls.__qualname__}"] = cls.__qualname__
-            for value in members.values():
-                if inspect.isfunction(value) or isinstance(value, (staticmethod, classmethod, property)):
-                    self.visit(value)
+                self.parts[qualified] = cls.__qualname__
+        for name, value in members.items() if whole else sorted(members.items()):  # the order keys were made in
+            if inspect.isfunction(value) or isinstance(value, (staticmethod, classmethod, property)):
+                self.visit(value)
+            elif not whole and not name.startswith("__"):
+                self.parts[f"{qualified}.{name}"] = _stable_repr(value)
         for base in cls.__bases__:
             self.visit(base)
 
@@ -254,13 +242,8 @@ def code_closure(*roots: Any, exclude: Iterable[Any] = ()) -> dict[str, str]:
     return dict(sorted(closure.parts.items()))
 
 
-def closure_hash(*roots: Any, exclude: Iterable[Any] = ()) -> str:
-    """A 12-hex-digit hash of :func:`code_closure`; equal across processes and sessions."""
-    return parts_hash(code_closure(*roots, exclude=exclude))
-
-
 def parts_hash(parts: dict[str, str]) -> str:
-    """The 12-hex-digit hash of a :func:`code_closure`."""
+    """The 12-hex-digit hash of a :func:`code_closure`; equal across processes and sessions."""
     digest = hashlib.sha256()
     for name, source in parts.items():
         digest.update(name.encode())

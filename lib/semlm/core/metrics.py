@@ -17,6 +17,7 @@ gold next token (no label smoothing). Models, losses and the causal floors of
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
@@ -76,10 +77,14 @@ def perplexity_authors_denominator(scores: TokenScores, exclude_targets: Iterabl
     every model, as the oracle of ``semlm.fusion.leakage`` does:
     the same CE sum over one more target per sentence. Shown only to compare with their numbers.
     """
-    exclude = torch.tensor(sorted(set(exclude_targets)), dtype=torch.long)
-    keep = ~torch.isin(scores.targets, exclude) if len(exclude) else torch.ones_like(scores.targets, dtype=torch.bool)
+    keep = _kept(scores, exclude_targets)
     n_pad = scores.pad_cross_entropy.numel() if scores.pad_cross_entropy is not None else 0
     return math.exp(scores.cross_entropy[keep].sum().item() / (int(keep.sum()) + n_pad))
+
+
+def _kept(scores: TokenScores, exclude_targets: Iterable[int]) -> torch.Tensor:
+    """The positions whose target is not in ``exclude_targets``."""
+    return ~torch.isin(scores.targets, torch.tensor(sorted(set(exclude_targets)), dtype=torch.long))
 
 
 def perplexity(source, data=None, *, alpha: float | None = None, exclude_targets: Iterable[int] = (),
@@ -94,24 +99,20 @@ def perplexity(source, data=None, *, alpha: float | None = None, exclude_targets
     idea-gated models (``alpha=0``: the ungated logits). Positions whose target is in
     ``exclude_targets`` are dropped (NaN if none remain). The model is left in the mode it was in.
     """
-    if isinstance(source, TokenScores) and data is not None:
-        raise TypeError("perplexity(scores) takes no data; pass the targets to drop as exclude_targets=")
-    if not isinstance(source, TokenScores):
-        model = source
-        was_training = model.training
+    if isinstance(source, TokenScores):
+        if data is not None:
+            raise TypeError("perplexity(scores) takes no data; pass the targets to drop as exclude_targets=")
+        scores = source
+    else:
+        was_training = source.training
         try:
-            if isinstance(data, LMTensors):
-                source = score_tokens(model, data)
-            else:
-                return _block_perplexity(model, data, alpha, batch_size)
+            if not isinstance(data, LMTensors):
+                return _block_perplexity(source, data, alpha, batch_size)
+            scores = score_tokens(source, data)
         finally:
-            model.train(was_training)
-    scores = source
-    exclude = torch.tensor(sorted(set(exclude_targets)), dtype=torch.long)
-    keep = ~torch.isin(scores.targets, exclude) if len(exclude) else torch.ones_like(scores.targets, dtype=torch.bool)
-    if not keep.any():
-        return float("nan")
-    return math.exp(scores.cross_entropy[keep].mean().item())
+            source.train(was_training)
+    keep = _kept(scores, exclude_targets)
+    return math.exp(scores.cross_entropy[keep].mean().item()) if keep.any() else float("nan")
 
 
 @torch.no_grad()
@@ -149,13 +150,14 @@ def evaluate_language_model(model: torch.nn.Module, data: LMTensors, vocab: Voca
     """
     scores = score_tokens(model, data)
     never_scored = list(never_scored)
+    unseen = list(held_out_ids) + never_scored
     result = {
         "ppl": perplexity(scores, exclude_targets=never_scored),
-        "ppl_seen_only": perplexity(scores, exclude_targets=list(held_out_ids) + never_scored),
+        "ppl_seen_only": perplexity(scores, exclude_targets=unseen),
         "focus_ce": focus_cross_entropy(scores, vocab, focus_tokens),
         "n_tokens": int(scores.targets.numel()),
         "ppl_authors_denominator": perplexity_authors_denominator(scores, never_scored),
-        "ppl_seen_only_authors_denominator": perplexity_authors_denominator(scores, list(held_out_ids) + never_scored),
+        "ppl_seen_only_authors_denominator": perplexity_authors_denominator(scores, unseen),
         "n_pad_targets": int(scores.pad_cross_entropy.numel()) if scores.pad_cross_entropy is not None else 0,
     }
     if scores.feature_squared_error is not None:
@@ -183,20 +185,14 @@ def mean_interval(values: Sequence[float], bounds: tuple[float, float] | None = 
 def words_of(text: str) -> list[str]:
     """Lower-cased words of a generation: letters, digits and inner hyphens/apostrophes; WikiText's
     `` @-@ `` hyphen marker is joined back first."""
-    import re
-
     text = text.replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".")
     return re.findall(r"[a-z0-9]+(?:[-'][a-z0-9]+)*", text.lower())
 
 
-def content_words(words: Sequence[str], stopwords: Iterable[str]) -> list[str]:
-    stop = set(stopwords)
-    return [w for w in words if w not in stop]
-
-
 def stickiness(words: Sequence[str], domain_terms: Iterable[str], stopwords: Iterable[str]) -> float:
     """Domain-word hits / content words (stopwords removed); NaN if there are no content words."""
-    content = content_words(words, stopwords)
+    stop = set(stopwords)
+    content = [w for w in words if w not in stop]
     terms = set(domain_terms)
     return sum(w in terms for w in content) / len(content) if content else float("nan")
 
@@ -207,25 +203,22 @@ def unique_domain_density(words: Sequence[str], domain_terms: Iterable[str]) -> 
     return 100.0 * len({w for w in words if w in terms}) / len(words) if words else float("nan")
 
 
-def distinct_n(tokens: Sequence, n: int = 2) -> float:
-    """Distinct n-grams / n-grams of one text (NaN when shorter than n)."""
+def _ngrams(tokens: Sequence, n: int) -> list[tuple]:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def distinct_n(tokens: Sequence, n: int = 2) -> float:
+    """Distinct n-grams / n-grams of one text (NaN when shorter than n)."""
+    grams = _ngrams(tokens, n)
     return len(set(grams)) / len(grams) if grams else float("nan")
 
 
 def repetition_rate(tokens: Sequence, n: int = 4) -> float:
     """Share of n-grams of a text that already occurred earlier in it (0 = no repeats, near 1 = a loop)."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    seen, repeats, total = set(), 0, 0
-    for i in range(len(tokens) - n + 1):
-        gram = tuple(tokens[i:i + n])
-        repeats += gram in seen
-        total += 1
-        seen.add(gram)
-    return repeats / total if total else float("nan")
+    grams = _ngrams(tokens, n)  # every n-gram but the first occurrence of each is a repeat
+    return (len(grams) - len(set(grams))) / len(grams) if grams else float("nan")
 
 
 def summarise(values: Sequence[float]) -> dict:

@@ -17,6 +17,7 @@ This module imports no torch, so the report can be built without it.
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 import typing
@@ -38,19 +39,6 @@ def t_quantile_975(df: int) -> float:
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
     return _T975[df - 1] if df <= len(_T975) else _Z975
-
-
-def wilson_bounds(successes: int, n: int, z: float = _Z975) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion (well-behaved at 0 and 1, unlike the normal one)."""
-    if n == 0:
-        return float("nan"), float("nan")
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # At 0 and n successes the bounds are exactly 0 and 1; say so instead of 0.999999...
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return low, high
 
 
 def _number(value) -> float:
@@ -99,11 +87,19 @@ class Interval:
 
     @classmethod
     def of_proportion(cls, successes: int, n: int) -> Interval:
-        """The rate ``successes / n`` with its 95% Wilson interval (NaN for ``n = 0``)."""
+        """The rate ``successes / n`` with its 95% Wilson score interval (well-behaved at 0 and 1, unlike the
+        normal one; NaN for ``n = 0``)."""
         if n < 0 or successes < 0 or successes > n:
             raise ValueError(f"a proportion needs 0 <= successes <= n, got {successes} of {n}")
-        low, high = wilson_bounds(successes, n)
-        return cls(successes / n if n else float("nan"), low, high, n, None, "proportion", successes)
+        if n == 0:
+            return cls(float("nan"), float("nan"), float("nan"), n, None, "proportion", successes)
+        p, z = successes / n, _Z975
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        # At 0 and n successes the bounds are exactly 0 and 1; say so instead of 0.999999...
+        low = 0.0 if successes == 0 else max(0.0, centre - half)
+        high = 1.0 if successes == n else min(1.0, centre + half)
+        return cls(p, low, high, n, None, "proportion", successes)
 
     @classmethod
     def paired(cls, first: Sequence[float], second: Sequence[float]) -> Interval:
@@ -154,20 +150,13 @@ class Interval:
         """The JSON shape of the metrics files: ``{mean, ci_low, ci_high, values}`` (``n`` when the
         values are not kept) or, for a rate, ``{value, ci_low, ci_high, k, n}``."""
         if self.kind == "proportion":
-            out = {"value": self.mean, "ci_low": self.low, "ci_high": self.high}
-            if self.successes is not None:
-                out["k"] = self.successes
-            if self.n is not None:
-                out["n"] = self.n
-            return out
-        out = {"mean": self.mean, "ci_low": self.low, "ci_high": self.high}
-        if self.values is not None:
-            out["values"] = list(self.values)
-        elif self.n is not None:
-            out["n"] = list(self.n) if isinstance(self.n, tuple) else self.n
-        if self.successes is not None:  # a rate written with a "mean" key (chapter 9's corpus drift)
-            out["k"] = self.successes
-        return out
+            out = {"value": self.mean, "ci_low": self.low, "ci_high": self.high, "k": self.successes, "n": self.n}
+        else:  # ``k``: a rate written with a "mean" key (chapter 9's corpus drift)
+            out = {"mean": self.mean, "ci_low": self.low, "ci_high": self.high,
+                   "values": None if self.values is None else list(self.values),
+                   "n": None if self.values is not None else list(self.n) if isinstance(self.n, tuple) else self.n,
+                   "k": self.successes}
+        return {key: value for key, value in out.items() if value is not None}
 
     # -- reading --
     @property
@@ -186,9 +175,6 @@ class Interval:
     def below(self, x: float) -> bool:
         """The whole interval lies strictly below ``x``."""
         return self.high < x
-
-    def excludes(self, x: float) -> bool:
-        return self.above(x) or self.below(x)
 
     def format(self, digits: int = 3, signed: bool = False) -> str:
         """``0.123 [0.100, 0.150]`` (``+0.123 [+0.100, +0.150]`` if signed); ``undefined`` if not finite."""
@@ -213,13 +199,7 @@ class Interval:
 
 # --- records --------------------------------------------------------------------------------
 
-_HINTS: dict[type, dict[str, object]] = {}
-
-
-def _hints(cls) -> dict[str, object]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+_hints = functools.cache(typing.get_type_hints)
 
 
 def _coerce(tp, value, where: str):
