@@ -284,15 +284,6 @@ def test_manifest_says_per_chapter_which_models_were_trained_and_which_loaded(tm
     assert manifest["01_feature_bank"]["runs"] == {"trained": 0, "resumed": 0, "loaded": 0}
 
 
-def test_a_manifest_of_the_older_flat_form_is_read_as_chapters(tmp_path):
-    import json
-
-    from semlm.book.runner import read_manifest
-
-    (tmp_path / "manifest.json").write_text(json.dumps({"01_feature_bank": {"profile": "cpu", "seconds": 3.0}}))
-    assert read_manifest(tmp_path) == {"chapters": {"01_feature_bank": {"profile": "cpu", "seconds": 3.0}}}
-
-
 def test_cpu_meter_counts_the_cpu_of_child_processes_and_not_idle_waiting():
     import subprocess
     import sys

@@ -44,7 +44,7 @@ def test_the_schedule_takes_the_chapters_in_order_and_the_longest_runs_of_each_f
     planned = plan.book_runs("smoke")
     assert [e.chapter for e in planned] == list(plan.CHAPTERS)
     jobs = plan.schedule(planned)
-    assert len(jobs) == sum(e.count for e in planned)
+    assert len(jobs) == sum(len(e.specs) for e in planned)
     position = {chapter: i for i, chapter in enumerate(plan.CHAPTERS)}
     owner = {(id(e.experiment), s): e.chapter for e in planned for s in e.specs}
     chapters = [position[owner[(id(experiment), spec)]] for experiment, spec in jobs]

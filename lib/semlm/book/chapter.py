@@ -1,12 +1,8 @@
-"""A chapter's bookkeeping in one object: ``chapter = book.open(name, profile=..., seed=...)`` under
-the parameters cell, ``chapter.close(record)`` once the chapter's record is built.
-
-Opening resolves the profile (``make lab``'s ``$SEMLM_PROFILE``, :func:`~semlm.profiles.lab_profile`),
-checks the papermill parameters (one-line ``ValueError`` naming the bad one,
-:func:`~semlm.profiles.check_parameters`) and starts the clock; closing writes
+"""A chapter's bookkeeping in one object: ``chapter = book.open(name, profile=..., seed=...)`` under the
+parameters cell resolves the profile (``make lab``'s ``$SEMLM_PROFILE``, :func:`~semlm.profiles.lab_profile`), checks
+the parameters (:func:`~semlm.profiles.check_parameters`) and starts the clock; ``chapter.close(record)`` writes
 ``<metrics dir>/<name>.json`` with the record, the wall time and their provenance
 (:func:`~semlm.book.report.write_chapter_metrics`). A chapter that fails before ``close`` writes nothing.
-
 Torch-free on import, like :mod:`semlm.book`.
 """
 
@@ -45,12 +41,9 @@ class Chapter:
 
 
 def open_chapter(name: str, *, profile: str, seed: int, **parameters) -> Chapter:
-    """Open chapter ``name`` with its parameters cell's values: ``profile``, ``seed`` and any of
-    ``workers``, ``n_seeds``, ``max_steps`` (checked, not kept: the chapter keeps its own variables).
-
-    The chapter's own long profiles (:data:`~semlm.profiles.LONG_PROFILES`, e.g. ``cpu-long`` for
-    ``06_idea_gating``) are accepted besides the shared ones.
-    """
+    """Open chapter ``name`` with its parameters cell's values: ``profile`` (one of the shared profiles or the
+    chapter's own long ones, :data:`~semlm.profiles.LONG_PROFILES`), ``seed`` and any of ``workers``, ``n_seeds``,
+    ``max_steps`` (checked, not kept: the chapter keeps its own variables)."""
     profile = lab_profile(profile)
     own_profiles = tuple(long for long, chapter in LONG_PROFILES.items() if chapter == name)
     check_parameters(own_profiles, profile=profile, seed=seed, **parameters)

@@ -1,16 +1,11 @@
 """The book's trained models, listed before any chapter runs (``python -m semlm.book plan``).
 
-Every chapter declares its runs through one library function (``fusion_training_runs``,
-``audit_runs``, ``sst2_runs``, ``idea_gating_runs``, ``topic_drift_runs``, ``intent_runs``,
-``backbone_runs``); :func:`book_runs` calls them with each chapter's default parameters, so the
-whole book's runs can be listed, counted and trained ahead of the chapters
-(:func:`train_ahead`: every run in one pool of one-thread processes, :func:`semlm.core.runs.run_jobs`).
-The book runner starts it beside the chapters (``python -m semlm.book run``): while a chapter
-evaluates, the pool trains the next chapters' models, and a chapter that asks for a model being
-trained waits for it (each run trains under a file lock, :func:`semlm.core.runs.run_lock`), so
-nothing is trained twice. Two chapters have runs that depend on another run's result and are
-listed as such: chapter 7's sweep (the loss form chapter 6 chooses) and chapter 8's LoRA runs
-(the backbone they adapt); their chapters train them.
+Every chapter declares its runs through one library function (``fusion_training_runs``, ``audit_runs``, ...);
+:func:`book_runs` calls them with each chapter's default parameters, so the whole book's runs can be listed and
+trained ahead of the chapters in one pool of one-thread processes (:func:`train_ahead`). The book runner starts that
+beside the chapters; a chapter that asks for a model being trained waits for it (each run trains under a file lock,
+:func:`semlm.core.runs.run_lock`), so nothing is trained twice. Runs that depend on another run's result (chapter
+7's sweep, chapter 8's LoRA runs: :data:`DEPENDENT`) are trained by their chapters.
 """
 
 from __future__ import annotations
@@ -39,10 +34,6 @@ class ChapterRuns:
     chapter: str
     experiment: object            # a semlm.core.runs.Experiment
     specs: tuple                  # of semlm.core.runs.RunSpec
-
-    @property
-    def count(self) -> int:
-        return len(self.specs)
 
 
 def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
@@ -125,7 +116,7 @@ def train_ahead(profile: str, seed: int = DEFAULT_SEED, workers: int | None = No
               for (experiment, spec), outcome in zip(jobs, outcomes) if isinstance(outcome, BaseException)]
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(jobs)} runs failed: " + "; ".join(failed))
-    return {entry.chapter: entry.count for entry in planned}
+    return {entry.chapter: len(entry.specs) for entry in planned}
 
 
 def _print_outcome(experiment, spec, outcome) -> None:
@@ -139,7 +130,7 @@ def _print_outcome(experiment, spec, outcome) -> None:
 
 def describe(planned: list[ChapterRuns]) -> str:
     """The plan as a few lines of text: runs per chapter and experiment, and the runs listed later."""
-    lines = [f"{entry.chapter:28s} {entry.experiment.name:14s} {entry.count:3d} runs" for entry in planned]
-    lines.append(f"{'total':28s} {'':14s} {sum(e.count for e in planned):3d} runs")
+    lines = [f"{entry.chapter:28s} {entry.experiment.name:14s} {len(entry.specs):3d} runs" for entry in planned]
+    lines.append(f"{'total':28s} {'':14s} {sum(len(e.specs) for e in planned):3d} runs")
     lines += [f"{chapter:28s} later: {why}" for chapter, why in DEPENDENT.items()]
     return "\n".join(lines)

@@ -1,32 +1,16 @@
 """Build the book: execute every chapter with papermill, then render the HTML with Jupyter Book.
 
-    python -m semlm.book run --profile {smoke,cpu,paper} [--only CHAPTER] [--html]
-                             [--build-dir DIR] [--fresh] [--allow-downloads]
+    python -m semlm.book run --profile {smoke,cpu,paper} [--only CHAPTER] [--html] [--build-dir DIR]
+                             [--fresh] [--no-solutions] [--allow-downloads]
 
-Chapters are the jupytext (py:percent) files ``notebooks/NN_name.py``. Each is converted to
-``.ipynb`` and executed with ``profile`` as its papermill parameter; the result lands in
-``<build>/executed/<chapter>.ipynb`` only when every cell ran, so a failing chapter never
-replaces a good one (its partial notebook is kept as ``<chapter>.failed.ipynb``).
+Each chapter, the jupytext file ``notebooks/NN_name.py``, runs with ``profile`` as its papermill parameter; its
+notebook replaces ``<build>/executed/<chapter>.ipynb`` only when every cell ran (a failing chapter's partial notebook
+is kept as ``<chapter>.failed.ipynb``), tidied to read like a book page (:func:`tidy_executed_notebook`). Chapters
+whose data files (:data:`semlm.data.fetch.CHAPTER_DATA`) are missing are skipped, in one line and in the HTML;
+``--only`` such a chapter fails at once. The HTML is built from a staged copy of the book (``<build>/source/``, with
+a local MathJax: the book reads offline) and replaces ``<build>/html`` only when Jupyter Book succeeds.
 
-The HTML is built from a staged copy of the book (``<build>/source/``: the configuration,
-``book/*.md``, the executed notebooks and a local MathJax), so the repository never holds
-generated notebooks and the book reads offline. It replaces ``<build>/html`` only when
-Jupyter Book succeeds.
-
-Before any chapter runs, the runner checks the data files every selected chapter reads
-(:data:`semlm.data.fetch.CHAPTER_DATA`). A full build skips the chapters whose data are missing,
-says so in one line (the files and ``make data``), and the HTML says what was skipped and why;
-``--only`` a chapter whose data are missing fails at once with that line.
-
-After a chapter ran, its notebook is made to read like a book page: papermill's injected
-parameters cell is hidden and the values the chapter ran with appear as one ``run with:`` line
-under the visible ``parameters`` cell; absolute paths of this machine in the outputs are
-written relative to the repository. The HTML output also gets ``notebooks/<chapter>.ipynb``,
-the chapter as a notebook without outputs, for download and launch buttons.
-
-SIGTERM or Ctrl-C stops the build and takes every process it started with it (the papermill
-kernel and any worker pools the chapter started).
-
+SIGTERM or Ctrl-C stops the build and every process it started (the papermill kernel, its worker pools).
 Exit status: 0 on success, 1 when a chapter or the HTML build fails, 2 on a usage error.
 """
 
@@ -156,13 +140,6 @@ def check_profile(profile: str) -> None:
         raise BookError(str(exc), exit_code=2) from None
 
 
-def check_data_dir() -> None:
-    """A ``SEMLM_DATA_DIR`` that does not exist is a typo: say so before any chapter runs."""
-    data_dir = os.environ.get("SEMLM_DATA_DIR")
-    if data_dir and not Path(data_dir).expanduser().is_dir():
-        raise BookError(f"SEMLM_DATA_DIR={data_dir} is not a directory; point it at the data folder "
-                        "(see data/README.md) or unset it to use data/", exit_code=2)
-
 
 # --- executing chapters -----------------------------------------------------------------------
 
@@ -180,37 +157,27 @@ def ipython_dir(build_dir: Path) -> Path:
 
 @contextlib.contextmanager
 def chapter_environment(build_dir: Path, allow_downloads: bool):
-    """Set the variables the chapters read, for the duration of the build only.
-
-    The kernels inherit this process's environment; restoring it afterwards keeps ``run()``
-    free of side effects when tests call it in-process.
-    """
+    """Set the variables the chapters' kernels inherit, for the duration of the build only (restored afterwards,
+    so ``run()`` called in-process by tests has no side effects)."""
+    data = os.environ.get("SEMLM_DATA_DIR")
     updates = {"SEMLM_METRICS_DIR": str(build_dir / "metrics"), "SEMLM_RUNS_DIR": str(build_dir / "runs"),
-               "SEMLM_BUILD_DIR": str(build_dir)}
-    data_dir = os.environ.get("SEMLM_DATA_DIR")
-    if data_dir:
-        # The kernels run in the repository root, not in the caller's cwd.
-        updates["SEMLM_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
-    if allow_downloads:
-        updates["SEMLM_ALLOW_DOWNLOADS"] = "1"  # the loaders' own opt-in (WikiText-103, FineWeb-Edu, Mistral)
-    else:
-        updates.update(dict.fromkeys(OFFLINE_VARS, "1"))
-    # Progress bars are for people watching a run; in a rendered page they are noise.
-    updates["TQDM_DISABLE"] = "1"
-    # A kernel's OpenMP threads sleep when they wait instead of spinning: beside the one-thread training
-    # processes, spinning threads burnt 4-7 times the CPU of the work itself (same thread count, same numbers).
-    updates["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
-    updates["IPYTHONDIR"] = str(ipython_dir(build_dir))  # glued numpy numbers render (semlm.book.display)
+               "SEMLM_BUILD_DIR": str(build_dir),
+               "TQDM_DISABLE": "1",  # progress bars are for people watching a run, noise in a rendered page
+               # A kernel's OpenMP threads sleep when they wait instead of spinning: beside the one-thread training
+               # processes, spinning threads burnt 4-7 times the CPU of the work itself (same threads, same numbers).
+               "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+               "IPYTHONDIR": str(ipython_dir(build_dir)),  # glued numpy numbers render (semlm.book.display)
+               # the kernels run in the repository root, not in the caller's cwd
+               **({"SEMLM_DATA_DIR": str(Path(data).expanduser().resolve())} if data else {}),
+               # the loaders' own opt-in (WikiText-103, FineWeb-Edu, Mistral), else the Hub's offline switches
+               **({"SEMLM_ALLOW_DOWNLOADS": "1"} if allow_downloads else dict.fromkeys(OFFLINE_VARS, "1"))}
     with mock.patch.dict(os.environ, updates):
         yield
 
 
 def ensure_kernel() -> None:
-    """Make the ``python3`` kernel run this interpreter, so chapters see this venv's semlm and pins.
-
-    A kernelspec from elsewhere on the Jupyter path (say a user-level install) could start another
-    Python; if so, or if there is none, install one into this environment (writes under sys.prefix).
-    """
+    """Make the ``python3`` kernel run this interpreter (this venv's semlm and pins): if a kernelspec from elsewhere
+    on the Jupyter path would start another Python, or there is none, install one under ``sys.prefix``."""
     if _kernel_python()[1]:
         return
     install = subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME],
@@ -286,21 +253,15 @@ def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
 # --- making an executed notebook read like a page -----------------------------------------------
 
 
-def run_with_line(notebook) -> str | None:
-    """``run with: profile='smoke', seed=111`` from the parameters cell's defaults and papermill's injected values."""
-    cells = {tag: cell for cell in notebook.cells for tag in cell.get("metadata", {}).get("tags", [])}
-    if "parameters" not in cells:
-        return None
-    values = {**parameter_assignments(cells["parameters"].source),
-              **parameter_assignments(cells["injected-parameters"].source if "injected-parameters" in cells else "")}
-    return "run with: " + ", ".join(f"{name}={value}" for name, value in values.items()) if values else None
-
-
 def tidy_executed_notebook(notebook, build_dir: Path | None = None):
-    """Hide papermill's injected cell, show the run's values under the parameters cell, drop machine paths."""
+    """Hide papermill's injected cell, show the run's values under the parameters cell (``run with:
+    profile='smoke', seed=111``: its defaults and papermill's injected values), drop machine paths."""
     import nbformat
 
-    line = run_with_line(notebook)
+    cells = {tag: cell for cell in notebook.cells for tag in cell.get("metadata", {}).get("tags", [])}
+    values = {**parameter_assignments(cells["parameters"].source if "parameters" in cells else ""),
+              **parameter_assignments(cells["injected-parameters"].source if "injected-parameters" in cells else "")}
+    line = "run with: " + ", ".join(f"{name}={value}" for name, value in values.items()) if values else None
     for cell in notebook.cells:
         tags = cell.get("metadata", {}).get("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
@@ -315,13 +276,12 @@ def tidy_executed_notebook(notebook, build_dir: Path | None = None):
 def relative_paths(notebook, build_dir: Path | None = None):
     """Rewrite this machine's absolute paths in outputs and papermill's metadata (``<repo>/x`` -> ``x``): the
     build folder (repository-relative, else ``<build dir>``), the data folder and the repository, longest first."""
-    pairs = []
+    pairs = [(str(data_dir()), "$SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data"),
+             (str(REPO_ROOT), ".")]
     if build_dir is not None:
         build = Path(build_dir).resolve()
         shown = str(build.relative_to(REPO_ROOT)) if build.is_relative_to(REPO_ROOT) else "<build dir>"
-        pairs.append((str(build), shown))
-    pairs.append((str(data_dir()), "$SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data"))
-    pairs.append((str(REPO_ROOT), "."))
+        pairs.insert(0, (str(build), shown))
     pairs.sort(key=lambda pair: -len(pair[0]))
 
     def clean(text: str) -> str:
@@ -386,15 +346,10 @@ def write_published_notebooks(html_dir: Path, chapters: list[str], solutions: bo
 
 
 def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) -> Path:
-    """Assemble ``<build>/source/``: what Jupyter Book builds.
-
-    A toc entry ``notebooks/<chapter>`` with no executed notebook (after ``--only``, say) gets a
-    placeholder page so the build still succeeds; an executed chapter the toc does not name is
-    reported, because Jupyter Book (only_build_toc_files) would leave it out silently. A chapter
-    in ``skipped`` (``{chapter: missing files}``, default: ``<build>/skipped.json``) gets a page
-    saying which files were missing, even if an older executed notebook exists, and the first
-    page lists the skipped chapters.
-    """
+    """Assemble ``<build>/source/``, what Jupyter Book builds: a toc entry without an executed notebook gets a
+    placeholder page; an executed chapter the toc does not name is reported (Jupyter Book would leave it out
+    silently); a chapter in ``skipped`` (``{chapter: missing files}``, default ``<build>/skipped.json``) gets a page
+    naming its missing files, even over an older executed notebook, and the first page lists them."""
     skipped = read_skipped(build_dir) if skipped is None else skipped
     source = build_dir / "source"
     shutil.rmtree(source, ignore_errors=True)
@@ -499,11 +454,8 @@ def build_html(build_dir: Path, solutions: bool = True) -> Path:
 
 
 def drop_duplicate_inline_scripts(html_dir: Path) -> int:
-    """Remove repeated identical inline ``<script>`` lines from every page; returns how many went.
-
-    Jupyter Book 1.0.4 emits sphinx-thebe's ``const THEBE_JS_URL = ...`` script twice per page,
-    so every page raised "Identifier 'THEBE_JS_URL' has already been declared" in the browser.
-    """
+    """Remove repeated identical inline ``<script>`` lines from every page; returns how many went (Jupyter Book
+    1.0.4 emits sphinx-thebe's ``const THEBE_JS_URL = ...`` twice per page: an error in every browser)."""
     removed = 0
     for page in Path(html_dir).rglob("*.html"):
         lines, seen, kept = page.read_text(encoding="utf-8").splitlines(keepends=True), set(), []
@@ -540,23 +492,20 @@ def _show(path: Path) -> str:
 
 def run(profile: str, only: str | None = None, build_dir: Path | str | None = None, fresh: bool = False,
         html: bool = True, allow_downloads: bool = False, solutions: bool = True) -> Path:
-    """Execute the chapters (all, or ``only`` one) with ``profile``, then build the HTML if ``html``.
-
-    For the whole book, :func:`start_training_ahead` runs beside the chapters: the models every chapter
-    declares train in one pool while the chapters execute in turn.
-
-    Returns the build directory (the book is ``<build>/html/index.html``). Raises
-    :class:`BookError` on usage errors (``exit_code`` 2) and on failures (1).
-    """
+    """Execute the chapters (all, or ``only`` one, the whole book beside :func:`start_training_ahead`) with
+    ``profile``, then build the HTML if ``html``. Returns the build directory (the book is
+    ``<build>/html/index.html``); raises :class:`BookError` on usage errors (``exit_code`` 2) and failures (1)."""
     check_profile(profile)
-    check_data_dir()
-    chapters = list_chapters()
-    chapters, skipped = _chapters_with_data([resolve_chapter(only, chapters)] if only is not None else chapters, only)
+    data = os.environ.get("SEMLM_DATA_DIR")
+    if data and not Path(data).expanduser().is_dir():  # a typo: say so before any chapter runs
+        raise BookError(f"SEMLM_DATA_DIR={data} is not a directory; point it at the data folder "
+                        "(see data/README.md) or unset it to use data/", exit_code=2)
     build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
+    wanted = [resolve_chapter(only, list_chapters())] if only is not None else list_chapters()
+    chapters, skipped = _chapters_with_data(build_dir, wanted, only)
     if fresh:
         shutil.rmtree(build_dir / "runs", ignore_errors=True)
     from_scratch = not any((build_dir / "runs").rglob("*.safetensors"))  # no trained model in the run cache
-    record_skipped(build_dir, chapters + list(skipped), skipped)
     meter = CpuMeter(include_self=True)
     with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit(meter), meter:
         ensure_kernel()
@@ -583,9 +532,11 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     return build_dir
 
 
-def _chapters_with_data(chapters: list[str], only: str | None) -> tuple[list[str], dict[str, list[str]]]:
-    """``chapters`` whose data files are all there, and ``{chapter: missing files}`` of the others (said in one
-    line; with ``--only``, a :class:`BookError`); warns about data that differ from the pinned release."""
+def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) -> tuple[list[str], dict[str, list]]:
+    """``chapters`` whose data files are all there, and ``{chapter: missing files}`` of the others: said in one
+    line (with ``--only``, a :class:`BookError`), kept in ``<build>/skipped.json`` (read when staging the HTML)
+    and their metrics from an earlier build set aside (``<chapter>.json.stale``: the report never mixes builds).
+    Warns about data that differ from the pinned release."""
     skipped = missing_for_chapters(chapters)
     if skipped:
         files = sorted({name for names in skipped.values() for name in names})
@@ -595,6 +546,18 @@ def _chapters_with_data(chapters: list[str], only: str | None) -> tuple[list[str
         if only is not None:
             raise BookError(line)
         print(f"skipping {len(skipped)} chapter(s): {line}", flush=True)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    record = {**{chapter: files for chapter, files in read_skipped(build_dir).items() if chapter not in chapters},
+              **skipped}
+    path = build_dir / SKIPPED_FILE
+    if record:
+        path.write_text(json.dumps(record, indent=1))
+    else:
+        path.unlink(missing_ok=True)
+    for chapter in skipped:
+        metrics = build_dir / "metrics" / f"{chapter}.json"
+        if metrics.exists():
+            metrics.replace(metrics.with_name(f"{chapter}.json.stale"))
     chapters = [chapter for chapter in chapters if chapter not in skipped]
     differing = differing_for_chapters(chapters)
     if differing:
@@ -645,10 +608,9 @@ class TrainingAhead:
 
 
 def start_training_ahead(profile: str, chapters: list[str], build_dir: Path) -> TrainingAhead | None:
-    """Start ``python -m semlm.book plan --train`` for ``chapters``' declared runs beside the chapters, or
-    return None when none of them declares runs. It trains them in one pool of one-thread processes
-    (one per core), the book's chapters in order; a chapter that asks for a model it is training waits
-    for it (:func:`semlm.core.runs.run_lock`). Output: ``<build>/work/train-ahead.log``."""
+    """Start ``python -m semlm.book plan --train`` for ``chapters``' declared runs beside the chapters (one pool of
+    one-thread processes; a chapter that asks for a model being trained waits for it), or return None when none of
+    them declares runs. Output: ``<build>/work/train-ahead.log``."""
     from semlm.book.plan import CHAPTERS
 
     update_manifest(build_dir, drop="train_ahead")  # an earlier build's
@@ -666,23 +628,6 @@ def start_training_ahead(profile: str, chapters: list[str], build_dir: Path) -> 
     print(f"training the models of {len(wanted)} chapters beside them (log: {_show(work / AHEAD_LOG)})", flush=True)
     return TrainingAhead(process, build_dir, time.time())
 
-
-def record_skipped(build_dir: Path, considered: list[str], skipped: dict[str, list[str]]) -> None:
-    """Update ``<build>/skipped.json`` (read when staging the HTML) for the ``considered`` chapters, and
-    set aside the metrics a skipped chapter left from an earlier build (``<chapter>.json.stale``), so
-    the report never mixes builds."""
-    build_dir.mkdir(parents=True, exist_ok=True)
-    record = {chapter: files for chapter, files in read_skipped(build_dir).items() if chapter not in considered}
-    record.update(skipped)
-    path = build_dir / SKIPPED_FILE
-    if record:
-        path.write_text(json.dumps(record, indent=1))
-    else:
-        path.unlink(missing_ok=True)
-    for chapter in skipped:
-        metrics = build_dir / "metrics" / f"{chapter}.json"
-        if metrics.exists():
-            metrics.replace(metrics.with_name(f"{chapter}.json.stale"))
 
 
 @contextlib.contextmanager
@@ -731,10 +676,7 @@ def read_manifest(build_dir: Path) -> dict:
     run cache held no model when it started), ``cpu_seconds``, ``cores``, ``utilisation`` and ``complete``
     (every chapter and the HTML)."""
     path = Path(build_dir) / MANIFEST_FILE
-    manifest = json.loads(path.read_text()) if path.is_file() else {}
-    if "chapters" not in manifest:  # the flat {chapter: entry} of older builds
-        manifest = {"chapters": {k: v for k, v in manifest.items() if isinstance(v, dict)}}
-    return manifest
+    return json.loads(path.read_text()) if path.is_file() else {"chapters": {}}
 
 
 def update_manifest(build_dir: Path, *, chapter: str | None = None, drop: str | None = None, **fields) -> dict:
@@ -773,8 +715,7 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
     run_log = build_dir / "work" / f"{chapter}.runs.jsonl"
     run_log.parent.mkdir(parents=True, exist_ok=True)
     run_log.unlink(missing_ok=True)
-    start = time.perf_counter()
-    meter = CpuMeter()
+    start, meter = time.perf_counter(), CpuMeter()
     try:  # the chapter's kernel inherits SEMLM_RUN_LOG; semlm.core.runs appends to it
         with mock.patch.dict(os.environ, SEMLM_RUN_LOG=str(run_log)), meter:
             execute_chapter(chapter, profile, build_dir)
