@@ -44,11 +44,26 @@ def test_unknown_profile_names_the_choices():
     ({"seed": 1.5}, "parameter seed"),
     ({"profile": 3}, "unknown profile 3"),
     ({"workers": 0}, "parameter workers"),
+    ({"workers": None}, "parameter workers must be an int >= 1, got None"),
+    ({"n_seeds": 0}, "parameter n_seeds must be an int >= 1 or None, got 0"),
     ({"epochs": 3}, "unknown parameter 'epochs'"),
 ])
 def test_wrong_notebook_parameters_get_one_clear_error(params, message):
     with pytest.raises(ValueError, match=message):
         check_parameters(**params)
+
+
+def test_none_is_the_profiles_own_number_of_seeds_or_steps():
+    check_parameters(n_seeds=None, max_steps=None, workers=2, seed=0)
+
+
+def test_a_topic_drift_profile_names_its_bad_sampling_settings():
+    from semlm.idea.profiles import topic_drift_profile
+
+    smoke = topic_drift_profile("smoke")
+    for bad in ({"temperature": 0.0}, {"sweep_alphas": (-1.0,)}, {"plain_steps_factor": 0.5}):
+        with pytest.raises(ValueError, match="need temperature > 0, sweep_alphas >= 0 and plain_steps_factor >= 1"):
+            replace(smoke, **bad)
 
 
 def test_model_config_rejects_unknown_kind_and_bad_heads():

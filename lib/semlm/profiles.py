@@ -8,6 +8,8 @@ What a profile means for each experiment lives beside it: :mod:`semlm.fusion.pro
 
 from __future__ import annotations
 
+import os
+
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
 #: Profiles of one chapter only, for recorded runs made outside the book build (``.ci/run-long``):
 #: ``cpu-long`` trains chapter 6's plain and gated GPT on a 2-core CPU until they beat the bigram
@@ -22,12 +24,9 @@ CPU_BF16_CHOICES: tuple[str, ...] = ("auto", "off")
 
 
 def cpu_computes_bf16() -> bool:
-    """Whether this CPU multiplies bf16 matrices natively (x86 AVX512-BF16 or AMX tiles).
-
-    Without it, oneDNN emulates bf16 and autocast makes training slower, not faster (the recorded
-    comparison in ``book/recorded/cpu-bf16-variants`` times a step with oneDNN capped at AVX-512
-    without BF16 and at AVX2: ``semlm.book.bench.emulated_bf16_step_ratios``).
-    """
+    """Whether this CPU multiplies bf16 matrices natively (x86 AVX512-BF16 or AMX tiles). Without it oneDNN
+    emulates bf16 and autocast makes training slower, not faster (``book/recorded/cpu-bf16-variants`` times a
+    step with oneDNN capped below both: ``semlm.book.bench.emulated_bf16_step_ratios``)."""
     import torch  # only when a profile asks; validating a profile needs no torch
 
     cpu = getattr(torch, "cpu", None)
@@ -38,8 +37,6 @@ def cpu_computes_bf16() -> bool:
 def cpu_bf16_setting() -> str:
     """``$SEMLM_CPU_BF16`` (one of :data:`CPU_BF16_CHOICES`, default ``auto``); a one-line ValueError
     for anything else (the book runner checks it before any chapter starts; no torch needed)."""
-    import os
-
     choice = os.environ.get(CPU_BF16_VARIABLE, "auto").strip().lower() or "auto"
     if choice not in CPU_BF16_CHOICES:
         raise ValueError(f"{CPU_BF16_VARIABLE}={choice!r} is not understood; set it to one of: "
@@ -50,17 +47,16 @@ def cpu_bf16_setting() -> str:
 def check_profile(profile, extra: tuple[str, ...] = ()) -> str:
     """``profile`` if it is one of :data:`PROFILES` (or of ``extra``, a chapter's :data:`LONG_PROFILES`)."""
     if not isinstance(profile, str) or profile not in (*PROFILES, *extra):
-        hint = "" if profile not in LONG_PROFILES else f" here ({profile} is a profile of {LONG_PROFILES[profile]} only)"
+        hint = f" here ({profile} is a profile of {LONG_PROFILES[profile]} only)" if profile in LONG_PROFILES else ""
         raise ValueError(f"unknown profile {profile!r}{hint}; choose one of: {', '.join((*PROFILES, *extra))}")
     return profile
 
 
 def check_parameters(extra_profiles: tuple[str, ...] = (), **params) -> None:
-    """Validate a notebook's papermill parameters: ``profile`` (str; one of :data:`PROFILES` or
-    ``extra_profiles``, the chapter's own :data:`LONG_PROFILES`) and ``seed`` (int) when given.
-
-    Raises a one-line ``ValueError`` naming the parameter, the bad value and what is expected.
-    """
+    """Validate a notebook's papermill parameters: ``profile`` (one of :data:`PROFILES` or ``extra_profiles``,
+    the chapter's own :data:`LONG_PROFILES`), ``seed`` (an int >= 0), ``workers``, ``n_seeds`` and ``max_steps``
+    (ints >= 1; None for the last two is the profile's own), each when given. Raises a one-line ``ValueError``
+    naming the parameter, the bad value and what is expected."""
     for name, value in params.items():
         if name == "profile":
             check_profile(value, extra_profiles)
@@ -68,17 +64,15 @@ def check_parameters(extra_profiles: tuple[str, ...] = (), **params) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"parameter seed must be a non-negative int, got {value!r} ({type(value).__name__}); "
                                  f"pass e.g. -p seed 111")
-        elif name in ("workers", "n_seeds"):
-            if name == "n_seeds" and value is None:  # the profile's own number of seeds
+        elif name in ("workers", "n_seeds", "max_steps"):
+            optional = name != "workers"  # None: the profile's own number of seeds or steps
+            if optional and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"parameter {name} must be an int >= 1, got {value!r}")
-        elif name == "max_steps":  # chapters 6-8: cap the profile's optimiser steps (None = the profile's own)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"parameter max_steps must be an int >= 1 or None, got {value!r}; "
-                                 f"pass e.g. -p max_steps 2000")
+                raise ValueError(f"parameter {name} must be an int >= 1{' or None' if optional else ''}, got {value!r}")
         else:
-            raise ValueError(f"unknown parameter {name!r}; notebooks take profile, seed, workers, n_seeds and max_steps")
+            raise ValueError(f"unknown parameter {name!r}; notebooks take profile, seed, workers, n_seeds and "
+                             f"max_steps")
 
 
 #: Set by ``make lab``: the profile a chapter opened in JupyterLab runs at ("Run All" in seconds).
@@ -88,16 +82,10 @@ BUILD_VARIABLE = "SEMLM_BUILD_DIR"
 
 
 def lab_profile(profile: str) -> str:
-    """The profile a chapter runs at: ``$SEMLM_PROFILE`` in an interactive kernel (``make lab``
-    sets it to ``smoke``), else ``profile``, the parameters cell's value.
-
-    The book runner's kernels (``SEMLM_BUILD_DIR`` set) keep ``profile``, so ``make book`` and
-    papermill's injected value are never overridden; a papermill run from a shell keeps its
-    ``-p profile`` too, as long as the shell does not export ``SEMLM_PROFILE``. Prints one line
-    when the override applies.
-    """
-    import os
-
+    """The profile a chapter runs at: ``$SEMLM_PROFILE`` in an interactive kernel (``make lab`` sets it to
+    ``smoke``; one line says so), else ``profile``, the parameters cell's value. The book runner's kernels
+    (``SEMLM_BUILD_DIR`` set) keep ``profile``, as does a papermill run from a shell that does not export
+    ``SEMLM_PROFILE``."""
     wanted = os.environ.get(LAB_PROFILE_VARIABLE, "").strip()
     if not wanted or os.environ.get(BUILD_VARIABLE) or wanted == profile:
         return profile

@@ -109,7 +109,7 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
     }
     if variants is not None:
         record["training_variants"] = variants
-    # the precision paper A's config trains in on this machine, and why (semlm.profiles.paper_a_cpu_precision)
+    # the precision paper A's config trains in on this machine, and why (semlm.fusion.profiles.paper_a_cpu_precision)
     record["precision"] = {"profile": config.name, "autocast": config.train.autocast or "float32",
                            "cpu_computes_bf16": cpu_computes_bf16(),
                            CPU_BF16_VARIABLE: os.environ.get(CPU_BF16_VARIABLE) or "auto"}

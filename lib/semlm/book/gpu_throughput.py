@@ -4,7 +4,7 @@
 full optimiser steps of :class:`semlm.core.train.Trainer` (the loop every chapter trains with: bf16
 autocast, fused AdamW, SDPA attention, the device-side running sums, the same 32 sequences per step)
 for the plain and the idea-gated GPT of ``profile`` under the execution settings in
-:data:`VARIANTS`, each an execution-only change of :class:`~semlm.profiles.TrainConfig`: the
+:data:`VARIANTS`, each an execution-only change of :class:`~semlm.core.train_config.TrainConfig`: the
 authors' micro-batch of 8 with accumulation 4, one micro-batch of 32, and that with
 ``torch.compile`` of the model and of gate + losses. Random token ids: a step's cost does not
 depend on what the model has learnt.

@@ -84,7 +84,7 @@ def _jsonable(value):
     if isinstance(value, Record):
         return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        # execution-only fields (semlm.profiles.execution_fields: a CUDA micro-batch, compilation) make the
+        # execution-only fields (semlm.core.train_config.execution_fields: a CUDA micro-batch, compilation) make the
         # same run, so they stay out of its description and key
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
                 if not f.metadata.get("execution")}
@@ -118,7 +118,7 @@ class Fit:
 
     train_data: Any
     val_data: Any
-    config: Any                                 # a semlm.profiles.TrainConfig
+    config: Any                                 # a semlm.core.train_config.TrainConfig
     loss_fn: Callable                           # (model, batch, step) -> (loss, parts), e.g. fusion.losses.FusionLoss
     validate: Callable | None = None            # (model, val_data, step) -> perplexity; None: metrics.perplexity
     snapshots: bool = False                     # keep the weights of every validation (RunRecord.load(step=...))

@@ -32,7 +32,7 @@ ABLATIONS: tuple[str, ...] = ("fusion_no_gate", "fusion_no_aux", "fusion_no_unif
 
 
 def audit_seeds(seed: int, n_seeds: int | None = None, profile: str = "cpu") -> list[int]:
-    """``n_seeds`` training seeds from ``seed`` on (None: the profile's, :data:`semlm.profiles.AUDIT_SEEDS`)."""
+    """``n_seeds`` training seeds from ``seed`` on (None: the profile's, :data:`semlm.fusion.profiles.AUDIT_SEEDS`)."""
     from semlm.fusion.profiles import AUDIT_SEEDS
     from semlm.profiles import check_profile
 
@@ -65,7 +65,7 @@ def audit_runs(profile: str, seeds: Sequence[int], steering_seeds: Sequence[int]
 
 def steering_seeds(seed: int, seeds: Sequence[int], profile: str = "cpu") -> list[int]:
     """``A-feature-steering``'s training seeds: the audit's ``seeds`` and, from ``seed`` on, as many more as
-    :data:`semlm.profiles.STEERING_SEEDS` asks at ``profile``."""
+    :data:`semlm.fusion.profiles.STEERING_SEEDS` asks at ``profile``."""
     from semlm.fusion.profiles import STEERING_SEEDS
     from semlm.profiles import check_profile
 

@@ -82,7 +82,7 @@ class FusionLoss:
 
     @classmethod
     def from_config(cls, config, adjective_classes: Sequence[torch.Tensor] = ()) -> "FusionLoss":
-        """The loss weights of a :class:`semlm.profiles.TrainConfig` and the adjective classes of Eq. 8."""
+        """The loss weights of a :class:`semlm.core.train_config.TrainConfig` and the adjective classes of Eq. 8."""
         return cls(config.label_smoothing, config.aux_weight, config.uniformizer_weight, tuple(adjective_classes))
 
     def __call__(self, model, batch, step: int | None = None) -> tuple[torch.Tensor, dict]:

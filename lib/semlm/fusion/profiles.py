@@ -1,10 +1,8 @@
 """Paper A's scales (chapters 2-5 and 10) at each of :data:`semlm.profiles.PROFILES`; torch-free.
 
-The paper's scale is small enough for a laptop, so ``cpu`` trains the same models on the same data
-as ``paper``; the one difference is the precision: on a CPU that computes bf16 natively, ``cpu``
-trains under bf16 autocast (:func:`paper_a_cpu_precision`: about two thirds of the training CPU
-time with the same validation perplexity, recorded in ``book/recorded/cpu-bf16-variants``), while
-``paper`` keeps the authors' float32.
+The paper's scale fits a laptop, so ``cpu`` trains the same models on the same data as ``paper``, in bf16
+autocast where the CPU computes it natively (:func:`paper_a_cpu_precision`: about two thirds of the training
+CPU time for the same validation perplexity, ``book/recorded/cpu-bf16-variants``); ``paper`` keeps float32.
 """
 
 from __future__ import annotations
@@ -16,17 +14,14 @@ from semlm.data.synthetic import INTENSITY, SyntheticConfig
 from semlm.fusion.config import BackboneConfig
 from semlm.profiles import check_parameters, check_profile, cpu_bf16_setting, cpu_computes_bf16
 
-#: Training seeds of chapter 4's leakage audit per profile (8 models each). ``cpu`` keeps the book
-#: build near its time budget: 3 seeds give t-intervals (t = 4.30) that leave more claims
-#: inconclusive than 5 would; ``paper`` uses 5.
+#: Training seeds per profile of chapter 4's leakage audit (8 models each; at ``cpu`` 3, whose t-intervals
+#: (t = 4.30) leave more claims inconclusive than 5 would, to keep the build near its time budget) ...
 AUDIT_SEEDS = {"smoke": 2, "cpu": 3, "paper": 5}
-#: Training seeds of chapter 4's ``A-feature-steering`` measurement (the causal fusion model decoded with the
-#: request in its features only): 5 where the claim can be decided (its rule needs 5 paired seeds), so ``cpu``
-#: trains two causal fusion models beyond the audit's seeds (about 50 CPU-seconds each) and nothing else.
+#: ... of its ``A-feature-steering`` measurement (the causal fusion model steered through its features only;
+#: the claim's rule needs 5 paired seeds: at ``cpu`` two causal fusion models beyond the audit's) ...
 STEERING_SEEDS = {"smoke": 2, "cpu": 5, "paper": 5}
-#: Training seeds of chapter 10 per profile: the intent and shuffled models at every one (the claims pair them by
-#: seed; five as the verdict issue asks), the baseline and control-code models, chapter 4's runs and context only,
-#: at chapter 4's seeds (:data:`AUDIT_SEEDS`), so ``cpu`` trains 4 models more than with 3 seeds, not 8.
+#: ... and of chapter 10's intent and shuffled models, which the claims pair by seed (its baseline and
+#: control-code models, chapter 4's runs and context only, run at :data:`AUDIT_SEEDS`).
 INTENT_SEEDS = {"smoke": 2, "cpu": 5, "paper": 5}
 
 #: The backbone of the ``smoke`` profiles (its vocab_size is None: the data set it).

@@ -2,7 +2,7 @@
 
 Pieces, in the order the chapter uses them:
 
-* ``sst2_profile`` (in the torch-free :mod:`semlm.profiles`): smoke / cpu / paper scales.
+* ``sst2_profile`` (in the torch-free :mod:`semlm.fusion.profiles`): smoke / cpu / paper scales.
 * ``prepare_sst2``: word-level vocabulary from the training sentences (minimum frequency,
   ``<unk>``), the weak-supervision feature bank of ``semlm.fusion.sst2_features`` and the
   teacher-forcing tensors. Word level because every predicate is a property of a word

@@ -47,7 +47,7 @@ from transformers.utils import ModelOutput
 
 # This file imports nothing from semlm: ``save_pretrained`` copies it beside the weights as the model's
 # remote code (``auto_map``), which ``trust_remote_code=True`` runs without semlm installed. The two
-# name lists below are semlm.profiles' (tests/test_auto_registration.py keeps them equal).
+# name lists below are semlm.idea.profiles' (tests/test_auto_registration.py keeps them equal).
 DROPOUT_SCOPES: tuple[str, ...] = ("embeddings", "everywhere")
 INITS: tuple[str, ...] = ("authors_v1", "gpt2_scaled")
 GATE_VARIANTS: tuple[str, ...] = ("clamp_then_scale", "scale_then_clamp")
@@ -194,7 +194,7 @@ class IdeaGPTConfig(PreTrainedConfig):
     beta: float = -2.0
     eps: float = 1e-8
     initializer_range: float = 0.02
-    # The authors' v1 choices (semlm.profiles.GPTSize): "authors_v1" draws every weight from
+    # The authors' v1 choices (semlm.idea.profiles.GPTSize): "authors_v1" draws every weight from
     # N(0, initializer_range) with PyTorch's default biases and no residual scaling; "gpt2_scaled" is
     # GPT-2's scheme. dropout_scope "embeddings" keeps only the dropout after the embedding sum.
     init: str = "gpt2_scaled"
