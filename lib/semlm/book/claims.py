@@ -72,14 +72,6 @@ class _Missing(KeyError):
     pass
 
 
-def _record(metrics: Mapping[str, dict | ChapterRecord], chapter: str):
-    """The typed record of ``chapter`` (a :mod:`semlm.core.records` record, or its metrics file's dict);
-    raises ``_Missing`` if the chapter did not run."""
-    if chapter not in metrics:
-        raise _Missing(f"chapter {chapter} did not run in this build")
-    return load_record(chapter, metrics[chapter])
-
-
 def _need(value, chapter: str, what: str):
     """``value``, or ``_Missing`` naming what the chapter's record lacks."""
     if value is None:
@@ -87,10 +79,13 @@ def _need(value, chapter: str, what: str):
     return value
 
 
-def _get(metrics, chapter: str, *path: str, note: str = ""):
-    """``chapter``'s record followed along ``path`` (attributes, or keys of mappings), or ``_Missing`` naming the
-    first step that is absent or None (``note`` added to the last step's name)."""
-    value = _record(metrics, chapter)
+def _get(metrics: Mapping[str, dict | ChapterRecord], chapter: str, *path: str, note: str = ""):
+    """``chapter``'s typed record (:func:`semlm.book.records.load_record`) followed along ``path`` (attributes, or
+    keys of mappings), or ``_Missing`` naming the chapter that did not run or the first step that is absent or None
+    (``note`` added to the last step's name)."""
+    if chapter not in metrics:
+        raise _Missing(f"chapter {chapter} did not run in this build")
+    value = load_record(chapter, metrics[chapter])
     for depth, step in enumerate(path, 1):
         value = value.get(step) if isinstance(value, Mapping) else getattr(value, step)
         _need(value, chapter, ".".join(path[:depth]) + (note if depth == len(path) else ""))
@@ -116,7 +111,7 @@ def _judge(chapter: str, rule: str | None = None):
                 verdict = judge(metrics)
             except _Missing as missing:
                 return Verdict(NOT_RUN, str(missing).strip("'\""))
-            return replace(verdict, profile=_record(metrics, chapter).profile, rule=rule or verdict.rule)
+            return replace(verdict, profile=_get(metrics, chapter).profile, rule=rule or verdict.rule)
         return wrapped
     return decorate
 
@@ -193,27 +188,23 @@ _PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced
 def _fusion_beats_baseline(metrics):
     values = {s: {k: _get(metrics, AUDIT, "table1", s, k, "ppl_seen_only") for k in ("baseline", "fusion")}
               for s in ("causal", "published")}
-    for s, by_kind in values.items():
-        for k, interval in by_kind.items():
-            _need(interval.values, AUDIT, f"table1.{s}.{k}.ppl_seen_only.values")
+    for s, k in ((s, k) for s in values for k in values[s]):
+        _need(values[s][k].values, AUDIT, f"table1.{s}.{k}.ppl_seen_only.values")
     diffs = {s: Interval.paired(v["baseline"].values, v["fusion"].values) for s, v in values.items()}
     n = len(values["causal"]["fusion"].values)
-    status = _paired_status(diffs["causal"])
-    published_status = _paired_status(diffs["published"])
+    status, published_status = (_paired_status(diffs[s]) for s in ("causal", "published"))
     where = {(REPRODUCED, REPRODUCED): "holds in both settings",
              (REPRODUCED, INCONCLUSIVE): "holds in the causal setting only",
              (INCONCLUSIVE, REPRODUCED): "holds in the published (non-causal) setting only",
              (NOT_REPRODUCED, REPRODUCED): "holds in the published (non-causal) setting only"}.get(
                  (status, published_status), f"causal: {status}, published: {published_status}")
-    causal_b, causal_f = values["causal"]["baseline"], values["causal"]["fusion"]
-    published_b, published_f = values["published"]["baseline"], values["published"]["fusion"]
+    ppl = ", ".join(f"{s} {v['baseline'].mean:.3f} -> {v['fusion'].mean:.3f}" for s, v in values.items())
     # the decided quantity (the paired difference) is the value shown, with its interval; the PPLs go in the reason
     return Verdict(status,
                    f"over {n} seeds, baseline - fusion seen-only PPL: causal {diffs['causal']:+.3f}, published "
                    f"{diffs['published']:+.3f} ({where}"
                    f"{'; no difference detected in the causal setting' if status == INCONCLUSIVE else ''}); "
-                   f"seen-only PPL baseline -> fusion: causal {causal_b.mean:.3f} -> {causal_f.mean:.3f}, published "
-                   f"{published_b.mean:.3f} -> {published_f.mean:.3f}",
+                   f"seen-only PPL baseline -> fusion: {ppl}",
                    diffs["published"].mean, diffs["causal"].mean, _bounds(diffs["causal"]),
                    seeds=_seeds(diffs["causal"]))
 
@@ -576,7 +567,7 @@ IDEA_PPL_MARGIN = 0.05
                f"if it lies wholly above, inconclusive if it straddles the margin or fewer than 2 seeds ran (a build "
                f"without the seeds record is judged on its one pair, labelled, with the same margin as a tolerance)")
 def _idea_ppl(metrics):
-    idea = _record(metrics, IDEA)
+    idea = _get(metrics, IDEA)
     base, gated = (_get(metrics, IDEA, model, "val_ppl") for model in ("baseline", "gated"))
     pair = idea.over_seeds.val_ppl if idea.over_seeds is not None else None
     if pair is None or pair.baseline is None or pair.gated is None or not pair.baseline.values:
@@ -696,7 +687,7 @@ _LORA_RULE = ("paired by training seed on the same frozen backbone: gated - base
 
 @_judge(LORA, _LORA_RULE)
 def _lora_ppl(metrics):
-    lora = _record(metrics, LORA)
+    lora = _get(metrics, LORA)
     control, ppl = _get(metrics, LORA, "capacity_control"), _get(metrics, LORA, "capacity_control", "val_ppl")
     vs_base, vs_control = (_get(metrics, LORA, "capacity_control", "val_ppl", f"gated_minus_{arm}")
                            for arm in ("baseline", "control"))
