@@ -15,7 +15,7 @@ def test_fixture_runs_load_with_their_chapter_metrics():
     runs = {r.slug: r for r in load_recorded(FIXTURES)}
     assert set(runs) == {"fixture-gpu", "cpu-dry-run"}
     run = runs["fixture-gpu"]
-    assert run.gpu.startswith("FIXTURE") and run.commit.startswith("0123456789ab")
+    assert run.machine.startswith("FIXTURE") and run.commit.startswith("0123456789ab")
     assert set(run.chapters) == {"06_idea_gating"} and run.bench is None
 
 
@@ -148,8 +148,25 @@ def test_collecting_a_long_run_refuses_another_profile_or_commit_and_writes_noth
     assert not (tmp_path / "recorded").exists()
 
 
+def test_collecting_again_replaces_the_folder_and_reads_the_commit_before_writing_it(tmp_path, monkeypatch):
+    """The collecting commit is read before anything is written (a half-written folder in the repository would
+    mark it "+dirty"), and a second collection replaces the first whole, through a temporary folder."""
+    import semlm.book.recorded as recorded
+
+    root = tmp_path / "recorded"
+    monkeypatch.setattr(recorded, "git_commit", lambda: "e" * 40 + ("+dirty" if root.exists() else ""))
+    metrics, calls = _long_metrics(tmp_path)
+    dest = recorded.collect_long(metrics, calls, root, "long", "c" * 40, "")
+    assert json.loads((dest / "provenance.json").read_text())["collected_at_commit"] == "e" * 40
+    (dest / "stale.json").write_text("{}")
+    recorded.collect_long(metrics, calls, root, "long", "c" * 40, "")
+    assert sorted(p.name for p in root.iterdir()) == ["cpu-long"]
+    assert sorted(p.name for p in dest.iterdir()) == ["06_idea_gating.json", "provenance.json"]
+
+
 def test_only_recorded_runs_whose_models_pass_the_competence_check_are_named(tmp_path):
-    from semlm.book.recorded import collect_long, competent_recorded_runs
+    from semlm.book.recorded import collect_long
+    from semlm.book.recorded_runs import competent_recorded_runs
 
     metrics, calls = _long_metrics(tmp_path)
     collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
@@ -280,7 +297,7 @@ def test_a_recorded_book_build_keeps_its_metrics_verdicts_and_a_page_that_shows_
     verdicts = recorded_verdicts(tmp_path / "recorded")
     (entry,) = verdicts["A-soft-control"]
     assert entry["folder"] == "cpu-book-verdicts" and entry["commit"] == "d" * 12 and entry["status"] != NOT_RUN
-    assert entry["seeds"] == 3 and entry["value_mean"] == entry["value"] == pytest.approx(0.6)  # the issue's schema
+    assert entry["seeds"] == 3 and entry["value_mean"] == pytest.approx(0.6)  # the issue's schema
     assert entry["ci_low"] <= entry["value_mean"] <= entry["ci_high"]
     assert "A-T1-ppl-baseline" not in verdicts  # the chapter it needs is not in the folder: no entry
     # a build that ran on a tree with uncommitted changes is no recorded build

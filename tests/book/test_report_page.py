@@ -53,7 +53,7 @@ def test_the_claims_table_renders_every_real_claim_without_a_build():
 
 def test_recorded_verdicts_get_their_own_labelled_column_and_never_replace_the_builds():
     recorded = {"A-2": [{"folder": "cpu-book-x", "commit": "abcdef123456", "machine": "AMD EPYC, 2 cores",
-                         "date": "2026-11-25", "profile": "cpu", "status": "inconclusive", "value": 0.3,
+                         "date": "2026-11-25", "profile": "cpu", "status": "inconclusive", "value_mean": 0.3,
                          "ci_low": -0.1, "ci_high": 0.7}]}
     rows = report.attach_recorded(CLAIMS, recorded)
     assert [r["status"] for r in rows] == [r["status"] for r in CLAIMS]  # the build's own, untouched

@@ -1,36 +1,30 @@
-"""Recorded GPU runs: what ``.ci/run-gpu`` measured on a GPU machine, kept in ``book/recorded/<gpu>/``.
+"""Recorded runs: what ran once elsewhere (a GPU run, a long CPU run, a whole book build), kept in ``book/recorded/``.
 
-The book is built on a CPU; its numbers are computed by the build that renders them. A GPU run of
-the ``paper`` profile (``make test-gpu`` on a machine with a GPU) is different: it happened once,
-elsewhere, and the book can only *show* what it recorded. This module keeps the two apart:
-
-* ``collect`` (called by ``.ci/run-gpu``) writes ``book/recorded/<gpu-slug>/provenance.json`` (GPU,
-  driver, package versions, date, git commit, each step's pass/fail and wall time, tokens/s and MFU)
-  next to the metrics JSON that each chapter wrote during that run;
-* :func:`load_recorded` reads those folders into :class:`RecordedRun` records;
-* :func:`recorded_frame` gives, for one chapter, a table whose every row is labelled
-  "recorded GPU run" with its GPU, date and commit; an empty table and a one-line message when
-  nothing is recorded. Chapters show it *next to* their own numbers, never merged into them;
-* :func:`diff_builds` (``python -m semlm.book.recorded diff A B``) compares two builds' verdicts claim by claim
-  (a recorded book build, a recorded run or ``book/_build``): status changes and values beyond their intervals.
+A build computes its own numbers; a recorded run can only be *shown*, labelled, beside them. This module
+collects a run into ``book/recorded/<folder>/`` (``collect``, ``collect-long``, ``collect-book``: its files and a
+``provenance.json`` naming machine, packages, date and commit), shows the recorded tables the chapters print
+(``recorded_*_frame``: every row labelled; an empty table and one line when nothing is recorded), judges the
+folders' metrics with this commit's claims (:func:`recorded_verdicts`, the README's section) and compares two
+builds claim by claim (:func:`diff_builds`, ``python -m semlm.book.recorded diff A B``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as _dt
 import json
 import re
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
 from semlm.book.recorded_runs import (BENCH, BOOK_MANIFEST, BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL,
                                       GPU_THROUGHPUT, PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS,
-                                      RecordedRun, competent_recorded_runs, load_recorded, read_json)
+                                      RecordedRun, load_recorded, read_json)
+from semlm.book.report import cpu_model, git_commit, load_metrics, package_versions
 from semlm.data.paths import REPO_ROOT
 
 LABEL = "recorded GPU run: measured on a GPU machine by .ci/run-gpu, not by this build"
@@ -42,6 +36,8 @@ GPU_TRACE = "gpu_throughput.trace.txt"
 VERDICTS = "VERDICTS.md"     # the claims of a recorded book build, for a reader browsing the repository
 VARIANTS_LABEL = ("recorded CPU run: paper A's models trained in float32 and in bf16 over 3 seeds by "
                   "`python -m semlm.bench --only precision`, not by this build")
+CHAPTER_FILES = "[0-9][0-9]_*.json"  # a chapter's metrics file (not a benchmark, a manifest or a report)
+README_START, README_END = "<!-- recorded-verdicts:start -->", "<!-- recorded-verdicts:end -->"
 
 
 def gpu_slug(name: str | None) -> str:
@@ -62,12 +58,10 @@ def _mean(value):
 
 
 def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
-    """The claims code applied to every recorded folder, apart from the build's own verdicts: ``{claim id:
-    [{folder, commit, machine, date, profile, seeds, status, value_mean, ci_low, ci_high}, ...]}``, one entry per
-    folder that holds what the claim needs (a claim the folder's chapters cannot judge, "not run", is left out).
-    ``seeds`` is the number of training seeds the claim's interval rests on (None where the claim does not say);
-    ``value`` repeats ``value_mean`` for older callers. A folder's metrics are a book build's ``metrics/`` or a
-    run's chapter files; dry runs are skipped."""
+    """The claims code applied to every recorded folder (a book build's ``metrics/`` or a run's chapter files; dry
+    runs skipped), apart from the build's own verdicts: ``{claim id: [{folder, commit, machine, date, profile,
+    seeds, status, value_mean, ci_low, ci_high}, ...]}``, one entry per folder that holds what the claim needs.
+    ``seeds``: the training seeds the claim's interval rests on (None where the claim does not say)."""
     from semlm.book.claims import NOT_RUN, evaluate_claims
 
     out: dict[str, list[dict]] = {}
@@ -82,20 +76,14 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
             out.setdefault(row["id"], []).append(
                 {"folder": run.slug, "commit": run.commit[:12], "machine": run.machine, "date": run.date,
                  "profile": row.get("profile"), "seeds": row.get("seeds"), "status": row["status"],
-                 "value_mean": _mean(row.get("causal_value")), "value": _mean(row.get("causal_value")),
-                 "ci_low": low, "ci_high": high})
+                 "value_mean": _mean(row.get("causal_value")), "ci_low": low, "ci_high": high})
     return out
-
-
-CHAPTER_FILES = "[0-9][0-9]_*.json"  # a chapter's metrics file (not a benchmark, a manifest or a report)
 
 
 def _build_side(folder: str | Path) -> dict:
     """One side of :func:`diff_builds`: ``{folder, commit, metrics, report, report_file}`` of a recorded book build
     (``metrics/`` and ``report.json``), a build directory (``metrics/*.json`` and ``metrics/report.json``) or a
     recorded run whose chapter files sit in the folder itself (``cpu-long``)."""
-    from semlm.book.report import load_metrics
-
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder; give a recorded build (book/recorded/cpu-book-*) or a "
@@ -106,8 +94,7 @@ def _build_side(folder: str | Path) -> dict:
         raise ValueError(f"{folder} holds no chapter metrics (neither {BOOK_METRICS}/{CHAPTER_FILES} nor "
                          f"{CHAPTER_FILES}): nothing to judge; a recorded build collected before chapter metrics were "
                          f"kept has only its manifest and provenance")
-    metrics = {name: record for name, record in load_metrics(source).items()
-               if any(path.stem == name for path in chapters)}
+    metrics = {name: record for name, record in load_metrics(source).items() if name in {p.stem for p in chapters}}
     for name, record in metrics.items():
         if not isinstance(record, dict):
             raise ValueError(f"{source / name}.json is not a chapter's metrics (a JSON object)")
@@ -144,12 +131,10 @@ def _compare_rows(rows_a: list[dict], rows_b: list[dict], values: bool) -> list[
 
 
 def diff_builds(a: str | Path, b: str | Path) -> dict:
-    """Compare two builds' verdicts claim by claim (a recorded book build, a build directory, or a recorded run).
-
-    Two comparisons, kept apart: ``current``, both sides' chapter metrics judged by this commit's claims code, and
-    ``stored``, the statuses in the two sides' own ``report.json`` (None unless both have one); with counts of
-    status changes, value changes beyond the intervals and (stored) claims on one side only.
-    Raises ``FileNotFoundError``/``ValueError`` for a missing folder, one without chapter metrics or malformed JSON.
+    """Two builds' verdicts (a recorded book build, a build directory, or a recorded run), claim by claim, in two
+    comparisons kept apart: ``current``, both sides' metrics judged by this commit's claims code, and ``stored``,
+    their own ``report.json`` (None unless both have one); with the counts of status changes, value changes beyond
+    the intervals and (stored) claims on one side only. A missing folder, no chapter metrics or bad JSON: an error.
     """
     from semlm.book.claims import evaluate_claims
 
@@ -204,29 +189,11 @@ def diff_lines(diff: dict) -> list[str]:
     return [*lines, summary]
 
 
-def status_counts(claims: list[dict]) -> dict[str, dict[str, int]]:
-    """``{paper: {status: count}}`` of a claims table."""
-    out: dict[str, dict[str, int]] = {}
-    for row in claims:
-        paper = out.setdefault(row["paper"], {})
-        paper[row["status"]] = paper.get(row["status"], 0) + 1
-    return out
-
-
-README_START, README_END = "<!-- recorded-verdicts:start -->", "<!-- recorded-verdicts:end -->"
-
-
-def latest_recorded_build(root: str | Path | None = None) -> RecordedRun | None:
-    """The recorded book build that keeps its verdicts (``report.json``) with the latest provenance date."""
-    builds = [run for run in load_recorded(root) if run.report is not None and not run.dry_run]
-    return max(builds, key=lambda run: run.date, default=None)
-
-
 def readme_verdicts_section(root: str | Path | None = None) -> str:
-    """The README's section between its markers: the status counts per paper of :func:`latest_recorded_build`,
-    with its commit, machine and date and a link to its ``VERDICTS.md`` (generated; a test compares)."""
-    root = Path(root) if root is not None else RECORDED_DIR
-    run = latest_recorded_build(root)
+    """The README's section between its markers: the status counts per paper of the latest recorded book build
+    that keeps its verdicts (``report.json``), with its commit, machine, date and ``VERDICTS.md`` (a test compares)."""
+    builds = [run for run in load_recorded(root) if run.report is not None and not run.dry_run]
+    run = max(builds, key=lambda run: run.date, default=None)
     if run is None:
         return (f"{README_START}\nNo recorded build keeps its verdicts yet: `python -m semlm.book.recorded "
                 f"collect-book` after a `make book` from a fresh clone writes one.\n{README_END}")
@@ -324,17 +291,13 @@ def _labelled(rows: list[dict], label: str, root, nothing: str) -> tuple[pd.Data
 
 
 def recorded_frame(chapter: str, root: str | Path | None = None):
-    """``(frame, message)``: one row per recorded GPU run of ``chapter``, every row labelled as recorded.
-
-    Columns: source, GPU, date, commit, profile, steps, status, wall seconds, tokens/s, MFU and the
-    chapter's key metrics (validation perplexity plain / gated, stickiness). Dry runs (the CPU
-    plumbing check) are left out. Nothing recorded: an empty frame and a message saying so.
-    """
+    """``(frame, message)``: one row per recorded run of ``chapter`` but the dry runs, labelled as recorded:
+    source, machine, date, commit, profile, steps, status, wall seconds, tokens/s, MFU and :func:`key_metrics`."""
     rows = []
     for run in load_recorded(root):
         if run.dry_run or (chapter not in run.chapters and chapter not in run.provenance.get("chapters", {})):
             continue
-        info, metrics = run.chapter_info(chapter), run.chapters.get(chapter, {})
+        info, metrics = run.provenance.get("chapters", {}).get(chapter, {}), run.chapters.get(chapter, {})
         capped = "max_steps" in info.get("papermill_parameters", "")
         steps = metrics.get("max_steps") or (run.provenance.get("max_steps") if capped else "profile's own")
         rows.append({"source": run.source, **_run_columns(run), "profile": info.get("profile", metrics.get("profile")),
@@ -355,21 +318,19 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
 
 def recorded_cpu_numbers(frame) -> dict:
     """Glue values for a chapter's page from :func:`recorded_frame`: the latest recorded CPU run's folder,
-    perplexities, bigram reference and competence verdict (``"none"`` / None where there is no such run)."""
-    def number(value) -> str:
-        value = _mean(value)
+    perplexities, bigram reference and competence verdict (``"none"`` / ``"n/a"`` where there is no such run)."""
+    rows = frame if frame.empty else frame[frame["source"] == CPU_SOURCE_LABEL].sort_values("date")
+    row = rows.iloc[-1] if len(rows) else {}
+
+    def number(column) -> str:
+        value = _mean(row.get(column))
         return f"{value:.2f}" if value is not None and value == value else "n/a"
 
-    rows = frame[frame["source"] == CPU_SOURCE_LABEL] if not frame.empty and "source" in frame else frame.iloc[0:0]
-    if rows.empty:
-        return {"recorded_cpu_folder": "none (run .ci/run-long)", "recorded_cpu_plain": "n/a",
-                "recorded_cpu_gated": "n/a", "recorded_cpu_bigram": "n/a", "recorded_cpu_competence": "cannot pass"}
-    row = rows.sort_values("date").iloc[-1]
-    verdict = {True: "passes", False: "fails"}.get(row.get("competent"), "has no result for")
-    return {"recorded_cpu_folder": row["folder"], "recorded_cpu_plain": number(row.get("val PPL plain")),
-            "recorded_cpu_gated": number(row.get("val PPL gated")),
-            "recorded_cpu_bigram": number(row.get("bigram PPL")),
-            "recorded_cpu_competence": verdict}
+    competence = {True: "passes", False: "fails"}.get(row.get("competent"))
+    return {"recorded_cpu_folder": row.get("folder", "none (run .ci/run-long)"),
+            "recorded_cpu_plain": number("val PPL plain"), "recorded_cpu_gated": number("val PPL gated"),
+            "recorded_cpu_bigram": number("bigram PPL"),
+            "recorded_cpu_competence": competence or ("has no result for" if len(rows) else "cannot pass")}
 
 
 def recorded_bench_frame(root: str | Path | None = None):
@@ -465,24 +426,6 @@ def recorded_book_builds_frame(root: str | Path | None = None, target_minutes: f
                                       "clone, not by this build")
 
 
-def _read_tsv(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    lines = path.read_text().splitlines()
-    header = lines[0].split("\t")
-    return [dict(zip(header, line.split("\t"))) for line in lines[1:] if line.strip()]
-
-
-def _number(text):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        try:
-            return float(text)
-        except (TypeError, ValueError):
-            return text
-
-
 def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
     """Training tokens/s the chapter reports (the gated model's, else the first) and its MFU.
 
@@ -493,26 +436,23 @@ def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
     """
     from semlm.book.flops import model_flops_utilisation, training_flops_per_token
 
-    out = {"tokens_per_second": None, "mfu": None, "throughput_note": None}
-    profile = metrics.get("profile")
-    rates = metrics.get("training", {}).get("tokens_per_second")
-    if isinstance(rates, dict) and rates:
-        chosen = metrics.get("gated", {}).get("run") if isinstance(metrics.get("gated"), dict) else None
-        name = (chosen if chosen in rates else "gated" if "gated" in rates
-                else next((n for n in rates if n.startswith("gated")), next(iter(rates))))
-        out["tokens_per_second"] = _mean(rates[name])
-        try:
+    out = dict.fromkeys(("tokens_per_second", "mfu", "throughput_note"))
+    profile, rates = metrics.get("profile"), metrics.get("training", {}).get("tokens_per_second")
+    per_run = isinstance(rates, dict) and bool(rates)
+    try:  # a throughput that cannot be computed is noted; the record must still be written
+        if per_run:
             from semlm.idea.profiles import idea_profile
 
+            chosen = metrics.get("gated", {}).get("run") if isinstance(metrics.get("gated"), dict) else None
+            name = (chosen if chosen in rates else "gated" if "gated" in rates
+                    else next((n for n in rates if n.startswith("gated")), next(iter(rates))))
+            out["tokens_per_second"] = _mean(rates[name])
             size = idea_profile(profile).size
             flops = training_flops_per_token(size.n_layer, size.n_embd, int(metrics.get("vocab_size")),
                                              size.block_size, not name.startswith("baseline"))
             out["mfu"] = model_flops_utilisation(out["tokens_per_second"], flops, gpu)
             out["throughput_note"] = f"{name} model; FLOPs from the {profile} profile's GPT size"
-        except Exception as error:  # noqa: BLE001 - the record must still be written
-            out["throughput_note"] = f"MFU not computed ({type(error).__name__}: {error})"
-    elif chapter.startswith("08") and isinstance(metrics.get("by_quantization"), dict):
-        try:
+        elif chapter.startswith("08") and isinstance(metrics.get("by_quantization"), dict):
             from semlm.idea.profiles import lora_profile
 
             config = lora_profile(profile)
@@ -521,110 +461,9 @@ def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
             if seconds:
                 out["tokens_per_second"] = config.train.batch_size * config.block_size / seconds
                 out["throughput_note"] = f"gated LoRA run ({q}); no MFU for a frozen 4-bit backbone"
-        except Exception as error:  # noqa: BLE001
-            out["throughput_note"] = f"tokens/s not computed ({type(error).__name__}: {error})"
+    except Exception as error:  # noqa: BLE001
+        out["throughput_note"] = f"{'MFU' if per_run else 'tokens/s'} not computed ({type(error).__name__}: {error})"
     return out
-
-
-def gpu_throughput_summary(record: dict) -> dict:
-    """The provenance's digest of ``python -m semlm.bench --only gpu``: tokens/s and MFU per setting and model."""
-    return {"profile": record.get("profile"), "device_name": record.get("device_name"),
-            "variants": {name: {kind: {k: v.get(k) for k in ("tokens_per_second", "mfu", "seconds_per_step",
-                                                              "peak_memory_gib", "micro_batches", "compiled")}
-                                for kind, v in kinds.items()}
-                         for name, kinds in record.get("variants", {}).items()},
-            "same_update": record.get("same_update")}
-
-
-def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, dry_run: bool, started: float,
-            pytest_summary: str = "", idea_model_summary: str = "") -> Path:
-    """Write ``<root>/<gpu-slug>/``: the chapters' metrics JSON, the bench record and ``provenance.json``."""
-    environment = read_json(work / "environment.json") if (work / "environment.json").is_file() else {}
-    gpu = environment.get("gpu_name")
-    slug = gpu_slug(gpu) + ("-dry-run" if dry_run else "")
-    dest = root / slug
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    chapters = {}
-    for row in _read_tsv(work / "chapters.tsv"):
-        name = row["chapter"]
-        info = {"status": row["status"], "rc": _number(row["rc"]), "wall_seconds": _number(row["seconds"]),
-                "profile": row["profile"], "papermill_parameters": row.get("parameters", ""), "metrics_file": None}
-        source = work / "metrics" / f"{name}.json"
-        if source.is_file():
-            shutil.copy2(source, dest / source.name)
-            info["metrics_file"] = source.name
-            info.update(chapter_throughput(name, read_json(source), gpu))
-        chapters[name] = info
-    bench = None
-    if (work / "metrics" / BENCH).is_file():
-        shutil.copy2(work / "metrics" / BENCH, dest / BENCH)
-        record = read_json(work / "metrics" / BENCH)
-        bench = {k: record.get(k) for k in ("profile", "device", "device_name", "step_flop_ratio", "step_time_ratio",
-                                            "step_time_over_flops", "generation_flop_ratio", "generation_time_ratio",
-                                            "generation_time_over_flops", "targets", "meets_targets", "verdicts")}
-        for kind in ("plain", "gated"):
-            if isinstance(record.get(kind), dict):
-                bench[kind] = {k: record[kind].get(k) for k in ("train_tokens_per_second", "model_flops_utilisation",
-                                                                "generated_tokens_per_second")}
-    throughput = None
-    if (work / "metrics" / GPU_THROUGHPUT).is_file():
-        for name in (GPU_THROUGHPUT, GPU_TRACE):
-            if (work / "metrics" / name).is_file():
-                shutil.copy2(work / "metrics" / name, dest / name)
-        throughput = gpu_throughput_summary(read_json(work / "metrics" / GPU_THROUGHPUT))
-    driver = None
-    smi = environment.get("nvidia_smi") or ""
-    if smi and "," in smi:
-        driver = smi.split(",")[0].strip()
-    provenance = {
-        "label": LABEL,
-        "gpu": gpu, "gpu_slug": slug, "driver": driver, "nvidia_smi": smi or None,
-        "cuda": environment.get("torch_cuda"),
-        "packages": {k: v for k, v in environment.items() if k not in ("gpu_name", "torch_cuda", "nvidia_smi",
-                                                                      "cuda_available", "torch_error")},
-        "python": sys.version.split()[0],
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "git_commit": commit, "profile": profile, "max_steps": _number(max_steps), "dry_run": dry_run,
-        "total_seconds": round(_dt.datetime.now().timestamp() - started, 1),
-        "steps": [{**row, "rc": _number(row.get("rc")), "seconds": _number(row.get("seconds"))}
-                  for row in _read_tsv(work / "steps.tsv")],
-        "pytest_summary": pytest_summary or None,
-        "idea_model_tests": idea_model_summary or None,
-        "chapters": chapters,
-        "bench": bench,
-        "gpu_throughput": throughput,
-    }
-    (dest / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-    return dest
-
-
-def _summed_wall_seconds(calls: Path) -> tuple[float, int]:
-    """``(seconds, calls)`` summed over the rows ``start<TAB>end<TAB>rc`` that ``.ci/run-long`` appends per call."""
-    rows = [line.split("\t") for line in calls.read_text().splitlines() if line.strip()]
-    try:
-        return float(sum(int(end) - int(start) for start, end, _ in rows)), len(rows)
-    except ValueError:
-        raise ValueError(f"{calls} is not the start/end/rc table .ci/run-long writes; "
-                         "delete it and run again") from None
-
-
-def tokens_seen(metrics: dict) -> dict[str, int]:
-    """Training tokens each model of chapter 6's metrics saw: tokens per iteration x its last history step."""
-    per_step = metrics.get("training", {}).get("tokens_per_iteration")
-    out = {}
-    for name in ("baseline", "gated"):
-        history = (metrics.get(name) or {}).get("history") or []
-        if per_step and history:
-            out[name] = int(per_step) * int(history[-1]["step"])
-    return out
-
-
-def _this_commit() -> str:
-    from semlm.book.report import git_commit
-
-    return git_commit()
 
 
 def _utc(moment: _dt.datetime | None = None) -> str:
@@ -632,30 +471,98 @@ def _utc(moment: _dt.datetime | None = None) -> str:
     return (moment or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _memory_gb() -> float | None:
-    try:
-        return round(int(Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-@contextlib.contextmanager
-def _new_folder(dest: Path):
-    """A fresh ``<dest>.tmp`` to write into; it replaces ``dest`` only once the block has finished without an error,
-    so a failed collection never leaves a half-written folder."""
+def _write_folder(dest: Path, provenance: dict, files: dict[str, Path | str]) -> Path:
+    """Write ``dest`` anew: ``files`` (name -> a file to copy, or a text) and ``provenance.json``, first into
+    ``<dest>.tmp``, which replaces ``dest`` once complete (a failed collection leaves no half-written folder)."""
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    yield tmp
+    for name, content in {**files, PROVENANCE: json.dumps(provenance, indent=2)}.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            shutil.copy2(content, tmp / name)
+        else:
+            (tmp / name).write_text(content)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.replace(dest)
+    return dest
+
+
+def _read_tsv(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    header = lines[0].split("\t")
+    return [dict(zip(header, line.split("\t"))) for line in lines[1:] if line.strip()]
+
+
+def _number(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except (TypeError, ValueError):
+            pass
+    return text
+
+
+def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, dry_run: bool, started: float,
+            pytest_summary: str = "", idea_model_summary: str = "") -> Path:
+    """Write ``<root>/<gpu-slug>/`` from a ``.ci/run-gpu`` work folder: the chapters' metrics JSON, the bench and
+    GPU-throughput records and ``provenance.json`` (GPU, driver, packages, each step's status and wall time)."""
+    environment = read_json(work / "environment.json") if (work / "environment.json").is_file() else {}
+    gpu, smi, metrics = environment.get("gpu_name"), environment.get("nvidia_smi") or "", work / "metrics"
+    chapters, files = {}, {}
+    for row in _read_tsv(work / "chapters.tsv"):
+        name, source = row["chapter"], metrics / f"{row['chapter']}.json"
+        chapters[name] = {"status": row["status"], "rc": _number(row["rc"]), "wall_seconds": _number(row["seconds"]),
+                          "profile": row["profile"], "papermill_parameters": row.get("parameters", ""),
+                          "metrics_file": source.name if source.is_file() else None}
+        if source.is_file():
+            files[source.name] = source
+            chapters[name].update(chapter_throughput(name, read_json(source), gpu))
+    copied = (BENCH, GPU_THROUGHPUT, GPU_TRACE) if (metrics / GPU_THROUGHPUT).is_file() else (BENCH,)
+    files.update({name: metrics / name for name in copied if (metrics / name).is_file()})
+    bench = read_json(metrics / BENCH) if BENCH in files else None
+    speed = read_json(metrics / GPU_THROUGHPUT) if GPU_THROUGHPUT in files else None
+    slug = gpu_slug(gpu) + ("-dry-run" if dry_run else "")
+    provenance = {
+        "label": LABEL, "gpu": gpu, "gpu_slug": slug, "driver": smi.split(",")[0].strip() if "," in smi else None,
+        "nvidia_smi": smi or None, "cuda": environment.get("torch_cuda"),
+        "packages": {k: v for k, v in environment.items() if k not in ("gpu_name", "torch_cuda", "nvidia_smi",
+                                                                      "cuda_available", "torch_error")},
+        "python": sys.version.split()[0], "date": _utc(), "git_commit": commit, "profile": profile,
+        "max_steps": _number(max_steps), "dry_run": dry_run,
+        "total_seconds": round(_dt.datetime.now().timestamp() - started, 1),
+        "steps": [{**row, "rc": _number(row.get("rc")), "seconds": _number(row.get("seconds"))}
+                  for row in _read_tsv(work / "steps.tsv")],
+        "pytest_summary": pytest_summary or None, "idea_model_tests": idea_model_summary or None,
+        "chapters": chapters,
+        "bench": None if bench is None else {
+            **{k: bench.get(k) for k in ("profile", "device", "device_name", "step_flop_ratio", "step_time_ratio",
+                                         "step_time_over_flops", "generation_flop_ratio", "generation_time_ratio",
+                                         "generation_time_over_flops", "targets", "meets_targets", "verdicts")},
+            **{kind: {k: bench[kind].get(k) for k in ("train_tokens_per_second", "model_flops_utilisation",
+                                                      "generated_tokens_per_second")}
+               for kind in ("plain", "gated") if isinstance(bench.get(kind), dict)}},
+        "gpu_throughput": None if speed is None else {  # tokens/s and MFU per setting and model
+            "profile": speed.get("profile"), "device_name": speed.get("device_name"),
+            "variants": {setting: {kind: {k: v.get(k) for k in ("tokens_per_second", "mfu", "seconds_per_step",
+                                                                 "peak_memory_gib", "micro_batches", "compiled")}
+                                   for kind, v in kinds.items()}
+                         for setting, kinds in speed.get("variants", {}).items()},
+            "same_update": speed.get("same_update")},
+    }
+    return _write_folder(root / slug, provenance, files)
 
 
 def _cpu_provenance(label: str, kind: str, machine: dict, commit: str, profile, command: str, **more) -> dict:
     """A recorded CPU folder's ``provenance.json``: the machine and packages ``machine`` names (a chapter's metrics,
     or this machine's), this machine's memory, the date (now unless ``more`` gives one), commit and command."""
+    try:
+        memory_gb = round(int(Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        memory_gb = None
     keys = ("cpu_model", "cpu_count", "machine", "packages", "python")
-    return {"label": label, "kind": kind, "gpu": None, **{k: machine.get(k) for k in keys}, "memory_gb": _memory_gb(),
+    return {"label": label, "kind": kind, "gpu": None, **{k: machine.get(k) for k in keys}, "memory_gb": memory_gb,
             "date": _utc(), "git_commit": commit, "profile": profile, "command": command, "dry_run": False, **more}
 
 
@@ -667,8 +574,9 @@ def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit:
     """Write ``<root>/cpu-<name>/``: chapter 6's metrics of a ``.ci/run-long`` call and its ``provenance.json``.
 
     The provenance names the machine (processor, cores, memory), the pinned commit, the command, the
-    wall time summed over every call that worked on the run (resumed calls included) and the tokens each
-    model saw. A metrics file from another profile than ``cpu-long``, or from an older commit, is refused.
+    wall time summed over every call that worked on the run (rows ``start<TAB>end<TAB>rc`` of ``calls``, resumed
+    calls included) and the tokens each model saw. Metrics from another profile than ``cpu-long``, or from an
+    older commit, are refused.
     """
     if not metrics_file.is_file():
         raise FileNotFoundError(f"{metrics_file} does not exist: chapter 6 did not finish; run .ci/run-long again")
@@ -679,33 +587,36 @@ def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit:
     if commit != "unknown" and metrics.get("git_commit") not in (commit, commit[:12], None):
         raise ValueError(f"{metrics_file} was written at commit {metrics.get('git_commit')}, not {commit[:12]}; "
                          f"run .ci/run-long again")
-    seconds, n_calls = _summed_wall_seconds(calls) if calls.is_file() else (metrics.get("wall_seconds"), 1)
-    dest = root / _folder_name("cpu-", name, "long")
-    with _new_folder(dest) as tmp:
-        shutil.copy2(metrics_file, tmp / metrics_file.name)
-        rate = _mean((metrics.get("training", {}).get("tokens_per_second") or {}).get("gated"))
-        provenance = _cpu_provenance(
-            CPU_LABEL, "cpu-long", metrics, commit, "cpu-long", command,
-            collected_at_commit=_this_commit(),  # the code that wrote this folder (normally the same commit)
-            wall_seconds=seconds, calls=n_calls, tokens_seen=tokens_seen(metrics), competence=metrics.get("competence"),
-            chapters={metrics_file.stem: {"status": "ok", "profile": "cpu-long", "wall_seconds": seconds,
-                                          "metrics_file": metrics_file.name,
-                                          "papermill_parameters": "-p profile cpu-long -p workers 2",
-                                          "tokens_per_second": rate,
-                                          "throughput_note": "gated model, one thread, training only"}})
-        (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-    return dest
+    seconds, n_calls = metrics.get("wall_seconds"), 1
+    if calls.is_file():
+        rows = [line.split("\t") for line in calls.read_text().splitlines() if line.strip()]
+        try:
+            seconds, n_calls = float(sum(int(end) - int(start) for start, end, _ in rows)), len(rows)
+        except ValueError:
+            raise ValueError(f"{calls} is not the start/end/rc table .ci/run-long writes; "
+                             "delete it and run again") from None
+    per_step = metrics.get("training", {}).get("tokens_per_iteration")  # tokens seen: x each model's last step
+    seen = {model: int(per_step) * int(history[-1]["step"]) for model in ("baseline", "gated")
+            if per_step and (history := (metrics.get(model) or {}).get("history"))}
+    rate = _mean((metrics.get("training", {}).get("tokens_per_second") or {}).get("gated"))
+    provenance = _cpu_provenance(
+        CPU_LABEL, "cpu-long", metrics, commit, "cpu-long", command,
+        collected_at_commit=git_commit(),  # the code that wrote this folder (normally the same commit)
+        wall_seconds=seconds, calls=n_calls, tokens_seen=seen, competence=metrics.get("competence"),
+        chapters={metrics_file.stem: {"status": "ok", "profile": "cpu-long", "wall_seconds": seconds,
+                                      "metrics_file": metrics_file.name,
+                                      "papermill_parameters": "-p profile cpu-long -p workers 2",
+                                      "tokens_per_second": rate,
+                                      "throughput_note": "gated model, one thread, training only"}})
+    return _write_folder(root / _folder_name("cpu-", name, "long"), provenance, {metrics_file.name: metrics_file})
 
 
 def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
-    """Write ``<root>/cpu-book-<name>/``: a finished whole-book build's ``manifest.json`` (per-chapter wall time
-    and core use, the start-to-HTML wall time, from scratch or not), its ``provenance.json`` (machine,
-    packages and commit, from the build's chapter metrics), every chapter's metrics (``metrics/``), the claims
-    table (``report.json``: the build's report chapter's, or the claims code's of the collecting commit where
-    the build has none) and ``VERDICTS.md``. A build that did not finish,
-    or that ran on a tree with uncommitted changes, is refused."""
+    """Write ``<root>/cpu-book-<name>/`` from a finished whole-book build that ran on a clean tree: its
+    ``manifest.json`` (wall time and core use), ``provenance.json`` (machine, packages and commit, from the chapter
+    metrics), every chapter's metrics (``metrics/``), the claims table (``report.json``: the build's report
+    chapter's, else the collecting commit's claims code's) and ``VERDICTS.md``."""
     from semlm.book.claims import evaluate_claims
-    from semlm.book.report import load_metrics
 
     manifest_path = Path(build_dir) / "manifest.json"
     if not manifest_path.is_file():
@@ -714,35 +625,30 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
     if not manifest.get("complete") or "total_wall_seconds" not in manifest:
         raise ValueError(f"{manifest_path} is not a finished whole-book build (every chapter and the HTML); "
                          "run `make book` again")
-    sources = sorted((Path(build_dir) / "metrics").glob(CHAPTER_FILES))
-    metrics = read_json(sources[0]) if sources else {}
-    dirty = sorted(p.stem for p in sources if str(read_json(p).get("git_commit", "")).endswith("+dirty"))
+    sources = sorted((Path(build_dir) / "metrics").glob(CHAPTER_FILES))  # the chapters' metrics (no weights, no HTML)
+    chapters = {path.stem: read_json(path) for path in sources}
+    dirty = sorted(name for name, record in chapters.items() if str(record.get("git_commit", "")).endswith("+dirty"))
     if dirty:
         raise ValueError(f"chapters {', '.join(dirty)} ran on a tree with uncommitted changes; a recorded build "
                          f"must come from a commit as it is (build from a fresh clone)")
-    dest = root / _folder_name("cpu-book-", name, "build")
-    with _new_folder(dest) as tmp:
-        (tmp / BOOK_METRICS).mkdir()
-        shutil.copy2(manifest_path, tmp / BOOK_MANIFEST)
-        for source in sources:  # the chapters' metrics (no weights, no HTML)
-            shutil.copy2(source, tmp / BOOK_METRICS / source.name)
-        provenance = _cpu_provenance(
-            BOOK_LABEL, "cpu-book", metrics, metrics.get("git_commit", "unknown"), manifest.get("profile"), command,
-            date=_utc(_dt.datetime.fromtimestamp(manifest_path.stat().st_mtime, _dt.timezone.utc)),
-            collected_at_commit=_this_commit(),
-            **{k: manifest.get(k)
-               for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")})
-        (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-        built = Path(build_dir) / "metrics" / REPORT
-        if built.is_file():  # the build's own verdicts, as its report chapter judged them
-            report = read_json(built)
-            report["claims_commit"] = report.get("git_commit", "unknown")
-        else:
-            report = {"claims": evaluate_claims(load_metrics(tmp / BOOK_METRICS)), "claims_commit": _this_commit()}
-        report["counts"] = status_counts(report["claims"])
-        (tmp / REPORT).write_text(json.dumps(report, indent=2, default=str))
-        (tmp / VERDICTS).write_text(verdicts_markdown(report, provenance))
-    return dest
+    metrics = chapters[sources[0].stem] if sources else {}
+    provenance = _cpu_provenance(
+        BOOK_LABEL, "cpu-book", metrics, metrics.get("git_commit", "unknown"), manifest.get("profile"), command,
+        date=_utc(_dt.datetime.fromtimestamp(manifest_path.stat().st_mtime, _dt.timezone.utc)),
+        collected_at_commit=git_commit(),
+        **{k: manifest.get(k) for k in ("total_wall_seconds", "from_scratch", "cpu_seconds", "cores", "utilisation")})
+    built = Path(build_dir) / "metrics" / REPORT
+    if built.is_file():  # the build's own verdicts, as its report chapter judged them
+        report = read_json(built)
+        report["claims_commit"] = report.get("git_commit", "unknown")
+    else:
+        report = {"claims": evaluate_claims(chapters), "claims_commit": provenance["collected_at_commit"]}
+    report["counts"] = {}
+    for row in report["claims"]:
+        report["counts"].setdefault(row["paper"], Counter())[row["status"]] += 1
+    return _write_folder(root / _folder_name("cpu-book-", name, "build"), provenance, {
+        BOOK_MANIFEST: manifest_path, **{f"{BOOK_METRICS}/{path.name}": path for path in sources},
+        REPORT: json.dumps(report, indent=2, default=str), VERDICTS: verdicts_markdown(report, provenance)})
 
 
 def write_precision_comparison(comparison: dict, root: Path, name: str, command: str) -> Path:
@@ -753,20 +659,14 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
 
     import torch
 
-    from semlm.book.report import cpu_model, package_versions
     from semlm.profiles import cpu_computes_bf16
 
-    commit = _this_commit()  # before the folder is written: writing it would mark the tree "+dirty"
-    dest = Path(root) / name
-    with _new_folder(dest) as tmp:
-        (tmp / TRAINING_VARIANTS).write_text(json.dumps(comparison, indent=2))
-        machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
-                   "packages": package_versions(), "python": platform.python_version()}
-        provenance = _cpu_provenance(VARIANTS_LABEL, "cpu-variants", machine, commit, comparison.get("profile"),
-                                     command, cpu_computes_bf16=cpu_computes_bf16(),
-                                     cpu_capability=torch.backends.cpu.get_cpu_capability())
-        (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-    return dest
+    machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
+               "packages": package_versions(), "python": platform.python_version()}
+    provenance = _cpu_provenance(VARIANTS_LABEL, "cpu-variants", machine, git_commit(), comparison.get("profile"),
+                                 command, cpu_computes_bf16=cpu_computes_bf16(),
+                                 cpu_capability=torch.backends.cpu.get_cpu_capability())
+    return _write_folder(Path(root) / name, provenance, {TRAINING_VARIANTS: json.dumps(comparison, indent=2)})
 
 
 def _parser() -> argparse.ArgumentParser:

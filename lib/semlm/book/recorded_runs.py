@@ -46,10 +46,6 @@ class RecordedRun:
     report: dict | None = None           # a book build's report.json
 
     @property
-    def gpu(self) -> str:
-        return self.provenance.get("gpu") or "unknown GPU"
-
-    @property
     def on_cpu(self) -> bool:
         """A CPU run (a long chapter run by ``.ci/run-long``, or a whole book build), not a GPU run."""
         return self.provenance.get("kind") in ("cpu-long", "cpu-book", "cpu-variants")
@@ -59,7 +55,7 @@ class RecordedRun:
         """The GPU, or for a CPU run its processor and core count."""
         if self.on_cpu:
             return f"{self.provenance.get('cpu_model') or 'unknown CPU'}, {self.provenance.get('cpu_count')} cores"
-        return self.gpu
+        return self.provenance.get("gpu") or "unknown GPU"
 
     @property
     def source(self) -> str:
@@ -78,9 +74,6 @@ class RecordedRun:
     @property
     def dry_run(self) -> bool:
         return bool(self.provenance.get("dry_run"))
-
-    def chapter_info(self, chapter: str) -> dict:
-        return self.provenance.get("chapters", {}).get(chapter, {})
 
 
 def read_json(path: Path) -> dict:

@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import subprocess
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -188,11 +189,12 @@ def _show_value(value) -> str:
     return "" if value is None else str(value)
 
 
+@dataclass
 class HTMLBlock:
     """A piece of HTML a notebook cell displays (``_repr_html_``), with its text for a terminal."""
 
-    def __init__(self, html: str, text: str = ""):
-        self.html, self.text = html, text
+    html: str
+    text: str = ""
 
     def _repr_html_(self) -> str:
         return self.html
@@ -211,11 +213,8 @@ def ordered_claims(claims: list[dict]) -> list[dict]:
 def shown_value(row: dict) -> str:
     """What the page shows for a claim's causal value: the value and, if the claim has one, its 95% interval
     ``[low, high]``, all three at the same precision (the interval is of the quantity shown, so it contains it)."""
-    value = row["causal_value"]
-    if row["ci"] is None:
-        return _show_value(value)
-    low, high = (float(x) for x in row["ci"])
-    return f"{_show_value(value)} [{_show_value(low)}, {_show_value(high)}]"
+    value = _show_value(row["causal_value"])
+    return value if row["ci"] is None else f"{value} [{', '.join(_show_value(float(x)) for x in row['ci'])}]"
 
 
 def _ours(row: dict) -> str:
@@ -234,16 +233,13 @@ def attach_recorded(claims: list[dict], recorded: dict[str, list[dict]]) -> list
 
 
 def _recorded_cell(row: dict) -> str:
-    entries = row.get("recorded") or []
-    if not entries:
-        return "–"
     parts = []
-    for e in entries:
-        value = "" if e.get("value") is None else f" {e['value']:.3g}"
+    for e in row.get("recorded") or []:
+        value = "" if e.get("value_mean") is None else f" {e['value_mean']:.3g}"
         ci = "" if e.get("ci_low") is None else f" [{e['ci_low']:.3g}, {e['ci_high']:.3g}]"
         parts.append(f"<b>{html.escape(e['status'])}</b>{html.escape(value + ci)}<br><small>"
                      f"{html.escape(e['folder'])} ({html.escape(e['commit'][:7])})</small>")
-    return "<br>".join(parts)
+    return "<br>".join(parts) or "–"
 
 
 def claims_table(claims: list[dict]) -> HTMLBlock:

@@ -1,19 +1,14 @@
 """Checks of the rendered book: internal links resolve, and pages render in a real browser.
 
-``broken_internal_links`` is a static check of every ``href``/``src`` between the built HTML
-files (a missing file or a missing ``#anchor``). ``render_check`` opens a page in headless
-Chromium at a desktop window size, waits for MathJax, and reports raw TeX left visible, images
-that did not load, script errors, code blocks wider than the column (they would scroll
-sideways), tables wider than the text column, absolute paths of a machine in cell outputs, a
-``dtype: ...`` line in an output (a pandas Series printed as text; a reader gets a table:
-``series.to_frame()``, or :func:`semlm.book.tables.show`), a visible code cell calling
-``glue(`` (tag it ``remove-cell``, or move the glue calls to a cell that is) and references to
-files outside the repository (``NOTES.md``, ``../shared/``), and exercises whose worked
-solution is missing or shown open (``exercises``: every item of an *Exercises* section's numbered
-list needs a ``Solution`` dropdown, collapsed until the reader opens it). ``long_code_lines`` finds the
-source lines that cause the scrolling: visible code lines of the chapters over 80 characters.
-Used by the book-build test and by ``python -m semlm.sitecheck <html dir>`` (and
-``python -m semlm.sitecheck --code-width notebooks/``).
+``broken_internal_links``: every relative ``href``/``src`` between the built HTML files finds its file and
+``#anchor``. ``render_check`` opens a page in headless Chromium at a laptop's window size, waits for MathJax, and
+reports raw TeX left visible, images that did not load, script errors, code blocks and tables wider than the text
+column, absolute paths of a machine in cell outputs, a ``dtype: ...`` line in an output (a pandas Series printed as
+text; show a table: :func:`semlm.book.tables.show`), a visible code cell calling ``glue(`` (tag it
+``remove-cell``), references to files outside the repository (``NOTES.md``, ``../shared/``), and exercises whose
+``Solution`` dropdown is missing or shown open. ``long_code_lines``: the chapters' visible code lines over 80
+characters, which make a code block scroll. Used by the book-build test and ``python -m semlm.sitecheck <html dir>``
+(or ``--code-width notebooks/``).
 """
 
 from __future__ import annotations
@@ -118,14 +113,11 @@ _PROBE = """
     // shown on the page: laid out, and not inside a closed <details> (a hide-input toggle)
     const shown = e => e.offsetParent !== null && !e.closest("details:not([open])");
     // a table wider than the text column it sits in (cut off at the edge, or scrolling sideways)
-    report.wide_tables = Array.from(document.querySelectorAll("table")).filter(shown).filter(t => {
-      const column = t.closest("article, main") || document.body;
-      return t.getBoundingClientRect().right > column.getBoundingClientRect().right + 1;
-    }).map(t => {
-      const column = t.closest("article, main") || document.body;
+    report.wide_tables = Array.from(document.querySelectorAll("table")).filter(shown).flatMap(t => {
+      const column = t.closest("article, main") || document.body, box = t.getBoundingClientRect();
       const heads = Array.from(t.querySelectorAll("th")).map(h => h.textContent.trim()).filter(h => h).slice(0, 6);
-      return (`${Math.round(t.getBoundingClientRect().width)}px table in a ${Math.round(column.clientWidth)}px column`
-        + ` (columns: ${heads.join(", ")})`).slice(0, 160);
+      return box.right <= column.getBoundingClientRect().right + 1 ? [] : [(`${Math.round(box.width)}px table in a `
+        + `${Math.round(column.clientWidth)}px column (columns: ${heads.join(", ")})`).slice(0, 160)];
     });
     // a cell whose visible input calls glue(...): bookkeeping a reader should not see
     report.visible_glue = Array.from(document.querySelectorAll("div.cell_input pre")).filter(shown)
@@ -175,9 +167,8 @@ def follow_redirect(page: str | Path) -> Path:
 
 
 def render_check(page: str | Path, chromium: str | None = None, budget_ms: int = 20000) -> dict:
-    """Render ``page`` (after a refresh redirect) in headless Chromium; returns ``{page, mathjax,
-    math_rendered, raw_tex, js_errors, images, broken_images, wide_code, absolute_paths, series_outputs,
-    outside_references, wide_tables, visible_glue, open_solutions, exercises}``; :func:`problems_of` picks the
+    """Render ``page`` (after a refresh redirect) in headless Chromium: ``{page, mathjax, math_rendered, images}``
+    and the lists of :data:`PROBLEM_KEYS` (``{page, error}`` if it never loaded); :func:`problems_of` picks the
     failures."""
     chromium = chromium or find_chromium()
     if chromium is None:
@@ -207,8 +198,8 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
 
 
 PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs",
-                "outside_references", "wide_tables", "visible_glue", "exercises",
-                "open_solutions")
+                "outside_references", "wide_tables", "visible_glue", "exercises", "open_solutions")
+
 
 def problems_of(report: dict) -> dict:
     """The non-empty problem fields of a :func:`render_check` report."""
@@ -222,8 +213,7 @@ def long_code_lines(notebooks: str | Path, limit: int = CODE_WIDTH) -> list[str]
     problems = []
     for path in sorted(Path(notebooks).glob("[0-9][0-9]_*.py")):
         lines = path.read_text(encoding="utf-8").splitlines()
-        hidden = False
-        code = False
+        code = hidden = False
         for number, line in enumerate(lines, start=1):
             if line.startswith("# %%"):
                 code = "[markdown]" not in line and "[md]" not in line
