@@ -45,6 +45,7 @@ from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book import bench
+from semlm.book import recorded as rec
 
 # the benchmark writes its own record (bench.json): this chapter never closes
 chapter = book.open("98_benchmarks", profile=profile, seed=seed,
@@ -182,9 +183,7 @@ bench.idea_flop_parts_frame(record["idea"]).style.format(
 # numbers above, never mixed into them; when nothing is recorded it says so.
 
 # %%
-from semlm.book.recorded import recorded_bench_frame
-
-recorded, recorded_note = recorded_bench_frame()
+recorded, recorded_note = rec.recorded_bench_frame()
 print(recorded_note)
 recorded if not recorded.empty else None
 
@@ -201,8 +200,6 @@ recorded if not recorded.empty else None
 # computed by this build**.
 
 # %%
-from semlm.book import recorded as rec
-
 gpu_speed, gpu_note = rec.recorded_gpu_throughput_frame()
 print(gpu_note)
 if not gpu_speed.empty:
@@ -211,8 +208,7 @@ if not gpu_speed.empty:
     print(f"best MFU {best['MFU']:.1%} "
           f"({best['setting']}, {best['model']}); "
           f"target 20%: {verdict}")
-    same = gpu_speed.attrs["same_update"]
-    for folder, checks in same.items():
+    for folder, checks in gpu_speed.attrs["same_update"].items():
         print(f"same update, {folder}:")
         for name, value in checks.items():
             print(f"  {name}: {value:.1e}")
@@ -304,9 +300,7 @@ fig = plots.plot_cpu_breakdown(cpu_parts)
 # machine, the date and the commit it ran (`python -m semlm.book.recorded collect-book`).
 
 # %%
-from semlm.book.recorded import recorded_book_builds_frame
-
-builds, build_chapters, builds_note = recorded_book_builds_frame(
+builds, build_chapters, builds_note = rec.recorded_book_builds_frame(
     target_minutes=bench.BOOK_TARGET_MINUTES
 )
 print(builds_note)

@@ -86,7 +86,8 @@ def test_idea_benchmark_records_wall_and_cpu_time_ratios_next_to_the_flop_ratio(
 @pytest.fixture
 def fast_ours(monkeypatch):
     """Our side as a 0.1 s process: the real one trains the synthetic experiment (tens of seconds)."""
-    monkeypatch.setattr(bench_cli, "_ours_command", lambda *args: [sys.executable, "-c", "import time; time.sleep(0.1)"])
+    sleep = [sys.executable, "-c", "import time; time.sleep(0.1)"]
+    monkeypatch.setattr(bench_cli, "_ours_command", lambda *args: sleep)
 
 
 def _script(tmp_path, body="import time\ntime.sleep(0.1)\nprint('done')\n"):

@@ -791,8 +791,7 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None):
     columns = {f"ours ({comparison['profile']})": comparison["ours"]}
     if "ratios" in comparison:
         columns["authors' script"] = comparison["authors_script"]
-        columns["ours / theirs (median of pairs)"] = {key: ratio["median"] for key, ratio in comparison["ratios"].items()
-                                                      if key in labels}
+        columns["ours / theirs (median of pairs)"] = {key: comparison["ratios"][key]["median"] for key in labels}
     frame = pd.DataFrame({name: {label: side[key] for key, label in labels.items()} for name, side in columns.items()})
     workload = comparison["ours"]["workload"]
     note = (f"Medians of {comparison['runs']} runs of each side, in turn, measured by `python -m semlm.bench "

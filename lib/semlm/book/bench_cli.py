@@ -1,9 +1,10 @@
-"""``python -m semlm.bench`` (``make bench``): the benchmarks of :mod:`semlm.book.bench`, one function per
-``--only`` section, and what runs only on request, never in the book build: the authors' script against ours.
+"""Benchmarks: ``python -m semlm.bench`` (``make bench``) runs the book's benchmarks (:mod:`semlm.book.bench`).
 
-``--authors-script PATH`` runs their ``SemanticFusion.py`` (or their notebook's code cells; downloaded by the
-user, never shipped) and our synthetic experiment as whole processes in turn (ours, theirs, ours, ...), so a
-busy neighbour slows both alike, and writes the record into the bench JSON, where the chapter shows it.
+One function per ``--only`` section, and what runs only on request, never in the book build: the authors'
+script against ours. ``--authors-script PATH`` runs their ``SemanticFusion.py`` (or their notebook's code cells;
+downloaded by the user, never shipped) and our synthetic experiment as whole processes in turn (ours, theirs,
+ours, ...), so a busy neighbour slows both alike, and writes the record into the bench JSON, where the chapter
+shows it.
 """
 
 from __future__ import annotations
