@@ -292,8 +292,8 @@ chapter.close(record)
 #
 #    :::{dropdown} Hint
 #    A control value is a fuzzy membership. `decode(setting, kind, n,
-#    controls, decoding=...)` takes a `DecodingConfig`; `study.accuracy(out,
-#    "pos")` scores the sentences.
+#    request, decoding=...)` takes a `Request` (`semlm.fusion.request`) and a
+#    `DecodingConfig`; `study.accuracy(out, "pos")` scores the sentences.
 #    :::
 #
 #    :::{dropdown} Solution
@@ -301,12 +301,13 @@ chapter.close(record)
 #    from dataclasses import replace
 #
 #    from semlm.fusion.decoding import FUSION_DEFAULT
+#    from semlm.fusion.request import Request
 #
 #    try:
 #        study.soft_curve(decode, 10, [1.5])
 #    except ValueError as error:
 #        print(error)
-#    request = {"pos_high": 1.0, "str_high": 1.0}
+#    request = Request({"pos_high": 1.0, "str_high": 1.0})
 #    for label, decoding in (
 #        ("features + steering", FUSION_DEFAULT),
 #        ("features only", replace(FUSION_DEFAULT, logit_steering=False)),
@@ -325,7 +326,8 @@ chapter.close(record)
 #    :::
 #
 # 2. **Your own request** (★ warm-up). Decode with
-#    `decode("causal", "fusion", 5, {"neg_high": 0.95, "str_low": 0.9})` and
+#    `decode("causal", "fusion", 5, Request({"neg_high": 0.95,
+#    "str_low": 0.9}))` and
 #    print the sentences with `detokenize`. Does the strength request show up
 #    as a weak intensifier before a negative adjective?
 #
@@ -338,8 +340,9 @@ chapter.close(record)
 #    :::{dropdown} Solution
 #    ```python
 #    from semlm.data import synthetic
+#    from semlm.fusion.request import Request
 #
-#    request = {"neg_high": 0.95, "str_low": 0.9}
+#    request = Request({"neg_high": 0.95, "str_low": 0.9})
 #    for words in decode("causal", "fusion", 5, request):
 #        print(detokenize(words))
 #    print(synthetic.INTENSITY)

@@ -49,7 +49,7 @@ from semlm.core import runs
 from semlm.fusion import sst2_report
 from semlm.fusion import training_report as report
 from semlm.fusion.sst2_experiment import (
-    PAPER_A_TABLE7, SST2, classifier_accuracy, control_frame, control_prefixes,
+    PAPER_A_TABLE7, SST2, classifier_accuracy, control_prefixes,
     feature_table, prepare_sst2, sst2_profile, sst2_runs, tag_coverage,
     train_sentiment_classifier,
 )
@@ -329,7 +329,7 @@ study = sst2_report.ControlStudy.run(
 study.table()
 
 # %%
-bars = control_frame(study.judged, len(prefixes))
+bars = study.frame()
 fig = plots.plot_sst2_control(bars)
 
 # %% tags=["remove-cell"]
@@ -398,7 +398,8 @@ chapter.close(record)
 #    :::{dropdown} Hint
 #    `continue_under_control(model, data, prefixes, request, mode, control,
 #    seed=...)` (in `semlm.fusion.sst2_experiment`) continues every prefix;
-#    `judge_continuations(out, classifier, request)` scores them, and its
+#    `judge_continuations(out, classifier, request)` scores them
+#    (`sst2_requests(control)["pos"]` is the positive request), and its
 #    `classifier_acc` is an `Interval` with `mean`, `low` and `high`.
 #    :::
 #
@@ -407,15 +408,18 @@ chapter.close(record)
 #    from semlm.fusion.sst2_experiment import (
 #        continue_under_control,
 #        judge_continuations,
+#        sst2_requests,
 #    )
 #
 #    top = config.control.steer_boost
+#    positive = sst2_requests(config.control)["pos"]
 #    for boost in (0.0, top / 4, top / 2, top):
 #        control = replace(config.control, steer_boost=boost)
 #        out = continue_under_control(
-#            models["fusion"], data, prefixes, "pos", "soft", control, seed=seed
+#            models["fusion"], data, prefixes, positive, "soft", control,
+#            seed=seed,
 #        )
-#        judged_boost = judge_continuations(out, classifier, "pos")
+#        judged_boost = judge_continuations(out, classifier, positive)
 #        print(boost, judged_boost.classifier_acc)
 #    ```
 #    The first value prints the features-only rate (the penalty on the other

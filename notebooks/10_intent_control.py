@@ -58,7 +58,8 @@ from semlm.core import runs
 from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.fusion.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
-from semlm.fusion.intent import REQUEST_FEATURES, Request, declared_intent
+from semlm.fusion.intent import declared_intent
+from semlm.fusion.request import REQUEST_FEATURES, Request
 from semlm.fusion.profiles import intent_profile
 
 chapter = book.open(ie.CHAPTER, profile=profile, seed=seed, workers=workers,
@@ -170,7 +171,7 @@ glue("n_intent_seeds", len(seeds), display=False)
 # %%
 intent_record = next(r for r in records if r.name == "intent")
 model = intent_record.load("cpu")
-request = Request("negative", "!", 0.8).vector(data.request_mean)
+request = Request.of("negative", "!", 0.8).vector(data.request_mean)
 probe = torch.tensor([data.base.vocab.encode(example)[:-1]])
 sensitivity = max(
     future_sensitivity(
@@ -413,8 +414,8 @@ pd.DataFrame(samples).pivot(
 #            return late
 #
 #
-#    two = torch.stack([Request("positive", "!").vector(data.request_mean),
-#                       Request("negative", "?").vector(data.request_mean)])
+#    two = torch.stack([Request.of("positive", "!").vector(data.request_mean),
+#                       Request.of("negative", "?").vector(data.request_mean)])
 #    where = [list(REQUEST_FEATURES).index(n) for n in ("pos_high", "neg_high")]
 #    late_featurizer = LateSwitch(data.base.vocab)
 #    pd.DataFrame(
@@ -443,14 +444,14 @@ pd.DataFrame(samples).pivot(
 #
 # 2. **A knob moved alone** (★★★ extend). The sweep writes the whole strength
 #    triplet. Write `str_high` alone instead, with `str_low` and `str_med` at
-#    their training means, through a `Request` subclass. Does the response
-#    survive?
+#    their training means. Does the response survive?
 #
 #    :::{dropdown} Hint
-#    `Request.vector(mean)` returns the request predicates in the order of
-#    `REQUEST_FEATURES`; `replace(self, strength=None).vector(mean)` leaves the
-#    triplet at its mean, and `strength_triplet(level)[2]` (in
-#    `semlm.fusion.intent`) is the `str_high` training writes for a level. Then
+#    `Request.of(polarity, punctuation, level)` writes the whole triplet; a
+#    `Request(values, punctuation)` sets only the predicates in `values` (the
+#    others stay at their training means in `Request.vector(mean)`), and
+#    `strength_triplet(level)[2]` (in `semlm.fusion.request`) is the
+#    `str_high` training writes for a level. Then
 #    sample with `ie.sample_sentences(model, data, requests, seed)` and score
 #    with `ie.written_intensity` and `ie.rank_correlation`. No retraining is
 #    needed.
@@ -458,17 +459,14 @@ pd.DataFrame(samples).pivot(
 #
 #    :::{dropdown} Solution
 #    ```python
-#    from semlm.fusion.intent import strength_triplet
+#    from semlm.fusion.request import strength_triplet
 #
 #
-#    class StrHighAlone(Request):
+#    def str_high_alone(polarity, punctuation, level):
 #        """A strength request that writes str_high only."""
-#
-#        def vector(self, mean):
-#            out = replace(self, strength=None).vector(mean)
-#            at = list(REQUEST_FEATURES).index("str_high")
-#            out[at] = float(strength_triplet(self.strength)[2])
-#            return out
+#        values = Request.of(polarity, punctuation).values
+#        str_high = float(strength_triplet(level)[2])
+#        return Request({**values, "str_high": str_high}, punctuation)
 #
 #
 #    def correlation(kind, n=config.samples_per_request):
@@ -482,8 +480,8 @@ pd.DataFrame(samples).pivot(
 #        return ie.rank_correlation(requested, written)
 #
 #
-#    pd.Series({"whole triplet": correlation(Request),
-#               "str_high alone": correlation(StrHighAlone)})
+#    pd.Series({"whole triplet": correlation(Request.of),
+#               "str_high alone": correlation(str_high_alone)})
 #    ```
 #    Training wrote triplets computed from real intensifiers, where `str_low`,
 #    `str_med` and `str_high` move together; `str_high` alone asks for

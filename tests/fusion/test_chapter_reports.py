@@ -211,6 +211,8 @@ def test_sst2_control_record_keeps_the_fields_the_claims_read():
     assert numbers["none_fusion_neg_clf"] == 0.5 and numbers["n_prefixes"] == 4 and numbers["soft_gain_pos"] == 0.0
     assert len(study.table()) == 2 + 2 * 2 * 3 and len(study.features_only_table()) == 4
     assert len(study.examples()) == 4 * 2 * 7
+    bars = study.frame()  # per model, judge and request: none, soft and hard, the unconditioned share out of 4
+    assert len(bars) == 2 * 2 * 2 * 3 and bars.query("mode == 'none' and request == 'pos'")["value"].eq(0.5).all()
     # per prompt, for the claim's fusion - baseline difference paired over prompts
     assert control.hard["neg"].classifier_correct == control.hard["neg"].baseline_classifier_correct == [1, 1, 0, 0]
 

@@ -1,13 +1,16 @@
 """The CTRL-style control-code baseline: codes on the data, the grammar shifted past them."""
 
+import importlib
+
 import pytest
 import torch
 
-from semlm.fusion.control_codes import CODE_TOKENS, codes_for, sentence_polarity, with_codes
+from semlm.fusion.control_codes import CODE_TOKENS, sentence_polarity, with_codes
 from semlm.data.synthetic import SyntheticConfig
 from semlm.fusion.config import BackboneConfig
-from semlm.fusion.decoding import ClauseGrammar, Controls, generate
+from semlm.fusion.decoding import ClauseGrammar, generate
 from semlm.fusion.model import build_model, lm_config
+from semlm.fusion.request import Request
 from semlm.fusion.synthetic_experiment import prepare_data
 
 
@@ -18,19 +21,12 @@ def test_codes_describe_polarity_and_punctuation():
     assert sentence_polarity(["Bob", "bad", "poor"]) == "negative"
 
 
-def test_unknown_code_names_the_choices():
-    with pytest.raises(ValueError, match="choose one of: positive, negative, mixed"):
-        codes_for("happy", "!")
-    with pytest.raises(ValueError, match="unknown punctuation"):
-        codes_for("positive", ";")
-
-
 def test_code_tokens_are_inputs_but_never_scored_targets():
     data = prepare_data(SyntheticConfig(n_train=8, n_val=4), codes=True)
     assert set(CODE_TOKENS) <= set(data.vocab.tokens)
     first = data.corpus.train[0]
-    expected = codes_for(sentence_polarity(first), first[-1])
-    assert data.vocab.decode(data.train.input_ids[0, 1:3]) == list(expected)
+    expected = with_codes([first])[0][:2]
+    assert data.vocab.decode(data.train.input_ids[0, 1:3]) == expected
     assert sorted(data.code_ids) == sorted(data.vocab.ids(CODE_TOKENS))
 
 
@@ -45,13 +41,19 @@ def _uniform(vocab_size):
 def test_generation_after_codes_follows_the_grammar_and_drops_the_codes():
     data = prepare_data(SyntheticConfig(n_train=8, n_val=4), codes=True)
     grammar = ClauseGrammar(data.vocab, offset=2)
-    out = generate(_uniform(len(data.vocab)), data.featurizer, grammar, 5, Controls(), seed=0,
-                   codes=codes_for("negative", "?"))
+    out = generate(_uniform(len(data.vocab)), data.featurizer, grammar, 5, Request.of("negative", "?"), seed=0)
     assert all(grammar.parses(sentence) for sentence in out)
 
 
-def test_codes_and_grammar_offset_must_agree():
+def test_a_code_model_hears_the_request_as_its_codes(monkeypatch):
+    decoding = importlib.import_module("semlm.fusion.decoding.generate")  # the module, not its generate()
+
     data = prepare_data(SyntheticConfig(n_train=8, n_val=4), codes=True)
-    with pytest.raises(ValueError, match="offset=2"):
-        generate(_uniform(len(data.vocab)), data.featurizer, ClauseGrammar(data.vocab), 2, Controls(),
-                 codes=codes_for("negative", "?"))
+    grammar, model, starts = ClauseGrammar(data.vocab, offset=2), _uniform(len(data.vocab)), []
+    sample_ids = decoding.sample_ids
+    monkeypatch.setattr(decoding, "sample_ids", lambda model, start, *a, **k: starts.append(start) or
+                        sample_ids(model, start, *a, **k))
+    generate(model, data.featurizer, grammar, 2, Request.of("negative", "?"), seed=0)
+    assert data.vocab.decode(starts[0][0], skip_special=False) == ["<bos>", "<neg>", "<?>"]
+    with pytest.raises(ValueError, match="needs a polarity and a punctuation"):
+        generate(model, data.featurizer, grammar, 2, Request(), seed=0)

@@ -5,12 +5,13 @@ from hypothesis import strategies as st
 from transformers import RepetitionPenaltyLogitsProcessor
 
 from semlm.data import synthetic as syn
-from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, GrammarMask,
-                            LastKRepetitionPenalty, generate, group_uniform_mixture, nucleus)
+from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, DecodingConfig, GrammarMask, LastKRepetitionPenalty,
+                            generate, group_uniform_mixture, nucleus)
 from semlm.fusion.decoding.grammar import END, INTENS, STATES, _WORDS_FOR_STATE
 from semlm.core import runs
 from semlm.fusion.synthetic_experiment import SYNTHETIC, prepare_data, synthetic_runs
 from semlm.fusion.profiles import synthetic_profile
+from semlm.fusion.request import Request
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +74,17 @@ def test_grammar_mask_keeps_exactly_the_states_words(grammar, vocab):
 
 # --- controls ------------------------------------------------------------------------------
 
-def test_unknown_control_lists_the_valid_names():
-    with pytest.raises(ValueError, match="unknown control 'happy'; valid controls: is_noun.*pos_high"):
-        Controls({"happy": 1.0})
+def test_unknown_request_predicate_lists_the_valid_names():
+    with pytest.raises(ValueError, match="unknown request predicate 'happy'; choose from: pos_low.*is_exclamation"):
+        Request({"happy": 1.0})
+    with pytest.raises(ValueError, match="unknown punctuation ';'"):
+        Request({}, ";")
 
 
 @pytest.mark.parametrize("value", [1.5, -0.1, float("nan"), "high", True])
-def test_control_value_outside_zero_one_is_rejected(value):
-    with pytest.raises(ValueError, match="control pos_high must be a number in \\[0, 1\\]"):
-        Controls({"pos_high": value})
+def test_request_value_outside_zero_one_is_rejected(value):
+    with pytest.raises(ValueError, match="request predicate pos_high must be a number in \\[0, 1\\]"):
+        Request({"pos_high": value})
 
 
 # --- mixture and penalties ----------------------------------------------------------------
@@ -131,7 +134,7 @@ def test_last_k_penalty_is_transformers_penalty_on_the_last_k_tokens():
 def test_every_generated_sentence_parses(trained):
     model, featurize, grammar = trained
     for controls in ({}, {"pos_high": 0.8}, {"neg_high": 1.0, "is_question": 1.0}):
-        for sentence in generate(model, featurize, grammar, 50, Controls(controls), seed=3):
+        for sentence in generate(model, featurize, grammar, 50, Request(controls), seed=3):
             assert grammar.parses(sentence), sentence
 
 
@@ -143,7 +146,7 @@ def test_hard_control_is_always_obeyed(trained, controls, wanted, punct):
     model, featurize, grammar = trained
     cls = "positive" if wanted == syn.POSITIVE_ADJECTIVES else "negative"
     config = DecodingConfig(hard=True, mixture=PAPER_MIXTURE[cls])
-    out = generate(model, featurize, grammar, 200, Controls(controls), config=config, seed=5)
+    out = generate(model, featurize, grammar, 200, Request(controls, punct), config=config, seed=5)
     assert all(s[6] in wanted for s in out) and all(s[7] == punct for s in out)
 
 
@@ -162,12 +165,12 @@ def test_hard_control_masks_everything_but_the_requested_class_and_punctuation(g
     from semlm.fusion.decoding import HardControl
     from semlm.fusion.decoding.grammar import ADJ, PUNCT
 
-    hard = HardControl(grammar, Controls({"neg_high": 0.9, "is_question": 1.0}))
+    hard = HardControl(grammar, Request({"neg_high": 0.9, "is_question": 1.0}, "?"))
     for state, expected in ((ADJ, set(syn.NEGATIVE_ADJECTIVES)), (PUNCT, {"?"})):
         ids = torch.full((1, state + 1), vocab.bos_id)
         kept = torch.isfinite(hard(ids, torch.zeros(1, len(vocab))))[0].nonzero().flatten()
         assert {vocab.tokens[i] for i in kept} & set(grammar.words(state)) == expected
-    weak = HardControl(grammar, Controls({"pos_high": 0.5}))  # below the threshold: nothing is restricted
+    weak = HardControl(grammar, Request({"pos_high": 0.5}))  # below the threshold: nothing is restricted
     assert weak.keep.all()
 
 
@@ -221,7 +224,7 @@ def test_authors_steering_cannot_move_the_intensifier_and_uses_the_max_strength(
 
     vocab = Vocabulary.build(syn.LEXICON)
     grammar = ClauseGrammar(vocab)
-    controls = Controls({"pos_high": 0.95, "str_high": 0.9, "str_med": 0.3})
+    controls = Request({"pos_high": 0.95, "str_high": 0.9, "str_med": 0.3})
     authors = ControlSteering(grammar, controls, "authors").shift
     ours = ControlSteering(grammar, controls, "ours").shift
     intens = authors[INTENS, vocab.ids(syn.INTENSIFIERS)]
@@ -234,7 +237,7 @@ def test_without_logit_steering_the_controls_leave_the_scores_alone(vocab):
     from semlm.fusion.decoding.generate import _processors
 
     grammar = ClauseGrammar(vocab)
-    controls = Controls({"pos_high": 0.95, "str_high": 0.9})
+    controls = Request({"pos_high": 0.95, "str_high": 0.9})
     ids = torch.full((1, 7), vocab.bos_id)  # state ADJ
     scores = torch.zeros(1, len(vocab))
     steered = _processors(grammar, controls, DecodingConfig(top_p=1.0))(ids, scores)

@@ -11,13 +11,14 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
 
 from semlm.data import synthetic as syn
-from semlm.fusion.decoding import (BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, Controls,
-                                   DecodingConfig, GrammarMask, generate, published_decoding)
+from semlm.fusion.decoding import (BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, DecodingConfig,
+                                   GrammarMask, generate, published_decoding)
 from semlm.fusion.decoding.generate import _processors, sample_ids
 from semlm.fusion.decoding.grammar import ADJ, END
 from semlm.fusion.decoding.mixture import group_uniform_mixture, nucleus
 from semlm.fusion.features import SyntheticFeatures
 from semlm.fusion.fuzzy import feature_index
+from semlm.fusion.request import Request
 from semlm.fusion.config import BackboneConfig
 from semlm.fusion.model import BaselineLM, FusionLM, build_model, lm_config
 
@@ -172,7 +173,7 @@ def processed_scores(model, featurize, grammar, controls, config, ids):
 @pytest.mark.parametrize("controls, config", DECODERS)
 def test_greedy_generate_equals_an_argmax_loop_over_the_whole_prefix(vocab, kind, causal, controls, config):
     model, featurize, grammar = tiny(len(vocab), kind, causal), SyntheticFeatures(vocab), ClauseGrammar(vocab)
-    controls = Controls(controls or {})
+    controls = Request(controls or {})
     ids = torch.full((3, 1), vocab.bos_id)
     with torch.no_grad():
         while grammar.state_of(ids)[0] < END:
@@ -189,7 +190,7 @@ def test_greedy_generate_equals_an_argmax_loop_over_the_whole_prefix(vocab, kind
 ])
 def test_sampled_words_follow_the_processed_distribution(vocab, prompt, controls, config):
     model, featurize, grammar = tiny(len(vocab)), SyntheticFeatures(vocab), ClauseGrammar(vocab)
-    controls, n = Controls(controls), 4000
+    controls, n = Request(controls), 4000
     prefix = grammar.parse_prefix(prompt).words if prompt else ()
     start = torch.tensor([[vocab.bos_id] + vocab.ids(prefix)])
     with torch.no_grad():
@@ -205,9 +206,9 @@ def test_sampled_words_follow_the_processed_distribution(vocab, prompt, controls
 def test_generate_leaves_the_callers_rng_alone(vocab):
     model, featurize, grammar = tiny(len(vocab)), SyntheticFeatures(vocab), ClauseGrammar(vocab)
     state = torch.random.get_rng_state()
-    first = generate(model, featurize, grammar, 4, Controls({"pos_high": 0.9}), prompt="Bob finishes the", seed=3)
+    first = generate(model, featurize, grammar, 4, Request({"pos_high": 0.9}), prompt="Bob finishes the", seed=3)
     assert torch.equal(torch.random.get_rng_state(), state)
-    assert generate(model, featurize, grammar, 4, Controls({"pos_high": 0.9}), prompt="Bob finishes the",
+    assert generate(model, featurize, grammar, 4, Request({"pos_high": 0.9}), prompt="Bob finishes the",
                     seed=3) == first
 
 
@@ -240,7 +241,7 @@ def test_every_decoding_step_is_a_transformers_logits_processor(vocab):
     from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
     from semlm.idea.gate import IdeaGateLogitsProcessor
 
-    grammar, controls = ClauseGrammar(vocab), Controls({"pos_high": 0.9})
+    grammar, controls = ClauseGrammar(vocab), Request({"pos_high": 0.9})
     steps = [GrammarMask(grammar), HardControl(grammar, controls), ControlSteering(grammar, controls),
              LastKRepetitionPenalty(1.5), AuthorsTopPLogitsWarper(0.9),
              MixtureAtAdjective(grammar, LogitsProcessorList(), None, None),

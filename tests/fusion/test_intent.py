@@ -7,8 +7,9 @@ from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.data import synthetic as syn
 from semlm.data.synthetic import LEXICON
 from semlm.data.vocab import Vocabulary
-from semlm.fusion.intent import (INTENT_INDEX, MAX_CLAUSES, N_INTENT_FEATURES, REQUEST_FEATURES, TRAINED_STRENGTHS,
-                                 IntentFeatures, Request, declared_intent, intent_rows, request_vector)
+from semlm.fusion.intent import (INTENT_INDEX, MAX_CLAUSES, N_INTENT_FEATURES, TRAINED_STRENGTHS, ClauseIntent,
+                                 IntentFeatures, SentenceIntent, declared_intent, intent_rows)
+from semlm.fusion.request import REQUEST_FEATURES, Request
 from semlm.fusion.config import BackboneConfig
 from semlm.fusion.model import build_model, lm_config
 
@@ -43,7 +44,7 @@ def test_an_intent_model_stays_causal_in_the_tokens():
     backbone = BackboneConfig(vocab_size=len(VOCAB), d_model=32, n_layers=2, n_heads=2, d_ff=64, dropout=0.0)
     model = build_model(lm_config(backbone, kind="fusion", n_features=N_INTENT_FEATURES))
     mean = torch.full((11,), 0.5)
-    request = Request("negative", "!", 0.8).vector(mean).expand(1, MAX_CLAUSES, -1)
+    request = Request.of("negative", "!", 0.8).vector(mean).expand(1, MAX_CLAUSES, -1)
     featurize = IntentFeatures(VOCAB)
     ids = torch.tensor([VOCAB.encode(SENTENCE)[:-1]])
     for position in range(1, ids.shape[1]):
@@ -55,17 +56,15 @@ def test_a_strength_request_writes_the_triplet_training_writes_for_that_intensif
     mean = torch.full((11,), 0.5)
     strength = slice(REQUEST_FEATURES.index("str_low"), REQUEST_FEATURES.index("str_high") + 1)
     for word, level in syn.INTENSITY.items():
-        trained = request_vector("positive", level, ".")[strength]
-        assert torch.allclose(Request("positive", ".", level).vector(mean)[strength], trained), word
+        trained = intent_rows([SentenceIntent((ClauseIntent("positive", level),), ".")])[0, 0, strength]
+        assert torch.equal(Request.of("positive", ".", level).vector(mean)[strength], trained), word
     assert TRAINED_STRENGTHS == (0.2, 0.5, 0.8, 1.0)
-    assert torch.equal(Request("positive", ".").vector(mean)[strength], mean[strength])  # no request: the mean
+    assert torch.equal(Request.of("positive", ".").vector(mean)[strength], mean[strength])  # no request: the mean
     with pytest.raises(ValueError, match="strength level"):
-        Request("positive", ".", 1.5).vector(mean)
+        Request.of("positive", ".", 1.5)
 
 
 def test_a_request_says_the_same_as_control_codes():
-    from semlm.fusion.control_codes import codes_for
-
-    assert Request("negative", "?").codes() == codes_for("negative", "?") == ("<neg>", "<?>")
-    with pytest.raises(ValueError, match="unknown polarity code None"):
-        Request(punctuation="!").codes()  # a code model cannot be asked for punctuation alone
+    assert Request.of("negative", "?").codes() == ("<neg>", "<?>")
+    with pytest.raises(ValueError, match="needs a polarity and a punctuation"):
+        Request.of(punctuation="!").codes()  # a code model cannot be asked for punctuation alone

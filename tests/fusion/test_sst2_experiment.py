@@ -11,8 +11,9 @@ from semlm.core.metrics import perplexity
 from semlm.fusion.model import build_model
 from semlm.fusion.sst2_experiment import (
     SST2, classifier_accuracy, continue_under_control, control_prefixes, judge_continuations, prepare_sst2,
-    model_config, sst2_profile, sst2_runs, sst2_spec, train_sentiment_classifier,
+    model_config, sst2_profile, sst2_requests, sst2_runs, sst2_spec, train_sentiment_classifier,
 )
+from semlm.fusion.request import Request
 from semlm.core import runs
 
 
@@ -109,8 +110,8 @@ def test_hard_control_never_writes_an_adjective_of_the_other_class(toy):
     prefixes = [s[:2] for s in data.dev_sentences]
     config = replace(profile.control, new_tokens=8, temperature=3.0, top_p=1.0)
     adjectives = {w for w in data.vocab.tokens if data.prior.majority(w) == "ADJ"}
-    for request, cls in (("pos", "positive"), ("neg", "negative")):
-        allowed = {data.vocab.tokens[i] for i in data.adjective_classes[cls].tolist()}
+    for request in sst2_requests(config).values():
+        allowed = {data.vocab.tokens[i] for i in data.adjective_classes[request.polarity].tolist()}
         out = continue_under_control(model, data, prefixes * 8, request, "hard", config, seed=3)
         written = {w for words in out for w in words if w in adjectives}
         assert written and written <= allowed, written - allowed
@@ -120,17 +121,18 @@ def test_hard_control_never_writes_an_adjective_of_the_other_class(toy):
 def test_control_requests_are_validated(toy):
     profile, data = toy
     model = build_model(model_config(profile, "baseline", len(data.vocab), "causal"))
-    with pytest.raises(ValueError, match="unknown request 'up'"):
-        continue_under_control(model, data, [["a"]], "up", "soft", profile.control)
+    with pytest.raises(ValueError, match="unknown control mode 'up'"):
+        continue_under_control(model, data, [["a"]], Request(), "up", profile.control)
     with pytest.raises(ValueError, match="same number of words"):
-        continue_under_control(model, data, [["a"], ["a", "b"]], "pos", "soft", profile.control)
+        continue_under_control(model, data, [["a"], ["a", "b"]], Request(), "soft", profile.control)
 
 
 def test_judges_count_polarity_of_continuations(toy):
     profile, data = toy
     classifier = train_sentiment_classifier(profile.classifier, 0, data.train_sentences,
                                             [1, 0] * 12)  # fixture rows alternate positive / negative
-    judged = judge_continuations([["a", "wonderful", "delight"], ["awful", "and", "boring"]], classifier, "pos")
+    judged = judge_continuations([["a", "wonderful", "delight"], ["awful", "and", "boring"]], classifier,
+                                  sst2_requests(profile.control)["pos"])
     assert judged.acc.successes == 1 and judged.acc.n == 2
     assert judged.vader == {"POS": 1, "NEG": 1}
     assert control_prefixes(data, replace(profile.control, prefix_words=3, min_sentence_words=8)) == [

@@ -8,26 +8,25 @@ every run. Each number is summarised as a mean with a 95% Student-t interval ove
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, replace
+from functools import reduce
 from typing import Sequence
 
-from semlm.fusion.control_codes import N_CODES, codes_for
+from semlm.fusion.control_codes import N_CODES
 from semlm.data.synthetic import AdjectiveSplit
-from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, FUSION_DEFAULT, generate, published_decoding
+from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, DecodingConfig, FUSION_DEFAULT, generate,
+                                   published_decoding)
 from semlm.fusion.synthetic_experiment import SETTINGS, prepare_data, synthetic_runs
 from semlm.core.metrics import FOCUS_TOKENS
-from semlm.fusion.metrics import control_accuracy, held_out_hit_rate, polarity_confusion
+from semlm.fusion.metrics import (POLARITY_LABELS, control_accuracy, held_out_hit_rate, polarity_confusion,
+                                  request_accuracy)
 from semlm.core.records import Interval
 from semlm.fusion.records import ControlModes, FeatureSteering, LanguageModelScores, ModelPair
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.fusion.profiles import synthetic_profile
+from semlm.fusion.request import PAPER_REQUESTS
 
-#: The two requests of paper A's Tables 2-4: positive & strong with "!", negative with "?".
-REQUESTS = {
-    "pos": {"controls": {"pos_high": 0.95, "str_high": 0.9}, "polarity": "POS", "punct": "!", "class": "positive"},
-    "neg": {"controls": {"neg_high": 0.95, "is_question": 1.0, "str_med": 0.6}, "polarity": "NEG", "punct": "?",
-            "class": "negative"},
-}
 ABLATIONS: tuple[str, ...] = ("fusion_no_gate", "fusion_no_aux", "fusion_no_uniformizer")
 
 
@@ -94,36 +93,29 @@ class AuditRuns:
 
 
 def control_report(model, featurizer, grammar: ClauseGrammar, split: AdjectiveSplit, n: int, seed: int,
-                   codes_by_request: dict[str, tuple[str, ...]] | None = None, setting: str = "causal") -> dict:
+                   setting: str = "causal") -> dict:
     """Tables 2-4 for one model: hard control (paper mixture), its confusion, OOD hits, and soft control.
 
-    With ``codes_by_request`` (a control-code model) the codes are placed after ``<bos>``;
-    the soft setting then uses the codes alone (no steering), which is how CTRL is controlled.
-    In the ``published`` setting the decoder is the authors' (``published_decoding``: their
-    nucleus rule and steering, no controls in the features); the causal setting uses ours.
+    A control-code model (a grammar with an ``offset``) hears each request as its codes; its soft
+    setting is the codes alone (no steering), which is how CTRL is controlled. In the ``published``
+    setting the decoder is the authors' (``published_decoding``: their nucleus rule and steering, no
+    controls in the features); the causal setting uses ours.
     """
     decoding = published_decoding if setting == "published" else (lambda config: config)
+    soft = replace(FUSION_DEFAULT, logit_steering=False) if grammar.offset else FUSION_DEFAULT
     held_out = {"pos": split.positive_held_out, "neg": split.negative_held_out}
     report, hard_outputs = {"hard": {}, "soft": {}, "ood_hit": {}}, {}
-    for offset, (name, request) in enumerate(REQUESTS.items()):
-        codes = codes_by_request[name] if codes_by_request else ()
-        hard = decoding(DecodingConfig(hard=True, mixture=PAPER_MIXTURE[request["class"]]))
-        out = generate(model, featurizer, grammar, n, Controls(request["controls"]), config=hard,
-                       seed=seed + 10 * offset, codes=codes)
-        hard_outputs[request["polarity"]] = out
-        report["hard"][name] = control_accuracy(out, request["polarity"], request["punct"])
+    for offset, (name, request) in enumerate(PAPER_REQUESTS.items()):
+        hard = decoding(DecodingConfig(hard=True, mixture=PAPER_MIXTURE[request.polarity]))
+        out = generate(model, featurizer, grammar, n, request, config=hard, seed=seed + 10 * offset)
+        hard_outputs[POLARITY_LABELS[request.polarity]] = out
+        report["hard"][name] = request_accuracy(out, request)
         report["ood_hit"][name] = held_out_hit_rate(out, held_out[name])
-        soft_controls = Controls() if codes_by_request else Controls(request["controls"])
-        out = generate(model, featurizer, grammar, n, soft_controls, config=decoding(FUSION_DEFAULT),
-                       seed=seed + 10 * offset + 1, codes=codes)
-        report["soft"][name] = control_accuracy(out, request["polarity"], request["punct"])
+        out = generate(model, featurizer, grammar, n, request, config=decoding(soft), seed=seed + 10 * offset + 1)
+        report["soft"][name] = request_accuracy(out, request)
     confusion = polarity_confusion(hard_outputs)
     report["confusion_diagonal"] = sum(confusion[c][c] for c in confusion) / (len(confusion) * n)
     return report
-
-
-def control_code_requests() -> dict[str, tuple[str, ...]]:
-    return {name: codes_for(r["class"], r["punct"]) for name, r in REQUESTS.items()}
 
 
 def control_reports(audit: AuditRuns, profile: str, n: int) -> dict[tuple[str, str, int], dict]:
@@ -139,8 +131,7 @@ def control_reports(audit: AuditRuns, profile: str, n: int) -> dict[tuple[str, s
         with_codes = name == "control_code"
         featurizer = coded.featurizer if with_codes else data[setting].featurizer
         reports[(setting, name, seed)] = control_report(
-            run.load(), featurizer, grammars[with_codes], data[setting].corpus.split, n, seed,
-            codes_by_request=control_code_requests() if with_codes else None, setting=setting)
+            run.load(), featurizer, grammars[with_codes], data[setting].corpus.split, n, seed, setting)
     return reports
 
 
@@ -152,10 +143,10 @@ FEATURES_ONLY = replace(FUSION_DEFAULT, feature_control=True, logit_steering=Fal
 
 
 def features_only_decodes(model, featurizer, grammar: ClauseGrammar, n: int, seed: int) -> dict[str, list[list[str]]]:
-    """``n`` sentences per request of :data:`REQUESTS` decoded with :data:`FEATURES_ONLY`, both requests with the
-    same random numbers: a model whose features do not steer writes the same sentences under both."""
-    return {name: generate(model, featurizer, grammar, n, Controls(request["controls"]), config=FEATURES_ONLY,
-                           seed=seed + 50) for name, request in REQUESTS.items()}
+    """``n`` sentences per request of :data:`PAPER_REQUESTS` decoded with :data:`FEATURES_ONLY`, both requests with
+    the same random numbers: a model whose features do not steer writes the same sentences under both."""
+    return {name: generate(model, featurizer, grammar, n, request, config=FEATURES_ONLY, seed=seed + 50)
+            for name, request in PAPER_REQUESTS.items()}
 
 
 def judged_polarity(decodes: dict[str, list[list[str]]]) -> dict[str, dict[str, float]]:
@@ -188,21 +179,10 @@ def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int
         seeds=seeds, n_per_request=n, requested=Interval.of_mean(requested, UNIT),
         opposite=Interval.of_mean(opposite, UNIT), paired=Interval.paired(requested, opposite),
         judged_positive={name: Interval.of_mean([shares[seed][name]["POS"] for seed in seeds], UNIT)
-                         for name in REQUESTS})
+                         for name in PAPER_REQUESTS})
 
 
 # --- summaries over seeds (chapter 4) ----------------------------------------------------------
-
-
-def control_values(reports: dict, seeds: Sequence[int], setting: str, model: str, *path: str) -> list[float]:
-    """One number of :func:`control_report` per seed, found by ``path`` (e.g. "soft", "pos", "adj_acc")."""
-    out = []
-    for seed in seeds:
-        value = reports[(setting, model, seed)]
-        for key in path:
-            value = value[key]
-        out.append(value["value"] if isinstance(value, dict) else value)
-    return out
 
 
 @dataclass
@@ -230,47 +210,41 @@ def _table1(audit: AuditRuns) -> dict[str, ModelPair]:
     return out
 
 
-def _control_over_seeds(reports: dict, seeds: Sequence[int], setting: str, model: str, modes) -> dict:
-    """``{mode: {request: {adj_acc, punct_acc}}}`` over seeds."""
-    return {mode: {cls: {k: Interval.of_mean(control_values(reports, seeds, setting, model, mode, cls, k), UNIT)
-                         for k in ("adj_acc", "punct_acc")} for cls in REQUESTS} for mode in modes}
-
-
-def _ood_over_seeds(reports: dict, seeds: Sequence[int], setting: str, model: str, path=("ood_hit",)) -> dict:
-    return {cls: Interval.of_mean(control_values(reports, seeds, setting, model, *path, cls), UNIT)
-            for cls in REQUESTS}
-
-
-def _ablations(audit: AuditRuns, reports: dict) -> dict[str, dict]:
-    out = {}
-    for variant in ("baseline", "fusion") + ABLATIONS:
-        entry = {k: audit.over_seeds("causal", variant, k) for k in ("ppl", "ppl_seen_only")}
-        if variant != "baseline":
-            entry["sem_mse"] = audit.over_seeds("causal", variant, "sem_mse")
-            entry["ood_hit"] = _ood_over_seeds(reports, audit.seeds, "causal", variant)
-            entry["soft_adj_acc"] = {
-                cls: Interval.of_mean(control_values(reports, audit.seeds, "causal", variant, "soft", cls, "adj_acc"),
-                                      UNIT) for cls in REQUESTS}
-        out[variant] = entry
-    return out
+def _reported(reports: dict, seeds: Sequence[int], setting: str, model: str, *path: str) -> Interval:
+    """One number of :func:`control_report` over seeds, found by ``path`` (e.g. "soft", "pos", "adj_acc")."""
+    values = [reduce(operator.getitem, path, reports[(setting, model, seed)]) for seed in seeds]
+    return Interval.of_mean([v["value"] if isinstance(v, dict) else v for v in values], UNIT)
 
 
 def summarise_audit(audit: AuditRuns, reports: dict, floors: dict) -> AuditSummary:
     """Every over-seeds number of chapter 4 from the trained models, their control reports and the floors."""
     seeds = audit.seeds
-    control = {s: _control_over_seeds(reports, seeds, s, "fusion", ("hard", "soft")) for s in SETTINGS}
+
+    def accuracies(setting: str, model: str, modes) -> dict:  # {mode: {request: {adj_acc, punct_acc}}}
+        return {mode: {cls: {k: _reported(reports, seeds, setting, model, mode, cls, k)
+                             for k in ("adj_acc", "punct_acc")} for cls in PAPER_REQUESTS} for mode in modes}
+
+    def ood(setting: str, model: str) -> dict[str, Interval]:
+        return {cls: _reported(reports, seeds, setting, model, "ood_hit", cls) for cls in PAPER_REQUESTS}
+
+    ablations = {}
+    for variant in ("baseline", "fusion") + ABLATIONS:
+        ablations[variant] = {k: audit.over_seeds("causal", variant, k) for k in ("ppl", "ppl_seen_only")}
+        if variant != "baseline":
+            ablations[variant].update(
+                sem_mse=audit.over_seeds("causal", variant, "sem_mse"), ood_hit=ood("causal", variant),
+                soft_adj_acc={cls: _reported(reports, seeds, "causal", variant, "soft", cls, "adj_acc")
+                              for cls in PAPER_REQUESTS})
     code = {"ppl": audit.over_seeds("causal", "control_code", "ppl"),
             "ppl_seen_only": audit.over_seeds("causal", "control_code", "ppl_seen_only"),
-            **_control_over_seeds(reports, seeds, "causal", "control_code", ("soft", "hard")),
-            "ood_hit": _ood_over_seeds(reports, seeds, "causal", "control_code")}
+            **accuracies("causal", "control_code", ("soft", "hard")), "ood_hit": ood("causal", "control_code")}
     return AuditSummary(
         seeds=list(seeds), floors=floors, table1=_table1(audit),
-        control={s: ControlModes(**modes) for s, modes in control.items()},
-        ood_hit={s: _ood_over_seeds(reports, seeds, s, "fusion") for s in SETTINGS},
-        confusion_diagonal={s: Interval.of_mean(control_values(reports, seeds, s, "fusion", "confusion_diagonal"), UNIT)
-                            for s in SETTINGS},
+        control={s: ControlModes(**accuracies(s, "fusion", ("hard", "soft"))) for s in SETTINGS},
+        ood_hit={s: ood(s, "fusion") for s in SETTINGS},
+        confusion_diagonal={s: _reported(reports, seeds, s, "fusion", "confusion_diagonal") for s in SETTINGS},
         gain={s: Interval.paired(audit.values(s, "baseline", "ppl_seen_only"),
                                  audit.values(s, "fusion", "ppl_seen_only")) for s in SETTINGS},
         focus_seeds={token: {f"{s} {m}": [audit.runs[(s, m, seed)].metrics.focus_ce[token] for seed in seeds]
                              for s in SETTINGS for m in ("baseline", "fusion")} for token in FOCUS_TOKENS},
-        ablations=_ablations(audit, reports), control_code=code)
+        ablations=ablations, control_code=code)

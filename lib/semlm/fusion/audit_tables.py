@@ -10,7 +10,8 @@ import math
 from semlm.core.metrics import FOCUS_TOKENS
 from semlm.core.records import Interval
 from semlm.fusion.records import FeatureSteering, LeakageAuditRecord
-from semlm.fusion.audit import REQUESTS, AuditSummary
+from semlm.fusion.audit import AuditSummary
+from semlm.fusion.request import PAPER_REQUESTS
 from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS
 from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_HARD_CONTROL, PAPER_A_OOD_HIT, PAPER_A_TABLE1
 
@@ -121,7 +122,7 @@ def control_table(summary: AuditSummary):
 
     rows = []
     for s in SETTINGS:
-        for cls in REQUESTS:
+        for cls in PAPER_REQUESTS:
             hard, soft = summary.control[s].hard[cls], summary.control[s].soft[cls]
             rows.append({"setting": SETTING_LABELS[s], "request": cls,
                          "hard adj / punct": _pair(hard.adj_acc, hard.punct_acc),
@@ -159,8 +160,8 @@ def code_table(summary: AuditSummary):
     for name, source in (("control codes (causal)", summary.control_code), ("fusion (causal)", fusion_source)):
         rows.append({"model": name, "PPL": source["ppl"].format(), "seen-only PPL": source["ppl_seen_only"].format(),
                      **{f"soft {cls} adj / punct": _pair(source["soft"][cls]["adj_acc"],
-                                                         source["soft"][cls]["punct_acc"]) for cls in REQUESTS},
-                     **{f"OOD hit {cls}": source["ood_hit"][cls].format(2) for cls in REQUESTS}})
+                                                         source["soft"][cls]["punct_acc"]) for cls in PAPER_REQUESTS},
+                     **{f"OOD hit {cls}": source["ood_hit"][cls].format(2) for cls in PAPER_REQUESTS}})
     return pd.DataFrame(rows).set_index("model")
 
 
@@ -168,7 +169,7 @@ def code_verdicts(summary: AuditSummary) -> dict[str, str]:
     """The chapter's two sentences on the control-code baseline: how strong the codes are at this
     profile, and whether the feature channel changes the out-of-distribution hits."""
     code = summary.control_code
-    worst = min(code["soft"][c][k].mean for c in REQUESTS for k in ("adj_acc", "punct_acc"))
+    worst = min(code["soft"][c][k].mean for c in PAPER_REQUESTS for k in ("adj_acc", "punct_acc"))
     same_ood = abs(code["ood_hit"]["pos"].mean - summary.ood_hit["causal"]["pos"].mean) < 0.05
     return {
         "code_verdict": ("the codes are a strong, cheap control that needs no feature bank" if worst >= 0.9

@@ -31,19 +31,10 @@ def sentence_polarity(words: Sequence[str]) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-def codes_for(polarity: str, punctuation: str) -> tuple[str, str]:
-    """The two codes that request ``polarity`` and ``punctuation``; a clear error for anything else."""
-    if polarity not in POLARITY_CODES:
-        raise ValueError(f"unknown polarity code {polarity!r}; choose one of: {', '.join(POLARITY_CODES)}")
-    if punctuation not in PUNCTUATION_CODES:
-        raise ValueError(f"unknown punctuation code {punctuation!r}; choose one of: {' '.join(PUNCTUATION_CODES)}")
-    return POLARITY_CODES[polarity], PUNCTUATION_CODES[punctuation]
-
-
 def with_codes(sentences: Sequence[Sequence[str]]) -> list[list[str]]:
     """Each sentence with its own two codes in front (the final word is its punctuation)."""
     out = []
     for words in sentences:
         punctuation = words[-1] if words and words[-1] in PUNCTUATION_CODES else "."
-        out.append(list(codes_for(sentence_polarity(words), punctuation)) + list(words))
+        out.append([POLARITY_CODES[sentence_polarity(words)], PUNCTUATION_CODES[punctuation]] + list(words))
     return out

@@ -13,33 +13,27 @@ import time
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from semlm.fusion.metrics import control_accuracy, held_out_hit_rate
+from semlm.fusion.metrics import POLARITY_LABELS, held_out_hit_rate, request_accuracy
 from semlm.core.records import Interval
 from semlm.fusion.records import ControlAccuracy, DecodingRecord
 from semlm.core.runs import RunRecord
 from semlm.data.vocab import detokenize
 from semlm.fusion.decoding import (
-    BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, Controls, DecodingConfig, generate,
+    BASELINE_FAIR, FUSION_DEFAULT, PAPER_MIXTURE, ClauseGrammar, DecodingConfig, generate,
     published_decoding,
 )
 from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS, SyntheticData, prepare_data
 from semlm.fusion.profiles import SyntheticProfile
+from semlm.fusion.request import PAPER_REQUESTS, Request
 from semlm.reference import PAPER_A_HARD_CONTROL, PAPER_A_OOD_HIT
 
-POSITIVE = {"pos_high": 0.95, "str_high": 0.9}
-NEGATIVE_QUESTION = {"neg_high": 0.95, "is_question": 1.0, "str_med": 0.6}
-HARD = {
-    "pos": DecodingConfig(hard=True, mixture=PAPER_MIXTURE["positive"]),
-    "neg": DecodingConfig(hard=True, mixture=PAPER_MIXTURE["negative"]),
-}
-#: request -> (controls, polarity asked for, punctuation asked for)
-REQUESTS = {"pos": (POSITIVE, "POS", "!"), "neg": (NEGATIVE_QUESTION, "NEG", "?")}
-#: the generations shown: label -> (model, controls, decoding)
+HARD = {cls: DecodingConfig(hard=True, mixture=PAPER_MIXTURE[r.polarity]) for cls, r in PAPER_REQUESTS.items()}
+#: the generations shown: label -> (model, request, decoding)
 SHOWN = {
-    "baseline (fair)": ("baseline", None, BASELINE_FAIR),
-    "fusion (no control)": ("fusion", None, FUSION_DEFAULT),
-    "fusion (positive & strong, hard)": ("fusion", POSITIVE, HARD["pos"]),
-    "fusion (negative & question, hard)": ("fusion", NEGATIVE_QUESTION, HARD["neg"]),
+    "baseline (fair)": ("baseline", Request(), BASELINE_FAIR),
+    "fusion (no control)": ("fusion", Request(), FUSION_DEFAULT),
+    "fusion (positive & strong, hard)": ("fusion", PAPER_REQUESTS["pos"], HARD["pos"]),
+    "fusion (negative & question, hard)": ("fusion", PAPER_REQUESTS["neg"], HARD["neg"]),
 }
 #: the three ways a request can reach the model: label -> (features, logit steering)
 CONTROL_PATHS = {"logits + features (ours)": (True, True), "logits only (authors')": (False, True),
@@ -48,7 +42,7 @@ CONTROL_PATHS = {"logits + features (ours)": (True, True), "logits only (authors
 
 @dataclass
 class Decoder:
-    """The trained models of both settings, ready to decode: ``decode(setting, kind, n, controls)``."""
+    """The trained models of both settings, ready to decode: ``decode(setting, kind, n, request)``."""
 
     models: dict[tuple[str, str], object]
     data: dict[str, SyntheticData]
@@ -66,20 +60,19 @@ class Decoder:
         split = self.data["causal"].corpus.split
         return {"pos": split.positive_held_out, "neg": split.negative_held_out}
 
-    def __call__(self, setting: str, kind: str, n: int, controls=None, prompt=None, decoding=FUSION_DEFAULT,
-                 seed_offset: int = 0, authors_rules: bool | None = None) -> list[list[str]]:
+    def __call__(self, setting: str, kind: str, n: int, request: Request = Request(), prompt=None,
+                 decoding=FUSION_DEFAULT, seed_offset: int = 0, authors_rules: bool | None = None) -> list[list[str]]:
         """``n`` sentences; ``authors_rules`` (default: in the published setting) decodes with
         ``published_decoding``."""
         if setting == "published" if authors_rules is None else authors_rules:
             decoding = published_decoding(decoding)
         return generate(self.models[(setting, kind)], self.data[setting].featurizer, self.grammar, n,
-                        Controls(controls or {}), prompt=prompt, config=decoding, seed=self.seed + seed_offset)
+                        request, prompt=prompt, config=decoding, seed=self.seed + seed_offset)
 
 
 def accuracy(sentences, request: str) -> ControlAccuracy:
     """Adjective and punctuation accuracy of ``sentences`` for ``request`` ("pos"/"neg"), Wilson intervals."""
-    _, polarity, punct = REQUESTS[request]
-    return ControlAccuracy.from_dict(control_accuracy(sentences, polarity, punct))
+    return ControlAccuracy.from_dict(request_accuracy(sentences, PAPER_REQUESTS[request]))
 
 
 def held_out_hits(sentences, held_out) -> Interval:
@@ -95,9 +88,9 @@ def examples(decode: Decoder, prompts: Sequence[str | None] = (None, "Carol star
     """Three causal generations per :data:`SHOWN` setting and prompt."""
     rows = []
     for prompt in prompts:
-        for offset, (label, (kind, controls, decoding)) in enumerate(SHOWN.items()):
+        for offset, (label, (kind, request, decoding)) in enumerate(SHOWN.items()):
             # a seed per setting: with one seed, similar models draw the same random numbers
-            for sentence in decode("causal", kind, 3, controls, prompt, decoding, seed_offset=11 + offset):
+            for sentence in decode("causal", kind, 3, request, prompt, decoding, seed_offset=11 + offset):
                 rows.append({"prompt": prompt or "(none)", "setting": label, "generation": detokenize(sentence)})
     return rows
 
@@ -111,7 +104,8 @@ def grammar_no_ops(decode: Decoder, n: int) -> bool:
 
 def hard_control(decode: Decoder, n: int) -> dict[tuple[str, str], list[list[str]]]:
     """Hard-controlled generations of the fusion model per (setting, request) (paper Tables 2-3)."""
-    return {(s, cls): decode(s, "fusion", n, REQUESTS[cls][0], decoding=HARD[cls]) for s in SETTINGS for cls in REQUESTS}
+    return {(s, cls): decode(s, "fusion", n, request, decoding=HARD[cls])
+            for s in SETTINGS for cls, request in PAPER_REQUESTS.items()}
 
 
 def hard_table(scores: Mapping[tuple[str, str], ControlAccuracy]):
@@ -130,19 +124,21 @@ def soft_curve(decode: Decoder, n: int, strengths: Sequence[float]):
 
     rows = []
     for value in strengths:
-        for cls, controls in (("pos", {"pos_high": value, "str_high": value}),
-                              ("neg", {"neg_high": value, "is_question": value})):
-            _, polarity, punct = REQUESTS[cls]
-            scores = accuracy(decode("causal", "fusion", n, controls, seed_offset=100), cls)
+        for cls, request in (("pos", Request({"pos_high": value, "str_high": value}, "!")),
+                             ("neg", Request({"neg_high": value, "is_question": value}, "?"))):
+            asked = PAPER_REQUESTS[cls]
+            wanted = {"adjective": POLARITY_LABELS[asked.polarity], "punctuation": asked.punctuation}
+            scores = accuracy(decode("causal", "fusion", n, request, seed_offset=100), cls)
             for what, p in (("adjective", scores.adj_acc), ("punctuation", scores.punct_acc)):
-                rows.append({"strength": value, "series": f"{cls} {what} ({polarity if what == 'adjective' else punct})",
+                rows.append({"strength": value, "series": f"{cls} {what} ({wanted[what]})",
                              "accuracy": p.mean, "low": p.low, "high": p.high})
     return pd.DataFrame(rows)
 
 
 def soft_control(decode: Decoder, n: int) -> dict[str, ControlAccuracy]:
     """The paper's requests without restriction or mixture (causal fusion model)."""
-    return {cls: accuracy(decode("causal", "fusion", n, REQUESTS[cls][0], seed_offset=200), cls) for cls in REQUESTS}
+    return {cls: accuracy(decode("causal", "fusion", n, request, seed_offset=200), cls)
+            for cls, request in PAPER_REQUESTS.items()}
 
 
 def soft_table(soft: Mapping[str, ControlAccuracy]):
@@ -160,7 +156,7 @@ def ood_sweep(decode: Decoder, n: int, alphas: Sequence[float] = (0.0, 0.25, 0.5
     for cls, mixture in (("pos", PAPER_MIXTURE["positive"]), ("neg", PAPER_MIXTURE["negative"])):
         for alpha in alphas:
             decoding = DecodingConfig(hard=True, mixture=type(mixture)(alpha, mixture.temperature, mixture.top_p))
-            out = decode("causal", "fusion", n, REQUESTS[cls][0], decoding=decoding, seed_offset=300)
+            out = decode("causal", "fusion", n, PAPER_REQUESTS[cls], decoding=decoding, seed_offset=300)
             p = held_out_hits(out, decode.held_out[cls])
             rows.append({"class": cls, "alpha": alpha, "rate": p.mean, "low": p.low, "high": p.high})
     return pd.DataFrame(rows)
@@ -180,13 +176,13 @@ def rule_and_path(decode: Decoder, n: int) -> list[dict]:
         for rule in ("reach", "authors"):
             for path, (features, steering) in CONTROL_PATHS.items():
                 row = {"setting": s, "nucleus rule": rule, "control path": path}
-                for offset, cls in enumerate(REQUESTS):
+                for offset, cls in enumerate(PAPER_REQUESTS):
                     how = {"nucleus_rule": rule, "feature_control": features, "logit_steering": steering}
                     hard = replace(HARD[cls], mixture=replace(HARD[cls].mixture, nucleus_rule=rule), **how)
-                    out = decode(s, "fusion", n, REQUESTS[cls][0], decoding=hard, seed_offset=400 + offset,
+                    out = decode(s, "fusion", n, PAPER_REQUESTS[cls], decoding=hard, seed_offset=400 + offset,
                                  authors_rules=False)
                     row[f"OOD hit {cls}"] = held_out_hits(out, decode.held_out[cls])
-                    out = decode(s, "fusion", n, REQUESTS[cls][0], decoding=replace(FUSION_DEFAULT, **how),
+                    out = decode(s, "fusion", n, PAPER_REQUESTS[cls], decoding=replace(FUSION_DEFAULT, **how),
                                  seed_offset=410 + offset, authors_rules=False)
                     row[f"soft adj {cls}"] = accuracy(out, cls).adj_acc
                 rows.append(row)
@@ -199,20 +195,16 @@ def rule_and_path_table(side: list[dict]):
     return pd.DataFrame([{k: rate(v) if isinstance(v, Interval) else v for k, v in row.items()} for row in side])
 
 
-def side_value(side: list[dict], setting: str, rule: str, path: str, key: str) -> float:
-    """One rate of :func:`rule_and_path`."""
-    return next(r[key].mean for r in side if (r["setting"], r["nucleus rule"], r["control path"]) == (setting, rule, path))
-
-
 def rule_and_path_numbers(side: list[dict]) -> dict[str, float]:
     """The rates chapter 3's prose cites, by glue name."""
     ours, authors, features = CONTROL_PATHS
-    out = {"ood_neg_reach": side_value(side, "causal", "reach", ours, "OOD hit neg"),
-           "ood_neg_authors": side_value(side, "causal", "authors", ours, "OOD hit neg"),
-           "ood_neg_published_authors": side_value(side, "published", "authors", authors, "OOD hit neg")}
-    for cls in REQUESTS:
+    rows = {(r["setting"], r["nucleus rule"], r["control path"]): r for r in side}
+    out = {"ood_neg_reach": rows[("causal", "reach", ours)]["OOD hit neg"].mean,
+           "ood_neg_authors": rows[("causal", "authors", ours)]["OOD hit neg"].mean,
+           "ood_neg_published_authors": rows[("published", "authors", authors)]["OOD hit neg"].mean}
+    for cls in PAPER_REQUESTS:
         for name, path in (("with", ours), ("without", authors), ("alone", features)):
-            out[f"soft_{cls}_{name}"] = side_value(side, "causal", "reach", path, f"soft adj {cls}")
+            out[f"soft_{cls}_{name}"] = rows[("causal", "reach", path)][f"soft adj {cls}"].mean
     return out
 
 
@@ -221,7 +213,7 @@ def generations_per_second(decode: Decoder, n: int, repeats: int = 4) -> tuple[f
     times = []
     for repeat in range(repeats):
         start = time.perf_counter()
-        decode("causal", "fusion", n, POSITIVE, decoding=HARD["pos"], seed_offset=repeat)
+        decode("causal", "fusion", n, PAPER_REQUESTS["pos"], decoding=HARD["pos"], seed_offset=repeat)
         times.append(time.perf_counter() - start)
     best = min(times[1:])
     return best, n / best
@@ -235,7 +227,7 @@ def key_numbers(hard_scores, soft, ood):
         "hard adjective / punctuation": f"{hard_scores[('causal', cls)].adj_acc.mean:.2f} / "
                                         f"{hard_scores[('causal', cls)].punct_acc.mean:.2f}",
         "soft adjective / punctuation": f"{soft[cls].adj_acc.mean:.2f} / {soft[cls].punct_acc.mean:.2f}",
-        "held-out hit rate": f"{ood[('causal', cls)].mean:.2f}"} for cls in REQUESTS}).T
+        "held-out hit rate": f"{ood[('causal', cls)].mean:.2f}"} for cls in PAPER_REQUESTS}).T
 
 
 def _rate_json(p: Interval) -> dict:
@@ -252,16 +244,16 @@ def decoding_record(n: int, hard_scores, soft, curve, confusion, ood, sweep, sid
     return DecodingRecord(extra={
         "n_per_setting": n,
         "control": {
-            "hard": {cls: _accuracies(hard_scores[("causal", cls)]) for cls in REQUESTS},
-            "hard_ci": {cls: _accuracies(hard_scores[("causal", cls)], _rate_json) for cls in REQUESTS},
-            "hard_published": {cls: _accuracies(hard_scores[("published", cls)]) for cls in REQUESTS},
-            "soft": {cls: _accuracies(soft[cls]) for cls in REQUESTS},
-            "soft_ci": {cls: _accuracies(soft[cls], _rate_json) for cls in REQUESTS},
+            "hard": {cls: _accuracies(hard_scores[("causal", cls)]) for cls in PAPER_REQUESTS},
+            "hard_ci": {cls: _accuracies(hard_scores[("causal", cls)], _rate_json) for cls in PAPER_REQUESTS},
+            "hard_published": {cls: _accuracies(hard_scores[("published", cls)]) for cls in PAPER_REQUESTS},
+            "soft": {cls: _accuracies(soft[cls]) for cls in PAPER_REQUESTS},
+            "soft_ci": {cls: _accuracies(soft[cls], _rate_json) for cls in PAPER_REQUESTS},
             "soft_curve": curve.to_dict(orient="records"),
         },
         "confusion": {"hard": confusion},
-        "ood_hit": {cls: ood[("causal", cls)].mean for cls in REQUESTS},
-        "ood_hit_published": {cls: ood[("published", cls)].mean for cls in REQUESTS},
+        "ood_hit": {cls: ood[("causal", cls)].mean for cls in PAPER_REQUESTS},
+        "ood_hit_published": {cls: ood[("published", cls)].mean for cls in PAPER_REQUESTS},
         "ood_alpha_sweep": sweep.to_dict(orient="records"),
         "rule_and_control_path": [{k: _rate_json(v) if isinstance(v, Interval) else v for k, v in row.items()}
                                   for row in side],

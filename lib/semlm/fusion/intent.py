@@ -34,20 +34,16 @@ import torch
 
 from semlm.data import synthetic as syn
 from semlm.data.vocab import Vocabulary
-from semlm.fusion.control_codes import codes_for
 from semlm.fusion.features import SyntheticFeatures
-from semlm.fusion.fuzzy import FEATURE_NAMES, triangular_memberships
+from semlm.fusion.fuzzy import FEATURE_NAMES
+from semlm.fusion.request import REQUEST_FEATURES, Request
 
 #: The intent channel: the 22 predicates of paper A and one more for a requested "!".
 INTENT_FEATURE_NAMES: tuple[str, ...] = FEATURE_NAMES + ("is_exclamation",)
 INTENT_INDEX = {name: i for i, name in enumerate(INTENT_FEATURE_NAMES)}
 N_INTENT_FEATURES = len(INTENT_FEATURE_NAMES)
-#: The predicates that carry the request (the rest describe the current token, causally).
-REQUEST_FEATURES: tuple[str, ...] = ("pos_low", "pos_med", "pos_high", "neg_low", "neg_med", "neg_high",
-                                     "str_low", "str_med", "str_high", "is_question", "is_exclamation")
+#: The columns that carry the request (``REQUEST_FEATURES``; the rest describe the current token, causally).
 REQUEST_COLUMNS = torch.tensor([INTENT_INDEX[n] for n in REQUEST_FEATURES])
-_REQUEST_AT = {name: i for i, name in enumerate(REQUEST_FEATURES)}
-POLARITIES = ("positive", "negative")
 MAX_CLAUSES = 2
 
 
@@ -81,23 +77,12 @@ def declared_intent(words: Sequence[str]) -> SentenceIntent:
     return SentenceIntent(tuple(clauses), words[-1])
 
 
-def request_vector(polarity: str, intensity: float, punctuation: str) -> torch.Tensor:
-    """The request predicates (``REQUEST_FEATURES`` order) of one clause."""
-    if polarity not in POLARITIES:
-        raise ValueError(f"unknown polarity {polarity!r}; choose one of: {', '.join(POLARITIES)}")
-    if punctuation not in syn.END_PUNCTUATION:
-        raise ValueError(f"unknown punctuation {punctuation!r}; choose one of: {' '.join(syn.END_PUNCTUATION)}")
-    positive = float(polarity == "positive")
-    return torch.cat([triangular_memberships(torch.tensor(positive)), triangular_memberships(torch.tensor(1 - positive)),
-                      triangular_memberships(torch.tensor(float(intensity))),
-                      torch.tensor([float(punctuation == "?"), float(punctuation == "!")])]).float()
-
-
 def intent_rows(intents: Sequence[SentenceIntent]) -> torch.Tensor:
     """[B, MAX_CLAUSES, R] request predicates per sentence and clause (a missing clause repeats the last)."""
     rows = []
     for intent in intents:
-        clauses = [request_vector(c.polarity, c.intensity, intent.punctuation) for c in intent.clauses[:MAX_CLAUSES]]
+        clauses = [Request.of(c.polarity, intent.punctuation, c.intensity).vector(torch.zeros(len(REQUEST_FEATURES)))
+                   for c in intent.clauses[:MAX_CLAUSES]]
         clauses += [clauses[-1]] * (MAX_CLAUSES - len(clauses))
         rows.append(torch.stack(clauses))
     return torch.stack(rows)
@@ -105,43 +90,6 @@ def intent_rows(intents: Sequence[SentenceIntent]) -> torch.Tensor:
 
 #: The strength levels training writes: the intensifiers' strengths r (``syn.INTENSITY``), each as its triplet.
 TRAINED_STRENGTHS: tuple[float, ...] = tuple(sorted(set(syn.INTENSITY.values())))
-
-
-def strength_triplet(level: float) -> torch.Tensor:
-    """``[str_low, str_med, str_high]`` for a requested strength ``level``: the memberships the training data
-    write for an intensifier of strength ``level`` (``triangular_memberships``, as :func:`request_vector`)."""
-    if not 0.0 <= level <= 1.0:
-        raise ValueError(f"a strength level must be in [0, 1], got {level}")
-    return triangular_memberships(torch.tensor(float(level))).float()
-
-
-@dataclass(frozen=True)
-class Request:
-    """What a user asks for at generation time; ``None`` leaves those predicates at their training mean.
-
-    ``strength`` writes the whole ``str_low`` / ``str_med`` / ``str_high`` triplet of that level, as the
-    training data write it for an intensifier (:func:`strength_triplet`): training never saw ``str_high``
-    move alone, so a request that moved it alone would ask for a combination the model never met.
-    """
-
-    polarity: str | None = None
-    punctuation: str | None = None
-    strength: float | None = None
-
-    def vector(self, mean: torch.Tensor) -> torch.Tensor:
-        """[R] request predicates, starting from the training ``mean`` of each predicate."""
-        out = mean.clone().float()
-        if self.polarity is not None:
-            out[:6] = request_vector(self.polarity, 0.0, ".")[:6]
-        if self.punctuation is not None:
-            out[-2:] = request_vector("positive", 0.0, self.punctuation)[-2:]
-        if self.strength is not None:
-            out[_REQUEST_AT["str_low"]:_REQUEST_AT["str_high"] + 1] = strength_triplet(self.strength)
-        return out
-
-    def codes(self) -> tuple[str, str]:
-        """The same request as CTRL-style control codes (:func:`semlm.fusion.control_codes.codes_for`)."""
-        return codes_for(self.polarity, self.punctuation)
 
 
 class IntentFeatures:

@@ -41,8 +41,9 @@ from semlm.data import synthetic as syn
 from semlm.data.dataset import LMTensors
 from semlm.data.synthetic import SyntheticConfig
 from semlm.fusion.control_codes import sentence_polarity
-from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, TRAINED_STRENGTHS, IntentFeatures, Request,
-                                 declared_intent, intent_rows, strength_triplet)
+from semlm.fusion.intent import (N_INTENT_FEATURES, REQUEST_COLUMNS, TRAINED_STRENGTHS, IntentFeatures,
+                                 declared_intent, intent_rows)
+from semlm.fusion.request import Request, strength_triplet
 from semlm.fusion.decoding.generate import sample_ids
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.model import build_model
@@ -58,12 +59,6 @@ VARIANTS: tuple[str, ...] = ("intent", "control_code", "shuffled", "baseline", "
 #: Requests of the control table: every polarity with every final punctuation.
 REQUESTS: tuple[tuple[str, str], ...] = tuple((p, q) for p in ("positive", "negative") for q in syn.END_PUNCTUATION)
 STRONG_INTENSIFIERS: tuple[str, ...] = tuple(w for w, r in syn.INTENSITY.items() if r >= 0.8)
-
-
-def check_trained(variant: str) -> str:
-    if variant not in TRAINED:
-        raise ValueError(f"unknown chapter-10 model {variant!r}; choose one of: {', '.join(TRAINED)}")
-    return variant
 
 
 @dataclass(frozen=True)
@@ -104,7 +99,9 @@ def request_mean(tensors: LMTensors) -> torch.Tensor:
 def prepare_intent_data(corpus: SyntheticConfig, variant: str) -> IntentData:
     """The data of ``variant``: token features (baseline), codes (control_code) or the intent channel,
     true (intent) or shuffled between training sentences with a permutation drawn from the corpus seed."""
-    base = prepare_data(corpus, "causal", codes=check_trained(variant) == "control_code")
+    if variant not in TRAINED:
+        raise ValueError(f"unknown chapter-10 model {variant!r}; choose one of: {', '.join(TRAINED)}")
+    base = prepare_data(corpus, "causal", codes=variant == "control_code")
     if variant not in ("intent", "shuffled"):
         return IntentData(base, base.train, base.val, None, None)
     featurizer = IntentFeatures(base.vocab)
@@ -181,28 +178,15 @@ def mean_written_intensity(sentences: Sequence[Sequence[str]]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def _mid_ranks(values: Sequence[float]) -> list[float]:
-    """Ranks 1..n, ties sharing the mean of the ranks they span."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for k in range(start, end + 1):
-            ranks[order[k]] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
-
-
 def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rank correlation of ``x`` and ``y`` (the Pearson correlation of their mid-ranks), NaN pairs
     dropped; 0 when either side is constant or fewer than 2 pairs remain (no response to measure)."""
-    pairs = [(a, b) for a, b in zip(x, y) if a == a and b == b]
+    import pandas as pd
+
+    pairs = pd.DataFrame({"x": x, "y": y}, dtype=float).dropna()
     if len(pairs) < 2:
         return 0.0
-    rx, ry = _mid_ranks([a for a, _ in pairs]), _mid_ranks([b for _, b in pairs])
+    rx, ry = pairs["x"].rank().tolist(), pairs["y"].rank().tolist()  # mid-ranks: ties share their mean rank
     mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
     sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
     sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
@@ -210,21 +194,18 @@ def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 def control_requests(n: int) -> list[Request]:
-    return [Request(p, q) for p, q in REQUESTS for _ in range(n)]
-
-
-def sweep_requests(n: int, level: float) -> list[Request]:
-    """``n`` requests at strength ``level`` (the whole triplet): polarity alternating, punctuation ".". """
-    return [Request(("positive", "negative")[i % 2], ".", level) for i in range(n)]
+    return [Request.of(p, q) for p, q in REQUESTS for _ in range(n)]
 
 
 def strength_sweep(model, data: IntentData, levels: Sequence[float], n: int, seed: int,
                    mean: torch.Tensor) -> tuple[list[float], float]:
-    """``n`` sentences per strength level: the mean written intensity per level, and the rank correlation of
-    requested level and written intensity over every sentence of the sweep (one seed's measure)."""
+    """``n`` sentences per strength level (the whole triplet, polarity alternating, punctuation "."): the mean
+    written intensity per level, and the rank correlation of requested level and written intensity over every
+    sentence of the sweep (one seed's measure)."""
     requested, written, by_level = [], [], []
     for i, level in enumerate(levels):
-        sentences = sample_sentences(model, data, sweep_requests(n, level), seed + 1 + i, mean=mean)
+        requests = [Request.of(("positive", "negative")[k % 2], ".", level) for k in range(n)]
+        sentences = sample_sentences(model, data, requests, seed + 1 + i, mean=mean)
         values = [written_intensity(s) for s in sentences]
         by_level.append(mean_written_intensity(sentences))
         requested += [level] * len(values)

@@ -56,16 +56,8 @@ class Oracle:
             if clause == 0:
                 return _uniform(syn.SUBJECTS)
             return {syn.PRONOUN_OF[prefix[0]]: 1.0}
-        if slot == 1:
-            return _uniform(syn.VERBS)
-        if slot == 2:
-            return {"the": 1.0}
-        if slot == 3:
-            return _uniform(syn.OBJECTS)
-        if slot == 4:
-            return {",": 1.0}
-        if slot == 5:
-            return _weighted(syn.INTENSIFIERS, syn.INTENSIFIER_WEIGHTS)
+        if slot in _FIXED_SLOTS:
+            return _FIXED_SLOTS[slot]
         if slot == 6:
             out = {w: 0.5 / len(self.positive) for w in self.positive}
             out.update({w: 0.5 / len(self.negative) for w in self.negative})
@@ -96,6 +88,11 @@ def _uniform(words: Sequence[str]) -> dict[str, float]:
 def _weighted(words: Sequence[str], weights: Sequence[float]) -> dict[str, float]:
     total = sum(weights)
     return {w: k / total for w, k in zip(words, weights)}
+
+
+#: The slots whose next word does not depend on the adjective inventory: verb, "the", object, ",", intensifier.
+_FIXED_SLOTS = {1: _uniform(syn.VERBS), 2: {"the": 1.0}, 3: _uniform(syn.OBJECTS), 4: {",": 1.0},
+                5: _weighted(syn.INTENSIFIERS, syn.INTENSIFIER_WEIGHTS)}
 
 
 def training_oracle(split: syn.AdjectiveSplit, second_clause_prob: float = 0.6) -> Oracle:

@@ -32,6 +32,15 @@ def control_accuracy(sentences: Sequence[Sequence[str]], polarity: str, punctuat
     return out
 
 
+#: The realised class a requested polarity is judged against.
+POLARITY_LABELS = {"positive": "POS", "negative": "NEG"}
+
+
+def request_accuracy(sentences: Sequence[Sequence[str]], request) -> dict:
+    """:func:`control_accuracy` against a :class:`semlm.fusion.request.Request`'s polarity and punctuation."""
+    return control_accuracy(sentences, POLARITY_LABELS[request.polarity], request.punctuation)
+
+
 def polarity_confusion(by_intended: dict[str, Sequence[Sequence[str]]]) -> dict[str, dict[str, int]]:
     """Counts of realised POS / NEG / OTHER for each intended polarity (rows of the paper's Table 3)."""
     return {intended: {c: sum(realised_polarity(s) == c for s in sentences) for c in POLARITY_CLASSES}

@@ -1,21 +1,11 @@
 """Semantic fusion on SST-2 (paper A, Section 3.3, Table 7), as a causal language model and in the published setting.
 
-Pieces, in the order the chapter uses them:
-
-* ``sst2_profile`` (in the torch-free :mod:`semlm.fusion.profiles`): smoke / cpu / paper scales.
-* ``prepare_sst2``: word-level vocabulary from the training sentences (minimum frequency,
-  ``<unk>``), the weak-supervision feature bank of ``semlm.fusion.sst2_features`` and the
-  teacher-forcing tensors. Word level because every predicate is a property of a word
-  (a VADER valence, a tag prior); with BPE a word's features would have to be spread over
-  its pieces.
-* :class:`SST2Experiment` / ``sst2_runs``: baseline and fusion in the causal and the
-  published (non-causal) setting. This module says only *what* a run is; how it runs (cache
-  key, train or load, one-thread worker processes, the run record) is :mod:`semlm.core.runs`.
-* ``train_sentiment_classifier``: a bag-of-words logistic regression on SST-2 train (its own
-  vocabulary, own code), the independent judge of generated text next to VADER.
-* ``continue_under_control``: batched continuation of dev prefixes under positive /
-  negative control, soft (feature channel + logit steering) or hard (the next adjective
-  restricted to the requested VADER class).
+Word level, because every predicate is a property of a word (a VADER valence, a tag prior): ``prepare_sst2``
+builds the vocabulary (minimum frequency, ``<unk>``), the weak-supervision feature bank of
+:mod:`semlm.fusion.sst2_features` and the tensors. :class:`SST2Experiment` says what a run is (baseline or fusion,
+causal or published; :mod:`semlm.core.runs` runs it). A bag-of-words logistic regression
+(``train_sentiment_classifier``, its own vocabulary) judges generated text beside VADER, and
+``continue_under_control`` continues dev prefixes under a :class:`~semlm.fusion.request.Request`, soft or hard.
 """
 
 from __future__ import annotations
@@ -43,7 +33,9 @@ from semlm.fusion.decoding.generate import sample_ids
 from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.config import BackboneConfig
+from semlm.fusion.metrics import POLARITY_LABELS
 from semlm.fusion.model import build_model
+from semlm.fusion.request import Request
 from semlm.core.train_config import TrainConfig
 from semlm.fusion.profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
     ClassifierConfig, ControlConfig, SST2Profile, sst2_profile,
@@ -332,25 +324,6 @@ def classifier_accuracy(model: BagOfWordsClassifier, texts: Sequence[Sequence[st
     return Interval.of_proportion(correct, len(labels))
 
 
-# --- judging polarity ---------------------------------------------------------------------------
-
-
-def vader_polarity(texts: Sequence[Sequence[str]], threshold: float = 0.05) -> list[str]:
-    """"POS" / "NEG" / "NEUTRAL" from VADER's compound score (its authors' +-0.05 convention)."""
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-    analyzer = SentimentIntensityAnalyzer()
-    out = []
-    for words in texts:
-        compound = analyzer.polarity_scores(" ".join(words))["compound"]
-        out.append("POS" if compound >= threshold else "NEG" if compound <= -threshold else "NEUTRAL")
-    return out
-
-
-def classifier_polarity(model: BagOfWordsClassifier, texts: Sequence[Sequence[str]]) -> list[str]:
-    return ["POS" if p > 0.5 else "NEG" for p in model.predict_proba(texts).tolist()]
-
-
 # --- continuation under control ----------------------------------------------------------------
 
 
@@ -360,20 +333,21 @@ def control_prefixes(data: SST2Data, config: ControlConfig) -> list[list[str]]:
     return [s[:config.prefix_words] for s in long_enough[:config.n_prefixes]]
 
 
-POLARITIES = {"pos": 1, "neg": -1}
+def sst2_requests(config: ControlConfig) -> dict[str, Request]:
+    """The study's requests: ``pos_high`` or ``neg_high`` at ``control_value``, ``str_high`` at ``strength_value``."""
+    return {cls: Request({f"{cls}_high": config.control_value, "str_high": config.strength_value})
+            for cls in ("pos", "neg")}
 
 
 @torch.no_grad()
-def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[Sequence[str]], request: str | None,
+def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[Sequence[str]], request: Request,
                            mode: str, config: ControlConfig, seed: int = 0) -> list[list[str]]:
     """Continue every prefix (one batch) and return the continuations (words, <eos> and after removed).
 
-    ``request``: "pos", "neg" or None (no control). ``mode``: "soft" (requested predicates written
-    into the newest position's features + ``SentimentSteering``) or "hard" (soft + the adjective
+    ``request`` (:func:`sst2_requests`; ``Request()``: no control) reaches the model in ``mode`` "soft" (its
+    values written into the newest position's features + ``SentimentSteering``) or "hard" (soft + the adjective
     class restriction). Baseline models ignore the feature channel, so only the steering reaches them.
     """
-    if request is not None and request not in POLARITIES:
-        raise ValueError(f"unknown request {request!r}; choose pos, neg or None")
     if mode not in ("soft", "hard"):
         raise ValueError(f"unknown control mode {mode!r}; choose soft or hard")
     lengths = {len(p) for p in prefixes}
@@ -384,19 +358,17 @@ def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[
     prompt_length = ids.shape[1]
     steps = [SuppressTokensLogitsProcessor([vocab.pad_id, vocab.bos_id, vocab.id("<unk>")]),
              MinNewTokensLengthLogitsProcessor(prompt_length, config.min_new_tokens, vocab.eos_id)]
-    columns, values = [], []
-    if request is not None:
-        polarity = POLARITIES[request]
-        valence = featurize.tables.valence
-        steps.append(SentimentSteering(valence, polarity, config.steer_boost, config.steer_penalty))
+    if request.polarity is not None:
+        polarity = 1 if request.polarity == "positive" else -1
+        steps.append(SentimentSteering(featurize.tables.valence, polarity, config.steer_boost, config.steer_penalty))
         if mode == "hard":
             is_adjective = torch.tensor([data.prior.majority(w) == "ADJ" for w in vocab.tokens])
-            steps.append(AdjectiveClassRestriction(is_adjective, data.adjective_classes["positive" if polarity > 0 else "negative"]))
-        columns = [feature_index("pos_high" if polarity > 0 else "neg_high"), feature_index("str_high")]
-        values = [config.control_value, config.strength_value]
+            steps.append(AdjectiveClassRestriction(is_adjective, data.adjective_classes[request.polarity]))
     steps += [LastKRepetitionPenalty(config.repetition_penalty, 3), TemperatureLogitsWarper(config.temperature),
               TopPLogitsWarper(config.top_p)]
-    controls = torch.tensor(columns, dtype=torch.long), torch.tensor(values, dtype=torch.float32)
+    values = request.features()
+    controls = (torch.tensor([feature_index(k) for k in values], dtype=torch.long),
+                torch.tensor(list(values.values()), dtype=torch.float32))
     ids = sample_ids(model, ids, LogitsProcessorList(steps), seed, config.new_tokens, vocab.eos_id, vocab.eos_id,
                      featurize, controls)
     continuations = []
@@ -407,40 +379,25 @@ def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[
 
 
 def judge_continuations(continuations: Sequence[Sequence[str]], classifier: BagOfWordsClassifier,
-                        wanted: str | None) -> SST2Judgement:
-    """Realised polarity of continuations by VADER and by the classifier; accuracies when ``wanted`` is "pos"/"neg"."""
-    vader, clf = vader_polarity(continuations), classifier_polarity(classifier, continuations)
+                        request: Request) -> SST2Judgement:
+    """Realised polarity of continuations by VADER (its compound score, its authors' +-0.05 convention: "POS" /
+    "NEG" / "NEUTRAL") and by the classifier; accuracies when ``request`` has a polarity."""
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    analyzer = SentimentIntensityAnalyzer()
+    compound = [analyzer.polarity_scores(" ".join(words))["compound"] for words in continuations]
+    vader = ["POS" if c >= 0.05 else "NEG" if c <= -0.05 else "NEUTRAL" for c in compound]
+    clf = ["POS" if p > 0.5 else "NEG" for p in classifier.predict_proba(continuations).tolist()]
     counts = {"vader": dict(Counter(vader)), "classifier": dict(Counter(clf))}
     share = Interval.of_proportion
-    if wanted is not None:
-        label = "POS" if wanted == "pos" else "NEG"
+    if request.polarity is not None:
+        label = POLARITY_LABELS[request.polarity]
         return SST2Judgement(**counts, acc=share(sum(v == label for v in vader), len(vader)),
                              classifier_acc=share(sum(c == label for c in clf), len(clf)),
                              classifier_correct=[int(c == label) for c in clf])
     return SST2Judgement(**counts, vader_pos_share=share(sum(v == "POS" for v in vader), len(vader)),
                          vader_neg_share=share(sum(v == "NEG" for v in vader), len(vader)),
                          classifier_pos_share=share(sum(c == "POS" for c in clf), len(clf)))
-
-
-def control_frame(judged: dict[tuple, SST2Judgement], n: int):
-    """Bars for ``plots.plot_sst2_control``: per model, judge, request and mode (none / soft / hard) the
-    share judged as requested with its Wilson interval; ``judged[(model, request, mode)]`` from
-    ``judge_continuations`` (request None = no control)."""
-    import pandas as pd
-
-    rows = []
-    models = list(dict.fromkeys(model for model, _, _ in judged))
-    for model in models:
-        for request, label in (("pos", "POS"), ("neg", "NEG")):
-            none = judged[(model, None, "soft")]
-            for judge, counts_key, acc_key in (("VADER", "vader", "acc"), ("classifier", "classifier", "classifier_acc")):
-                shares = {"none": Interval.of_proportion(getattr(none, counts_key).get(label, 0), n)}
-                shares.update({mode: getattr(judged[(model, request, mode)], acc_key) for mode in ("soft", "hard")
-                               if (model, request, mode) in judged})
-                for mode, p in shares.items():
-                    rows.append({"request": request, "mode": mode, "series": f"{model}, {judge}",
-                                 "value": p.mean, "low": p.low, "high": p.high})
-    return pd.DataFrame(rows)
 
 
 def feature_table(data: SST2Data, words: Sequence[str]) -> tuple[list[str], torch.Tensor]:

@@ -15,8 +15,9 @@ import torch
 from semlm.core.records import Interval
 from semlm.fusion.records import SST2Judgement, SST2Record
 from semlm.fusion.sst2_experiment import (
-    PAPER_A_TABLE7, SETTINGS, ControlConfig, SST2Data, continue_under_control, judge_continuations,
+    PAPER_A_TABLE7, SETTINGS, ControlConfig, SST2Data, continue_under_control, judge_continuations, sst2_requests,
 )
+from semlm.fusion.request import Request
 from semlm.fusion.training_report import ModelTable, by_setting
 
 #: (request, mode) decoded per model, in order (their seeds are ``seed + position``)
@@ -72,14 +73,15 @@ class ControlStudy:
         """Decode and judge every case; the seeds are ``seed + position`` (features only: ``seed + 10 + ...``)."""
         study = cls(list(prefixes), {}, {})
         features_only = replace(config, steer_boost=0.0, steer_penalty=0.0)
+        requests = {None: Request(), **sst2_requests(config)}
         cases = [(kind, request, mode, config, seed + offset, mode)
                  for kind in models for offset, (request, mode) in enumerate(CONTROL_CASES)]
         cases += [(kind, request, "soft", features_only, seed + 10 + offset, FEATURES_ONLY)
                   for kind in models for offset, request in enumerate(("pos", "neg"))]
         for kind, request, mode, control, mode_seed, label in cases:
-            out = continue_under_control(models[kind], data, prefixes, request, mode, control, seed=mode_seed)
+            out = continue_under_control(models[kind], data, prefixes, requests[request], mode, control, seed=mode_seed)
             study.generations[(kind, request, label)] = out
-            study.judged[(kind, request, label)] = judge_continuations(out, classifier, request)
+            study.judged[(kind, request, label)] = judge_continuations(out, classifier, requests[request])
         return study
 
     def table(self):
@@ -96,14 +98,26 @@ class ControlStudy:
                              "classifier": rate(j.classifier_acc)})
         return pd.DataFrame(rows).set_index(["model", "request", "mode"])
 
-    def features_only_table(self):
+    def frame(self):
+        """Bars for ``plots.plot_sst2_control``: per model, judge, request and mode (none / soft / hard) the
+        share judged as requested, with its Wilson interval."""
         import pandas as pd
 
-        return pd.DataFrame([{"model": kind, "request": request,
-                              "VADER": rate(self.judged[(kind, request, FEATURES_ONLY)].acc),
-                              "classifier": rate(self.judged[(kind, request, FEATURES_ONLY)].classifier_acc)}
-                             for kind in ("baseline", "fusion") for request in ("pos", "neg")]
-                            ).set_index(["model", "request"])
+        rows = []
+        for model in dict.fromkeys(model for model, _, _ in self.judged):
+            none = self.judged[(model, None, "soft")]
+            judges = (("VADER", none.vader, "acc"), ("classifier", none.classifier, "classifier_acc"))
+            for request, label in (("pos", "POS"), ("neg", "NEG")):
+                for judge, counts, acc in judges:
+                    shares = {"none": Interval.of_proportion(counts.get(label, 0), len(self.prefixes)),
+                              **{mode: getattr(self.judged[(model, request, mode)], acc) for mode in ("soft", "hard")}}
+                    rows += [{"request": request, "mode": mode, "series": f"{model}, {judge}", "value": p.mean,
+                              "low": p.low, "high": p.high} for mode, p in shares.items()]
+        return pd.DataFrame(rows)
+
+    def features_only_table(self):
+        """:meth:`table`'s rows of the features alone (no steering)."""
+        return self.table().xs(FEATURES_ONLY, level="mode")
 
     def glue(self) -> dict[str, float]:
         """The control rates chapter 5's prose cites (:data:`CITED`, the unconditioned shares, the soft

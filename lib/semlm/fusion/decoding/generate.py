@@ -38,10 +38,10 @@ from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogits
 
 from semlm.data import synthetic as syn
 from semlm.fusion.fuzzy import feature_index
-from semlm.fusion.decoding.controls import Controls
 from semlm.fusion.decoding.grammar import ADJ, END, ClauseGrammar, GrammarMask
 from semlm.fusion.decoding.mixture import AuthorsTopPLogitsWarper, check_nucleus_rule, group_uniform_mixture, nucleus
 from semlm.fusion.decoding.processors import STEERING_RULES, ControlSteering, HardControl, LastKRepetitionPenalty
+from semlm.fusion.request import Request
 
 
 @dataclass(frozen=True)
@@ -98,12 +98,12 @@ def published_decoding(config: DecodingConfig) -> DecodingConfig:
     return replace(config, mixture=mixture, nucleus_rule="authors", steering="authors", feature_control=False)
 
 
-def _processors(grammar: ClauseGrammar, controls: Controls, config: DecodingConfig) -> LogitsProcessorList:
+def _processors(grammar: ClauseGrammar, request: Request, config: DecodingConfig) -> LogitsProcessorList:
     steps = [GrammarMask(grammar)]
     if config.hard:
-        steps.append(HardControl(grammar, controls))
+        steps.append(HardControl(grammar, request))
     if config.logit_steering:
-        steps.append(ControlSteering(grammar, controls, config.steering))
+        steps.append(ControlSteering(grammar, request, config.steering))
     steps += [LastKRepetitionPenalty(config.repetition_penalty, config.repetition_k),
               TemperatureLogitsWarper(config.temperature)]
     if config.top_k:
@@ -152,33 +152,32 @@ def sample_ids(model, start: torch.Tensor, processors: LogitsProcessorList, seed
 
 
 @torch.no_grad()
-def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, controls: Controls | None = None,
+def generate(model: torch.nn.Module, featurize, grammar: ClauseGrammar, n: int, request: Request = Request(),
              prompt: str | None = None, config: DecodingConfig = FUSION_DEFAULT, seed: int = 0,
-             codes: tuple[str, ...] = (), do_sample: bool = True) -> list[list[str]]:
+             do_sample: bool = True) -> list[list[str]]:
     """``n`` one-clause sentences (word lists, prompt included), decoded as one batch by ``model.generate()``.
 
-    ``codes`` are control tokens placed after ``<bos>`` for a CTRL-style model; the grammar
-    must have been built with ``offset=len(codes)``. They are not part of the returned words.
+    A grammar built with an ``offset`` serves a CTRL-style model: the request's codes
+    (:meth:`Request.codes`) follow ``<bos>`` and are not part of the returned words.
     ``do_sample=False`` is greedy decoding (the argmax of the processed scores, of q at ADJ).
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    if len(codes) != grammar.offset:
-        raise ValueError(f"{len(codes)} control codes given but the grammar expects {grammar.offset}; "
-                         f"build it with ClauseGrammar(vocab, offset={len(codes)})")
-    controls, vocab = controls or Controls(), grammar.vocab
+    vocab = grammar.vocab
+    codes = request.codes() if grammar.offset else ()
     prefix = grammar.parse_prefix(prompt).words if prompt else ()
     start = torch.tensor([vocab.bos_id] + vocab.ids(codes) + vocab.ids(prefix)).repeat(n, 1)
     feature_controls = None
-    if config.feature_control:  # the requested values, written into the newest position's features
-        feature_controls = (torch.tensor([feature_index(k) for k in controls.values], dtype=torch.long),
-                            torch.tensor(list(controls.values.values()), dtype=torch.float32))
-    hard_class = controls.hard_class if config.hard else None
+    if config.feature_control and model.uses_features:  # the values, written into the newest position's features
+        values = request.features()
+        feature_controls = (torch.tensor([feature_index(k) for k in values], dtype=torch.long),
+                            torch.tensor(list(values.values()), dtype=torch.float32))
+    hard_class = request.hard_class if config.hard else None
     class_mask = None  # under a hard class request with a mixture: the class the mixture spreads over at ADJ
     if hard_class is not None and config.mixture is not None:
         class_mask = torch.zeros(len(vocab), dtype=torch.bool)
         class_mask[vocab.ids(syn.POSITIVE_ADJECTIVES if hard_class == "positive" else syn.NEGATIVE_ADJECTIVES)] = True
-    processor = MixtureAtAdjective(grammar, _processors(grammar, controls, config), class_mask, config.mixture)
+    processor = MixtureAtAdjective(grammar, _processors(grammar, request, config), class_mask, config.mixture)
     ids = sample_ids(model, start, LogitsProcessorList([processor]), seed, END - len(prefix), vocab.eos_id,
                      featurize=featurize, feature_controls=feature_controls, do_sample=do_sample)
-    return [grammar.vocab.decode(row[1 + len(codes):]) for row in ids]
+    return [vocab.decode(row[1 + len(codes):]) for row in ids]

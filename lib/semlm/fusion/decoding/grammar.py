@@ -34,10 +34,6 @@ class ParsedPrefix:
     words: tuple[str, ...]
     state: int
 
-    @property
-    def state_name(self) -> str:
-        return STATES[self.state]
-
 
 class ClauseGrammar:
     """Allowed words per state, as a boolean table ``[n_states, V]`` (END allows only <eos>).

@@ -12,7 +12,7 @@ on "?". Two rules (``STEERING_RULES``):
   1.2 (0.5 + strength) is added to every intensifier, which cancels in the softmax (only
   intensifiers are allowed there), so the intensifier is not steered at all.
 * ``"ours"`` (default): strength = the requested memberships' weighted centre
-  (``Controls.strength``), and at INTENS the intensifiers whose strength is closest to the
+  (``Request.strength``), and at INTENS the intensifiers whose strength is closest to the
   requested one are favoured (a documented change).
 """
 
@@ -22,8 +22,8 @@ import torch
 from transformers import LogitsProcessor, RepetitionPenaltyLogitsProcessor
 
 from semlm.data import synthetic as syn
-from semlm.fusion.decoding.controls import Controls
 from semlm.fusion.decoding.grammar import ADJ, INTENS, PUNCT, ClauseGrammar
+from semlm.fusion.request import Request
 
 ADJ_BOOST, ADJ_PENALTY, PUNCT_BOOST, INTENS_BOOST = 6.0, 3.0, 2.8, 3.0
 STEERING_RULES: tuple[str, ...] = ("ours", "authors")
@@ -32,29 +32,29 @@ STEERING_RULES: tuple[str, ...] = ("ours", "authors")
 class ControlSteering(LogitsProcessor):
     """State-aware additive shifts of the logits at INTENS, ADJ and PUNCT (``rule``: see module doc)."""
 
-    def __init__(self, grammar: ClauseGrammar, controls: Controls, rule: str = "ours"):
+    def __init__(self, grammar: ClauseGrammar, request: Request, rule: str = "ours"):
         if rule not in STEERING_RULES:
             raise ValueError(f"unknown steering rule {rule!r}; choose one of: {', '.join(STEERING_RULES)}")
         vocab = grammar.vocab
-        self.grammar, self.controls = grammar, controls
+        self.grammar = grammar
         V = len(vocab)
         shift = torch.zeros(len(grammar.allowed), V)
-        polarity = controls.polarity
+        polarity = request.net_polarity
         positive, negative = vocab.ids(syn.POSITIVE_ADJECTIVES), vocab.ids(syn.NEGATIVE_ADJECTIVES)
         wanted, other = (positive, negative) if polarity >= 0 else (negative, positive)
         shift[ADJ, wanted] += ADJ_BOOST * abs(polarity)
         shift[ADJ, other] -= ADJ_PENALTY * abs(polarity)
         if rule == "authors":
-            strength = max(controls.get("str_high"), controls.get("str_med"))
+            strength = max(request.get("str_high"), request.get("str_med"))
             if strength > 0:
                 shift[INTENS, vocab.ids(syn.INTENSIFIERS)] += 1.2 * (0.5 + strength)  # equal for all: no effect
         else:
-            strength = controls.strength
-            level = max(controls.get(n) for n in ("str_low", "str_med", "str_high"))
+            strength = request.strength
+            level = max(request.get(n) for n in ("str_low", "str_med", "str_high"))
             for word, intensity in syn.INTENSITY.items():
                 shift[INTENS, vocab.id(word)] += INTENS_BOOST * level * (1.0 - abs(intensity - strength))
         shift[PUNCT, vocab.id("!")] += PUNCT_BOOST * strength * max(0.0, polarity)
-        shift[PUNCT, vocab.id("?")] += PUNCT_BOOST * controls.get("is_question")
+        shift[PUNCT, vocab.id("?")] += PUNCT_BOOST * request.get("is_question")
         self.shift = shift
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -62,20 +62,19 @@ class ControlSteering(LogitsProcessor):
 
 
 class HardControl(LogitsProcessor):
-    """Strong requests: restrict ADJ to the requested class, and fix the punctuation ("?" or "!")."""
+    """Strong requests: restrict ADJ to the requested class, and fix the punctuation asked for."""
 
-    def __init__(self, grammar: ClauseGrammar, controls: Controls):
+    def __init__(self, grammar: ClauseGrammar, request: Request):
         vocab = grammar.vocab
         self.grammar = grammar
         keep = torch.ones(len(grammar.allowed), len(vocab), dtype=torch.bool)
-        if controls.hard_class is not None:
+        if request.hard_class is not None:
             keep[ADJ] = False
-            words = syn.POSITIVE_ADJECTIVES if controls.hard_class == "positive" else syn.NEGATIVE_ADJECTIVES
+            words = syn.POSITIVE_ADJECTIVES if request.hard_class == "positive" else syn.NEGATIVE_ADJECTIVES
             keep[ADJ, vocab.ids(words)] = True
-        punct = "?" if controls.wants_question else ("!" if controls.hard_class == "positive" and controls.get("str_high") > 0.6 else None)
-        if punct is not None:
+        if request.punctuation is not None:
             keep[PUNCT] = False
-            keep[PUNCT, vocab.id(punct)] = True
+            keep[PUNCT, vocab.id(request.punctuation)] = True
         self.keep = keep
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
