@@ -20,15 +20,18 @@ import seaborn as sns
 from semlm.fusion.fuzzy import CENTRES, FEATURE_NAMES, TAU, triangular_memberships
 
 PALETTE = {"baseline": "#7f7f7f", "fusion": "#1f77b4", "paper": "#d62728"}
-SETTING_STYLE = {"causal": "-", "published": "--"}
+
+sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)  # the book's style
+plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold"})
 
 
-def use_book_style() -> None:
-    sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)
-    plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold"})
-
-
-use_book_style()
+def _band(ax, x, frame, columns, colour=None, alpha: float = 0.2, **line) -> str:
+    """A mean column of ``frame`` against ``x`` with its 95% band in the line's colour (the cycle's next if
+    ``colour`` is None), which it returns; ``columns``: (mean, low, high), or ``m`` for (m, m_low, m_high)."""
+    mean, low, high = (columns, f"{columns}_low", f"{columns}_high") if isinstance(columns, str) else columns
+    drawn, = ax.plot(x, frame[mean], color=colour, **line)
+    ax.fill_between(x, frame[low], frame[high], color=drawn.get_color(), alpha=alpha)
+    return drawn.get_color()
 
 
 def plot_memberships(centres: Sequence[float] = CENTRES, tau: float = TAU, marks: Mapping[str, float] | None = None):
@@ -55,8 +58,7 @@ def plot_semantic_matrix(features: np.ndarray, tokens: Sequence[str], title: str
                          cmap: str = "mako_r", annotate: bool = False):
     """Heatmap of a sentence's semantic matrix S (tokens x predicates)."""
     features = np.asarray(features)
-    own = ax is None
-    if own:
+    if ax is None:
         fig, ax = plt.subplots(figsize=(0.42 * len(feature_names) + 1.5, 0.32 * len(tokens) + 1.2))
     sns.heatmap(pd.DataFrame(features, index=list(tokens), columns=list(feature_names)), ax=ax, cmap=cmap,
                 vmin=vmin, vmax=vmax, linewidths=0.3, linecolor="white", cbar_kws={"shrink": 0.6},
@@ -96,11 +98,9 @@ def plot_validation_curves(curves: Mapping[tuple[str, str], Sequence[float]],
     settings = list(dict.fromkeys(s for s, _ in curves))
     fig, axes = plt.subplots(1, len(settings), figsize=(5.6 * len(settings), 3.6), squeeze=False)
     for ax, setting in zip(axes[0], settings):
-        for (s, model), values in curves.items():
-            if s != setting:
-                continue
-            epochs = np.arange(1, len(values) + 1)
-            ax.plot(epochs, values, marker="o", color=PALETTE.get(model), label=f"{model} (this build)")
+        for model, values in ((model, values) for (s, model), values in curves.items() if s == setting):
+            ax.plot(np.arange(1, len(values) + 1), values, marker="o", color=PALETTE.get(model),
+                    label=f"{model} (this build)")
         if paper and setting == "published":
             for model, points in paper.items():
                 ax.scatter(list(points), list(points.values()), marker="x", s=60, color=PALETTE.get(model),
@@ -135,8 +135,7 @@ def plot_focus_ce(frame: pd.DataFrame):
 def plot_confusion(counts: Mapping[str, Mapping[str, int]], title: str = "intended vs realised polarity", ax=None):
     """Heatmap of counts, rows = intended, columns = realised (POS / NEG / OTHER), annotated."""
     frame = pd.DataFrame(counts).T
-    own = ax is None
-    if own:
+    if ax is None:
         fig, ax = plt.subplots(figsize=(4.2, 2.8))
     sns.heatmap(frame, annot=True, fmt="d", cmap="Blues", cbar=False, ax=ax, linewidths=0.5)
     ax.set(xlabel="realised", ylabel="intended", title=title)
@@ -147,8 +146,7 @@ def plot_control_curve(frame: pd.DataFrame, reference: float | None = None):
     """Accuracy (with its 95% interval) against control strength; ``frame``: strength, accuracy, low, high, series."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for name, rows in frame.groupby("series", sort=False):
-        line, = ax.plot(rows["strength"], rows["accuracy"], marker="o", label=name)
-        ax.fill_between(rows["strength"], rows["low"], rows["high"], color=line.get_color(), alpha=0.15)
+        _band(ax, rows["strength"], rows, ("accuracy", "low", "high"), alpha=0.15, marker="o", label=name)
     if reference is not None:
         ax.axhline(reference, color="0.4", ls=":", lw=1)
     ax.set(xlabel="control value", ylabel="accuracy", ylim=(-0.02, 1.02), title="soft control (no class restriction)")
@@ -160,10 +158,10 @@ def plot_ood_sweep(frame: pd.DataFrame, reference: float, paper: Mapping[str, fl
     """Held-out hit rate against mixture weight alpha; ``frame``: alpha, rate, low, high, class."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for name, rows in frame.groupby("class", sort=False):
-        line, = ax.plot(rows["alpha"], rows["rate"], marker="o", label=f"{name} (this build)")
-        ax.fill_between(rows["alpha"], rows["low"], rows["high"], color=line.get_color(), alpha=0.15)
+        colour = _band(ax, rows["alpha"], rows, ("rate", "low", "high"), alpha=0.15, marker="o",
+                       label=f"{name} (this build)")
         if paper and name in paper:
-            ax.scatter([paper[name][0]], [paper[name][1]], marker="x", s=70, color=line.get_color(),
+            ax.scatter([paper[name][0]], [paper[name][1]], marker="x", s=70, color=colour,
                        label=f"{name} (paper)", zorder=3)
     ax.axhline(reference, color="0.3", ls="--", lw=1, label=f"class-uniform reference ({reference:.1f})")
     ax.set(xlabel=r"mixture weight $\alpha$", ylabel="held-out adjective rate", ylim=(-0.02, 1.02),
@@ -333,8 +331,7 @@ def plot_loops(frame: pd.DataFrame):
     ``frame``: alpha, decoder, mean, ci_low, ci_high."""
     fig, ax = plt.subplots(figsize=(5.6, 3.4))
     for name, rows in frame.groupby("decoder", sort=False):
-        line, = ax.plot(rows["alpha"], rows["mean"], marker="o", label=name)
-        ax.fill_between(rows["alpha"], rows["ci_low"], rows["ci_high"], color=line.get_color(), alpha=0.15)
+        _band(ax, rows["alpha"], rows, ("mean", "ci_low", "ci_high"), alpha=0.15, marker="o", label=name)
     ax.set(xlabel=r"gate strength $\alpha$", ylabel="repeated 4-grams (share)", ylim=(-0.02, 1.02),
            title="greedy decoding: repetition loops")
     ax.legend(frameon=False, fontsize=8)
@@ -364,12 +361,6 @@ def plot_lora_curves(frame: pd.DataFrame):
 
 DRIFT_PALETTE = {"data": "#1f77b4", "plain": IDEA_PALETTE["baseline"], "gated": IDEA_PALETTE["gated"]}
 
-
-def _band(ax, x, frame, metric: str, colour: str, label: str, marker: str = "o"):
-    ax.plot(x, frame[metric], marker=marker, color=colour, label=label)
-    ax.fill_between(x, frame[f"{metric}_low"], frame[f"{metric}_high"], color=colour, alpha=0.2)
-
-
 def plot_drift_learning_curve(frame: pd.DataFrame):
     """Chapter 9's learning curve: excess drift (switch rate minus the data's rate; the zero line *is* the
     data's rate, below it the model drifts less than the data), within-sentence mixing and validation
@@ -379,7 +370,7 @@ def plot_drift_learning_curve(frame: pd.DataFrame):
     for kind in ("plain", "gated"):
         rows = frame[frame["model"] == kind]
         for ax, metric in zip(axes, ("excess_drift", "mix_rate", "val_ppl")):
-            _band(ax, rows["steps"], rows, metric, DRIFT_PALETTE[kind], kind)
+            _band(ax, rows["steps"], rows, metric, DRIFT_PALETTE[kind], marker="o", label=kind)
     axes[0].axhline(0.0, color=DRIFT_PALETTE["data"], ls=":", lw=1.2, label="data's rate")
     low = min(0.0, float(frame["excess_drift_low"].min()))
     axes[0].axhspan(low - 0.05, 0.0, color="0.85", alpha=0.5, lw=0, label="below the data (miscalibrated)")
@@ -428,13 +419,13 @@ def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float 
     columns alpha, switch_rate(_low/_high), mix_rate(_low/_high), ppl(_low/_high)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.4))
     colour = DRIFT_PALETTE["gated"]
-    _band(left, frame["alpha"], frame, "switch_rate", colour, "switch rate (gated)")
-    _band(left, frame["alpha"], frame, "mix_rate", "#ff7f0e", "mix rate (gated)", "s")
+    _band(left, frame["alpha"], frame, "switch_rate", colour, marker="o", label="switch rate (gated)")
+    _band(left, frame["alpha"], frame, "mix_rate", "#ff7f0e", marker="s", label="mix rate (gated)")
     left.axhline(switch_prob, color=DRIFT_PALETTE["data"], ls=":", lw=1.4, label=f"data's rate ({switch_prob:g})")
     left.axhspan(0.0, switch_prob, color="0.85", alpha=0.5, lw=0, label="below the data (miscalibrated)")
     if plain_rate is not None:
         left.axhline(plain_rate, color=DRIFT_PALETTE["plain"], ls="--", lw=1.2, label="plain model's switch rate")
-    _band(right, frame["alpha"], frame, "ppl", colour, "gated")
+    _band(right, frame["alpha"], frame, "ppl", colour, marker="o", label="gated")
     left.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="rate", title="drift against the data's rate")
     right.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="validation perplexity", title="perplexity")
     left.legend(frameon=False, fontsize=7)
@@ -454,9 +445,8 @@ def plot_intensity_response(frame: pd.DataFrame, reference: float | None = None)
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     ax.plot([0.2, 1.0], [0.2, 1.0], color="0.6", lw=0.8, ls="--", label="writes what was requested")
     for variant, part in frame.groupby("variant", sort=False):
-        colour = INTENT_PALETTE.get(variant, "#ff7f0e")
-        ax.plot(part["level"], part["mean"], color=colour, label=variant)
-        ax.fill_between(part["level"], part["ci_low"], part["ci_high"], color=colour, alpha=0.2)
+        colour = _band(ax, part["level"], part, ("mean", "ci_low", "ci_high"), INTENT_PALETTE.get(variant, "#ff7f0e"),
+                       label=variant)
         trained = part["kind"] == "trained"
         ax.scatter(part["level"][trained], part["mean"][trained], color=colour, zorder=3)
         ax.scatter(part["level"][~trained], part["mean"][~trained], facecolor="white", edgecolor=colour, zorder=3)

@@ -74,7 +74,6 @@ def test_vocabulary_round_trip_and_unknown_word(vocab):
     ids = vocab.encode(["Bob", "cooks"])
     assert ids[0] == vocab.bos_id and ids[-1] == vocab.eos_id
     assert vocab.decode(ids) == ["Bob", "cooks"]
-    assert Vocabulary.from_json(vocab.to_json()) == vocab
     with pytest.raises(ValueError, match="'banana' is not in the vocabulary"):
         vocab.id("banana")
 

@@ -34,7 +34,6 @@ def every_host_answers(monkeypatch):
 def test_wikitext_writer_restores_the_release_blank_lines_and_line_endings():
     assert data_fetch.wikitext_lines(HUB_WIKI) == WIKI
     assert data_fetch.wikitext_lines(HUB_WIKI, newline="\r\n") == WIKI.replace(b"\n", b"\r\n")
-    assert data_fetch.hub_rows_of_wikitext(WIKI) == HUB_WIKI
 
 
 def test_glue_writer_keeps_the_header_trailing_space_and_the_unlabelled_test_layout():

@@ -11,42 +11,32 @@ from semlm.data import fetch as data_fetch
 from semlm.data.paths import data_dir
 
 
-def _summarise(statuses: list[data_fetch.FileStatus], root: Path) -> int:
+def _summarise(statuses: list[data_fetch.FileStatus], root: Path, failed: list[str] | None = None,
+               requested: list[str] | None = None) -> int:
+    """A line per file, one summary line, and exit status 1 if a needed file is missing or corrupt.
+
+    After ``fetch`` (``failed``: the files and folders its ``FAILED`` lines name) only the files those lines do not
+    explain get a line, a file of a folder named with ``--only`` is needed even if the book treats it as optional,
+    and there is no "run `make data`" hint: this is that command."""
+    explained = set(failed or ()) | {name.split("/")[0] for name in failed or ()}
     for status in statuses:
-        print(status.line())
-    bad = [s for s in statuses if s.state == "corrupt" or (s.state == "missing" and not s.optional)]
-    optional = [s for s in statuses if s.state == "missing" and s.optional]
+        if failed is None:
+            print(status.line())
+        elif status.state != "ok" and not {status.name, status.name.split("/")[0]} & explained:
+            print(f"{status.state:8} {status.name}: not fetched")
+    bad = [s for s in statuses if s.state == "corrupt"
+           or (s.state == "missing" and (not s.optional or s.name.split("/")[0] in (requested or ())))]
+    optional = [s for s in statuses if s.state == "missing" and s not in bad]
     ok = sum(s.state == "ok" for s in statuses)
     print(f"{ok}/{len(statuses)} files verified in {_show(root)}"
           + (f"; {len(optional)} optional file(s) missing" if optional else ""))
-    if bad:
+    if bad and failed is None:
         print(f"error: {len(bad)} file(s) missing or corrupt: {', '.join(s.name for s in bad)}; "
               f"run `make data`", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _summarise_fetch(statuses: list[data_fetch.FileStatus], root: Path, failed: list[str],
-                     requested: list[str] | None) -> int:
-    """After ``fetch``: the files not already explained by a ``FAILED`` line, one summary line, and exit status 1 if
-    a needed file is still missing or corrupt (a file of a folder named with ``--only`` is needed even if the book
-    treats it as optional). No "run `make data`" hint: this is that command."""
-    explained = {name.split("/")[0] for name in failed} | set(failed)
-    for status in statuses:
-        if status.state != "ok" and status.name not in explained and status.name.split("/")[0] not in explained:
-            print(f"{status.state:8} {status.name}: not fetched")
-    wanted = set(requested or ())
-    bad = [s for s in statuses if s.state == "corrupt"
-           or (s.state == "missing" and (not s.optional or s.name.split("/")[0] in wanted))]
-    optional = [s for s in statuses if s.state == "missing" and s.optional and s not in bad]
-    ok = sum(s.state == "ok" for s in statuses)
-    print(f"{ok}/{len(statuses)} files verified in {_show(root)}"
-          + (f"; {len(optional)} optional file(s) missing" if optional else ""))
-    if bad:
+    elif bad:
         folders = sorted({s.name.split("/")[0] for s in bad})
         print(f"error: {len(bad)} file(s) not fetched ({', '.join(folders)}); the lines above say why", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if bad else 0
 
 
 def _show(path: Path) -> str:
@@ -82,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             if line.startswith("FAILED"):
                 failed.append(line.split()[1].rstrip(":"))
 
-        return _summarise_fetch(data_fetch.fetch(root, args.only, echo=echo), root, failed, args.only)
+        return _summarise(data_fetch.fetch(root, args.only, echo=echo), root, failed, args.only)
     except Exception as error:  # offline, hub unreachable, disk full: one line, not a traceback
         message = " ".join(str(error).split())[:300]
         hint = "" if isinstance(error, (ValueError, FileNotFoundError)) else \

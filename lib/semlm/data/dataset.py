@@ -15,25 +15,17 @@ from semlm.data.vocab import Vocabulary
 class LMTensors:
     """Teacher-forcing tensors for a corpus, padded to the longest sentence.
 
-    ``input_ids[b, t]`` is token t of ``<bos> w1 .. wn <eos>`` (without the final <eos>),
-    ``targets[b, t]`` the token after it and ``features[b, t]`` the semantic vector of
-    ``input_ids[b, t]``; ``mask`` marks non-pad inputs (attention and the feature loss).
-    ``scored`` marks the positions whose *target* is a real token: the position after
-    ``<eos>`` (input ``<eos>``, target ``<pad>``) is an input but not a prediction of text,
-    so no perplexity or floor counts it, nor any loss but the published setting's (whose training
-    data scores it, as the authors' loss does: ``encode_corpus(score_eos_pad=True)``). Without
-    ``scored`` it defaults to ``mask``.
+    ``input_ids[b, t]`` is token t of ``<bos> w1 .. wn <eos>`` (without the final <eos>), ``targets[b, t]`` the
+    token after it and ``features[b, t]`` the semantic vector of ``input_ids[b, t]``; ``mask`` marks non-pad inputs
+    (attention and the feature loss). ``scored`` (default: ``mask``) marks the positions whose *target* is a real
+    token: the ``<eos> -> <pad>`` position is no prediction of text, so no perplexity or floor counts it, nor any
+    loss but the published setting's (``encode_corpus(score_eos_pad=True)``, as the authors' loss).
 
-    Mini-batches are **trimmed**: a batch keeps only the columns up to its longest real
-    row (padding only trails a sentence, so the dropped columns are padding in every row).
-    A causal model's outputs at the kept positions do not depend on later columns, and the
-    non-causal (published) model masks padded keys, so trimming changes no result beyond
-    float rounding; it only skips work. With ``bucket_batches > 0`` shuffled batches are
-    also **length-bucketed** (see :meth:`batches`): that changes which sentences share a
-    batch, not how many times each is seen, but it is off by default because it moved the
-    synthetic task's validation perplexity (``semlm.book.bench.compare_training_variants``:
-    its two sentence lengths make every bucketed batch all-short or all-long). Corpora of
-    many lengths (SST-2 phrases) turn it on with ``dataclasses.replace(data, bucket_batches=50)``.
+    Mini-batches are **trimmed** to their longest real row (padding only trails a sentence); a causal model's
+    outputs do not depend on later columns and the non-causal one masks padded keys, so trimming only skips work.
+    ``bucket_batches > 0`` also **length-buckets** shuffled batches (:meth:`batches`): off by default, because it
+    moved the synthetic task's validation perplexity (``semlm.book.bench.compare_training_variants``: its two
+    sentence lengths make every bucketed batch all-short or all-long); SST-2 turns it on.
     """
 
     input_ids: torch.Tensor  # [N, L] long

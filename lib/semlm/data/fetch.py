@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from semlm.data.paths import REPO_ROOT, data_dir
+from semlm.data.paths import data_dir
 
 CHECKSUMS = Path(__file__).with_name("checksums.sha256")  # package data: works outside the repository too
 FIX = "run `make data` (python -m semlm.data fetch) or set SEMLM_DATA_DIR to a folder that has it"
@@ -79,12 +79,6 @@ def wikitext_lines(rows: Iterable[dict], newline: str = "\n") -> bytes:
         text = row["text"]
         out.append(" \n" if not text else text if text.endswith("\n") else text + "\n")
     return "".join(out).replace("\n", newline).encode("utf-8")
-
-
-def hub_rows_of_wikitext(data: bytes) -> list[dict]:
-    """The rows the hub holds for a WikiText file (the inverse of :func:`wikitext_lines`; used by the tests)."""
-    text = data.decode("utf-8").replace("\r\n", "\n")
-    return [{"text": line if line.strip() else ""} for line in text.splitlines(keepends=True)]
 
 
 # --- what each folder holds and where it comes from -------------------------------------------------
@@ -137,11 +131,6 @@ SOURCES: dict[str, Source] = {s.folder: s for s in (
 )}
 
 
-def is_optional(name: str) -> bool:
-    """A file no chapter needs in order to run (``sst-phrases`` only adds capitalised words to chapter 5)."""
-    return not any(name in files for files in CHAPTER_DATA.values())
-
-
 def read_checksums(path: str | Path | None = None) -> dict[str, str]:
     """``{"folder/file": sha256}`` from a ``sha256sum``-format file (default: ``semlm/data/checksums.sha256``)."""
     path = Path(path) if path is not None else CHECKSUMS
@@ -178,10 +167,9 @@ class FileStatus:
     detail: str = ""
 
     def line(self) -> str:
-        tag = " (optional)" if self.optional else ""
         if self.state == "ok":
             return f"ok       {self.name}  <- {self.origin}"
-        return f"{self.state:8} {self.name}{tag}: {self.detail}"
+        return f"{self.state:8} {self.name}{' (optional)' if self.optional else ''}: {self.detail}"
 
 
 def verify(root: str | Path | None = None, checksums: dict[str, str] | None = None) -> list[FileStatus]:
@@ -193,13 +181,12 @@ def verify(root: str | Path | None = None, checksums: dict[str, str] | None = No
         folder = name.split("/", 1)[0]
         source = SOURCES.get(folder)
         origin = source.origin if source else "unknown source"
-        optional = is_optional(name)
-        path = root / name
-        if not path.is_file():
+        # optional: a file no chapter needs in order to run (``sst-phrases`` only adds capitalised words to chapter 5)
+        optional = not any(name in files for files in CHAPTER_DATA.values())
+        actual = sha256_of(root / name) if (root / name).is_file() else None
+        if actual is None:
             statuses.append(FileStatus(name, "missing", origin, optional, f"not in {root}; {FIX}"))
-            continue
-        actual = sha256_of(path)
-        if actual != expected:
+        elif actual != expected:
             statuses.append(FileStatus(name, "corrupt", origin, optional,
                                        f"sha256 {actual[:12]}… differs from the pinned {expected[:12]}…; delete it "
                                        f"and run `make data` (the file is not the release the book uses)"))
@@ -216,12 +203,7 @@ def missing_files(files: Iterable[str], root: str | Path | None = None) -> list[
 
 def missing_for_chapters(chapters: Sequence[str], root: str | Path | None = None) -> dict[str, list[str]]:
     """``{chapter: [missing files]}`` for the chapters of ``chapters`` that cannot run."""
-    out = {}
-    for chapter in chapters:
-        missing = missing_files(CHAPTER_DATA.get(chapter, ()), root)
-        if missing:
-            out[chapter] = missing
-    return out
+    return {chapter: missing for chapter in chapters if (missing := missing_files(CHAPTER_DATA.get(chapter, ()), root))}
 
 
 def differing_for_chapters(chapters: Sequence[str], root: str | Path | None = None,
@@ -314,9 +296,8 @@ def fetch(root: str | Path | None = None, folders: Sequence[str] | None = None,
     probed: dict[str, str] = {}
     for folder in folders:
         source = SOURCES[folder]
-        todo = [name for name in source.files if before.get(f"{folder}/{name}", None) is None
-                or before[f"{folder}/{name}"].state != "ok"]
-        for name in sorted(set(source.files) - set(todo), key=source.files.index):
+        todo = [name for name in source.files if getattr(before.get(f"{folder}/{name}"), "state", None) != "ok"]
+        for name in (name for name in source.files if name not in todo):
             echo(f"ok       {folder}/{name} (already there, sha256 matches)")
         if not todo:
             continue

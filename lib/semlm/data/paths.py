@@ -11,15 +11,13 @@ _CHECKOUT = Path(__file__).resolve().parents[3]
 REPO_ROOT = _CHECKOUT if (_CHECKOUT / "_toc.yml").is_file() and (_CHECKOUT / "lib" / "semlm").is_dir() else Path.cwd()
 
 #: How to obtain each dataset; shown when a file is missing (details in data/README.md).
-HOW_TO_GET = {
-    "sst2": "GLUE SST-2 (datasets: load_dataset('nyu-mll/glue', 'sst2')): run `make data`, see data/README.md",
-    "sst-phrases": "Stanford Sentiment Treebank phrase trees: run `make data`, see data/README.md",
-    "wikitext-2": "WikiText-2 tokenised release (datasets: load_dataset('wikitext', 'wikitext-2-v1')): "
-                  "run `make data`, see data/README.md",
-    "wikitext-2-raw": "WikiText-2 raw release (datasets: load_dataset('wikitext', 'wikitext-2-raw-v1')): "
-                      "run `make data`, see data/README.md",
-    "fineweb-edu-sample": "the FineWeb-Edu sample: run `make data`, see data/README.md",
-}
+HOW_TO_GET = {name: f"{what}: run `make data`, see data/README.md" for name, what in {
+    "sst2": "GLUE SST-2 (datasets: load_dataset('nyu-mll/glue', 'sst2'))",
+    "sst-phrases": "Stanford Sentiment Treebank phrase trees",
+    "wikitext-2": "WikiText-2 tokenised release (datasets: load_dataset('wikitext', 'wikitext-2-v1'))",
+    "wikitext-2-raw": "WikiText-2 raw release (datasets: load_dataset('wikitext', 'wikitext-2-raw-v1'))",
+    "fineweb-edu-sample": "the FineWeb-Edu sample",
+}.items()}
 
 
 def data_dir() -> Path:

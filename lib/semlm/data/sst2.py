@@ -35,12 +35,6 @@ HUB_DATASET = "nyu-mll/glue"
 HUB_SPLITS = {"train": "train", "dev": "validation"}
 
 
-def check_split(split: str) -> str:
-    if split not in SPLITS:
-        raise ValueError(f"unknown SST-2 split {split!r}; choose one of: {', '.join(SPLITS)} (test has no labels)")
-    return split
-
-
 def read_sst2_tsv(path: str | Path) -> tuple[list[str], list[int]]:
     """Parse and validate a GLUE SST-2 file: header ``sentence<TAB>label``, then ``text<TAB>0|1`` rows.
 
@@ -71,17 +65,12 @@ def read_sst2_tsv(path: str | Path) -> tuple[list[str], list[int]]:
     return sentences, labels
 
 
-def _features():
-    from datasets import ClassLabel, Features, Value
-
-    return Features({"sentence": Value("string"), "label": ClassLabel(names=list(LABEL_NAMES))})
-
-
 def load_sst2(split: str, source: str = "local"):
     """SST-2 ``split`` ("train" or "dev") as a ``datasets.Dataset`` (columns sentence, label)."""
-    from datasets import Dataset, load_dataset
+    from datasets import ClassLabel, Dataset, Features, Value, load_dataset
 
-    check_split(split)
+    if split not in SPLITS:
+        raise ValueError(f"unknown SST-2 split {split!r}; choose one of: {', '.join(SPLITS)} (test has no labels)")
     if source not in SOURCES:
         raise ValueError(f"unknown source {source!r}; choose one of: {', '.join(SOURCES)}")
     if source == "hub":
@@ -89,10 +78,11 @@ def load_sst2(split: str, source: str = "local"):
             raise ValueError(f"source='hub' downloads GLUE SST-2; set {ALLOW_DOWNLOADS_VAR}=1 to allow it, "
                              f"or use the local files (source='local', see data/README.md)")
         hub = load_dataset(HUB_DATASET, "sst2", split=HUB_SPLITS[split])
-        return Dataset.from_dict({"sentence": [" ".join(s.split()) for s in hub["sentence"]], "label": hub["label"]},
-                                 features=_features())
-    sentences, labels = read_sst2_tsv(dataset_file("sst2", SPLITS[split]))
-    return Dataset.from_dict({"sentence": sentences, "label": labels}, features=_features())
+        sentences, labels = [" ".join(s.split()) for s in hub["sentence"]], hub["label"]
+    else:
+        sentences, labels = read_sst2_tsv(dataset_file("sst2", SPLITS[split]))
+    features = Features({"sentence": Value("string"), "label": ClassLabel(names=list(LABEL_NAMES))})
+    return Dataset.from_dict({"sentence": sentences, "label": labels}, features=features)
 
 
 def tokenize(sentence: str) -> list[str]:

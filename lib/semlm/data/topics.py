@@ -67,7 +67,6 @@ NEUTRAL_TEMPLATES: tuple[tuple[str, ...], ...] = (
 )
 
 NEUTRAL = -1     # a sentence without topical words (neutral, or no content at all)
-NO_TOPIC = NEUTRAL
 MIXED = -2       # its topical words allow no common topic
 AMBIGUOUS = -3   # its topical words allow two topics (bridge words of one pair only)
 
@@ -97,16 +96,14 @@ class TopicConfig:
     lexicon_seed: int = 0      # draws the made-up words (fixed: the same world at every seed)
 
     def __post_init__(self):
-        if not isinstance(self.n_topics, int) or self.n_topics < 2:
-            raise ValueError(f"n_topics must be an int >= 2 (a switch needs another topic), got {self.n_topics!r}")
-        for name in ("nouns_per_topic", "verbs_per_topic", "adjectives_per_topic", "n_train_docs", "n_val_docs",
-                     "bridges_per_pair", "neutral_nouns", "neutral_verbs", "neutral_adjectives", "max_neutral_run"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if not isinstance(self.sentences_per_doc, int) or self.sentences_per_doc < 2:
-            raise ValueError(f"sentences_per_doc must be an int >= 2 (drift needs a transition), "
-                             f"got {self.sentences_per_doc!r}")
+        smallest = {"n_topics": (2, " (a switch needs another topic)"),
+                    "sentences_per_doc": (2, " (drift needs a transition)")}
+        for name in ("n_topics", "nouns_per_topic", "verbs_per_topic", "adjectives_per_topic", "bridges_per_pair",
+                     "neutral_nouns", "neutral_verbs", "neutral_adjectives", "sentences_per_doc", "max_neutral_run",
+                     "n_train_docs", "n_val_docs"):
+            value, (least, why) = getattr(self, name), smallest.get(name, (1, ""))
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}{why}, got {value!r}")
         for name in ("switch_prob", "neutral_prob"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
@@ -186,15 +183,12 @@ class TopicWorld:
     def from_config(cls, config: TopicConfig) -> "TopicWorld":
         c = config
         words = _made_up_words(c.n_words, c.lexicon_seed)
-        nouns, verbs, adjectives = [], [], []
-        for _ in range(c.n_topics):
-            nouns.append(_take(words, c.nouns_per_topic))
-            verbs.append(_take(words, c.verbs_per_topic))
-            adjectives.append(_take(words, c.adjectives_per_topic))
+        sizes = (c.nouns_per_topic, c.verbs_per_topic, c.adjectives_per_topic)
+        nouns, verbs, adjectives = zip(*[[_take(words, n) for n in sizes] for _ in range(c.n_topics)])
         pairs = tuple((t, (t + 1) % c.n_topics) for t in range(c.n_pairs))
         bridges = tuple(_take(words, c.bridges_per_pair) for _ in pairs)
         neutral = (_take(words, c.neutral_nouns), _take(words, c.neutral_verbs), _take(words, c.neutral_adjectives))
-        return cls(tuple(nouns), tuple(verbs), tuple(adjectives), pairs, bridges, neutral)
+        return cls(nouns, verbs, adjectives, pairs, bridges, neutral)
 
     @property
     def n_topics(self) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -57,13 +56,6 @@ class Vocabulary:
     def decode(self, ids: Iterable[int], skip_special: bool = True) -> list[str]:
         out = [self.tokens[int(i)] for i in ids]
         return [t for t in out if t not in SPECIALS] if skip_special else out
-
-    def to_json(self) -> str:
-        return json.dumps(list(self.tokens))
-
-    @classmethod
-    def from_json(cls, text: str) -> "Vocabulary":
-        return cls(tokens=tuple(json.loads(text)))
 
 
 def detokenize(words: Sequence[str]) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from semlm.data.paths import dataset_file
 
@@ -78,24 +79,9 @@ def load_wikitext2() -> TextSplits:
         with _quiet_datasets() as datasets:
             loaded = datasets.load_dataset("text", data_files=files, keep_in_memory=True)
         lines = {split: loaded[split]["text"] for split in SPLITS}
-    except ImportError:  # no ``datasets``: the text builder's lines, read directly
-        lines = {split: _text_lines(files[split]) for split in SPLITS}
+    except ImportError:  # no ``datasets``: the text builder's lines (universal newlines, split on "\n" only)
+        lines = {split: Path(files[split]).read_text(encoding="utf-8").split("\n") for split in SPLITS}
     return TextSplits("wikitext-2", "wikitext-2", *(_clean(lines[s]) for s in SPLITS))
-
-
-def _text_lines(path: str) -> list[str]:
-    """The lines of a UTF-8 text file without their line breaks, as ``datasets``' ``text`` builder gives them
-    (universal newlines, then a split on "\\n" only)."""
-    with open(path, encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
-
-
-def load_wikitext103() -> TextSplits:
-    """WikiText-103 (raw) from the Hugging Face Hub; needs :func:`downloads_allowed`."""
-    with _quiet_datasets() as datasets:
-        loaded = datasets.load_dataset("wikitext", "wikitext-103-raw-v1")
-    names = {"train": "train", "valid": "validation", "test": "test"}
-    return TextSplits("wikitext-103", "wikitext-103", *(_clean(loaded[names[s]]["text"]) for s in SPLITS))
 
 
 def load_corpus(dataset: str = "wikitext-2") -> TextSplits:
@@ -107,8 +93,11 @@ def load_corpus(dataset: str = "wikitext-2") -> TextSplits:
     if not downloads_allowed():
         reason = "downloads are not allowed (set SEMLM_ALLOW_DOWNLOADS=1, or run the book with --allow-downloads)"
     else:
-        try:
-            return load_wikitext103()
+        try:  # WikiText-103 (raw) from the Hugging Face Hub
+            with _quiet_datasets() as datasets:
+                loaded = datasets.load_dataset("wikitext", "wikitext-103-raw-v1")
+            names = {"train": "train", "valid": "validation", "test": "test"}
+            return TextSplits("wikitext-103", "wikitext-103", *(_clean(loaded[names[s]]["text"]) for s in SPLITS))
         except Exception as error:  # offline, hub unreachable, disk full: fall back, and say why
             reason = f"loading it failed ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
     splits = load_wikitext2()
