@@ -1,12 +1,20 @@
-"""Recorded GPU runs (semlm.book.recorded): loading, labelling, and collecting a .ci/run-gpu work folder."""
+"""Recorded runs and builds (semlm.book.recorded): collecting, loading, the labelled tables, verdicts and diffs."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from semlm.book.recorded import (LABEL, SOURCE_LABEL, collect, gpu_slug, load_recorded, recorded_bench_frame,
-                             recorded_frame, recorded_gpu_throughput_frame)
+from semlm.book.claims import CLAIMS, NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from semlm.book.flops import training_flops_per_token
+from semlm.book.recorded import (LABEL, README_END, README_START, collect, collect_book, collect_long, diff_builds,
+                                 diff_lines, gpu_slug, main, readme_verdicts_section, recorded_bench_frame,
+                                 recorded_book_builds_frame, recorded_cpu_numbers, recorded_frame,
+                                 recorded_gpu_throughput_frame, recorded_trace_frame, recorded_verdicts, update_readme,
+                                 write_precision_comparison)
+from semlm.book.recorded_runs import (BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL, SOURCE_LABEL, competent_recorded_runs,
+                                      load_recorded)
+from semlm.data.paths import REPO_ROOT
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "recorded"
 
@@ -74,8 +82,6 @@ def test_collect_writes_provenance_metrics_and_throughput_from_a_work_folder(tmp
     chapter = provenance["chapters"]["06_idea_gating"]
     assert chapter["status"] == "ok" and chapter["tokens_per_second"] == 100000.0
     # MFU = tokens/s x training FLOPs per token of the paper GPT (gated) / 989 TFLOP/s
-    from semlm.book.flops import training_flops_per_token
-
     expected = 100000.0 * training_flops_per_token(6, 384, 50257, 256, True) / 989e12
     assert chapter["mfu"] == pytest.approx(expected)
     assert provenance["chapters"]["07_xray_and_sweeps"] == {
@@ -118,8 +124,6 @@ def _long_metrics(tmp_path, profile="cpu-long", commit="c" * 40):
 
 
 def test_a_long_cpu_run_is_collected_with_its_provenance_and_shown_as_a_cpu_run(tmp_path):
-    from semlm.book.recorded import CPU_SOURCE_LABEL, collect_long
-
     metrics, calls = _long_metrics(tmp_path)
     dest = collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "papermill ...")
     assert dest.name == "cpu-long"
@@ -137,8 +141,6 @@ def test_a_long_cpu_run_is_collected_with_its_provenance_and_shown_as_a_cpu_run(
 
 
 def test_collecting_a_long_run_refuses_another_profile_or_commit_and_writes_nothing(tmp_path):
-    from semlm.book.recorded import collect_long
-
     metrics, calls = _long_metrics(tmp_path, profile="cpu")
     with pytest.raises(ValueError, match="not 'cpu-long'"):
         collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
@@ -151,23 +153,18 @@ def test_collecting_a_long_run_refuses_another_profile_or_commit_and_writes_noth
 def test_collecting_again_replaces_the_folder_and_reads_the_commit_before_writing_it(tmp_path, monkeypatch):
     """The collecting commit is read before anything is written (a half-written folder in the repository would
     mark it "+dirty"), and a second collection replaces the first whole, through a temporary folder."""
-    import semlm.book.recorded as recorded
-
     root = tmp_path / "recorded"
-    monkeypatch.setattr(recorded, "git_commit", lambda: "e" * 40 + ("+dirty" if root.exists() else ""))
+    monkeypatch.setattr("semlm.book.recorded.git_commit", lambda: "e" * 40 + ("+dirty" if root.exists() else ""))
     metrics, calls = _long_metrics(tmp_path)
-    dest = recorded.collect_long(metrics, calls, root, "long", "c" * 40, "")
+    dest = collect_long(metrics, calls, root, "long", "c" * 40, "")
     assert json.loads((dest / "provenance.json").read_text())["collected_at_commit"] == "e" * 40
     (dest / "stale.json").write_text("{}")
-    recorded.collect_long(metrics, calls, root, "long", "c" * 40, "")
+    collect_long(metrics, calls, root, "long", "c" * 40, "")
     assert sorted(p.name for p in root.iterdir()) == ["cpu-long"]
     assert sorted(p.name for p in dest.iterdir()) == ["06_idea_gating.json", "provenance.json"]
 
 
 def test_only_recorded_runs_whose_models_pass_the_competence_check_are_named(tmp_path):
-    from semlm.book.recorded import collect_long
-    from semlm.book.recorded_runs import competent_recorded_runs
-
     metrics, calls = _long_metrics(tmp_path)
     collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
     assert competent_recorded_runs("06_idea_gating", tmp_path / "recorded") == ["book/recorded/cpu-long"]
@@ -175,8 +172,6 @@ def test_only_recorded_runs_whose_models_pass_the_competence_check_are_named(tmp
 
 
 def test_page_numbers_of_the_latest_recorded_cpu_run_and_of_none(tmp_path):
-    from semlm.book.recorded import collect_long, recorded_cpu_numbers
-
     frame, _ = recorded_frame("06_idea_gating", FIXTURES)
     assert recorded_cpu_numbers(frame)["recorded_cpu_plain"] == "n/a"
     metrics, calls = _long_metrics(tmp_path)
@@ -187,8 +182,6 @@ def test_page_numbers_of_the_latest_recorded_cpu_run_and_of_none(tmp_path):
 
 
 def test_collect_long_from_the_command_line(tmp_path, capsys):
-    from semlm.book.recorded import main
-
     metrics, calls = _long_metrics(tmp_path)
     assert main(["collect-long", "--metrics", str(metrics), "--calls", str(calls), "--root", str(tmp_path / "rec"),
                  "--commit", "c" * 40, "--command", "nice papermill x"]) == 0
@@ -221,8 +214,6 @@ def test_gpu_throughput_of_a_collected_run_is_its_own_table_not_a_chapter(tmp_pa
 
 
 def test_trace_frame_reads_the_kernels_of_one_model_from_the_latest_recorded_trace(tmp_path):
-    from semlm.book.recorded import recorded_trace_frame
-
     rule = "-" * 20 + "  " + "-" * 10
     head = "                Name    Self CPU %    Self CUDA   Self CUDA %    # of Calls"
     rows = {"plain": ["            aten::mm         5.40%      11.913ms        45.26%           153",
@@ -242,8 +233,6 @@ def test_trace_frame_reads_the_kernels_of_one_model_from_the_latest_recorded_tra
 
 
 def _finished_build(folder, complete=True):
-    import json
-
     (folder / "metrics").mkdir(parents=True)
     (folder / "metrics" / "01_feature_bank.json").write_text(json.dumps(
         {"cpu_model": "AMD EPYC", "cpu_count": 2, "git_commit": "d" * 40, "packages": {"torch": "2.13.0"}}))
@@ -257,8 +246,6 @@ def _finished_build(folder, complete=True):
 
 
 def test_a_whole_book_build_is_collected_and_shown_as_its_own_table_not_a_chapter(tmp_path):
-    from semlm.book.recorded import BOOK_SOURCE_LABEL, collect_book, load_recorded, recorded_book_builds_frame
-
     _finished_build(tmp_path / "build")
     dest = collect_book(tmp_path / "build", tmp_path / "recorded", "from scratch", "make book")
     assert dest.name == "cpu-book-from-scratch"
@@ -275,11 +262,6 @@ def test_a_whole_book_build_is_collected_and_shown_as_its_own_table_not_a_chapte
 
 
 def test_a_recorded_book_build_keeps_its_metrics_verdicts_and_a_page_that_shows_them(tmp_path):
-    import json
-
-    from semlm.book.claims import CLAIMS, NOT_RUN
-    from semlm.book.recorded import collect_book, load_recorded, recorded_verdicts
-
     _finished_build(tmp_path / "build")
     intent = {"profile": "cpu", "git_commit": "d" * 40, "intent": {"variants": {
         v: {"polarity_acc": {"mean": m, "ci_low": m - 0.02, "ci_high": m + 0.02, "values": [m - 0.01, m, m + 0.01]}}
@@ -309,8 +291,6 @@ def test_a_recorded_book_build_keeps_its_metrics_verdicts_and_a_page_that_shows_
 
 
 def test_an_unfinished_book_build_is_refused_and_nothing_is_written(tmp_path):
-    from semlm.book.recorded import collect_book, recorded_book_builds_frame
-
     _finished_build(tmp_path / "build", complete=False)
     with pytest.raises(ValueError, match="not a finished whole-book build"):
         collect_book(tmp_path / "build", tmp_path / "recorded", "x", "make book")
@@ -323,8 +303,6 @@ def test_an_unfinished_book_build_is_refused_and_nothing_is_written(tmp_path):
 def test_a_recorded_precision_comparison_is_loaded_with_its_provenance(tmp_path):
     from semlm.book.bench import (bf16_decision, recorded_precision_comparison, recorded_precision_frame,
                                   summarise_training_variants)
-    from semlm.book.recorded import load_recorded, write_precision_comparison
-
     results = {(name, kind, seed): {"ppl": 5.0 + seed / 100, "ppl_seen_only": 3.0, "train_seconds": seconds,
                                     "train_cpu_seconds": seconds}
                for name, seconds in (("fp32, shuffled batches (reference)", 10.0),
@@ -361,19 +339,12 @@ def test_the_recorded_precision_frame_says_how_to_record_one_when_there_is_none(
 def test_the_readme_shows_the_latest_recorded_builds_verdict_counts():
     """The README's section equals what the latest recorded build's report.json says (regenerate it with
     `python -m semlm.book.recorded collect-book`, which rewrites the section)."""
-    from semlm.book.recorded import README_END, README_START, readme_verdicts_section
-    from semlm.data.paths import REPO_ROOT
-
     readme = (REPO_ROOT / "README.md").read_text()
     section = README_START + readme.split(README_START, 1)[1].split(README_END, 1)[0] + README_END
     assert section == readme_verdicts_section(), "README.md's recorded verdicts differ from book/recorded"
 
 
 def test_the_readme_section_counts_a_recorded_builds_statuses(tmp_path):
-    import json
-
-    from semlm.book.recorded import collect_book, readme_verdicts_section, update_readme
-
     _finished_build(tmp_path / "build")
     claims = [{"id": f"{p}-{i}", "paper": p, "claim": "c", "status": s, "ci": None, "reason": "r", "rule": "x"}
               for i, (p, s) in enumerate([("A", "reproduced"), ("A", "inconclusive"), ("B", "inconclusive")])]
@@ -391,8 +362,6 @@ def test_the_readme_section_counts_a_recorded_builds_statuses(tmp_path):
 def _build_with_intent(folder, intent, shuffled=(0.34, 0.35, 0.36), report=None):
     """A finished build whose chapter 10 decides A-soft-control on intent - shuffled polarity accuracy per seed;
     ``report``: claims rows written as the build's own ``metrics/report.json``."""
-    import json
-
     _finished_build(folder)
     variants = {v: {"polarity_acc": {"mean": sum(a) / len(a), "ci_low": min(a), "ci_high": max(a), "values": list(a)}}
                 for v, a in (("intent", intent), ("shuffled", shuffled), ("baseline", shuffled))}
@@ -409,9 +378,6 @@ def _stored(**statuses):
 
 
 def test_diff_of_a_recorded_build_and_a_build_shows_a_status_change_and_a_value_beyond_the_intervals(tmp_path):
-    from semlm.book.claims import CLAIMS, NOT_REPRODUCED, REPRODUCED
-    from semlm.book.recorded import collect_book, diff_builds, diff_lines
-
     recorded = collect_book(_build_with_intent(tmp_path / "before", (0.94, 0.95, 0.96)), tmp_path / "rec", "before",
                             "make book")
     after = _build_with_intent(tmp_path / "after", (0.35, 0.36, 0.34))  # no better than the shuffled control
@@ -430,8 +396,6 @@ def test_diff_of_a_recorded_build_and_a_build_shows_a_status_change_and_a_value_
 
 
 def test_diff_shows_a_value_change_with_the_same_status_and_the_stored_verdicts_apart(tmp_path):
-    from semlm.book.recorded import diff_builds, diff_lines
-
     a = _build_with_intent(tmp_path / "a", (0.94, 0.95, 0.96),
                            report=_stored(**{"A-soft-control": "reproduced", "A-intensity": "inconclusive"}))
     b = _build_with_intent(tmp_path / "b", (0.64, 0.65, 0.66),  # still above the control, by half as much
@@ -450,9 +414,6 @@ def test_diff_shows_a_value_change_with_the_same_status_and_the_stored_verdicts_
 
 
 def test_diff_of_identical_builds_finds_no_change_and_exits_0(tmp_path, capsys):
-    from semlm.book.claims import CLAIMS
-    from semlm.book.recorded import collect_book, main
-
     build = _build_with_intent(tmp_path / "build", (0.94, 0.95, 0.96))
     recorded = collect_book(build, tmp_path / "rec", "same", "make book")
     assert main(["diff", str(recorded), str(recorded)]) == 0
@@ -465,8 +426,6 @@ def test_diff_of_identical_builds_finds_no_change_and_exits_0(tmp_path, capsys):
 
 
 def test_diff_of_bad_input_exits_2_with_one_line(tmp_path, capsys):
-    from semlm.book.recorded import main
-
     good = _build_with_intent(tmp_path / "good", (0.94, 0.95, 0.96))
     old = tmp_path / "cpu-book-old"  # a recorded build from before chapter metrics were kept
     old.mkdir()

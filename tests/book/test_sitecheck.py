@@ -1,6 +1,9 @@
 """The rendered-site checks themselves: they must catch what they claim to catch."""
 
-from semlm.book.sitecheck import broken_internal_links, render_check
+import base64
+import html
+
+from semlm.book.sitecheck import broken_internal_links, long_code_lines, problems_of, render_check
 
 
 def test_link_check_finds_missing_files_and_anchors_and_accepts_good_links(tmp_path):
@@ -29,8 +32,6 @@ def test_render_check_reports_raw_tex_broken_images_and_script_errors(tmp_path, 
 
 
 def test_render_check_passes_a_clean_page(tmp_path, chromium):
-    import base64
-
     png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
     (tmp_path / "dot.png").write_bytes(png)
     page = tmp_path / "page.html"
@@ -41,8 +42,6 @@ def test_render_check_passes_a_clean_page(tmp_path, chromium):
 
 
 def code_page(tmp_path, code: str, output: str = "", prose: str = "") -> "Path":
-    import html
-
     page = tmp_path / "code.html"
     page.write_text('<html><head><style>main { width: 760px; } pre { overflow-x: auto; font: 14px monospace; }'
                     '</style></head><body><main>'
@@ -53,8 +52,6 @@ def code_page(tmp_path, code: str, output: str = "", prose: str = "") -> "Path":
 
 
 def test_render_check_fails_a_code_cell_that_scrolls_sideways_and_names_its_line(tmp_path, chromium):
-    from semlm.book.sitecheck import problems_of
-
     long_line = "result = some_function(" + ", ".join(f"argument_{i}=value_{i}" for i in range(12)) + ")"
     report = render_check(code_page(tmp_path, f"short = 1\n{long_line}\n"), chromium)
     assert report["wide_code"] == [long_line[:100]]
@@ -65,8 +62,6 @@ def test_render_check_fails_a_code_cell_that_scrolls_sideways_and_names_its_line
 
 
 def test_render_check_fails_an_absolute_path_in_an_output_but_not_in_prose(tmp_path, chromium):
-    from semlm.book.sitecheck import problems_of
-
     page = code_page(tmp_path, "print(where)", output="metrics in /home/alice/semlm/book/_build/metrics\n"
                                                        "data: data/sst2 (relative, fine)",
                      prose="an example command: jupytext -o /tmp/04.ipynb")
@@ -78,8 +73,6 @@ def test_render_check_fails_an_absolute_path_in_an_output_but_not_in_prose(tmp_p
 
 
 def test_long_code_lines_reports_visible_code_only(tmp_path):
-    from semlm.book.sitecheck import long_code_lines
-
     wide = "y = " + "1 + " * 30 + "1"
     (tmp_path / "01_chapter.py").write_text(
         "# %% [markdown]\n# " + "prose " * 30 + "\n\n"
@@ -89,8 +82,6 @@ def test_long_code_lines_reports_visible_code_only(tmp_path):
 
 
 def test_render_check_flags_a_pandas_series_printed_as_text(tmp_path, chromium):
-    from semlm.book.sitecheck import problems_of
-
     series = "causal     0.000000\npublished  0.058429\nName: largest change, dtype: float64"
     report = render_check(code_page(tmp_path, "pd.Series(changes)", output=series), chromium)
     assert report["series_outputs"] == ["Name: largest change, dtype: float64"]
@@ -106,8 +97,6 @@ def test_render_check_flags_references_to_files_outside_the_repository(tmp_path,
 
 
 def test_render_check_flags_a_dtype_line_anywhere_in_an_output(tmp_path, chromium):
-    from semlm.book.sitecheck import problems_of
-
     printed = "a    1\nb    x\ndtype: object\nand a line printed after it"
     report = render_check(code_page(tmp_path, "print(series); print('and')", output=printed), chromium)
     assert report["series_outputs"] == ["dtype: object"]
@@ -128,8 +117,6 @@ def table_page(tmp_path, columns: int, cell: str = "value", css: str = "") -> "P
 
 
 def test_render_check_flags_a_table_wider_than_its_column_and_names_its_columns(tmp_path, chromium):
-    from semlm.book.sitecheck import problems_of
-
     report = render_check(table_page(tmp_path, 12, cell="a rather long cell value"), chromium)
     assert len(report["wide_tables"]) == 1
     assert "760px column" in report["wide_tables"][0] and "column 0, column 1" in report["wide_tables"][0]
@@ -146,8 +133,6 @@ def test_render_check_passes_a_table_that_fits_its_column(tmp_path, chromium):
 
 
 def test_render_check_flags_a_visible_glue_call_but_not_a_hidden_one(tmp_path, chromium):
-    from semlm.book.sitecheck import problems_of
-
     code = 'table = frame()\nglue("rate", rate, display=False)\ntable'
     report = render_check(code_page(tmp_path, code), chromium)
     assert report["visible_glue"] == ['glue("rate", rate, display=False)']
@@ -185,8 +170,6 @@ def test_exercise_check_passes_when_every_exercise_has_a_collapsed_solution(tmp_
 
 
 def test_exercise_check_fails_a_missing_or_open_solution(tmp_path, chromium):
-    from semlm.book.sitecheck import problems_of
-
     page = tmp_path / "exercises.html"
     page.write_text(exercises_page(dropdown("Hint") + dropdown("Solution"), dropdown("Hint"),
                                    dropdown("Solution", ' open="open"'), "<p>no dropdown at all</p>"))
@@ -202,8 +185,6 @@ def test_exercise_check_fails_a_missing_or_open_solution(tmp_path, chromium):
 
 
 def test_render_check_reports_exercises_and_solutions_that_render_open(tmp_path, chromium):
-    from semlm.book.sitecheck import problems_of
-
     page = tmp_path / "exercises.html"
     page.write_text(exercises_page(dropdown("Solution"), dropdown("Solution", " open")))
     report = render_check(page, chromium)
