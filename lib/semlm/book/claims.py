@@ -629,8 +629,7 @@ def _idea_stickiness(metrics):
     missing = [d for d in STICKINESS_DOMAINS if d not in ours]
     if missing:
         raise _Missing(f"{IDEA} has no over_seeds.domains.book_stickiness for {', '.join(missing)}")
-    authors, _ = _over_seeds(metrics, "stickiness")
-    theirs, _ = _over_seeds(metrics, "authors_stickiness")
+    _over_seeds(metrics, "stickiness"), _over_seeds(metrics, "authors_stickiness")  # the authors' protocol is there
     overall = _get(metrics, IDEA, "over_seeds", "domains", "book_stickiness", "all", "gated_minus_baseline")
     sharpened = ours["all"].gated_minus_control
     per_domain = "; ".join(f"{d} {_need(ours[d].gated_minus_baseline, IDEA, f'{d}.gated_minus_baseline'):+.3f}"

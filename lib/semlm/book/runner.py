@@ -97,8 +97,7 @@ def staged_config(config: dict) -> dict:
     html = {**config.get("html", {}), "use_repository_button": False, "use_issues_button": False,
             "use_edit_page_button": False}
     launch = {key: "" if key.endswith("_url") else value for key, value in config.get("launch_buttons", {}).items()}
-    launch["thebe"] = False
-    return {**config, "html": html, "launch_buttons": launch}
+    return {**config, "html": html, "launch_buttons": {**launch, "thebe": False}}
 
 
 class BookError(Exception):
@@ -632,10 +631,9 @@ def start_training_ahead(profile: str, chapters: list[str], build_dir: Path) -> 
 
 @contextlib.contextmanager
 def _stop_children_on_exit(meter: CpuMeter):
-    """Turn SIGTERM into KeyboardInterrupt while the build runs, and on the way out (normal or not)
-    end every process started below this one that is still alive (``meter``, entered inside this block,
-    saw them all): the papermill kernel (its own session, so a signal to our group misses it) and the
-    worker pools the kernel forked, which outlive a killed kernel as orphans."""
+    """Turn SIGTERM into KeyboardInterrupt while the build runs, and on the way out end every process started below
+    this one that is still alive (``meter``, entered inside this block, saw them all): the papermill kernel (its own
+    session: a signal to our group misses it) and the worker pools it forked (orphans once it is killed)."""
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
