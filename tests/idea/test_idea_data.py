@@ -11,10 +11,10 @@ from transformers import PreTrainedTokenizerFast
 
 from semlm.data.bpe import bpe_tokenizer, load_tokenizer, train_bpe
 from semlm.data.wikitext import downloads_allowed, load_corpus
-from semlm.idea.wikitext_experiment import (AUTHORS_STOPWORDS, PAD_ID, TokenBlocks, TokenStream, alpha_at, authors_stickiness,
+from semlm.idea.wikitext_experiment import (AUTHORS_STOPWORDS, TokenBlocks, TokenStream, alpha_at, authors_stickiness,
                                    idea_profile, load_domains, profile_differences, take_chars)
 from semlm.profiles import check_parameters
-from semlm.core.metrics import distinct_n, repetition_rate, stickiness, unique_domain_density, words_of
+from semlm.core.metrics import NO_TARGET, distinct_n, repetition_rate, stickiness, unique_domain_density, words_of
 
 LINES = [" The storm moved west and the storm weakened .\n", " The band recorded the album in 1999 .\n"] * 30
 
@@ -70,7 +70,7 @@ def test_blocks_hold_inputs_targets_and_idea_windows_past_the_block():
     batch = blocks.batch(torch.tensor([0, 2]))
     assert batch.inputs.tolist() == [[0, 1, 2], [6, 7, 8]]
     assert batch.targets.tolist() == [[1, 2, 3], [7, 8, 9]]
-    assert batch.future.tolist() == [[1, 2, 3, 4], [7, 8, 9, PAD_ID]]
+    assert batch.future.tolist() == [[1, 2, 3, 4], [7, 8, 9, NO_TARGET]]
     order = [b.inputs[:, 0].tolist() for b in blocks.batches(2, torch.Generator().manual_seed(0), shuffle=True)]
     again = [b.inputs[:, 0].tolist() for b in blocks.batches(2, torch.Generator().manual_seed(0), shuffle=True)]
     assert order == again and sorted(sum(order, [])) == [0, 3, 6]

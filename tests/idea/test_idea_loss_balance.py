@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semlm.idea.wikitext_experiment import LOSS_FORMS, IdeaSettings, idea_gating_runs, idea_profile, with_chosen_gated
-from semlm.idea.targets import PAD_ID, idea_bce_sparse, vocabulary_mask, window_ids
+from semlm.core.metrics import NO_TARGET
+from semlm.idea.targets import idea_bce_sparse, vocabulary_mask, window_ids
 
 
 def test_paper_keeps_v1_and_the_small_profiles_train_both_forms():
@@ -35,7 +36,7 @@ def test_unknown_idea_loss_reduction_is_rejected():
 def test_mean_reduction_is_the_masked_vocabulary_sum_divided_by_the_unmasked_columns(batch, length, window, vocab, seed,
                                                                                    pos_weight, n_stop):
     g = torch.Generator().manual_seed(seed)
-    future = torch.randint(PAD_ID, vocab, (batch, length + window - 1), generator=g)
+    future = torch.randint(NO_TARGET, vocab, (batch, length + window - 1), generator=g)
     logits = torch.randn(batch, length, vocab, generator=g)
     positives = window_ids(future, window, length)
     mask = vocabulary_mask(vocab, list(range(n_stop)))

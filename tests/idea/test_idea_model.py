@@ -304,26 +304,27 @@ def test_fused_gate_runs_in_bfloat16_like_the_reference():
 
 def test_gated_training_loss_gradients_equal_the_naive_reference():
     """The model's fused gate + sparse BCE give the parameter gradients of the naive dense computation."""
-    from semlm.idea.targets import PAD_ID, idea_targets, vocabulary_mask, window_ids
+    from semlm.core.metrics import NO_TARGET
+    from semlm.idea.targets import idea_targets, vocabulary_mask, window_ids
     from semlm.idea.targets import idea_gated_loss
 
     model = tiny(alpha=0.5).train()
     g = torch.Generator().manual_seed(5)
     future = torch.randint(0, 61, (3, 12 + 3), generator=g)
-    future[0, -2:] = PAD_ID
+    future[0, -2:] = NO_TARGET
     inputs, targets = future[:, :12].clamp_min(0), future[:, 1:13]
     vocab_mask = vocabulary_mask(61, [0, 1, 2])
     out = model(inputs, alpha=0.4)
     loss, _, _ = idea_gated_loss(out.logits, targets, out.idea_logits, window_ids(future[:, 1:], 3, 12), vocab_mask,
-                                 0.1, 5.0, "mean", ignore_index=PAD_ID)
+                                 0.1, 5.0, "mean", ignore_index=NO_TARGET)
     fast = torch.autograd.grad(loss, list(model.parameters()))
     out = model(inputs, alpha=0.0)
     logits = out.token_logits.double() + naive_gate(out.idea_logits, 0.4, model.config.beta, "clamp_then_scale")
-    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID)
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=NO_TARGET)
     bags = idea_targets(future[:, 1:], 3, 61, length=12).double()
     bce = torch.nn.functional.binary_cross_entropy_with_logits(out.idea_logits.double(), bags, reduction="none",
                                                                pos_weight=torch.tensor(5.0, dtype=torch.float64))
-    scored = (targets != PAD_ID).double()
+    scored = (targets != NO_TARGET).double()
     bce = ((bce * vocab_mask.double()).sum(-1) / vocab_mask.sum() * scored).sum() / scored.sum()
     naive = torch.autograd.grad(ce + 0.1 * bce, list(model.parameters()))
     assert torch.allclose(loss.double(), ce + 0.1 * bce, atol=1e-5)
@@ -337,7 +338,7 @@ def test_training_loss_with_the_fused_gate_equals_the_models_own_gate(variant, r
     the model's gated logits + idea_gated_loss, early in the alpha ramp (eps-exact gate in v2) and at its end."""
     from dataclasses import replace
 
-    from semlm.idea.targets import PAD_ID
+    from semlm.core.metrics import NO_TARGET
     from semlm.idea.wikitext_experiment import TokenBlocks, idea_loss_fn
     from semlm.idea.profiles import IdeaSettings
 
@@ -346,7 +347,7 @@ def test_training_loss_with_the_fused_gate_equals_the_models_own_gate(variant, r
                                     alpha_ramp_steps=100), pos_weight=5.0, gate_variant=variant)
     ids = torch.randint(0, 61, (3 * 12 + 3,), generator=torch.Generator().manual_seed(2))
     batch = next(TokenBlocks.from_stream(ids, 12, 3).batches(3))
-    batch.targets[0, -3:], batch.future[0, -5:] = PAD_ID, PAD_ID  # a text that ends: pad targets and windows
+    batch.targets[0, -3:], batch.future[0, -5:] = NO_TARGET, NO_TARGET  # a text that ends: pad targets and windows
     for step in (1, 100):
         results = []
         for fused in (True, False):

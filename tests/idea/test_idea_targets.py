@@ -5,7 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semlm.idea.targets import (PAD_ID, idea_bce, idea_bce_sparse, idea_targets, top_frequent_ids, vocabulary_mask,
+from semlm.core.metrics import NO_TARGET
+from semlm.idea.targets import (idea_bce, idea_bce_sparse, idea_targets, top_frequent_ids, vocabulary_mask,
                                 window_ids)
 from semlm.idea.targets import idea_gated_loss
 
@@ -16,7 +17,7 @@ def bag(row):
 
 def test_targets_match_a_hand_example_with_window_edges_padding_and_keep_stopwords_in_the_bag():
     # next-token targets continued past the block; the text ends after 5 tokens (then padding)
-    future = torch.tensor([[4, 2, 4, 7, 5, PAD_ID, PAD_ID]])
+    future = torch.tensor([[4, 2, 4, 7, 5, NO_TARGET, NO_TARGET]])
     bags = idea_targets(future, window=3, vocab_size=8, length=5)
     assert bags.shape == (1, 5, 8)
     assert [bag(bags[0, t]) for t in range(5)] == [
@@ -29,7 +30,7 @@ def test_targets_match_a_hand_example_with_window_edges_padding_and_keep_stopwor
 
 
 def test_stopword_columns_get_exactly_zero_gradient_and_the_other_columns_do():
-    future = torch.tensor([[4, 2, 4, 7, 5, PAD_ID, PAD_ID]])
+    future = torch.tensor([[4, 2, 4, 7, 5, NO_TARGET, NO_TARGET]])
     mask = vocabulary_mask(8, [5, 0])
     for reduction in ("sum_vocab", "mean"):
         logits = torch.randn(1, 5, 8, requires_grad=True)
@@ -55,14 +56,14 @@ def test_paper_b_total_loss_is_gated_token_ce_plus_lambda_times_masked_idea_bce(
     g = torch.Generator().manual_seed(1)
     logits, idea = torch.randn(2, 4, 6, generator=g), torch.randn(2, 4, 6, generator=g)
     targets = torch.randint(0, 6, (2, 4), generator=g)
-    targets[1, 3] = PAD_ID
+    targets[1, 3] = NO_TARGET
     future = torch.cat([targets, torch.randint(0, 6, (2, 2), generator=g)], 1)
     positives = window_ids(future, 3, 4)
     mask = vocabulary_mask(6, [2])
     total, ce, bce = idea_gated_loss(logits, targets, idea, positives, mask, 0.01, 5.0, "sum_vocab")
     assert torch.allclose(ce, torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(),
-                                                                ignore_index=PAD_ID))
-    assert torch.allclose(bce, idea_bce_sparse(idea, positives, targets != PAD_ID, 5.0, "sum_vocab", mask))
+                                                                ignore_index=NO_TARGET))
+    assert torch.allclose(bce, idea_bce_sparse(idea, positives, targets != NO_TARGET, 5.0, "sum_vocab", mask))
     assert torch.allclose(total, ce + 0.01 * bce)
     plain, plain_ce, none = idea_gated_loss(logits, targets, None, None, None, 0.01)
     assert none is None and torch.allclose(plain, ce)
@@ -97,7 +98,7 @@ def test_bad_inputs_raise_one_clear_error():
 
 
 def test_top_frequent_ids_breaks_ties_by_smaller_id():
-    ids = torch.tensor([3, 3, 1, 1, 2, 0, PAD_ID])
+    ids = torch.tensor([3, 3, 1, 1, 2, 0, NO_TARGET])
     assert top_frequent_ids(ids, 2) == [1, 3]
     assert top_frequent_ids(ids, 2, exclude=[1]) == [3, 0]
 
@@ -117,10 +118,11 @@ def test_sparse_bce_equals_dense_bce(batch, length, window, vocab, seed, reducti
 
 
 def test_window_ids_hold_each_positive_once():
-    future = torch.tensor([[4, 2, 4, 7, 5, PAD_ID, PAD_ID]])
+    future = torch.tensor([[4, 2, 4, 7, 5, NO_TARGET, NO_TARGET]])
     positives = window_ids(future, 3, 5)
-    assert [sorted(set(r.tolist()) - {PAD_ID}) for r in positives[0]] == [[2, 4], [2, 4, 7], [4, 5, 7], [5, 7], [5]]
-    assert all(len([x for x in r.tolist() if x != PAD_ID]) == len(set(r.tolist()) - {PAD_ID}) for r in positives[0])
+    assert [sorted(set(r.tolist()) - {NO_TARGET}) for r in positives[0]] == [[2, 4], [2, 4, 7], [4, 5, 7], [5, 7], [5]]
+    assert all(len([x for x in r.tolist() if x != NO_TARGET]) == len(set(r.tolist()) - {NO_TARGET})
+               for r in positives[0])
 
 
 @settings(max_examples=40, deadline=None)
@@ -168,7 +170,7 @@ def _gated_loss_inputs(seed, B=3, T=11, V=97, K=4, masked=True):
     token = torch.randn(B, T, V, generator=g) * 3
     idea = torch.randn(B, T, V, generator=g) * 12           # wide: many entries clamped, some saturated
     future = torch.randint(0, V, (B, T + K - 1), generator=g)
-    future[0, -5:] = PAD_ID                                 # pad targets and truncated windows
+    future[0, -5:] = NO_TARGET                                 # pad targets and truncated windows
     vocab_mask = vocabulary_mask(V, [0, 1, 2, 50]) if masked else None
     targets = future[:, :T]
     token[1, 2, targets[1, 2]] -= 150.0                     # a target whose softmax underflows: CE ~ 150
@@ -191,11 +193,11 @@ def test_fused_gated_loss_and_its_gradients_equal_the_unfused_path(variant, alph
     token, idea, targets, positives, vocab_mask = _gated_loss_inputs(7, masked=masked)
     t1, i1 = token.clone().requires_grad_(), idea.clone().requires_grad_()
     reference = idea_gated_loss(t1 + idea_gate(i1, alpha, beta, variant), targets, i1, positives, vocab_mask, 0.1,
-                                pos_weight, reduction, ignore_index=PAD_ID)
+                                pos_weight, reduction, ignore_index=NO_TARGET)
     (2.5 * reference[0]).backward()
     t2, i2 = token.clone().requires_grad_(), idea.clone().requires_grad_()
     fused = idea_gated_loss_fused(t2, i2, alpha, beta, variant, 1e-8, targets, positives, vocab_mask, 0.1, pos_weight,
-                                  reduction, PAD_ID, chunk_positions=chunk)
+                                  reduction, NO_TARGET, chunk_positions=chunk)
     (2.5 * fused[0]).backward()
     for a, b in zip(reference, fused):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -206,7 +208,7 @@ def test_fused_gated_loss_and_its_gradients_equal_the_unfused_path(variant, alph
         assert torch.equal(i2.grad[..., stop] == 0, i1.grad[..., stop] == 0)
     with torch.no_grad():
         values = idea_gated_loss_fused(token, idea, alpha, beta, variant, 1e-8, targets, positives, vocab_mask, 0.1,
-                                       pos_weight, reduction, PAD_ID, chunk_positions=chunk)
+                                       pos_weight, reduction, NO_TARGET, chunk_positions=chunk)
     assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(reference, values))
 
 
@@ -239,7 +241,7 @@ def test_autograd_gated_loss_for_torch_compile_equals_the_models_gate_then_the_l
     token, idea, targets, positives, vocab_mask = _gated_loss_inputs(3, masked=masked)
     t1, i1 = token.clone().requires_grad_(), idea.clone().requires_grad_()
     reference = idea_gated_loss(gated_logits(t1, i1, alpha, beta, variant), targets, i1, positives, vocab_mask, 0.1,
-                                pos_weight, reduction, ignore_index=PAD_ID)
+                                pos_weight, reduction, ignore_index=NO_TARGET)
     (2.5 * reference[0]).backward()
     loss = idea_gated_loss_autograd
     if compiled:
@@ -247,14 +249,14 @@ def test_autograd_gated_loss_for_torch_compile_equals_the_models_gate_then_the_l
         loss = torch.compile(idea_gated_loss_autograd, backend="aot_eager", fullgraph=True)
     t2, i2 = token.clone().requires_grad_(), idea.clone().requires_grad_()
     ours = loss(t2, i2, torch.tensor(alpha), beta, variant, 1e-8, targets, positives, vocab_mask, 0.1, pos_weight,
-                reduction, PAD_ID)
+                reduction, NO_TARGET)
     (2.5 * ours[0]).backward()
     for a, b in zip(reference, ours):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
     assert torch.allclose(t1.grad, t2.grad, rtol=1e-5, atol=1e-8)
     assert torch.allclose(i1.grad, i2.grad, rtol=1e-4, atol=1e-8)
     plain = loss(t2.detach(), None, torch.tensor(0.0), beta, variant, 1e-8, targets, None, None, 0.0)
-    assert torch.allclose(plain[0], idea_gated_loss(token, targets, None, None, None, 0.0, ignore_index=PAD_ID)[0])
+    assert torch.allclose(plain[0], idea_gated_loss(token, targets, None, None, None, 0.0, ignore_index=NO_TARGET)[0])
 
 
 def test_a_compiled_gated_loss_is_not_recompiled_as_the_gate_strength_ramps():

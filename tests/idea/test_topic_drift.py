@@ -170,14 +170,21 @@ def test_bad_config_values_raise_one_clear_error(bad, match):
         TopicConfig(**bad)
 
 
-def test_bad_profile_budgets_and_mismatched_start_topics_raise():
+def test_topic_gpts_keep_gpt2_initialisation_and_dropout_everywhere():
+    """Chapter 9's GPTs come from chapter 6's ``model_config`` but keep GPT-2's init and dropout scope."""
+    spec = topic_run(replace(topic_drift_profile("smoke"), data=small(n_train_docs=20)), True, 0)
+    model = TOPIC_DRIFT.build(spec, TOPIC_DRIFT.data(spec))
+    c = model.config
+    assert (c.init, c.dropout_scope, c.idea_head, c.n_layer, c.eos_token_id) == ("gpt2_scaled", "everywhere", True,
+                                                                                  spec.config.size.n_layer, 0)
+    assert c.alpha == spec.config.idea.alpha and c.n_positions == spec.config.size.block_size
+
+
+def test_bad_profile_and_budgets_raise():
     with pytest.raises(ValueError, match="unknown profile"):
         topic_drift_profile("laptop")
     with pytest.raises(ValueError, match="budgets must be distinct positive"):
         replace(topic_drift_profile("smoke"), budgets=(8, 4))
-    world = TopicWorld.from_config(TopicConfig())
-    with pytest.raises(ValueError, match="start topics"):
-        text_drift(["the a ."], world, start_topics=[0, 1])
 
 
 def test_cpu_documents_are_longer_than_the_context_window():

@@ -1,13 +1,9 @@
 """The repetition penalty of paper B's evaluation, compounding per occurrence, as a transformers processor.
 
-The authors' ``evaluate.py`` (github.com/DarshanFofadiya/idea-gated-transformers, WikiText-103 GPT)
-loops over every position of the model's context window (the last ``block_size`` tokens, prompt
-included) and, for the token there, divides its logit by 1.2 if positive or multiplies it by 1.2 if
-negative. A token seen n times in the window is therefore penalised by 1.2^n, whereas
-transformers' ``RepetitionPenaltyLogitsProcessor`` penalises every distinct earlier token once.
-:class:`CompoundingRepetitionPenalty` is the authors' rule, vectorised over the batch with one
-``scatter_add`` (no loop over positions). Temperature scaling commutes with it (both only rescale a
-logit by a positive factor), so its place in a ``LogitsProcessorList`` does not matter.
+The authors' ``evaluate.py`` penalises a token's logit (divided by 1.2 if positive, multiplied if negative)
+once per occurrence in the model's context window, so a token seen n times gets 1.2^n, where transformers'
+``RepetitionPenaltyLogitsProcessor`` penalises each distinct earlier token once. Vectorised with one
+``scatter_add``; it commutes with temperature scaling, so its place in a ``LogitsProcessorList`` does not matter.
 """
 
 from __future__ import annotations

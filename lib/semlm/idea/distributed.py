@@ -4,25 +4,12 @@
     ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 -m semlm.distributed --synthetic 20000 --steps 10
     python -m semlm.distributed ...          # the same run in one process
 
-(On CPUs, ``accelerate launch --cpu --num_processes 2`` starts several processes only through MPI;
-``torchrun`` with ``ACCELERATE_USE_CPU=1``, or ``accelerate.debug_launcher`` as in the tests, gives
-two gloo processes without it.)
-
-This is chapter 6's gated run (:data:`semlm.idea.wikitext_experiment.IDEA`: its profile, data, model,
-loss, validation and ``TrainConfig``, bf16 on CUDA included) trained by :func:`semlm.core.train.train`
-with an :class:`accelerate.Accelerator`. Every process draws the same global batch and trains on its
-share of the rows; DistributedDataParallel averages the gradients, so N processes make the updates of
-one process (the test checks losses and weights agree). What only several processes need:
-
-* the data is prepared under ``main_process_first`` (the main process writes the tokenizer and
-  token caches, the others read them);
-* ``--batch`` is the *global* batch of one optimiser step (``TrainConfig.batch_size``), in
-  ``--accumulation`` micro-batches, each split over the processes;
-* the run folder is ``<output>/train`` (checkpoints, ``final/``, resumable as any run); the main
-  process also writes ``<output>/model`` (``save_pretrained``) and ``<output>/history.json``.
-
-``--synthetic N`` trains on a seeded synthetic token stream of N tokens instead of WikiText,
-so the multi-process path can be tested without any dataset.
+Chapter 6's gated run (:data:`semlm.idea.wikitext_experiment.IDEA`) trained by :func:`semlm.core.train.train`
+with an :class:`accelerate.Accelerator`: every process draws the same global batch (``--batch``, in
+``--accumulation`` micro-batches) and trains on its share of the rows, so N processes make the updates of one
+(tested). The data is prepared under ``main_process_first``; the run folder is ``<output>/train``, and the main
+process also writes ``<output>/model`` and ``<output>/history.json``. ``--synthetic N`` trains on a seeded
+synthetic stream of N tokens instead of WikiText.
 """
 
 from __future__ import annotations
@@ -38,6 +25,7 @@ import torch
 from semlm.core import train as trainer
 from semlm.core.runs import RunSpec
 from semlm.idea import wikitext_experiment as ie
+from semlm.idea.model import quiet_transformers
 
 
 @dataclass(frozen=True)
@@ -106,7 +94,7 @@ def train(args: RunArgs) -> dict:
               "accumulation": spec.config.train.accumulation, "steps": result.steps, "profile": args.profile,
               "seed": spec.seed, "data": description["data"], "history": result.history}
     if accelerator.is_main_process:
-        with ie.quiet_transformers():
+        with quiet_transformers():
             model.save_pretrained(str(output / "model"))
         (output / "history.json").write_text(json.dumps(record, indent=1))
     accelerator.wait_for_everyone()

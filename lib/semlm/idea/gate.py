@@ -1,20 +1,11 @@
 """The idea gate as a ``LogitsProcessor``, its X-ray, and a loop mitigation (paper B, Sections 3.3, 5, 6.3).
 
-``IdeaGateLogitsProcessor`` adds ``idea_gate(z_idea)`` of an idea-gated model to the scores of
-any ``generate()`` call. While it is attached (until ``remove()``, or the end of a ``with`` block) it
-*is* that model's gate: the model's forward runs with its built-in gate off, so decoding the idea
-model itself with the processor applies the gate once, at the processor's strength. When the model
-being decoded is the idea model, the processor reuses the idea logits of that step's forward pass (a
-forward hook), so the gate costs no extra forward; otherwise (e.g. gating a baseline with another
-model's idea head) it runs the idea model itself.
-
-``ConcentrationDecay`` is the loop mitigation of chapter 7: the gate strength of each sequence
-shrinks with the share of the idea head's top-k tokens that were already produced in the
-last ``window`` tokens, i.e. when the "plan" has collapsed onto what was just said. It never
-touches individual token scores, so it is not a repetition penalty.
-
-``xray`` lists the tokens whose log-probability the gate raises and lowers the most for a
-prompt (paper B's "X-Ray" analysis).
+``IdeaGateLogitsProcessor`` adds ``idea_gate(z_idea)`` of an idea-gated model to the scores of any
+``generate()`` call; while attached it *is* that model's gate (the model's own gate is off, so it applies
+once), reusing the idea logits of the decoded model's forward pass where it can. ``ConcentrationDecay``
+(chapter 7) shrinks each sequence's gate strength as the idea head's top-k tokens already appear in the last
+``window`` tokens; it touches no token's score, so it is not a repetition penalty. ``xray`` lists the tokens
+whose log-probability the gate raises and lowers the most for a prompt (paper B's "X-Ray").
 """
 
 from __future__ import annotations
@@ -108,13 +99,9 @@ class IdeaGateLogitsProcessor(LogitsProcessor):
 
 @torch.no_grad()
 def xray(model, tokenizer, prompt: str, alpha: float | None = None, top: int = 10, candidates: int = 50) -> dict:
-    """Tokens the gate boosts and suppresses most after ``prompt`` (change in log-probability, nats).
-
-    Among the ``candidates`` most likely next tokens under the gated head (for "boosted") and
-    under the ungated head (for "suppressed"), rank by delta = log p_gated - log p_ungated. The
-    raw additive gate (z_final - z_token) is <= 0 everywhere; it is reported too. ``ideas``
-    lists the tokens with the highest idea probability (the "concept vector").
-    """
+    """Tokens the gate boosts and suppresses most after ``prompt``: among the ``candidates`` likeliest next tokens
+    of the gated (boosted) and ungated head (suppressed), ranked by log p_gated - log p_ungated (nats), with the
+    raw gate; ``ideas``: the tokens of highest idea probability."""
     if model.idea_head is None:
         raise ValueError("xray needs an idea-gated model")
     model.eval()

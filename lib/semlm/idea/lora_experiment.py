@@ -1,32 +1,11 @@
 """Paper B's second setting: an idea head on a frozen (4-bit) backbone, LoRA-tuned on FineWeb-Edu.
 
-Profiles (``lora_profile(name)``, with the other configurations in the torch-free :mod:`semlm.profiles`
-and re-exported here):
-
-* ``smoke``: seconds. The book trains a one-layer ``MistralForCausalLM`` (d = 64) on a sliver of
-  WikiText-2, saves it with ``save_pretrained`` and loads it back (4-bit and full precision) as the
-  frozen backbone; a dozen LoRA steps on FineWeb-Edu.
-* ``cpu``: the book's default. A two-layer ``MistralForCausalLM`` (d = 128, grouped-query
-  attention, 2,048-token byte-level BPE) trained by the book on WikiText-2, then LoRA-tuned on the
-  offline FineWeb-Edu sample, both as baseline (LoRA only) and with the idea head, in 4-bit NF4
-  (the paper's setting) and in float32 (for comparison).
-* ``paper``: ``mistralai/Mistral-7B-v0.1`` in 4-bit NF4 with double quantisation and bf16 compute,
-  block 512, batch 4 x 8 accumulation, 5,000 steps at a constant 2e-4 (AdamW with PyTorch's default
-  weight decay 0.01, clipping at 1.0), validation every 200, patience 10, each training window read
-  once from a stream of fresh documents (the authors' Mistral ``train.py``, ``model.py`` and ``data.py``
-  in github.com/DarshanFofadiya/idea-gated-transformers).
-  It needs a CUDA GPU and the model (Hub download or local cache); without them
-  :func:`resolve_backbone` raises one :class:`BackboneUnavailable` line saying what is missing.
-
-Training is the authors' LoRA recipe (AdamW on the LoRA matrices and the idea head only, constant
-lr 2e-4 at paper scale, alpha ramp to 0.5, lambda 0.1 on the mean idea BCE, validation every N
-steps, early stopping once the ramp is done, best weights kept); the small profiles use warmup +
-cosine and reuse their few documents (``schedule``, ``sampling`` of the profile's ``TrainConfig``).
-
-This module declares only *what* the two kinds of run are, as :mod:`semlm.core.runs` experiments:
-:data:`BACKBONE_PRETRAINING` (the book's small Mistral on WikiText-2) and :data:`LORA` (one LoRA
-run on FineWeb-Edu); the one trainer optimises and checkpoints the trainable parameters only (the
-adapters and the idea head, never the 4-bit backbone).
+Profiles (:func:`~semlm.idea.profiles.lora_profile`): ``paper`` is ``mistralai/Mistral-7B-v0.1`` in 4-bit NF4 with
+the authors' Mistral recipe (it needs a CUDA GPU and the model, else :func:`resolve_backbone` raises one
+:class:`BackboneUnavailable` line); ``cpu`` and ``smoke`` pre-train the book's own small ``MistralForCausalLM``
+on WikiText-2 (:data:`BACKBONE_PRETRAINING`) and LoRA-tune it on the offline FineWeb-Edu sample, in NF4 and
+in float32. :data:`LORA` is one LoRA run; the one trainer optimises and checkpoints only the adapters and the
+idea head, never the backbone.
 """
 
 from __future__ import annotations
@@ -47,11 +26,11 @@ from semlm.core import runs
 from semlm.data.bpe import as_transformers, train_bpe, load_tokenizer
 from semlm.data.fineweb import FineWebDocuments, load_fineweb
 from semlm.data.wikitext import downloads_allowed, load_corpus
-from semlm.idea.wikitext_experiment import (TokenBlocks, alpha_at, encode_lines, quiet_transformers, take_chars,
-                                            training_seeds)
-from semlm.idea.targets import PAD_ID, idea_bce_sparse, window_ids
-from semlm.core.metrics import perplexity
+from semlm.idea.wikitext_experiment import TokenBlocks, alpha_at, encode_lines, take_chars, training_seeds
+from semlm.idea.targets import idea_bce_sparse, window_ids
+from semlm.core.metrics import NO_TARGET, perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
+from semlm.idea.model import quiet_transformers
 from semlm.core.train_config import TrainConfig
 from semlm.idea.profiles import (PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
                                  LoraSettings, lora_profile)
@@ -108,7 +87,6 @@ def paper_backbone_problems(name: str = PAPER_BACKBONE) -> list[str]:
     if not torch.cuda.is_available():
         problems.append("no CUDA GPU (4-bit NF4 with double quantisation and bf16 compute needs one; "
                         f"torch {torch.__version__} sees none)")
-    cached = False
     try:
         from huggingface_hub import try_to_load_from_cache
 
@@ -123,8 +101,7 @@ def paper_backbone_problems(name: str = PAPER_BACKBONE) -> list[str]:
 
 
 def backbone_runs(profile: LoraProfile) -> list[RunSpec]:
-    """The backbone pre-training run of ``profile`` (:data:`BACKBONE_PRETRAINING`): the book's small Mistral
-    on WikiText-2, or none when the profile names a Hub model."""
+    """The book's small Mistral pre-training run of ``profile`` (none when the profile names a Hub model)."""
     if profile.book_backbone is None:
         return []
     return [RunSpec("backbone-wikitext-2", profile.seed, profile.book_backbone)]
@@ -161,27 +138,23 @@ def prepare_wikitext(spec: BookBackboneSpec) -> WikiTextBlocks:
     splits = load_corpus("wikitext-2")
     bpe_lines = splits.train if spec.bpe_lines is None else splits.train[: spec.bpe_lines]
     tokenizer = as_transformers(train_bpe(bpe_lines, spec.vocab_size))
-    cap = None if spec.train_tokens is None else 10 * spec.train_tokens + 10_000
-    train_ids = encode_lines(tokenizer, take_chars(splits.train, cap), dtype=torch.long)
-    cap = None if spec.eval_tokens is None else 10 * spec.eval_tokens + 10_000
-    val_ids = encode_lines(tokenizer, take_chars(splits.valid, cap), dtype=torch.long)
-    return WikiTextBlocks(splits.dataset, tokenizer, TokenBlocks.from_stream(train_ids, spec.block_size, 1, spec.train_tokens),
-                          TokenBlocks.from_stream(val_ids, spec.block_size, 1, spec.eval_tokens))
+    blocks = []
+    for lines, cap in ((splits.train, spec.train_tokens), (splits.valid, spec.eval_tokens)):
+        ids = encode_lines(tokenizer, take_chars(lines, None if cap is None else 10 * cap + 10_000), dtype=torch.long)
+        blocks.append(TokenBlocks.from_stream(ids, spec.block_size, 1, cap))
+    return WikiTextBlocks(splits.dataset, tokenizer, *blocks)
 
 
 def backbone_loss(model, batch, step: int):
     """Next-token cross-entropy of a plain causal LM (the backbone's pre-training objective)."""
     logits = model(input_ids=batch.inputs).logits
-    ce = F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
+    ce = F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=NO_TARGET)
     return ce, {"token_ce": ce.detach()}
 
 
 class BackbonePretraining(runs.Experiment):
-    """The book's small ``MistralForCausalLM`` pre-trained on WikiText-2 (the frozen backbone of the small profiles).
-
-    ``spec.config`` is a :class:`semlm.profiles.BookBackboneSpec`. The trained model is also written with
-    ``save_pretrained`` to ``<run>/hf`` (with its tokeniser), so that the LoRA runs load it exactly as a Hub model.
-    """
+    """The book's small ``MistralForCausalLM`` pre-trained on WikiText-2 (``spec.config``: a
+    :class:`~semlm.idea.profiles.BookBackboneSpec`), also saved to ``<run>/hf`` to be loaded as a Hub model."""
 
     name = "lora_backbone"
     metrics_type = BackboneRunMetrics
@@ -246,11 +219,8 @@ class LoraData:
 
 
 def prepare_fineweb(profile, tokenizer) -> LoraData:
-    """FineWeb-Edu documents -> token streams (``eos`` between documents) -> blocks with idea windows.
-
-    ``profile``: a :class:`LoraProfile` or a :class:`LoraRun` (both name the source, the split, the window
-    size, the idea window and the token budgets).
-    """
+    """FineWeb-Edu documents -> token streams (``eos`` between documents) -> blocks with idea windows
+    (``profile``: a :class:`LoraProfile` or :class:`LoraRun`)."""
     p = profile
     documents = load_fineweb(profile.fineweb_source, profile.validation_fraction, seed=0,
                              max_documents=profile.max_documents)
@@ -267,19 +237,19 @@ def prepare_fineweb(profile, tokenizer) -> LoraData:
 def lora_loss(model: LoraIdeaModel, batch, settings: IdeaSettings, alpha: float) -> tuple[torch.Tensor, dict]:
     """Token CE on the gated logits + lambda * mean idea BCE (the authors' LoRA objective; no stopword mask)."""
     out = model(batch.inputs, alpha=alpha)
-    ce = F.cross_entropy(out.logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=PAD_ID)
+    ce = F.cross_entropy(out.logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=NO_TARGET)
     if out.idea_logits is None:
         return ce, {"token_ce": ce.detach()}
     positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
-    bce = idea_bce_sparse(out.idea_logits, positives, batch.targets != PAD_ID, settings.pos_weight, settings.idea_loss_reduction)
+    bce = idea_bce_sparse(out.idea_logits, positives, batch.targets != NO_TARGET, settings.pos_weight,
+                          settings.idea_loss_reduction)
     return ce + settings.idea_weight * bce, {"token_ce": ce.detach(), "idea_bce": bce.detach()}
 
 
 @dataclass(frozen=True)
 class LoraRun:
-    """What one LoRA run is: the training recipe, the idea head's settings, the adapters, the data, the frozen
-    backbone and its precision. ``gated``: the idea head and its gate are on (else the LoRA baseline, or with
-    ``output_adapter`` its capacity control)."""
+    """What one LoRA run is: recipe, idea settings, adapters, data, frozen backbone and precision; ``gated`` (else
+    the LoRA baseline, or with ``output_adapter`` its capacity control)."""
 
     train: TrainConfig
     idea: IdeaSettings
@@ -325,7 +295,7 @@ def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: s
 
 
 def build_lora_model(run: LoraRun) -> LoraIdeaModel:
-    """The frozen backbone of ``run`` (on the default device, in its precision) wrapped with LoRA and, if ``run.gated``, the idea head."""
+    """The frozen backbone of ``run`` (default device, its precision) with LoRA and, if ``run.gated``, the idea head."""
     idea = run.idea
     config = LoraIdeaConfig(idea_head=run.gated, gate_variant=idea.gate_variant, alpha=idea.alpha if run.gated else 0.0,
                             beta=idea.beta, eps=idea.eps, n_positions=run.block_size,
@@ -336,7 +306,7 @@ def build_lora_model(run: LoraRun) -> LoraIdeaModel:
 
 
 def lora_step_loss(model: LoraIdeaModel, batch, step: int, run: LoraRun) -> tuple[torch.Tensor, dict]:
-    """``loss_fn(model, batch, step)`` of the loop (with ``run`` bound): :func:`lora_loss` at the gate strength of ``step``."""
+    """The loop's ``loss_fn`` (with ``run`` bound): :func:`lora_loss` at the gate strength of ``step``."""
     return lora_loss(model, batch, run.idea, run.alpha_at(step))
 
 
@@ -346,11 +316,8 @@ def lora_validation(model: LoraIdeaModel, blocks: TokenBlocks, step: int, run: L
 
 
 class LoraExperiment(runs.Experiment):
-    """One LoRA run (``spec.config``: a :class:`LoraRun`) on FineWeb-Edu: only the adapters and the idea head train.
-
-    Metrics: :class:`~semlm.idea.records.LoraRunMetrics`. On a CPU the runs train side by side in one-thread
-    processes, but in this process at ``smoke`` scale, where starting processes costs more than the runs.
-    """
+    """One LoRA run (``spec.config``: a :class:`LoraRun`) on FineWeb-Edu: only the adapters and the idea head train
+    (in this process at ``smoke`` scale, where starting processes costs more than the runs)."""
 
     name = "lora"
     metrics_type = LoraRunMetrics
@@ -378,8 +345,7 @@ class LoraExperiment(runs.Experiment):
                         loss_fn=partial(lora_step_loss, run=run), validate=partial(lora_validation, run=run))
 
     def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> LoraRunMetrics:
-        """Validation perplexity (at the configured gate strength, and with the gate off), trainable and frozen
-        parameter counts."""
+        """Validation perplexity (gate on and off) and the trainable and frozen parameter counts."""
         counts, val = model.trainable_parameter_counts(), data.validation
         return LoraRunMetrics(val_ppl=perplexity(model, val, batch_size=32),
                               val_ppl_ungated=perplexity(model, val, alpha=0.0, batch_size=32)
@@ -396,8 +362,7 @@ LORA = LoraExperiment()
 
 
 def lora_runs(profile: LoraProfile, backbone: BackboneCheckpoint) -> list[RunSpec]:
-    """Chapter 8's runs: the LoRA baseline and LoRA + idea gate on ``backbone``, in each of the profile's
-    quantisations (in that order)."""
+    """Chapter 8's runs: the LoRA baseline and LoRA + idea gate on ``backbone``, per quantisation of the profile."""
     return [lora_run(profile, backbone, q, idea) for q in profile.quantizations for idea in (False, True)]
 
 
@@ -461,11 +426,8 @@ def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, q
 
 def measure_memory(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str,
                    idea: bool = True) -> dict:
-    """Peak memory of a few training steps of the model in ``quantization``.
-
-    CPU: in a forked child (so earlier allocations of this process do not count), the peak RSS
-    above the child's RSS at the start. CUDA: ``torch.cuda.max_memory_allocated`` in this process.
-    """
+    """Peak memory of a few training steps in ``quantization``: on CUDA ``max_memory_allocated``, on a CPU the
+    peak RSS of a forked child above its RSS at the start (earlier allocations do not count)."""
     args = (profile, backbone, data, check_quantization(quantization), idea)
     if lora_device().type == "cuda":
         return _probe(*args)
@@ -476,7 +438,7 @@ def measure_memory(profile: LoraProfile, backbone: BackboneCheckpoint, data: Lor
         raise RuntimeError(f"memory probe ({quantization}) failed: {type(error).__name__}: {error}") from error
 
 
-def nf4_cpu_kernel(cpu_inference_repacking: bool = False) -> str:
+def nf4_cpu_kernel() -> str:
     """How bitsandbytes computes NF4 layers on this CPU as ``load_backbone`` sets them up."""
     try:
         from bitsandbytes.functional import has_avx512bf16
@@ -484,18 +446,13 @@ def nf4_cpu_kernel(cpu_inference_repacking: bool = False) -> str:
         return "unknown"
     if not has_avx512bf16():
         return "dequantise to float32, then a float32 matmul (no AVX512-BF16 on this CPU)"
-    if cpu_inference_repacking:
-        return "fused 4-bit x bf16 kernel in no-grad evaluation (AVX512-BF16); training steps dequantise to float32"
     return ("dequantise to float32, then a float32 matmul, in training and evaluation; the fused AVX512-BF16 "
             "inference kernel this CPU supports is switched off because it has no backward")
 
 
 def paper_scale_parameter_counts(lora: LoraSettings | None = None) -> dict:
-    """Trainable and frozen parameters of the baseline and gated wrappers around Mistral-7B's architecture.
-
-    ``MistralConfig()``'s defaults are Mistral-7B-v0.1's shape (32 layers, d = 4096, 32 heads, 8 KV heads,
-    V = 32,000). The models are built on the ``meta`` device: no weights, no memory, no download.
-    """
+    """Trainable and frozen parameters of the wrappers around Mistral-7B-v0.1's shape (``MistralConfig()``'s
+    defaults), built on the ``meta`` device: no weights, no memory, no download."""
     from transformers import AutoModelForCausalLM, MistralConfig
 
     counts = {}

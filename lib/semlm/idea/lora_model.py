@@ -1,35 +1,18 @@
 """An idea head and gate on any frozen causal LM, trained through LoRA (paper B, Sections 3 and 4.2).
 
-Paper B's second setting keeps a pretrained Mistral-7B frozen (in 4-bit NF4), adds rank-8 LoRA
-adapters to the attention's query and value projections, and puts the Idea Head on the
-backbone's last hidden state:
+Paper B's second setting keeps a pretrained Mistral-7B frozen (in 4-bit NF4), adds rank-8 LoRA adapters to
+the attention's query and value projections, and puts the Idea Head on the backbone's last hidden state:
 
-    h_t                      last hidden state = the input of the (frozen) token head
-    z_token = W_lm h_t       the backbone's own logits
-    z_idea  = W_2 ReLU(W_1 h_t)            Idea Head, d -> d -> V (the only new dense weights)
+    z_token = W_lm h_t                                  the backbone's own (frozen) logits
+    z_idea  = W_2 ReLU(W_1 h_t)                         Idea Head, d -> d -> V
     z_final = z_token + G(log(sigmoid(z_idea) + eps))   gate G of ``semlm.idea.model.idea_gate``
 
-Only the LoRA matrices and the Idea Head train; everything else, the token head included, is
-frozen, so a better perplexity must come from better hidden states and from the gate.
-
-:class:`LoraIdeaModel` wraps any ``transformers`` ``AutoModelForCausalLM``. The gate is applied by
-a forward hook on the backbone's output embedding (``get_output_embeddings()``): that module's
-input *is* the last hidden state and its output the token logits, for every architecture, so the
-same code gates training, evaluation and ``generate()`` (with or without a KV cache) without a
-second forward pass. With ``idea_head=False`` the wrapper is the plain LoRA baseline.
-
-The capacity control (``output_adapter=True``, no idea head) is the baseline with a trainable output
-adapter of exactly the idea head's shape, ``z = z_token + W_2 ReLU(W_1 h_t)`` (d -> d -> V), trained on
-the token loss alone. ``W_2`` and its bias start at zero, so the control starts as the baseline. It
-separates what the idea objective and gate add from what any vocabulary-sized trainable layer on a
-frozen token head adds.
-
-Quantisation (``quantization="nf4"``) goes through bitsandbytes' ``BitsAndBytesConfig``: on CUDA
-the authors' form (NF4, double quantisation, bf16 compute); on CPU NF4 without double
-quantisation and float32 compute, with the model placed with ``.to("cpu")``. The wrapper exposes
-``idea_head``, ``config.{alpha, beta, gate_variant, eps, n_positions}``, ``device`` and
-``forward(input_ids, alpha=...) -> logits / token_logits / idea_logits``, i.e. the interface of
-``IdeaGPTForCausalLM`` that ``semlm.idea.gate.xray`` and the chapter helpers use.
+:class:`LoraIdeaModel` wraps any ``AutoModelForCausalLM``; a forward hook on its output embedding (whose
+input *is* the last hidden state) applies the gate in training, evaluation and ``generate()`` alike. The
+capacity control (``output_adapter=True``) is the baseline plus a zero-initialised trainable adapter of the
+idea head's shape, trained on the token loss alone. ``quantization="nf4"``: bitsandbytes NF4 (on CUDA with
+double quantisation and bf16 compute, on CPU float32 compute). The wrapper has the interface of
+``IdeaGPTForCausalLM`` that ``semlm.idea.gate.xray`` and the chapters use.
 """
 
 from __future__ import annotations
@@ -45,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from semlm.idea.profiles import LoraSettings  # noqa: F401  (the peft settings are a torch-free profile; re-exported)
-from semlm.idea.model import IdeaGPTOutput, check_gate_variant, idea_gate
+from semlm.idea.model import IdeaGPTOutput, check_gate_variant, idea_gate, quiet_transformers
 
 QUANTIZATIONS: tuple[str, ...] = ("none", "nf4")
 
@@ -114,11 +97,8 @@ def check_quantization(quantization: str) -> str:
 
 
 def quantization_config(quantization: str, device: str | torch.device = "cpu"):
-    """``BitsAndBytesConfig`` for ``quantization`` on ``device`` (None for full precision).
-
-    CUDA: NF4 with double quantisation and bf16 compute (the authors' setting). CPU: NF4 without
-    double quantisation, float32 compute (what the pinned bitsandbytes supports there).
-    """
+    """``BitsAndBytesConfig`` for ``quantization`` on ``device`` (None for full precision): on CUDA the authors' NF4
+    with double quantisation and bf16 compute, on CPU NF4 with float32 compute."""
     if check_quantization(quantization) == "none":
         return None
     from transformers import BitsAndBytesConfig
@@ -128,27 +108,15 @@ def quantization_config(quantization: str, device: str | torch.device = "cpu"):
                               bnb_4bit_compute_dtype=torch.bfloat16 if cuda else torch.float32)
 
 
-def load_backbone(name_or_path: str | Path, quantization: str = "none", device: str | torch.device | None = None,
-                  cpu_inference_repacking: bool = False):
-    """``AutoModelForCausalLM.from_pretrained`` in full precision or 4-bit NF4, every weight frozen.
-
-    On CPUs with AVX512-BF16 the pinned bitsandbytes repacks a 4-bit layer's weight, in place, the
-    first time it runs without gradients in eval mode (for a fused bf16 inference kernel). Every
-    later forward, training included, then takes that kernel, which has no backward: gradients
-    through the frozen 4-bit layers are dropped with only a warning, so LoRA adapters below them
-    stop learning after the first validation pass. ``cpu_inference_repacking=False`` (default)
-    keeps every 4-bit layer on the dequantise-and-matmul path, in training and evaluation alike.
-    """
+def load_backbone(name_or_path: str | Path, quantization: str = "none", device: str | torch.device | None = None):
+    """``AutoModelForCausalLM.from_pretrained`` in full precision or 4-bit NF4, every weight frozen. On a CPU the 4-bit
+    layers keep dequantise-and-matmul: bitsandbytes' AVX512-BF16 inference kernel has no backward, and LoRA
+    adapters below it would silently stop learning after the first validation pass."""
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     config = quantization_config(quantization, device)
-    verbosity = logging.get_verbosity()
-    logging.set_verbosity_error()
-    bars = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    try:
+    with quiet_transformers():
         if config is None:
             model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch.float32).to(device)
         elif device.type == "cuda":
@@ -156,11 +124,7 @@ def load_backbone(name_or_path: str | Path, quantization: str = "none", device: 
                                                          device_map={"": device.index or 0})
         else:
             model = AutoModelForCausalLM.from_pretrained(str(name_or_path), quantization_config=config).to("cpu")
-    finally:
-        logging.set_verbosity(verbosity)
-        if bars:
-            logging.enable_progress_bar()
-    if config is not None and device.type == "cpu" and not cpu_inference_repacking:
+    if config is not None and device.type == "cpu":
         for module in model.modules():
             if hasattr(module, "support_avx512bf16_for_cpu"):
                 module.support_avx512bf16_for_cpu = False

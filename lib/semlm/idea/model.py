@@ -19,22 +19,16 @@ the WikiText GPT's ``model.py`` and the Mistral/LoRA script), selected by name:
 
 At alpha = 0 both gates are exactly zero and the gated logits equal the token head's.
 
-``IdeaGPTForCausalLM`` is a ``PreTrainedModel`` with ``GenerationMixin``: ``save_pretrained`` /
-``from_pretrained`` / ``generate()`` work, and the gate then acts inside ``generate()`` through the
-model's own forward (``config.alpha``).
-
-KV cache: ``generate()`` keeps the keys and values of past positions in a transformers
-``DynamicCache`` and feeds only the new token each step, so a step costs one position of the
-network instead of the whole prefix. The gate is a function of the last hidden state only, so it
-is the same with and without the cache. The position embeddings are learned for ``n_positions``
-slots; once a sequence is longer than that, the model re-reads the last ``n_positions`` tokens
-each step without the cache (nanoGPT's crop), exactly as the uncached path does, so cached and
-uncached decoding agree token for token at every length.
+``IdeaGPTForCausalLM`` is a ``PreTrainedModel`` with ``GenerationMixin`` (``save_pretrained``,
+``from_pretrained``, ``generate()`` with the gate at ``config.alpha``). ``generate()`` keeps a KV cache
+(``DynamicCache``); past ``n_positions`` tokens the model re-reads the last ``n_positions`` without it
+(nanoGPT's crop), so cached and uncached decoding agree token for token at every length.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -382,14 +376,9 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
                 past_key_values: Cache | None = None, use_cache: bool | None = None,
                 position_ids: torch.Tensor | None = None, return_dict: bool | None = None,
                 **kwargs) -> IdeaGPTOutput:
-        """Gated and ungated logits plus idea logits. ``alpha`` overrides ``config.alpha`` (training ramps it).
-
-        ``labels`` (optional, -100 = ignore) are the input ids as in transformers' causal LMs: the
-        loss is the cross-entropy of the gated logits at t against labels at t + 1.
-        ``use_cache=True`` (or a ``past_key_values`` cache) makes the forward read and extend a
-        ``DynamicCache``; ``input_ids`` are then only the tokens not yet in the cache, and
-        ``attention_mask`` covers cached and new tokens. Training never builds a cache.
-        """
+        """Gated and ungated logits plus idea logits; ``alpha`` overrides ``config.alpha``. ``labels`` (-100 =
+        ignore) as in transformers' causal LMs. With a cache, ``input_ids`` are only the tokens not yet in it and
+        ``attention_mask`` covers cached and new tokens."""
         use_cache = past_key_values is not None if use_cache is None else use_cache
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
@@ -411,15 +400,9 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, past_key_values: Cache | None = None,
                                       attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
                                       **kwargs) -> dict:
-        """The tokens ``forward`` has not seen yet, with the cache and the full attention mask.
-
-        With a cache (``generate(use_cache=True)``, the default) only the tokens after the cached
-        ones are fed. Without one, or once the sequence no longer fits ``n_positions``, the model
-        reads the last ``n_positions`` tokens afresh (nanoGPT's crop) and leaves the cache alone,
-        so both paths compute the same logits. What transformers passes to locate the new tokens
-        (``cache_position`` in 4.x, ``next_sequence_length`` in 5.x) is not needed: the cache's own
-        length says it. ``generate(..., alpha=a)`` reaches ``forward`` (``alpha=0.0``: decoded with the gate off).
-        """
+        """The tokens ``forward`` has not seen yet, with the cache and the full attention mask; without a cache, or
+        past ``n_positions``, the last ``n_positions`` tokens afresh (nanoGPT's crop). The cache's own length
+        locates the new tokens; ``generate(..., alpha=a)`` reaches ``forward``."""
         window = self.config.n_positions
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
@@ -435,6 +418,22 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
         if kwargs.get("alpha") is not None:
             inputs["alpha"] = kwargs["alpha"]
         return inputs
+
+
+@contextmanager
+def quiet_transformers():
+    """No progress bars or info lines from transformers while saving / loading / generating."""
+    from transformers.utils import logging
+
+    was, verbosity = logging.is_progress_bar_enabled(), logging.get_verbosity()
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if was:
+            logging.enable_progress_bar()
 
 
 def parameter_count(model: nn.Module) -> int:

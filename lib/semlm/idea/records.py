@@ -1,9 +1,5 @@
-"""Paper B's typed records: what one run measures (``RunRecord.metrics`` of the paper-B experiments) and the
-records of chapters 6-9 (:class:`IdeaGatingRecord`, :class:`XrayRecord`, :class:`LoraRecord`,
-:class:`TopicDriftRecord`).
-
-The JSON shape is the one the metrics files have always had; torch-free, like :mod:`semlm.core.records`.
-"""
+"""Paper B's typed, torch-free records: what one run measures (``RunRecord.metrics``) and the records of
+chapters 6-9, in the JSON shape the metrics files have always had."""
 
 from __future__ import annotations
 
@@ -22,8 +18,8 @@ class XrayRecord(ChapterRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class IdeaRunMetrics(Record):
-    """One GPT run of chapters 6 and 7 (``IdeaExperiment``): validation perplexity with the gate
-    (``val_ppl``) and without it (``val_ppl_ungated``; None for a plain GPT), training tokens."""
+    """One GPT run of chapters 6, 7 and 9: validation perplexity with the gate (``val_ppl``) and without it
+    (``val_ppl_ungated``; None for a plain GPT), training tokens (chapter 6's and 7's)."""
 
     val_ppl: float | None = None
     val_ppl_ungated: float | None = None
@@ -50,10 +46,6 @@ class BackboneRunMetrics(Record):
     n_parameters: int | None = None
     mistral_config: dict | None = None
     dataset: str | None = None
-
-
-#: One GPT of chapter 9 measures what one of chapter 6 does (its ``train_tokens`` stay unwritten).
-TopicRunMetrics = IdeaRunMetrics
 
 
 # -- chapter 6: idea gating on WikiText --
@@ -107,11 +99,8 @@ class SeedPaired(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class IdeaOverSeeds(Record):
-    """Chapter 6's plain and gated GPT trained with several seeds (the profile's idea-loss form), each pair
-    scored with the authors' protocol and the book's. ``domains[metric][domain]``: per-seed means over the samples
-    of that domain (``"all"``: the mean of the domains' means), paired by seed. Metrics: ``book_stickiness`` (the
-    book's five WikiText domains and protocol; what ``B-stickiness`` decides on), ``stickiness`` (the authors'
-    word count on the continuation only), ``authors_stickiness`` (their count, prompt included), ``distinct_2``."""
+    """Chapter 6's plain and gated GPT over training seeds: ``domains[metric][domain]`` (labels in :data:`LABELS`)
+    holds per-seed means over the samples, paired by seed (``"all"``: the mean of the domains' means)."""
 
     seeds: list[int] | None = None
     gated_run: str | None = None
@@ -175,9 +164,8 @@ class IdeaGatingRecord(ChapterRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class LoraCapacityControl(Record):
-    """The LoRA baseline, LoRA + idea gate and the capacity control (LoRA + an output adapter as large as the
-    idea head, no idea objective) over training seeds, in one quantisation: validation PPL paired by seed.
-    ``competence``: the baseline's validation PPL over the interpolated bigram's on the same tokens."""
+    """The LoRA baseline, LoRA + idea gate and the capacity control (an output adapter as large as the idea head)
+    over training seeds in one quantisation, validation PPL paired by seed, and the models' competence."""
 
     seeds: list[int] | None = None
     quantization: str | None = None
@@ -222,13 +210,9 @@ class LoraRecord(ChapterRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class TopicModelSummary(Record):
-    """One model's (or the per-seed difference gated - plain's) metrics over seeds at one budget.
-
-    ``switch_rate``: topic changes per transition between single-topic sentences; ``excess_drift``:
-    ``switch_rate`` minus the data's ``switch_prob`` (below 0: drifting less than the data, a
-    miscalibration); ``mix_rate``: share of topical sentences mixing topics; ``drift_rate`` repeats
-    ``switch_rate`` (the name older files use); ``ppl_change``: per-seed gated / plain - 1 (paired only).
-    """
+    """One model's (or the per-seed difference gated - plain's) metrics over seeds at one budget
+    (:mod:`semlm.idea.topic_experiment`); ``drift_rate`` repeats ``switch_rate`` (the name older files use),
+    ``ppl_change`` is the per-seed gated / plain - 1 (paired only)."""
 
     switch_rate: Interval | None = None
     excess_drift: Interval | None = None
@@ -259,15 +243,8 @@ class TopicBudget(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class TopicDecision(Record):
-    """What decides ``B-topic-drift`` (:func:`semlm.idea.topic_decision.decide`), over the comparable seeds.
-
-    Excess drift (switch rate minus the data's measured rate, ``data_rate``) of the gated model at the largest
-    budget (``gated``), of the plain model interpolated to the gated model's validation PPL
-    (``plain_at_matched_ppl``; ``matched_ppl`` per seed), of that plain model sampled at the gated model's
-    next-token entropy (``sharpened_plain``; ``temperature``) and of the gated model at alpha 0 (``gate_off``);
-    the paired differences ``gated_minus_plain`` and ``gated_minus_sharpened``; the mix rates of the two models
-    at the deciding point (competence); the seeds used and those without a bracketing checkpoint.
-    """
+    """What decides ``B-topic-drift`` (:func:`semlm.idea.topic_decision.decide`) over the comparable seeds: the
+    excess drift of each arm (:data:`ARMS`), the paired differences, and the two models' mix rates."""
 
     seeds: list[int] | None = None
     not_comparable: list[int] | None = None

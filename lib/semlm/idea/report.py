@@ -1,8 +1,6 @@
-"""What chapters 6 and 8 show of paper B's WikiText GPTs and LoRA runs: tables, the numbers their prose
-cites, and the chapter records (:class:`~semlm.idea.records.IdeaGatingRecord`,
-:class:`~semlm.idea.records.LoraRecord`). Everything here arranges numbers the chapters computed, except
-:meth:`Perplexity.measure` and :func:`lora_capacity`, which also count the bigram reference.
-"""
+"""What chapters 6 and 8 show of paper B's WikiText GPTs and LoRA runs: tables, the numbers their prose cites,
+and the chapter records. Everything here arranges numbers the chapters computed, except :meth:`Perplexity.measure`
+and :func:`lora_capacity`, which also count the bigram reference."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ BOOK_METRICS = ("stickiness", "unique_density", "distinct_2", "repetition")
 
 
 def differences_frame(profile, reference=None) -> pd.DataFrame:
-    """Every setting in which ``profile`` differs from the authors' run (:func:`profile_differences`), as a
-    table indexed by setting, or one row saying there is none."""
+    """:func:`profile_differences` as a table indexed by setting, or one row saying there is none."""
     args = (profile,) if reference is None else (profile, reference)
     differences = pd.DataFrame(profile_differences(*args), columns=["setting", "this run", "authors' run"])
     if len(differences):
@@ -80,8 +77,7 @@ def tokens_per_step(config) -> int:
 
 @dataclass(frozen=True)
 class Training:
-    """Chapter 6's models at the profile's seed (``trained``), the plain and the chosen gated one (``runs``), and
-    every model the chapter trains over all seeds (``records``)."""
+    """Chapter 6's models at the profile's seed (``trained``; ``runs``: the plain and chosen gated), and over seeds."""
 
     trained: dict[str, RunRecord]
     runs: dict[str, RunRecord]
@@ -112,8 +108,7 @@ class Training:
 
 @dataclass(frozen=True)
 class LossForms:
-    """The gated GPT trained with each idea-loss form (``forms``, the ``gated*`` runs of ``runs``: the trained
-    models by run name) beside the plain GPT, and the form the chapter goes on with (``chosen``)."""
+    """The gated GPT trained with each idea-loss form beside the plain GPT, and the form chosen (``chosen``)."""
 
     runs: dict[str, RunRecord]
     chosen: str
@@ -157,8 +152,7 @@ class LossForms:
 
 @dataclass(frozen=True)
 class Perplexity:
-    """Validation and test perplexity of the plain and gated model (gate on and off) with the count-model
-    references (``frame``), and the competence check (:func:`competence`, ``check``)."""
+    """Perplexities of both models with the count-model references (``frame``), and :func:`competence` (``check``)."""
 
     frame: pd.DataFrame
     check: dict
@@ -166,8 +160,7 @@ class Perplexity:
     @classmethod
     def measure(cls, models: dict, runs: dict[str, RunRecord], data: IdeaData, config, test,
                 by_seed: dict[int, dict[str, RunRecord]] | None = None) -> "Perplexity":
-        """Scores the models on ``test``, counts the references on the training tokens, and checks the two
-        models against the bigram, with every model of the seed comparison (``by_seed``) when given."""
+        """Scores the models on ``test`` and checks them, and every model of ``by_seed``, against the bigram."""
         gated = runs["gated"].metrics
         ppl = pd.DataFrame({
             "validation": {"baseline": runs["baseline"].metrics.val_ppl, "gated": gated.val_ppl,
@@ -188,8 +181,7 @@ class Perplexity:
         return self.frame.style.format("{:.2f}", na_rep="-")
 
     def glue(self) -> dict:
-        """``val_baseline``, ``val_gated``, ``val_gated_ungated``, the competence ratio, the bigram's
-        perplexity, the worst ratio and the verdict."""
+        """The validation perplexities, the competence ratio, the bigram's perplexity, the worst ratio, the verdict."""
         numbers = {f"val_{name.split()[0]}{'_ungated' if 'ungated' in name else ''}": self.frame.loc[name, "validation"]
                    for name in self.frame.index}
         verdict = ("pass: the generation claims are judged on these models" if self.check["passes"] else
@@ -219,8 +211,7 @@ def authors_table(numbers: dict) -> pd.DataFrame:
 
 
 def runs_by_seed(records: Sequence[RunRecord], profile: IdeaProfile) -> dict[int, dict[str, RunRecord]]:
-    """``{seed: {"baseline": record, "gated": record}}`` of the seed comparison (the gated model in the profile's
-    loss form), from the records of :func:`idea_gating_runs`."""
+    """``{seed: {"baseline": record, "gated": record}}`` of the seed comparison, from :func:`idea_gating_runs`."""
     gated = profile_form_run(profile)
     out: dict[int, dict[str, RunRecord]] = {}
     for record in records:
@@ -237,12 +228,8 @@ def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
                     scores: dict[int, dict[str, dict[str, DomainScores]]], config,
                     temperatures: dict[int, float] | None = None,
                     book: dict[int, dict[str, dict[str, DomainScores]]] | None = None) -> IdeaOverSeeds:
-    """Chapter 6 over training seeds: validation PPL and, per metric of :data:`SEED_METRICS` and domain of the
-    authors' protocol, each seed's mean over the samples, paired by seed; ``"all"`` is each seed's mean of the
-    domains' means (every domain weighs the same). ``config``: the profile (it names the gated run). Where the
-    scores hold the sharpening control (model ``"sharpened"``), it is the pairs' ``control`` and its
-    ``temperatures`` are kept. ``book`` (:func:`semlm.idea.wikitext_experiment.protocols_over_seeds`): the
-    book's domains scored the same way, as the metric ``book_stickiness`` (the one ``B-stickiness`` decides on)."""
+    """Chapter 6 over seeds: validation PPL and each seed's mean per metric and domain, paired by seed (the sharpening
+    control, where scored, as ``control``); ``book``: the book's domains, as ``book_stickiness``."""
     seeds = list(by_seed)
 
     def paired(source, metric: str) -> dict[str, SeedPaired]:
@@ -351,8 +338,7 @@ def backbone_summary(backbone) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class LoraRuns:
-    """The baseline and gated LoRA runs of the profile's seed by ``(quantization, gated)`` (no control, no other
-    seed)."""
+    """The baseline and gated LoRA runs of one seed by ``(quantization, gated)`` (no capacity control)."""
 
     runs: dict[tuple[str, bool], RunRecord]
 
@@ -408,11 +394,8 @@ CONTROL_MODELS = ("baseline", "gated", "control")
 
 
 def lora_capacity(records: Sequence[RunRecord], quantization: str, data, vocab_size: int) -> LoraCapacityControl:
-    """Baseline, gated model and capacity control over seeds in ``quantization`` (validation PPL paired by seed),
-    their trainable parameters by group, and the competence note: every model against the interpolated bigram
-    (chapter 6's :func:`competence`) counted on ``data``'s FineWeb-Edu training blocks
-    (:class:`~semlm.idea.lora_experiment.LoraData`) and scored on the validation tokens the LoRA perplexities
-    score (every next-token pair of the validation blocks)."""
+    """Baseline, gated model and capacity control over seeds in ``quantization``, their trainable parameters, and
+    every model against the bigram of ``data``'s training blocks (:func:`competence`) on the same tokens."""
     L, rows = data.train.block_size, data.validation.input_ids
     valid = torch.cat([rows[:, :L].flatten(), rows[-1, L:L + 1]])
     reference = ngram_reference(data.train.input_ids[:, :L].flatten(), valid, vocab_size)

@@ -1,10 +1,8 @@
 """The sharpening control of paper B's claims: a plain model sampled at the temperature that gives it the gated
 model's mean next-token entropy, measured teacher-forced on held-out text.
 
-Lowering the entropy of the next-token distribution (a lower temperature) keeps a generation closer to what
-it has just read, so it also lowers topic drift and raises domain stickiness. A gate that beats the plain model
-has shown something only if it also beats the plain model sharpened to the same entropy: chapter 9's
-``B-topic-drift`` and chapter 6's ``B-stickiness`` read that control.
+A lower entropy alone lowers topic drift and raises stickiness, so a gate has shown something only if it also
+beats the plain model sharpened to its entropy (chapter 9's ``B-topic-drift``, chapter 6's ``B-stickiness``).
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import math
 
 import torch
 
-from semlm.idea.targets import PAD_ID
+from semlm.core.metrics import NO_TARGET
 
 
 @torch.no_grad()
@@ -30,7 +28,7 @@ def next_token_logits(model, blocks, alpha: float | None = None, max_blocks: int
         if max_blocks is not None:
             inputs, targets = inputs[:max_blocks - seen], targets[:max_blocks - seen]
         logits = model(inputs, **kwargs).logits.float()
-        out.append(logits[targets != PAD_ID].cpu())
+        out.append(logits[targets != NO_TARGET].cpu())
         seen += len(inputs)
         if max_blocks is not None and seen >= max_blocks:
             break

@@ -48,16 +48,6 @@ def xray_table(xrays: dict, top: int = 6) -> pd.DataFrame:
                          for d, x in xrays.items()]).set_index("domain")
 
 
-def xray_summary(xrays: dict) -> dict:
-    """The X-ray tokens and their change in log-probability, per prompt (for the record)."""
-    return {x["prompt"].strip(): {"boosted": [r["token"] for r in x["boosted"]],
-                                  "suppressed": [r["token"] for r in x["suppressed"]],
-                                  "ideas": [r["token"] for r in x["ideas"]],
-                                  "boosted_delta": [r["delta_logprob"] for r in x["boosted"]],
-                                  "suppressed_delta": [r["delta_logprob"] for r in x["suppressed"]]}
-            for x in xrays.values()}
-
-
 # --- sweeps --------------------------------------------------------------------------------------
 
 
@@ -117,9 +107,8 @@ def greedy_repetition(model, tokenizer, prompts: Sequence[str], new_tokens: int,
 
 @dataclass(frozen=True)
 class Loops:
-    """Repetition under greedy decoding with the gate applied by :class:`IdeaGateLogitsProcessor` at each
-    alpha, with and without :class:`ConcentrationDecay`: ``frame`` (mean, interval, share of looping
-    continuations), the ``samples`` by ``(alpha, decoder)`` and the plain GPT's repetition (``baseline``)."""
+    """Repetition under greedy decoding, the gate (:class:`IdeaGateLogitsProcessor`) at each alpha with and without
+    :class:`ConcentrationDecay`, with the ``samples`` and the plain GPT's repetition (``baseline``)."""
 
     frame: pd.DataFrame
     samples: dict
@@ -182,11 +171,17 @@ class Loops:
 
 def xray_record(dataset: str, profile: IdeaProfile, xrays: dict, sweeps: dict[str, pd.DataFrame], small_baseline: dict,
                 loops: Loops) -> XrayRecord:
-    """Chapter 7's record: X-rays, the three sweeps (``sweeps``: alpha, beta, k tables) and the loops."""
+    """Chapter 7's record: the X-ray tokens and their change in log-probability per prompt, the three sweeps
+    (``sweeps``: alpha, beta, k tables) and the loops."""
     records = {name: frame.to_dict(orient="records") for name, frame in sweeps.items()}
     return XrayRecord(extra={
         "dataset": dataset,
-        "xray": xray_summary(xrays),
+        "xray": {x["prompt"].strip(): {"boosted": [r["token"] for r in x["boosted"]],
+                                       "suppressed": [r["token"] for r in x["suppressed"]],
+                                       "ideas": [r["token"] for r in x["ideas"]],
+                                       "boosted_delta": [r["delta_logprob"] for r in x["boosted"]],
+                                       "suppressed_delta": [r["delta_logprob"] for r in x["suppressed"]]}
+                 for x in xrays.values()},
         "sweeps": {**records, "small_baseline": small_baseline,
                    "alpha_note": "inference only; model trained with alpha -> 0.5",
                    "train_tokens": profile.sweep_train_tokens, "steps": profile.sweep_steps},

@@ -1,29 +1,17 @@
 """Idea-head targets and loss (paper B, Section 3: the bag-of-words objective).
 
-For position t the idea head predicts *which* tokens occur among the next K tokens
-(not their order): the target is the multi-hot vector
+For position t the idea head predicts *which* tokens occur among the next K tokens (not their order):
 
     y_idea[t, v] = 1  if v in {x_{t+1}, ..., x_{t+K}}                         (bag of the window)
 
-built from the ``future`` ids of a block, ``future[:, j] = x_{j+1}``, which may run past the
-block by up to K - 1 tokens (as in the authors' data pipeline) and is padded with
-``PAD_ID = -1`` where the text ends. Everything is one ``unfold`` + ``scatter`` on the batch:
-no Python loop over positions.
+built from a block's ``future`` ids, ``future[:, j] = x_{j+1}``, which may run up to K - 1 tokens past the
+block (as in the authors' pipeline) and hold ``NO_TARGET`` where the text ends; one ``unfold`` + ``scatter``.
 
-Stopword masking (the authors' v1 ``train.py``, github.com/DarshanFofadiya/idea-gated-transformers):
-the targets keep the true bag, and the per-vocabulary BCE is multiplied by a vocabulary mask
-``m`` that is 0 at a fixed list of frequent tokens (" the", ",", "." ...), so the idea BCE sends
-those columns no gradient: the head is neither trained to predict them nor trained to believe they
-never occur. They are not frozen, though: the gate adds alpha * log p(idea) to the token logits,
-so the token cross-entropy still sends gradient into every idea column that is not clamped at the
-floor, stopwords included. :func:`vocabulary_mask` builds ``m``; ids come from an explicit list (the authors list 18
-strings) or from the N most frequent training tokens (:func:`top_frequent_ids`; the paper says
-"top-N").
-
-The loss is BCE with logits, optionally with ``pos_weight`` on the rare positives, masked by ``m``
-and either summed over the unmasked vocabulary and averaged over positions (authors' v1, weight
-0.01) or averaged over both (v2, weight 0.1; the vocabulary mean divides by the number of
-unmasked columns, ``sum(m)``).
+Stopwords (the authors' v1 ``train.py``): the targets keep the true bag, and the per-vocabulary BCE is
+multiplied by a mask ``m`` (:func:`vocabulary_mask`) that is 0 at a fixed list of frequent tokens, so the idea
+BCE sends those columns no gradient (the gate's token CE still does). The loss is BCE with logits, optionally
+with ``pos_weight`` on the positives, summed over the unmasked vocabulary and averaged over positions (v1,
+weight 0.01) or averaged over both (v2, weight 0.1).
 """
 
 from __future__ import annotations
@@ -34,9 +22,9 @@ from typing import Iterable, Sequence
 import torch
 import torch.nn.functional as F
 
+from semlm.core.metrics import NO_TARGET
 from semlm.idea.model import _check_gate_arguments, _drops_eps, _gate_floor, idea_gate
 
-PAD_ID = -1
 REDUCTIONS: tuple[str, ...] = ("sum_vocab", "mean")
 
 
@@ -70,13 +58,8 @@ def vocabulary_mask(vocab_size: int, stopword_ids: Sequence[int] | torch.Tensor 
 
 
 def idea_targets(future: torch.Tensor, window: int, vocab_size: int, length: int | None = None) -> torch.Tensor:
-    """Multi-hot bags ``[B, L, V]`` of the next ``window`` tokens for each of ``length`` positions.
-
-    ``future``: [B, T] ids with ``future[:, j]`` the (j+1)-th next token of position 0, i.e. the
-    next-token targets continued past the block; ``PAD_ID`` marks "no token". ``length``
-    defaults to ``T - window + 1`` (every position sees a full window); positions near the end
-    of ``future`` get truncated windows. Stopwords stay in the bag (the loss masks their columns).
-    """
+    """Multi-hot bags ``[B, L, V]`` of the next ``window`` tokens of each of ``length`` positions (default
+    ``T - window + 1``: every window full) from ``future`` [B, T]; later positions get truncated windows."""
     if window < 1:
         raise ValueError(f"window K must be >= 1, got {window}")
     if future.dim() != 2:
@@ -85,12 +68,12 @@ def idea_targets(future: torch.Tensor, window: int, vocab_size: int, length: int
     length = T - window + 1 if length is None else length
     if not 1 <= length <= T:
         raise ValueError(f"length must be in 1..{T} for future of length {T}, got {length}")
-    if future.numel() and (future.max() >= vocab_size or future.min() < PAD_ID):
-        raise ValueError(f"future ids must be in [0, {vocab_size}) or {PAD_ID} (padding)")
+    if future.numel() and (future.max() >= vocab_size or future.min() < NO_TARGET):
+        raise ValueError(f"future ids must be in [0, {vocab_size}) or {NO_TARGET} (padding)")
     need = length + window - 1
-    padded = F.pad(future, (0, max(0, need - T)), value=PAD_ID)[:, :need]
+    padded = F.pad(future, (0, max(0, need - T)), value=NO_TARGET)[:, :need]
     windows = padded.unfold(1, window, 1)                      # [B, L, K]
-    index = torch.where(windows == PAD_ID, vocab_size, windows)  # padding goes to a spare column
+    index = torch.where(windows == NO_TARGET, vocab_size, windows)  # padding goes to a spare column
     bags = torch.zeros(B, length, vocab_size + 1, device=future.device)
     bags.scatter_(2, index, 1.0)
     return bags[..., :vocab_size]
@@ -99,13 +82,8 @@ def idea_targets(future: torch.Tensor, window: int, vocab_size: int, length: int
 def idea_bce(idea_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
              pos_weight: float | None = None, reduction: str = "sum_vocab",
              vocab_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """BCE-with-logits of the idea head against multi-hot targets.
-
-    ``mask`` [B, L] marks the positions that count (all by default); ``vocab_mask`` [V] the
-    vocabulary columns that count (:func:`vocabulary_mask`; all by default). ``reduction``:
-    ``"sum_vocab"`` sums over the counted columns and averages over positions (authors' v1);
-    ``"mean"`` averages over both (v2), i.e. divides the column sum by ``vocab_mask.sum()``.
-    """
+    """BCE-with-logits of the idea head against multi-hot targets, over the positions of ``mask`` [B, L] and the
+    columns of ``vocab_mask`` [V] (all by default); ``reduction`` ``"sum_vocab"`` (v1) or ``"mean"`` (v2)."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
     if idea_logits.shape != targets.shape:
@@ -125,20 +103,17 @@ def idea_bce(idea_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tenso
 
 
 def window_ids(future: torch.Tensor, window: int, length: int) -> torch.Tensor:
-    """The distinct ids of each position's window, as ``[B, L, K]`` with ``PAD_ID`` elsewhere.
-
-    The sparse form of :func:`idea_targets`: ``idea_targets(...)[b, t, v] == 1`` exactly when
-    ``v`` is in ``window_ids(...)[b, t]``. A repeated id in a window is kept once.
-    """
+    """The distinct ids of each position's window, ``[B, L, K]`` with ``NO_TARGET`` elsewhere: the sparse form of
+    :func:`idea_targets` (``idea_targets(...)[b, t, v] == 1`` exactly when ``v`` is in ``window_ids(...)[b, t]``)."""
     if window < 1:
         raise ValueError(f"window K must be >= 1, got {window}")
     B, T = future.shape
     need = length + window - 1
-    padded = F.pad(future, (0, max(0, need - T)), value=PAD_ID)[:, :need]
+    padded = F.pad(future, (0, max(0, need - T)), value=NO_TARGET)[:, :need]
     windows = padded.unfold(1, window, 1).sort(dim=-1).values          # [B, L, K], pads first
     repeated = torch.zeros_like(windows, dtype=torch.bool)
     repeated[..., 1:] = windows[..., 1:] == windows[..., :-1]
-    return windows.masked_fill(repeated, PAD_ID)
+    return windows.masked_fill(repeated, NO_TARGET)
 
 
 class _SparseBCERows(torch.autograd.Function):
@@ -157,7 +132,7 @@ class _SparseBCERows(torch.autograd.Function):
     def forward(ctx, idea_logits, positives, vocab_mask, pos_weight):
         z = idea_logits.float()
         index = positives.clamp_min(0)
-        valid = (positives != PAD_ID).to(z.dtype)
+        valid = (positives != NO_TARGET).to(z.dtype)
         if vocab_mask is not None:
             negatives = F.softplus(z) @ vocab_mask                         # [...]: masked sum over V
             valid = valid * vocab_mask[index]                               # masked positives count for nothing
@@ -191,16 +166,9 @@ class _SparseBCERows(torch.autograd.Function):
 def idea_bce_sparse(idea_logits: torch.Tensor, positives: torch.Tensor, mask: torch.Tensor | None = None,
                     pos_weight: float | None = None, reduction: str = "sum_vocab",
                     vocab_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`idea_bce` computed from :func:`window_ids` instead of a dense ``[B, L, V]`` target.
-
-    Per position, BCE summed over the vocabulary is sum_v softplus(z_v) (every token as a negative)
-    plus, for each positive v, w * softplus(-z_v) - softplus(z_v). One elementwise pass over the
-    logits and a gather of K entries, instead of several dense passes: the same value (a test
-    checks it), at a fraction of the cost; the backward is written out (:class:`_SparseBCERows`) and
-    a test checks it against autograd through the dense :func:`idea_bce`. With ``vocab_mask`` both
-    sums run over the counted columns only (masked columns contribute nothing, so their gradient is
-    exactly zero).
-    """
+    """:func:`idea_bce` from :func:`window_ids` instead of a dense ``[B, L, V]`` target: per position,
+    sum_v softplus(z_v) plus, for each positive v, w softplus(-z_v) - softplus(z_v), both over the columns of
+    ``vocab_mask``; one pass over the logits and a gather of K entries (:class:`_SparseBCERows`; tested equal)."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
     if positives.shape[:-1] != idea_logits.shape[:-1]:
@@ -236,14 +204,9 @@ def idea_gated_loss(gated_logits: torch.Tensor, targets: torch.Tensor, idea_logi
         L_idea  = 1/|T| sum_t  sum_v m_v BCE_w(z_idea[t, v], y[t, v])            ("sum_vocab", v1)
              or 1/|T| sum_t (sum_v m_v BCE_w(z_idea[t, v], y[t, v])) / sum_v m_v   ("mean", v2)
 
-    with y[t] the bag of the next K tokens (stopwords included), m the vocabulary mask (0 at the
-    stopwords, so the idea BCE sends their columns no gradient; the authors' v1 ``train.py``; the
-    gate still passes token-CE gradient into every unclamped idea column), w = ``pos_weight``
-    on the positives, and T the scored (non-``ignore_index``) positions. The CE is on the **gated**
-    logits, so the gate is trained end to end. The gate strength alpha is the caller's: it runs the
-    model with alpha ramped linearly from 0 (``semlm.idea.wikitext_experiment.alpha_at``) and passes the
-    resulting ``gated_logits`` here. ``positives`` are the window ids of
-    :func:`semlm.idea.targets.window_ids`; with ``idea_logits=None`` (the plain GPT) the loss is the CE.
+    with y[t] the bag of the next K tokens, m the vocabulary mask, w = ``pos_weight`` and T the scored positions.
+    The CE is on the **gated** logits (the caller's, at its alpha), so the gate trains end to end; ``positives``
+    are :func:`window_ids`; with ``idea_logits=None`` (the plain GPT) the loss is the CE.
     """
     ce = F.cross_entropy(gated_logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
     if idea_logits is None:
@@ -264,11 +227,8 @@ def idea_gated_loss_autograd(token_logits: torch.Tensor, idea_logits: torch.Tens
                              ignore_index: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The gate, the token CE and the idea BCE of :func:`idea_gated_loss` in element-wise torch ops only.
 
-    No custom autograd function and no Python branch on a tensor's value, so ``torch.compile`` traces
-    it whole and fuses the passes over [B, T, V] (forward and backward) into a few kernels; ``alpha``
-    is a 0-d tensor, so the strength ramp does not recompile it. In float32 throughout (the gated
-    logits are not rounded to bf16). Same values and gradients as the model's gate followed by
-    :func:`idea_gated_loss` (tests check both, eager and compiled).
+    No custom autograd function and no branch on a tensor's value, so ``torch.compile`` fuses it into a few
+    kernels; ``alpha`` is a 0-d tensor (the ramp does not recompile). Float32 throughout; tested equal.
     """
     z_token = token_logits.float()
     if idea_logits is None:
@@ -277,7 +237,7 @@ def idea_gated_loss_autograd(token_logits: torch.Tensor, idea_logits: torch.Tens
     z = idea_logits.float()
     gated = z_token + idea_gate(z, alpha, beta, variant, eps)
     ce = F.cross_entropy(gated.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
-    index, valid = positives.clamp_min(0), (positives != PAD_ID).float()
+    index, valid = positives.clamp_min(0), (positives != NO_TARGET).float()
     softplus = F.softplus(z)
     if vocab_mask is None:
         negatives, columns = softplus.sum(-1), z.shape[-1]
@@ -335,7 +295,7 @@ class _FusedGatedLoss(torch.autograd.Function):
         bce_weight = scored.float() / scored.sum().clamp_min(1.0) / columns            # [N]: the BCE's mean
         # the window's part of the BCE, values and gradients, for all positions at once ([N, K] is small)
         index = positives.reshape(-1, positives.shape[-1]).clamp_min(0)                 # [N, K]
-        valid = (positives.reshape(index.shape) != PAD_ID).float()
+        valid = (positives.reshape(index.shape) != NO_TARGET).float()
         if vocab_mask is not None:
             valid = valid * vocab_mask[index]
         z_pos = idea.gather(-1, index).float()
@@ -419,11 +379,8 @@ def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor,
                           chunk_positions: int = FUSED_CHUNK_POSITIONS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`idea_gated_loss` of ``gated_logits(token_logits, idea_logits, alpha, beta, variant, eps)``, fused.
 
-    The gate, the token CE over the gated logits and the sparse idea BCE run together over chunks of
-    ``chunk_positions`` positions (:class:`_FusedGatedLoss`), so no [B, T, V] tensor is made besides the
-    two gradients; values and gradients equal the unfused path's to float precision (tests check both
-    gate variants, both reductions, clamped entries, masked columns and pad targets). Returns
-    ``(total, token_ce, idea_bce)``; only ``total`` carries gradients (the other two are for logging).
+    Over chunks of ``chunk_positions`` positions (:class:`_FusedGatedLoss`): no [B, T, V] tensor besides the two
+    gradients, the unfused values and gradients to float precision (tested). Only ``total`` carries gradients.
     """
     _check_gate_arguments(variant, alpha, beta)
     if reduction not in REDUCTIONS:

@@ -13,14 +13,9 @@ budget with
   gated model's mean next-token entropy (teacher-forced on held-out text), interpolated the same way;
 * **the gate off**: the gated model decoded at alpha = 0 (shown, not part of the rule).
 
-Everything here is a pure function of per-prompt counts (:class:`PromptCounts`), so the claims tests can
-feed it simulated builds. Excess drift is a switch rate minus the data's measured rate; its interval carries
-the data rate's own interval. Per-seed values become a Student-t interval over seeds; where that interval has
-zero width (rates stuck at 0 or 1 within every seed) a bootstrap over prompts nested within seeds replaces it.
-An interpolated arm carries its interpolation error: the mean over seeds of ``min(w, 1 - w) * |r_b - r_a|``
-(how far the interpolated value lies from the nearer checkpoint's), added to both ends of the interval.
-
-No torch here: :mod:`semlm.book.claims` and its tests use it without a model.
+Everything here is a pure, torch-free function of per-prompt counts (:class:`PromptCounts`), so the claims
+and their tests can feed it simulated builds. Intervals are Student-t over seeds, or, where that has zero width,
+a bootstrap over prompts nested within seeds; an interpolated arm's is widened by its interpolation error.
 """
 
 from __future__ import annotations
@@ -186,12 +181,9 @@ def _seed_interval(seeds: Sequence[SeedArms], statistic, widen: float, rng: np.r
 
 def decide(seeds: Sequence[SeedArms], data_rate: Interval, *, resamples: int = BOOTSTRAP_RESAMPLES,
            rng_seed: int = 0) -> TopicDecision:
-    """Chapter 9's :class:`~semlm.idea.records.TopicDecision` from every seed's arms and the data's rate.
-
-    Excess drift of an arm = its switch rate - ``data_rate.mean``; its interval is widened by the data
-    rate's (the reference is measured, not known). ``gated_minus_plain`` and ``gated_minus_sharpened`` are
-    paired by seed and widened by the mean interpolation error of the interpolated arm. Only comparable
-    seeds enter; the others are listed in ``not_comparable``.
+    """Chapter 9's :class:`~semlm.idea.records.TopicDecision` from every comparable seed's arms: excess drift (switch
+    rate - ``data_rate.mean``, widened by the data rate's interval) and the differences paired by seed, widened
+    by the interpolated arm's mean interpolation error.
     """
     rng = np.random.default_rng(rng_seed)
     usable = [s for s in seeds if s.comparable]

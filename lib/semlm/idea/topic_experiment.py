@@ -1,29 +1,15 @@
 """Topic drift with a ground truth (chapter 9): does the idea gate keep generations on topic?
 
-Paper B's "domain stickiness" claim is measured on :mod:`semlm.data.topics`, a synthetic corpus
-whose sentences carry a known latent topic that switches between topical sentences with a known
-probability ``switch_prob``, with topic-neutral sentences between them and bridge words shared by
-two topics. Plain and idea-gated GPTs (:class:`~semlm.idea.model.IdeaGPTForCausalLM`) are trained
-on it with the book's one trainer and paper B's idea loss
-(:func:`semlm.idea.wikitext_experiment.idea_loss_fn`), then continue prompts of a known topic.
+Paper B's "domain stickiness" claim, measured on :mod:`semlm.data.topics`: synthetic documents whose sentences
+carry a known topic that switches with probability ``switch_prob``. From the label of every generated sentence
+(:class:`DriftCounts`): ``switch_rate``, the share of transitions between consecutive single-topic sentences
+whose topic changes; ``excess_drift``, that minus the data's rate (0 for a model that learnt the data; below 0
+is a miscalibration, not a success); ``mix_rate``, the share of topical sentences that mix topics.
 
-The quantities (:class:`DriftCounts`), from the label of every generated sentence:
-
-* ``switch_rate``: the share of transitions between consecutive single-topic sentences (the
-  prompt's topic first; neutral, ambiguous and mixed sentences skipped) whose topic changes;
-* ``excess_drift`` = ``switch_rate`` minus the data's rate: how much more often than the data the
-  model changes topic. A model that learnt the data exactly has 0; a negative value is drifting
-  *less* than the data does, a miscalibration, not a success;
-* ``mix_rate``: the share of topical sentences whose words mix topics (drift inside a sentence),
-  reported apart.
-
-Per training seed there are two runs (:func:`topic_drift_runs`): the gated GPT for the profile's largest
-budget and the plain GPT for ``plain_steps`` (twice as long), at a constant learning rate after a fixed
-warmup, each keeping a checkpoint at every validation. :class:`Measurements` scores any checkpoint once;
-:func:`topic_decision` builds B-topic-drift's deciding comparison from them (the plain model at the gated
-model's validation perplexity, the sharpening control at the gated model's entropy, the gate off;
-:mod:`semlm.idea.topic_decision` does the arithmetic) and :func:`evaluate_curve` the secondary learning
-curve. Profiles: :func:`~semlm.profiles.topic_drift_profile`, in the torch-free :mod:`semlm.profiles`.
+Per seed, the gated GPT trains for the largest budget and the plain GPT for ``plain_steps``, keeping a
+checkpoint at every validation (:func:`topic_drift_runs`); :class:`Measurements` scores any checkpoint once,
+:func:`topic_decision` builds B-topic-drift's deciding comparison (arithmetic in :mod:`semlm.idea.topic_decision`)
+and :func:`evaluate_curve` the secondary learning curve.
 """
 
 from __future__ import annotations
@@ -39,11 +25,11 @@ from semlm.core import runs
 from semlm.data import topics as topics_module
 from semlm.data.topics import (EOS, MIXED, NEUTRAL, TopicConfig, TopicCorpus, TopicWorld, make_topic_corpus,
                                split_sentences)
-from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_loss_fn, sample_interval
+from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_loss_fn, model_config, sample_interval
 from semlm.core.metrics import distinct_n, perplexity, stickiness
 from semlm.core.records import Interval
-from semlm.idea.records import TopicDecision, TopicModelSummary, TopicRunMetrics
-from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
+from semlm.idea.records import IdeaRunMetrics, TopicDecision, TopicModelSummary
+from semlm.idea.model import IdeaGPTForCausalLM
 from semlm.idea.sharpening import matched_temperature, mean_entropy, next_token_logits  # noqa: F401
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide
 from semlm.idea.profiles import TOPIC_STOP_WORDS as STOP_WORDS
@@ -62,12 +48,8 @@ def _words(text: str | Sequence[str]) -> list[str]:
 
 
 def sentence_labels(text: str | Sequence[str], world: TopicWorld, complete_only: bool = True) -> list[int]:
-    """The topic label of every sentence of ``text`` (a string or a word list), in order.
-
-    A label is a topic index, :data:`~semlm.data.topics.MIXED`, :data:`~semlm.data.topics.AMBIGUOUS`
-    or :data:`~semlm.data.topics.NEUTRAL` (see :meth:`TopicWorld.label`). Only sentences closed by a
-    full stop count unless ``complete_only`` is False; anything after an ``<eos>`` is another document.
-    """
+    """The label (:meth:`TopicWorld.label`) of every sentence of ``text`` (a string or a word list), in order;
+    only sentences closed by a full stop unless ``complete_only`` is False, none after an ``<eos>``."""
     return [world.label(s) for s in split_sentences(_words(text), complete_only)]
 
 
@@ -94,27 +76,16 @@ class DriftCounts:
 
 
 def drift_counts(labels: Sequence[int], start_topic: int | None = None) -> DriftCounts:
-    """The :class:`DriftCounts` of one text's sentence labels.
-
-    The switch chain is ``start_topic`` (the prompt's topic, if given) followed by the single-topic
-    sentences; neutral sentences carry the topic forward and are skipped, as are ambiguous and mixed
-    ones (mixing is counted apart, in ``mixed``).
-    """
+    """The :class:`DriftCounts` of one text's sentence labels: the switch chain is ``start_topic`` (if given)
+    followed by the single-topic sentences (neutral, ambiguous and mixed ones skipped)."""
     chain = ([start_topic] if start_topic is not None else []) + [l for l in labels if l >= 0]
     return DriftCounts(sum(a != b for a, b in zip(chain, chain[1:])), max(len(chain) - 1, 0),
                        sum(l == MIXED for l in labels), sum(l != NEUTRAL for l in labels), len(labels))
 
 
-def text_drift(texts: Sequence[str | Sequence[str]], world: TopicWorld,
-               start_topics: Sequence[int] | None = None) -> DriftCounts:
-    """:class:`DriftCounts` pooled over ``texts`` (each with its prompt's topic, if given)."""
-    starts = list(start_topics) if start_topics is not None else [None] * len(texts)
-    if len(starts) != len(texts):
-        raise ValueError(f"got {len(texts)} texts but {len(starts)} start topics; pass one per text or none")
-    total = DriftCounts()
-    for text, start in zip(texts, starts):
-        total = total + drift_counts(sentence_labels(text, world), start)
-    return total
+def text_drift(texts: Sequence[str | Sequence[str]], world: TopicWorld) -> DriftCounts:
+    """:class:`DriftCounts` pooled over documents ``texts`` (each chain starts at its first sentence)."""
+    return sum((drift_counts(sentence_labels(text, world)) for text in texts), DriftCounts())
 
 
 def topic_stickiness(text: str | Sequence[str], topic: int, world: TopicWorld) -> float:
@@ -127,8 +98,7 @@ def topic_stickiness(text: str | Sequence[str], topic: int, world: TopicWorld) -
 
 
 def data_drift(documents: Sequence[topics_module.Document], world: TopicWorld) -> Interval:
-    """The switch rate of corpus documents as the labeller reads them: the rate with its Wilson 95%
-    interval, ``n`` transitions and ``successes`` switches (written as ``{mean, ci_low, ci_high, n, k}``)."""
+    """The switch rate of corpus documents as the labeller reads them, with its Wilson 95% interval."""
     counts = text_drift([doc.words for doc in documents], world)
     p = Interval.of_proportion(counts.switches, counts.transitions)
     return Interval(p.mean, p.low, p.high, counts.transitions, None, "mean", counts.switches)
@@ -170,18 +140,9 @@ def prepare_topic_data(config: TopicConfig) -> TopicData:
 # --- training ------------------------------------------------------------------------------------
 
 
-def model_config(profile: TopicDriftProfile, vocab_size: int, idea: bool) -> IdeaGPTConfig:
-    s, size = profile.idea, profile.size
-    return IdeaGPTConfig(vocab_size=vocab_size, n_positions=size.block_size, n_embd=size.n_embd, n_layer=size.n_layer,
-                         n_head=size.n_head, dropout=size.dropout, idea_head=idea, gate_variant=s.gate_variant,
-                         alpha=s.alpha if idea else 0.0, beta=s.beta, eps=s.eps,
-                         bos_token_id=0, eos_token_id=0, pad_token_id=0)
-
-
 @dataclass(frozen=True)
 class TopicRun:
-    """What one chapter-9 run is: the world and corpus, the GPT, the training recipe (its seed is the
-    spec's), the idea settings, and plain or gated. The profile's generation settings are not in it."""
+    """What one chapter-9 run is: everything its weights depend on (not the profile's generation settings)."""
 
     data: TopicConfig
     size: GPTSize
@@ -192,12 +153,10 @@ class TopicRun:
 
 
 class TopicDriftExperiment(runs.Experiment):
-    """Plain and idea-gated GPTs on the topic world for :mod:`semlm.core.runs` (epochs over token blocks,
-    paper B's loss with alpha ramped over optimiser steps). Metrics (:class:`~semlm.idea.records.TopicRunMetrics`):
-    ``val_ppl``, ``val_ppl_ungated`` (None for the plain model). Workers: the profile's ``max_workers``."""
+    """Plain and idea-gated GPTs on the topic world for :mod:`semlm.core.runs` (epochs over token blocks)."""
 
     name = "topic_drift"
-    metrics_type = TopicRunMetrics
+    metrics_type = IdeaRunMetrics
 
     def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
         return min((topic_drift_profile(s.config.profile).max_workers for s in specs if s.config.profile),
@@ -210,8 +169,9 @@ class TopicDriftExperiment(runs.Experiment):
         return prepare_topic_data(spec.config.data)
 
     def build(self, spec: RunSpec, data: TopicData) -> IdeaGPTForCausalLM:
-        run = spec.config
-        return IdeaGPTForCausalLM(model_config(run, len(data.world.vocabulary), run.gated))
+        run = spec.config  # chapter 9's GPTs keep GPT-2's initialisation and dropout everywhere
+        size = replace(run.size, init="gpt2_scaled", dropout_scope="everywhere")
+        return IdeaGPTForCausalLM(model_config(replace(run, size=size), len(data.world.vocabulary), run.gated))
 
     def fit(self, spec: RunSpec, data: TopicData) -> runs.Fit:
         run = spec.config
@@ -220,9 +180,9 @@ class TopicDriftExperiment(runs.Experiment):
                                              compile_on_cuda=run.train.compile_on_cuda),
                         snapshots=True)
 
-    def evaluate(self, spec: RunSpec, data: TopicData, model, result) -> TopicRunMetrics:
+    def evaluate(self, spec: RunSpec, data: TopicData, model, result) -> IdeaRunMetrics:
         val = data.blocks("valid", spec.config)
-        return TopicRunMetrics(val_ppl=perplexity(model, val),
+        return IdeaRunMetrics(val_ppl=perplexity(model, val),
                                val_ppl_ungated=perplexity(model, val, alpha=0.0) if spec.config.gated else None)
 
     def total_steps(self, spec: RunSpec) -> int:
@@ -241,11 +201,9 @@ RESAMPLE_OFFSET = 10_000
 
 
 def topic_run(profile: TopicDriftProfile, gated: bool, seed: int, resample: bool = False) -> RunSpec:
-    """The plain (``gated=False``) or gated model of ``profile`` with training seed ``seed``: the gated model
-    trains for the largest budget, the plain one for ``profile.plain_steps``; both keep a checkpoint at every
-    validation. ``resample``: on the seed's own corpus, for the secondary result: the same world and laws, new
-    documents and prompts (``data.seed = RESAMPLE_OFFSET + seed``). The world's words (``lexicon_seed``) stay:
-    drawing them anew only renames the tokens, and the id streams the model sees are the same (tested)."""
+    """The plain or gated model of ``profile`` at training seed ``seed`` (the gated one for the largest budget,
+    the plain one for ``profile.plain_steps``). ``resample``: on the seed's own documents and prompts
+    (``data.seed = RESAMPLE_OFFSET + seed``), same world, laws and words."""
     steps = profile.plain_steps if not gated else profile.gated_steps
     data = replace(profile.data, seed=RESAMPLE_OFFSET + seed) if resample else profile.data
     run = TopicRun(data, profile.size, replace(profile.train, max_steps=steps), profile.idea, gated, profile.name)
@@ -263,12 +221,8 @@ def topic_drift_runs(profile: TopicDriftProfile, seeds: Sequence[int], resample:
 
 
 def topic_prompts(data: TopicData, profile: TopicDriftProfile) -> list[tuple[int, str]]:
-    """``(topic, prompt)`` pairs: ``prompts_per_topic`` prompts per topic, drawn from the world.
-
-    A prompt is ``<eos>`` (every document of the training stream starts so), one sentence of the
-    topic and one neutral sentence: the model has to carry the topic across the neutral sentence
-    before its first generated sentence, as it does inside the documents.
-    """
+    """``prompts_per_topic`` ``(topic, prompt)`` pairs per topic: ``<eos>``, a sentence of the topic and a neutral
+    one, so the model carries the topic across a neutral sentence as inside the documents."""
     rng = np.random.default_rng(profile.data.seed + 7_919)
     world = data.world
     return [(t, " ".join([EOS, *world.sentence(t, rng), *world.sentence(None, rng)]))
@@ -287,14 +241,8 @@ def score_continuation(words: Sequence[str], topic: int, world: TopicWorld) -> d
 
 def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alpha: float | None = None,
                          samples_per_prompt: int | None = None, temperature: float | None = None) -> dict:
-    """Sample continuations of every topic prompt (temperature ``profile.temperature`` unless given, no
-    repetition penalty, which would itself push towards new topics) and score them.
-
-    Returns the pooled ``switch_rate``, ``excess_drift`` (minus the data's ``switch_prob``) and
-    ``mix_rate`` (:class:`DriftCounts` over all samples, in ``counts``), the counts per prompt
-    (``prompt_counts``, a :class:`~semlm.idea.topic_decision.PromptCounts`), the mean ``stickiness`` and
-    ``distinct_2``, the share of samples that ended the document, and the ``samples``.
-    """
+    """Continuations of every topic prompt (no repetition penalty, which would itself push towards new topics),
+    scored: pooled rates and ``counts``, ``prompt_counts``, mean stickiness and distinct-2, and the ``samples``."""
     tokenizer = data.tokenizer
     prompts = topic_prompts(data, profile)
     n = samples_per_prompt or profile.samples_per_prompt
@@ -380,17 +328,15 @@ def seed_arms(m: Measurements, seed: int) -> tuple[SeedArms, dict]:
 
 
 def topic_decision(m: Measurements, data_rate: Interval) -> tuple[TopicDecision, list[dict]]:
-    """B-topic-drift's :class:`~semlm.idea.records.TopicDecision` over every seed of ``m`` and the per-seed
-    details (bracket, weight, temperature)."""
+    """B-topic-drift's :class:`~semlm.idea.records.TopicDecision` over every seed of ``m``, and each seed's details."""
     pairs = [seed_arms(m, seed) for seed in sorted(m.runs["gated"])]
     return decide([arms for arms, _ in pairs], data_rate), [detail for _, detail in pairs]
 
 
 def resampled_decision(resampled: dict[str, dict[int, RunRecord]], profile: TopicDriftProfile
                        ) -> tuple[TopicDecision, list[dict]]:
-    """The deciding comparison on the runs trained on a corpus of their own (``resample=True``): each seed
-    measured on its corpus and prompts, one decision over them. The data's rate is pooled over the seeds'
-    validation documents (one law, several samples of it)."""
+    """The deciding comparison on the runs trained on a corpus of their own (``resample=True``), each seed
+    measured on its own corpus and prompts; the data's rate pooled over the seeds' validation documents."""
     pairs, counts = [], DriftCounts()
     for seed in sorted(resampled["gated"]):
         data = prepare_topic_data(resampled["gated"][seed].spec.config.data)
@@ -409,17 +355,10 @@ def _over_seeds(name: str, values: Sequence[float]) -> Interval:
     return Interval.of_mean(values, bounds=(0.0, 1.0) if name in SHARES else None)
 
 
-def _summary(intervals: dict[str, Interval]) -> TopicModelSummary:
-    """A :class:`TopicModelSummary`; ``drift_rate`` repeats ``switch_rate`` (the name older files and the
-    recorded-runs table read)."""
-    return TopicModelSummary(**intervals, drift_rate=intervals["switch_rate"])
-
-
 @dataclass
 class BudgetResults:
-    """The plain and gated checkpoints of one training budget over seeds (the secondary curve): each kind's
-    metrics (mean and 95% interval over seeds), the per-seed difference gated - plain (``paired``, with
-    ``ppl_change``, the per-seed relative perplexity change gated / plain - 1) and every seed's scores."""
+    """The plain and gated checkpoints of one training budget (the secondary curve): each kind's metrics over
+    seeds, the per-seed difference gated - plain (``paired``) and every seed's scores."""
 
     steps: int
     plain: TopicModelSummary
@@ -440,11 +379,11 @@ def evaluate_budget(m: Measurements, steps: int) -> BudgetResults:
     out["gated"]["val_ppl_ungated"] = Interval.of_mean([s["val_ppl_ungated"] for s in per_seed["gated"].values()])
     common = sorted(set(per_seed["plain"]) & set(per_seed["gated"]))
     plain, gated = ([per_seed[k][s] for s in common] for k in ("plain", "gated"))
-    paired = {name: Interval.paired([g[name] for g in gated], [p[name] for p in plain]) for name in SEED_METRICS}
-    ppl_change = Interval.of_mean([g["val_ppl"] / p["val_ppl"] - 1 for g, p in zip(gated, plain)])
-    return BudgetResults(steps, _summary(out["plain"]), _summary(out["gated"]),
-                         TopicModelSummary(**paired, drift_rate=paired["switch_rate"], ppl_change=ppl_change),
-                         per_seed)
+    out["paired"] = {name: Interval.paired([g[name] for g in gated], [p[name] for p in plain]) for name in SEED_METRICS}
+    out["paired"]["ppl_change"] = Interval.of_mean([g["val_ppl"] / p["val_ppl"] - 1 for g, p in zip(gated, plain)])
+    # drift_rate repeats switch_rate: the name older files and the recorded-runs table read
+    summary = {kind: TopicModelSummary(**v, drift_rate=v["switch_rate"]) for kind, v in out.items()}
+    return BudgetResults(steps, summary["plain"], summary["gated"], summary["paired"], per_seed)
 
 
 def evaluate_curve(m: Measurements) -> list[BudgetResults]:
@@ -457,9 +396,8 @@ SWEEP_METRICS = ("switch_rate", "excess_drift", "mix_rate", "ppl", "distinct_2",
 
 def alpha_sweep(runs: dict[int, RunRecord], data: TopicData, profile: TopicDriftProfile,
                 alphas: Sequence[float] | None = None) -> list[dict]:
-    """The gated models decoded at other gate strengths: switch rate, excess drift, mix rate, validation
-    perplexity, distinct-2 and stickiness at each alpha (mean over seeds, ``<metric>_low`` /
-    ``<metric>_high`` the 95% interval)."""
+    """The gated models decoded at other gate strengths: each metric of :data:`SWEEP_METRICS` per alpha, mean over
+    seeds with ``<metric>_low`` / ``<metric>_high``."""
     val = data.blocks("valid", profile)
     models = {seed: run.load(default_device()) for seed, run in runs.items()}
     rows = []

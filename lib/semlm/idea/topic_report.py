@@ -1,7 +1,5 @@
 """What chapter 9 shows of the topic-drift runs: each section's result with ``.table()`` and ``.glue()`` (the
-numbers its prose cites by name): :class:`LearningCurve`, :class:`AlphaSweep`, :class:`Verdict` and the deciding
-comparison itself (:class:`~semlm.idea.records.TopicDecision`), and the chapter's record
-(:class:`~semlm.idea.records.TopicDriftRecord`)."""
+numbers its prose cites by name), and the chapter's record (:class:`~semlm.idea.records.TopicDriftRecord`)."""
 
 from __future__ import annotations
 
@@ -50,8 +48,7 @@ def seed_table(details: list[dict]) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class LearningCurve:
-    """The secondary curve: both models at every budget (:func:`~semlm.idea.topic_experiment.evaluate_curve`,
-    ascending; equal steps, so unequal perplexity)."""
+    """The secondary curve: both models at every budget, ascending (equal steps, so unequal perplexity)."""
 
     budgets: list[BudgetResults]
 
@@ -105,8 +102,7 @@ class LearningCurve:
 
 @dataclass(frozen=True)
 class AlphaSweep:
-    """The gated models decoded at other gate strengths (``rows`` of :func:`alpha_sweep`), against the data's
-    switch probability and the plain model's switch rate."""
+    """The gated models decoded at other gate strengths (``rows`` of :func:`alpha_sweep`)."""
 
     rows: list[dict]
     switch_prob: float
@@ -146,8 +142,7 @@ class AlphaSweep:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The chapter's claims as :func:`semlm.book.claims.evaluate_claims` judges its record (the rule lives
-    there only)."""
+    """The chapter's claims as :func:`semlm.book.claims.evaluate_claims` judges its record."""
 
     rows: pd.DataFrame
 
@@ -181,10 +176,8 @@ def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_
                        curve: LearningCurve, sweep: list[dict], runs: dict[str, dict[int, RunRecord]],
                        decision: TopicDecision, details: list[dict], resampled: TopicDecision | None = None
                        ) -> TopicDriftRecord:
-    """Chapter 9's record: the data's rate, the deciding comparison (``decision``; ``resampled`` with a new
-    corpus per seed), the secondary curve (``budgets``), the largest budget again as ``plain`` / ``gated`` /
-    ``paired``, and in ``extra`` the seeds, the per-seed brackets, the alpha sweep, the generation settings and
-    the training seconds."""
+    """Chapter 9's record: the data's rate, the deciding comparison (``resampled``: with a new corpus per seed),
+    the secondary curve with its largest budget as ``plain`` / ``gated`` / ``paired``, and the settings."""
     world, final = data.world, curve.final
     return TopicDriftRecord(
         profile=profile.name,

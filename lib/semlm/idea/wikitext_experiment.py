@@ -1,24 +1,11 @@
 """Paper B's experiment on WikiText: data, what one GPT run is (:class:`IdeaExperiment`), evaluation and generation.
 
-Profiles (``idea_profile(name)``; the configurations live in the torch-free :mod:`semlm.profiles` and
-are re-exported here):
+Profiles (:func:`~semlm.idea.profiles.idea_profile`): ``paper`` is the authors' v1 run (WikiText-103 and GPT-2's
+tokeniser need ``--allow-downloads``, else WikiText-2 and a book-trained 50,257-token BPE), ``cpu`` the book's
+default, ``smoke`` seconds. :func:`profile_differences` lists how a profile differs from ``paper``.
 
-* ``paper``: the authors' v1 run (their ``train.py``, ``model.py`` and ``evaluate.py`` in
-  github.com/DarshanFofadiya/idea-gated-transformers, WikiText-103 GPT). WikiText-103 and GPT-2's
-  tokeniser need ``--allow-downloads``; without it the run falls back to WikiText-2 and a book-trained
-  50,257-token byte-level BPE (recorded as ``dataset`` / ``tokenizer``).
-* ``cpu``: the book's default on a 2-core laptop (see :func:`~semlm.profiles.idea_profile` for its recipe).
-* ``smoke``: seconds; a sliver of WikiText-2, a 512-token BPE and a one-layer model.
-
-:func:`profile_differences` lists, from the config objects, every way a profile differs from
-``paper``; each chapter prints that table. ``with_max_steps`` caps a run (e.g. a paper-profile run on
-a GPU for 10 minutes) and compresses warmup, cosine and alpha ramp to keep their share of the run.
-
-Training is the authors' loop as a :class:`~semlm.profiles.TrainConfig` of the book's one trainer:
-``max_steps`` iterations of windows at random offsets of the token stream (:class:`TokenStream`),
-gradient accumulation, linear warmup from 0 and a cosine to ``min_lr`` (their ``get_lr``). This module
-says only *what* a run is (:class:`IdeaExperiment`, :func:`idea_run`); :mod:`semlm.core.runs` trains or
-reloads it. Several GPUs: :mod:`semlm.idea.distributed`.
+Training is the authors' loop (their ``get_batch`` and ``get_lr``) as a ``TrainConfig`` of
+the book's one trainer; this module says only *what* a run is, :mod:`semlm.core.runs` trains or reloads it.
 """
 
 from __future__ import annotations
@@ -27,7 +14,6 @@ import functools
 import itertools
 import math
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -39,11 +25,11 @@ from safetensors.torch import load_file, save_file
 from semlm.core import runs
 from semlm.data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
 from semlm.data.wikitext import TextSplits, downloads_allowed, load_corpus
-from semlm.idea.targets import PAD_ID, top_frequent_ids, vocabulary_mask, window_ids
+from semlm.idea.targets import top_frequent_ids, vocabulary_mask, window_ids
 from semlm.idea.targets import idea_gated_loss, idea_gated_loss_autograd, idea_gated_loss_fused
-from semlm.core.metrics import (distinct_n, perplexity, repetition_rate, stickiness, summarise, unique_domain_density,
-                      words_of)
-from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits
+from semlm.core.metrics import (NO_TARGET, distinct_n, perplexity, repetition_rate, stickiness, summarise,
+                                unique_domain_density, words_of)
+from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, quiet_transformers
 from semlm.core.train_config import TrainConfig
 from semlm.idea.profiles import (AUTHORS_STOPWORDS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS, GenerationSettings,  # noqa: F401
                                  GPTSize, IdeaProfile, IdeaSettings, idea_profile, profile_differences,
@@ -63,19 +49,14 @@ DOMAINS_DIR = Path(__file__).parents[1] / "data" / "domains"  # package data (se
 @dataclass
 class TokenBatch:
     inputs: torch.Tensor    # [B, L]      x_0 .. x_{L-1}
-    targets: torch.Tensor   # [B, L]      x_1 .. x_L (PAD_ID where the text ended)
+    targets: torch.Tensor   # [B, L]      x_1 .. x_L (NO_TARGET where the text ended)
     future: torch.Tensor    # [B, L+K-1]  x_1 .. x_{L+K-1}: the next-token targets continued for the idea windows
 
 
 @dataclass
 class TokenBlocks:
-    """Fixed-length blocks of token ids for the shared trainer.
-
-    Row i holds tokens ``[i*L, i*L + L + K)`` of the split (``PAD_ID`` past its end): the first L
-    are the inputs, tokens 1..L the next-token targets, and tokens 1..L+K-1 the idea windows, so
-    the scored positions of consecutive blocks never overlap while the last positions of a block
-    still see a full window (as in the authors' pipeline).
-    """
+    """Fixed-length blocks of token ids: row i holds tokens ``[i*L, i*L + L + K)`` of the split (``NO_TARGET`` past
+    its end), the inputs, next-token targets and idea windows of L positions that no other block scores."""
 
     input_ids: torch.Tensor  # [N, L + K] long
     block_size: int
@@ -88,7 +69,7 @@ class TokenBlocks:
         n = (len(ids) - 1) // block_size
         if n < 1:
             raise ValueError(f"need more than {block_size} tokens to make one block, got {len(ids)}")
-        padded = F.pad(ids, (0, block_size + window), value=PAD_ID)
+        padded = F.pad(ids, (0, block_size + window), value=NO_TARGET)
         rows = padded.unfold(0, block_size + window, block_size)[:n]
         return cls(rows.contiguous(), block_size, window)
 
@@ -97,7 +78,7 @@ class TokenBlocks:
 
     @property
     def n_tokens(self) -> int:
-        return int((self.input_ids[:, 1:self.block_size + 1] != PAD_ID).sum())
+        return int((self.input_ids[:, 1:self.block_size + 1] != NO_TARGET).sum())
 
     def batch(self, index) -> TokenBatch:
         rows = self.input_ids[index].to(self.device)
@@ -138,13 +119,8 @@ def encode_lines(tokenizer, lines: Sequence[str], separator: bool = False, dtype
 
 
 def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> IdeaData:
-    """Corpus -> BPE (trained once, cached) -> id streams (cached) and the stopword ids.
-
-    ``profile``: an :class:`IdeaProfile` or an :class:`IdeaRun`. The tokeniser and the id streams are
-    cached under ``runs_dir/idea/`` (default: ``default_runs_dir(profile.name)``, where the chapters and
-    :class:`IdeaExperiment` find them; the folder is named by a hash of what it holds). Not memoised:
-    :func:`idea_data` serves a chapter the copy its runs use (the experiment's data cache).
-    """
+    """Corpus -> BPE (trained once) -> id streams and the stopword ids of ``profile`` (an :class:`IdeaProfile`
+    or :class:`IdeaRun`), cached under ``runs_dir/idea/`` in a folder named by a hash of what it holds."""
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
     splits: TextSplits = load_corpus(profile.dataset)
     bpe_lines = splits.train if profile.bpe_lines is None else splits.train[: profile.bpe_lines]
@@ -221,9 +197,7 @@ def take_chars(lines: Sequence[str], chars: int | None) -> list[str]:
 
 def model_config(profile: IdeaProfile, vocab_size: int, idea: bool, settings: IdeaSettings | None = None,
                  eos_id: int = 0) -> IdeaGPTConfig:
-    """The GPT of ``profile`` (an :class:`IdeaProfile` or an :class:`IdeaRun`: its ``size`` and ``idea``),
-    initialised and regularised as ``size`` says (the authors' v1 ``init`` and ``dropout_scope`` by default:
-    weights N(0, 0.02) with PyTorch's default biases, dropout only after the embeddings)."""
+    """The GPT of ``profile`` (an :class:`IdeaProfile` or :class:`IdeaRun`: its ``size`` and ``idea``)."""
     s, size = settings or profile.idea, profile.size
     return IdeaGPTConfig(vocab_size=vocab_size, n_positions=size.block_size, n_embd=size.n_embd, n_layer=size.n_layer,
                          n_head=size.n_head, dropout=size.dropout, idea_head=idea, gate_variant=s.gate_variant,
@@ -250,13 +224,9 @@ COMPILE_FALLBACKS: list[str] = []
 
 @functools.cache
 def _compiled_gpu_loss():
-    """:func:`~semlm.idea.targets.idea_gated_loss_autograd` compiled once per process (inductor: Triton on a GPU).
-
-    Persistent reductions are off: Triton failed to build inductor's one-block kernel of this loss over a
-    96-token vocabulary (``PassManager::run failed``, H100, torch 2.11); a paper-scale vocabulary
-    (50,257 columns) gets the looped reduction either way. Should the backend still fail, the loss
-    warns once, records why in :data:`COMPILE_FALLBACKS` and runs eagerly: the same numbers, slower.
-    """
+    """:func:`~semlm.idea.targets.idea_gated_loss_autograd` compiled once per process. Persistent reductions
+    are off (Triton failed to build that kernel over a 96-token vocabulary, H100, torch 2.11); should the
+    backend still fail, the loss warns once, records why in :data:`COMPILE_FALLBACKS` and runs eagerly."""
     compiled = torch.compile(idea_gated_loss_autograd, options={"triton.persistent_reductions": False})
 
     def loss(*args):
@@ -277,20 +247,13 @@ def _compiled_gpu_loss():
 def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool, fused: bool = True,
                  compile_on_cuda: bool = False):
     """``loss_fn(model, batch, step) -> (loss, parts)`` for :func:`semlm.core.train.train`: paper B's loss
-    (:func:`semlm.idea.targets.idea_gated_loss`) with the gate strength ``alpha_at(step, settings)``.
+    (:func:`semlm.idea.targets.idea_gated_loss`) at the gate strength ``alpha_at(step, settings)`` (``step=None``:
+    ``settings.alpha``), the stopwords masked out of the idea BCE. ``parts``: detached token CE, idea BCE, the
+    BCE per counted column (comparable between the two reductions) and alpha.
 
-    ``step`` is the optimiser steps done (every micro-batch of an accumulated step gets the same
-    alpha); ``step=None`` is the end of the ramp (``settings.alpha``), e.g. for a benchmark. Its
-    precision is the caller's (the trainer's ``TrainConfig.autocast``, or :func:`autocast_for`). The
-    stopword ids become the vocabulary mask of the idea BCE. ``parts`` holds the token CE, the idea
-    BCE in the settings' reduction and per counted column (``idea_bce_per_column``, comparable
-    between the two reductions), as detached 0-d tensors, and alpha.
-
-    The gate is applied once, in one of three places with the same numbers to float precision: off CUDA
-    (``fused``, the default) inside the loss (:func:`semlm.idea.targets.idea_gated_loss_fused`: chunked over
-    positions, no gated [B, T, V] logits made); on CUDA in the model's forward (``fused=False`` everywhere),
-    or with ``compile_on_cuda`` inside :func:`~semlm.idea.targets.idea_gated_loss_autograd` under
-    ``torch.compile`` (a few fused kernels).
+    The gate is applied once, with the same numbers to float precision: off CUDA (``fused``) inside the loss
+    (:func:`~semlm.idea.targets.idea_gated_loss_fused`), on CUDA in the model's forward, or with
+    ``compile_on_cuda`` inside the compiled :func:`~semlm.idea.targets.idea_gated_loss_autograd`.
     """
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
     masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
@@ -304,10 +267,10 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         if compiled and out.idea_logits is None:
             loss, ce, _ = _compiled_gpu_loss()(out.logits, None, torch.zeros((), device=device), 0.0,
                                                "clamp_then_scale", 0.0, batch.targets, None, None, 0.0, None,
-                                               "mean", PAD_ID)
+                                               "mean", NO_TARGET)
             return loss, {"token_ce": ce.detach()}
         if not idea and not compiled:
-            loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=PAD_ID)
+            loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=NO_TARGET)
             return loss, {"token_ce": ce.detach()}
         vocab = out.idea_logits.shape[-1]
         if (vocab, str(device)) not in masks:
@@ -315,7 +278,7 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         mask = masks[vocab, str(device)]
         positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
         c = getattr(model, "module", model).config  # the model itself under DistributedDataParallel
-        losses = (mask, settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, PAD_ID)
+        losses = (mask, settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, NO_TARGET)
         gate = (alpha, c.beta, c.gate_variant, c.eps)
         if compiled:  # a compiled module forwards .config
             loss, ce, bce = _compiled_gpu_loss()(out.token_logits, out.idea_logits,
@@ -363,32 +326,12 @@ class TokenStream:
         return TokenBatch(rows[:, :L], rows[:, 1:L + 1], rows[:, 1:])
 
 
-@contextmanager
-def quiet_transformers():
-    """No progress bars or info lines from transformers while saving / loading / generating."""
-    from transformers.utils import logging
-
-    was, verbosity = logging.is_progress_bar_enabled(), logging.get_verbosity()
-    logging.disable_progress_bar()
-    logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(verbosity)
-        if was:
-            logging.enable_progress_bar()
-
-
 
 
 @dataclass(frozen=True)
 class IdeaRun:
-    """What one paper-B GPT run is: everything its weights depend on, and nothing else (the profile's
-    generation and sweep settings are not in it, so changing them retrains nothing).
-
-    The corpus fields are the profile's (``name`` is the profile's name); ``train`` and ``idea`` are
-    this run's recipe and idea settings; ``run_tokens`` its training tokens (-1: ``train_tokens``).
-    """
+    """What one paper-B GPT run is: everything its weights depend on and nothing else (the corpus fields and
+    ``name`` are the profile's; ``run_tokens``: its training tokens, -1 for ``train_tokens``)."""
 
     name: str
     dataset: str
@@ -406,12 +349,8 @@ class IdeaRun:
 
 def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSettings | None = None,
              train_tokens: int | None = -1, steps: int | None = None) -> RunSpec:
-    """The run ``name`` of ``profile``: the plain (``gated=False``) or the idea-gated GPT.
-
-    ``settings`` replace the profile's idea settings, ``train_tokens`` its training budget (-1: the
-    profile's; None: all), ``steps`` its iterations (warmup, cosine and alpha ramp keep their share,
-    as with :func:`with_max_steps`).
-    """
+    """The run ``name`` of ``profile``, plain or gated; ``settings``, ``train_tokens`` (-1: the profile's; None:
+    all) and ``steps`` (schedules keep their share, :func:`with_max_steps`) replace the profile's."""
     capped = with_max_steps(profile, steps) if steps is not None else profile
     idea = settings or capped.idea
     if steps is not None and settings is not None:  # keep the ramp's share of the shorter run
@@ -422,12 +361,7 @@ def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSetting
 
 
 class IdeaExperiment(runs.Experiment):
-    """Paper B's GPT on WikiText for :mod:`semlm.core.runs`: the plain and the idea-gated model (chapters 6, 7).
-
-    Metrics (:class:`~semlm.idea.records.IdeaRunMetrics`): ``val_ppl`` (gated logits at the model's alpha),
-    ``val_ppl_ungated`` (alpha = 0; None for the plain model) and ``train_tokens`` (the length of the run's
-    training stream).
-    """
+    """Paper B's plain and idea-gated GPT on WikiText for :mod:`semlm.core.runs` (chapters 6, 7)."""
 
     name = "idea"
     metrics_type = IdeaRunMetrics
@@ -478,11 +412,9 @@ LOSS_FORMS = {"sum": SUM_IDEA_LOSS, "mean": MEAN_IDEA_LOSS}
 
 
 def idea_gating_runs(profile: IdeaProfile, n_seeds: int | None = 1) -> list[RunSpec]:
-    """Chapter 6's models (chapter 7 reloads them): the plain GPT and the gated GPT, the latter in both
-    loss forms when ``profile.compare_loss_forms`` (``gated-sum``, ``gated-mean``), else in the profile's
-    form (``gated``); with ``n_seeds`` > 1 (None: the profile's), the seed comparison's further runs: the plain
-    GPT and the gated GPT in the profile's loss form (:func:`profile_form_run`) at every further seed (same data,
-    same recipe)."""
+    """Chapter 6's models: the plain GPT and the gated GPT (in both loss forms, ``gated-sum`` and ``gated-mean``,
+    when ``profile.compare_loss_forms``), and for each further seed of ``n_seeds`` (None: the profile's) the plain
+    GPT and the gated one in the profile's loss form (:func:`profile_form_run`)."""
     specs = [idea_run(profile, "baseline", False)]
     if profile.compare_loss_forms:
         specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
@@ -495,16 +427,14 @@ def idea_gating_runs(profile: IdeaProfile, n_seeds: int | None = 1) -> list[RunS
 
 
 def profile_form_run(profile: IdeaProfile) -> str:
-    """The name of the gated run trained with the profile's own idea-loss form (``gated-mean``, ``gated-sum`` or
-    ``gated``): the form every further training seed of :func:`idea_gating_runs` uses."""
+    """The name of the gated run in the profile's own idea-loss form (``gated-mean``, ``gated-sum`` or ``gated``)."""
     if not profile.compare_loss_forms:
         return "gated"
     return next(f"gated-{form}" for form, kw in LOSS_FORMS.items() if replace(profile.idea, **kw) == profile.idea)
 
 
 def training_seeds(profile, n_seeds: int | None = None) -> list[int]:
-    """The training seeds of a comparison over seeds (chapters 6 and 8): ``seed, seed + 1, ...`` (the profile's
-    ``n_seeds`` unless given)."""
+    """``seed, seed + 1, ...``: the training seeds of a comparison over ``n_seeds`` (default: the profile's)."""
     n = profile.n_seeds if n_seeds is None else n_seeds
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n_seeds must be an int >= 1 or None (the profile's {profile.n_seeds}), got {n!r}")
@@ -512,9 +442,8 @@ def training_seeds(profile, n_seeds: int | None = None) -> list[int]:
 
 
 def with_chosen_gated(runs: dict[str, RunRecord]) -> tuple[dict[str, RunRecord], str]:
-    """``runs`` (by name, :func:`idea_gating_runs`) with ``"gated"`` naming the gated model the chapters use,
-    and its run name. With both loss forms trained, the choice is the form with the lower validation
-    perplexity (gated logits): the evidence chapter 6 reports."""
+    """``runs`` with ``"gated"`` naming the gated model the chapters use, and its run name: with both loss forms
+    trained, the one with the lower validation perplexity."""
     if "gated" in runs:
         return dict(runs), "gated"
     chosen = min((f"gated-{form}" for form in LOSS_FORMS), key=lambda name: runs[name].metrics.val_ppl)
@@ -565,13 +494,9 @@ def generate_texts(model, tokenizer, prompts: Sequence[str], samples_per_prompt:
                    seed: int, alpha: float | None = None, do_sample: bool = True, temperature: float = 0.6,
                    repetition_penalty: float | None = 1.2, logits_processor=None,
                    penalty_form: str = "authors") -> list[dict]:
-    """Continuations of every prompt (one left-padded batch), via transformers' ``generate()``.
-
-    ``penalty_form="authors"``: the repetition penalty compounds per occurrence over the model's
-    context window (:class:`~semlm.idea.compounding_penalty.CompoundingRepetitionPenalty`, the
-    authors' ``evaluate.py``); ``"transformers"``: transformers' once-per-token penalty. Left padding
-    (several prompts of different lengths) counts as occurrences of the pad token in both.
-    Each sample carries ``text`` (the continuation) and ``full_text`` (prompt + continuation).
+    """Continuations of every prompt (one left-padded batch) by ``generate()``, each with ``text`` (the
+    continuation) and ``full_text``. ``penalty_form="authors"``: the repetition penalty compounds per occurrence
+    (:class:`~semlm.idea.compounding_penalty.CompoundingRepetitionPenalty`); ``"transformers"``: once per token.
     """
     from transformers import LogitsProcessorList
 
@@ -608,14 +533,6 @@ def generate_texts(model, tokenizer, prompts: Sequence[str], samples_per_prompt:
              "full_text": tokenizer.decode(out[i].cpu(), skip_special_tokens=True)} for i in range(len(new))]
 
 
-def score_generation(sample: dict, domain: Domain, stop: frozenset[str]) -> dict:
-    words = words_of(sample["text"])
-    return {"stickiness": stickiness(words, domain.terms, stop),
-            "unique_density": unique_domain_density(words, domain.terms),
-            "distinct_1": distinct_n(words, 1), "distinct_2": distinct_n(words, 2),
-            "repetition": repetition_rate(words, 4), "token_repetition": repetition_rate(sample["ids"], 4)}
-
-
 METRIC_NAMES = ("stickiness", "unique_density", "distinct_1", "distinct_2", "repetition", "token_repetition")
 
 
@@ -647,8 +564,12 @@ def domain_retention(model, tokenizer, domains: dict[str, Domain], generation: G
                                  temperature=generation.temperature, repetition_penalty=generation.repetition_penalty,
                                  penalty_form=generation.penalty_form)
         for i, sample in enumerate(samples):
-            name = prompts[i // n][0]
-            rows[name].append({**sample, "domain": name, **score_generation(sample, domains[name], stop)})
+            name, words = prompts[i // n][0], words_of(sample["text"])
+            rows[name].append({**sample, "domain": name, "stickiness": stickiness(words, domains[name].terms, stop),
+                               "unique_density": unique_domain_density(words, domains[name].terms),
+                               "distinct_1": distinct_n(words, 1), "distinct_2": distinct_n(words, 2),
+                               "repetition": repetition_rate(words, 4),
+                               "token_repetition": repetition_rate(sample["ids"], 4)})
     return {name: DomainScores({m: sample_interval([r[m] for r in domain_rows]) for m in METRIC_NAMES}, domain_rows)
             for name, domain_rows in rows.items()}
 
@@ -678,12 +599,9 @@ AUTHORS_METRICS = ("authors_stickiness", "stickiness", "unique_density", "distin
 
 
 def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSettings) -> dict[str, DomainScores]:
-    """The authors' evaluation: per domain one prompt, ``authors_samples`` continuations of ``authors_new_tokens`` at
-    temperature ``generation.temperature`` with the compounding repetition penalty, scored by
-    :func:`authors_stickiness` on prompt + continuation. ``domains``: ``{name: {"prompt", "terms"}}``
-    (:data:`semlm.reference.PAPER_B_EVAL_DOMAINS`). Also the same count on the continuation alone
-    (``stickiness``), the paper's density (distinct domain terms per 100 words) and distinct-2, on the
-    continuation's words. One batch per domain and seed (no padding).
+    """The authors' evaluation: per domain of ``domains`` (:data:`semlm.reference.PAPER_B_EVAL_DOMAINS`) one
+    prompt, ``authors_samples`` continuations with the compounding penalty, scored by :func:`authors_stickiness`
+    on prompt + continuation, and on the continuation alone (``stickiness``), density and distinct-2.
     """
     out, samples = {}, generation.authors_samples
     per_seed = max(1, math.ceil(samples / len(generation.seeds)))
@@ -710,12 +628,10 @@ SHARPENING_BLOCKS = 64
 
 def protocols_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, authors_domains: dict,
                          domains: dict[str, Domain], generation: GenerationSettings, val_blocks):
-    """Every seed's plain and gated GPT (:func:`semlm.idea.report.runs_by_seed`) scored with the authors' protocol
-    (:func:`authors_protocol`) and the book's (:func:`domain_retention`), with the same sampling seeds, each with
-    the sharpening control as the model ``"sharpened"``: the plain GPT sampled at the temperature that gives it
-    the gated GPT's mean next-token entropy at the protocol's temperature
-    (:func:`semlm.idea.sharpening.sharpening_temperature`, on the first :data:`SHARPENING_BLOCKS` blocks of
-    ``val_blocks``). Returns ``{seed: {model: {domain: scores}}}`` of each protocol and ``{seed: temperature}``."""
+    """Every seed's plain and gated GPT scored with the authors' protocol and the book's, with the sharpening
+    control as the model ``"sharpened"``: the plain GPT at the temperature that gives it the gated GPT's mean
+    next-token entropy on ``val_blocks`` (:func:`~semlm.idea.sharpening.sharpening_temperature`). Returns
+    ``{seed: {model: {domain: scores}}}`` of each protocol and ``{seed: temperature}``."""
     from semlm.idea.sharpening import sharpening_temperature
 
     authors, book, temperatures = {}, {}, {}
@@ -766,12 +682,8 @@ def ngram_reference(train_ids: torch.Tensor, valid_ids: torch.Tensor, vocab_size
 
 
 def competence(model_ppls: dict, reference: dict, ratio: float = COMPETENCE_RATIO) -> dict:
-    """Does every model beat the bigram reference by the margin ``ratio`` (PPL <= ratio x bigram PPL)?
-
-    Why a bigram: a model that cannot clearly beat word-pair counts has not learnt to use context
-    beyond the previous token, so its 100-token continuations are not text whose topic can drift or
-    stay; judging topic retention or diversity on them measures noise. The 25% margin asks for a
-    gain of at least ln(1/0.75) = 0.29 nats per token over the bigram counts.
+    """Does every model beat the bigram reference by the margin ``ratio`` (PPL <= ratio x bigram PPL)? A model
+    that cannot beat word-pair counts does not use context, so the topic of its continuations is noise.
     """
     worst = max(model_ppls, key=model_ppls.get)
     passes = all(p <= ratio * reference["bigram_val_ppl"] for p in model_ppls.values())
