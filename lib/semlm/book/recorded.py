@@ -335,19 +335,14 @@ def recorded_cpu_numbers(frame) -> dict:
 
 def recorded_bench_frame(root: str | Path | None = None):
     """``(frame, message)``: the idea-gate benchmark of each recorded GPU run (FLOP ratio vs time ratio, MFU)."""
-    rows = []
-    for run in load_recorded(root):
-        if run.dry_run or not run.bench or run.on_cpu:
-            continue
-        b = run.bench
-        for workload, key in (("training step", "step"), ("generation, per new token", "generation")):
-            rows.append({"source": run.source, **_run_columns(run), "profile": b.get("profile"), "workload": workload,
-                         "FLOP ratio": b.get(f"{key}_flop_ratio"), "time ratio": b.get(f"{key}_time_ratio"),
-                         "time / FLOP ratio": b.get(f"{key}_time_over_flops"),
-                         "target": (b.get("targets") or {}).get(f"{key}_time_over_flops"),
-                         "meets": (b.get("meets_targets") or {}).get(key),
-                         "MFU gated (training)": (b.get("gated") or {}).get("model_flops_utilisation")
-                         if key == "step" else None})
+    rows = [{"source": run.source, **_run_columns(run), "profile": b.get("profile"), "workload": workload,
+             "FLOP ratio": b.get(f"{key}_flop_ratio"), "time ratio": b.get(f"{key}_time_ratio"),
+             "time / FLOP ratio": b.get(f"{key}_time_over_flops"),
+             "target": (b.get("targets") or {}).get(f"{key}_time_over_flops"),
+             "meets": (b.get("meets_targets") or {}).get(key),
+             "MFU gated (training)": (b.get("gated") or {}).get("model_flops_utilisation") if key == "step" else None}
+            for run in load_recorded(root) if (b := run.bench) and not (run.dry_run or run.on_cpu)
+            for workload, key in (("training step", "step"), ("generation, per new token", "generation"))]
     frame, empty = _labelled(rows, LABEL, root, "GPU benchmark in {where} (run `make test-gpu` on a GPU machine)")
     return frame, empty or f"{SOURCE_LABEL}(s): measured on a GPU machine, not by this build"
 
@@ -356,22 +351,17 @@ def recorded_gpu_throughput_frame(root: str | Path | None = None):
     """``(frame, message)``: the trainer's tokens/s and MFU per execution setting of each recorded GPU run,
     with the same-update check of each setting (relative gradient difference, bf16 / float32) in
     ``frame.attrs["same_update"]``."""
-    rows, same = [], {}
-    for run in load_recorded(root):
-        record = run.gpu_throughput
-        if run.dry_run or not record:
-            continue
-        same[f"book/recorded/{run.slug}"] = record.get("same_update") or {}
-        for setting, kinds in record.get("variants", {}).items():
-            for kind, v in kinds.items():
-                rows.append({**_run_columns(run), "profile": record.get("profile"), "setting": setting,
-                             "model": kind, "micro-batches": v.get("micro_batches"), "compiled": v.get("compiled"),
-                             "tokens/s": v.get("tokens_per_second"), "MFU": v.get("mfu"),
-                             "ms / step": 1e3 * v["seconds_per_step"] if v.get("seconds_per_step") else None,
-                             "peak GiB": v.get("peak_memory_gib"),
-                             "profiled": "yes" if "table" in (v.get("trace") or {}) else ""})
+    runs = [run for run in load_recorded(root) if run.gpu_throughput and not run.dry_run]
+    rows = [{**_run_columns(run), "profile": run.gpu_throughput.get("profile"), "setting": setting, "model": kind,
+             "micro-batches": v.get("micro_batches"), "compiled": v.get("compiled"),
+             "tokens/s": v.get("tokens_per_second"), "MFU": v.get("mfu"),
+             "ms / step": 1e3 * v["seconds_per_step"] if v.get("seconds_per_step") else None,
+             "peak GiB": v.get("peak_memory_gib"), "profiled": "yes" if "table" in (v.get("trace") or {}) else ""}
+            for run in runs for setting, kinds in run.gpu_throughput.get("variants", {}).items()
+            for kind, v in kinds.items()]
     frame, empty = _labelled(rows, LABEL, root, "GPU throughput in {where} (run `make test-gpu` on a GPU machine)")
-    frame.attrs["same_update"] = same
+    frame.attrs["same_update"] = {f"book/recorded/{run.slug}": run.gpu_throughput.get("same_update") or {}
+                                  for run in runs}
     return frame, empty or f"{SOURCE_LABEL}(s): the trainer's speed per execution setting, measured on a GPU machine"
 
 
@@ -714,9 +704,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "collect-long":
             print(collect_long(args.metrics, args.calls, args.root, args.name, args.commit, args.run_command))
         elif args.command == "collect":
-            dest = collect(args.work, args.root, args.commit, args.profile, args.max_steps, args.dry_run == "1",
-                           args.started, args.pytest_summary, args.idea_model_summary)
-            print(dest)
+            print(collect(args.work, args.root, args.commit, args.profile, args.max_steps, args.dry_run == "1",
+                          args.started, args.pytest_summary, args.idea_model_summary))
         else:
             frame, message = recorded_frame(args.chapter, args.root)
             print(message)

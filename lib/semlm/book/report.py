@@ -203,13 +203,6 @@ class HTMLBlock:
         return self.text
 
 
-def ordered_claims(claims: list[dict]) -> list[dict]:
-    """Claims by paper, then in the order of ``STATUSES`` (verdicts first), keeping their own order within."""
-    from semlm.book.claims import STATUSES
-
-    return sorted(claims, key=lambda row: (row["paper"], STATUSES.index(row["status"])))
-
-
 def shown_value(row: dict) -> str:
     """What the page shows for a claim's causal value: the value and, if the claim has one, its 95% interval
     ``[low, high]``, all three at the same precision (the interval is of the quantity shown, so it contains it)."""
@@ -218,9 +211,7 @@ def shown_value(row: dict) -> str:
 
 
 def _ours(row: dict) -> str:
-    parts = []
-    if row["causal_value"] is not None:
-        parts.append(html.escape(shown_value(row)))
+    parts = [] if row["causal_value"] is None else [html.escape(shown_value(row))]
     if row["published_value"] is not None:
         parts.append(f"published setting: {html.escape(_show_value(row['published_value']))}")
     return "<br>".join(parts) or "–"
@@ -243,15 +234,19 @@ def _recorded_cell(row: dict) -> str:
 
 
 def claims_table(claims: list[dict]) -> HTMLBlock:
-    """The claims (``semlm.book.claims.evaluate_claims``) as a table that fits the text column:
-    id, claim, the paper's value, ours (causal, its 95% interval, the published setting's), the status,
-    coloured, and (where the rows carry them, :func:`attach_recorded`) the verdicts of recorded runs, labelled
-    as not this build's; each claim's reason, rule and profile sit in a ``<details>`` row below it."""
+    """The claims (``semlm.book.claims.evaluate_claims``) as a table that fits the text column, by paper and then
+    in the order of ``STATUSES`` (verdicts first): id, claim, the paper's value, ours (causal, its 95% interval,
+    the published setting's), the status, coloured, and (where the rows carry them, :func:`attach_recorded`) the
+    verdicts of recorded runs, labelled as not this build's; each claim's reason, rule and profile sit in a
+    ``<details>`` row below it."""
+    from semlm.book.claims import STATUSES
+
+    claims = sorted(claims, key=lambda row: (row["paper"], STATUSES.index(row["status"])))
     recorded = any("recorded" in row for row in claims)
     names = ("id", "claim", "paper value", "ours", "status") + (("recorded runs (not this build)",) if recorded else ())
     head = "".join(f"<th>{name}</th>" for name in names)
     rows = []
-    for row in ordered_claims(claims):
+    for row in claims:
         extra = f"<td>{_recorded_cell(row)}</td>" if recorded else ""
         rows.append(f'<tr class="semlm-claim"><td class="semlm-id">{html.escape(row["id"])}</td>'
                     f"<td>{html.escape(row['claim'])}</td><td>{html.escape(_show_value(row['paper_value']))}</td>"
@@ -262,8 +257,7 @@ def claims_table(claims: list[dict]) -> HTMLBlock:
                     f"{html.escape(row['status'])}</summary><p><b>reason:</b> {html.escape(row['reason'])}</p>"
                     f"{rule}<p><b>profile:</b> {html.escape(row['profile'] or 'none')}</p></details></td></tr>")
     table = f'<table class="semlm-claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    text = "\n".join(f"{row['id']}: {row['status']}" for row in ordered_claims(claims))
-    return HTMLBlock(table, text)
+    return HTMLBlock(table, "\n".join(f"{row['id']}: {row['status']}" for row in claims))
 
 
 def verdict_summary(claims: list[dict]):
