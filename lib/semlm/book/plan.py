@@ -96,13 +96,11 @@ def schedule(planned: list[ChapterRuns]) -> list[tuple]:
 
 def train_ahead(profile: str, seed: int = DEFAULT_SEED, workers: int | None = None, runs_dir=None,
                 chapters=None) -> dict[str, int]:
-    """Train (or load) every run of :func:`book_runs` (of ``chapters`` only, when given) in one pool of
-    ``workers`` one-thread processes (default: one per core; no more than any experiment allows,
-    :meth:`~semlm.core.runs.Experiment.max_workers`), in :func:`schedule`'s order.
-
-    A run that fails is reported and the others go on (the chapter that needs it trains it again and
-    shows the error). Returns ``{chapter: runs}``; raises RuntimeError naming the failed runs at the end.
-    """
+    """Train (or load) every run of :func:`book_runs` (of ``chapters`` only, when given) in :func:`schedule`'s order,
+    in one pool of ``workers`` one-thread processes (default: one per core, capped by every experiment's
+    :meth:`~semlm.core.runs.Experiment.max_workers`). A failed run is reported and the others go on (the chapter that
+    needs it trains it again and shows the error). Returns ``{chapter: runs}``; raises RuntimeError naming the
+    failed runs at the end."""
     from semlm.core import runs
 
     planned = [e for e in book_runs(profile, seed) if chapters is None or e.chapter in chapters]

@@ -83,12 +83,6 @@ built from. It imports that repository's `semlm` library: clone it and run `make
 environment). The `parameters` cell below picks the scale: `profile = "smoke"` runs in seconds.*"""
 
 
-def repository_url() -> str:
-    """``repository.url`` of ``_config.yml``: the one setting behind repository links and launch buttons."""
-    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text()) or {}
-    return str((config.get("repository") or {}).get("url") or "").strip()
-
-
 def staged_config(config: dict) -> dict:
     """``_config.yml`` as the build uses it: without a repository URL, no repository, issues or launch
     buttons (nothing may point at a placeholder)."""
@@ -137,7 +131,6 @@ def check_profile(profile: str) -> None:
         cpu_bf16_setting()
     except ValueError as exc:
         raise BookError(str(exc), exit_code=2) from None
-
 
 
 # --- executing chapters -----------------------------------------------------------------------
@@ -325,7 +318,8 @@ def write_published_notebooks(html_dir: Path, chapters: list[str], solutions: bo
     without the exercises' solutions unless ``solutions``."""
     import nbformat
 
-    repository = repository_url()
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text()) or {}
+    repository = str((config.get("repository") or {}).get("url") or "").strip()  # what links and buttons point at
     note = PUBLISHED_NOTE if repository else PUBLISHED_NOTE_NO_URL
     written = []
     for chapter in chapters:
@@ -452,10 +446,9 @@ def build_html(build_dir: Path, solutions: bool = True) -> Path:
     return html / "index.html"
 
 
-def drop_duplicate_inline_scripts(html_dir: Path) -> int:
-    """Remove repeated identical inline ``<script>`` lines from every page; returns how many went (Jupyter Book
-    1.0.4 emits sphinx-thebe's ``const THEBE_JS_URL = ...`` twice per page: an error in every browser)."""
-    removed = 0
+def drop_duplicate_inline_scripts(html_dir: Path) -> None:
+    """Remove repeated identical inline ``<script>`` lines from every page (Jupyter Book 1.0.4 emits sphinx-thebe's
+    ``const THEBE_JS_URL = ...`` twice per page: an error in every browser)."""
     for page in Path(html_dir).rglob("*.html"):
         lines, seen, kept = page.read_text(encoding="utf-8").splitlines(keepends=True), set(), []
         for line in lines:
@@ -464,9 +457,7 @@ def drop_duplicate_inline_scripts(html_dir: Path) -> int:
                 seen.add(script)
                 kept.append(line)
         if len(kept) < len(lines):
-            removed += len(lines) - len(kept)
             page.write_text("".join(kept), encoding="utf-8")
-    return removed
 
 
 def _last_meaningful_line(log: str) -> str:
@@ -628,7 +619,6 @@ def start_training_ahead(profile: str, chapters: list[str], build_dir: Path) -> 
     return TrainingAhead(process, build_dir, time.time())
 
 
-
 @contextlib.contextmanager
 def _stop_children_on_exit(meter: CpuMeter):
     """Turn SIGTERM into KeyboardInterrupt while the build runs, and on the way out end every process started below
@@ -776,30 +766,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def plan_command(profile: str, train: bool, workers: int | None, chapters: str | None = None,
-                 beside_chapters: bool = False) -> int:
+def plan_command(args: argparse.Namespace) -> int:
     """``python -m semlm.book plan``: list (and with ``--train`` train) every chapter's runs."""
     import semlm.book.plan as plan
 
-    check_profile(profile)
+    check_profile(args.profile)
     wanted = None
-    if chapters is not None:
-        wanted = [c.strip() for c in chapters.split(",") if c.strip()]
+    if args.chapters is not None:
+        wanted = [c.strip() for c in args.chapters.split(",") if c.strip()]
         unknown = sorted(set(wanted) - set(plan.CHAPTERS))
         if unknown:
             raise BookError(f"--chapters: {', '.join(unknown)} declare no runs; choose from {', '.join(plan.CHAPTERS)}",
                             exit_code=2)
-    print(plan.describe([e for e in plan.book_runs(profile) if wanted is None or e.chapter in wanted]), flush=True)
-    if not train:
+    print(plan.describe([e for e in plan.book_runs(args.profile) if wanted is None or e.chapter in wanted]), flush=True)
+    if not args.train:
         return 0
-    if beside_chapters:
+    if args.beside_chapters:
         import torch
 
         if torch.cuda.is_available():
             print("CUDA is available: the chapters train their runs one at a time on it; nothing trained ahead")
             return 0
     try:
-        plan.train_ahead(profile, workers=workers, chapters=wanted)
+        plan.train_ahead(args.profile, workers=args.workers, chapters=wanted)
     except RuntimeError as exc:
         raise BookError(str(exc)) from exc
     print("trained: the chapters will load these runs from the cache")
@@ -811,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "plan":
-            return plan_command(args.profile, args.train, args.workers, args.chapters, args.beside_chapters)
+            return plan_command(args)
         if args.command == "export":
             from semlm.book.export import ExportError, export_run
 
