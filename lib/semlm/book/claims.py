@@ -130,15 +130,13 @@ def _table1(kind: str, metric: str):
         published, causal = (_get(metrics, AUDIT, "table1", s, kind, metric) for s in ("published", "causal"))
         paper = ref.PAPER_A_TABLE1[kind][metric]
         floor = getattr(_get(metrics, AUDIT, "floors"), metric)
-        detail = f"published setting {published.mean:.3f}"
         # the paper counts the <eos> -> <pad> target too; compare with ours counted the same way
         counted = getattr(_get(metrics, AUDIT, "table1", "published", kind), f"{metric}_authors_denominator")
-        if counted is not None:
-            detail += f", {counted.mean:.3f} counted the authors' way"
         compared = counted if counted is not None else published
-        detail += f" ({abs(compared.mean - paper) / paper:.0%} from the paper)"
-        if floor is not None:
-            detail += f"; no causal model can go below {floor:.3f}"
+        detail = (f"published setting {published.mean:.3f}"
+                  + (f", {counted.mean:.3f} counted the authors' way" if counted is not None else "")
+                  + f" ({abs(compared.mean - paper) / paper:.0%} from the paper)"
+                  + (f"; no causal model can go below {floor:.3f}" if floor is not None else ""))
         return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; {detail}; causal {causal.mean:.3f}",
                        published.mean, causal.mean, _bounds(causal), seeds=_seeds(causal))
     return judge
