@@ -180,7 +180,8 @@ def test_table7_shows_dev_perplexity_and_cites_only_the_perplexities():
 
 
 def test_rule_and_path_numbers_name_every_glued_rate():
-    from semlm.fusion.control_study import CONTROL_PATHS, rate, rule_and_path_numbers
+    from semlm.fusion.control_study import CONTROL_PATHS, rule_and_path_numbers
+    from semlm.fusion.metrics import rate
 
     hit = Interval.of_proportion(3, 4)
     side = [{"setting": s, "nucleus rule": r, "control path": p, "OOD hit pos": hit, "OOD hit neg": hit,

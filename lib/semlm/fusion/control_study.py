@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from semlm.fusion.metrics import POLARITY_LABELS, held_out_hit_rate, request_accuracy
+from semlm.fusion.metrics import POLARITY_LABELS, held_out_hit_rate, rate, request_accuracy
 from semlm.core.records import Interval
 from semlm.fusion.records import ControlAccuracy, DecodingRecord
 from semlm.core.runs import RunRecord
@@ -77,11 +77,6 @@ def accuracy(sentences, request: str) -> ControlAccuracy:
 
 def held_out_hits(sentences, held_out) -> Interval:
     return Interval.from_dict(held_out_hit_rate(sentences, held_out))
-
-
-def rate(p: Interval) -> str:
-    """rate [95% Wilson interval] (successes/trials)."""
-    return f"{p:.2f} ({p.successes}/{p.n})"
 
 
 def examples(decode: Decoder, prompts: Sequence[str | None] = (None, "Carol starts the model,")) -> list[dict]:
@@ -153,10 +148,10 @@ def ood_sweep(decode: Decoder, n: int, alphas: Sequence[float] = (0.0, 0.25, 0.5
     import pandas as pd
 
     rows = []
-    for cls, mixture in (("pos", PAPER_MIXTURE["positive"]), ("neg", PAPER_MIXTURE["negative"])):
+    for cls, request in PAPER_REQUESTS.items():
         for alpha in alphas:
-            decoding = DecodingConfig(hard=True, mixture=type(mixture)(alpha, mixture.temperature, mixture.top_p))
-            out = decode("causal", "fusion", n, PAPER_REQUESTS[cls], decoding=decoding, seed_offset=300)
+            decoding = DecodingConfig(hard=True, mixture=replace(PAPER_MIXTURE[request.polarity], alpha=alpha))
+            out = decode("causal", "fusion", n, request, decoding=decoding, seed_offset=300)
             p = held_out_hits(out, decode.held_out[cls])
             rows.append({"class": cls, "alpha": alpha, "rate": p.mean, "low": p.low, "high": p.high})
     return pd.DataFrame(rows)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from semlm.core.metrics import proportion
+from semlm.core.records import Interval
 from semlm.data.synthetic import NEGATIVE_ADJECTIVES, POSITIVE_ADJECTIVES
 
 POLARITY_CLASSES: tuple[str, ...] = ("POS", "NEG", "OTHER")
@@ -39,6 +40,11 @@ POLARITY_LABELS = {"positive": "POS", "negative": "NEG"}
 def request_accuracy(sentences: Sequence[Sequence[str]], request) -> dict:
     """:func:`control_accuracy` against a :class:`semlm.fusion.request.Request`'s polarity and punctuation."""
     return control_accuracy(sentences, POLARITY_LABELS[request.polarity], request.punctuation)
+
+
+def rate(p: Interval) -> str:
+    """rate [95% Wilson interval] (successes/trials)."""
+    return f"{p:.2f} ({p.successes}/{p.n})"
 
 
 def polarity_confusion(by_intended: dict[str, Sequence[Sequence[str]]]) -> dict[str, dict[str, int]]:

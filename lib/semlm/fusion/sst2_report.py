@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 import torch
 
 from semlm.core.records import Interval
+from semlm.fusion.metrics import rate
 from semlm.fusion.records import SST2Judgement, SST2Record
 from semlm.fusion.sst2_experiment import (
     PAPER_A_TABLE7, SETTINGS, ControlConfig, SST2Data, continue_under_control, judge_continuations, sst2_requests,
@@ -43,11 +44,6 @@ def table7(trained) -> ModelTable:
     columns = {"dev PPL": "ppl", "semantic MSE": "sem_mse"}
     return ModelTable(trained, {"paper, Table 7 (published setting)": PAPER_A_TABLE7}, columns, columns,
                       {"ppl": "ppl"})
-
-
-def rate(p: Interval) -> str:
-    """rate [95% Wilson interval] (successes/trials)."""
-    return f"{p:.2f} ({p.successes}/{p.n})"
 
 
 #: The glue names of the control rates chapter 5's prose cites: (kind, request, mode) judged as requested
