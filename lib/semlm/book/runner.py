@@ -628,17 +628,16 @@ def _stop_children_on_exit(meter: CpuMeter):
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, interrupt) if main_thread else None
     # A process started in the background by a non-interactive shell (`nohup make test &`) inherits
     # SIGINT ignored, and Python then installs no KeyboardInterrupt handler: set the one we rely on.
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
+    handlers = {signal.SIGTERM: interrupt, signal.SIGINT: signal.default_int_handler}
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()} if main_thread else {}
     try:
         yield
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
-            signal.signal(signal.SIGINT, previous_int)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         stop_processes(meter.started_processes())
 
 
