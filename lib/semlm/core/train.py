@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -136,11 +137,9 @@ def lr_factor(step: int, schedule: str, warmup: int, total_steps: int, min_ratio
     """The learning rate of optimiser step ``step`` as a fraction of the peak.
 
     ``constant``: 1. ``constant_warmup``: linear warmup, then 1. ``cosine``: linear warmup from 0 over ``warmup``
-    steps, then half a cosine to 0 at ``total_steps`` (transformers' ``get_cosine_schedule_with_warmup``).
-    ``cosine_min_lr``: the same cosine from 1 down to ``min_ratio`` (transformers'
-    ``get_cosine_with_min_lr_schedule_with_warmup``, the authors' ``get_lr`` of paper B). Written out here, with
-    the same formulas (a test compares them with transformers' schedulers), because importing
-    ``transformers.optimization`` costs every worker process about 4 s (it pulls in peft and bitsandbytes).
+    steps, then half a cosine to 0 at ``total_steps``. ``cosine_min_lr``: the same cosine from 1 to ``min_ratio``
+    (the authors' ``get_lr`` of paper B). transformers' formulas (a test compares them), written out because
+    importing ``transformers.optimization`` costs every worker process about 4 s.
     """
     if schedule == "constant":
         return 1.0
@@ -177,12 +176,10 @@ def _step_batches(data, config: TrainConfig, seed: int, start_step: int, steps_p
     while True:
         torch.manual_seed(_seed_of(seed, epoch))
         generator.manual_seed(_seed_of(seed, epoch) + 1)
-        skip = step - epoch * steps_per_epoch
         batches = data.batches(config.batch_size, generator, shuffle=config.sampling == "shuffle")
-        for index, batch in enumerate(batches):
-            if index >= skip:
-                yield step, batch
-                step += 1
+        for batch in itertools.islice(batches, step - epoch * steps_per_epoch, None):  # a resumed epoch's rest
+            yield step, batch
+            step += 1
         epoch += 1
 
 
@@ -206,14 +203,10 @@ def _load_weights(model: nn.Module, path: Path, trainable_only: bool) -> None:
 
 
 class Trainer:
-    """One run of the loop: the optimiser, the schedule and the state a checkpoint holds.
+    """One run of the loop (:func:`train` drives it): the optimiser, the schedule and the state a checkpoint holds.
 
-    :func:`train` is the way to use it; the methods are its parts: :meth:`resume` (the run
-    folder), :meth:`optimiser_step` (one batch, in ``accumulation`` micro-batches),
-    :meth:`validate_and_checkpoint` (a history row, patience, the checkpoint) and :meth:`finish`
-    (best weights, ``final/``). With an ``accelerate.Accelerator`` every process draws the same
-    global batch and trains on its share of the rows; DistributedDataParallel averages the
-    gradients, so N processes make the update one process makes with the whole batch.
+    With an ``accelerate.Accelerator`` every process draws the same global batch and trains on its share of the
+    rows; DistributedDataParallel averages the gradients, so N processes make the update of one with the whole batch.
     """
 
     def __init__(self, model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: LossFn, seed: int,
@@ -222,9 +215,7 @@ class Trainer:
             raise TypeError(f"loss_fn must be a callable (model, batch, step) -> (loss, parts), got "
                             f"{type(loss_fn).__name__}; paper A's Eq. 5 is semlm.fusion.losses.FusionLoss")
         self.model, self.config, self.loss_fn, self.seed, self.validate = model, config, loss_fn, seed, validate
-        self.snapshots = snapshots
-        self.train_data, self.val_data = train_data, val_data
-        self.accelerator = accelerator
+        self.train_data, self.val_data, self.accelerator, self.snapshots = train_data, val_data, accelerator, snapshots
         self.processes = accelerator.num_processes if accelerator is not None else 1
         self.is_main = accelerator is None or accelerator.is_main_process
         self.device = next(model.parameters()).device
@@ -417,23 +408,19 @@ def train(model: nn.Module, train_data, val_data, config: TrainConfig, loss_fn: 
     """Train ``model`` in place with ``loss_fn`` and return its validation history: the one loop of every chapter.
 
     ``loss_fn(model, batch, step) -> (loss, parts)`` is the experiment's objective (paper A's Eq. 5 is
-    :class:`semlm.fusion.losses.FusionLoss`) and ``validate(model, val_data, step) -> ppl`` its
-    validation (default: :func:`semlm.core.metrics.perplexity`); ``step`` is the optimiser steps
-    done, e.g. for a gate strength ramped over steps. The data has ``batches(batch_size, generator,
-    shuffle)`` (or ``sample(batch_size, generator)`` for ``sampling="random_windows"``) and
-    ``input_ids``, hashed into the run key. ``seed`` (the run's, ``RunSpec.seed``) draws the batches
-    and reseeds dropout every epoch or step.
+    :class:`semlm.fusion.losses.FusionLoss`), ``validate(model, val_data, step) -> ppl`` its validation (default:
+    :func:`semlm.core.metrics.perplexity`); ``step`` counts the optimiser steps done (a gate ramped over steps).
+    The data has ``batches(batch_size, generator, shuffle)`` (or ``sample(batch_size, generator)`` for
+    ``sampling="random_windows"``) and ``input_ids``, hashed into the run key; ``seed`` draws the batches and
+    reseeds dropout every epoch or step.
 
-    Only parameters with ``requires_grad`` are optimised (a frozen backbone stays frozen), and a
-    model whose trainable parameters are a small part of it (LoRA adapters, an idea head) is
-    checkpointed by those alone. ``run_description`` (any JSON-able dict, e.g. the model config)
-    goes into the run's fingerprint together with ``config``, ``seed`` and the data, so that a folder
-    cannot silently mix runs. ``stop_after_step`` ends early (the run stays resumable; the tests
-    simulate an interruption with it). ``on_step`` is called after every
-    optimiser step (worker processes use it to report progress to the parent). ``accelerator`` (an
-    ``accelerate.Accelerator``) trains data-parallel over the processes it started
-    (:mod:`semlm.idea.distributed`); only its main process writes the run folder. ``snapshots`` keeps the
-    weights of every validation in ``run_dir`` (:func:`snapshot_folder`): a learning curve from one run.
+    Only parameters with ``requires_grad`` are optimised, and a model whose trainable parameters are a small part
+    of it (LoRA adapters, an idea head) is checkpointed by those alone. ``run_description`` (JSON-able, e.g. the
+    model config) joins ``config``, ``seed`` and the data in the run folder's fingerprint. ``stop_after_step`` ends
+    early, resumably (the tests' interruption); ``on_step`` is called after every optimiser step (workers report
+    progress with it); ``accelerator`` trains data-parallel over its processes (:mod:`semlm.idea.distributed`),
+    the main one writing the run folder; ``snapshots`` keeps the weights of every validation
+    (:func:`snapshot_folder`): a learning curve from one run.
     """
     if accelerator is not None:
         model.to(accelerator.device)
