@@ -107,7 +107,8 @@ def prepare_intent_data(corpus: SyntheticConfig, variant: str) -> IntentData:
     featurizer = IntentFeatures(base.vocab)
     permutation = None
     if variant == "shuffled":
-        permutation = torch.randperm(len(base.corpus.train), generator=torch.Generator().manual_seed(corpus.corpus_seed))
+        generator = torch.Generator().manual_seed(corpus.corpus_seed)
+        permutation = torch.randperm(len(base.corpus.train), generator=generator)
     train = with_intent(base.train, base.corpus.train, featurizer, permutation)
     val = with_intent(base.val, base.corpus.val, featurizer)
     return IntentData(base, train, val, featurizer, request_mean(train))
@@ -116,36 +117,27 @@ def prepare_intent_data(corpus: SyntheticConfig, variant: str) -> IntentData:
 # --- sampling and judging ------------------------------------------------------------------------
 
 @torch.no_grad()
-def sample_sentences(model: torch.nn.Module, data: IntentData, requests: Sequence[Request], seed: int,
-                     codes: Sequence[Sequence[str]] | None = None, mean: torch.Tensor | None = None) -> list[list[str]]:
-    """One sentence per request, sampled at temperature 1 from ``<bos>`` (and its codes), batched.
+def sample_sentences(model: torch.nn.Module, data: IntentData, requests: Sequence[Request],
+                     seed: int) -> list[list[str]]:
+    """One sentence per request, sampled at temperature 1 from ``<bos>``, batched, as the model hears it.
 
-    Fusion models read the intent channel of their request (``mean``: the training mean the unset
-    predicates take); the others ignore features. Nothing but never-text tokens is masked.
+    A control-code model hears the request's codes after ``<bos>`` (:meth:`Request.codes`), a fusion model its
+    intent channel (the unset predicates at their training mean), a baseline nothing.
+    Nothing but never-text tokens is masked.
     """
     vocab, n = data.base.vocab, len(requests)
-    start = torch.tensor([[vocab.bos_id] + vocab.ids(c) for c in codes] if codes else [[vocab.bos_id]] * n)
+    codes = [r.codes() for r in requests] if data.base.code_ids else [()] * n
+    start = torch.tensor([[vocab.bos_id] + vocab.ids(c) for c in codes])
     suppress = [vocab.pad_id, vocab.bos_id] + list(data.base.code_ids)
     processors = LogitsProcessorList([SuppressTokensLogitsProcessor(suppress)])
     featurize = None
     if data.featurizer is not None:
-        rows = torch.stack([r.vector(mean if mean is not None else data.request_mean) for r in requests])
+        rows = torch.stack([r.vector(data.request_mean) for r in requests])
         featurize = partial(data.featurizer, requests=rows)
     limit = data.base.corpus.config.max_len - 1  # words and <eos>
     ids = sample_ids(model, start, processors, seed, limit, vocab.pad_id, vocab.eos_id, featurize)
     skip = start.shape[1]
     return [[w for w in vocab.decode(row[skip:]) if w not in ("<eos>", "<pad>")] for row in ids]
-
-
-def sample_as_heard(model: torch.nn.Module, data: IntentData, variant: str, requests: Sequence[Request],
-                    seed: int) -> list[list[str]]:
-    """One sentence per request as ``variant`` hears it: ``no_request`` hears nothing (every predicate at its
-    training mean), ``control_code`` hears the request's codes (:meth:`Request.codes`), the others read it
-    through the intent channel."""
-    if variant == "no_request":
-        return sample_sentences(model, data, [Request()] * len(requests), seed)
-    codes = [r.codes() for r in requests] if variant == "control_code" else None
-    return sample_sentences(model, data, requests, seed, codes)
 
 
 def judge(sentences: Sequence[Sequence[str]], requests: Sequence[Request], held_out: Sequence[str]) -> dict:
@@ -197,15 +189,14 @@ def control_requests(n: int) -> list[Request]:
     return [Request.of(p, q) for p, q in REQUESTS for _ in range(n)]
 
 
-def strength_sweep(model, data: IntentData, levels: Sequence[float], n: int, seed: int,
-                   mean: torch.Tensor) -> tuple[list[float], float]:
+def strength_sweep(model, data: IntentData, levels: Sequence[float], n: int, seed: int) -> tuple[list[float], float]:
     """``n`` sentences per strength level (the whole triplet, polarity alternating, punctuation "."): the mean
     written intensity per level, and the rank correlation of requested level and written intensity over every
     sentence of the sweep (one seed's measure)."""
     requested, written, by_level = [], [], []
     for i, level in enumerate(levels):
         requests = [Request.of(("positive", "negative")[k % 2], ".", level) for k in range(n)]
-        sentences = sample_sentences(model, data, requests, seed + 1 + i, mean=mean)
+        sentences = sample_sentences(model, data, requests, seed + 1 + i)
         values = [written_intensity(s) for s in sentences]
         by_level.append(mean_written_intensity(sentences))
         requested += [level] * len(values)
@@ -215,17 +206,16 @@ def strength_sweep(model, data: IntentData, levels: Sequence[float], n: int, see
 
 def read_model(model, data: IntentData, run: IntentRun, seed: int, variant: str) -> IntentReading:
     """One reading of a trained model: features-only control, strength sweep (fusion models), PPL."""
-    mean = data.request_mean
     requests = control_requests(run.samples_per_request)
-    sentences = sample_as_heard(model, data, variant, requests, seed)
-    scores = judge(sentences, requests, data.base.corpus.split.held_out)
+    heard = [Request()] * len(requests) if variant == "no_request" else requests  # every predicate at its mean
+    scores = judge(sample_sentences(model, data, heard, seed), requests, data.base.corpus.split.held_out)
     by_level = correlation = None
     if variant in ("intent", "shuffled"):
-        by_level, correlation = strength_sweep(model, data, run.strength_levels, run.samples_per_request, seed, mean)
+        by_level, correlation = strength_sweep(model, data, run.strength_levels, run.samples_per_request, seed)
     val = data.val
     if variant == "no_request":
         features = val.features.clone()
-        features[..., REQUEST_COLUMNS] = mean
+        features[..., REQUEST_COLUMNS] = data.request_mean
         features[~val.mask] = 0.0
         val = replace(val, features=features)
     ppl = evaluate_language_model(model, val, data.base.vocab, data.base.held_out_ids,
@@ -359,6 +349,7 @@ def summarise(records: Sequence[RunRecord]) -> IntentControl:
 def examples(model, data: IntentData, variant: str, n_per_request: int = 1, seed: int = 0) -> list[dict]:
     """A few sentences per request of the control table, for the chapter's example table."""
     requests = control_requests(n_per_request)
-    sentences = sample_as_heard(model, data, variant, requests, seed)
+    heard = [Request()] * len(requests) if variant == "no_request" else requests
+    sentences = sample_sentences(model, data, heard, seed)
     return [{"variant": variant, "request": f"{r.polarity} {r.punctuation}", "sentence": " ".join(s)}
             for r, s in zip(requests, sentences)]
