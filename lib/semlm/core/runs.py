@@ -30,7 +30,7 @@ The runner (:func:`run_many`, :func:`run_one`) does the rest, the same way for e
   key, so retraining the owner re-evaluates it;
 * **threads and device**: every CPU run uses one thread (so its numbers do not depend on how many
   ran side by side); CUDA when there is one, unless the spec's experiment says otherwise;
-* **worker pool**: ``workers`` spawned one-thread processes, with one progress bar fed by a queue;
+* **worker pool**: ``workers`` forked one-thread processes (:func:`worker_pool`), one progress bar fed by a queue;
   :func:`run_jobs` takes the runs of several experiments in one pool (the book runner's training
   ahead of the chapters, :mod:`semlm.book.plan`);
 * **one process per run**: a run trains or is evaluated under a file lock beside its folder
@@ -48,7 +48,6 @@ import importlib
 import json
 import multiprocessing as mp
 import os
-import queue
 import resource
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -577,11 +576,32 @@ def nested(records: Sequence[RunRecord], *fields: str) -> dict:
     return out
 
 
+_PROGRESS = None  # a pool worker's queue for training steps (set by worker_pool's initializer)
+
+
+def _set_progress_queue(updates) -> None:
+    global _PROGRESS
+    _PROGRESS = updates
+
+
+def _pooled_run(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, device: str) -> RunRecord:
+    return run_one(experiment, spec, runs_dir, 1, device, False, _PROGRESS)
+
+
+def worker_pool(workers: int, updates=None) -> ProcessPoolExecutor:
+    """A pool of ``workers`` CPU processes forked from this one, each running one run at a time with one
+    thread (as PyTorch's DataLoader workers do). Forked workers share the libraries this process has
+    imported (copy-on-write) instead of importing PyTorch again each, so a pool costs the memory of
+    what its runs allocate. ``updates``: a queue the workers' trainers put one item per step on."""
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"),
+                               initializer=_set_progress_queue, initargs=(updates,))
+
+
 def run_many(experiment: Experiment, specs: Sequence[RunSpec], context: RunContext,
              label: str | None = None) -> list[RunRecord]:
     """Every spec's run, trained or loaded, in the order of ``specs``: the one way a chapter runs models.
 
-    On a CPU the runs go to ``context.workers`` spawned one-thread processes (capped by
+    On a CPU the runs go to ``context.workers`` forked one-thread processes (capped by
     :meth:`Experiment.max_workers`); on CUDA (see :attr:`Experiment.device`) one after another in
     this process.
     """
@@ -602,20 +622,18 @@ def run_many(experiment: Experiment, specs: Sequence[RunSpec], context: RunConte
     for spec in specs:  # prepare (and cache on disk) shared data once, before the workers read it
         experiment.data(spec)
     steps = [experiment.total_steps(s) for s in specs]
-    spawn = mp.get_context("spawn")
-    with spawn.Manager() as manager, ProcessPoolExecutor(workers, mp_context=spawn) as pool:
-        updates = manager.Queue()
-        futures = [pool.submit(run_one, experiment, s, runs_dir, 1, device, False, updates) for s in specs]
+    updates = mp.get_context("fork").SimpleQueue()
+    with worker_pool(workers, updates) as pool:
+        futures = [pool.submit(_pooled_run, experiment, s, runs_dir, device) for s in specs]
         total = sum(steps) if all(steps) else None
         with progress_bar(total or len(specs), label or f"{experiment.name}: {len(specs)} runs", progress) as bar:
             finished = 0
             while not all(f.done() for f in futures):
-                try:
-                    updates.get(timeout=0.2)
-                    if total:
-                        bar.update(1)
-                except queue.Empty:
-                    pass
+                if total and not updates.empty():
+                    updates.get()
+                    bar.update(1)
+                    continue
+                time.sleep(0.2)
                 if not total:
                     now = sum(f.done() for f in futures)
                     bar.update(now - finished)
@@ -630,17 +648,16 @@ def run_jobs(jobs: Sequence[tuple[Experiment, RunSpec]], runs_dir: str | Path, w
              label: str = "runs", progress: bool = True,
              on_done: Callable[[Experiment, RunSpec, RunRecord | BaseException], None] | None = None,
              ) -> list[RunRecord | BaseException]:
-    """The runs of several experiments, ``(experiment, spec)``, in one pool of ``workers`` spawned
+    """The runs of several experiments, ``(experiment, spec)``, in one :func:`worker_pool` of ``workers``
     one-thread CPU processes, started in the order given: the outcome of each, a :class:`RunRecord` or
     the exception its run raised (a failed run does not stop the others). ``on_done`` is called as
     each one finishes. A run another process is training is waited for and loaded (:func:`run_lock`).
     """
     if not jobs:
         return []
-    spawn = mp.get_context("spawn")
     outcomes: dict[int, RunRecord | BaseException] = {}
-    with ProcessPoolExecutor(max(1, min(workers, len(jobs))), mp_context=spawn) as pool:
-        futures = {pool.submit(run_one, experiment, spec, runs_dir, 1, experiment.device or "cpu"): i
+    with worker_pool(max(1, min(workers, len(jobs)))) as pool:
+        futures = {pool.submit(_pooled_run, experiment, spec, runs_dir, experiment.device or "cpu"): i
                    for i, (experiment, spec) in enumerate(jobs)}
         with progress_bar(len(jobs), label, progress) as bar:
             for future in as_completed(futures):
