@@ -61,13 +61,13 @@ def test_the_benchmark_reuses_the_builds_models_and_says_so(tmp_path, monkeypatc
 
     monkeypatch.setenv("SEMLM_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("SEMLM_METRICS_DIR", str(tmp_path / "metrics"))
-    first = run_benchmark("smoke", workers=1, progress=False, variants_profile=None)
+    first = run_benchmark("smoke", workers=1, progress=False, variants_profile=None, sparse_decoding=False)
     assert first["training_source"] == "trained here"
-    second = run_benchmark("smoke", workers=1, progress=False, variants_profile=None)
+    second = run_benchmark("smoke", workers=1, progress=False, variants_profile=None, sparse_decoding=False)
     assert second["training_source"].startswith("the build's run cache")
     assert second["train_seconds"] == first["train_seconds"]
     assert second["wall_seconds"] >= max(second["train_seconds"].values())
-    fresh = run_benchmark("smoke", workers=1, progress=False, variants_profile=None, fresh=True)
+    fresh = run_benchmark("smoke", workers=1, progress=False, variants_profile=None, fresh=True, sparse_decoding=False)
     assert fresh["training_source"] == "trained here from an empty run folder"
 
 

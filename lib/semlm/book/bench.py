@@ -36,8 +36,10 @@ from semlm.fusion.request import PAPER_REQUESTS
 from semlm.fusion.synthetic_experiment import (SYNTHETIC, SyntheticExperiment, SyntheticRun, peak_rss_mb, prepare_data,
                                                synthetic_runs)
 from semlm.fusion.profiles import synthetic_profile
+from semlm.idea import sparse_decoding as sparse
 from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
 from semlm.book.records import BenchmarkRecord
+from semlm.book.recorded_runs import RECORDED_DIR
 from semlm.book.report import write_chapter_metrics
 
 TARGET_SECONDS = 60.0
@@ -70,7 +72,8 @@ def train_synthetic(config, runs_dir, workers: int | None, progress: bool) -> di
 
 
 def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = None, progress: bool = True,
-                  variants_profile: str | None = "smoke", variant_seeds: int = 3, fresh: bool = False) -> dict:
+                  variants_profile: str | None = "smoke", variant_seeds: int = 3, fresh: bool = False,
+                  sparse_decoding: bool = True) -> dict:
     """Time the whole synthetic experiment (both causal models trained and evaluated); return and write the record.
 
     The models come from the build's run cache (chapter 2 trains the same runs): the wall time is then their
@@ -116,6 +119,8 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
     record["bf16_decision"] = bf16_decision(record.get("training_variants"), record["precision"],
                                             recorded_precision_comparison())
     record["idea"] = run_idea_benchmark(profile, seed, threads=1)
+    if sparse_decoding:  # chapter 6's gated model, loaded from the build's run cache (trained if absent)
+        record["idea"]["sparse_decoding"] = sparse.bench_section(profile, seed)
     previous = previous_authors_comparison()  # measured on request (--authors-script); kept, never re-run here
     if previous is not None:
         record["authors_comparison"] = previous
@@ -622,9 +627,10 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
     """Run ``command`` to its end: wall seconds, CPU seconds and peak MB of its process tree, exit code.
 
     CPU: user + sys of the process and every descendant it waited for (the ``RUSAGE_CHILDREN``
-    difference across the run; runs are measured one at a time). Memory: the tree's summed RSS,
-    sampled every :data:`MEMORY_SAMPLE_SECONDS` (pages shared between processes, such as the PyTorch
-    library, count once per process, as for the book's other summed peaks).
+    difference across the run; runs are measured one at a time). Memory: the tree's summed proportional
+    set size (PSS: a page shared by n processes, such as the PyTorch library or what forked workers
+    inherit, counts 1/n in each, so the sum is the memory the tree occupies), sampled every
+    :data:`MEMORY_SAMPLE_SECONDS`; the summed RSS, which counts shared pages once per process, beside it.
     """
     import resource
     import subprocess
@@ -635,17 +641,18 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         process = subprocess.Popen(list(command), env=env, cwd=cwd, stdout=out, stderr=err)
-        root, peak = psutil.Process(process.pid), 0
-        while process.poll() is None:  # the tree's summed resident memory, until it exits
+        root, peak, peak_rss = psutil.Process(process.pid), 0, 0
+        while process.poll() is None:  # the tree's summed memory, until it exits
             try:
                 members = [root, *root.children(recursive=True)]
             except psutil.Error:
                 members = []
-            total = 0
+            total = total_rss = 0
             for member in members:
                 with contextlib.suppress(psutil.Error):  # ended between listing and reading
-                    total += member.memory_info().rss
-            peak = max(peak, total)
+                    memory = member.memory_full_info()
+                    total, total_rss = total + memory.pss, total_rss + memory.rss
+            peak, peak_rss = max(peak, total), max(peak_rss, total_rss)
             time.sleep(MEMORY_SAMPLE_SECONDS)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -653,6 +660,7 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
         stdout, stderr = (f.read().decode(errors="replace").strip().splitlines() for f in (out, err))
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "peak_mb": round(peak / 2 ** 20, 1),
+            "peak_rss_sum_mb": round(peak_rss / 2 ** 20, 1),
             "returncode": process.returncode, "stdout_tail": stdout[-10:], "stderr_tail": stderr[-10:]}
 
 
@@ -773,7 +781,29 @@ def chapter_glue(record: dict, profile: str) -> dict:
         "book_ahead": times["trained_ahead"],
         "book_busy": "n/a" if times["utilisation"] is None else f"{times['utilisation']:.0%}",
         "book_scratch": "from scratch" if times["from_scratch"] else "partly from the run cache",
+        **_sparse_glue(idea.get("sparse_decoding")),
     }
+
+
+def _sparse_glue(record: dict | None) -> dict:
+    if record is None:
+        return {}
+    return {"sparse_clamp": record["clamp_share"]["mean"], "sparse_kept": record["kept_share"],
+            "sparse_outside": record["mass_outside"], "sparse_kl": record["mean_step_kl"],
+            "sparse_speedup": record["speedup_per_token"], "sparse_budget": record["budget"],
+            "sparse_model": f"{record['model']} gated model, {record['profile']} profile"}
+
+
+def recorded_sparse_decoding(root: str | Path | None = None) -> tuple[pd.DataFrame, dict] | None:
+    """``(table, provenance)`` of ``book/recorded/sparse-decoding/``: the sparse head on competent models at
+    three budgets and timed at the paper's size (random weights); None when the folder is absent."""
+    path = Path(root or RECORDED_DIR) / "sparse-decoding" / "sparse_decoding.json"
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text())
+    rows = {f"{name}, budget {budget}": r for name, by_budget in recorded["models"].items()
+            for budget, r in sorted(by_budget.items(), key=lambda item: int(item[0]))}
+    return sparse.table(rows), recorded["provenance"] | {"paper_size": recorded["paper_size_random_weights"]}
 
 
 def authors_comparison_frame(record: dict, path: str | Path | None = None):
@@ -787,7 +817,7 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None):
             "--authors-script PATH --profile cpu` (or `make bench AUTHORS=PATH`) writes it into the bench JSON, "
             "and the next build of this page shows it.")
     labels = {"wall_seconds": "wall seconds", "cpu_seconds": "CPU seconds (user + sys, process tree)",
-              "peak_mb": "peak memory, MB (process tree)"}
+              "peak_mb": "peak memory, MB (process tree, summed PSS)"}
     columns = {f"ours ({comparison['profile']})": comparison["ours"]}
     if "ratios" in comparison:
         columns["authors' script"] = comparison["authors_script"]

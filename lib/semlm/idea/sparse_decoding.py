@@ -205,3 +205,19 @@ def bench_section(profile: str, seed: int = 111) -> dict:
     record = sparse_decoding_record(runs["gated"].load("cpu"), data.tokenizer, load_domains(), batches,
                                     generation=replace(config.generation, samples_per_prompt=1))
     return {"profile": config.name, "model": chosen, "val_ppl": runs["gated"].metrics.val_ppl, **record}
+
+
+def table(records: dict[str, dict]):
+    """One row per ``{label: sparse_decoding_record}``: the clamp share, what the sparse head keeps and loses,
+    its speed-up, and the samples' stickiness and distinct-2 from both heads."""
+    import pandas as pd
+
+    def row(r: dict) -> dict:
+        full, sparse = r["samples"]["full"], r["samples"]["sparse"]
+        return {"budget": r["budget"], "at clamp (mean)": r["clamp_share"]["mean"], "kept share": r["kept_share"],
+                "full mass outside": r["mass_outside"], "mean step KL (nats)": r["mean_step_kl"],
+                "speed-up per token": r["speedup_per_token"], "head speed-up": r["head_speedup"],
+                "stickiness full": full["stickiness"]["mean"], "stickiness sparse": sparse["stickiness"]["mean"],
+                "distinct-2 full": full["distinct_2"]["mean"], "distinct-2 sparse": sparse["distinct_2"]["mean"]}
+
+    return pd.DataFrame({label: row(r) for label, r in records.items()}).T
