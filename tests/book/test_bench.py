@@ -3,6 +3,7 @@
 timing never asserted) and the command line's sections."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -236,3 +237,13 @@ def test_the_flop_formulas_import_without_torch():
     code = "import sys, semlm.book.flops; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_measure_process_counts_pages_a_forked_child_shares_once():
+    # 200 MB written by the parent, then shared unchanged with a forked child: summed RSS counts them
+    # twice, the summed PSS (the tree's peak_mb) once
+    code = ("import os, time\nb = bytearray(200 * 2 ** 20)\nb[::4096] = b'x' * len(b[::4096])\n"
+            "pid = os.fork()\ntime.sleep(1.5)\nif pid:\n    os.waitpid(pid, 0)\n")
+    run = bench.measure_process([sys.executable, "-c", code], dict(os.environ), ".")
+    assert run["returncode"] == 0
+    assert run["peak_rss_sum_mb"] - run["peak_mb"] > 150 and run["peak_mb"] > 190
