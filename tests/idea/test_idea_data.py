@@ -219,11 +219,10 @@ def test_paper_b_profiles_need_no_torch_and_name_the_models_choices():
             "idea_profile('cpu'); topic_drift_profile('cpu'); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-    from semlm.idea.targets import REDUCTIONS
     from semlm.idea.model import GATE_VARIANTS
-    from semlm.idea.profiles import IDEA_GATE_VARIANTS, IDEA_LOSS_REDUCTIONS, IdeaSettings
+    from semlm.idea.profiles import IDEA_GATE_VARIANTS, IdeaSettings
 
-    assert IDEA_GATE_VARIANTS == GATE_VARIANTS and IDEA_LOSS_REDUCTIONS == REDUCTIONS
+    assert IDEA_GATE_VARIANTS == GATE_VARIANTS
     with pytest.raises(ValueError, match="unknown gate variant 'clamp'"):
         IdeaSettings(gate_variant="clamp")
 

@@ -6,9 +6,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semlm.core.metrics import NO_TARGET
-from semlm.idea.targets import (idea_bce, idea_bce_sparse, idea_targets, top_frequent_ids, vocabulary_mask,
-                                window_ids)
+from semlm.idea.targets import idea_bce_sparse, idea_targets, top_frequent_ids, vocabulary_mask, window_ids
 from semlm.idea.targets import idea_gated_loss
+
+
+def idea_bce(idea_logits, targets, mask=None, pos_weight=None, reduction="sum_vocab", vocab_mask=None):
+    """The reference: the idea BCE against dense multi-hot ``targets``, as the paper writes it."""
+    weight = None if pos_weight is None else torch.tensor(float(pos_weight))
+    per_entry = torch.nn.functional.binary_cross_entropy_with_logits(idea_logits.float(), targets.float(),
+                                                                     pos_weight=weight, reduction="none")
+    columns = per_entry.shape[-1]
+    if vocab_mask is not None:
+        per_entry, columns = per_entry * vocab_mask, vocab_mask.sum()
+    per_position = per_entry.sum(-1) / (columns if reduction == "mean" else 1)
+    mask = torch.ones(per_position.shape) if mask is None else mask.float()
+    return (per_position * mask).sum() / mask.sum().clamp_min(1.0)
 
 
 def bag(row):
@@ -94,7 +106,7 @@ def test_bad_inputs_raise_one_clear_error():
     with pytest.raises(ValueError, match="future ids must be in"):
         idea_targets(torch.tensor([[9]]), window=1, vocab_size=4)
     with pytest.raises(ValueError, match="unknown reduction"):
-        idea_bce(torch.zeros(1, 1, 3), torch.zeros(1, 1, 3), reduction="max")
+        idea_bce_sparse(torch.zeros(1, 1, 3), torch.zeros(1, 1, 1, dtype=torch.long), reduction="max")
 
 
 def test_top_frequent_ids_breaks_ties_by_smaller_id():

@@ -33,14 +33,9 @@ from semlm.idea.model import IdeaGPTOutput, check_gate_variant, idea_gate, quiet
 QUANTIZATIONS: tuple[str, ...] = ("none", "nf4")
 
 
-class _DropMissingKernelNotice(logging.Filter):
-    """bitsandbytes logs, on import, that an optional faster CPU kernel package is not installed; harmless here."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Failed to load CPU gemm_4bit_forward")
-
-
-logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_DropMissingKernelNotice())
+# bitsandbytes logs, on import, that an optional faster CPU kernel package is not installed; harmless here
+logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(
+    lambda record: not str(record.msg).startswith("Failed to load CPU gemm_4bit_forward"))
 ADAPTER_DIR, IDEA_HEAD_FILE, WRAPPER_FILE = "adapter", "idea_head.safetensors", "lora_idea.json"
 OUTPUT_ADAPTER_FILE = "output_adapter.safetensors"
 
@@ -75,19 +70,11 @@ class LoraIdeaConfig:
         if self.idea_head and self.output_adapter:
             raise ValueError("choose idea_head=True (the gated model) or output_adapter=True (its capacity "
                              "control), not both")
-        if isinstance(self.lora, dict):
-            lora = dict(self.lora)
-            lora["target_modules"] = tuple(lora.get("target_modules", LoraSettings.target_modules))
-            self.lora = LoraSettings(**lora)
+        if isinstance(self.lora, dict):  # read back from lora_idea.json
+            self.lora = LoraSettings(**{**self.lora, "target_modules": tuple(self.lora["target_modules"])})
         if self.alpha < 0 or self.beta > 0 or self.n_positions < 1:
             raise ValueError(f"need alpha >= 0, beta <= 0 and n_positions >= 1; got {self.alpha}, {self.beta}, "
                              f"{self.n_positions}")
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        if out["lora"] is not None:
-            out["lora"]["target_modules"] = list(out["lora"]["target_modules"])
-        return out
 
 
 def check_quantization(quantization: str) -> str:
@@ -231,7 +218,7 @@ class LoraIdeaModel(nn.Module):
         for head, file in ((self.idea_head, IDEA_HEAD_FILE), (self.output_adapter, OUTPUT_ADAPTER_FILE)):
             if head is not None:
                 save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}, str(folder / file))
-        (folder / WRAPPER_FILE).write_text(json.dumps(self.config.to_dict(), indent=2))
+        (folder / WRAPPER_FILE).write_text(json.dumps(asdict(self.config), indent=2))
         return folder
 
     @classmethod

@@ -2,8 +2,8 @@
 idea-gated GPT (chapters 6, 7), topic drift (chapter 9) and LoRA + 4-bit idea gating (chapter 8).
 
 Torch-free: the gate forms and idea-loss reductions are named here so that validating a profile needs
-no torch; tests check they equal :data:`semlm.idea.model.GATE_VARIANTS` and
-:data:`semlm.idea.targets.REDUCTIONS`. ``LoraSettings.peft_config`` imports peft only when called.
+no torch (:mod:`semlm.idea.targets` reads the reductions from here; a test checks the gate forms equal
+:data:`semlm.idea.model.GATE_VARIANTS`). ``LoraSettings.peft_config`` imports peft only when called.
 """
 
 from __future__ import annotations

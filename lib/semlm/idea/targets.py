@@ -24,8 +24,7 @@ import torch.nn.functional as F
 
 from semlm.core.metrics import NO_TARGET
 from semlm.idea.model import _check_gate_arguments, _drops_eps, _gate_floor, idea_gate
-
-REDUCTIONS: tuple[str, ...] = ("sum_vocab", "mean")
+from semlm.idea.profiles import IDEA_LOSS_REDUCTIONS
 
 
 def top_frequent_ids(token_ids: torch.Tensor, n: int, exclude: Iterable[int] = ()) -> list[int]:
@@ -57,60 +56,42 @@ def vocabulary_mask(vocab_size: int, stopword_ids: Sequence[int] | torch.Tensor 
     return mask
 
 
-def idea_targets(future: torch.Tensor, window: int, vocab_size: int, length: int | None = None) -> torch.Tensor:
-    """Multi-hot bags ``[B, L, V]`` of the next ``window`` tokens of each of ``length`` positions (default
-    ``T - window + 1``: every window full) from ``future`` [B, T]; later positions get truncated windows."""
+def _windows(future: torch.Tensor, window: int, length: int | None) -> torch.Tensor:
+    """``[B, length, K]``: the next ``window`` ids of each position (default length ``T - window + 1``: every
+    window full), ``NO_TARGET`` past the end of ``future`` [B, T]."""
     if window < 1:
         raise ValueError(f"window K must be >= 1, got {window}")
-    if future.dim() != 2:
-        raise ValueError(f"future must be [batch, time], got shape {tuple(future.shape)}")
-    B, T = future.shape
+    T = future.shape[1]
     length = T - window + 1 if length is None else length
     if not 1 <= length <= T:
         raise ValueError(f"length must be in 1..{T} for future of length {T}, got {length}")
+    need = length + window - 1
+    return F.pad(future, (0, max(0, need - T)), value=NO_TARGET)[:, :need].unfold(1, window, 1)
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in IDEA_LOSS_REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(IDEA_LOSS_REDUCTIONS)}")
+
+
+def idea_targets(future: torch.Tensor, window: int, vocab_size: int, length: int | None = None) -> torch.Tensor:
+    """Multi-hot bags ``[B, L, V]`` of the next ``window`` tokens of each of ``length`` positions (default: every
+    window full) from ``future`` [B, T]; later positions get truncated windows."""
+    if future.dim() != 2:
+        raise ValueError(f"future must be [batch, time], got shape {tuple(future.shape)}")
+    windows = _windows(future, window, length)
     if future.numel() and (future.max() >= vocab_size or future.min() < NO_TARGET):
         raise ValueError(f"future ids must be in [0, {vocab_size}) or {NO_TARGET} (padding)")
-    need = length + window - 1
-    padded = F.pad(future, (0, max(0, need - T)), value=NO_TARGET)[:, :need]
-    windows = padded.unfold(1, window, 1)                      # [B, L, K]
     index = torch.where(windows == NO_TARGET, vocab_size, windows)  # padding goes to a spare column
-    bags = torch.zeros(B, length, vocab_size + 1, device=future.device)
+    bags = torch.zeros(*windows.shape[:2], vocab_size + 1, device=future.device)
     bags.scatter_(2, index, 1.0)
     return bags[..., :vocab_size]
-
-
-def idea_bce(idea_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-             pos_weight: float | None = None, reduction: str = "sum_vocab",
-             vocab_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """BCE-with-logits of the idea head against multi-hot targets, over the positions of ``mask`` [B, L] and the
-    columns of ``vocab_mask`` [V] (all by default); ``reduction`` ``"sum_vocab"`` (v1) or ``"mean"`` (v2)."""
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
-    if idea_logits.shape != targets.shape:
-        raise ValueError(f"idea logits {tuple(idea_logits.shape)} and targets {tuple(targets.shape)} differ in shape")
-    weight = None if pos_weight is None else torch.tensor(float(pos_weight), device=idea_logits.device)
-    per_entry = F.binary_cross_entropy_with_logits(idea_logits.float(), targets.float(), pos_weight=weight,
-                                                   reduction="none")
-    columns = per_entry.shape[-1]
-    if vocab_mask is not None:
-        per_entry = per_entry * vocab_mask.to(per_entry.device, per_entry.dtype)
-        columns = vocab_mask.sum().clamp_min(1.0)
-    per_position = per_entry.sum(-1) if reduction == "sum_vocab" else per_entry.sum(-1) / columns
-    if mask is None:
-        return per_position.mean()
-    mask = mask.to(per_position.dtype)
-    return (per_position * mask).sum() / mask.sum().clamp_min(1.0)
 
 
 def window_ids(future: torch.Tensor, window: int, length: int) -> torch.Tensor:
     """The distinct ids of each position's window, ``[B, L, K]`` with ``NO_TARGET`` elsewhere: the sparse form of
     :func:`idea_targets` (``idea_targets(...)[b, t, v] == 1`` exactly when ``v`` is in ``window_ids(...)[b, t]``)."""
-    if window < 1:
-        raise ValueError(f"window K must be >= 1, got {window}")
-    B, T = future.shape
-    need = length + window - 1
-    padded = F.pad(future, (0, max(0, need - T)), value=NO_TARGET)[:, :need]
-    windows = padded.unfold(1, window, 1).sort(dim=-1).values          # [B, L, K], pads first
+    windows = _windows(future, window, length).sort(dim=-1).values          # pads first
     repeated = torch.zeros_like(windows, dtype=torch.bool)
     repeated[..., 1:] = windows[..., 1:] == windows[..., :-1]
     return windows.masked_fill(repeated, NO_TARGET)
@@ -166,11 +147,12 @@ class _SparseBCERows(torch.autograd.Function):
 def idea_bce_sparse(idea_logits: torch.Tensor, positives: torch.Tensor, mask: torch.Tensor | None = None,
                     pos_weight: float | None = None, reduction: str = "sum_vocab",
                     vocab_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`idea_bce` from :func:`window_ids` instead of a dense ``[B, L, V]`` target: per position,
-    sum_v softplus(z_v) plus, for each positive v, w softplus(-z_v) - softplus(z_v), both over the columns of
-    ``vocab_mask``; one pass over the logits and a gather of K entries (:class:`_SparseBCERows`; tested equal)."""
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
+    """BCE-with-logits of the idea head against the bags of :func:`window_ids` ``positives``, averaged over the
+    positions of ``mask`` [B, L] (all by default), over the columns of ``vocab_mask`` [V] summed (``"sum_vocab"``,
+    v1) or averaged (``"mean"``, v2). Per position sum_v softplus(z_v) plus, for each positive v,
+    w softplus(-z_v) - softplus(z_v): one pass over the logits and a gather of K entries (:class:`_SparseBCERows`;
+    tested equal to the dense BCE against :func:`idea_targets`)."""
+    _check_reduction(reduction)
     if positives.shape[:-1] != idea_logits.shape[:-1]:
         raise ValueError(f"window ids {tuple(positives.shape)} do not match idea logits {tuple(idea_logits.shape)}; "
                          "build them with window_ids(future, window, length)")
@@ -383,8 +365,7 @@ def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor,
     gradients, the unfused values and gradients to float precision (tested). Only ``total`` carries gradients.
     """
     _check_gate_arguments(variant, alpha, beta)
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(REDUCTIONS)}")
+    _check_reduction(reduction)
     if token_logits.shape != idea_logits.shape or targets.shape != token_logits.shape[:-1]:
         raise ValueError(f"token logits {tuple(token_logits.shape)}, idea logits {tuple(idea_logits.shape)} and "
                          f"targets {tuple(targets.shape)} must agree as [..., V], [..., V] and [...]")
