@@ -121,7 +121,7 @@ def test_capacity_control_runs_add_the_control_and_every_further_seed():
     from semlm.idea.lora_experiment import capacity_control_runs, lora_runs
 
     profile = lora_profile("cpu")
-    backbone = BackboneCheckpoint("b", "x", "x", {})
+    backbone = BackboneCheckpoint("b", "x", {})
     extra = capacity_control_runs(profile, backbone)
     assert [(s.name, s.seed) for s in extra] == [
         ("control-nf4", 111), ("baseline-nf4", 112), ("gated-nf4", 112), ("control-nf4", 112),
@@ -312,7 +312,7 @@ def test_mistral_7b_counts_follow_from_its_shape_without_weights():
 
 
 def _run(profile, gated: bool) -> LoraRun:
-    backbone = BackboneCheckpoint("x", "x", "x", {})
+    backbone = BackboneCheckpoint("x", "x", {})
     return lora_run(profile, backbone, "nf4", gated).config
 
 
@@ -367,7 +367,7 @@ def tiny_book_backbone(tmp_path_factory) -> BackboneCheckpoint:
                            sliding_window=None, tie_word_embeddings=False, eos_token_id=tokenizer.eos_token_id)
     MistralForCausalLM(config).save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
-    return BackboneCheckpoint("tiny", str(folder), str(folder), config.to_dict(), status="test")
+    return BackboneCheckpoint("tiny", str(folder), config.to_dict(), status="test")
 
 
 @pytest.mark.parametrize("fresh_documents, batch_size, accumulation", [(False, 4, 1), (True, 2, 2)])

@@ -14,8 +14,7 @@ import multiprocessing as mp
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -58,8 +57,7 @@ class BackboneCheckpoint:
     """A frozen backbone to wrap: where it and its tokeniser live (a folder, or a Hub name) and how it was made."""
 
     name: str                    # what the metrics call it
-    path: str                    # from_pretrained() argument
-    tokenizer_path: str
+    path: str                    # from_pretrained() argument of the model and its tokeniser
     config: dict
     wikitext_val_ppl: float | None = None
     history: list[dict] = field(default_factory=list)
@@ -69,7 +67,7 @@ class BackboneCheckpoint:
 
     @property
     def tokenizer(self):
-        return backbone_tokenizer(self.tokenizer_path)
+        return backbone_tokenizer(self.path)
 
 
 def backbone_tokenizer(path: str):
@@ -79,25 +77,6 @@ def backbone_tokenizer(path: str):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path)
-
-
-def paper_backbone_problems(name: str = PAPER_BACKBONE) -> list[str]:
-    """What stops the paper profile here: no CUDA GPU; the model neither cached nor downloadable."""
-    problems = []
-    if not torch.cuda.is_available():
-        problems.append("no CUDA GPU (4-bit NF4 with double quantisation and bf16 compute needs one; "
-                        f"torch {torch.__version__} sees none)")
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
-    except Exception:  # an unusual hub install: treat as not cached
-        cached = False
-    hub_offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-    if not cached and (hub_offline or not downloads_allowed()):
-        problems.append(f"{name} is not in the local Hugging Face cache and downloads are off "
-                        "(run the book with --allow-downloads and SEMLM_ALLOW_DOWNLOADS=1)")
-    return problems
 
 
 def backbone_runs(profile: LoraProfile) -> list[RunSpec]:
@@ -117,10 +96,23 @@ def resolve_backbone(profile: LoraProfile, records: Sequence[RunRecord] = ()) ->
             raise ValueError(f"profile {profile.name!r} needs its backbone run: pass the records of "
                              "run_many(BACKBONE_PRETRAINING, backbone_runs(profile), ...)")
         return book_backbone(records[0])
-    problems = paper_backbone_problems(profile.backbone)
+    problems = []  # what stops the paper profile here
+    if not torch.cuda.is_available():
+        problems.append("no CUDA GPU (4-bit NF4 with double quantisation and bf16 compute needs one; "
+                        f"torch {torch.__version__} sees none)")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = isinstance(try_to_load_from_cache(profile.backbone, "config.json"), str)
+    except Exception:  # an unusual hub install: treat as not cached
+        cached = False
+    hub_offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+    if not cached and (hub_offline or not downloads_allowed()):
+        problems.append(f"{profile.backbone} is not in the local Hugging Face cache and downloads are off "
+                        "(run the book with --allow-downloads and SEMLM_ALLOW_DOWNLOADS=1)")
     if problems:
         raise BackboneUnavailable(f"profile {profile.name!r} needs {profile.backbone}: " + "; ".join(problems))
-    return BackboneCheckpoint(profile.backbone, profile.backbone, profile.backbone, {"name": profile.backbone})
+    return BackboneCheckpoint(profile.backbone, profile.backbone, {"name": profile.backbone})
 
 
 @dataclass
@@ -131,18 +123,6 @@ class WikiTextBlocks:
     tokenizer: object
     train: TokenBlocks
     validation: TokenBlocks
-
-
-def prepare_wikitext(spec: BookBackboneSpec) -> WikiTextBlocks:
-    """WikiText-2 -> a byte-level BPE of ``spec.vocab_size`` (deterministic) -> blocks of ``spec.block_size``."""
-    splits = load_corpus("wikitext-2")
-    bpe_lines = splits.train if spec.bpe_lines is None else splits.train[: spec.bpe_lines]
-    tokenizer = as_transformers(train_bpe(bpe_lines, spec.vocab_size))
-    blocks = []
-    for lines, cap in ((splits.train, spec.train_tokens), (splits.valid, spec.eval_tokens)):
-        ids = encode_lines(tokenizer, take_chars(lines, None if cap is None else 10 * cap + 10_000), dtype=torch.long)
-        blocks.append(TokenBlocks.from_stream(ids, spec.block_size, 1, cap))
-    return WikiTextBlocks(splits.dataset, tokenizer, *blocks)
 
 
 def backbone_loss(model, batch, step: int):
@@ -160,7 +140,15 @@ class BackbonePretraining(runs.Experiment):
     metrics_type = BackboneRunMetrics
 
     def prepare(self, spec: RunSpec) -> WikiTextBlocks:
-        return prepare_wikitext(spec.config)
+        """WikiText-2 -> a byte-level BPE of ``vocab_size`` (deterministic) -> blocks of ``block_size``."""
+        s, splits = spec.config, load_corpus("wikitext-2")
+        tokenizer = as_transformers(train_bpe(splits.train if s.bpe_lines is None else splits.train[: s.bpe_lines],
+                                              s.vocab_size))
+        blocks = []
+        for lines, cap in ((splits.train, s.train_tokens), (splits.valid, s.eval_tokens)):
+            ids = encode_lines(tokenizer, take_chars(lines, None if cap is None else 10 * cap + 10_000), dtype=torch.long)
+            blocks.append(TokenBlocks.from_stream(ids, s.block_size, 1, cap))
+        return WikiTextBlocks(splits.dataset, tokenizer, *blocks)
 
     def build(self, spec: RunSpec, data: WikiTextBlocks):
         from transformers import MistralConfig, MistralForCausalLM
@@ -196,7 +184,7 @@ def book_backbone(record: RunRecord) -> BackboneCheckpoint:
     """The book's small Mistral of a finished :data:`BACKBONE_PRETRAINING` run (``save_pretrained`` in ``<run>/hf``)."""
     hf = str(Path(record.run_dir) / "hf")
     m = record.metrics
-    return BackboneCheckpoint(BOOK_BACKBONE, hf, hf, m.mistral_config, m.wikitext_val_ppl, record.history,
+    return BackboneCheckpoint(BOOK_BACKBONE, hf, m.mistral_config, m.wikitext_val_ppl, record.history,
                               record.train_seconds, record.status, m.n_parameters)
 
 
@@ -275,6 +263,14 @@ class LoraRun:
         """The gate strength after ``step`` optimiser steps (0 for the baseline)."""
         return alpha_at(step, self.idea) if self.gated else 0.0
 
+    def loss(self, model: LoraIdeaModel, batch, step: int) -> tuple[torch.Tensor, dict]:
+        """The trainer's ``loss_fn``: :func:`lora_loss` at the gate strength of ``step``."""
+        return lora_loss(model, batch, self.idea, self.alpha_at(step))
+
+    def validate(self, model: LoraIdeaModel, blocks: TokenBlocks, step: int) -> float:
+        """The trainer's ``validate``: perplexity at the gate strength of ``step``."""
+        return perplexity(model, blocks, alpha=self.alpha_at(step), batch_size=32)
+
     def train_config(self) -> TrainConfig:
         """The recipe as :func:`semlm.core.train.train` runs it: early stopping counts only validations after
         the gate's ramp (a ramping gate changes the model); without a gate nothing ramps."""
@@ -284,14 +280,13 @@ class LoraRun:
 def lora_run(profile: LoraProfile, backbone: BackboneCheckpoint, quantization: str, idea: bool,
              control: bool = False) -> RunSpec:
     """The run of the LoRA baseline (``idea=False``), LoRA + idea gate, or (``control=True``) the capacity
-    control on ``backbone`` in ``quantization``, with the profile's seed."""
+    control on ``backbone`` in ``quantization``, with the profile's seed and its fields of :class:`LoraRun`."""
     if idea and control:
         raise ValueError("a LoRA run is the gated model (idea=True) or its capacity control (control=True), not both")
-    p = profile
-    run = LoraRun(p.train, p.idea, p.lora, backbone.path, check_quantization(quantization), bool(idea), p.block_size,
-                  p.train_tokens, p.eval_tokens, p.fineweb_source, p.max_documents, p.validation_fraction, p.name,
-                  bool(control))
-    return RunSpec(run.name, p.seed, run)
+    shared = {f.name: getattr(profile, f.name) for f in fields(LoraRun) if hasattr(profile, f.name)}
+    run = LoraRun(**{**shared, "backbone": backbone.path, "quantization": check_quantization(quantization),
+                     "gated": bool(idea), "profile": profile.name, "output_adapter": bool(control)})
+    return RunSpec(run.name, profile.seed, run)
 
 
 def build_lora_model(run: LoraRun) -> LoraIdeaModel:
@@ -303,16 +298,6 @@ def build_lora_model(run: LoraRun) -> LoraIdeaModel:
                             output_adapter=run.output_adapter)
     with quiet_transformers():
         return LoraIdeaModel(load_backbone(run.backbone, run.quantization, lora_device()), config)
-
-
-def lora_step_loss(model: LoraIdeaModel, batch, step: int, run: LoraRun) -> tuple[torch.Tensor, dict]:
-    """The loop's ``loss_fn`` (with ``run`` bound): :func:`lora_loss` at the gate strength of ``step``."""
-    return lora_loss(model, batch, run.idea, run.alpha_at(step))
-
-
-def lora_validation(model: LoraIdeaModel, blocks: TokenBlocks, step: int, run: LoraRun) -> float:
-    """``validate(model, blocks, step)`` (with ``run`` bound): perplexity at the gate strength of ``step``."""
-    return perplexity(model, blocks, alpha=run.alpha_at(step), batch_size=32)
 
 
 class LoraExperiment(runs.Experiment):
@@ -342,7 +327,7 @@ class LoraExperiment(runs.Experiment):
                              f"training windows of {run.block_size} tokens but the documents give {len(data.train):,}; "
                              "raise max_documents or lower max_steps")
         return runs.Fit(data.train, data.validation, run.train_config(),
-                        loss_fn=partial(lora_step_loss, run=run), validate=partial(lora_validation, run=run))
+                        loss_fn=run.loss, validate=run.validate)
 
     def evaluate(self, spec: RunSpec, data: LoraData, model, result) -> LoraRunMetrics:
         """Validation perplexity (gate on and off) and the trainable and frozen parameter counts."""

@@ -15,7 +15,7 @@ and :func:`evaluate_curve` the secondary learning curve.
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -232,11 +232,10 @@ def topic_prompts(data: TopicData, profile: TopicDriftProfile) -> list[tuple[int
 def score_continuation(words: Sequence[str], topic: int, world: TopicWorld) -> dict:
     """Drift counts, stickiness to the prompt's topic and distinct-2 of one continuation (cut at ``<eos>``)."""
     words = list(words)
-    ended = EOS in words
-    if ended:
+    if EOS in words:
         words = words[:words.index(EOS)]
     return {"counts": drift_counts(sentence_labels(words, world), topic),
-            "stickiness": topic_stickiness(words, topic, world), "distinct_2": distinct_n(words, 2), "ended": ended}
+            "stickiness": topic_stickiness(words, topic, world), "distinct_2": distinct_n(words, 2)}
 
 
 def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alpha: float | None = None,
@@ -261,8 +260,7 @@ def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alp
             "mix_rate": counts.mix_rate, "counts": counts,
             "prompt_counts": PromptCounts.of([(c.switches, c.transitions, c.mixed, c.topical) for c in per_prompt]),
             "stickiness": sample_interval([r["stickiness"] for r in rows]).mean,
-            "distinct_2": sample_interval([r["distinct_2"] for r in rows]).mean,
-            "ended_share": sum(r["ended"] for r in rows) / len(rows), "samples": rows}
+            "distinct_2": sample_interval([r["distinct_2"] for r in rows]).mean, "samples": rows}
 
 
 # --- the deciding comparison and the secondary curve ---------------------------------------------
@@ -272,29 +270,25 @@ def _history_ppl(run: RunRecord) -> tuple[list[int], list[float]]:
     return [int(r["step"]) for r in run.history], [float(r["val_ppl"]) for r in run.history]
 
 
+@dataclass(eq=False)
 class Measurements:
     """Every model measured once: generations and PPL per (kind, seed, step, alpha, temperature), cached for
     the chapter (the decision, the curve and the controls share checkpoints)."""
 
-    def __init__(self, runs: dict[str, dict[int, RunRecord]], data: TopicData, profile: TopicDriftProfile):
-        self.runs, self.data, self.profile = runs, data, profile
-        self._models: dict = {}
-        self._scores: dict = {}
+    runs: dict[str, dict[int, RunRecord]]
+    data: TopicData
+    profile: TopicDriftProfile
 
+    @cache
     def model(self, kind: str, seed: int, step: int):
-        key = (kind, seed, step)
-        if key not in self._models:
-            run = self.runs[kind][seed]
-            self._models[key] = run.load("cpu", step=None if step == run.steps else step)
-        return self._models[key]
+        run = self.runs[kind][seed]
+        return run.load("cpu", step=None if step == run.steps else step)
 
+    @cache
     def scores(self, kind: str, seed: int, step: int, alpha: float | None = None,
                temperature: float | None = None) -> dict:
-        key = (kind, seed, step, alpha, temperature)
-        if key not in self._scores:
-            self._scores[key] = evaluate_generations(self.model(kind, seed, step), self.data, self.profile, alpha,
-                                                     temperature=temperature)
-        return self._scores[key]
+        return evaluate_generations(self.model(kind, seed, step), self.data, self.profile, alpha,
+                                    temperature=temperature)
 
     def ppl(self, kind: str, seed: int, step: int) -> float:
         steps, ppl = _history_ppl(self.runs[kind][seed])

@@ -52,6 +52,11 @@ class TokenBatch:
     targets: torch.Tensor   # [B, L]      x_1 .. x_L (NO_TARGET where the text ended)
     future: torch.Tensor    # [B, L+K-1]  x_1 .. x_{L+K-1}: the next-token targets continued for the idea windows
 
+    @classmethod
+    def of(cls, rows: torch.Tensor, block_size: int) -> "TokenBatch":
+        """The batch of ``rows`` [B, L + K] of token ids, x_0 .. x_{L+K-1} (``NO_TARGET`` past the text's end)."""
+        return cls(rows[:, :block_size].clamp_min(0), rows[:, 1:block_size + 1], rows[:, 1:])
+
 
 @dataclass
 class TokenBlocks:
@@ -65,7 +70,7 @@ class TokenBlocks:
 
     @classmethod
     def from_stream(cls, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None) -> "TokenBlocks":
-        ids = ids.long().flatten()[: None if max_tokens is None else max_tokens + 1]
+        ids = ids.long().flatten()[: None if max_tokens is None else max_tokens + 1]  # x_0 .. x_max_tokens
         n = (len(ids) - 1) // block_size
         if n < 1:
             raise ValueError(f"need more than {block_size} tokens to make one block, got {len(ids)}")
@@ -81,14 +86,38 @@ class TokenBlocks:
         return int((self.input_ids[:, 1:self.block_size + 1] != NO_TARGET).sum())
 
     def batch(self, index) -> TokenBatch:
-        rows = self.input_ids[index].to(self.device)
-        L = self.block_size
-        return TokenBatch(rows[:, :L].clamp_min(0), rows[:, 1:L + 1], rows[:, 1:])
+        return TokenBatch.of(self.input_ids[index].to(self.device), self.block_size)
 
     def batches(self, batch_size: int, generator: torch.Generator | None = None, shuffle: bool = False):
         order = torch.randperm(len(self), generator=generator) if shuffle else torch.arange(len(self))
         for start in range(0, len(self), batch_size):
             yield self.batch(order[start:start + batch_size])
+
+
+class TokenStream:
+    """A training split as one id stream, sampled like the authors' ``get_batch``: windows at random offsets
+    (the data of ``sampling="random_windows"``; the training loop moves the batches to the model's device)."""
+
+    def __init__(self, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None):
+        # the stream itself (the trainer hashes input_ids into the run's fingerprint)
+        self.input_ids = ids.long().flatten()[: None if max_tokens is None else max_tokens + 1]
+        self.block_size, self.window = block_size, window
+        if self.n_tokens < block_size + window + 1:
+            raise ValueError(f"need more than {block_size + window} training tokens, got {self.n_tokens}; "
+                             f"raise train_tokens or lower block_size / window")
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.input_ids)
+
+    def __len__(self) -> int:
+        """The number of distinct window offsets."""
+        return self.n_tokens - self.block_size - self.window
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> TokenBatch:
+        starts = torch.randint(len(self), (batch_size,), generator=generator)
+        return TokenBatch.of(self.input_ids[starts[:, None] + torch.arange(self.block_size + self.window)],
+                             self.block_size)   # rows x_i .. x_{i+L+K-1}
 
 
 @dataclass
@@ -124,7 +153,15 @@ def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> Id
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
     splits: TextSplits = load_corpus(profile.dataset)
     bpe_lines = splits.train if profile.bpe_lines is None else splits.train[: profile.bpe_lines]
-    gpt2 = gpt2_tokenizer() if profile.tokenizer == "gpt2" else None
+    gpt2 = None
+    if profile.tokenizer == "gpt2":  # the authors': from the local cache or, with downloads allowed, the Hub
+        from transformers import AutoTokenizer
+
+        try:
+            with quiet_transformers():
+                gpt2 = AutoTokenizer.from_pretrained("gpt2", local_files_only=not downloads_allowed())
+        except (OSError, ValueError):
+            pass
     note = splits.note
     if profile.tokenizer == "gpt2" and gpt2 is None:
         note = (note + "; " if note else "") + (f"GPT-2's tokeniser is not available offline: a {profile.vocab_size}-token "
@@ -155,35 +192,13 @@ def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> Id
                 streams[split] = encode_lines(tokenizer, lines)
             save_file(streams, cache)
     missing: list[str] = []
-    if profile.idea.stopword_list:
-        stop, missing = stopword_ids(tokenizer, profile.idea.stopword_list)
+    if profile.idea.stopword_list:  # the words that are one token here (each of the authors' 18 is under GPT-2's)
+        pieces = {word: tokenizer(word, add_special_tokens=False)["input_ids"] for word in profile.idea.stopword_list}
+        stop = sorted({ids[0] for ids in pieces.values() if len(ids) == 1})
+        missing = [word for word, ids in pieces.items() if len(ids) != 1]  # left unmasked, not masked in pieces
     else:
         stop = top_frequent_ids(streams["train"][: profile.train_tokens].long(), profile.idea.stopwords_top_n)
     return IdeaData(splits.dataset, splits.requested, note, folder, streams, stop, name, missing)
-
-
-def gpt2_tokenizer():
-    """GPT-2's tokeniser (the authors'), from the local cache or, with downloads allowed, the Hub; else None."""
-    from transformers import AutoTokenizer
-
-    try:
-        with quiet_transformers():
-            return AutoTokenizer.from_pretrained("gpt2", local_files_only=not downloads_allowed())
-    except (OSError, ValueError):
-        return None
-
-
-def stopword_ids(tokenizer, words: Sequence[str]) -> tuple[list[int], list[str]]:
-    """The ids of the ``words`` that are one token under ``tokenizer`` (as each of the authors' 18 is under
-    GPT-2's), and the words that are not (left unmasked rather than masking their pieces)."""
-    ids, not_single = [], []
-    for word in words:
-        pieces = tokenizer(word, add_special_tokens=False)["input_ids"]
-        if len(pieces) == 1:
-            ids.append(pieces[0])
-        else:
-            not_single.append(word)
-    return sorted(set(ids)), not_single
 
 
 def take_chars(lines: Sequence[str], chars: int | None) -> list[str]:
@@ -297,35 +312,6 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
 
     return loss_fn
-
-
-class TokenStream:
-    """A training split as one id stream, sampled like the authors' ``get_batch``: windows at random offsets
-    (the data of ``sampling="random_windows"``; the training loop moves the batches to the model's device)."""
-
-    def __init__(self, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None):
-        # the stream itself (the trainer hashes input_ids into the run's fingerprint)
-        self.input_ids = ids.long().flatten()[: None if max_tokens is None else max_tokens + 1]
-        self.block_size, self.window = block_size, window
-        if self.n_tokens < block_size + window + 1:
-            raise ValueError(f"need more than {block_size + window} training tokens, got {self.n_tokens}; "
-                             f"raise train_tokens or lower block_size / window")
-
-    @property
-    def n_tokens(self) -> int:
-        return len(self.input_ids)
-
-    def __len__(self) -> int:
-        """The number of distinct window offsets."""
-        return self.n_tokens - self.block_size - self.window
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> TokenBatch:
-        L, K = self.block_size, self.window
-        starts = torch.randint(len(self), (batch_size,), generator=generator)
-        rows = self.input_ids[starts[:, None] + torch.arange(L + K)]   # x_i .. x_{i+L+K-1}
-        return TokenBatch(rows[:, :L], rows[:, 1:L + 1], rows[:, 1:])
-
-
 
 
 @dataclass(frozen=True)
