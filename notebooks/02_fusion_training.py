@@ -263,18 +263,12 @@ featurizers = {
 sensitivity = report.leak_sensitivity(
     trained, featurizers, probe, position, replacement
 )
-report.sensitivity_frame(sensitivity).to_frame().style.format("{:.3g}")
+sensitivity.to_frame().style.format("{:.3g}")
 
 # %% tags=["remove-cell"]
+glue("causal_sensitivity", float(sensitivity["causal"].max()), display=False)
 glue(
-    "causal_sensitivity",
-    max(v for (s, _), v in sensitivity.items() if s == "causal"),
-    display=False,
-)
-glue(
-    "published_sensitivity",
-    min(v for (s, _), v in sensitivity.items() if s == "published"),
-    display=False,
+    "published_sensitivity", float(sensitivity["published"].min()), display=False
 )
 
 # %% [markdown]

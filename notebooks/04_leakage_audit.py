@@ -44,6 +44,7 @@ n_seeds = None  # None: the profile's (smoke 2, cpu 3, paper 5)
 
 # %% tags=["hide-input"]
 import math
+from dataclasses import replace
 
 import pandas as pd
 from myst_nb import glue
@@ -56,7 +57,7 @@ from semlm.data.synthetic import make_corpus
 from semlm.fusion import audit_tables as tables
 from semlm.fusion.audit import (
     AuditRuns, audit_runs, audit_seeds, control_reports, feature_steering,
-    steering_seeds, summarise_audit,
+    steering_seeds,
 )
 from semlm.fusion.leakage import causal_floors
 from semlm.fusion.synthetic_experiment import SYNTHETIC
@@ -163,7 +164,7 @@ print(
 )
 # the control generations of every model (Tables 2-4, below)
 reports = control_reports(audit, profile, N)
-summary = summarise_audit(audit, reports, floors)
+summary = tables.LeakageAudit.of(audit, reports, floors, N)
 
 # %% [markdown]
 # ## Table 1 over seeds
@@ -173,18 +174,18 @@ summary = summarise_audit(audit, reports, floors)
 # single seeds; the red dashed line is the paper, the dotted line the causal floor.
 
 # %%
-tables.table1_frame(summary)
+summary.table1_frame()
 
 # %%
 fig = plots.plot_seed_intervals(
-    tables.table1_points(summary),
+    summary.table1_points(),
     "Table 1 over seeds",
     references={"paper": PAPER_A_TABLE1["fusion"], "causal floor": floors},
 )
 
 # %%
-gain = summary.gain
-tables.gain_frame(summary)
+gain = summary.paired_gain_seen_only
+summary.gain_frame()
 
 # %% tags=["remove-cell"]
 glue("gain_causal", gain["causal"].format(), display=False)
@@ -231,20 +232,13 @@ glue(
 # alternatives; a model that reads the future can go below it on all of them at once.
 
 # %%
-focus = tables.focus_frame(summary)
+focus = summary.focus_frame()
 focus.round(3).replace(math.inf, "∞")
 
 # %% tags=["remove-cell"]
-for s in ("published", "causal"):
-    below = tables.below_floor(focus, floors, s)
+for s in ("published", "causal", "paper"):
+    below = summary.below_oracle(f"{s} fusion")
     glue(f"below_{s}", ", ".join(below) or "none", display=False)
-paper_below = [
-    t
-    for t in focus.index
-    if math.isfinite(oracle := focus.loc[t, "training oracle"])
-    and focus.loc[t, "paper fusion"] < oracle - 0.05
-]
-glue("below_paper", ", ".join(paper_below) or "none", display=False)
 
 # %% [markdown]
 # Seen focus tokens on which the fusion model is more than 0.05 nats below the training oracle:
@@ -270,7 +264,7 @@ hard = [
     for c in by_request.values()
     for v in (*c.adj_acc.values, *c.punct_acc.values)
 ]
-tables.control_table(summary)
+summary.control_table()
 
 # %% tags=["remove-cell"]
 glue("hard_min", min(hard), display=False)
@@ -301,7 +295,7 @@ for s in ("causal", "published"):
 # drops the feature-reconstruction loss, **no uniformizer** drops the class-uniformizer term.
 
 # %%
-tables.ablation_table(summary)
+summary.ablation_table()
 
 # %% tags=["remove-cell"]
 mse = {v: summary.ablations[v]["sem_mse"] for v in ("fusion", "fusion_no_aux")}
@@ -334,8 +328,8 @@ fig = plots.plot_seed_intervals(
 # mixture as fusion; under soft control only the codes act (no steering at all).
 
 # %%
-code = summary.control_code
-tables.code_table(summary)
+code = summary.control_code_baseline
+summary.code_table()
 
 # %% tags=["remove-cell"]
 glue("code_soft_pos", code["soft"]["pos"]["adj_acc"].mean, display=False)
@@ -346,7 +340,7 @@ glue(
 )
 glue("code_ood_pos", code["ood_hit"]["pos"].mean, display=False)
 glue("fusion_ood_pos", summary.ood_hit["causal"]["pos"].mean, display=False)
-for name, sentence in tables.code_verdicts(summary).items():
+for name, sentence in summary.code_verdicts().items():
     glue(name, sentence, display=False)
 
 # %% [markdown]
@@ -381,10 +375,10 @@ for name, sentence in tables.code_verdicts(summary).items():
 
 # %%
 steering = feature_steering(audit, profile, N, steer_seeds)
-tables.feature_steering_frame(steering)
+record = replace(summary, feature_steering=steering)
+record.steering_frame()
 
 # %%
-record = tables.leakage_audit_record(summary, N, steering)
 claim = next(
     row
     for row in evaluate_claims({"04_leakage_audit": record})
@@ -415,7 +409,7 @@ glue(
 # ## Key numbers
 
 # %%
-tables.key_numbers(summary)
+record.key_numbers()
 
 # %%
 chapter.close(record)
@@ -451,7 +445,7 @@ chapter.close(record)
 #    models, run from the repository root
 #    `papermill 04.ipynb out.ipynb -p profile cpu -p n_seeds 5` (the chapter
 #    converted with `jupytext --to ipynb`; the first 3 seeds come from the run
-#    cache) and compare the `mean [95% CI]` column of `tables.table1_frame`.
+#    cache) and compare the `mean [95% CI]` column of `summary.table1_frame()`.
 #    The measured narrowing differs from the prediction by how much the sample
 #    standard deviation itself moves from 3 to 5 seeds; with few seeds that can
 #    go either way.
@@ -461,7 +455,7 @@ chapter.close(record)
 #    of `causal_floors`, and in which setting? Explain why no causal model can.
 #
 #    :::{dropdown} Hint
-#    `tables.table1_frame(summary)` has a `causal floor` column for the two
+#    `summary.table1_frame()` has a `causal floor` column for the two
 #    perplexities; the intervals themselves are in `summary.table1[setting]`,
 #    e.g. `summary.table1["causal"].fusion.ppl.high`.
 #    :::
@@ -521,16 +515,16 @@ chapter.close(record)
 #    tokens in front of the sentence do not?
 #
 #    :::{dropdown} Hint
-#    `tables.code_table(summary)` puts the two side by side (perplexity, soft
-#    control, held-out hits); `tables.code_verdicts(summary)` gives the
+#    `summary.code_table()` puts the two side by side (perplexity, soft
+#    control, held-out hits); `summary.code_verdicts()` gives the
 #    chapter's two sentences on them.
 #    :::
 #
 #    :::{dropdown} Solution
 #    ```python
-#    for name, sentence in tables.code_verdicts(summary).items():
+#    for name, sentence in summary.code_verdicts().items():
 #        print(f"{name}: {sentence}")
-#    tables.code_table(summary)
+#    summary.code_table()
 #    ```
 #    Hard control is at 100% for any model by construction (the mask chooses
 #    the class), so the table compares the soft rows and the held-out hit

@@ -1,7 +1,9 @@
 """The library side of chapters 1-5: run declarations, typed summaries, tables and records."""
 
 import math
+from dataclasses import replace
 
+import pandas as pd
 import pytest
 import torch
 
@@ -13,6 +15,8 @@ from semlm.fusion.profiles import synthetic_profile
 
 SYNTHETIC_REF = "semlm.fusion.synthetic_experiment:SYNTHETIC"
 FOCUS = {token: 1.5 for token in FOCUS_TOKENS}
+FLOORS = {"ppl": 2.0, "ppl_seen_only": 1.9, "ppl_authors_denominator": 1.8, "ppl_seen_only_authors_denominator": 1.7,
+          "focus_ce": {t: 1.0 for t in FOCUS}}
 
 
 def record(name, seed, group, ppl, sem_mse=None, status="trained"):
@@ -78,27 +82,33 @@ def fake_report(hit):
 
 def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
     from semlm.fusion import audit_tables
-    from semlm.fusion.audit import summarise_audit
 
     audit = fake_audit()
     reports = {key: fake_report(0.5 + 0.1 * (key[2] - 111)) for key in audit.runs if key[1] != "baseline"}
-    floors = {"ppl": 2.0, "ppl_seen_only": 1.9, "ppl_authors_denominator": 1.8,
-              "ppl_seen_only_authors_denominator": 1.7, "focus_ce": {t: 1.0 for t in FOCUS}}
-    summary = summarise_audit(audit, reports, floors)
+    summary = audit_tables.LeakageAudit.of(audit, reports, FLOORS, 2)
     fusion = summary.table1["causal"].fusion
     assert fusion.ppl.mean == pytest.approx(3.5) and fusion.ppl.values == (3.0, 4.0)
     assert summary.table1["causal"].baseline.sem_mse is None
-    assert summary.gain["causal"].mean == pytest.approx(1.0)  # baseline - fusion, paired by seed
+    assert summary.paired_gain_seen_only["causal"].mean == pytest.approx(1.0)  # baseline - fusion, paired by seed
     assert summary.control["causal"].hard["pos"].adj_acc.mean == pytest.approx(0.55)
-    assert summary.focus_seeds[FOCUS_TOKENS[0]]["causal fusion"] == [1.5, 1.5]
-    assert audit_tables.gain_verdict(summary.gain["causal"]) == "fusion lower"
-    for table in (audit_tables.table1_frame, audit_tables.gain_frame, audit_tables.control_table,
-                  audit_tables.ablation_table, audit_tables.code_table, audit_tables.key_numbers,
-                  audit_tables.table1_points):
-        assert len(table(summary)) > 0
-    saved = audit_tables.leakage_audit_record(summary, 2).to_dict()
+    assert summary.focus_ce_seeds[FOCUS_TOKENS[0]]["causal fusion"] == [1.5, 1.5]
+    assert audit_tables.gain_verdict(summary.paired_gain_seen_only["causal"]) == "fusion lower"
+    for table in (summary.table1_frame, summary.gain_frame, summary.control_table, summary.ablation_table,
+                  summary.code_table, summary.key_numbers, summary.table1_points, summary.focus_frame):
+        assert len(table()) > 0
+    assert len(audit_tables.floors_frame(FLOORS)) == 4
+    saved = summary.to_dict()
     assert saved["table1"]["causal"]["fusion"]["ppl"]["values"] == [3.0, 4.0]
     assert saved["paired_gain_seen_only"]["causal"]["mean"] == pytest.approx(1.0)
+    assert saved["focus_ce"][FOCUS_TOKENS[0]]["causal fusion"] == 1.5 and saved["n_per_request"] == 2
+
+
+def test_below_oracle_names_the_seen_tokens_a_model_beats_by_the_margin():
+    from semlm.fusion.audit_tables import LeakageAudit
+
+    audit = LeakageAudit(focus_ce={"good": {"training oracle": 1.4, "causal fusion": 1.3, "paper fusion": 1.38},
+                                   "great": {"training oracle": math.inf, "causal fusion": 5.0, "paper fusion": 9.0}})
+    assert audit.below_oracle("causal fusion") == ["good"] and audit.below_oracle("paper fusion") == []
 
 
 def deaf_model(vocab_size):
@@ -134,21 +144,13 @@ def test_steering_accuracies_pair_each_target_with_the_opposite_request_and_the_
                                opposite=Interval.of_mean(opposite), paired=Interval.paired(requested, opposite),
                                judged_positive={"pos": Interval.of_mean([0.8, 0.7]),
                                                 "neg": Interval.of_mean([0.2, 0.3])})
-    frame = audit_tables.feature_steering_frame(steering)
-    assert list(frame.index) == [111, 112, "mean [95% CI]"]
-    assert frame.loc[111, "requested - opposite"] == pytest.approx(0.6)
-    summary_record = audit_tables.leakage_audit_record(summarise_fake(), 2, steering)
-    assert summary_record.to_dict()["feature_steering"]["paired"]["values"] == pytest.approx([0.6, 0.4])
-
-
-def summarise_fake():
-    from semlm.fusion.audit import summarise_audit
-
     audit = fake_audit()
     reports = {key: fake_report(0.5) for key in audit.runs if key[1] != "baseline"}
-    floors = {"ppl": 2.0, "ppl_seen_only": 1.9, "ppl_authors_denominator": 1.8,
-              "ppl_seen_only_authors_denominator": 1.7, "focus_ce": {t: 1.0 for t in FOCUS}}
-    return summarise_audit(audit, reports, floors)
+    record = replace(audit_tables.LeakageAudit.of(audit, reports, FLOORS, 2), feature_steering=steering)
+    frame = record.steering_frame()
+    assert list(frame.index) == [111, 112, "mean [95% CI]"]
+    assert frame.loc[111, "requested - opposite"] == pytest.approx(0.6)
+    assert record.to_dict()["feature_steering"]["paired"]["values"] == pytest.approx([0.6, 0.4])
 
 
 def test_training_report_reads_records_by_attribute():
@@ -161,7 +163,8 @@ def test_training_report_reads_records_by_attribute():
     assert numbers["causal_ppl_change"] == pytest.approx(-25.0) and numbers["published_sem_mse"] == 0.01
     assert numbers["causal_fusion_ppl"] == 3.0
     assert {"causal_fusion_seen", "published_baseline_ppl_authors"} <= set(numbers)
-    summary = training_report.run_summary(trained["causal"]["fusion"], 0.0)
+    sensitivity = pd.Series({(s, m): 0.0 for s in trained for m in ("baseline", "fusion")})
+    summary = training_report.by_setting(trained, sensitivity)["causal"]["fusion"]
     assert summary["ppl"] == 3.0 and summary["val_ppl_per_epoch"] == [3.0] and summary["run_status"] == "trained"
     frame = table1.table()
     assert len(frame) == 5 and math.isnan(frame.loc[("paper", "fusion"), "PPL"])

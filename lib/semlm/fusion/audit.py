@@ -8,9 +8,7 @@ every run. Each number is summarised as a mean with a 95% Student-t interval ove
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, replace
-from functools import reduce
 from typing import Sequence
 
 from semlm.fusion.control_codes import N_CODES
@@ -18,13 +16,13 @@ from semlm.data.synthetic import AdjectiveSplit
 from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, DecodingConfig, FUSION_DEFAULT, generate,
                                    published_decoding)
 from semlm.fusion.synthetic_experiment import SETTINGS, prepare_data, synthetic_runs
-from semlm.core.metrics import FOCUS_TOKENS
 from semlm.fusion.metrics import (POLARITY_LABELS, control_accuracy, held_out_hit_rate, polarity_confusion,
                                   request_accuracy)
 from semlm.core.records import Interval
-from semlm.fusion.records import ControlModes, FeatureSteering, LanguageModelScores, ModelPair
+from semlm.fusion.records import FeatureSteering
 from semlm.core.runs import RunRecord, RunSpec
-from semlm.fusion.profiles import synthetic_profile
+from semlm.fusion.profiles import AUDIT_SEEDS, STEERING_SEEDS, synthetic_profile
+from semlm.profiles import check_profile
 from semlm.fusion.request import PAPER_REQUESTS
 
 ABLATIONS: tuple[str, ...] = ("fusion_no_gate", "fusion_no_aux", "fusion_no_uniformizer")
@@ -32,9 +30,6 @@ ABLATIONS: tuple[str, ...] = ("fusion_no_gate", "fusion_no_aux", "fusion_no_unif
 
 def audit_seeds(seed: int, n_seeds: int | None = None, profile: str = "cpu") -> list[int]:
     """``n_seeds`` training seeds from ``seed`` on (None: the profile's, :data:`semlm.fusion.profiles.AUDIT_SEEDS`)."""
-    from semlm.fusion.profiles import AUDIT_SEEDS
-    from semlm.profiles import check_profile
-
     if n_seeds is None:
         n_seeds = AUDIT_SEEDS[check_profile(profile)]
     if n_seeds < 1:
@@ -42,9 +37,6 @@ def audit_seeds(seed: int, n_seeds: int | None = None, profile: str = "cpu") -> 
     return [seed + i for i in range(n_seeds)]
 
 
-#: the Table-1 metrics summarised over seeds (plus ``sem_mse`` for fusion models)
-TABLE1_METRICS: tuple[str, ...] = ("ppl", "ppl_seen_only", "ppl_authors_denominator",
-                                   "ppl_seen_only_authors_denominator")
 UNIT = (0.0, 1.0)  # accuracies and hit rates: intervals clipped to [0, 1]
 
 
@@ -65,9 +57,6 @@ def audit_runs(profile: str, seeds: Sequence[int], steering_seeds: Sequence[int]
 def steering_seeds(seed: int, seeds: Sequence[int], profile: str = "cpu") -> list[int]:
     """``A-feature-steering``'s training seeds: the audit's ``seeds`` and, from ``seed`` on, as many more as
     :data:`semlm.fusion.profiles.STEERING_SEEDS` asks at ``profile``."""
-    from semlm.fusion.profiles import STEERING_SEEDS
-    from semlm.profiles import check_profile
-
     wanted = [seed + i for i in range(STEERING_SEEDS[check_profile(profile)])]
     return list(seeds) + [s for s in wanted if s not in seeds]
 
@@ -180,71 +169,3 @@ def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int
         opposite=Interval.of_mean(opposite, UNIT), paired=Interval.paired(requested, opposite),
         judged_positive={name: Interval.of_mean([shares[seed][name]["POS"] for seed in seeds], UNIT)
                          for name in PAPER_REQUESTS})
-
-
-# --- summaries over seeds (chapter 4) ----------------------------------------------------------
-
-
-@dataclass
-class AuditSummary:
-    """Chapter 4's numbers over seeds: Table 1, control (Tables 2-4), ablations, control codes."""
-
-    seeds: list[int]
-    floors: dict
-    table1: dict[str, ModelPair]
-    control: dict[str, ControlModes]
-    ood_hit: dict[str, dict[str, Interval]]
-    confusion_diagonal: dict[str, Interval]
-    gain: dict[str, Interval]                     # baseline - fusion seen-only PPL, paired by seed
-    focus_seeds: dict[str, dict[str, list[float]]]
-    ablations: dict[str, dict]
-    control_code: dict
-
-
-def _table1(audit: AuditRuns) -> dict[str, ModelPair]:
-    out = {}
-    for s in SETTINGS:
-        scores = {m: {k: audit.over_seeds(s, m, k) for k in TABLE1_METRICS} for m in ("baseline", "fusion")}
-        scores["fusion"]["sem_mse"] = audit.over_seeds(s, "fusion", "sem_mse")
-        out[s] = ModelPair(**{m: LanguageModelScores(**v) for m, v in scores.items()})
-    return out
-
-
-def _reported(reports: dict, seeds: Sequence[int], setting: str, model: str, *path: str) -> Interval:
-    """One number of :func:`control_report` over seeds, found by ``path`` (e.g. "soft", "pos", "adj_acc")."""
-    values = [reduce(operator.getitem, path, reports[(setting, model, seed)]) for seed in seeds]
-    return Interval.of_mean([v["value"] if isinstance(v, dict) else v for v in values], UNIT)
-
-
-def summarise_audit(audit: AuditRuns, reports: dict, floors: dict) -> AuditSummary:
-    """Every over-seeds number of chapter 4 from the trained models, their control reports and the floors."""
-    seeds = audit.seeds
-
-    def accuracies(setting: str, model: str, modes) -> dict:  # {mode: {request: {adj_acc, punct_acc}}}
-        return {mode: {cls: {k: _reported(reports, seeds, setting, model, mode, cls, k)
-                             for k in ("adj_acc", "punct_acc")} for cls in PAPER_REQUESTS} for mode in modes}
-
-    def ood(setting: str, model: str) -> dict[str, Interval]:
-        return {cls: _reported(reports, seeds, setting, model, "ood_hit", cls) for cls in PAPER_REQUESTS}
-
-    ablations = {}
-    for variant in ("baseline", "fusion") + ABLATIONS:
-        ablations[variant] = {k: audit.over_seeds("causal", variant, k) for k in ("ppl", "ppl_seen_only")}
-        if variant != "baseline":
-            ablations[variant].update(
-                sem_mse=audit.over_seeds("causal", variant, "sem_mse"), ood_hit=ood("causal", variant),
-                soft_adj_acc={cls: _reported(reports, seeds, "causal", variant, "soft", cls, "adj_acc")
-                              for cls in PAPER_REQUESTS})
-    code = {"ppl": audit.over_seeds("causal", "control_code", "ppl"),
-            "ppl_seen_only": audit.over_seeds("causal", "control_code", "ppl_seen_only"),
-            **accuracies("causal", "control_code", ("soft", "hard")), "ood_hit": ood("causal", "control_code")}
-    return AuditSummary(
-        seeds=list(seeds), floors=floors, table1=_table1(audit),
-        control={s: ControlModes(**accuracies(s, "fusion", ("hard", "soft"))) for s in SETTINGS},
-        ood_hit={s: ood(s, "fusion") for s in SETTINGS},
-        confusion_diagonal={s: _reported(reports, seeds, s, "fusion", "confusion_diagonal") for s in SETTINGS},
-        gain={s: Interval.paired(audit.values(s, "baseline", "ppl_seen_only"),
-                                 audit.values(s, "fusion", "ppl_seen_only")) for s in SETTINGS},
-        focus_seeds={token: {f"{s} {m}": [audit.runs[(s, m, seed)].metrics.focus_ce[token] for seed in seeds]
-                             for s in SETTINGS for m in ("baseline", "fusion")} for token in FOCUS_TOKENS},
-        ablations=ablations, control_code=code)

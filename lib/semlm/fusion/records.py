@@ -1,8 +1,5 @@
-"""Paper A's typed records: what one trained model measures (``RunRecord.metrics``) and the records of
-chapters 1-5 and 10 (:class:`LeakageAuditRecord` for chapter 4, :class:`SST2Record` for chapter 5, ...).
-
-The JSON shape is the one the metrics files have always had; torch-free, like :mod:`semlm.core.records`.
-"""
+"""Paper A's typed records, torch-free: what one trained model measures (``RunRecord.metrics``) and the metrics
+files of chapters 1-5 and 10."""
 
 from __future__ import annotations
 
@@ -95,18 +92,17 @@ class CausalFloors(Record):
 
     ppl: float | None = None
     ppl_seen_only: float | None = None
+    ppl_authors_denominator: float | None = None
+    ppl_seen_only_authors_denominator: float | None = None
     focus_ce: dict[str, float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class FeatureSteering(Record):
-    """Paper A's own control channel, measured on each seed's causal fusion model: the request written into the
-    per-token features, no logit steering, the grammar mask on. Per training seed (``seeds``, in the order of each
-    interval's ``values``), ``requested`` is the polarity accuracy with the request given (the mean of the share of
-    positive-requested sentences judged positive and of negative-requested sentences judged negative) and
-    ``opposite`` the same targets with the opposite request given (the share of negative-requested sentences judged
-    positive and of positive-requested ones judged negative); ``paired`` is requested - opposite by seed.
-    ``judged_positive`` is the share judged positive per request (``pos`` / ``neg``) over seeds."""
+    """Paper A's own channel on each seed's causal fusion model (:func:`semlm.fusion.audit.feature_steering`):
+    polarity accuracy with the request given (``requested``) and with the opposite one (``opposite``), their
+    difference by seed (``paired``) and the share judged positive per request; each interval's ``values`` follow
+    ``seeds``."""
 
     seeds: list[int] | None = None
     n_per_request: int | None = None
@@ -118,16 +114,24 @@ class FeatureSteering(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class LeakageAuditRecord(ChapterRecord):
-    """Settings are ``causal`` (the language model) and ``published`` (the authors' encoder)."""
+    """Chapter 4 over ``seeds``; settings are ``causal`` (the language model) and ``published`` (the authors'
+    encoder). Presented by :class:`semlm.fusion.audit_tables.LeakageAudit`."""
 
     chapter: ClassVar[str] = "04_leakage_audit"
+    seeds: list[int] | None = None
+    n_per_request: int | None = None  # generations per request and model
     table1: dict[str, ModelPair] | None = None
     floors: CausalFloors | None = None
     control: dict[str, ControlModes] | None = None
     ood_hit: dict[str, dict[str, Interval]] | None = None
     confusion_diagonal: dict[str, Interval] | None = None
+    paired_gain_seen_only: dict[str, Interval] | None = None  # baseline - fusion seen-only PPL, paired by seed
     #: token -> "causal baseline" / "causal fusion" / "published fusion" -> CE per seed
     focus_ce_seeds: dict[str, dict[str, list[float]]] | None = None
+    #: Table 6: token -> mean CE per model (as above), the training oracle's and the paper's fusion model's
+    focus_ce: dict[str, dict[str, float]] | None = None
+    ablations: dict | None = None  # causal: variant -> ppl, ppl_seen_only (, sem_mse, ood_hit, soft_adj_acc)
+    control_code_baseline: dict | None = None  # causal: ppl, ppl_seen_only, soft, hard, ood_hit
     feature_steering: FeatureSteering | None = None  # the causal fusion model, features-only, over seeds
 
 
@@ -199,10 +203,8 @@ class SST2Record(ChapterRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class IntentReading(Record):
-    """One model read one way (``semlm.fusion.intent_experiment``), one seed: features-only control
-    judged from the generated text, the held-out adjective rate, conditional PPL on validation, and
-    the strength sweep (None where the model has no such knob): the mean written intensity per requested
-    level and the Spearman rank correlation of requested level and written intensity over its sentences."""
+    """One model read one way, one seed (:func:`semlm.fusion.intent_experiment.read_model`); the strength sweep's
+    fields are None where the model has no such knob."""
 
     polarity_acc: float | None = None
     punct_acc: float | None = None
@@ -237,11 +239,8 @@ class IntentVariantScores(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class IntensityPoint(Record):
-    """One point of chapter 10's strength sweep: the requested strength ``level`` (an intensifier strength of
-    the corpus's ``INTENSITY`` table, or a value between two), the ``str_low`` / ``str_med`` / ``str_high``
-    ``triplet`` written for it, whether training saw that triplet (``kind``: ``trained`` / ``interpolated``),
-    and the written intensity over seeds (per seed: the mean over sentences of each sentence's mean intensifier
-    strength)."""
+    """One point of chapter 10's strength sweep: the requested ``level``, the ``str_low`` / ``str_med`` /
+    ``str_high`` ``triplet`` written for it, its ``kind`` (``trained`` / ``interpolated``), the written intensity."""
 
     level: float | None = None
     triplet: list[float] | None = None
@@ -251,9 +250,8 @@ class IntensityPoint(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class IntensityResponse(Record):
-    """One model's response to the strength request: the sweep's points, and per training seed (``seeds``, in
-    the order of ``rank_correlation.values``) the Spearman rank correlation of requested level and written
-    intensity over the sweep's sentences."""
+    """One model's response to the strength request: the sweep's points and, per seed of ``seeds``, the rank
+    correlation of requested level and written intensity."""
 
     seeds: list[int] | None = None
     points: list[IntensityPoint] | None = None

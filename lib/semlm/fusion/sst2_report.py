@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+import pandas as pd
 import torch
 
 from semlm.core.records import Interval
@@ -82,8 +83,6 @@ class ControlStudy:
 
     def table(self):
         """Every model, request and mode: the share VADER and the classifier judge as requested."""
-        import pandas as pd
-
         rows = []
         for (kind, request, mode), j in self.judged.items():
             if request is None:
@@ -97,8 +96,6 @@ class ControlStudy:
     def frame(self):
         """Bars for ``plots.plot_sst2_control``: per model, judge, request and mode (none / soft / hard) the
         share judged as requested, with its Wilson interval."""
-        import pandas as pd
-
         rows = []
         for model in dict.fromkeys(model for model, _, _ in self.judged):
             none = self.judged[(model, None, "soft")]

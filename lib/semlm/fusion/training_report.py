@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+import pandas as pd
 import torch
 
 from semlm.core.causality import future_sensitivity
@@ -55,8 +56,6 @@ class ModelTable:
     cited: Mapping[str, str] = field(default_factory=lambda: TABLE1_CITED)
 
     def table(self):
-        import pandas as pd
-
         rows = [{"setting": SETTING_LABELS[s], "model": k,
                  **{label: getattr(r.metrics, metric) for label, metric in self.columns.items()}}
                 for s, k, r in _items(self.trained)]
@@ -77,57 +76,43 @@ class ModelTable:
 
 def focus_frame(trained: Trained):
     """Long table of focus-token cross-entropy: setting, model, token, ce (``plots.plot_focus_ce``)."""
-    import pandas as pd
-
     return pd.DataFrame([{"setting": s, "model": k, "token": token, "ce": ce}
                          for s, k, r in _items(trained) for token, ce in r.metrics.focus_ce.items()])
 
 
 def focus_table(trained: Trained):
     """Paper Table 6: CE per focus token (rows) and trained model (columns ``"setting model"``), beside the paper's."""
-    import pandas as pd
-
     focus = pd.DataFrame({f"{s} {k}": r.metrics.focus_ce for s, k, r in _items(trained)})
     return focus.reindex(list(FOCUS_TOKENS)).join(pd.DataFrame(PAPER_A_FOCUS_CE).add_prefix("paper "))
 
 
 def leak_sensitivity(trained: Trained, featurizers: Mapping[str, Callable], probe: torch.Tensor, position: int,
-                     replacement: int) -> dict[tuple[str, str], float]:
-    """``future_sensitivity`` of every trained model (its setting's featurizer): how much the logits before
-    ``position`` move when the token there becomes ``replacement``; 0 for a language model."""
-    return {(s, k): future_sensitivity(r.load(), featurizers[s], probe, position, replacement)
-            for s, k, r in _items(trained)}
+                     replacement: int) -> pd.Series:
+    """``future_sensitivity`` of every trained model (its setting's featurizer) by (setting, model): how much the
+    logits before ``position`` move when the token there becomes ``replacement``; 0 for a language model."""
+    return pd.Series({(s, k): future_sensitivity(r.load(), featurizers[s], probe, position, replacement)
+                      for s, k, r in _items(trained)},
+                     name="max |Δ logit| before the changed token").rename_axis(["setting", "model"])
 
 
-def sensitivity_frame(sensitivity: Mapping[tuple[str, str], float]):
-    import pandas as pd
-
-    return pd.Series(sensitivity, name="max |Δ logit| before the changed token").rename_axis(["setting", "model"])
-
-
-def key_numbers(trained: Trained, sensitivity: Mapping[tuple[str, str], float]):
+def key_numbers(trained: Trained, sensitivity: pd.Series):
     """Chapter 2's headline numbers: perplexities and the leak, per setting and model."""
-    import pandas as pd
-
     return pd.DataFrame({(SETTING_LABELS[s], k): {"PPL": r.metrics.ppl, "seen-only PPL": r.metrics.ppl_seen_only,
                                                   "max |Δ logit| from the future": sensitivity[(s, k)]}
                          for s, k, r in _items(trained)}).T.round(4)
 
 
-def run_summary(run: RunRecord, sensitivity: float) -> dict:
-    """What a chapter's metrics file keeps of one trained model."""
-    return {**run.metrics.to_dict(), "val_ppl_per_epoch": run.val_ppl_per_epoch,
-            "train_seconds": run.train_seconds, "run_status": run.status, "future_sensitivity": sensitivity}
-
-
-def by_setting(trained: Trained, sensitivity: Mapping[tuple[str, str], float]) -> dict[str, dict]:
-    """``{setting: {label, baseline: run_summary, fusion: run_summary}}``."""
-    return {s: {"label": SETTING_LABELS[s], **{k: run_summary(r, sensitivity[(s, k)]) for k, r in by_kind.items()}}
+def by_setting(trained: Trained, sensitivity: pd.Series) -> dict[str, dict]:
+    """What a chapter's metrics file keeps of each trained model: ``{setting: {label, model: summary}}``."""
+    return {s: {"label": SETTING_LABELS[s],
+                **{k: {**r.metrics.to_dict(), "val_ppl_per_epoch": r.val_ppl_per_epoch,
+                       "train_seconds": r.train_seconds, "run_status": r.status,
+                       "future_sensitivity": float(sensitivity[(s, k)])}
+                   for k, r in by_kind.items()}}
             for s, by_kind in trained.items()}
 
 
-def fusion_training_record(config: SyntheticProfile, trained: Trained,
-                           sensitivity: Mapping[tuple[str, str], float]) -> FusionTrainingRecord:
+def fusion_training_record(config: SyntheticProfile, trained: Trained, sensitivity: pd.Series) -> FusionTrainingRecord:
     """Chapter 2's metrics file: every model's metrics, curve and leak, the paper's numbers, the profile."""
     numbers = by_setting(trained, sensitivity)
     numbers["paper"] = {"table1": PAPER_A_TABLE1, "focus_ce": PAPER_A_FOCUS_CE}
