@@ -121,7 +121,8 @@ def test_the_sweep_writes_every_trained_level_and_labels_the_interpolations(smal
 def test_the_record_carries_per_seed_correlations_of_both_models_and_their_paired_difference(small, tmp_path):
     specs = [s for s in ie.intent_runs(replace(small, n_seeds=2), [111, 112]) if s.name in ("intent", "shuffled")]
     records = [runs.run_one(ie.EXPERIMENT, spec, tmp_path) for spec in specs]
-    summary = ie.summarise_intensity(records)
+    summary = ie.summarise(records)  # the two fusion models only
+    assert set(summary.variants) == {"intent", "no_request", "shuffled"}
     intent, shuffled, paired = summary.intensity, summary.intensity_shuffled, summary.intensity_paired
     assert intent.seeds == shuffled.seeds == [111, 112]
     assert [p.kind for p in intent.points] == [ie.sweep_point_kind(v) for v in INTENT_STRENGTH_LEVELS]

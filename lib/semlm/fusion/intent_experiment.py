@@ -308,42 +308,27 @@ def intensity_response(by_seed: dict[int, IntentReading], levels: Sequence[float
                              rank_correlation=Interval.of_mean([by_seed[s].intensity_rank_correlation for s in seeds]))
 
 
-def readings_by_variant(records: Sequence[RunRecord]) -> dict[str, dict[int, IntentReading]]:
-    """``{variant: {seed: IntentReading}}`` from the runs' records."""
-    out: dict[str, dict[int, IntentReading]] = {}
+def summarise(records: Sequence[RunRecord]) -> IntentControl:
+    """Every variant that ran, over its seeds (95% t-intervals; the shared models may run at fewer seeds than the
+    intent model), the intensity responses of the two fusion models and their difference, intent - shuffled rank
+    correlation paired by training seed (what ``A-intensity`` decides on)."""
+    readings: dict[str, dict[int, IntentReading]] = {}  # variant -> seed -> reading
     for record in records:
         for variant, reading in record.metrics.readings.items():
-            out.setdefault(variant, {})[record.seed] = reading
-    return out
-
-
-def summarise_intensity(records: Sequence[RunRecord]) -> IntentControl:
-    """The intensity responses of the two fusion models and their difference, intent - shuffled rank correlation
-    paired by training seed (what ``A-intensity`` decides on)."""
-    readings = readings_by_variant(records)
-    levels = records[0].metrics.strength_levels
-    intent = intensity_response(readings["intent"], levels)
-    shuffled = intensity_response(readings["shuffled"], levels)
-    paired = [s for s in intent.seeds if s in readings["shuffled"]]
-    return IntentControl(seeds=intent.seeds, intensity=intent, intensity_shuffled=shuffled,
-                         intensity_paired=Interval.paired(
-                             [readings["intent"][s].intensity_rank_correlation for s in paired],
-                             [readings["shuffled"][s].intensity_rank_correlation for s in paired]))
-
-
-def summarise(records: Sequence[RunRecord]) -> IntentControl:
-    """Every variant over its seeds (95% t-intervals; the shared models may run at fewer seeds than the intent
-    model), and :func:`summarise_intensity`."""
-    readings = readings_by_variant(records)
-    seeds = sorted(readings["intent"])
-    variants = {}
-    for variant in VARIANTS:
-        by_seed = [readings[variant][s] for s in seeds if s in readings[variant]]
-        fields = ("polarity_acc", "punct_acc", "held_out_rate", "strong_share", "written_intensity", "ppl")
-        variants[variant] = IntentVariantScores(**{
-            f: Interval.of_mean([getattr(r, f) for r in by_seed], bounds=None if f == "ppl" else (0.0, 1.0))
-            for f in fields})
-    return replace(summarise_intensity(records), seeds=seeds, variants=variants)
+            readings.setdefault(variant, {})[record.seed] = reading
+    seeds, levels = sorted(readings["intent"]), records[0].metrics.strength_levels
+    paired = [s for s in seeds if s in readings["shuffled"]]
+    fields = ("polarity_acc", "punct_acc", "held_out_rate", "strong_share", "written_intensity", "ppl")
+    return IntentControl(
+        seeds=seeds,
+        variants={variant: IntentVariantScores(**{
+            f: Interval.of_mean([getattr(readings[variant][s], f) for s in seeds if s in readings[variant]],
+                                bounds=None if f == "ppl" else (0.0, 1.0)) for f in fields})
+            for variant in VARIANTS if variant in readings},
+        intensity=intensity_response(readings["intent"], levels),
+        intensity_shuffled=intensity_response(readings["shuffled"], levels),
+        intensity_paired=Interval.paired(*([readings[v][s].intensity_rank_correlation for s in paired]
+                                           for v in ("intent", "shuffled"))))
 
 
 def examples(model, data: IntentData, variant: str, n_per_request: int = 1, seed: int = 0) -> list[dict]:
