@@ -249,11 +249,8 @@ class RunRecord(TrainingHistory):
         if self.spec is None:
             raise ValueError(f"record of {self.name} has no spec; get it from run_one / run_many")
         device = device or (self.device if self.device != "cuda" or torch.cuda.is_available() else "cpu")
-        shared = experiment.shared_run(self.spec)
-        if shared is not None:
-            experiment, spec = shared
-            return load_model(experiment, spec, Path(self.run_dir), device, step)
-        return load_model(experiment, self.spec, Path(self.run_dir), device, step)
+        experiment, spec = experiment.shared_run(self.spec) or (experiment, self.spec)
+        return load_model(experiment, spec, Path(self.run_dir), device, step)
 
     @property
     def snapshot_steps(self) -> list[int]:
@@ -433,11 +430,9 @@ def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        if experiment.shared_run(spec) is not None:
-            return _run_shared(experiment, spec, Path(runs_dir), threads, device, progress, progress_queue)
         folder = run_folder(experiment, spec, Path(runs_dir), device, threads)
         with run_lock(folder):
-            return _train_or_load(experiment, spec, folder, threads, device, progress, progress_queue, log)
+            return _record_run(experiment, spec, folder, Path(runs_dir), threads, device, progress, progress_queue, log)
     finally:
         torch.set_num_threads(previous_threads)
 
@@ -463,26 +458,33 @@ def _saved_record(path: Path, data_used: str, spec: RunSpec) -> dict | None:
     return saved
 
 
-def _train_or_load(experiment: Experiment, spec: RunSpec, folder: Path, threads: int, device: str,
-                   progress: bool | str, progress_queue, log: bool) -> RunRecord:
-    """:func:`run_one`'s work on a run that is not shared, under the run's lock."""
-    key = folder.name.rsplit("-", 1)[-1]
-    evaluation, data_used = evaluation_key(experiment), data_fingerprint(experiment)
-    record_path = folder / "record.json"
+def _record_run(experiment: Experiment, spec: RunSpec, folder: Path, runs_dir: Path, threads: int, device: str,
+                progress: bool | str, progress_queue, log: bool) -> RunRecord:
+    """:func:`run_one`'s work under the lock of the run's ``folder``: the saved record while the evaluation code
+    is unchanged, else the model trained (or loaded: a finished run is never retrained) and evaluated. A shared
+    run's model (:meth:`Experiment.shared_run`) is the owner's run, trained or loaded under the owner's key and
+    folder (which records its own metrics), its status "trained" if trained now; its record stays in ``folder``."""
+    shared = experiment.shared_run(spec)
+    owner, owner_spec = shared or (experiment, spec)
+    evaluation, data_used, record_path = evaluation_key(experiment), data_fingerprint(owner), folder / "record.json"
     saved = _saved_record(record_path, data_used, spec)
+    model_id = (owner.reference(), owner_spec.group, owner_spec.name, owner_spec.seed) if shared else None
     if saved is not None and saved.get("evaluation_key") == evaluation:
         record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
         if log:
-            _log_run(record)
+            _log_run(record, model_id)
         return record
-    data = experiment.data(spec)
-    if (folder / "train" / "final" / "model.safetensors").is_file():  # finished: re-evaluate, never retrain
-        model = load_model(experiment, spec, folder, device)
-        result = finished_result(folder / "train")
+    model_folder, owner_record = folder, None
+    if shared:
+        owner_record = run_one(owner, owner_spec, runs_dir, threads, device, progress, progress_queue, log=False)
+        model_folder = Path(owner_record.run_dir)
+    if shared or (folder / "train" / "final" / "model.safetensors").is_file():
+        model = load_model(owner, owner_spec, model_folder, device)
+        result = finished_result(model_folder / "train")
     else:
         set_seed(spec.seed)
-        model = experiment.build(spec, data).to(device)
-        fit = experiment.fit(spec, data)
+        model = experiment.build(spec, experiment.data(spec)).to(device)
+        fit = experiment.fit(spec, experiment.data(spec))
         on_step = (lambda: progress_queue.put(1)) if progress_queue is not None else None
         label = progress if isinstance(progress, str) else f"{spec.name} (seed {spec.seed})"
         result = train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
@@ -490,56 +492,21 @@ def _train_or_load(experiment: Experiment, spec: RunSpec, folder: Path, threads:
                        progress=label if progress and on_step is None else False, on_step=on_step,
                        snapshots=fit.snapshots)
     model.eval()
-    metrics = experiment.evaluate(spec, data, model, result)
-    record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
-                       str(folder), result.status, result.train_seconds, result.steps, result.history,
-                       _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(),
-                       result.stopped_early, result.best_step, evaluation, data_fingerprint=data_used, spec=spec)
+    metrics = experiment.evaluate(spec, experiment.data(spec), model, result)
+    made = owner_record or result  # how the model was made
+    record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config),
+                       folder.name.rsplit("-", 1)[-1], str(model_folder),
+                       "trained" if shared and made.status == "resumed" else made.status, made.train_seconds,
+                       made.steps, made.history, _jsonable(metrics), torch.device(device).type, threads,
+                       peak_rss_mb(), made.stopped_early, made.best_step, evaluation,
+                       trained_by=owner.reference() if shared else "", data_fingerprint=data_used, spec=spec)
     on_disk = record.to_dict()
-    if result.status == "loaded" and saved is not None:  # re-evaluated: the file keeps how it was trained
+    if not shared and result.status == "loaded" and saved is not None:  # re-evaluated: keeps how it was trained
         on_disk["status"] = saved.get("status", result.status)
+    folder.mkdir(parents=True, exist_ok=True)
     write_atomic(record_path, json.dumps(on_disk, indent=2, default=str))
     if log:
-        _log_run(record)
-    return record
-
-
-def _run_shared(experiment: Experiment, spec: RunSpec, runs_dir: Path, threads: int, device: str,
-                progress: bool | str, progress_queue) -> RunRecord:
-    """A shared run (:meth:`Experiment.shared_run`): the owner's run trains or loads the model under its own
-    key and folder (and records its own metrics); this experiment evaluates it and keeps its record in
-    its own folder, keyed by the owner's key. Status: "trained" if the owner's model was trained now."""
-    folder = run_folder(experiment, spec, runs_dir, device, threads)
-    with run_lock(folder):
-        return _evaluate_shared(experiment, spec, folder, runs_dir, threads, device, progress, progress_queue)
-
-
-def _evaluate_shared(experiment: Experiment, spec: RunSpec, folder: Path, runs_dir: Path, threads: int,
-                     device: str, progress: bool | str, progress_queue) -> RunRecord:
-    """:func:`_run_shared`'s work, under the lock of this experiment's record of the shared run."""
-    owner, owner_spec = experiment.shared_run(spec)
-    key = folder.name.rsplit("-", 1)[-1]
-    evaluation = evaluation_key(experiment)
-    record_path = folder / "record.json"
-    saved = _saved_record(record_path, data_fingerprint(owner), spec)
-    model_id = (owner.reference(), owner_spec.group, owner_spec.name, owner_spec.seed)
-    if saved is not None and saved.get("evaluation_key") == evaluation:
-        record = RunRecord(**{**saved, "status": "loaded", "spec": spec})
         _log_run(record, model_id)
-        return record
-    trained = run_one(owner, owner_spec, runs_dir, threads, device, progress, progress_queue, log=False)
-    model = load_model(owner, owner_spec, Path(trained.run_dir), device)
-    result = finished_result(Path(trained.run_dir) / "train")
-    metrics = experiment.evaluate(spec, experiment.data(spec), model, result)
-    status = "trained" if trained.status in ("trained", "resumed") else "loaded"
-    record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config), key,
-                       trained.run_dir, status, trained.train_seconds, trained.steps, trained.history,
-                       _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(), trained.stopped_early,
-                       trained.best_step, evaluation, trained_by=owner.reference(),
-                       data_fingerprint=trained.data_fingerprint, spec=spec)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(record_path, json.dumps(record.to_dict(), indent=2, default=str))
-    _log_run(record, model_id)
     return record
 
 
