@@ -39,6 +39,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -162,12 +163,6 @@ def _made_up_words(n: int, seed: int) -> list[str]:
     return out
 
 
-def _take(words: list[str], n: int) -> tuple[str, ...]:
-    out = tuple(words[:n])
-    del words[:n]
-    return out
-
-
 @dataclass(frozen=True)
 class TopicWorld:
     """The topics' word lists, the bridge and neutral words of a :class:`TopicConfig`."""
@@ -181,13 +176,16 @@ class TopicWorld:
 
     @classmethod
     def from_config(cls, config: TopicConfig) -> "TopicWorld":
-        c = config
-        words = _made_up_words(c.n_words, c.lexicon_seed)
+        c, words = config, iter(_made_up_words(config.n_words, config.lexicon_seed))
+
+        def take(n: int) -> tuple[str, ...]:  # the next n made-up words
+            return tuple(islice(words, n))
+
         sizes = (c.nouns_per_topic, c.verbs_per_topic, c.adjectives_per_topic)
-        nouns, verbs, adjectives = zip(*[[_take(words, n) for n in sizes] for _ in range(c.n_topics)])
+        nouns, verbs, adjectives = zip(*[[take(n) for n in sizes] for _ in range(c.n_topics)])
         pairs = tuple((t, (t + 1) % c.n_topics) for t in range(c.n_pairs))
-        bridges = tuple(_take(words, c.bridges_per_pair) for _ in pairs)
-        neutral = (_take(words, c.neutral_nouns), _take(words, c.neutral_verbs), _take(words, c.neutral_adjectives))
+        bridges = tuple(take(c.bridges_per_pair) for _ in pairs)
+        neutral = (take(c.neutral_nouns), take(c.neutral_verbs), take(c.neutral_adjectives))
         return cls(nouns, verbs, adjectives, pairs, bridges, neutral)
 
     @property
@@ -243,16 +241,11 @@ class TopicWorld:
 
     # --- sampling -----------------------------------------------------------------------------
 
-    def _slots(self, topic: int | None) -> dict[str, tuple[str, ...]]:
-        if topic is None:
-            return dict(zip("XYZ", self.neutral_words))
-        return {"N": self.nouns[topic], "V": self.verbs[topic], "A": self.adjectives[topic],
-                "B": self.bridge_words(topic)}
-
     def fill(self, template: Sequence[str], topic: int | None, uniforms: Sequence[float]) -> tuple[str, ...]:
         """``template`` with each slot ``i`` filled by word ``floor(uniforms[i] * len(pool))`` of its pool
         (``topic=None``: the neutral pools)."""
-        slots = self._slots(topic)
+        slots = dict(zip("XYZ", self.neutral_words)) if topic is None else {
+            "N": self.nouns[topic], "V": self.verbs[topic], "A": self.adjectives[topic], "B": self.bridge_words(topic)}
         return tuple(slots[w][int(u * len(slots[w]))] if w in slots else w for w, u in zip(template, uniforms))
 
     def sentence(self, topic: int | None, rng: np.random.Generator) -> tuple[str, ...]:
@@ -266,16 +259,11 @@ class TopicWorld:
     def label(self, sentence: Sequence[str]) -> int:
         """The topic of one sentence: the one topic all its topical words allow, else :data:`MIXED` (none),
         :data:`AMBIGUOUS` (two) or :data:`NEUTRAL` (no topical word)."""
-        allowed = None
-        for w in sentence:
-            topics = self.topics_of.get(w)
-            if topics is not None:
-                allowed = topics if allowed is None else allowed & topics
-        if allowed is None:
-            return NEUTRAL
+        allowed = [self.topics_of[w] for w in sentence if w in self.topics_of]
         if not allowed:
-            return MIXED
-        return next(iter(allowed)) if len(allowed) == 1 else AMBIGUOUS
+            return NEUTRAL
+        common = frozenset.intersection(*allowed)
+        return next(iter(common)) if len(common) == 1 else (AMBIGUOUS if common else MIXED)
 
 
 @dataclass(frozen=True)
@@ -304,16 +292,12 @@ def draw_documents(world: TopicWorld, config: TopicConfig, n_docs: int, rng: np.
     neutral_uniforms = iter(rng.random((n_neutral, longest)))
     docs = []
     for d in range(n_docs):
-        topics, neutral, sentences = [], [], []
+        rows = []  # (topic, neutral, sentence) of every sentence
         for i, topic in enumerate(chain[d]):
-            topics.append(topic)
-            neutral.append(False)
-            sentences.append(world.fill(TEMPLATES[topical_template[d][i]], topic, topical_uniforms[d, i]))
-            for _ in range(runs[d][i] if i < S - 1 else 0):
-                topics.append(topic)
-                neutral.append(True)
-                sentences.append(world.fill(NEUTRAL_TEMPLATES[next(neutral_template)], None, next(neutral_uniforms)))
-        docs.append(Document(tuple(topics), tuple(neutral), tuple(sentences)))
+            rows.append((topic, False, world.fill(TEMPLATES[topical_template[d][i]], topic, topical_uniforms[d, i])))
+            rows += [(topic, True, world.fill(NEUTRAL_TEMPLATES[next(neutral_template)], None, next(neutral_uniforms)))
+                     for _ in range(runs[d][i] if i < S - 1 else 0)]
+        docs.append(Document(*map(tuple, zip(*rows))))
     return docs
 
 
@@ -331,14 +315,7 @@ def split_sentences(words: Sequence[str], complete_only: bool = True) -> list[li
     Text after an ``<eos>`` belongs to another document and is dropped.
     """
     words = list(words)
-    if EOS in words:
-        words = words[:words.index(EOS)]
-    sentences, current = [], []
-    for w in words:
-        current.append(w)
-        if w == END:
-            sentences.append(current)
-            current = []
-    if current and not complete_only:
-        sentences.append(current)
-    return sentences
+    words = words[:words.index(EOS)] if EOS in words else words
+    starts = [0] + [i + 1 for i, w in enumerate(words) if w == END]
+    sentences = [words[a:b] for a, b in zip(starts, starts[1:])]
+    return sentences if complete_only or starts[-1] == len(words) else sentences + [words[starts[-1]:]]
