@@ -266,10 +266,9 @@ sensitivity = report.leak_sensitivity(
 sensitivity.to_frame().style.format("{:.3g}")
 
 # %% tags=["remove-cell"]
-glue("causal_sensitivity", float(sensitivity["causal"].max()), display=False)
-glue(
-    "published_sensitivity", float(sensitivity["published"].min()), display=False
-)
+causal, published = sensitivity["causal"], sensitivity["published"]
+glue("causal_sensitivity", float(causal.max()), display=False)
+glue("published_sensitivity", float(published.min()), display=False)
 
 # %% [markdown]
 # The causal models move by at most {glue:text}`causal_sensitivity:.2g` (floating-point

@@ -54,10 +54,9 @@ from semlm.book.claims import FEATURE_STEERING_MIN_SEEDS, evaluate_claims
 from semlm.core import runs
 from semlm.core.metrics import FOCUS_TOKENS
 from semlm.data.synthetic import make_corpus
-from semlm.fusion import audit_tables as tables
 from semlm.fusion.audit import (
-    AuditRuns, audit_runs, audit_seeds, control_reports, feature_steering,
-    steering_seeds,
+    AuditRuns, LeakageAudit, audit_runs, audit_seeds, control_reports,
+    feature_steering, floors_frame, gain_verdict, seed_points, steering_seeds,
 )
 from semlm.fusion.leakage import causal_floors
 from semlm.fusion.synthetic_experiment import SYNTHETIC
@@ -111,7 +110,7 @@ corpus = make_corpus(synthetic_profile(profile, seed).corpus)
 floors = causal_floors(
     corpus.val, corpus.split, FOCUS_TOKENS, corpus.config.second_clause_prob
 )
-tables.floors_frame(floors)
+floors_frame(floors)
 
 # %% tags=["remove-cell"]
 glue("floor_ppl", floors["ppl"], display=False)
@@ -164,7 +163,7 @@ print(
 )
 # the control generations of every model (Tables 2-4, below)
 reports = control_reports(audit, profile, N)
-summary = tables.LeakageAudit.of(audit, reports, floors, N)
+summary = LeakageAudit.of(audit, reports, floors, N)
 
 # %% [markdown]
 # ## Table 1 over seeds
@@ -191,7 +190,7 @@ summary.gain_frame()
 glue("gain_causal", gain["causal"].format(), display=False)
 glue("gain_published", gain["published"].format(), display=False)
 for s in gain:
-    verdict = tables.gain_verdict(gain[s])
+    verdict = gain_verdict(gain[s])
     glue(f"gain_{s}_verdict", verdict, display=False)
 glue("n_seeds", len(seeds), display=False)
 seen = {
@@ -306,7 +305,7 @@ glue("mse_side", "inside" if inside else "outside", display=False)
 
 # %%
 fig = plots.plot_seed_intervals(
-    tables.seed_points(summary.ablations, seeds),
+    seed_points(summary.ablations, seeds),
     "ablations (causal)",
     references={"causal floor": floors},
 )

@@ -263,10 +263,9 @@ sensitivity = report.leak_sensitivity(
 sensitivity.to_frame()
 
 # %% tags=["remove-cell"]
-glue("causal_sensitivity", float(sensitivity["causal"].max()), display=False)
-glue(
-    "published_sensitivity", float(sensitivity["published"].min()), display=False
-)
+causal, published = sensitivity["causal"], sensitivity["published"]
+glue("causal_sensitivity", float(causal.max()), display=False)
+glue("published_sensitivity", float(published.min()), display=False)
 
 # %% [markdown]
 # When a later token changes, the causal models' outputs before it move by at most

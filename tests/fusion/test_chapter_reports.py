@@ -81,22 +81,22 @@ def fake_report(hit):
 
 
 def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
-    from semlm.fusion import audit_tables
+    from semlm.fusion import audit
 
-    audit = fake_audit()
-    reports = {key: fake_report(0.5 + 0.1 * (key[2] - 111)) for key in audit.runs if key[1] != "baseline"}
-    summary = audit_tables.LeakageAudit.of(audit, reports, FLOORS, 2)
+    runs = fake_audit()
+    reports = {key: fake_report(0.5 + 0.1 * (key[2] - 111)) for key in runs.runs if key[1] != "baseline"}
+    summary = audit.LeakageAudit.of(runs, reports, FLOORS, 2)
     fusion = summary.table1["causal"].fusion
     assert fusion.ppl.mean == pytest.approx(3.5) and fusion.ppl.values == (3.0, 4.0)
     assert summary.table1["causal"].baseline.sem_mse is None
     assert summary.paired_gain_seen_only["causal"].mean == pytest.approx(1.0)  # baseline - fusion, paired by seed
     assert summary.control["causal"].hard["pos"].adj_acc.mean == pytest.approx(0.55)
     assert summary.focus_ce_seeds[FOCUS_TOKENS[0]]["causal fusion"] == [1.5, 1.5]
-    assert audit_tables.gain_verdict(summary.paired_gain_seen_only["causal"]) == "fusion lower"
+    assert audit.gain_verdict(summary.paired_gain_seen_only["causal"]) == "fusion lower"
     for table in (summary.table1_frame, summary.gain_frame, summary.control_table, summary.ablation_table,
                   summary.code_table, summary.key_numbers, summary.table1_points, summary.focus_frame):
         assert len(table()) > 0
-    assert len(audit_tables.floors_frame(FLOORS)) == 4
+    assert len(audit.floors_frame(FLOORS)) == 4
     saved = summary.to_dict()
     assert saved["table1"]["causal"]["fusion"]["ppl"]["values"] == [3.0, 4.0]
     assert saved["paired_gain_seen_only"]["causal"]["mean"] == pytest.approx(1.0)
@@ -104,7 +104,7 @@ def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
 
 
 def test_below_oracle_names_the_seen_tokens_a_model_beats_by_the_margin():
-    from semlm.fusion.audit_tables import LeakageAudit
+    from semlm.fusion.audit import LeakageAudit
 
     audit = LeakageAudit(focus_ce={"good": {"training oracle": 1.4, "causal fusion": 1.3, "paper fusion": 1.38},
                                    "great": {"training oracle": math.inf, "causal fusion": 5.0, "paper fusion": 9.0}})
@@ -134,8 +134,7 @@ def test_features_that_do_not_steer_write_the_same_sentences_under_both_requests
 
 def test_steering_accuracies_pair_each_target_with_the_opposite_request_and_the_table_builds():
     from semlm.fusion.records import FeatureSteering
-    from semlm.fusion import audit_tables
-    from semlm.fusion.audit import steering_accuracies
+    from semlm.fusion.audit import LeakageAudit, steering_accuracies
 
     shares = {"pos": {"POS": 0.9, "NEG": 0.1}, "neg": {"POS": 0.3, "NEG": 0.7}}
     assert steering_accuracies(shares) == pytest.approx(((0.9 + 0.7) / 2, (0.3 + 0.1) / 2))
@@ -146,7 +145,7 @@ def test_steering_accuracies_pair_each_target_with_the_opposite_request_and_the_
                                                 "neg": Interval.of_mean([0.2, 0.3])})
     audit = fake_audit()
     reports = {key: fake_report(0.5) for key in audit.runs if key[1] != "baseline"}
-    record = replace(audit_tables.LeakageAudit.of(audit, reports, FLOORS, 2), feature_steering=steering)
+    record = replace(LeakageAudit.of(audit, reports, FLOORS, 2), feature_steering=steering)
     frame = record.steering_frame()
     assert list(frame.index) == [111, 112, "mean [95% CI]"]
     assert frame.loc[111, "requested - opposite"] == pytest.approx(0.6)

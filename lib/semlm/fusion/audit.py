@@ -3,27 +3,36 @@ with ablations and a control-code baseline.
 
 Seeds vary model initialisation and data order; the corpus and its held-out adjectives stay
 the published ones (corpus seed 111), so focus tokens such as *great* mean the same thing in
-every run. Each number is summarised as a mean with a 95% Student-t interval over seeds.
+every run. Each number is summarised as a mean with a 95% Student-t interval over seeds, printed as
+``mean [95% interval]``; :class:`LeakageAudit` is the chapter's record with its tables.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass, replace
+from functools import reduce
 from typing import Sequence
 
-from semlm.fusion.control_codes import N_CODES
+import pandas as pd
+
+from semlm.core.metrics import FOCUS_TOKENS
+from semlm.core.records import Interval
+from semlm.core.runs import RunRecord, RunSpec
 from semlm.data.synthetic import AdjectiveSplit
+from semlm.fusion.control_codes import N_CODES
 from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, DecodingConfig, FUSION_DEFAULT, generate,
                                    published_decoding)
-from semlm.fusion.synthetic_experiment import SETTINGS, prepare_data, synthetic_runs
 from semlm.fusion.metrics import (POLARITY_LABELS, control_accuracy, held_out_hit_rate, polarity_confusion,
                                   request_accuracy)
-from semlm.core.records import Interval
-from semlm.fusion.records import FeatureSteering
-from semlm.core.runs import RunRecord, RunSpec
 from semlm.fusion.profiles import AUDIT_SEEDS, STEERING_SEEDS, synthetic_profile
-from semlm.profiles import check_profile
+from semlm.fusion.records import FeatureSteering, LeakageAuditRecord
 from semlm.fusion.request import PAPER_REQUESTS
+from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS, prepare_data, synthetic_runs
+from semlm.fusion.training_report import TABLE1_COLUMNS, TABLE1_PAPER
+from semlm.profiles import check_profile
+from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_HARD_CONTROL, PAPER_A_OOD_HIT, PAPER_A_TABLE1
 
 ABLATIONS: tuple[str, ...] = ("fusion_no_gate", "fusion_no_aux", "fusion_no_uniformizer")
 
@@ -169,3 +178,204 @@ def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int
         opposite=Interval.of_mean(opposite, UNIT), paired=Interval.paired(requested, opposite),
         judged_positive={name: Interval.of_mean([shares[seed][name]["POS"] for seed in seeds], UNIT)
                          for name in PAPER_REQUESTS})
+
+
+# --- the result: chapter 4's record over seeds, presenting itself -------------------------------------------
+
+MODELS = ("baseline", "fusion")
+#: the Table-1 metrics summarised over seeds (plus ``sem_mse`` for fusion models)
+TABLE1_METRICS: tuple[str, ...] = ("ppl", "ppl_seen_only", "ppl_authors_denominator",
+                                   "ppl_seen_only_authors_denominator")
+FUSION_ONLY = ("sem_mse",)  # the auxiliary head's reconstruction error
+#: which of the paper's Table-1 columns each of our metrics compares with (the paper counts the authors' way)
+PAPER_COUNTS_AS = {TABLE1_COLUMNS[label]: key for label, key in TABLE1_PAPER.items()}
+
+
+def _pair(*intervals: Interval) -> str:
+    return " / ".join(interval.format(2) for interval in intervals)
+
+
+def _field(source, name: str):
+    return source[name] if isinstance(source, dict) else getattr(source, name)
+
+
+def floors_frame(floors: dict):
+    """The causal floors beside the paper's Table 1 (which counts the authors' way)."""
+    labels = [label for label in TABLE1_COLUMNS if label != "semantic MSE"]
+    columns = {"causal floor": {label: floors[TABLE1_COLUMNS[label]] for label in labels}}
+    columns.update({f"paper, {kind}": {label: PAPER_A_TABLE1[kind].get(TABLE1_PAPER.get(label)) for label in labels}
+                    for kind in MODELS})
+    return pd.DataFrame(columns).round(3)
+
+
+def seed_points(summaries: dict[str, object], seeds, metrics=("ppl", "ppl_seen_only")):
+    """Input of ``plots.plot_seed_intervals``: one row per (row label, metric, seed) with its summary;
+    ``summaries`` maps a row label to something holding an :class:`Interval` per metric."""
+    return pd.DataFrame([
+        {"metric": k, "row": row, "seed": seed, "value": value, "mean": _field(source, k).mean,
+         "ci_low": _field(source, k).low, "ci_high": _field(source, k).high}
+        for row, source in summaries.items() for k in metrics for seed, value in zip(seeds, _field(source, k).values)])
+
+
+def gain_verdict(gain: Interval) -> str:
+    if len(gain.values) < 2 or gain.low <= 0 <= gain.high:
+        return "no difference detected (the interval contains 0)"
+    return "fusion lower" if gain.low > 0 else "fusion higher"
+
+
+class LeakageAudit(LeakageAuditRecord):
+    """Chapter 4's record (:meth:`of`) presenting itself: Table 1, control (Tables 2-4), Table 6, ablations,
+    control codes and feature steering over seeds."""
+
+    @classmethod
+    def of(cls, audit: AuditRuns, reports: dict, floors: dict, n_per_request: int) -> LeakageAudit:
+        """Every over-seeds number from the trained models, their control reports
+        (:func:`semlm.fusion.audit.control_reports`) and the floors (:func:`semlm.fusion.leakage.causal_floors`)."""
+        seeds = audit.seeds
+
+        def reported(setting: str, model: str, *path: str) -> Interval:  # one number of a report, over seeds
+            values = [reduce(operator.getitem, path, reports[(setting, model, seed)]) for seed in seeds]
+            return Interval.of_mean([v["value"] if isinstance(v, dict) else v for v in values], UNIT)
+
+        def accuracies(setting: str, model: str, modes) -> dict:  # {mode: {request: {adj_acc, punct_acc}}}
+            return {mode: {cls: {k: reported(setting, model, mode, cls, k) for k in ("adj_acc", "punct_acc")}
+                           for cls in PAPER_REQUESTS} for mode in modes}
+
+        def ood(setting: str, model: str) -> dict[str, Interval]:
+            return {cls: reported(setting, model, "ood_hit", cls) for cls in PAPER_REQUESTS}
+
+        ablations = {}
+        for variant in MODELS + ABLATIONS:
+            ablations[variant] = {k: audit.over_seeds("causal", variant, k) for k in ("ppl", "ppl_seen_only")}
+            if variant != "baseline":
+                ablations[variant].update(
+                    sem_mse=audit.over_seeds("causal", variant, "sem_mse"), ood_hit=ood("causal", variant),
+                    soft_adj_acc={cls: reported("causal", variant, "soft", cls, "adj_acc") for cls in PAPER_REQUESTS})
+        focus_seeds = {token: {f"{s} {m}": [audit.runs[(s, m, seed)].metrics.focus_ce[token] for seed in seeds]
+                               for s in SETTINGS for m in MODELS} for token in FOCUS_TOKENS}
+        return cls(
+            seeds=list(seeds), n_per_request=n_per_request, floors=floors,
+            table1={s: {m: {k: audit.over_seeds(s, m, k)
+                            for k in TABLE1_METRICS + (FUSION_ONLY if m == "fusion" else ())}
+                        for m in MODELS} for s in SETTINGS},
+            control={s: accuracies(s, "fusion", ("hard", "soft")) for s in SETTINGS},
+            ood_hit={s: ood(s, "fusion") for s in SETTINGS},
+            confusion_diagonal={s: reported(s, "fusion", "confusion_diagonal") for s in SETTINGS},
+            paired_gain_seen_only={s: Interval.paired(audit.values(s, "baseline", "ppl_seen_only"),
+                                                      audit.values(s, "fusion", "ppl_seen_only")) for s in SETTINGS},
+            focus_ce_seeds=focus_seeds,
+            focus_ce={token: {"training oracle": floors["focus_ce"][token],
+                              **{arm: Interval.of_mean(values).mean for arm, values in by_arm.items()},
+                              "paper fusion": PAPER_A_FOCUS_CE["fusion"][token]}
+                      for token, by_arm in focus_seeds.items()},
+            ablations=ablations,
+            control_code_baseline={"ppl": audit.over_seeds("causal", "control_code", "ppl"),
+                                   "ppl_seen_only": audit.over_seeds("causal", "control_code", "ppl_seen_only"),
+                                   **accuracies("causal", "control_code", ("soft", "hard")),
+                                   "ood_hit": ood("causal", "control_code")})
+
+    def table1_frame(self):
+        """Table 1 over seeds: one row per setting, model and metric, with the paper and the floor."""
+        return pd.DataFrame([
+            {"setting": SETTING_LABELS[s], "model": m, "metric": k,
+             "mean [95% CI]": value.format(4 if k == "sem_mse" else 3),
+             "paper": PAPER_A_TABLE1[m].get(PAPER_COUNTS_AS.get(k, "")), "causal floor": getattr(self.floors, k, None)}
+            for s in SETTINGS for m in MODELS for k in TABLE1_METRICS + FUSION_ONLY
+            if (value := getattr(getattr(self.table1[s], m), k)) is not None
+        ]).set_index(["setting", "model", "metric"])
+
+    def table1_points(self):
+        """Table 1's perplexities per seed and over seeds, per setting and model."""
+        return seed_points({f"{s} / {m}": getattr(self.table1[s], m) for s in SETTINGS for m in MODELS}, self.seeds)
+
+    def gain_frame(self):
+        """Per setting: baseline - fusion seen-only PPL per seed, over seeds, and the verdict."""
+        return pd.DataFrame([{"setting": SETTING_LABELS[s],
+                              **{f"seed {k}": round(v, 4) for k, v in zip(self.seeds, gain.values)},
+                              "mean [95% CI]": gain.format(), "verdict": gain_verdict(gain)}
+                             for s, gain in self.paired_gain_seen_only.items()]).set_index("setting")
+
+    def focus_frame(self):
+        """Paper Table 6 over seeds: mean CE per focus token and model, the training oracle's (a reference, not a
+        floor: one token's CE can go below it) and the paper's."""
+        return pd.DataFrame.from_dict(self.focus_ce, orient="index").rename_axis("token")
+
+    def below_oracle(self, column: str, margin: float = 0.05) -> list[str]:
+        """Focus tokens whose CE in ``column`` (``"causal fusion"``, ``"paper fusion"``...) lies more than ``margin``
+        below the training oracle's."""
+        return [token for token, row in self.focus_ce.items()  # held out: the oracle never says it
+                if math.isfinite(row["training oracle"]) and row[column] < row["training oracle"] - margin]
+
+    def control_table(self):
+        """Tables 2-4 over seeds: hard and soft control and OOD hits of the fusion model, with the paper's."""
+        paper = PAPER_A_HARD_CONTROL
+        return pd.DataFrame([
+            {"setting": SETTING_LABELS[s], "request": cls,
+             "hard adj / punct": _pair(modes.hard[cls].adj_acc, modes.hard[cls].punct_acc),
+             "soft adj / punct": _pair(modes.soft[cls].adj_acc, modes.soft[cls].punct_acc),
+             "OOD hit": self.ood_hit[s][cls].format(2), "paper OOD": PAPER_A_OOD_HIT[cls],
+             "paper hard": f"{paper[cls]['adj_acc']:.2f} / {paper[cls]['punct_acc']:.2f}"}
+            for s, modes in self.control.items() for cls in PAPER_REQUESTS]).set_index(["setting", "request"])
+
+    def ablation_table(self):
+        """The causal ablations over seeds: perplexities, semantic MSE, OOD hits and soft adjective accuracy."""
+        return pd.DataFrame([
+            {"model": v, "PPL": e["ppl"].format(), "seen-only PPL": e["ppl_seen_only"].format(),
+             "sem MSE": e["sem_mse"].format(4) if "sem_mse" in e else "",
+             **{label: _pair(*e[key].values()) if key in e else ""
+                for label, key in (("OOD hit pos / neg", "ood_hit"), ("soft adj acc pos / neg", "soft_adj_acc"))}}
+            for v, e in self.ablations.items()]).set_index("model")
+
+    def code_table(self):
+        """The control-code baseline beside the causal fusion model."""
+        code, fusion = self.control_code_baseline, self.table1["causal"].fusion
+        sources = {"control codes (causal)": (code["ppl"], code["ppl_seen_only"], code["soft"], code["ood_hit"]),
+                   "fusion (causal)": (fusion.ppl, fusion.ppl_seen_only, self.control["causal"].soft,
+                                       self.ood_hit["causal"])}
+        return pd.DataFrame([
+            {"model": name, "PPL": ppl.format(), "seen-only PPL": seen.format(),
+             **{f"soft {cls} adj / punct": _pair(_field(soft[cls], "adj_acc"), _field(soft[cls], "punct_acc"))
+                for cls in PAPER_REQUESTS},
+             **{f"OOD hit {cls}": ood[cls].format(2) for cls in PAPER_REQUESTS}}
+            for name, (ppl, seen, soft, ood) in sources.items()]).set_index("model")
+
+    def code_verdicts(self) -> dict[str, str]:
+        """The chapter's two sentences on the control-code baseline: how strong the codes are at this
+        profile, and whether the feature channel changes the out-of-distribution hits."""
+        code = self.control_code_baseline
+        worst = min(code["soft"][c][k].mean for c in PAPER_REQUESTS for k in ("adj_acc", "punct_acc"))
+        same_ood = abs(code["ood_hit"]["pos"].mean - self.ood_hit["causal"]["pos"].mean) < 0.05
+        return {
+            "code_verdict": ("the codes are a strong, cheap control that needs no feature bank" if worst >= 0.9
+                             else "at this profile the codes are a weak control"),
+            "ood_verdict": ("which says that the mixture sampler, not the feature channel, "
+                            "does the out-of-distribution work" if same_ood
+                            else "so the feature channel changes how often the mixture reaches unseen words"),
+        }
+
+    def steering_frame(self):
+        """A-feature-steering's numbers per training seed (the causal fusion model, features only): the share judged
+        positive under each request, the requested and opposite-request accuracies and their difference, and a
+        last row with each column's mean [95% interval] over seeds."""
+        steering = self.feature_steering
+        columns = {"positive request: judged positive": steering.judged_positive["pos"],
+                   "negative request: judged positive": steering.judged_positive["neg"],
+                   "requested accuracy": steering.requested, "opposite-request accuracy": steering.opposite,
+                   "requested - opposite": steering.paired}
+        frame = pd.DataFrame({name: interval.values for name, interval in columns.items()},
+                             index=pd.Index(steering.seeds, name="seed")).round(3).astype(object)
+        frame.loc["mean [95% CI]"] = [interval.format(3, signed=name == "requested - opposite")
+                                      for name, interval in columns.items()]
+        return frame
+
+    def key_numbers(self):
+        """The chapter's headline numbers in one column."""
+        floors, table1, ood = self.floors, self.table1, self.ood_hit["causal"]
+        return pd.DataFrame({
+            "causal floor PPL / seen-only": f"{floors.ppl:.3f} / {floors.ppl_seen_only:.3f}",
+            "published fusion seen-only PPL": table1["published"].fusion.ppl_seen_only.format(),
+            "causal fusion seen-only PPL": table1["causal"].fusion.ppl_seen_only.format(),
+            "causal baseline seen-only PPL": table1["causal"].baseline.ppl_seen_only.format(),
+            "causal fusion OOD hit pos / neg": _pair(ood["pos"], ood["neg"]),
+            "seeds": ", ".join(map(str, self.seeds)),
+        }, index=["value"]).T

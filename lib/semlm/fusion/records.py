@@ -115,7 +115,7 @@ class FeatureSteering(Record):
 @dataclass(frozen=True, kw_only=True)
 class LeakageAuditRecord(ChapterRecord):
     """Chapter 4 over ``seeds``; settings are ``causal`` (the language model) and ``published`` (the authors'
-    encoder). Presented by :class:`semlm.fusion.audit_tables.LeakageAudit`."""
+    encoder). Presented by :class:`semlm.fusion.audit.LeakageAudit`."""
 
     chapter: ClassVar[str] = "04_leakage_audit"
     seeds: list[int] | None = None
