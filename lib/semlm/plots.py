@@ -19,7 +19,10 @@ import seaborn as sns
 
 from semlm.fusion.fuzzy import CENTRES, FEATURE_NAMES, TAU, triangular_memberships
 
-PALETTE = {"baseline": "#7f7f7f", "fusion": "#1f77b4", "paper": "#d62728"}
+#: The colour of every model, arm and variant the figures name.
+COLOURS = {"baseline": "#7f7f7f", "plain": "#7f7f7f", "fusion": "#1f77b4", "data": "#1f77b4", "intent": "#1f77b4",
+           "paper": "#d62728", "shuffled": "#d62728", "gated": "#2ca02c", "control_code": "#2ca02c",
+           "gated (ungated logits)": "#98df8a", "no_request": "#9467bd"}
 
 sns.set_theme(context="notebook", style="whitegrid", font_scale=0.95)  # the book's style
 plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold"})
@@ -32,6 +35,29 @@ def _band(ax, x, frame, columns, colour=None, alpha: float = 0.2, **line) -> str
     drawn, = ax.plot(x, frame[mean], color=colour, **line)
     ax.fill_between(x, frame[low], frame[high], color=drawn.get_color(), alpha=alpha)
     return drawn.get_color()
+
+
+def _tight(fig, title: str = ""):
+    """``fig`` laid out tightly, under its bold ``title`` if there is one."""
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    return fig
+
+
+def _grouped_bars(ax, rows: pd.DataFrame, x: str, hue: str, hues: Sequence[str], columns: Sequence[str], colour,
+                  capsize: float) -> list:
+    """Bars of ``rows`` side by side for each of ``hues`` (values of column ``hue``) at each value of column ``x``,
+    with error bars; ``columns``: (mean, low, high); ``colour(j, name)`` colours the j-th hue. Returns the x values."""
+    mean, low, high = columns
+    xs = list(dict.fromkeys(rows[x]))
+    width = 0.8 / max(len(hues), 1)
+    for j, name in enumerate(hues):
+        part = rows[rows[hue] == name].set_index(x).reindex(xs)
+        error = np.vstack([part[mean] - part[low], part[high] - part[mean]]).clip(min=0)
+        ax.bar(np.arange(len(xs)) + (j - (len(hues) - 1) / 2) * width, part[mean], width, yerr=error,
+               capsize=capsize, label=name, color=colour(j, name))
+    return xs
 
 
 def plot_memberships(centres: Sequence[float] = CENTRES, tau: float = TAU, marks: Mapping[str, float] | None = None):
@@ -84,8 +110,7 @@ def plot_future_sensitivity(changes: Mapping[str, np.ndarray], tokens: Sequence[
         plot_semantic_matrix(diff, tokens, title=title, ax=ax, feature_names=feature_names,
                              vmin=0.0, vmax=vmax, cmap="rocket_r")
         ax.axhline(changed_at, color="#d62728", lw=1.5, ls="--")
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 def plot_validation_curves(curves: Mapping[tuple[str, str], Sequence[float]],
@@ -99,23 +124,22 @@ def plot_validation_curves(curves: Mapping[tuple[str, str], Sequence[float]],
     fig, axes = plt.subplots(1, len(settings), figsize=(5.6 * len(settings), 3.6), squeeze=False)
     for ax, setting in zip(axes[0], settings):
         for model, values in ((model, values) for (s, model), values in curves.items() if s == setting):
-            ax.plot(np.arange(1, len(values) + 1), values, marker="o", color=PALETTE.get(model),
+            ax.plot(np.arange(1, len(values) + 1), values, marker="o", color=COLOURS.get(model),
                     label=f"{model} (this build)")
         if paper and setting == "published":
             for model, points in paper.items():
-                ax.scatter(list(points), list(points.values()), marker="x", s=60, color=PALETTE.get(model),
+                ax.scatter(list(points), list(points.values()), marker="x", s=60, color=COLOURS.get(model),
                            label=f"{model} (paper)", zorder=3)
         ax.set(yscale="log", xlabel="epoch", ylabel="validation perplexity (log scale)",
                title="causal (language model)" if setting == "causal" else "published setting (non-causal)")
         ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 def plot_table1_comparison(frame: pd.DataFrame, metric: str = "ppl"):
     """Grouped bars of one metric: rows of ``frame`` have columns source, model, value."""
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    sns.barplot(frame, x="source", y="value", hue="model", palette=PALETTE, ax=ax)
+    sns.barplot(frame, x="source", y="value", hue="model", palette=COLOURS, ax=ax)
     for container in ax.containers:
         ax.bar_label(container, fmt="%.3f", fontsize=8, padding=2)
     ax.set(xlabel="", ylabel=metric, title=f"{metric}: paper vs this build")
@@ -125,7 +149,7 @@ def plot_table1_comparison(frame: pd.DataFrame, metric: str = "ppl"):
 
 def plot_focus_ce(frame: pd.DataFrame):
     """Focus-token cross-entropy (nats), one bar per token and model; ``frame``: token, model, setting, ce."""
-    g = sns.catplot(frame, x="token", y="ce", hue="model", col="setting", kind="bar", palette=PALETTE,
+    g = sns.catplot(frame, x="token", y="ce", hue="model", col="setting", kind="bar", palette=COLOURS,
                     height=3.4, aspect=1.4, sharey=False)
     g.set_axis_labels("gold next token", "cross-entropy (nats)")
     g.set_titles("{col_name}")
@@ -189,7 +213,7 @@ def plot_seed_intervals(frame: pd.DataFrame, title: str = "", references: Mappin
         ax.errorbar(summary["mean"], [y[r] for r in summary["row"]],
                     xerr=[summary["mean"] - summary["ci_low"], summary["ci_high"] - summary["mean"]],
                     fmt="o", color="black", capsize=3, ms=5, label="mean, 95% CI")
-        ax.scatter(rows["value"], [y[r] + 0.18 for r in rows["row"]], s=12, color=PALETTE["fusion"], alpha=0.7,
+        ax.scatter(rows["value"], [y[r] + 0.18 for r in rows["row"]], s=12, color=COLOURS["fusion"], alpha=0.7,
                    label="one seed")
         for label, values in (references or {}).items():
             if metric in values and values[metric] is not None and np.isfinite(values[metric]):
@@ -199,10 +223,7 @@ def plot_seed_intervals(frame: pd.DataFrame, title: str = "", references: Mappin
         ax.invert_yaxis()
         ax.set(xlabel=metric, title=metric)
     axes[0][-1].legend(frameon=False, fontsize=7, loc="best")
-    if title:
-        fig.suptitle(title, fontweight="bold")
-    fig.tight_layout()
-    return fig
+    return _tight(fig, title)
 
 
 def plot_sst2_control(frame: pd.DataFrame):
@@ -215,26 +236,16 @@ def plot_sst2_control(frame: pd.DataFrame):
     fig, axes = plt.subplots(1, len(requests), figsize=(5.6 * len(requests), 3.6), sharey=True, squeeze=False)
     for ax, request in zip(axes[0], requests):
         rows = frame[frame["request"] == request]
-        modes, series = list(dict.fromkeys(rows["mode"])), list(dict.fromkeys(rows["series"]))
-        width = 0.8 / len(series)
-        for j, name in enumerate(series):
-            part = rows[rows["series"] == name].set_index("mode").reindex(modes)
-            x = np.arange(len(modes)) + (j - (len(series) - 1) / 2) * width
-            error = np.vstack([part["value"] - part["low"], part["high"] - part["value"]])
-            ax.bar(x, part["value"], width, yerr=error, capsize=3, label=name,
-                   color=sns.color_palette("Paired")[j % 12])
+        modes = _grouped_bars(ax, rows, "mode", "series", list(dict.fromkeys(rows["series"])), ("value", "low", "high"),
+                              lambda j, _: sns.color_palette("Paired")[j % 12], capsize=3)
         ax.set_xticks(np.arange(len(modes)), modes)
         ax.set(ylim=(0, 1.02), xlabel="control", ylabel="share judged as requested",
                title=f"requested polarity: {request}")
     axes[0][-1].legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 # --- paper B: idea-gated Transformer (chapters 6 and 7) ----------------------------------------
-
-IDEA_PALETTE = {"baseline": "#7f7f7f", "gated": "#2ca02c", "gated (ungated logits)": "#98df8a", "paper": "#d62728"}
-
 
 def plot_gate_curves(alphas: Sequence[float] = (0.25, 0.5, 1.0), beta: float = -2.0, eps: float = 1e-8):
     """The additive gate against the idea probability p, both published variants, for a few alphas."""
@@ -250,8 +261,7 @@ def plot_gate_curves(alphas: Sequence[float] = (0.25, 0.5, 1.0), beta: float = -
         ax.set(xscale="log", xlabel="idea probability p", title=title)
     axes[0].set_ylabel("added to the token logit")
     axes[0].legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 def plot_loss_form_curves(curves: pd.DataFrame):
@@ -278,18 +288,12 @@ def plot_domain_retention(frame: pd.DataFrame, metrics: Sequence[str] = ("sticki
     models = list(dict.fromkeys(frame["model"]))
     for ax, metric in zip(axes, metrics):
         rows = frame[frame["metric"] == metric]
-        domains = list(dict.fromkeys(rows["domain"]))
-        width = 0.8 / max(len(models), 1)
-        for j, model in enumerate(models):
-            sub = rows[rows["model"] == model].set_index("domain").reindex(domains)
-            x = np.arange(len(domains)) + (j - (len(models) - 1) / 2) * width
-            err = np.vstack([sub["mean"] - sub["ci_low"], sub["ci_high"] - sub["mean"]]).clip(min=0)
-            ax.bar(x, sub["mean"], width, yerr=err, capsize=2, color=IDEA_PALETTE.get(model), label=model)
+        domains = _grouped_bars(ax, rows, "domain", "model", models, ("mean", "ci_low", "ci_high"),
+                                lambda _, model: COLOURS.get(model), capsize=2)
         ax.set_xticks(np.arange(len(domains)), domains, rotation=30)
         ax.set(title=metric.replace("_", " "), ylabel="")
     axes[0].legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 def plot_xray(xrays: Sequence[Mapping], top: int = 8):
@@ -306,8 +310,7 @@ def plot_xray(xrays: Sequence[Mapping], top: int = 8):
         ax.axvline(0, color="0.3", lw=0.8)
         ax.set(xlabel=r"$\Delta \log p$ (gated - ungated)", title=xr["prompt"].strip()[:28] + "...")
         ax.title.set_fontsize(8)
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 def plot_sweep(frame: pd.DataFrame, x: str, metrics: Sequence[str], title: str = ""):
@@ -316,14 +319,11 @@ def plot_sweep(frame: pd.DataFrame, x: str, metrics: Sequence[str], title: str =
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 3.0))
     axes = np.atleast_1d(axes)
     for ax, metric in zip(axes, metrics):
-        ax.plot(frame[x], frame[metric], marker="o", color=IDEA_PALETTE["gated"])
+        ax.plot(frame[x], frame[metric], marker="o", color=COLOURS["gated"])
         if f"{metric}_low" in frame:
-            ax.fill_between(frame[x], frame[f"{metric}_low"], frame[f"{metric}_high"], color=IDEA_PALETTE["gated"], alpha=0.2)
+            ax.fill_between(frame[x], frame[f"{metric}_low"], frame[f"{metric}_high"], color=COLOURS["gated"], alpha=0.2)
         ax.set(xlabel=x, title=metric.replace("_", " "))
-    if title:
-        fig.suptitle(title, fontweight="bold")
-    fig.tight_layout()
-    return fig
+    return _tight(fig, title)
 
 
 def plot_loops(frame: pd.DataFrame):
@@ -340,9 +340,6 @@ def plot_loops(frame: pd.DataFrame):
 
 # --- paper B, LoRA on a frozen backbone (chapter 8) ---------------------------------------------
 
-LORA_STYLE = {"nf4": "-", "none": "--"}
-
-
 def plot_lora_curves(frame: pd.DataFrame):
     """Validation perplexity against the optimiser step; ``frame``: model (baseline / gated), quantization, step, val_ppl.
 
@@ -350,16 +347,14 @@ def plot_lora_curves(frame: pd.DataFrame):
     """
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for (model, quantization), rows in frame.groupby(["model", "quantization"], sort=False):
-        ax.plot(rows["step"], rows["val_ppl"], marker="o", ms=3, ls=LORA_STYLE.get(quantization, "-"),
-                color=IDEA_PALETTE.get(model), label=f"{model}, {'NF4' if quantization == 'nf4' else 'float32'}")
+        ax.plot(rows["step"], rows["val_ppl"], marker="o", ms=3, ls="--" if quantization == "none" else "-",
+                color=COLOURS.get(model), label=f"{model}, {'NF4' if quantization == 'nf4' else 'float32'}")
     ax.set(xlabel="optimiser step", ylabel="validation perplexity", title="LoRA on the frozen backbone: FineWeb-Edu")
     ax.legend(frameon=False, fontsize=8)
     return fig
 
 
 # --- paper B, topic drift with a ground truth (chapter 9) ---------------------------------------
-
-DRIFT_PALETTE = {"data": "#1f77b4", "plain": IDEA_PALETTE["baseline"], "gated": IDEA_PALETTE["gated"]}
 
 def plot_drift_learning_curve(frame: pd.DataFrame):
     """Chapter 9's learning curve: excess drift (switch rate minus the data's rate; the zero line *is* the
@@ -370,8 +365,8 @@ def plot_drift_learning_curve(frame: pd.DataFrame):
     for kind in ("plain", "gated"):
         rows = frame[frame["model"] == kind]
         for ax, metric in zip(axes, ("excess_drift", "mix_rate", "val_ppl")):
-            _band(ax, rows["steps"], rows, metric, DRIFT_PALETTE[kind], marker="o", label=kind)
-    axes[0].axhline(0.0, color=DRIFT_PALETTE["data"], ls=":", lw=1.2, label="data's rate")
+            _band(ax, rows["steps"], rows, metric, COLOURS[kind], marker="o", label=kind)
+    axes[0].axhline(0.0, color=COLOURS["data"], ls=":", lw=1.2, label="data's rate")
     low = min(0.0, float(frame["excess_drift_low"].min()))
     axes[0].axhspan(low - 0.05, 0.0, color="0.85", alpha=0.5, lw=0, label="below the data (miscalibrated)")
     axes[0].set(ylabel="switch rate - data's rate", title="excess drift")
@@ -380,8 +375,7 @@ def plot_drift_learning_curve(frame: pd.DataFrame):
     for ax in axes:
         ax.set(xlabel="training budget (optimiser steps)")
     axes[0].legend(frameon=False, fontsize=7)
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 def plot_topic_decision(decision, miscalibration: float):
@@ -389,8 +383,7 @@ def plot_topic_decision(decision, miscalibration: float):
     the sharpening control, the gate off) and the two paired differences, each with its 95% interval over
     seeds; the zero line of the left panel is the data's rate, the band below ``miscalibration`` is drifting
     less than the data. ``decision``: a :class:`~semlm.idea.records.TopicDecision`."""
-    arms = [("gated", "gated", DRIFT_PALETTE["gated"]), ("plain_at_matched_ppl", "plain, matched PPL",
-                                                          DRIFT_PALETTE["plain"]),
+    arms = [("gated", "gated", COLOURS["gated"]), ("plain_at_matched_ppl", "plain, matched PPL", COLOURS["plain"]),
             ("sharpened_plain", "plain, sharpened", "#9467bd"), ("gate_off", "gated, gate off", "#8c564b")]
     diffs = [("gated_minus_plain", "gated - plain"), ("gated_minus_sharpened", "gated - sharpened")]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 2.9), gridspec_kw={"width_ratios": [1.3, 1]})
@@ -402,15 +395,14 @@ def plot_topic_decision(decision, miscalibration: float):
             if value.values:
                 ax.scatter(value.values, [y + 0.18] * len(value.values), s=8, color=colour, alpha=0.5)
         ax.set_yticks(range(len(rows)), [label for _, label, _ in reversed(rows)])
-        ax.axvline(0.0, color=DRIFT_PALETTE["data"], ls=":", lw=1.2)
+        ax.axvline(0.0, color=COLOURS["data"], ls=":", lw=1.2)
         ax.xaxis.set_major_locator(plt.MaxNLocator(5))
     low = min(miscalibration, *(getattr(decision, n).low for n, _, _ in arms)) - 0.05
     left.axvspan(low, miscalibration, color="0.85", alpha=0.5, lw=0, label="drifts less than the data")
     left.set(xlabel="excess drift (switch rate - data's rate)", title="arms (dots: seeds)")
     right.set(xlabel="paired by seed", title="the two differences the rule reads")
     left.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3))
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float | None = None):
@@ -418,23 +410,18 @@ def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float 
     (below it the gate over-sticks: miscalibration), and validation perplexity against alpha. ``frame`` has
     columns alpha, switch_rate(_low/_high), mix_rate(_low/_high), ppl(_low/_high)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.4))
-    colour = DRIFT_PALETTE["gated"]
+    colour = COLOURS["gated"]
     _band(left, frame["alpha"], frame, "switch_rate", colour, marker="o", label="switch rate (gated)")
     _band(left, frame["alpha"], frame, "mix_rate", "#ff7f0e", marker="s", label="mix rate (gated)")
-    left.axhline(switch_prob, color=DRIFT_PALETTE["data"], ls=":", lw=1.4, label=f"data's rate ({switch_prob:g})")
+    left.axhline(switch_prob, color=COLOURS["data"], ls=":", lw=1.4, label=f"data's rate ({switch_prob:g})")
     left.axhspan(0.0, switch_prob, color="0.85", alpha=0.5, lw=0, label="below the data (miscalibrated)")
     if plain_rate is not None:
-        left.axhline(plain_rate, color=DRIFT_PALETTE["plain"], ls="--", lw=1.2, label="plain model's switch rate")
+        left.axhline(plain_rate, color=COLOURS["plain"], ls="--", lw=1.2, label="plain model's switch rate")
     _band(right, frame["alpha"], frame, "ppl", colour, marker="o", label="gated")
     left.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="rate", title="drift against the data's rate")
     right.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="validation perplexity", title="perplexity")
     left.legend(frameon=False, fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-INTENT_PALETTE = {"intent": "#1f77b4", "control_code": "#2ca02c", "shuffled": "#d62728", "baseline": "#7f7f7f",
-                  "no_request": "#9467bd"}
+    return _tight(fig)
 
 
 def plot_intensity_response(frame: pd.DataFrame, reference: float | None = None):
@@ -445,13 +432,13 @@ def plot_intensity_response(frame: pd.DataFrame, reference: float | None = None)
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     ax.plot([0.2, 1.0], [0.2, 1.0], color="0.6", lw=0.8, ls="--", label="writes what was requested")
     for variant, part in frame.groupby("variant", sort=False):
-        colour = _band(ax, part["level"], part, ("mean", "ci_low", "ci_high"), INTENT_PALETTE.get(variant, "#ff7f0e"),
+        colour = _band(ax, part["level"], part, ("mean", "ci_low", "ci_high"), COLOURS.get(variant, "#ff7f0e"),
                        label=variant)
         trained = part["kind"] == "trained"
         ax.scatter(part["level"][trained], part["mean"][trained], color=colour, zorder=3)
         ax.scatter(part["level"][~trained], part["mean"][~trained], facecolor="white", edgecolor=colour, zorder=3)
     if reference is not None:
-        ax.axhline(reference, color=INTENT_PALETTE["baseline"], ls=":", lw=1.2, label="baseline (no request)")
+        ax.axhline(reference, color=COLOURS["baseline"], ls=":", lw=1.2, label="baseline (no request)")
     ax.set(xlabel="requested strength level (whole str_* triplet; hollow: interpolated)",
            ylabel="written intensity (mean strength)", ylim=(0.1, 1.05),
            title="intensity response (95% bands over seeds)")
@@ -469,12 +456,11 @@ def plot_intent_control(frame: pd.DataFrame):
         x = np.arange(len(part))
         err = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]]).clip(min=0)
         ax.bar(x, part["mean"], 0.6, yerr=err, capsize=4,
-               color=[INTENT_PALETTE.get(v, "#ff7f0e") for v in part["variant"]])
+               color=[COLOURS.get(v, "#ff7f0e") for v in part["variant"]])
         ax.set_xticks(x, part["variant"], rotation=20)
         ax.set(ylim=(0, 1.05), title=metric)
     axes[0][0].set_ylabel("accuracy against the request")
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
 
 
 def plot_cpu_breakdown(frame: pd.DataFrame):
@@ -485,5 +471,4 @@ def plot_cpu_breakdown(frame: pd.DataFrame):
     ax.set(xlabel="CPU-seconds", ylabel="")
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(table) < 3 else -0.2), ncol=2, frameon=False)
-    fig.tight_layout()
-    return fig
+    return _tight(fig)
