@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -30,14 +30,24 @@ from semlm.idea.model import quiet_transformers
 
 @dataclass(frozen=True)
 class RunArgs:
+    """The command line's options (``--vocab-size`` sets ``vocab_size``), each described in :data:`HELP`."""
+
     profile: str = "smoke"
     seed: int = 111
-    steps: int | None = None          # optimiser steps (default: the profile's; fewer keep the schedule's shares)
-    batch: int | None = None          # global batch: sequences per optimiser step, over all processes
-    accumulation: int | None = None   # micro-batches per optimiser step (default: the profile's)
-    synthetic: int | None = None      # tokens of a synthetic stream instead of WikiText
-    vocab_size: int = 256             # vocabulary of the synthetic stream
+    steps: int | None = None
+    batch: int | None = None
+    accumulation: int | None = None
+    synthetic: int | None = None
+    vocab_size: int = 256
     output: str = "book/_build/runs/distributed"
+
+
+HELP = {"profile": "smoke, cpu or paper (semlm.idea.wikitext_experiment)",
+        "steps": "optimiser steps (default: the profile's; a cap keeps warmup and ramp shares)",
+        "batch": "global batch per optimiser step, split over micro-batches and processes (default: the profile's)",
+        "accumulation": "micro-batches per optimiser step (default: the profile's)",
+        "synthetic": "train on a synthetic stream of this many tokens instead of WikiText (no dataset needed)",
+        "vocab_size": "vocabulary of the synthetic stream", "output": "folder for train/, model/ and history.json"}
 
 
 def synthetic_stream(n_tokens: int, vocab_size: int, seed: int) -> torch.Tensor:
@@ -102,28 +112,13 @@ def train(args: RunArgs) -> dict:
     return record
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m semlm.distributed", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="smoke", help="smoke, cpu or paper (semlm.idea.wikitext_experiment)")
-    parser.add_argument("--seed", type=int, default=111)
-    parser.add_argument("--steps", type=int, default=None,
-                        help="optimiser steps (default: the profile's; a cap keeps warmup and ramp shares)")
-    parser.add_argument("--batch", type=int, default=None,
-                        help="global batch per optimiser step, split over micro-batches and processes "
-                             "(default: the profile's)")
-    parser.add_argument("--accumulation", type=int, default=None,
-                        help="micro-batches per optimiser step (default: the profile's)")
-    parser.add_argument("--synthetic", type=int, default=None, metavar="N",
-                        help="train on a synthetic stream of N tokens (no dataset needed)")
-    parser.add_argument("--vocab-size", type=int, default=256, help="vocabulary of the synthetic stream")
-    parser.add_argument("--output", default=RunArgs.output, help="folder for train/, model/ and history.json")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    options = _parser().parse_args(argv)
+    parser = argparse.ArgumentParser(prog="python -m semlm.distributed", description=__doc__.splitlines()[0])
+    for option in fields(RunArgs):
+        parser.add_argument(f"--{option.name.replace('_', '-')}", default=option.default, help=HELP.get(option.name),
+                            type=int if option.default is None else type(option.default))
     try:
-        train(RunArgs(**{key.replace("-", "_"): value for key, value in vars(options).items()}))
+        train(RunArgs(**vars(parser.parse_args(argv))))
     except (ValueError, FileNotFoundError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

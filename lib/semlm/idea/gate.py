@@ -45,15 +45,11 @@ class ConcentrationDecay:
 class IdeaGateLogitsProcessor(LogitsProcessor):
     """``(input_ids, scores) -> scores + gate``; stacks in a ``LogitsProcessorList`` like any processor."""
 
-    def __init__(self, idea_model, alpha: float, beta: float | None = None, variant: str | None = None,
-                 eps: float | None = None, decay: ConcentrationDecay | None = None):
+    def __init__(self, idea_model, alpha: float, decay: ConcentrationDecay | None = None):
+        """The gate of ``idea_model`` (its ``beta``, variant and ``eps``) at strength ``alpha``."""
         if getattr(idea_model, "idea_head", None) is None:
             raise ValueError("IdeaGateLogitsProcessor needs a model with an idea head (config.idea_head=True)")
-        config = idea_model.config
         self.model, self.alpha, self.decay = idea_model, float(alpha), decay
-        self.beta = config.beta if beta is None else beta
-        self.variant = config.gate_variant if variant is None else variant
-        self.eps = config.eps if eps is None else eps
         self._captured: torch.Tensor | None = None
         self._hooks = (idea_model.idea_head.register_forward_hook(self._capture),
                        idea_model.register_forward_pre_hook(self._builtin_gate_off, with_kwargs=True))
@@ -94,7 +90,8 @@ class IdeaGateLogitsProcessor(LogitsProcessor):
             alpha = self.decay.strength(self.alpha, input_ids, idea)
             self.alphas.append(alpha.detach().cpu())
             alpha, idea = alpha[:, None], idea.float()
-        return scores + idea_gate(idea, alpha, self.beta, self.variant, self.eps).to(scores.dtype)
+        c = self.model.config
+        return scores + idea_gate(idea, alpha, c.beta, c.gate_variant, c.eps).to(scores.dtype)
 
 
 @torch.no_grad()

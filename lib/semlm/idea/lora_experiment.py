@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields, replace
@@ -368,10 +369,8 @@ def capacity_control_runs(profile: LoraProfile, backbone: BackboneCheckpoint,
 
 
 def _rss_mb(field_name: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    match = re.search(rf"^{field_name}:\s*(\d+)", Path("/proc/self/status").read_text(), re.MULTILINE)
+    return int(match[1]) / 1024 if match else float("nan")
 
 
 def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, quantization: str, idea: bool) -> dict:
@@ -381,11 +380,10 @@ def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, q
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
     else:
         torch.set_num_threads(1)
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS mark (VmHWM) to the current RSS
-        before = _rss_mb("VmRSS")
+    before = torch.cuda.memory_allocated() / 2**20 if cuda else _rss_mb("VmRSS")
     set_seed(profile.seed)
     model = build_lora_model(lora_run(profile, backbone, quantization, idea).config)
     optimizer = torch.optim.AdamW(list(model.trainable_parameters().values()), lr=t.lr)
@@ -399,12 +397,9 @@ def _probe(profile: LoraProfile, backbone: BackboneCheckpoint, data: LoraData, q
         loss.backward()
         optimizer.step()
     seconds = (time.perf_counter() - start) / profile.memory_probe_steps
-    if cuda:
-        peak = (torch.cuda.max_memory_allocated() - before) / 2**20
-        method = "torch.cuda.max_memory_allocated"
-    else:
-        peak = _rss_mb("VmHWM") - before
-        method = "peak RSS (VmHWM) above the process's RSS before loading, one fresh forked process each"
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if cuda else _rss_mb("VmHWM")) - before
+    method = ("torch.cuda.max_memory_allocated" if cuda
+              else "peak RSS (VmHWM) above the process's RSS before loading, one fresh forked process each")
     return {"peak_memory_mb": round(peak, 2), "weights_mb": round(model.backbone.get_memory_footprint() / 2**20, 3),
             "seconds_per_step": seconds, "method": method}
 
