@@ -176,6 +176,8 @@ def test_interpolation_error_widens_the_interval_and_the_data_rate_widens_excess
     assert decision.to_dict()["gated_minus_plain"]["values"]
     with pytest.raises(ValueError, match="more switches than transitions"):
         PromptCounts.of([(3, 2, 0, 3)])
+    with pytest.raises(ValueError, match="at least one prompt"):
+        PromptCounts.of([])
     with pytest.raises(ValueError, match="same prompts"):
         SeedArms(1, 3.0, {"gated": Arm.single(PromptCounts.of([(1, 2, 0, 3)])), "plain": arm, "sharpened": arm,
                           "gate_off": arm})

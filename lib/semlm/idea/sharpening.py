@@ -8,6 +8,7 @@ beats the plain model sharpened to its entropy (chapter 9's ``B-topic-drift``, c
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
@@ -15,23 +16,15 @@ from semlm.core.metrics import NO_TARGET
 
 
 @torch.no_grad()
-def next_token_logits(model, blocks, alpha: float | None = None, max_blocks: int | None = None) -> torch.Tensor:
-    """The model's next-token logits (gated, if it has a gate and ``alpha`` is not 0) at every scored
-    position of ``blocks`` (the first ``max_blocks`` of them, if given), teacher-forced: ``[positions, vocab]``
-    in float32, on the CPU."""
+def next_token_logits(model, blocks) -> torch.Tensor:
+    """The model's next-token logits (gated, if it has a gate) at every scored position of ``blocks``,
+    teacher-forced: ``[positions, vocab]`` in float32, on the CPU."""
     model.eval()
     device = next(model.parameters()).device
-    kwargs = {} if alpha is None else {"alpha": alpha}
-    out, seen = [], 0
+    out = []
     for batch in blocks.batches(64):
-        inputs, targets = batch.inputs.to(device), batch.targets.to(device)
-        if max_blocks is not None:
-            inputs, targets = inputs[:max_blocks - seen], targets[:max_blocks - seen]
-        logits = model(inputs, **kwargs).logits.float()
-        out.append(logits[targets != NO_TARGET].cpu())
-        seen += len(inputs)
-        if max_blocks is not None and seen >= max_blocks:
-            break
+        logits = model(batch.inputs.to(device)).logits.float()
+        out.append(logits[batch.targets.to(device) != NO_TARGET].cpu())
     return torch.cat(out)
 
 
@@ -59,6 +52,7 @@ def matched_temperature(logits: torch.Tensor, target: float, low: float = 0.05, 
 def sharpening_temperature(plain, gated, blocks, sampling_temperature: float = 1.0,
                            max_blocks: int | None = None) -> tuple[float, float]:
     """``(temperature, target entropy)``: the temperature at which ``plain`` has the mean next-token entropy that
-    ``gated`` (gate on) has when sampled at ``sampling_temperature``, on ``blocks``."""
-    target = mean_entropy(next_token_logits(gated, blocks, max_blocks=max_blocks), sampling_temperature)
-    return matched_temperature(next_token_logits(plain, blocks, max_blocks=max_blocks), target), target
+    ``gated`` (gate on) has when sampled at ``sampling_temperature``, on the first ``max_blocks`` of ``blocks``."""
+    blocks = replace(blocks, input_ids=blocks.input_ids[:max_blocks])
+    target = mean_entropy(next_token_logits(gated, blocks), sampling_temperature)
+    return matched_temperature(next_token_logits(plain, blocks), target), target

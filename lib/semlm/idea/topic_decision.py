@@ -37,29 +37,24 @@ BOOTSTRAP_RESAMPLES = 2000
 
 @dataclass(frozen=True)
 class PromptCounts:
-    """Sentence-level counts of one model's continuations, one entry per prompt (its samples pooled):
-    topic switches, transitions between single-topic sentences, mixed and topical sentences."""
+    """Sentence-level counts of one model's continuations, one column per prompt (its samples pooled): the rows
+    are topic switches, transitions between single-topic sentences, mixed and topical sentences."""
 
-    switches: tuple[int, ...]
-    transitions: tuple[int, ...]
-    mixed: tuple[int, ...]
-    topical: tuple[int, ...]
-
-    def __post_init__(self):
-        n = len(self.switches)
-        if n == 0 or any(len(x) != n for x in (self.transitions, self.mixed, self.topical)):
-            raise ValueError("PromptCounts needs the same number (>= 1) of switches, transitions, mixed and topical")
-        if any(s > t for s, t in zip(self.switches, self.transitions)):
-            raise ValueError("a prompt cannot have more switches than transitions")
+    counts: np.ndarray  # [4, prompts], float
 
     @classmethod
     def of(cls, rows: Sequence[tuple[int, int, int, int]]) -> "PromptCounts":
-        """From ``(switches, transitions, mixed, topical)`` per prompt."""
-        return cls(*(tuple(int(r[i]) for r in rows) for i in range(4)))
+        """From ``(switches, transitions, mixed, topical)`` per prompt (at least one)."""
+        counts = np.array([[int(v) for v in r] for r in rows], dtype=float).reshape(-1, 4).T
+        if counts.shape[1] == 0:
+            raise ValueError("PromptCounts needs (switches, transitions, mixed, topical) of at least one prompt")
+        if (counts[0] > counts[1]).any():
+            raise ValueError("a prompt cannot have more switches than transitions")
+        return cls(counts)
 
-    def arrays(self) -> np.ndarray:
-        """``[4, prompts]``: switches, transitions, mixed, topical."""
-        return np.array([self.switches, self.transitions, self.mixed, self.topical], dtype=float)
+    @property
+    def prompts(self) -> int:
+        return self.counts.shape[1]
 
 
 @dataclass(frozen=True)
@@ -81,13 +76,13 @@ class Arm:
 
     @property
     def prompts(self) -> int:
-        return len(self.parts[0][1].switches)
+        return self.parts[0][1].prompts
 
     def rates(self, index: np.ndarray | None = None) -> tuple[float, float]:
         """(switch rate, mix rate), each part's pooled over the prompts ``index`` (all by default), weighted."""
         switch = mix = 0.0
         for weight, counts in self.parts:
-            a = counts.arrays() if index is None else counts.arrays()[:, index]
+            a = counts.counts if index is None else counts.counts[:, index]
             s, t, m, k = a.sum(axis=1)
             switch += weight * (s / t if t else math.nan)
             mix += weight * (m / k if k else math.nan)
@@ -105,7 +100,7 @@ class Arm:
     @property
     def complete(self) -> bool:
         """Every part has at least one transition (a switch rate is defined)."""
-        return all(sum(c.transitions) > 0 for _, c in self.parts)
+        return all(c.counts[1].sum() > 0 for _, c in self.parts)
 
 
 @dataclass(frozen=True)
@@ -123,7 +118,7 @@ class SeedArms:
             missing = sorted(set(ARMS) - set(self.arms))
             if missing:
                 raise ValueError(f"seed {self.seed} lacks the arm(s) {', '.join(missing)}; each seed needs {ARMS}")
-            sizes = {len(counts.switches) for arm in self.arms.values() for _, counts in arm.parts}
+            sizes = {counts.prompts for arm in self.arms.values() for _, counts in arm.parts}
             if len(sizes) > 1:
                 raise ValueError(f"seed {self.seed}: every arm must score the same prompts, got {sorted(sizes)} prompts")
 
@@ -194,27 +189,22 @@ def decide(seeds: Sequence[SeedArms], data_rate: Interval, *, resamples: int = B
     below, above = data_rate.mean - data_rate.low, data_rate.high - data_rate.mean
     methods = {}
 
-    def rate(arm):
-        return lambda s, idx: s.arms[arm].rates(idx)[0] - data_rate.mean
-
-    def mix(arm):
-        return lambda s, idx: s.arms[arm].rates(idx)[1]
-
     def error(arm):
         return float(np.mean([s.arms[arm].interpolation_error for s in usable]))
 
-    for name, arm in (("gated", "gated"), ("plain_at_matched_ppl", "plain"), ("sharpened_plain", "sharpened"),
-                      ("gate_off", "gate_off")):
-        interval, methods[name] = _seed_interval(usable, rate(arm), error(arm), rng, resamples)
-        out[name] = Interval(interval.mean, interval.low - below, interval.high + above, interval.n, interval.values)
-    for name, control in (("gated_minus_plain", "plain"), ("gated_minus_sharpened", "sharpened")):
-        out[name], methods[name] = _seed_interval(
-            usable, lambda s, idx, c=control: s.arms["gated"].rates(idx)[0] - s.arms[c].rates(idx)[0],
-            error(control), rng, resamples)
+    # each arm's excess drift (less the data's rate, whose interval widens it), then gated - a control, paired
+    for name, arm, control in (("gated", "gated", None), ("plain_at_matched_ppl", "plain", None),
+                               ("sharpened_plain", "sharpened", None), ("gate_off", "gate_off", None),
+                               ("gated_minus_plain", "gated", "plain"),
+                               ("gated_minus_sharpened", "gated", "sharpened")):
+        def switch(s, idx, arm=arm, control=control):
+            return s.arms[arm].rates(idx)[0] - (data_rate.mean if control is None else s.arms[control].rates(idx)[0])
+
+        i, methods[name] = _seed_interval(usable, switch, error(control or arm), rng, resamples)
+        out[name] = i if control else Interval(i.mean, i.low - below, i.high + above, i.n, i.values)
     for name, arm in (("mix_gated", "gated"), ("mix_plain", "plain")):
-        interval, _ = _seed_interval(usable, mix(arm), 0.0, rng, resamples)
-        out[name] = Interval(interval.mean, max(0.0, interval.low), min(1.0, interval.high), interval.n,
-                             interval.values)  # a share
+        i, _ = _seed_interval(usable, lambda s, idx, a=arm: s.arms[a].rates(idx)[1], 0.0, rng, resamples)
+        out[name] = Interval(i.mean, max(0.0, i.low), min(1.0, i.high), i.n, i.values)  # a share
     out["matched_ppl"] = Interval.of_mean([s.matched_ppl for s in usable])
     temperatures = [s.temperature for s in usable if s.temperature is not None]
     if temperatures:
