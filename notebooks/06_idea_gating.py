@@ -316,14 +316,13 @@ fig = plots.plot_validation_history(runs)
 # expected there; the reference numbers are the authors' WikiText-103 GPTs.
 
 # %%
-authors = {
+authors = report.AuthorsProtocol({
     name: authors_protocol(
         models[name], tokenizer, PAPER_B_EVAL_DOMAINS, config.generation
     )
     for name in ("baseline", "gated")
-}
-authors_numbers = report.authors_comparison(authors)
-report.authors_table(authors_numbers)
+})
+authors.table()
 
 # %% tags=["remove-cell"]
 glue("authors_samples", config.generation.authors_samples, display=False)
@@ -404,30 +403,18 @@ glue("stickiness_rule_commit", STICKINESS_RULE_COMMIT, display=False)
 
 # %%
 domains = load_domains()
-retention = {
+retention = report.Retention({
     name: domain_retention(models[name], tokenizer, domains, config.generation)
     for name in ("baseline", "gated")
-}
-fig = plots.plot_domain_retention(report.retention_frame(retention))
+})
+fig = plots.plot_domain_retention(retention.frame())
 
 # %%
-report.retention_table(retention)
-
-# %%
-book_diffs = report.book_differences(retention)
-above = [d for d, v in book_diffs.items() if v.low > 0]
-below = [d for d, v in book_diffs.items() if v.high < 0]
-pd.DataFrame(
-    {
-        d: {"gated - baseline stickiness": str(v)}
-        for d, v in book_diffs.items()
-    }
-).T
+retention.table()
 
 # %% tags=["remove-cell"]
-glue("book_above", ", ".join(above) or "none", display=False)
-glue("book_below", ", ".join(below) or "none", display=False)
-glue("book_n", len(domains), display=False)
+for key, value in retention.glue().items():
+    glue(key, value, display=False)
 
 # %% [markdown]
 # Of the {glue:text}`book_n` book domains, the gated model's stickiness is above the baseline's (95%
@@ -440,7 +427,7 @@ glue("book_n", len(domains), display=False)
 # The first continuation of each of the authors' prompts, from each model.
 
 # %%
-report.authors_examples(authors)
+authors.examples()
 
 # %%
 record = report.idea_gating_record(
@@ -449,7 +436,7 @@ record = report.idea_gating_record(
     data,
     sizes,
     ppl,
-    authors_numbers,
+    authors,
     retention,
     over_seeds,
 )

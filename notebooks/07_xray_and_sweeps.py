@@ -44,7 +44,7 @@ from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import sweeps
 from semlm.idea.gate import xray
-from semlm.idea.report import differences_frame, run_table
+from semlm.idea.report import Training, differences_frame
 from semlm.idea.wikitext_experiment import (
     IDEA, idea_data, idea_gating_runs, idea_profile, load_domains,
     with_chosen_gated,
@@ -68,7 +68,7 @@ context = RunContext(config.name, workers=workers)
 records = run_many(IDEA, idea_gating_runs(config), context)
 runs, chosen = with_chosen_gated(nested(records, "name"))
 gated = runs["gated"].load()
-run_table(runs)
+Training(runs, runs, records, config).table()
 
 # %% [markdown]
 # The gated model is chapter 6's choice of loss form ({glue:text}`chosen_run`). This run against the

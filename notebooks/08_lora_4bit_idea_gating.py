@@ -322,13 +322,11 @@ for key, value in deltas.items():
 # %%
 domains = load_domains()
 models = {"baseline": base.load(), "gated": gated.load()}
-retention = {
+retention = report.Retention({
     name: domain_retention(model, tokenizer, domains, config.generation)
     for name, model in models.items()
-}
-frame = report.retention_frame(
-    retention, ("stickiness", "unique_density", "distinct_2")
-)
+})
+frame = retention.frame(("stickiness", "unique_density", "distinct_2"))
 fig = plots.plot_domain_retention(frame)
 
 # %%

@@ -46,15 +46,36 @@ def test_the_training_result_cites_speed_minutes_and_every_model_over_seeds():
     assert list(training.table().data.index) == ["baseline", "gated"]
 
 
-def test_retention_frame_and_book_differences_read_the_typed_scores():
+def test_retention_tables_differences_and_cited_domains_read_the_typed_scores():
     def scores(values):
         rows = [{"stickiness": v} for v in values]
         return DomainScores({"stickiness": Interval.of_mean(values), "distinct_2": Interval(0.9, 0.8, 1.0)}, rows)
 
-    retention = {"baseline": {"music": scores([0.1, 0.2, 0.1])}, "gated": {"music": scores([0.5, 0.6, 0.55])}}
-    frame = report.retention_frame(retention, ("stickiness",))
-    assert list(frame["model"]) == ["baseline", "gated"] and {"mean", "ci_low", "ci_high"} <= set(frame)
-    assert report.book_differences(retention)["music"].low > 0
+    retention = report.Retention({"baseline": {"music": scores([0.1, 0.2, 0.1]), "sport": scores([0.3, 0.3, 0.4])},
+                                  "gated": {"music": scores([0.5, 0.6, 0.55]), "sport": scores([0.1, 0.1, 0.2])}})
+    frame = retention.frame(("stickiness",))
+    assert list(frame["model"]) == ["baseline"] * 2 + ["gated"] * 2 and {"mean", "ci_low", "ci_high"} <= set(frame)
+    assert retention.differences["music"].low > 0 and retention.differences["sport"].high < 0
+    assert retention.glue() == {"book_n": 2, "book_above": "music", "book_below": "sport"}
+    assert retention.table().loc[("music", "baseline"), "gated - baseline stickiness"] == ""
+    summary = retention.summary(("stickiness",), intervals=("distinct_2",))
+    assert summary["music"]["gated"] == {"stickiness": pytest.approx(0.55), "distinct_2_ci": [0.8, 1.0]}
+
+
+def test_the_authors_protocol_table_sets_the_difference_beside_the_gated_rows():
+    from semlm.reference import PAPER_B_EVAL_DOMAINS
+
+    def scores(values):
+        summary = {m: Interval.of_mean(values) for m in ("stickiness", "authors_stickiness")}
+        return DomainScores(summary, [{"authors_stickiness": v, "text": " a text "} for v in values])
+
+    authors = report.AuthorsProtocol({m: {d: scores([0.1, 0.2] if m == "baseline" else [0.3, 0.4])
+                                          for d in PAPER_B_EVAL_DOMAINS} for m in ("baseline", "gated")})
+    domain = next(iter(PAPER_B_EVAL_DOMAINS))
+    assert authors.summary()[domain]["difference"]["authors_stickiness"].mean == pytest.approx(0.2)
+    difference = authors.table()["gated - baseline stickiness"]
+    assert difference[(domain, "baseline")] == "" and difference[(domain, "gated")].startswith("0.2")
+    assert authors.examples().loc[domain, "gated"] == "a text"
 
 
 def test_quantization_numbers_compare_the_two_precisions():

@@ -118,16 +118,13 @@ class IdeaOverSeeds(Record):
         """Per metric and domain: baseline, gated and gated - baseline, each mean [95% t-interval over seeds]."""
         import pandas as pd
 
-        rows = [{"metric": self.LABELS[m], "domain": d, "baseline": v.baseline.format(3), "gated": v.gated.format(3),
-                 "gated - baseline (paired by seed)": v.gated_minus_baseline.format(3, signed=True),
-                 "gated - sharpened baseline": v.gated_minus_control.format(3, signed=True)
-                 if v.gated_minus_control is not None else "-"}
-                for m, by_domain in self.domains.items() for d, v in by_domain.items()]
-        ppl = self.val_ppl
-        rows.append({"metric": "validation PPL", "domain": "-", "baseline": ppl.baseline.format(2),
-                     "gated": ppl.gated.format(2),
-                     "gated - baseline (paired by seed)": ppl.gated_minus_baseline.format(2, True)})
-        return pd.DataFrame(rows).set_index(["metric", "domain"])
+        rows = [(self.LABELS[m], d, v, 3) for m, by_domain in self.domains.items() for d, v in by_domain.items()]
+        rows.append(("validation PPL", "-", self.val_ppl, 2))
+        return pd.DataFrame([{
+            "metric": metric, "domain": domain, "baseline": v.baseline.format(digits), "gated": v.gated.format(digits),
+            "gated - baseline (paired by seed)": v.gated_minus_baseline.format(digits, signed=True),
+            "gated - sharpened baseline": "-" if v.gated_minus_control is None else v.gated_minus_control.format(
+                digits, signed=True)} for metric, domain, v, digits in rows]).set_index(["metric", "domain"])
 
     def glue(self) -> dict:
         """Seeds, the four-domain stickiness and distinct-2 differences, the book domains' differences (plain and

@@ -34,19 +34,6 @@ def differences_frame(profile, reference=None) -> pd.DataFrame:
     return pd.DataFrame({"": ["no differences from the authors' run"]})
 
 
-def retention_frame(retention: dict[str, dict[str, DomainScores]], metrics: Sequence[str] | None = None
-                    ) -> pd.DataFrame:
-    """Long table (domain, model, metric, mean, ci_low, ci_high, n) of :func:`domain_retention` per model."""
-    return pd.DataFrame([{"domain": d, "model": m, "metric": k, **v.to_dict()}
-                         for m, by_domain in retention.items() for d, scores in by_domain.items()
-                         for k, v in scores.summary.items() if metrics is None or k in metrics])
-
-
-def run_table(runs: dict[str, RunRecord]) -> pd.DataFrame:
-    """Status and validation perplexity of each run (by name)."""
-    return pd.DataFrame([{"model": n, "status": r.status, "val PPL": r.metrics.val_ppl} for n, r in runs.items()])
-
-
 # --- chapter 6 ----------------------------------------------------------------------------------
 
 
@@ -71,10 +58,6 @@ def size_table(config, sizes: dict[str, int]) -> pd.DataFrame:
                          "block": s.block_size})
 
 
-def tokens_per_step(config) -> int:
-    return config.train.batch_size * config.size.block_size
-
-
 @dataclass(frozen=True)
 class Training:
     """Chapter 6's models at the profile's seed (``trained``; ``runs``: the plain and chosen gated), and over seeds."""
@@ -84,20 +67,23 @@ class Training:
     records: Sequence[RunRecord]
     config: IdeaProfile
 
+    @property
+    def per_step(self) -> int:
+        """Training tokens per iteration."""
+        return self.config.train.batch_size * self.config.size.block_size
+
     def table(self):
         """Status, iterations, minutes, speed and validation perplexity of every trained model (styled)."""
-        per_step = tokens_per_step(self.config)
         table = pd.DataFrame([{"model": n, "status": r.status, "iterations": r.steps,
                                "train minutes": r.train_seconds / 60, "seconds per iteration": r.seconds_per_step,
-                               "training tokens / s": per_step / r.seconds_per_step,
+                               "training tokens / s": self.per_step / r.seconds_per_step,
                                "validation PPL": r.metrics.val_ppl}
                               for n, r in self.trained.items()]).set_index("model")
-        return table.style.format("{:.3g}", subset=["train minutes", "seconds per iteration", "training tokens / s",
-                                                    "validation PPL"])
+        return table.style.format("{:.3g}", subset=table.columns[2:])
 
     def glue(self) -> dict:
         """Step-time ratio, CPU-minutes, tokens, tokens per second, and all models over seeds with their minutes."""
-        per_step, runs = tokens_per_step(self.config), self.runs
+        per_step, runs = self.per_step, self.runs
         return {"step_time_ratio": runs["gated"].seconds_per_step / runs["baseline"].seconds_per_step,
                 "budget_minutes": sum(r.train_seconds for r in self.trained.values()) / 60,
                 "train_tokens": f"{self.config.train.max_steps * per_step:,}",
@@ -131,16 +117,15 @@ class LossForms:
 
     def glue(self) -> dict:
         """The chosen and the other form's perplexity and idea BCE (the chosen one twice if only one trained)."""
-        ppl, bce = (lambda n: self.runs[n].metrics.val_ppl), (lambda n: self.runs[n].history[-1]["idea_bce_per_column"])
-        chosen = other = self.chosen
-        if len(self.forms) > 1:
-            other = next(n for n in self.forms if n != chosen)
-            label, other_label = chosen, other
-        else:
-            label = other_label = f"{chosen} (only the authors' v1 form is trained at this profile)"
-        return {"form_chosen": label, "form_other": other_label, "form_ppl_chosen": ppl(chosen),
-                "form_ppl_other": ppl(other), "form_bce_chosen": bce(chosen), "form_bce_other": bce(other),
-                "form_ppl_baseline": ppl("baseline")}
+        chosen = self.chosen
+        other = next((n for n in self.forms if n != chosen), chosen)
+        note = "" if other != chosen else " (only the authors' v1 form is trained at this profile)"
+        numbers = {"form_chosen": chosen + note, "form_other": other + note,
+                   "form_ppl_baseline": self.runs["baseline"].metrics.val_ppl}
+        for key, name in (("chosen", chosen), ("other", other)):
+            numbers |= {f"form_ppl_{key}": self.runs[name].metrics.val_ppl,
+                        f"form_bce_{key}": self.runs[name].history[-1]["idea_bce_per_column"]}
+        return numbers
 
     def summary(self) -> dict:
         """Per form, for the record: perplexities, the loss settings and the validation history."""
@@ -192,22 +177,75 @@ class Perplexity:
                 "competence_verdict": verdict}
 
 
-def authors_comparison(authors: dict[str, dict[str, DomainScores]]) -> dict:
-    """Per domain of the authors' protocol: each model's summary and the gated - baseline stickiness."""
-    return {d: {**{m: dict(authors[m][d].summary) for m in authors},
-                "difference": {"authors_stickiness": stickiness_difference(authors["gated"][d], authors["baseline"][d],
-                                                                           "authors_stickiness")}}
-            for d in PAPER_B_EVAL_DOMAINS}
+@dataclass(frozen=True)
+class AuthorsProtocol:
+    """Both models scored with the authors' protocol (:func:`authors_protocol`), ``scores[model][domain]``."""
+
+    scores: dict[str, dict[str, DomainScores]]
+
+    def summary(self) -> dict:
+        """Per domain: each model's summary and the gated - baseline stickiness (the record's ``authors_protocol``)."""
+        s = self.scores
+        return {d: {**{m: dict(s[m][d].summary) for m in s}, "difference": {
+                    "authors_stickiness": stickiness_difference(s["gated"][d], s["baseline"][d], "authors_stickiness")}}
+                for d in PAPER_B_EVAL_DOMAINS}
+
+    def table(self) -> pd.DataFrame:
+        """Per domain and model, beside the paper's stickiness, with the gated - baseline difference."""
+        summary = self.summary()
+        return pd.DataFrame([{"domain": d, "model": m, **{k: str(v) for k, v in e[m].items()},
+                              "paper (stickiness)": PAPER_B_STICKINESS.get(d, {}).get(m),
+                              "gated - baseline stickiness": str(e["difference"]["authors_stickiness"])
+                              if m == "gated" else ""}
+                             for d, e in summary.items() for m in MODELS]).set_index(["domain", "model"])
+
+    def examples(self) -> pd.DataFrame:
+        """The first continuation of each of the authors' prompts, from each model."""
+        return pd.DataFrame([{"domain": d, "prompt": PAPER_B_EVAL_DOMAINS[d]["prompt"],
+                              **{m: self.scores[m][d].samples[0]["text"].strip() for m in self.scores}}
+                             for d in PAPER_B_EVAL_DOMAINS]).set_index("domain")
 
 
-def authors_table(numbers: dict) -> pd.DataFrame:
-    """The authors' protocol per domain and model next to the paper's stickiness, with the difference."""
-    table = pd.DataFrame([{"domain": d, "model": m, **{k: str(v) for k, v in e[m].items()},
-                           "paper (stickiness)": PAPER_B_STICKINESS.get(d, {}).get(m)}
-                          for d, e in numbers.items() for m in MODELS])
-    table["gated - baseline stickiness"] = [str(numbers[d]["difference"]["authors_stickiness"]) if m == "gated" else ""
-                                            for d, m in zip(table.domain, table.model)]
-    return table.set_index(["domain", "model"])
+@dataclass(frozen=True)
+class Retention:
+    """Each model's :func:`domain_retention` on the book's domains, ``scores[model][domain]``."""
+
+    scores: dict[str, dict[str, DomainScores]]
+
+    def frame(self, metrics: Sequence[str] | None = None) -> pd.DataFrame:
+        """Long table (domain, model, metric, mean, ci_low, ci_high, n) of ``metrics`` (all by default)."""
+        return pd.DataFrame([{"domain": d, "model": m, "metric": k, **v.to_dict()}
+                             for m, by_domain in self.scores.items() for d, scores in by_domain.items()
+                             for k, v in scores.summary.items() if metrics is None or k in metrics])
+
+    @property
+    def differences(self) -> dict[str, Interval]:
+        """Gated - baseline stickiness per domain (Welch 95% interval over the samples)."""
+        return {d: stickiness_difference(g, self.scores["baseline"][d]) for d, g in self.scores["gated"].items()}
+
+    def table(self) -> pd.DataFrame:
+        """Mean [interval] of stickiness, density, distinct-2 and repetition per domain and model, and the
+        gated - baseline stickiness."""
+        diffs = self.differences
+        return pd.DataFrame([{"domain": d, "model": m,
+                              **{k: str(v) for k, v in res.summary.items() if k in BOOK_METRICS},
+                              "gated - baseline stickiness": str(diffs[d]) if m == "gated" else ""}
+                             for m, by_domain in self.scores.items()
+                             for d, res in by_domain.items()]).set_index(["domain", "model"]).sort_index()
+
+    def glue(self) -> dict:
+        """The domains where the gated model's stickiness lies above the baseline's (95% interval) and below it."""
+        diffs = self.differences
+        return {"book_n": len(diffs), "book_above": ", ".join(d for d, v in diffs.items() if v.low > 0) or "none",
+                "book_below": ", ".join(d for d, v in diffs.items() if v.high < 0) or "none"}
+
+    def summary(self, metrics: Sequence[str] = BOOK_METRICS, intervals: Sequence[str] = ()) -> dict:
+        """Per domain and model: the mean of each of ``metrics`` and the ``[low, high]`` of each of ``intervals``."""
+        def entry(summary: dict[str, Interval]) -> dict:
+            return ({k: summary[k].mean for k in metrics}
+                    | {f"{k}_ci": [summary[k].low, summary[k].high] for k in intervals})
+
+        return {d: {m: entry(self.scores[m][d].summary) for m in self.scores} for d in self.scores["baseline"]}
 
 
 def runs_by_seed(records: Sequence[RunRecord], profile: IdeaProfile) -> dict[int, dict[str, RunRecord]]:
@@ -244,12 +282,11 @@ def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
 
     table = {"book_stickiness": paired(book, "stickiness")} if book is not None else {}
     table.update({metric: paired(scores, metric) for metric in SEED_METRICS})
-    sharpened = all("sharpened" in scores[s] for s in seeds)
-    ppl = SeedPaired.of(*[[by_seed[s][m].metrics.val_ppl for s in seeds] for m in MODELS])
-    return IdeaOverSeeds(seeds=seeds, gated_run=profile_form_run(config), val_ppl=ppl,
-                         domains=table,
+    sharpened = temperatures and all("sharpened" in scores[s] for s in seeds)
+    return IdeaOverSeeds(seeds=seeds, gated_run=profile_form_run(config), domains=table,
+                         val_ppl=SeedPaired.of(*[[by_seed[s][m].metrics.val_ppl for s in seeds] for m in MODELS]),
                          sharpening_temperature=Interval.of_mean([temperatures[s] for s in seeds])
-                         if sharpened and temperatures else None)
+                         if sharpened else None)
 
 
 def paper_table1() -> pd.DataFrame:
@@ -258,50 +295,27 @@ def paper_table1() -> pd.DataFrame:
                          for m, v in e.items()]).set_index(["domain", "model"])
 
 
-def retention_table(retention: dict[str, dict[str, DomainScores]]) -> pd.DataFrame:
-    """The book's protocol: mean [interval] of stickiness, density, distinct-2 and repetition per domain and model."""
-    return pd.DataFrame([{"domain": d, "model": m, **{k: str(v) for k, v in res.summary.items() if k in BOOK_METRICS}}
-                         for m, by_domain in retention.items()
-                         for d, res in by_domain.items()]).set_index(["domain", "model"]).sort_index()
-
-
-def book_differences(retention: dict[str, dict[str, DomainScores]]) -> dict[str, Interval]:
-    """Gated - baseline stickiness per book domain (Welch 95% interval over the samples)."""
-    return {d: stickiness_difference(retention["gated"][d], retention["baseline"][d]) for d in retention["gated"]}
-
-
-def authors_examples(authors: dict[str, dict[str, DomainScores]]) -> pd.DataFrame:
-    """The first continuation of each of the authors' prompts, from each model."""
-    return pd.DataFrame([{"domain": d, "prompt": PAPER_B_EVAL_DOMAINS[d]["prompt"],
-                          **{m: authors[m][d].samples[0]["text"].strip() for m in authors}}
-                         for d in PAPER_B_EVAL_DOMAINS]).set_index("domain")
-
-
 def idea_gating_record(training: Training, forms: LossForms, data: IdeaData, sizes: dict[str, int], ppl: Perplexity,
-                       authors: dict, retention: dict[str, dict[str, DomainScores]],
+                       authors: AuthorsProtocol, retention: Retention,
                        over_seeds: IdeaOverSeeds | None = None) -> IdeaGatingRecord:
     """Chapter 6's record: both models' perplexities, the competence check, the authors' protocol, and in
     ``extra`` the data, loss forms, training speed, book domains, stopwords, generation and paper values."""
     config, trained, g = training.config, training.trained, training.config.generation
     base, gated = training.runs["baseline"], training.runs["gated"]
-    numbers = training.glue()
-    diffs = book_differences(retention)
-    by_model = {m: {d: {k: res.summary[k].mean for k in BOOK_METRICS}
-                    | {f"{k}_ci": [res.summary[k].low, res.summary[k].high] for k in ("stickiness", "distinct_2")}
-                    for d, res in retention[m].items()} for m in MODELS}
+    numbers, diffs = training.glue(), retention.differences
     extra = {
         "dataset_requested": data.requested_dataset, "dataset_note": data.note, "tokenizer": data.tokenizer_name,
         "vocab_size": len(data.tokenizer), "max_steps": config.train.max_steps, "capped_from": config.capped_from,
         "differences_from_authors": [{k: str(v) for k, v in row.items()} for row in profile_differences(config)],
         "loss_forms": forms.summary(),
-        "training": {"tokens_per_iteration": tokens_per_step(config), "budget_minutes": numbers["budget_minutes"],
-                     "tokens_per_second": {n: tokens_per_step(config) / r.seconds_per_step
-                                           for n, r in trained.items()}},
-        "domains": {d: {m: by_model[m][d] for m in by_model} | {"difference": {"stickiness": diffs[d]}} for d in diffs},
+        "training": {"tokens_per_iteration": training.per_step, "budget_minutes": numbers["budget_minutes"],
+                     "tokens_per_second": {n: training.per_step / r.seconds_per_step for n, r in trained.items()}},
+        "domains": {d: by_model | {"difference": {"stickiness": diffs[d]}}
+                    for d, by_model in retention.summary(intervals=("stickiness", "distinct_2")).items()},
         "step_time_ratio": numbers["step_time_ratio"],
         "stopwords": {"masked_ids": data.stopword_ids, "not_single_tokens": data.stopwords_not_single_tokens},
         "generation": {"authors_samples_per_domain": g.authors_samples, "authors_new_tokens": g.authors_new_tokens,
-                       "book_samples_per_domain": len(retention["gated"][next(iter(diffs))].samples),
+                       "book_samples_per_domain": len(retention.scores["gated"][next(iter(diffs))].samples),
                        "max_new_tokens": g.max_new_tokens, "temperature": g.temperature,
                        "repetition_penalty": g.repetition_penalty, "penalty_form": g.penalty_form},
         "paper": {"val_ppl_mistral_fineweb": PAPER_B_VAL_PPL, "stickiness_wikitext103": PAPER_B_STICKINESS,
@@ -316,7 +330,7 @@ def idea_gating_record(training: Training, forms: LossForms, data: IdeaData, siz
                "test_ppl": ppl.frame.loc["gated", "test"],
                "test_ppl_ungated": ppl.frame.loc["gated (ungated logits)", "test"],
                "history": gated.history, "train_seconds": gated.train_seconds, "parameters": sizes["gated"]},
-        competence=ppl.check, authors_protocol=authors, over_seeds=over_seeds, extra=extra)
+        competence=ppl.check, authors_protocol=authors.summary(), over_seeds=over_seeds, extra=extra)
 
 
 # --- chapter 8 ----------------------------------------------------------------------------------
@@ -421,15 +435,13 @@ def memory_table(memory: dict[str, dict]) -> pd.DataFrame:
 
 
 def lora_record(config, backbone, data_summary: dict, runs: LoraRuns, paper_counts: dict,
-                memory: dict[str, dict], nf4_kernel: str, retention: dict[str, dict[str, DomainScores]],
+                memory: dict[str, dict], nf4_kernel: str, retention: Retention,
                 ray: dict, capacity_control: LoraCapacityControl | None = None) -> LoraRecord:
     """Chapter 8's record: the main quantisation's baseline and gated perplexity, and in ``extra`` the data,
     backbone, LoRA settings, parameter counts, both precisions, memory, domains and the X-ray."""
     main_q = config.quantizations[0]
     base, gated = runs[(main_q, False)], runs[(main_q, True)]
     shape = ("num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads")
-    metrics = ("stickiness", "unique_density", "distinct_2")
-    domains = next(iter(retention.values()))
     extra = {
         "data": data_summary, "backbone_config": {k: backbone.config.get(k) for k in shape},
         "backbone_wikitext_val_ppl": backbone.wikitext_val_ppl, "quantization": main_q,
@@ -438,19 +450,14 @@ def lora_record(config, backbone, data_summary: dict, runs: LoraRuns, paper_coun
         "trainable_params": {"baseline": base.metrics.trainable_params, "gated": gated.metrics.trainable_params,
                              "gated_by_group": gated.metrics.trainable, "frozen": backbone.n_parameters,
                              "mistral_7b_architecture": paper_counts},
-        "by_quantization": {q: {name: {"val_ppl": run.metrics.val_ppl,
-                                       **({"val_ppl_ungated": run.metrics.val_ppl_ungated} if idea else {}),
-                                       "seconds_per_step": run.seconds_per_step}
-                                for name, idea, run in (("baseline", False, runs[q, False]),
-                                                        ("gated", True, runs[q, True]))}
-                            for q in config.quantizations},
-        "peak_memory_mb": {"fp32": memory["none"]["peak_memory_mb"], "nf4": memory["nf4"]["peak_memory_mb"]},
-        "weights_mb": {"fp32": memory["none"]["weights_mb"], "nf4": memory["nf4"]["weights_mb"]},
+        "by_quantization": {q: {"gated" if idea else "baseline": {
+            "val_ppl": run.metrics.val_ppl, **({"val_ppl_ungated": run.metrics.val_ppl_ungated} if idea else {}),
+            "seconds_per_step": run.seconds_per_step} for idea in (False, True) for run in [runs[q, idea]]}
+            for q in config.quantizations},
+        **{key: {"fp32": memory["none"][key], "nf4": memory["nf4"][key]} for key in ("peak_memory_mb", "weights_mb")},
         "memory_method": memory["nf4"]["method"], "nf4_kernel": nf4_kernel,
-        "domains": {d: {name: {m: retention[name][d].summary[m].mean for m in metrics} for name in retention}
-                    for d in domains},
-        "xray": {ray["prompt"]: {"boosted": [r["token"] for r in ray["boosted"]],
-                                 "suppressed": [r["token"] for r in ray["suppressed"]]}},
+        "domains": retention.summary(("stickiness", "unique_density", "distinct_2")),
+        "xray": {ray["prompt"]: {k: [r["token"] for r in ray[k]] for k in ("boosted", "suppressed")}},
         "paper_reference_ppl": PAPER_B_VAL_PPL,
     }
     return LoraRecord(dataset=data_summary["dataset"], backbone=backbone.name,

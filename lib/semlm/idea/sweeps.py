@@ -21,6 +21,16 @@ BETAS = (-2.0, -1.5, -1.0)
 WINDOWS = (10, 20, 50)   # 20: the reference run (the beta = -2 run)
 LOOP_ALPHAS = (0.0, 0.5, 1.0, 2.0)
 DECAY = "gate + concentration decay"
+#: the loops' verdict by (the strongest gate loops more than no gate, concentration decay lowers it), 95% intervals
+LOOP_VERDICTS = {
+    (True, True): "the strongest gate loops more than no gate, and concentration decay removes a significant part "
+                  "of it",
+    (True, False): "the strongest gate loops more than no gate, but concentration decay does not reduce it "
+                   "significantly",
+    (False, False): "in this build a strong gate does not loop significantly more than no gate (intervals overlap), "
+                    "so the mitigation cannot be judged here",
+    (False, True): "a strong gate does not loop significantly more than no gate, yet concentration decay still "
+                   "lowers repetition"}
 
 
 # --- X-ray ---------------------------------------------------------------------------------------
@@ -29,11 +39,11 @@ DECAY = "gate + concentration decay"
 def domain_xrays(model, tokenizer, domains: dict[str, Domain], stopword_ids: Sequence[int], top: int = 8) -> dict:
     """:func:`~semlm.idea.gate.xray` of each domain's first prompt; its ``ideas`` leave out the stopwords
     masked out of the idea loss (their idea probability was never trained)."""
-    stop = set(stopword_ids)
-    xrays = {d: xray(model, tokenizer, dom.prompts[0], top=top) for d, dom in domains.items()}
-    for d, x in xrays.items():
-        wide = xray(model, tokenizer, domains[d].prompts[0], top=top + len(stop))["ideas"]
-        x["ideas"] = [row for row in wide if row["id"] not in stop][:top]
+    stop, xrays = set(stopword_ids), {}
+    for d, domain in domains.items():
+        x = xray(model, tokenizer, domain.prompts[0], top=top + len(stop))
+        xrays[d] = {**x, "boosted": x["boosted"][:top], "suppressed": x["suppressed"][:top],
+                    "ideas": [row for row in x["ideas"] if row["id"] not in stop][:top]}
     return xrays
 
 
@@ -146,19 +156,7 @@ class Loops:
         strong = loops[loops.alpha == loops.alpha.max()].set_index("decoder")
         off = loops[loops.alpha == 0.0].iloc[0]
         plain, mitigated = strong.loc["gate"], strong.loc[DECAY]
-        gate_loops_more = plain["ci_low"] > off["ci_high"]
-        mitigation_helps = mitigated["ci_high"] < plain["ci_low"]
-        if gate_loops_more:
-            verdict = ("the strongest gate loops more than no gate, and concentration decay removes a significant "
-                       "part of it" if mitigation_helps else
-                       "the strongest gate loops more than no gate, but concentration decay does not reduce it "
-                       "significantly")
-        elif not mitigation_helps:
-            verdict = ("in this build a strong gate does not loop significantly more than no gate (intervals "
-                       "overlap), so the mitigation cannot be judged here")
-        else:
-            verdict = ("a strong gate does not loop significantly more than no gate, yet concentration decay still "
-                       "lowers repetition")
+        verdict = LOOP_VERDICTS[plain["ci_low"] > off["ci_high"], mitigated["ci_high"] < plain["ci_low"]]
         return {"loop_off": off["mean"], "loop_strong": plain["mean"], "loop_mitigated": mitigated["mean"],
                 "loop_alpha": float(loops.alpha.max()), "loop_baseline": self.baseline["mean"],
                 "loop_verdict": verdict}
@@ -176,11 +174,8 @@ def xray_record(dataset: str, profile: IdeaProfile, xrays: dict, sweeps: dict[st
     records = {name: frame.to_dict(orient="records") for name, frame in sweeps.items()}
     return XrayRecord(extra={
         "dataset": dataset,
-        "xray": {x["prompt"].strip(): {"boosted": [r["token"] for r in x["boosted"]],
-                                       "suppressed": [r["token"] for r in x["suppressed"]],
-                                       "ideas": [r["token"] for r in x["ideas"]],
-                                       "boosted_delta": [r["delta_logprob"] for r in x["boosted"]],
-                                       "suppressed_delta": [r["delta_logprob"] for r in x["suppressed"]]}
+        "xray": {x["prompt"].strip(): {k: [r["token"] for r in x[k]] for k in ("boosted", "suppressed", "ideas")}
+                 | {f"{k}_delta": [r["delta_logprob"] for r in x[k]] for k in ("boosted", "suppressed")}
                  for x in xrays.values()},
         "sweeps": {**records, "small_baseline": small_baseline,
                    "alpha_note": "inference only; model trained with alpha -> 0.5",

@@ -11,7 +11,7 @@ import pandas as pd
 from semlm.core.records import Interval
 from semlm.idea.records import TopicBudget, TopicDecision, TopicDriftRecord
 from semlm.core.runs import RunRecord
-from semlm.idea.topic_experiment import CHAPTER, BudgetResults, TopicData
+from semlm.idea.topic_experiment import BudgetResults, TopicData
 
 KINDS = ("plain", "gated")
 TABLE_METRICS = {"excess_drift": "excess drift (switch rate - data's rate)", "switch_rate": "switch rate",
@@ -31,19 +31,17 @@ def training_table(runs: dict[str, dict[int, RunRecord]]) -> pd.DataFrame:
 def seed_table(details: list[dict]) -> pd.DataFrame:
     """Per seed: the gated model's PPL, the plain checkpoints that bracket it, the interpolation weight and the
     sharpening temperatures (a seed without a bracket says so)."""
-    rows = []
-    for d in details:
-        row = {"seed": d["seed"], "gated PPL": round(d["gated_ppl"], 3)}
+    def bracket(d: dict) -> dict:
         if d["bracket"] is None:
-            row["plain checkpoints (steps)"] = "none bracket it: not comparable"
-        else:
-            row.update({"plain checkpoints (steps)": f"{d['bracket'][0]} - {d['bracket'][1]}",
-                        "their PPL": " - ".join(f"{p:.3f}" for p in d["plain_ppl"]),
-                        "weight of the second": round(d["weight"], 3),
-                        "gated entropy (nats)": round(d["gated_entropy"], 3),
-                        "sharpening temperatures": " / ".join(f"{t:.3f}" for t in d["temperature"])})
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("seed")
+            return {"plain checkpoints (steps)": "none bracket it: not comparable"}
+        return {"plain checkpoints (steps)": f"{d['bracket'][0]} - {d['bracket'][1]}",
+                "their PPL": " - ".join(f"{p:.3f}" for p in d["plain_ppl"]),
+                "weight of the second": round(d["weight"], 3),
+                "gated entropy (nats)": round(d["gated_entropy"], 3),
+                "sharpening temperatures": " / ".join(f"{t:.3f}" for t in d["temperature"])}
+
+    return pd.DataFrame([{"seed": d["seed"], "gated PPL": round(d["gated_ppl"], 3), **bracket(d)}
+                         for d in details]).set_index("seed")
 
 
 @dataclass(frozen=True)
@@ -88,15 +86,13 @@ class LearningCurve:
         return table
 
     def glue(self) -> dict:
-        """First and last budget, both models' excess drift, their per-seed difference, PPL change and mix rates
-        (mean, low, high)."""
-        first, last = self.budgets[0], self.final
-        out = {"budget_first": first.steps, "budget_last": last.steps}
-        for which, b in (("first", first), ("last", last)):
-            for name, v in (("plain", b.plain.excess_drift), ("gated", b.gated.excess_drift),
-                            ("paired", b.paired.excess_drift), ("ppl_change", b.paired.ppl_change),
-                            ("mix_plain", b.plain.mix_rate), ("mix_gated", b.gated.mix_rate)):
-                out.update({f"{name}_{which}": v.mean, f"{name}_{which}_low": v.low, f"{name}_{which}_high": v.high})
+        """First and last budget, both models' excess drift and the per-seed PPL change at each, the last mix rates."""
+        last = self.final
+        out = {"budget_first": self.budgets[0].steps, "budget_last": last.steps,
+               "mix_plain_last": last.plain.mix_rate.mean, "mix_gated_last": last.gated.mix_rate.mean}
+        for which, b in (("first", self.budgets[0]), ("last", last)):
+            out.update({f"plain_{which}": b.plain.excess_drift.mean, f"gated_{which}": b.gated.excess_drift.mean,
+                        f"ppl_change_{which}": b.paired.ppl_change.mean})
         return out
 
 
@@ -138,29 +134,6 @@ class AlphaSweep:
                                        "which is a miscalibration, not a better model" if below is not None else
                                        "at no swept alpha does the switch-rate interval lie below the data's rate"),
                 "gate_off_switch": off["switch_rate"] if off else float("nan"), "gate_off_verdict": verdict}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The chapter's claims as :func:`semlm.book.claims.evaluate_claims` judges its record."""
-
-    rows: pd.DataFrame
-
-    @classmethod
-    def of(cls, record: TopicDriftRecord) -> "Verdict":
-        from semlm.book.claims import evaluate_claims
-
-        rows = [r for r in evaluate_claims({CHAPTER: record}) if r["id"].startswith("B-topic")]
-        return cls(pd.DataFrame(rows)[["id", "status", "reason", "rule"]].set_index("id"))
-
-    def table(self) -> pd.DataFrame:
-        """Status, reason and rule of each topic claim."""
-        return self.rows
-
-    def glue(self) -> dict:
-        """The status of each claim (``B-topic-drift`` -> ``topic_drift_status``)."""
-        return {f"{claim.removeprefix('B-').replace('-', '_')}_status": row["status"]
-                for claim, row in self.rows.iterrows()}
 
 
 def topic_examples(curve: LearningCurve, seed: int, profile) -> pd.DataFrame:
