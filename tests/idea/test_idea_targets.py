@@ -112,7 +112,7 @@ def test_bad_inputs_raise_one_clear_error():
 def test_top_frequent_ids_breaks_ties_by_smaller_id():
     ids = torch.tensor([3, 3, 1, 1, 2, 0, NO_TARGET])
     assert top_frequent_ids(ids, 2) == [1, 3]
-    assert top_frequent_ids(ids, 2, exclude=[1]) == [3, 0]
+    assert top_frequent_ids(ids, 3) == [1, 3, 0] and top_frequent_ids(ids, 9) == [1, 3, 0, 2]
 
 
 @settings(max_examples=40, deadline=None)

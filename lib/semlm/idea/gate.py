@@ -28,7 +28,8 @@ class ConcentrationDecay:
 
     def __post_init__(self):
         if self.top_k < 1 or self.window < 1 or self.power <= 0:
-            raise ValueError(f"top_k and window must be >= 1 and power > 0, got {self.top_k}, {self.window}, {self.power}")
+            raise ValueError(f"top_k and window must be >= 1 and power > 0, got {self.top_k}, {self.window}, "
+                             f"{self.power}")
 
     def concentration(self, input_ids: torch.Tensor, idea_logits: torch.Tensor) -> torch.Tensor:
         """[B] in [0, 1]: how much of the current plan is made of tokens just generated."""

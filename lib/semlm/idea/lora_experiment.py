@@ -147,7 +147,8 @@ class BackbonePretraining(runs.Experiment):
                                               s.vocab_size))
         blocks = []
         for lines, cap in ((splits.train, s.train_tokens), (splits.valid, s.eval_tokens)):
-            ids = encode_lines(tokenizer, take_chars(lines, None if cap is None else 10 * cap + 10_000), dtype=torch.long)
+            lines = take_chars(lines, None if cap is None else 10 * cap + 10_000)
+            ids = encode_lines(tokenizer, lines, dtype=torch.long)
             blocks.append(TokenBlocks.from_stream(ids, s.block_size, 1, cap))
         return WikiTextBlocks(splits.dataset, tokenizer, *blocks)
 
@@ -312,8 +313,8 @@ class LoraExperiment(runs.Experiment):
         return 1 if any(s.config.profile == "smoke" for s in specs) else None
 
     def data_key(self, spec: RunSpec):
-        run = spec.config
-        return replace(run, train=None, quantization="none", gated=False, output_adapter=False)  # every run shares the data
+        """Every run of the same data settings shares the data, whatever its recipe, precision and head."""
+        return replace(spec.config, train=None, quantization="none", gated=False, output_adapter=False)
 
     def prepare(self, spec: RunSpec) -> LoraData:
         return prepare_fineweb(spec.config, backbone_tokenizer(spec.config.backbone))

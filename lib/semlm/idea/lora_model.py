@@ -182,7 +182,7 @@ class LoraIdeaModel(nn.Module):
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, alpha: float | None = None, **kwargs) -> torch.Tensor:
-        """The backbone's ``generate()`` with the gate inside its logits (strength ``alpha``, default ``config.alpha``)."""
+        """The backbone's ``generate()`` with the gate in its logits (strength ``alpha``, default ``config.alpha``)."""
         self._alpha = self.config.alpha if alpha is None else float(alpha)
         try:
             return self.backbone.generate(input_ids=input_ids, **kwargs)

@@ -288,9 +288,11 @@ class GPTBody(nn.Module):
         past = cache.get_seq_length() if cache is not None else 0
         total, device = past + L, input_ids.device
         if total > self.wpe.num_embeddings:
-            raise ValueError(f"sequence of length {total} exceeds n_positions={self.wpe.num_embeddings}; crop the input")
+            raise ValueError(f"sequence of length {total} exceeds n_positions={self.wpe.num_embeddings}; "
+                             "crop the input")
         if attention_mask is not None and attention_mask.shape[-1] != total:
-            raise ValueError(f"attention_mask covers {attention_mask.shape[-1]} positions, expected past + new = {total}")
+            raise ValueError(f"attention_mask covers {attention_mask.shape[-1]} positions, expected past + new = "
+                             f"{total}")
         padded = attention_mask is not None and not bool(attention_mask.all())
         mask, is_causal = None, past == 0  # one new token after a cache reads every cached key: no mask
         if padded or (past > 0 and L > 1):

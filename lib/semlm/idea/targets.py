@@ -17,7 +17,7 @@ weight 0.01) or averaged over both (v2, weight 0.1).
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -27,19 +27,14 @@ from semlm.idea.model import _check_gate_arguments, _drops_eps, _gate_floor, ide
 from semlm.idea.profiles import IDEA_LOSS_REDUCTIONS
 
 
-def top_frequent_ids(token_ids: torch.Tensor, n: int, exclude: Iterable[int] = ()) -> list[int]:
-    """The ``n`` most frequent ids of ``token_ids`` (ties broken by the smaller id), skipping ``exclude``."""
+def top_frequent_ids(token_ids: torch.Tensor, n: int) -> list[int]:
+    """The ``n`` most frequent ids of ``token_ids`` (ties broken by the smaller id; ``NO_TARGET`` skipped)."""
     if n < 0:
         raise ValueError(f"number of stopwords must be >= 0, got {n}")
-    ids = token_ids[token_ids >= 0].flatten()
-    exclude = [i for i in exclude if i >= 0]
-    counts = torch.bincount(ids, minlength=max(exclude, default=-1) + 1)
-    if exclude:
-        counts[exclude] = 0
+    counts = torch.bincount(token_ids[token_ids >= 0].flatten())
     # stable sort on -count keeps the smaller id first among equal counts (deterministic)
     order = torch.sort(-counts, stable=True).indices
-    order = order[counts[order] > 0]
-    return order[:n].tolist()
+    return order[counts[order] > 0][:n].tolist()
 
 
 def vocabulary_mask(vocab_size: int, stopword_ids: Sequence[int] | torch.Tensor = (),
@@ -72,6 +67,12 @@ def _windows(future: torch.Tensor, window: int, length: int | None) -> torch.Ten
 def _check_reduction(reduction: str) -> None:
     if reduction not in IDEA_LOSS_REDUCTIONS:
         raise ValueError(f"unknown reduction {reduction!r}; choose one of: {', '.join(IDEA_LOSS_REDUCTIONS)}")
+
+
+def _check_positives(positives: torch.Tensor, idea_logits: torch.Tensor) -> None:
+    if positives.shape[:-1] != idea_logits.shape[:-1]:
+        raise ValueError(f"window ids {tuple(positives.shape)} do not match idea logits {tuple(idea_logits.shape)}; "
+                         "build them with window_ids(future, window, length)")
 
 
 def idea_targets(future: torch.Tensor, window: int, vocab_size: int, length: int | None = None) -> torch.Tensor:
@@ -153,9 +154,7 @@ def idea_bce_sparse(idea_logits: torch.Tensor, positives: torch.Tensor, mask: to
     w softplus(-z_v) - softplus(z_v): one pass over the logits and a gather of K entries (:class:`_SparseBCERows`;
     tested equal to the dense BCE against :func:`idea_targets`)."""
     _check_reduction(reduction)
-    if positives.shape[:-1] != idea_logits.shape[:-1]:
-        raise ValueError(f"window ids {tuple(positives.shape)} do not match idea logits {tuple(idea_logits.shape)}; "
-                         "build them with window_ids(future, window, length)")
+    _check_positives(positives, idea_logits)
     w = 1.0 if pos_weight is None else float(pos_weight)
     columns = idea_logits.shape[-1]
     m = None
@@ -358,7 +357,8 @@ def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor,
                           variant: str, eps: float, targets: torch.Tensor, positives: torch.Tensor,
                           vocab_mask: torch.Tensor | None, idea_weight: float, pos_weight: float | None = None,
                           reduction: str = "sum_vocab", ignore_index: int = -1,
-                          chunk_positions: int = FUSED_CHUNK_POSITIONS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          chunk_positions: int = FUSED_CHUNK_POSITIONS
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`idea_gated_loss` of ``gated_logits(token_logits, idea_logits, alpha, beta, variant, eps)``, fused.
 
     Over chunks of ``chunk_positions`` positions (:class:`_FusedGatedLoss`): no [B, T, V] tensor besides the two
@@ -369,9 +369,7 @@ def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor,
     if token_logits.shape != idea_logits.shape or targets.shape != token_logits.shape[:-1]:
         raise ValueError(f"token logits {tuple(token_logits.shape)}, idea logits {tuple(idea_logits.shape)} and "
                          f"targets {tuple(targets.shape)} must agree as [..., V], [..., V] and [...]")
-    if positives.shape[:-1] != idea_logits.shape[:-1]:
-        raise ValueError(f"window ids {tuple(positives.shape)} do not match idea logits {tuple(idea_logits.shape)}; "
-                         "build them with window_ids(future, window, length)")
+    _check_positives(positives, idea_logits)
     if chunk_positions < 1:
         raise ValueError(f"chunk_positions must be >= 1, got {chunk_positions}")
     m = None if vocab_mask is None else vocab_mask.to(idea_logits.device, torch.float32)

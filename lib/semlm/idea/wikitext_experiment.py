@@ -69,7 +69,8 @@ class TokenBlocks:
     device: str = "cpu"
 
     @classmethod
-    def from_stream(cls, ids: torch.Tensor, block_size: int, window: int, max_tokens: int | None = None) -> "TokenBlocks":
+    def from_stream(cls, ids: torch.Tensor, block_size: int, window: int,
+                    max_tokens: int | None = None) -> "TokenBlocks":
         ids = ids.long().flatten()[: None if max_tokens is None else max_tokens + 1]  # x_0 .. x_max_tokens
         n = (len(ids) - 1) // block_size
         if n < 1:
@@ -164,8 +165,9 @@ def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> Id
             pass
     note = splits.note
     if profile.tokenizer == "gpt2" and gpt2 is None:
-        note = (note + "; " if note else "") + (f"GPT-2's tokeniser is not available offline: a {profile.vocab_size}-token "
-                                                "byte-level BPE learnt on the training split replaces it")
+        note = (note + "; " if note else "") + (f"GPT-2's tokeniser is not available offline: a "
+                                                f"{profile.vocab_size}-token byte-level BPE learnt on the training "
+                                                "split replaces it")
     name = "gpt2" if gpt2 is not None else "book-bpe"
     key = fingerprint({"dataset": splits.dataset, "lines": lines_fingerprint(bpe_lines), "vocab": profile.vocab_size,
                        "train_tokens": profile.train_tokens, "eval_tokens": profile.eval_tokens, "tokenizer": name})
@@ -403,7 +405,8 @@ def idea_gating_runs(profile: IdeaProfile, n_seeds: int | None = 1) -> list[RunS
     GPT and the gated one in the profile's loss form (:func:`profile_form_run`)."""
     specs = [idea_run(profile, "baseline", False)]
     if profile.compare_loss_forms:
-        specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw)) for form, kw in LOSS_FORMS.items()]
+        specs += [idea_run(profile, f"gated-{form}", True, replace(profile.idea, **kw))
+                  for form, kw in LOSS_FORMS.items()]
     else:
         specs.append(idea_run(profile, "gated", True))
     for seed in training_seeds(profile, n_seeds)[1:]:
@@ -625,12 +628,11 @@ def protocols_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, au
         models = {name: record.load() for name, record in pair.items()}
         temperatures[seed], _ = sharpening_temperature(models["baseline"], models["gated"], val_blocks,
                                                        generation.temperature, SHARPENING_BLOCKS)
-        sharper = replace(generation, temperature=temperatures[seed])
         models["sharpened"] = models["baseline"]
-        authors[seed] = {name: authors_protocol(model, tokenizer, authors_domains,
-                                                sharper if name == "sharpened" else generation)
+        settings = {**dict.fromkeys(pair, generation), "sharpened": replace(generation, temperature=temperatures[seed])}
+        authors[seed] = {name: authors_protocol(model, tokenizer, authors_domains, settings[name])
                          for name, model in models.items()}
-        book[seed] = {name: domain_retention(model, tokenizer, domains, sharper if name == "sharpened" else generation)
+        book[seed] = {name: domain_retention(model, tokenizer, domains, settings[name])
                       for name, model in models.items()}
     return authors, book, temperatures
 
