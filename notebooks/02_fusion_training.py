@@ -48,8 +48,7 @@ from semlm.book.tables import show_config
 from semlm.core import runs
 from semlm.fusion import training_report as report
 from semlm.fusion.synthetic_experiment import (
-    SYNTHETIC, epoch_curves, fusion_training_runs, paper_comparison_frame,
-    prepare_data, runs_table,
+    SYNTHETIC, fusion_training_runs, prepare_data,
 )
 from semlm.fusion.profiles import synthetic_profile
 from semlm.reference import PAPER_A_TABLE1, PAPER_A_VAL_PPL_BY_EPOCH
@@ -141,7 +140,7 @@ pd.Series(sizes, name="trainable parameters").to_frame()
 context = runs.RunContext(profile, workers=workers)
 records = runs.run_many(SYNTHETIC, fusion_training_runs(config), context)
 trained = runs.nested(records, "group", "name")  # {setting: {model: run}}
-runs_table(trained)
+report.runs_table(trained)
 
 # %% [markdown]
 # ## Validation perplexity per epoch (paper Figure 1)
@@ -151,7 +150,7 @@ runs_table(trained)
 # different things.
 
 # %%
-curves = epoch_curves(trained)
+curves = report.epoch_curves(trained)
 fig = plots.plot_validation_curves(curves, paper=PAPER_A_VAL_PPL_BY_EPOCH)
 
 # %% [markdown]
@@ -172,7 +171,7 @@ glue("profile", profile, display=False)
 glue("seed", seed, display=False)
 
 # %%
-frame = paper_comparison_frame(PAPER_A_TABLE1, trained, "ppl")
+frame = report.paper_comparison_frame(PAPER_A_TABLE1, trained, "ppl")
 fig = plots.plot_table1_comparison(frame, "ppl")
 
 # %% [markdown]
@@ -340,7 +339,7 @@ chapter.close(record)
 #
 #    :::{dropdown} Hint
 #    Rather than overwriting `config`, build a shortened copy and train its runs
-#    with `runs.run_many`; `epoch_curves` turns the runs into
+#    with `runs.run_many`; `report.epoch_curves` turns the runs into
 #    `{(setting, model): validation PPL per epoch}`.
 #    :::
 #
@@ -353,7 +352,7 @@ chapter.close(record)
 #        runs.run_many(SYNTHETIC, fusion_training_runs(short), context),
 #        "group", "name",
 #    )
-#    curves_short = pd.DataFrame(epoch_curves(short_runs))
+#    curves_short = pd.DataFrame(report.epoch_curves(short_runs))
 #    curves_short.rename(index=lambda i: i + 1).rename_axis("epoch")
 #    ```
 #    The frame has one row per epoch and one column per (setting, model);

@@ -53,9 +53,7 @@ from semlm.fusion.sst2_experiment import (
     feature_table, prepare_sst2, sst2_profile, sst2_runs, tag_coverage,
     train_sentiment_classifier,
 )
-from semlm.fusion.synthetic_experiment import (
-    default_runs_dir, epoch_curves, paper_comparison_frame, runs_table,
-)
+from semlm.fusion.synthetic_experiment import default_runs_dir
 
 # %% tags=["hide-input"]
 chapter = book.open("05_sst2", profile=profile, seed=seed, workers=workers)
@@ -187,13 +185,13 @@ specs = sst2_runs(config)
 SST2.use_data(specs[0], data)  # the data above, not prepared again
 context = runs.RunContext(profile, workers=workers)
 trained = runs.nested(runs.run_many(SST2, specs, context), "group", "name")
-runs_table(trained)
+report.runs_table(trained)
 
 # %% [markdown]
 # ## Dev perplexity per epoch (paper Figure 3)
 
 # %%
-curves = epoch_curves(trained)
+curves = report.epoch_curves(trained)
 fig = plots.plot_validation_curves(curves)
 
 # %% [markdown]
@@ -204,7 +202,7 @@ table7 = sst2_report.table7(trained)
 table7.table().style.format("{:.4g}", na_rep="–")
 
 # %%
-frame = paper_comparison_frame(
+frame = report.paper_comparison_frame(
     PAPER_A_TABLE7, trained, "ppl", "paper (published)"
 )
 fig = plots.plot_table1_comparison(frame, "ppl")

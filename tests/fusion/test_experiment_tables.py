@@ -1,4 +1,4 @@
-from semlm.fusion.synthetic_experiment import epoch_curves, runs_table
+from semlm.fusion.training_report import epoch_curves, paper_comparison_frame, runs_table
 from semlm.core.runs import RunRecord
 
 
@@ -22,8 +22,6 @@ def test_epoch_curves_keys_setting_and_kind():
 
 
 def test_paper_comparison_frame_puts_the_paper_beside_each_setting():
-    from semlm.fusion.synthetic_experiment import paper_comparison_frame
-
     records = {"causal": {"fusion": run("fusion", "causal", [2.0], metrics={"ppl": 3.5})}}
     frame = paper_comparison_frame({"fusion": {"ppl": 1.2}}, records, "ppl", "paper (published)")
     assert frame.values.tolist() == [["paper (published)", "fusion", 1.2], ["this build: causal", "fusion", 3.5]]

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+import pandas as pd
+
 from semlm.fusion.metrics import POLARITY_LABELS, held_out_hit_rate, rate, request_accuracy
 from semlm.core.records import Interval
 from semlm.fusion.records import ControlAccuracy, DecodingRecord
@@ -104,8 +106,6 @@ def hard_control(decode: Decoder, n: int) -> dict[tuple[str, str], list[list[str
 
 
 def hard_table(scores: Mapping[tuple[str, str], ControlAccuracy]):
-    import pandas as pd
-
     return pd.DataFrame([{"setting": SETTING_LABELS[s], "request": cls, "adjective accuracy": rate(v.adj_acc),
                           "punctuation accuracy": rate(v.punct_acc),
                           "paper": f"{PAPER_A_HARD_CONTROL[cls]['adj_acc']:.2f} / "
@@ -115,8 +115,6 @@ def hard_table(scores: Mapping[tuple[str, str], ControlAccuracy]):
 
 def soft_curve(decode: Decoder, n: int, strengths: Sequence[float]):
     """Soft-control accuracy of the causal fusion model against the control value (``plots.plot_control_curve``)."""
-    import pandas as pd
-
     rows = []
     for value in strengths:
         for cls, request in (("pos", Request({"pos_high": value, "str_high": value}, "!")),
@@ -137,16 +135,12 @@ def soft_control(decode: Decoder, n: int) -> dict[str, ControlAccuracy]:
 
 
 def soft_table(soft: Mapping[str, ControlAccuracy]):
-    import pandas as pd
-
     return pd.DataFrame({cls: {"adjective accuracy": rate(v.adj_acc), "punctuation accuracy": rate(v.punct_acc)}
                          for cls, v in soft.items()}).T
 
 
 def ood_sweep(decode: Decoder, n: int, alphas: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 0.85, 0.97, 1.0)):
     """Held-out hit rate of the causal fusion model under hard control against the mixture weight alpha."""
-    import pandas as pd
-
     rows = []
     for cls, request in PAPER_REQUESTS.items():
         for alpha in alphas:
@@ -158,8 +152,6 @@ def ood_sweep(decode: Decoder, n: int, alphas: Sequence[float] = (0.0, 0.25, 0.5
 
 
 def ood_table(ood: Mapping[tuple[str, str], Interval]):
-    import pandas as pd
-
     return pd.DataFrame([{"setting": SETTING_LABELS[s], "class": cls, "held-out hit rate": rate(p),
                           "paper": PAPER_A_OOD_HIT[cls]} for (s, cls), p in ood.items()])
 
@@ -185,8 +177,6 @@ def rule_and_path(decode: Decoder, n: int) -> list[dict]:
 
 
 def rule_and_path_table(side: list[dict]):
-    import pandas as pd
-
     return pd.DataFrame([{k: rate(v) if isinstance(v, Interval) else v for k, v in row.items()} for row in side])
 
 
@@ -216,8 +206,6 @@ def generations_per_second(decode: Decoder, n: int, repeats: int = 4) -> tuple[f
 
 def key_numbers(hard_scores, soft, ood):
     """The causal fusion model's hard and soft control and held-out hit rate, per request."""
-    import pandas as pd
-
     return pd.DataFrame({cls: {
         "hard adjective / punctuation": f"{hard_scores[('causal', cls)].adj_acc.mean:.2f} / "
                                         f"{hard_scores[('causal', cls)].punct_acc.mean:.2f}",

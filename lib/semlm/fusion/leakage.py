@@ -118,18 +118,19 @@ def causal_floors(sentences: Sequence[Sequence[str]], split: syn.AdjectiveSplit,
     trained = [pair for s in sentences for pair in training_oracle(split, second_clause_prob).cross_entropies(s)]
     full = [pair for s in sentences for pair in validation_oracle(second_clause_prob).cross_entropies(s)]
 
-    def mean(pairs, keep=lambda target: True):
+    def mean(pairs, keep=lambda target: True, free: int = 0):  # ``free`` more targets, at cross-entropy 0
         values = [ce for target, ce in pairs if keep(target)]
-        return sum(values) / len(values) if values else math.nan
+        return sum(values) / (len(values) + free) if values else math.nan
+
+    def seen(target: str) -> bool:
+        return target not in held_out
 
     focus_tokens = list(focus_tokens)
-    n_sentences = len(sentences)
     return {
         "ppl": math.exp(mean(full)),
-        "ppl_authors_denominator": math.exp(sum(ce for _, ce in full) / (len(full) + n_sentences)),
-        "ppl_seen_only_authors_denominator": math.exp(
-            sum(ce for t, ce in trained if t not in held_out) / (sum(t not in held_out for t, _ in trained) + n_sentences)),
-        "ppl_seen_only": math.exp(mean(trained, lambda t: t not in held_out)),
+        "ppl_authors_denominator": math.exp(mean(full, free=len(sentences))),
+        "ppl_seen_only_authors_denominator": math.exp(mean(trained, seen, len(sentences))),
+        "ppl_seen_only": math.exp(mean(trained, seen)),
         "focus_ce": {tok: mean(trained, lambda t, tok=tok: t == tok) for tok in focus_tokens},
         "focus_ce_validation_oracle": {tok: mean(full, lambda t, tok=tok: t == tok) for tok in focus_tokens},
     }

@@ -27,17 +27,16 @@ CONTROL_CASES = ((None, "soft"), ("pos", "soft"), ("neg", "soft"), ("pos", "hard
 FEATURES_ONLY = "features only"
 
 
-def feature_leak(featurize, ids: torch.Tensor, position: int, replacement: int) -> float:
-    """Largest change of the features before ``position`` when the token there becomes ``replacement``."""
-    changed = ids.clone()
-    changed[:, position] = replacement
-    return (featurize(ids)[:, :position] - featurize(changed)[:, :position]).abs().max().item()
-
-
 def feature_changes(data: SST2Data, replacement: int, positions: Sequence[int] = (2, 5, 9)) -> dict[str, float]:
-    """Per setting, the largest :func:`feature_leak` over the dev set and ``positions`` (0 when causal)."""
+    """Per setting, the largest change of the dev set's features before a position of ``positions`` when the token
+    there becomes ``replacement`` (0 when causal)."""
     ids = data.tensors["causal"]["dev"].input_ids
-    return {s: max(feature_leak(data.featurizers[s], ids, t, replacement) for t in positions) for s in SETTINGS}
+
+    def leak(featurize, t: int) -> float:
+        changed = ids.index_fill(1, torch.tensor([t]), replacement)
+        return (featurize(ids)[:, :t] - featurize(changed)[:, :t]).abs().max().item()
+
+    return {s: max(leak(data.featurizers[s], t) for t in positions) for s in SETTINGS}
 
 
 def table7(trained) -> ModelTable:
@@ -83,15 +82,12 @@ class ControlStudy:
 
     def table(self):
         """Every model, request and mode: the share VADER and the classifier judge as requested."""
-        rows = []
-        for (kind, request, mode), j in self.judged.items():
-            if request is None:
-                rows.append({"model": kind, "request": "none", "mode": "-", "VADER": "pos " + rate(j.vader_pos_share),
-                             "classifier": "pos " + rate(j.classifier_pos_share)})
-            else:
-                rows.append({"model": kind, "request": request, "mode": mode, "VADER": rate(j.acc),
-                             "classifier": rate(j.classifier_acc)})
-        return pd.DataFrame(rows).set_index(["model", "request", "mode"])
+        return pd.DataFrame([
+            {"model": kind, "request": request, "mode": mode, "VADER": rate(j.acc),
+             "classifier": rate(j.classifier_acc)} if request else
+            {"model": kind, "request": "none", "mode": "-", "VADER": "pos " + rate(j.vader_pos_share),
+             "classifier": "pos " + rate(j.classifier_pos_share)}
+            for (kind, request, mode), j in self.judged.items()]).set_index(["model", "request", "mode"])
 
     def frame(self):
         """Bars for ``plots.plot_sst2_control``: per model, judge, request and mode (none / soft / hard) the

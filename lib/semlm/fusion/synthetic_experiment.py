@@ -177,27 +177,3 @@ def synthetic_runs(profile: SyntheticProfile, models: Sequence[str] = ("baseline
 def fusion_training_runs(profile: SyntheticProfile) -> list[RunSpec]:
     """Chapter 2's runs (chapter 3 decodes with the same models): baseline and fusion, causal and published."""
     return synthetic_runs(profile)
-
-
-def runs_table(records: dict[str, dict[str, RunRecord]]):
-    """One row per run of ``{setting: {model: RunRecord}}``: whether it was trained or loaded, and how long it trained."""
-    import pandas as pd
-
-    return pd.DataFrame([{"setting": s, "model": k, "status": r.status, "train seconds": round(r.train_seconds, 1)}
-                         for s, by_model in records.items() for k, r in by_model.items()])
-
-
-def epoch_curves(records: dict[str, dict[str, RunRecord]]) -> dict[tuple[str, str], list[float]]:
-    """``{(setting, model): validation PPL per epoch}``, the input of ``plots.plot_validation_curves``."""
-    return {(s, k): r.val_ppl_per_epoch for s, by_model in records.items() for k, r in by_model.items()}
-
-
-def paper_comparison_frame(paper: dict[str, dict], records: dict[str, dict[str, RunRecord]], metric: str = "ppl",
-                           paper_label: str = "paper"):
-    """Long table of ``metric``: the paper's value per model beside this build's per (setting, model),
-    the input of ``plots.plot_table1_comparison``."""
-    import pandas as pd
-
-    return pd.DataFrame([{"source": paper_label, "model": k, "value": v[metric]} for k, v in paper.items()]
-                        + [{"source": f"this build: {s}", "model": k, "value": getattr(r.metrics, metric)}
-                           for s, by_model in records.items() for k, r in by_model.items()])

@@ -1,9 +1,6 @@
-"""Chapters 2 and 5: tables and records of trained baseline / fusion models, ``{setting: {model: RunRecord}}``.
-
-The records come from :func:`semlm.core.runs.run_many` and :func:`semlm.core.runs.nested` (``"group",
-"name"``); their ``metrics`` are typed (:class:`semlm.core.records.LanguageModelMetrics` on the synthetic
-task, :class:`semlm.core.records.SST2Metrics` on SST-2), so every table here reads them by attribute.
-"""
+"""Chapters 2 and 5: tables and records of trained baseline / fusion models, ``{setting: {model: RunRecord}}``
+(``runs.nested(records, "group", "name")``); every table reads their typed ``metrics`` by attribute
+(:class:`semlm.fusion.records.LanguageModelMetrics`, :class:`~semlm.fusion.records.SST2Metrics`)."""
 
 from __future__ import annotations
 
@@ -72,6 +69,25 @@ class ModelTable:
             out[f"{setting}_ppl_change"] = 100 * (by_kind["fusion"].metrics.ppl / by_kind["baseline"].metrics.ppl - 1)
             out[f"{setting}_sem_mse"] = by_kind["fusion"].metrics.sem_mse
         return out
+
+
+def runs_table(trained: Trained):
+    """One row per run: whether it was trained or loaded, and how long it trained."""
+    return pd.DataFrame([{"setting": s, "model": k, "status": r.status, "train seconds": round(r.train_seconds, 1)}
+                         for s, k, r in _items(trained)])
+
+
+def epoch_curves(trained: Trained) -> dict[tuple[str, str], list[float]]:
+    """``{(setting, model): validation PPL per epoch}``, the input of ``plots.plot_validation_curves``."""
+    return {(s, k): r.val_ppl_per_epoch for s, k, r in _items(trained)}
+
+
+def paper_comparison_frame(paper: dict[str, dict], trained: Trained, metric: str = "ppl", paper_label: str = "paper"):
+    """Long table of ``metric``: the paper's value per model beside this build's per (setting, model),
+    the input of ``plots.plot_table1_comparison``."""
+    return pd.DataFrame([{"source": paper_label, "model": k, "value": v[metric]} for k, v in paper.items()]
+                        + [{"source": f"this build: {s}", "model": k, "value": getattr(r.metrics, metric)}
+                           for s, k, r in _items(trained)])
 
 
 def focus_frame(trained: Trained):
