@@ -194,7 +194,8 @@ def plot_ood_sweep(frame: pd.DataFrame, reference: float, paper: Mapping[str, fl
     return fig
 
 
-def plot_seed_intervals(frame: pd.DataFrame, title: str = "", references: Mapping[str, Mapping[str, float]] | None = None):
+def plot_seed_intervals(frame: pd.DataFrame, title: str = "",
+                        references: Mapping[str, Mapping[str, float]] | None = None):
     """One panel per metric: each seed as a dot and the mean with its 95% interval as a bar.
 
     ``frame`` has columns metric, row (y label, e.g. "causal / fusion"), seed, value, mean,
@@ -283,16 +284,15 @@ def plot_validation_history(runs: Mapping, models: Sequence[str] = ("baseline", 
 
 def plot_domain_retention(frame: pd.DataFrame, metrics: Sequence[str] = ("stickiness", "unique_density", "distinct_2")):
     """Bars with 95% intervals per domain and model; ``frame``: domain, model, metric, mean, ci_low, ci_high."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.3 * len(metrics), 3.5))
-    axes = np.atleast_1d(axes)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.3 * len(metrics), 3.5), squeeze=False)
     models = list(dict.fromkeys(frame["model"]))
-    for ax, metric in zip(axes, metrics):
+    for ax, metric in zip(axes[0], metrics):
         rows = frame[frame["metric"] == metric]
         domains = _grouped_bars(ax, rows, "domain", "model", models, ("mean", "ci_low", "ci_high"),
                                 lambda _, model: COLOURS.get(model), capsize=2)
         ax.set_xticks(np.arange(len(domains)), domains, rotation=30)
         ax.set(title=metric.replace("_", " "), ylabel="")
-    axes[0].legend(frameon=False, fontsize=8)
+    axes[0][0].legend(frameon=False, fontsize=8)
     return _tight(fig)
 
 
@@ -316,12 +316,12 @@ def plot_xray(xrays: Sequence[Mapping], top: int = 8):
 def plot_sweep(frame: pd.DataFrame, x: str, metrics: Sequence[str], title: str = ""):
     """One panel per metric against the swept parameter; ``frame`` has columns x, <metric>, and optionally
     <metric>_low / <metric>_high for a 95% interval."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 3.0))
-    axes = np.atleast_1d(axes)
-    for ax, metric in zip(axes, metrics):
-        ax.plot(frame[x], frame[metric], marker="o", color=COLOURS["gated"])
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 3.0), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
         if f"{metric}_low" in frame:
-            ax.fill_between(frame[x], frame[f"{metric}_low"], frame[f"{metric}_high"], color=COLOURS["gated"], alpha=0.2)
+            _band(ax, frame[x], frame, metric, COLOURS["gated"], marker="o")
+        else:
+            ax.plot(frame[x], frame[metric], marker="o", color=COLOURS["gated"])
         ax.set(xlabel=x, title=metric.replace("_", " "))
     return _tight(fig, title)
 
@@ -341,7 +341,7 @@ def plot_loops(frame: pd.DataFrame):
 # --- paper B, LoRA on a frozen backbone (chapter 8) ---------------------------------------------
 
 def plot_lora_curves(frame: pd.DataFrame):
-    """Validation perplexity against the optimiser step; ``frame``: model (baseline / gated), quantization, step, val_ppl.
+    """Validation perplexity against the optimiser step; ``frame``: model, quantization, step, val_ppl.
 
     Colours follow the idea-gating chapters, line style the quantisation (solid NF4, dashed float32).
     """

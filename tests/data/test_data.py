@@ -106,3 +106,18 @@ def test_present_dataset_file_is_found(tmp_path, monkeypatch):
     (tmp_path / "wikitext-2" / "valid.txt").write_text("x")
     monkeypatch.setenv("SEMLM_DATA_DIR", str(tmp_path))
     assert dataset_file("wikitext-2", "valid.txt").read_text() == "x"
+
+
+def test_streamed_fineweb_keeps_the_first_long_enough_documents(monkeypatch):
+    import sys
+    import types
+
+    from semlm.data import fineweb
+
+    rows = [{"text": "short"}, {"text": "a long one\r\n"}, {"text": "x" * 3}, {"text": "another long"}, {"text": "never"}]
+    datasets = types.ModuleType("datasets")
+    datasets.load_dataset = lambda *args, **kwargs: iter(rows)
+    monkeypatch.setitem(sys.modules, "datasets", datasets)
+    monkeypatch.setenv("SEMLM_ALLOW_DOWNLOADS", "1")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    assert fineweb.stream_documents(2, min_characters=6) == ["a long one", "another long"]

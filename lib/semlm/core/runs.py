@@ -1,13 +1,10 @@
 """How a run happens, for every chapter: the runner owns the *how*, an experiment the *what*.
 
 An experiment (paper A's synthetic task, SST-2, paper B's GPT, the LoRA runs, topic drift)
-subclasses :class:`Experiment` and declares only what a run is:
-
-* ``name``,
-* ``prepare(spec)``: the data (corpus, tokenizer, tensors),
-* ``build(spec, data)``: a freshly initialised model,
-* ``fit(spec, data)``: a :class:`Fit`, what :func:`semlm.core.train.train` needs (data, config, loss),
-* ``evaluate(spec, data, model, result)``: the trained model's metrics.
+subclasses :class:`Experiment` and declares only what a run is: its ``name``, ``prepare(spec)`` (the
+data: corpus, tokenizer, tensors), ``build(spec, data)`` (a freshly initialised model), ``fit(spec, data)``
+(a :class:`Fit`, what :func:`semlm.core.train.train` needs: data, config, loss) and
+``evaluate(spec, data, model, result)`` (the trained model's metrics).
 
 The runner (:func:`run_many`, :func:`run_one`) does the rest, the same way for everyone:
 
@@ -279,9 +276,6 @@ def load_model(experiment: Experiment, spec: RunSpec, folder: Path, device: str 
     return model.eval()
 
 
-#: methods of an experiment that only evaluate a trained model (left out of the training key)
-EVALUATION_METHODS = ("evaluate",)
-
 _LIBRARY = Path(__file__).resolve().parents[1]
 _CLOSURES: dict[tuple, dict[str, str]] = {}  # per process: (what, class, library stamp) -> closure
 
@@ -305,7 +299,7 @@ def evaluation_methods() -> list[Callable]:
     while classes:
         cls = classes.pop()
         classes += cls.__subclasses__()
-        methods += [vars(cls)[name] for name in EVALUATION_METHODS if name in vars(cls)]
+        methods += [vars(cls)["evaluate"]] if "evaluate" in vars(cls) else []
     return methods
 
 
@@ -406,16 +400,14 @@ def write_atomic(path: Path, text: str) -> None:
 def _log_run(record: RunRecord, model: tuple | None = None) -> None:
     """One line for ``$SEMLM_RUN_LOG``; ``model`` (experiment, group, name, seed) names the trained model
     when it is another experiment's run (a shared run), else it is the record's own."""
-    log = os.environ.get("SEMLM_RUN_LOG")
+    log, cpu = os.environ.get("SEMLM_RUN_LOG"), record.cpu_seconds
     if log:
         model = model or (record.experiment, record.group, record.name, record.seed)
+        line = {name: getattr(record, name) for name in ("experiment", "name", "seed", "group", "status")}
+        line.update(train_seconds=round(record.train_seconds, 2), cpu_seconds=None if cpu is None else round(cpu, 2),
+                    device=record.device, model=list(model))
         with open(log, "a") as f:
-            f.write(json.dumps({"experiment": record.experiment, "name": record.name, "seed": record.seed,
-                                "group": record.group, "status": record.status,
-                                "train_seconds": round(record.train_seconds, 2),
-                                "cpu_seconds": None if record.cpu_seconds is None else round(record.cpu_seconds, 2),
-                                "device": record.device,
-                                "model": list(model)}) + "\n")
+            f.write(json.dumps(line) + "\n")
 
 
 def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads: int = 1,

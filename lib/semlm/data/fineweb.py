@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Sequence
 
@@ -96,14 +97,8 @@ def stream_documents(max_documents: int, min_characters: int = 500) -> list[str]
     import datasets
 
     stream = datasets.load_dataset(HUB_NAME, name=HUB_CONFIG, split="train", streaming=True)
-    documents = []
-    for row in stream:
-        text = row["text"].replace("\r\n", "\n").strip()
-        if len(text) >= min_characters:
-            documents.append(text)
-        if len(documents) >= max_documents:
-            break
-    return documents
+    texts = (row["text"].replace("\r\n", "\n").strip() for row in stream)
+    return list(islice((text for text in texts if len(text) >= min_characters), max_documents))
 
 
 def load_fineweb(source: str = "offline", validation_fraction: float = 0.1, seed: int = 0,

@@ -79,9 +79,6 @@ def triangular_memberships(x, centres: Sequence[float] = CENTRES, tau: float = T
 
 def feature_index(name: str) -> int:
     """Column of a predicate in the semantic matrix, with a clear error for unknown names."""
-    try:
-        return FEATURE_INDEX[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown feature {name!r}; valid names: {', '.join(FEATURE_NAMES)}"
-        ) from None
+    if name not in FEATURE_INDEX:
+        raise ValueError(f"unknown feature {name!r}; valid names: {', '.join(FEATURE_NAMES)}")
+    return FEATURE_INDEX[name]
