@@ -17,17 +17,15 @@ double quantisation and bf16 compute, on CPU float32 compute). The wrapper has t
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
-from semlm.idea.profiles import LoraSettings  # noqa: F401  (the peft settings are a torch-free profile; re-exported)
+from semlm.idea.profiles import LoraSettings
 from semlm.idea.model import IdeaGPTOutput, check_gate_variant, idea_gate, quiet_transformers
 
 QUANTIZATIONS: tuple[str, ...] = ("none", "nf4")
@@ -36,8 +34,6 @@ QUANTIZATIONS: tuple[str, ...] = ("none", "nf4")
 # bitsandbytes logs, on import, that an optional faster CPU kernel package is not installed; harmless here
 logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(
     lambda record: not str(record.msg).startswith("Failed to load CPU gemm_4bit_forward"))
-ADAPTER_DIR, IDEA_HEAD_FILE, WRAPPER_FILE = "adapter", "idea_head.safetensors", "lora_idea.json"
-OUTPUT_ADAPTER_FILE = "output_adapter.safetensors"
 
 
 def head_mlp(d: int, vocab: int, zero_output: bool = False) -> nn.Sequential:
@@ -52,7 +48,7 @@ def head_mlp(d: int, vocab: int, zero_output: bool = False) -> nn.Sequential:
 
 @dataclass
 class LoraIdeaConfig:
-    """What the wrapper adds to a backbone; saved next to the adapter as ``lora_idea.json``."""
+    """What the wrapper adds to a backbone."""
 
     idea_head: bool = True
     gate_variant: str = "scale_then_clamp"   # v2, the paper's equation (the authors' Mistral run)
@@ -70,8 +66,6 @@ class LoraIdeaConfig:
         if self.idea_head and self.output_adapter:
             raise ValueError("choose idea_head=True (the gated model) or output_adapter=True (its capacity "
                              "control), not both")
-        if isinstance(self.lora, dict):  # read back from lora_idea.json
-            self.lora = LoraSettings(**{**self.lora, "target_modules": tuple(self.lora["target_modules"])})
         if self.alpha < 0 or self.beta > 0 or self.n_positions < 1:
             raise ValueError(f"need alpha >= 0, beta <= 0 and n_positions >= 1; got {self.alpha}, {self.beta}, "
                              f"{self.n_positions}")
@@ -207,44 +201,3 @@ class LoraIdeaModel(nn.Module):
     def frozen_parameter_count(self) -> int:
         """Backbone parameters (a 4-bit weight counts its packed elements, two weights per byte)."""
         return sum(p.numel() for p in self.parameters() if not p.requires_grad)
-
-    # -- saving: adapter + idea head only ------------------------------------------------------
-    def save_adapter(self, folder: str | Path) -> Path:
-        """Write the LoRA adapter (peft), the Idea Head (safetensors) and ``lora_idea.json``; never the backbone."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        if self.config.lora is not None:
-            self.backbone.save_pretrained(str(folder / ADAPTER_DIR))
-        for head, file in ((self.idea_head, IDEA_HEAD_FILE), (self.output_adapter, OUTPUT_ADAPTER_FILE)):
-            if head is not None:
-                save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}, str(folder / file))
-        (folder / WRAPPER_FILE).write_text(json.dumps(asdict(self.config), indent=2))
-        return folder
-
-    @classmethod
-    def from_adapter(cls, folder: str | Path, backbone, quantization: str | None = None,
-                     device: str | torch.device | None = None) -> "LoraIdeaModel":
-        """Rebuild a saved wrapper on ``backbone`` (a model, or a name/path loaded with ``quantization``
-        onto ``device``, by default the one :func:`load_backbone` picks)."""
-        folder = Path(folder)
-        if not (folder / WRAPPER_FILE).is_file():
-            raise FileNotFoundError(f"no {WRAPPER_FILE} in {folder}; save one with LoraIdeaModel.save_adapter")
-        config = LoraIdeaConfig(**json.loads((folder / WRAPPER_FILE).read_text()))
-        if quantization is not None:
-            config = replace(config, quantization=check_quantization(quantization))
-        if isinstance(backbone, (str, Path)):
-            backbone = load_backbone(backbone, config.quantization, device)
-        backbone.requires_grad_(False)
-        model = cls(backbone, replace(config, lora=None))
-        if config.lora is not None:
-            from peft import PeftModel
-
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-                model.backbone = PeftModel.from_pretrained(backbone, str(folder / ADAPTER_DIR), is_trainable=False)
-            model.config = config
-        for head, file in ((model.idea_head, IDEA_HEAD_FILE), (model.output_adapter, OUTPUT_ADAPTER_FILE)):
-            if head is not None:
-                head.load_state_dict(load_file(str(folder / file)))
-                head.requires_grad_(False)
-        return model.eval()

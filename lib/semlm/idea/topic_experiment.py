@@ -149,7 +149,7 @@ class TopicRun:
     train: TrainConfig
     idea: IdeaSettings
     gated: bool
-    profile: str = ""     # the profile's name (its worker policy, see TopicDriftExperiment.max_workers)
+    profile: str          # the profile's name (its worker policy, see TopicDriftExperiment.max_workers)
 
 
 class TopicDriftExperiment(runs.Experiment):
@@ -159,8 +159,7 @@ class TopicDriftExperiment(runs.Experiment):
     metrics_type = IdeaRunMetrics
 
     def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
-        return min((topic_drift_profile(s.config.profile).max_workers for s in specs if s.config.profile),
-                   default=None)
+        return min((topic_drift_profile(s.config.profile).max_workers for s in specs), default=None)
 
     def data_key(self, spec: RunSpec):
         return spec.config.data
@@ -186,10 +185,7 @@ class TopicDriftExperiment(runs.Experiment):
                                val_ppl_ungated=perplexity(model, val, alpha=0.0) if spec.config.gated else None)
 
     def total_steps(self, spec: RunSpec) -> int:
-        run = spec.config
-        if run.train.max_steps:
-            return run.train.max_steps
-        return -(-len(self.data(spec).blocks("train", run)) // run.train.batch_size) * run.train.epochs
+        return spec.config.train.max_steps
 
 TOPIC_DRIFT = TopicDriftExperiment()
 
