@@ -77,35 +77,27 @@ def check_quantization(quantization: str) -> str:
     return quantization
 
 
-def quantization_config(quantization: str, device: str | torch.device = "cpu"):
-    """``BitsAndBytesConfig`` for ``quantization`` on ``device`` (None for full precision): on CUDA the authors' NF4
-    with double quantisation and bf16 compute, on CPU NF4 with float32 compute."""
-    if check_quantization(quantization) == "none":
-        return None
-    from transformers import BitsAndBytesConfig
-
-    cuda = torch.device(device).type == "cuda"
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=cuda,
-                              bnb_4bit_compute_dtype=torch.bfloat16 if cuda else torch.float32)
-
-
 def load_backbone(name_or_path: str | Path, quantization: str = "none", device: str | torch.device | None = None):
-    """``AutoModelForCausalLM.from_pretrained`` in full precision or 4-bit NF4, every weight frozen. On a CPU the 4-bit
-    layers keep dequantise-and-matmul: bitsandbytes' AVX512-BF16 inference kernel has no backward, and LoRA
-    adapters below it would silently stop learning after the first validation pass."""
-    from transformers import AutoModelForCausalLM
+    """``AutoModelForCausalLM.from_pretrained`` in full precision or 4-bit NF4 (on CUDA the authors' double
+    quantisation and bf16 compute, on a CPU float32 compute), every weight frozen. On a CPU the 4-bit layers keep
+    dequantise-and-matmul: bitsandbytes' AVX512-BF16 inference kernel has no backward, and LoRA adapters below
+    it would silently stop learning after the first validation pass."""
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    config = quantization_config(quantization, device)
+    cuda, config = device.type == "cuda", None
+    if check_quantization(quantization) == "nf4":
+        config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=cuda,
+                                    bnb_4bit_compute_dtype=torch.bfloat16 if cuda else torch.float32)
     with quiet_transformers():
         if config is None:
             model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch.float32).to(device)
-        elif device.type == "cuda":
+        elif cuda:
             model = AutoModelForCausalLM.from_pretrained(str(name_or_path), quantization_config=config,
                                                          device_map={"": device.index or 0})
         else:
             model = AutoModelForCausalLM.from_pretrained(str(name_or_path), quantization_config=config).to("cpu")
-    if config is not None and device.type == "cpu":
+    if config is not None and not cuda:
         for module in model.modules():
             if hasattr(module, "support_avx512bf16_for_cpu"):
                 module.support_avx512bf16_for_cpu = False

@@ -8,7 +8,7 @@ no torch (:mod:`semlm.idea.targets` reads the reductions from here; a test check
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 
 from semlm.core.train_config import TrainConfig
 from semlm.data.topics import EOS, FUNCTION_WORDS, UNK, TopicConfig
@@ -116,32 +116,34 @@ class GenerationSettings:
 
 @dataclass(frozen=True)
 class IdeaProfile:
-    name: str
-    dataset: str
-    tokenizer: str                   # "gpt2" (the authors'; needs the Hub) or "book-bpe" (learnt on the train split)
-    vocab_size: int
-    bpe_lines: int | None            # train lines used to learn the BPE (None = all)
-    train_tokens: int | None         # cap on training tokens (None = all)
-    eval_tokens: int | None          # cap on validation / test tokens
-    size: GPTSize
-    train: TrainConfig               # max_steps, random windows, cosine_min_lr (see authors_v1_training)
-    idea: IdeaSettings
-    generation: GenerationSettings
-    sweep_train_tokens: int | None   # smaller budget of the K / beta sweep runs (chapter 7) ...
-    sweep_steps: int = 1000          # ... and their iterations
-    sweep_samples_per_prompt: int = 2
-    loop_new_tokens: int = 80
-    max_workers: int = 2             # training processes (1 = in the notebook's own process)
-    compare_loss_forms: bool = True  # chapter 6 also trains the other idea-loss form (v1 sum vs v2 mean)
+    """Chapters 6 and 7's configuration; the defaults are the authors' v1 run (the ``paper`` profile)."""
+
+    name: str = "paper"
+    dataset: str = "wikitext-103"
+    tokenizer: str = "gpt2"          # the authors' (needs the Hub) or "book-bpe" (learnt on the train split)
+    vocab_size: int = 50257
+    bpe_lines: int | None = None     # train lines used to learn the BPE (None = all)
+    train_tokens: int | None = None  # cap on training tokens (None = all)
+    eval_tokens: int | None = None   # cap on validation / test tokens
+    size: GPTSize = GPTSize()
+    train: TrainConfig = authors_v1_training()  # max_steps, random windows, cosine_min_lr
+    idea: IdeaSettings = IdeaSettings()
+    generation: GenerationSettings = GenerationSettings(seeds=(0,))
+    sweep_train_tokens: int | None = 20_000_000  # smaller budget of the K / beta sweep runs (chapter 7) ...
+    sweep_steps: int = 5000          # ... and their iterations
+    sweep_samples_per_prompt: int = 5
+    loop_new_tokens: int = 150
+    max_workers: int = 1             # training processes (1 = in the notebook's own process)
+    compare_loss_forms: bool = False  # chapter 6 also trains the other idea-loss form (v1 sum vs v2 mean)
     capped_from: int | None = None   # max_steps of the profile before a ``max_steps`` cap (None = not capped)
     seed: int = 111                  # the training seed of its runs (``RunSpec.seed``)
     n_seeds: int = 1                 # training seeds of chapter 6's plain and gated GPT (the profile's loss form)
 
 
-#: The idea BCE averaged over the (unmasked) vocabulary with weight 0.1: the authors' own v2 form
-#: (their Mistral ``train.py``), instead of v1's sum over the vocabulary with weight 0.01.
-MEAN_IDEA_LOSS = {"idea_loss_reduction": "mean", "idea_weight": 0.1}
-SUM_IDEA_LOSS = {"idea_loss_reduction": "sum_vocab", "idea_weight": 0.01}
+#: The two idea-loss forms of the authors' code: v1's BCE summed over the (unmasked) vocabulary with weight 0.01
+#: (WikiText GPT), and v2's averaged over it with weight 0.1 (their Mistral ``train.py``).
+LOSS_FORMS = {"sum": {"idea_loss_reduction": "sum_vocab", "idea_weight": 0.01},
+              "mean": {"idea_loss_reduction": "mean", "idea_weight": 0.1}}
 
 
 def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> IdeaProfile:
@@ -174,19 +176,14 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     ``smoke``: seconds; ``cpu``'s recipe on a sliver of WikiText-2, a 512-token BPE and a one-layer model.
     """
     check_profile(profile, tuple(LONG_PROFILES))
-    config = paper = IdeaProfile(
-        name="paper", dataset="wikitext-103", tokenizer="gpt2", vocab_size=50257, bpe_lines=None, train_tokens=None,
-        eval_tokens=None, size=GPTSize(), train=authors_v1_training(), idea=IdeaSettings(),
-        generation=GenerationSettings(samples_per_prompt=5, max_new_tokens=100, seeds=(0,)),
-        sweep_train_tokens=20_000_000, sweep_steps=5000, sweep_samples_per_prompt=5, loop_new_tokens=150,
-        max_workers=1, compare_loss_forms=False, seed=seed)
+    config = paper = IdeaProfile(seed=seed)
     if profile != "paper":
         config = cpu = replace(
             paper, name="cpu", dataset="wikitext-2", tokenizer="book-bpe", vocab_size=2048, eval_tokens=40_000,
             size=GPTSize(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0),
             train=authors_v1_training(max_steps=600, micro_batch=32, accumulation=1, lr=2e-3, min_lr=2e-4,
                                       warmup_steps=30, grad_clip=1.0, eval_every=50),
-            idea=replace(paper.idea, alpha_ramp_steps=150, **MEAN_IDEA_LOSS),
+            idea=replace(paper.idea, alpha_ramp_steps=150, **LOSS_FORMS["mean"]),
             generation=GenerationSettings(samples_per_prompt=3, max_new_tokens=50, seeds=(0, 1)),
             sweep_train_tokens=None, sweep_steps=150, sweep_samples_per_prompt=2, loop_new_tokens=48, max_workers=2,
             compare_loss_forms=True, n_seeds=3)
@@ -196,8 +193,7 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
             size=GPTSize(n_layer=4, n_head=4, n_embd=128, block_size=128, dropout=0.1),
             train=authors_v1_training(max_steps=1400, micro_batch=32, accumulation=1, lr=2e-3, min_lr=2e-4,
                                       warmup_steps=100, grad_clip=1.0, eval_every=350),
-            idea=replace(cpu.idea, alpha_ramp_steps=350),
-            compare_loss_forms=False, n_seeds=3)
+            idea=replace(cpu.idea, alpha_ramp_steps=350), compare_loss_forms=False)
     elif profile == "smoke":
         config = replace(
             cpu, name="smoke", vocab_size=512, bpe_lines=3000, train_tokens=12_000, eval_tokens=3_000,
@@ -408,35 +404,35 @@ LORA_IDEA = IdeaSettings(window=20, stopword_list=(), stopwords_top_n=0, idea_we
 LORA_SCHEDULES: tuple[str, ...] = ("constant", "cosine")
 
 
-#: The authors' LoRA run (their Mistral ``train.py``) as the shared trainer's recipe, scaled per profile:
-#: 5,000 steps of 32 windows in 4 x 8 accumulation (here 8 micro-batches), AdamW at a constant 2e-4
-#: (weight decay 0.01: ``torch.optim.AdamW``'s default; the authors pass only the learning rate),
-#: every training window read once in stream order (``in_order``), validation every 200 steps,
-#: early stopping after 10 validations without improvement; no label smoothing, no auxiliary losses.
-LORA_TRAIN = TrainConfig(max_steps=5000, batch_size=32, accumulation=8, lr=2e-4, schedule="constant",
-                         warmup_steps=0, weight_decay=0.01, grad_clip=1.0, sampling="in_order", eval_every=200,
-                         patience=10, label_smoothing=0.0, aux_weight=0.0, uniformizer_weight=0.0)
-
-
 @dataclass(frozen=True)
 class LoraProfile:
     """Chapter 8's configuration: the backbone, the adapters, the training recipe (a :class:`TrainConfig`
-    with a step count), the idea head's settings and the FineWeb-Edu windows it trains on."""
+    with a step count), the idea head's settings and the FineWeb-Edu windows it trains on. The defaults are
+    the authors' run (the ``paper`` profile)."""
 
-    name: str
-    backbone: str                               # PAPER_BACKBONE, or "book" for the book's own small Mistral
-    book_backbone: BookBackboneSpec | None
-    lora: LoraSettings
-    train: TrainConfig
-    quantizations: tuple[str, ...]              # trained in this order; the first is the main comparison
+    name: str = "paper"
+    backbone: str = PAPER_BACKBONE              # or "book" for the book's own small Mistral
+    book_backbone: BookBackboneSpec | None = None
+    lora: LoraSettings = LoraSettings()
+    # The authors' recipe (their Mistral ``train.py``): 5,000 steps of 32 windows in 4 x 8 accumulation (here
+    # 8 micro-batches), AdamW at a constant 2e-4 (weight decay 0.01: ``torch.optim.AdamW``'s default; the
+    # authors pass only the learning rate), every training window read once in stream order (``in_order``),
+    # validation every 200 steps, early stopping after 10 validations without improvement; no label
+    # smoothing, no auxiliary losses.
+    train: TrainConfig = TrainConfig(max_steps=5000, batch_size=32, accumulation=8, lr=2e-4, schedule="constant",
+                                     warmup_steps=0, weight_decay=0.01, grad_clip=1.0, sampling="in_order",
+                                     eval_every=200, patience=10, label_smoothing=0.0, aux_weight=0.0,
+                                     uniformizer_weight=0.0)
+    quantizations: tuple[str, ...] = ("nf4",)   # trained in this order; the first is the main comparison
     idea: IdeaSettings = LORA_IDEA
     block_size: int = 512                       # tokens per training / validation window
     train_tokens: int | None = None             # FineWeb-Edu training tokens used (None: all)
     eval_tokens: int | None = None              # validation tokens used (None: all)
-    fineweb_source: str = "offline"
-    max_documents: int | None = None
+    # 5,000 x 32 windows of 512 tokens = 82 M training tokens, read once: about 90,000 documents
+    fineweb_source: str = "stream"
+    max_documents: int | None = 100_000
     validation_fraction: float = 0.1
-    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    generation: GenerationSettings = GenerationSettings(seeds=(0, 1, 2))
     memory_probe_steps: int = 3
     seed: int = 111
     capped_from: int | None = None              # max_steps before a ``max_steps`` cap (None = not capped)
@@ -455,11 +451,7 @@ class LoraProfile:
 def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> LoraProfile:
     """Chapter 8's configuration; ``max_steps`` caps its optimiser steps (:func:`with_max_steps`)."""
     check_profile(profile)
-    config = paper = LoraProfile(
-        name="paper", backbone=PAPER_BACKBONE, book_backbone=None, lora=LoraSettings(), train=LORA_TRAIN,
-        # 5,000 x 32 windows of 512 tokens = 82 M training tokens, read once: about 90,000 documents
-        quantizations=("nf4",), fineweb_source="stream", max_documents=100_000,
-        generation=GenerationSettings(samples_per_prompt=5, max_new_tokens=100, seeds=(0, 1, 2)), seed=seed)
+    config = paper = LoraProfile(seed=seed)
     if profile != "paper":
         config = cpu = replace(
             paper, name="cpu", backbone="book", book_backbone=BookBackboneSpec(), fineweb_source="offline",

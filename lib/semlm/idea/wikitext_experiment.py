@@ -31,7 +31,7 @@ from semlm.core.metrics import (NO_TARGET, distinct_n, perplexity, repetition_ra
                                 unique_domain_density, words_of)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, quiet_transformers
 from semlm.core.train_config import TrainConfig
-from semlm.idea.profiles import (AUTHORS_STOPWORDS, MEAN_IDEA_LOSS, SUM_IDEA_LOSS, GenerationSettings,  # noqa: F401
+from semlm.idea.profiles import (AUTHORS_STOPWORDS, LOSS_FORMS, GenerationSettings,  # noqa: F401
                                  GPTSize, IdeaProfile, IdeaSettings, idea_profile, profile_differences,
                                  with_max_steps)
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir
@@ -393,10 +393,6 @@ class IdeaExperiment(runs.Experiment):
 
 
 IDEA = IdeaExperiment()
-
-
-#: The two idea-loss forms of the authors' code: v1 (WikiText GPT) and v2 (Mistral LoRA).
-LOSS_FORMS = {"sum": SUM_IDEA_LOSS, "mean": MEAN_IDEA_LOSS}
 
 
 def idea_gating_runs(profile: IdeaProfile, n_seeds: int | None = 1) -> list[RunSpec]:
