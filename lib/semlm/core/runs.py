@@ -40,7 +40,9 @@ The runner (:func:`run_many`, :func:`run_one`) does the rest, the same way for e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import importlib
 import json
 import multiprocessing as mp
@@ -535,25 +537,35 @@ def nested(records: Sequence[RunRecord], *fields: str) -> dict:
     return out
 
 
-_PROGRESS = None  # a pool worker's queue for training steps (set by worker_pool's initializer)
+_POOL: dict = {}  # what a forked worker inherits from worker_pool: the jobs and the progress queue
 
 
-def _set_progress_queue(updates) -> None:
-    global _PROGRESS
-    _PROGRESS = updates
+def _inherit(jobs: list, updates) -> None:
+    _POOL.update(jobs=jobs, updates=updates)
 
 
-def _pooled_run(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, device: str) -> RunRecord:
-    return run_one(experiment, spec, runs_dir, 1, device, False, _PROGRESS)
+def _pooled_run(i: int) -> RunRecord:
+    experiment, spec, runs_dir, device = _POOL["jobs"][i]
+    return run_one(experiment, spec, runs_dir, 1, device, False, _POOL["updates"])
 
 
-def worker_pool(workers: int, updates=None) -> ProcessPoolExecutor:
-    """A pool of ``workers`` CPU processes forked from this one, each running one run at a time with one
-    thread (as PyTorch's DataLoader workers do). Forked workers share the libraries this process has
-    imported (copy-on-write) instead of importing PyTorch again each, so a pool costs the memory of
-    what its runs allocate. ``updates``: a queue the workers' trainers put one item per step on."""
-    return ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"),
-                               initializer=_set_progress_queue, initargs=(updates,))
+@contextlib.contextmanager
+def worker_pool(workers: int, jobs: Sequence[tuple[Experiment, RunSpec, str | Path, str]], updates=None):
+    """The futures of ``jobs`` (experiment, spec, runs folder, device), each run by :func:`run_one` with one
+    thread in a pool of ``workers`` processes forked from this one (as PyTorch's DataLoader workers are).
+
+    The workers inherit the jobs, the experiments' prepared data and the imported libraries instead of
+    unpickling, preparing and importing them again; with the garbage collector's objects frozen while they
+    start, those pages stay shared, so a pool costs little more than what its runs allocate. ``updates``: a
+    queue the workers' trainers put one item per step on.
+    """
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_inherit,
+                                 initargs=(list(jobs), updates)) as pool:
+            yield [pool.submit(_pooled_run, i) for i in range(len(jobs))]
+    finally:
+        gc.unfreeze()
 
 
 def run_many(experiment: Experiment, specs: Sequence[RunSpec], context: RunContext,
@@ -582,8 +594,7 @@ def run_many(experiment: Experiment, specs: Sequence[RunSpec], context: RunConte
         experiment.data(spec)
     steps = [experiment.total_steps(s) for s in specs]
     updates = mp.get_context("fork").SimpleQueue()
-    with worker_pool(workers, updates) as pool:
-        futures = [pool.submit(_pooled_run, experiment, s, runs_dir, device) for s in specs]
+    with worker_pool(workers, [(experiment, s, runs_dir, device) for s in specs], updates) as futures:
         total = sum(steps) if all(steps) else None
         with progress_bar(total or len(specs), label or f"{experiment.name}: {len(specs)} runs", progress) as bar:
             finished = 0
@@ -615,9 +626,9 @@ def run_jobs(jobs: Sequence[tuple[Experiment, RunSpec]], runs_dir: str | Path, w
     if not jobs:
         return []
     outcomes: dict[int, RunRecord | BaseException] = {}
-    with worker_pool(max(1, min(workers, len(jobs)))) as pool:
-        futures = {pool.submit(_pooled_run, experiment, spec, runs_dir, experiment.device or "cpu"): i
-                   for i, (experiment, spec) in enumerate(jobs)}
+    pooled = [(experiment, spec, runs_dir, experiment.device or "cpu") for experiment, spec in jobs]
+    with worker_pool(max(1, min(workers, len(jobs))), pooled) as submitted:
+        futures = {future: i for i, future in enumerate(submitted)}
         with progress_bar(len(jobs), label, progress) as bar:
             for future in as_completed(futures):
                 i = futures[future]
