@@ -1,6 +1,7 @@
 """The run machinery (semlm.core.runs): cache key, train-or-load, records, worker pool, run log."""
 
 import json
+import os
 from dataclasses import replace
 
 import pytest
@@ -68,6 +69,22 @@ def test_worker_processes_give_the_same_records_as_one_process(profile, tmp_path
         assert a.history == [{**row, **{k: r[k] for k in timing}} for row, r in zip(b.history, a.history)]
         assert a.metrics == b.metrics
     assert parallel[1].load().__class__.__name__ == "FusionLM"
+
+
+def test_forked_workers_use_the_data_the_parent_prepared(profile, tmp_path, monkeypatch):
+    calls, real = tmp_path / "prepared-by", SYNTHETIC.prepare
+
+    def prepare(spec):  # who prepares the data: one pid per call
+        with calls.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return real(spec)
+
+    monkeypatch.setattr(SYNTHETIC, "prepare", prepare)
+    monkeypatch.setattr(SYNTHETIC, "_data_cache", {}, raising=False)
+    specs = synthetic_runs(profile, ("baseline", "fusion"), ("causal",))
+    records = runs.run_many(SYNTHETIC, specs, runs.RunContext("smoke", tmp_path / "runs", 2, False))
+    assert [r.status for r in records] == ["trained", "trained"]
+    assert calls.read_text().split() == [str(os.getpid())]  # once, here; the two workers inherit it
 
 
 def test_duplicate_runs_are_refused(profile, tmp_path):
