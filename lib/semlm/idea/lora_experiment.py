@@ -38,9 +38,6 @@ from semlm.idea.records import BackboneRunMetrics, LoraRunMetrics
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.core.train import set_seed, to_device
 
-BOOK_BACKBONE = "book-mistral (trained on WikiText-2 by this book)"
-
-
 class BackboneUnavailable(RuntimeError):
     """The profile's backbone cannot be used here (no GPU, no network, not cached); one line says why."""
 
@@ -143,8 +140,7 @@ class BackbonePretraining(runs.Experiment):
     def prepare(self, spec: RunSpec) -> WikiTextBlocks:
         """WikiText-2 -> a byte-level BPE of ``vocab_size`` (deterministic) -> blocks of ``block_size``."""
         s, splits = spec.config, load_corpus("wikitext-2")
-        tokenizer = as_transformers(train_bpe(splits.train if s.bpe_lines is None else splits.train[: s.bpe_lines],
-                                              s.vocab_size))
+        tokenizer = as_transformers(train_bpe(splits.train[: s.bpe_lines], s.vocab_size))  # [:None]: every line
         blocks = []
         for lines, cap in ((splits.train, s.train_tokens), (splits.valid, s.eval_tokens)):
             lines = take_chars(lines, None if cap is None else 10 * cap + 10_000)
@@ -186,8 +182,8 @@ def book_backbone(record: RunRecord) -> BackboneCheckpoint:
     """The book's small Mistral of a finished :data:`BACKBONE_PRETRAINING` run (``save_pretrained`` in ``<run>/hf``)."""
     hf = str(Path(record.run_dir) / "hf")
     m = record.metrics
-    return BackboneCheckpoint(BOOK_BACKBONE, hf, m.mistral_config, m.wikitext_val_ppl, record.history,
-                              record.train_seconds, record.status, m.n_parameters)
+    return BackboneCheckpoint("book-mistral (trained on WikiText-2 by this book)", hf, m.mistral_config,
+                              m.wikitext_val_ppl, record.history, record.train_seconds, record.status, m.n_parameters)
 
 
 # --- FineWeb-Edu blocks -------------------------------------------------------------------------
@@ -211,14 +207,12 @@ class LoraData:
 def prepare_fineweb(profile, tokenizer) -> LoraData:
     """FineWeb-Edu documents -> token streams (``eos`` between documents) -> blocks with idea windows
     (``profile``: a :class:`LoraProfile` or :class:`LoraRun`)."""
-    p = profile
     documents = load_fineweb(profile.fineweb_source, profile.validation_fraction, seed=0,
                              max_documents=profile.max_documents)
-    train_ids = encode_lines(tokenizer, documents.train, separator=True, dtype=torch.long)
-    val_ids = encode_lines(tokenizer, documents.validation, separator=True, dtype=torch.long)
-    return LoraData(documents,
-                    TokenBlocks.from_stream(train_ids, p.block_size, p.idea.window, p.train_tokens),
-                    TokenBlocks.from_stream(val_ids, p.block_size, p.idea.window, p.eval_tokens))
+    blocks = [TokenBlocks.from_stream(encode_lines(tokenizer, texts, separator=True, dtype=torch.long),
+                                      profile.block_size, profile.idea.window, cap)
+              for texts, cap in ((documents.train, profile.train_tokens), (documents.validation, profile.eval_tokens))]
+    return LoraData(documents, *blocks)
 
 
 # --- LoRA training ------------------------------------------------------------------------------

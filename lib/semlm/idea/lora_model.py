@@ -123,11 +123,9 @@ class LoraIdeaModel(nn.Module):
         if token_head is None or not isinstance(token_head, nn.Linear):
             raise ValueError(f"{type(backbone).__name__} has no linear output embedding (token head) to gate")
         d, vocab = token_head.in_features, token_head.out_features
-        self.idea_head = head_mlp(d, vocab) if self.config.idea_head else None
-        self.output_adapter = head_mlp(d, vocab, zero_output=True) if self.config.output_adapter else None
-        for head in (self.idea_head, self.output_adapter):
-            if head is not None:
-                head.to(token_head.weight.device)
+        device = token_head.weight.device
+        self.idea_head = head_mlp(d, vocab).to(device) if self.config.idea_head else None
+        self.output_adapter = head_mlp(d, vocab, zero_output=True).to(device) if self.config.output_adapter else None
         self._alpha = self.config.alpha
         self._captured: dict = {}
         hooked = self.idea_head is not None or self.output_adapter is not None

@@ -34,12 +34,9 @@ class GPTSize:
     n_embd: int = 384
     block_size: int = 256
     dropout: float = 0.1
-    # The authors' v1 model applies dropout once, to the embedding sum; "everywhere" adds it to the
-    # attention weights and both residual branches (nanoGPT, semlm.idea.model's default).
+    # the authors' v1 model: dropout on the embedding sum only, N(0, 0.02) weights and PyTorch's default biases
+    # ("everywhere" and "gpt2_scaled" are nanoGPT's; semlm.idea.model.IdeaGPTConfig says what each does)
     dropout_scope: str = "embeddings"
-    # "authors_v1": every Linear / Embedding weight N(0, 0.02), biases left at PyTorch's default
-    # uniform init; "gpt2_scaled": semlm.idea.model's GPT-2 scheme (zero biases, residual
-    # projections scaled by 1/sqrt(2 n_layer)).
     init: str = "authors_v1"
 
     def __post_init__(self):
@@ -149,10 +146,9 @@ LOSS_FORMS = {"sum": {"idea_loss_reduction": "sum_vocab", "idea_weight": 0.01},
 def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> IdeaProfile:
     """The profile's configuration; ``max_steps`` caps its iterations (see :func:`with_max_steps`).
 
-    ``paper``: the authors' v1 run (their ``train.py``, ``model.py`` and ``evaluate.py`` in
-    github.com/DarshanFofadiya/idea-gated-transformers): a WikiText-103 GPT on GPT-2's BPE with the defaults
-    of :class:`GPTSize`, :class:`IdeaSettings` (the v1 idea loss, summed over the vocabulary) and
-    :func:`authors_v1_training`.
+    ``paper``: :class:`IdeaProfile`'s defaults, the authors' v1 run (their ``train.py``, ``model.py`` and
+    ``evaluate.py`` in github.com/DarshanFofadiya/idea-gated-transformers), whose idea loss is summed over the
+    vocabulary.
 
     ``cpu``: a few minutes per model on a 2-core CPU (chapter 6 reports each build's minutes and tokens
     per second), a 2,048-token BPE learnt on WikiText-2. No dropout: each model sees 1.2 M of the 3.5 M
@@ -323,8 +319,8 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
     # K = 8 is about one sentence; the masked columns are this world's function words (passed as ids to
     # the loss). The idea BCE is the authors' v2 form (mean over the vocabulary, lambda 0.1), as in the
     # other small paper-B profiles; alpha 0.5 with the v1 gate, as the authors' WikiText GPT.
-    idea = IdeaSettings(window=8, stopword_list=TOPIC_STOP_WORDS, stopwords_top_n=0, alpha=0.5, alpha_ramp_steps=40,
-                        pos_weight=5.0, idea_loss_reduction="mean", idea_weight=0.1)
+    idea = IdeaSettings(window=8, stopword_list=TOPIC_STOP_WORDS, stopwords_top_n=0, alpha_ramp_steps=40,
+                        **LOSS_FORMS["mean"])
     # Documents of 10 topical sentences and their neutral runs are about 110 words, longer than the
     # 64-token window: a block starts inside a document about as often as at its start.
     cpu = TopicDriftProfile(

@@ -46,8 +46,7 @@ def vocabulary_mask(vocab_size: int, stopword_ids: Sequence[int] | torch.Tensor 
     if stop.numel() and (stop.min() < 0 or stop.max() >= vocab_size):
         raise ValueError(f"stopword ids must be in [0, {vocab_size}), got {stop.tolist()}")
     mask = torch.ones(vocab_size, device=device)
-    if stop.numel():
-        mask[stop] = 0.0
+    mask[stop] = 0.0
     return mask
 
 
@@ -156,11 +155,8 @@ def idea_bce_sparse(idea_logits: torch.Tensor, positives: torch.Tensor, mask: to
     _check_reduction(reduction)
     _check_positives(positives, idea_logits)
     w = 1.0 if pos_weight is None else float(pos_weight)
-    columns = idea_logits.shape[-1]
-    m = None
-    if vocab_mask is not None:
-        m = vocab_mask.to(idea_logits.device, torch.float32)
-        columns = m.sum().clamp_min(1.0)
+    m = None if vocab_mask is None else vocab_mask.to(idea_logits.device, torch.float32)
+    columns = idea_logits.shape[-1] if m is None else m.sum().clamp_min(1.0)
     per_position = _SparseBCERows.apply(idea_logits, positives, m, w)
     if reduction == "mean":
         per_position = per_position / columns

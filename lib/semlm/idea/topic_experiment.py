@@ -44,7 +44,9 @@ CHAPTER = "09_topic_drift"
 
 
 def _words(text: str | Sequence[str]) -> list[str]:
-    return text.split() if isinstance(text, str) else list(text)
+    """The words of ``text`` (a string or a word list) before its first ``<eos>``."""
+    words = text.split() if isinstance(text, str) else list(text)
+    return words[:words.index(EOS)] if EOS in words else words
 
 
 def sentence_labels(text: str | Sequence[str], world: TopicWorld, complete_only: bool = True) -> list[int]:
@@ -91,10 +93,7 @@ def text_drift(texts: Sequence[str | Sequence[str]], world: TopicWorld) -> Drift
 def topic_stickiness(text: str | Sequence[str], topic: int, world: TopicWorld) -> float:
     """Share of the topical words of ``text`` that allow ``topic`` (paper B's stickiness, with the function
     and neutral words as the stopwords); NaN without topical words."""
-    words = _words(text)
-    if EOS in words:
-        words = words[:words.index(EOS)]
-    return stickiness(words, world.content_words(topic), (*STOP_WORDS, *world.all_neutral_words))
+    return stickiness(_words(text), world.content_words(topic), (*STOP_WORDS, *world.all_neutral_words))
 
 
 def data_drift(documents: Sequence[topics_module.Document], world: TopicWorld) -> Interval:
@@ -116,10 +115,6 @@ class TopicData:
     @property
     def world(self) -> TopicWorld:
         return self.corpus.world
-
-    @property
-    def tokenizer(self):
-        return self.world.tokenizer()
 
     def blocks(self, split: str, profile: TopicDriftProfile) -> TokenBlocks:
         return TokenBlocks.from_stream(self.streams[split], profile.size.block_size, profile.idea.window)
@@ -227,9 +222,7 @@ def topic_prompts(data: TopicData, profile: TopicDriftProfile) -> list[tuple[int
 
 def score_continuation(words: Sequence[str], topic: int, world: TopicWorld) -> dict:
     """Drift counts, stickiness to the prompt's topic and distinct-2 of one continuation (cut at ``<eos>``)."""
-    words = list(words)
-    if EOS in words:
-        words = words[:words.index(EOS)]
+    words = _words(words)
     return {"counts": drift_counts(sentence_labels(words, world), topic),
             "stickiness": topic_stickiness(words, topic, world), "distinct_2": distinct_n(words, 2)}
 
@@ -238,7 +231,7 @@ def evaluate_generations(model, data: TopicData, profile: TopicDriftProfile, alp
                          samples_per_prompt: int | None = None, temperature: float | None = None) -> dict:
     """Continuations of every topic prompt (no repetition penalty, which would itself push towards new topics),
     scored: pooled rates and ``counts``, ``prompt_counts``, mean stickiness and distinct-2, and the ``samples``."""
-    tokenizer = data.tokenizer
+    tokenizer = data.world.tokenizer()
     prompts = topic_prompts(data, profile)
     n = samples_per_prompt or profile.samples_per_prompt
     samples = generate_texts(model, tokenizer, [p for _, p in prompts], n, profile.max_new_tokens,
@@ -294,18 +287,16 @@ class Measurements:
 def seed_arms(m: Measurements, seed: int) -> tuple[SeedArms, dict]:
     """One seed's arms for :func:`~semlm.idea.topic_decision.decide` and what they were (bracketing steps,
     weight, temperatures, entropies), for the chapter's table."""
-    gated_run, plain_run = m.runs["gated"][seed], m.runs["plain"][seed]
-    target = gated_run.metrics.val_ppl
-    steps, ppl = _history_ppl(plain_run)
-    found = bracket(steps, ppl, target)
-    detail = {"seed": seed, "gated_ppl": target, "gated_steps": gated_run.steps}
+    gated_run = m.runs["gated"][seed]
+    g, target = gated_run.steps, gated_run.metrics.val_ppl
+    found = bracket(*_history_ppl(m.runs["plain"][seed]), target)
+    detail = {"seed": seed, "gated_ppl": target, "gated_steps": g}
     if found is None:
         return SeedArms(seed, target, None), {**detail, "bracket": None}
     a, b, w = found
     val = m.data.blocks("valid", m.profile)
-    entropy = mean_entropy(next_token_logits(m.model("gated", seed, gated_run.steps), val))
+    entropy = mean_entropy(next_token_logits(m.model("gated", seed, g), val))
     temps = [matched_temperature(next_token_logits(m.model("plain", seed, s), val), entropy) for s in (a, b)]
-    g = gated_run.steps
     arms = {"gated": Arm.single(m.scores("gated", seed, g)["prompt_counts"]),
             "gate_off": Arm.single(m.scores("gated", seed, g, alpha=0.0)["prompt_counts"]),
             "plain": Arm.interpolated(m.scores("plain", seed, a)["prompt_counts"],

@@ -1,8 +1,7 @@
 """Paper B's experiment on WikiText: data, what one GPT run is (:class:`IdeaExperiment`), evaluation and generation.
 
-Profiles (:func:`~semlm.idea.profiles.idea_profile`): ``paper`` is the authors' v1 run (WikiText-103 and GPT-2's
-tokeniser need ``--allow-downloads``, else WikiText-2 and a book-trained 50,257-token BPE), ``cpu`` the book's
-default, ``smoke`` seconds. :func:`profile_differences` lists how a profile differs from ``paper``.
+Profiles: :func:`~semlm.idea.profiles.idea_profile` (``paper``'s WikiText-103 and GPT-2 tokeniser need
+``--allow-downloads``, else WikiText-2 and a book-trained BPE of GPT-2's size replace them).
 
 Training is the authors' loop (their ``get_batch`` and ``get_lr``) as a ``TrainConfig`` of
 the book's one trainer; this module says only *what* a run is, :mod:`semlm.core.runs` trains or reloads it.
@@ -153,7 +152,7 @@ def prepare_data(profile: IdeaProfile, runs_dir: str | Path | None = None) -> Id
     or :class:`IdeaRun`), cached under ``runs_dir/idea/`` in a folder named by a hash of what it holds."""
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir(profile.name)
     splits: TextSplits = load_corpus(profile.dataset)
-    bpe_lines = splits.train if profile.bpe_lines is None else splits.train[: profile.bpe_lines]
+    bpe_lines = splits.train[: profile.bpe_lines]  # [:None]: every line
     gpt2 = None
     if profile.tokenizer == "gpt2":  # the authors': from the local cache or, with downloads allowed, the Hub
         from transformers import AutoTokenizer
@@ -339,7 +338,7 @@ def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSetting
              train_tokens: int | None = -1, steps: int | None = None) -> RunSpec:
     """The run ``name`` of ``profile``, plain or gated; ``settings``, ``train_tokens`` (-1: the profile's; None:
     all) and ``steps`` (schedules keep their share, :func:`with_max_steps`) replace the profile's."""
-    capped = with_max_steps(profile, steps) if steps is not None else profile
+    capped = with_max_steps(profile, steps)
     idea = settings or capped.idea
     if steps is not None and settings is not None:  # keep the ramp's share of the shorter run
         idea = replace(idea, alpha_ramp_steps=capped.idea.alpha_ramp_steps)
