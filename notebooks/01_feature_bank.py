@@ -201,13 +201,16 @@ chapter.close(record)
 #    0.35). How much does an unmodified adjective, the `(none)` row, still belong
 #    to `str_high`? Which value makes the triplet close to one-hot?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    The membership is $0.9^{|x - c| / \tau}$. For the `(none)` row $x = 0$ and
 #    the `str_high` centre is $c = 1$, so its membership is $0.9^{1/\tau}$: a
 #    smaller $\tau$ means a larger exponent.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    for tau in (0.1, fuzzy.TAU, 1.0):
 #        print(tau, fuzzy.triangular_memberships([0.0, 1.0], tau=tau).round(3))
@@ -220,7 +223,8 @@ chapter.close(record)
 #    $0.9^2 = 0.81$, so the triplet is the closest of the three to one-hot, but
 #    never one-hot: with base 0.9 no membership reaches 0. The paper's 0.35 sits
 #    in between ($0.9^{1/0.35} \approx 0.74$).
-#    :::
+#
+#    </details>
 #
 # 2. **Your own sentence** (★★ explore). Call `semantic_matrix(words)` on a
 #    two-clause sentence of your own, with words from `synthetic.LEXICON`, e.g.
@@ -228,14 +232,17 @@ chapter.close(record)
 #    At which token do `is_pronoun` and `coref_subject` switch on, and does any
 #    row depend on a word that comes later?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `semantic_matrix` returns the matrix and the token labels (with `<bos>` and
 #    `<eos>`); `fuzzy.FEATURE_NAMES` names the 22 columns. To test "depends on
 #    a later word", featurize every prefix of the sentence and compare its rows
 #    with the same rows of the full sentence.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    import numpy as np
 #
@@ -254,7 +261,8 @@ chapter.close(record)
 #    subject. The check prints `True`: every row of every prefix equals the row
 #    of the full sentence, so no row depends on a later word. (The `<eos>` row of
 #    a prefix is left out of the comparison: it is not a word of the sentence.)
-#    :::
+#
+#    </details>
 #
 # 3. **Break causality on purpose** (★★ explore). Change `sentence_b` so that it
 #    differs from `sentence_a` in an earlier word. The causal featurizer's
@@ -262,14 +270,17 @@ chapter.close(record)
 #    where the published featurizer (`SyntheticFeatures(vocab, published=True)`)
 #    changes.
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `features.future_change` returns the per-featurizer differences, the token
 #    labels and `changed_at`, the first changed row. Look at the rows *before*
 #    `changed_at`, and try an edit that keeps the final "!" as well as one that
 #    changes it.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    import numpy as np
 #
@@ -292,4 +303,5 @@ chapter.close(record)
 #    the three strength columns `str_low`, `str_med`, `str_high`: the
 #    sentence-final "!" rule is the one place where the published features read
 #    ahead.
-#    :::
+#
+#    </details>

@@ -295,15 +295,18 @@ chapter.close(record)
 #    seed-to-seed spread of a perplexity smaller than the gap between baseline
 #    and fusion? (Chapter 4 answers this properly, with intervals.)
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    You do not need to re-run the whole chapter: `synthetic_profile(profile,
 #    seed)` builds the configuration for another seed, `runs.run_many` trains
 #    (or reloads) its four runs, and `report.ModelTable(other, {}).glue()`
 #    gives the perplexities by name (`causal_baseline_ppl`,
 #    `causal_fusion_ppl`, ...).
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    rows = {}
 #    for s in (seed, seed + 1, seed + 2):
@@ -330,20 +333,24 @@ chapter.close(record)
 #    profile cannot tell the models apart. At `smoke` the models are tiny and
 #    undertrained, so expect the spread to be large; chapter 4 replaces this
 #    eyeballing with t-intervals over seeds.
-#    :::
+#
+#    </details>
 #
 # 2. **Fewer epochs** (★★ explore). After the configuration cell, set
 #    `config = replace(config, train=replace(config.train, epochs=2))`
 #    (`from dataclasses import replace`). In the per-epoch curves, from which
 #    epoch on is the published setting better than the causal one?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    Rather than overwriting `config`, build a shortened copy and train its runs
 #    with `runs.run_many`; `report.epoch_curves` turns the runs into
 #    `{(setting, model): validation PPL per epoch}`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    from dataclasses import replace
 #
@@ -366,7 +373,8 @@ chapter.close(record)
 #    two epochs show (both settings are still far from trained); at `cpu`,
 #    by the end of training the published setting is far below the causal
 #    one, as Table 1 shows.
-#    :::
+#
+#    </details>
 #
 # 3. **The leak** (★ warm-up). The leak section measures how much the logits at
 #    earlier positions move when a token later in the sentence changes
@@ -374,12 +382,15 @@ chapter.close(record)
 #    published fusion model: which one could a reader use to generate text left
 #    to right?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    The cell already computed `sensitivity`, a dictionary keyed by
 #    `(setting, model)`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    for setting in ("causal", "published"):
 #        print(setting, sensitivity[(setting, "fusion")])
@@ -392,4 +403,5 @@ chapter.close(record)
 #    it does not have word $t + 1$, and its predictions do not depend on it. The
 #    published model's predictions were computed with the future in view, so its
 #    perplexity says nothing about how well it would generate.
-#    :::
+#
+#    </details>

@@ -290,13 +290,16 @@ chapter.close(record)
 #    (`FUSION_DEFAULT`) and once with the features alone
 #    (`logit_steering=False`).
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    A control value is a fuzzy membership. `decode(setting, kind, n,
 #    request, decoding=...)` takes a `Request` (`semlm.fusion.request`) and a
 #    `DecodingConfig`; `study.accuracy(out, "pos")` scores the sentences.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    from dataclasses import replace
 #
@@ -323,7 +326,8 @@ chapter.close(record)
 #    the corpus), the model has learnt little from the feature channel at this
 #    profile and the logit steering does the work; compare with chapter 4's
 #    ablations before drawing a conclusion from one seed.
-#    :::
+#
+#    </details>
 #
 # 2. **Your own request** (★ warm-up). Decode with
 #    `decode("causal", "fusion", 5, Request({"neg_high": 0.95,
@@ -331,13 +335,16 @@ chapter.close(record)
 #    print the sentences with `detokenize`. Does the strength request show up
 #    as a weak intensifier before a negative adjective?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `decode` returns a list of word lists; `detokenize(words)` joins one of
 #    them into a sentence. `synthetic.INTENSITY` (chapter 1) gives each
 #    intensifier's strength.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    from semlm.data import synthetic
 #    from semlm.fusion.request import Request
@@ -354,20 +361,24 @@ chapter.close(record)
 #    the negative polarity, which the logit steering also pushes, usually comes
 #    through. Decode 200 sentences and count the intensifiers to make the
 #    comparison properly.
-#    :::
+#
+#    </details>
 #
 # 3. **Mixture weight** (★★ explore). In the out-of-distribution sweep, add
 #    `0.9` and `0.99` to `alphas`. Where does the held-out hit rate pass the
 #    paper's value, and what happens to the trained adjectives?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `study.ood_sweep(decode, N, alphas)` returns one row per class and alpha,
 #    with the hit rate in `rate`. Under hard control every adjective is of the
 #    requested class, so the trained adjectives get `1 - rate`. The paper's
 #    values are in `PAPER_A_OOD_ALPHA` and `PAPER_A_OOD_HIT`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    finer = study.ood_sweep(decode, N, sorted({*alphas, 0.9, 0.99}))
 #    finer["trained"] = 1 - finer["rate"]
@@ -384,4 +395,5 @@ chapter.close(record)
 #    what the held-out ones gain, and at $\alpha = 1$ the rate is near 3/5
 #    whatever the model: the out-of-distribution "control" is then the
 #    sampler's, not the model's.
-#    :::
+#
+#    </details>

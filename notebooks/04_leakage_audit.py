@@ -423,15 +423,18 @@ chapter.close(record)
 #    t-interval shrinks about as `1 / sqrt(n)`, with a larger t-quantile for few
 #    seeds.)
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    Set `n_seeds` in the parameters cell, or pass it to papermill
 #    (`-p n_seeds 5`); `smoke` caps it at 2, so use `cpu`. Before training
 #    anything, `t_quantile_975(n - 1) / sqrt(n)` (in `semlm.core.records`)
 #    tells you how the half-width scales if the seed-to-seed spread stays the
 #    same.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    from semlm.core.records import t_quantile_975
 #
@@ -448,18 +451,22 @@ chapter.close(record)
 #    The measured narrowing differs from the prediction by how much the sample
 #    standard deviation itself moves from 3 to 5 seeds; with few seeds that can
 #    go either way.
-#    :::
+#
+#    </details>
 #
 # 2. **Floors** (★ warm-up). Which models in Table 1 end below the causal floor
 #    of `causal_floors`, and in which setting? Explain why no causal model can.
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `summary.table1_frame()` has a `causal floor` column for the two
 #    perplexities; the intervals themselves are in `summary.table1[setting]`,
 #    e.g. `summary.table1["causal"].fusion.ppl.high`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    for setting in ("causal", "published"):
 #        for model in ("baseline", "fusion"):
@@ -477,20 +484,24 @@ chapter.close(record)
 #    prediction at a position reads the word it predicts. A causal interval that
 #    ends below the floor would mean a bug (a leak, or a floor computed on
 #    other data).
-#    :::
+#
+#    </details>
 #
 # 3. **Ablations** (★★ explore). In the ablation table, which dropped piece
 #    (`fusion_no_gate`, `fusion_no_aux`, `fusion_no_uniformizer`) moves a metric
 #    outside the full model's interval? Which differences are not shown by these
 #    seeds?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `summary.ablations` maps each variant to a dictionary of `Interval`s
 #    (`ppl`, `ppl_seen_only`, `sem_mse`, ...). Compare each variant's mean with
 #    the full model's `low` and `high`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    full = summary.ablations["fusion"]
 #    for variant, entry in summary.ablations.items():
@@ -507,19 +518,23 @@ chapter.close(record)
 #    2 or 3 seeds the intervals are wide, so a difference of a few hundredths in
 #    perplexity is typically *not shown*, which is different from shown to be
 #    absent. Report those as "not resolved at n seeds".
-#    :::
+#
+#    </details>
 #
 # 4. **Control codes** (★★ explore). Compare the control-code baseline's hard
 #    and soft control with the fusion model's. What does fusion add that two
 #    tokens in front of the sentence do not?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `summary.code_table()` puts the two side by side (perplexity, soft
 #    control, held-out hits); `summary.code_verdicts()` gives the
 #    chapter's two sentences on them.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    for name, sentence in summary.code_verdicts().items():
 #        print(f"{name}: {sentence}")
@@ -535,4 +550,5 @@ chapter.close(record)
 #    synthetic task, fusion adds the per-token interface but not measurably
 #    better control; if the codes are the weaker control at your profile, the
 #    verdict sentence says so.
-#    :::
+#
+#    </details>

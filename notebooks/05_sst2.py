@@ -386,15 +386,18 @@ chapter.close(record)
 #    `steer_boost` values between 0 and the profile's: at which value does the
 #    independent classifier start to agree with the request?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `continue_under_control(model, data, prefixes, request, mode, control,
 #    seed=...)` (in `semlm.fusion.sst2_experiment`) continues every prefix;
 #    `judge_continuations(out, classifier, request)` scores them
 #    (`sst2_requests(control)["pos"]` is the positive request), and its
 #    `classifier_acc` is an `Interval` with `mean`, `low` and `high`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    from semlm.fusion.sst2_experiment import (
 #        continue_under_control,
@@ -420,20 +423,24 @@ chapter.close(record)
 #    (the `none` row): below it, the classifier's agreement is not
 #    distinguishable from no control with this many prompts. At `smoke` there
 #    are few prompts and the intervals are wide, so use `cpu` for an answer.
-#    :::
+#
+#    </details>
 #
 # 2. **Vocabulary** (★★ explore). Change `config.min_freq` with
 #    `config = replace(config, min_freq=...)` after the configuration cell. How
 #    do the vocabulary size, the dev `<unk>` rate and the perplexities move?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `prepare_sst2(config, cache_dir=...)` builds the vocabulary and the data;
 #    `len(data.vocab)` and `data.unk_rate("dev")` answer the first two questions
 #    without training. The perplexities need the models retrained on the new
 #    vocabulary (`sst2_runs`, `runs.run_many`).
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    for min_freq in (1, config.min_freq, 2 * config.min_freq + 1):
 #        other = prepare_sst2(replace(config, min_freq=min_freq),
@@ -449,20 +456,24 @@ chapter.close(record)
 #    unless the vocabulary is the paper's. To retrain, rebuild the runs from the
 #    new configuration (`sst2_runs(replace(config, min_freq=...))`) and compare
 #    `sst2_report.table7(trained).table()`; expect several minutes at `cpu`.
-#    :::
+#
+#    </details>
 #
 # 3. **Capitalisation** (★★★ extend). Point `SEMLM_DATA_DIR` at a copy of the
 #    data without `sst-phrases/`. Which source does the chapter then use for
 #    `is_capitalized`, and does any number in Table 7 change?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    Copy the data folder without `sst-phrases/`, set the variable before the
 #    kernel starts (or for a headless run: `SEMLM_DATA_DIR=... python -m
 #    semlm.book run --profile smoke --only 05 --build-dir /tmp/nocaps`), then
 #    read `data.capitalisation_source`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```bash
 #    mkdir -p /tmp/nocaps-data
 #    for d in "${SEMLM_DATA_DIR:-data}"/*/; do   # everything but the trees
@@ -480,4 +491,5 @@ chapter.close(record)
 #    builds' metrics folders) field by field: a change in the fusion rows
 #    within the seed-to-seed spread of chapter 4 says the source does not
 #    matter at this scale.
-#    :::
+#
+#    </details>

@@ -487,14 +487,17 @@ for key, value in recorded_cpu_numbers(recorded).items():
 #    and then with its own number. Does the gap in validation perplexity
 #    between the plain and the gated GPT open or close with the budget?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `idea_profile(profile, seed, max_steps)` builds the capped configuration;
 #    `idea_gating_runs(config)` and `run_many` train (or reload) its runs, and
 #    each run's `metrics.val_ppl` is its validation perplexity. The profile's own
 #    budget is the chapter's `trained`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    def val_gap(runs_by_name):
 #        base = runs_by_name["baseline"].metrics.val_ppl
@@ -519,19 +522,23 @@ for key, value in recorded_cpu_numbers(recorded).items():
 #    end point; a gap that grows, that it keeps its advantage. One seed cannot
 #    separate either from noise; the chapter's seed comparison shows the
 #    spread.
-#    :::
+#
+#    </details>
 #
 # 2. **The gate's clamp** (★ warm-up). Call `plots.plot_gate_curves(beta=-1.0)`
 #    and `beta=-4.0`. How large a penalty can a token get at the most, and what
 #    does that mean for a token the idea head wrongly rules out?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    Look at the flat part of the curves on the left: the gate is
 #    $\alpha \max(\log(p + \epsilon), \beta)$ (or $\max(\alpha \log(p +
 #    \epsilon), \beta)$), and it is *added* to the token's logit.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    fig = plots.plot_gate_curves(beta=-1.0)
 #    fig = plots.plot_gate_curves(beta=-4.0)
@@ -544,19 +551,23 @@ for key, value in recorded_cpu_numbers(recorded).items():
 #    token the idea head wrongly rules out stays reachable when the language
 #    model wants it strongly, and the smaller $|\beta|$, the more the language
 #    model can overrule the head.
-#    :::
+#
+#    </details>
 #
 # 3. **Gated or not** (★★ explore). The perplexity table also scores the gated
 #    model with the gate switched off, `perplexity(models["gated"], test,
 #    alpha=0.0)`. Compare it with the baseline: is the gain in the gate, or in
 #    the backbone that the idea loss helped to train?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    The three test perplexities are in the chapter's `ppl.frame`, in the rows
 #    `baseline`, `gated` and `gated (ungated logits)`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    rows = ["baseline", "gated", "gated (ungated logits)"]
 #    ppl.frame.loc[rows, ["test"]]
@@ -570,4 +581,5 @@ for key, value in recorded_cpu_numbers(recorded).items():
 #    from the observed next token). Which case you see depends on the profile
 #    and seed; a difference smaller than the seed-to-seed spread of the seed
 #    table is not a finding.
-#    :::
+#
+#    </details>

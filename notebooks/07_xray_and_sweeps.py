@@ -280,14 +280,17 @@ recorded.T if not recorded.empty else None
 #    `a` in the `alpha_rows` cell. Where does perplexity start to grow, and does
 #    stickiness keep rising?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    The cell builds one row per `a` with `perplexity(gated, val, alpha=a)` and
 #    `retention_summary(gated, a)`; you can build the two extra rows the same
 #    way and append them to `alpha_sweep`. No training is needed: alpha only
 #    scales the gate at inference.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    extra = [
 #        {"alpha": a, "val_ppl": perplexity(gated, val, alpha=a),
@@ -309,20 +312,24 @@ recorded.T if not recorded.empty else None
 #    and repetition rises: staying on topic by repeating the topic's words.
 #    If stickiness flattens or falls instead, the extra strength no longer buys
 #    topic, only repetition.
-#    :::
+#
+#    </details>
 #
 # 2. **X-ray your prompt** (★ warm-up). Run `xray(gated, tokenizer, "your
 #    prompt", top=8)` on a prompt about one of the domains in `lib/semlm/data/domains/`.
 #    Are the boosted tokens on topic, or frequent words the stopword mask left
 #    in?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `xray` returns a dictionary with `boosted`, `suppressed` and `ideas`, each
 #    a list of rows (`token`, `delta_logprob`, `p_idea`, ...); a `DataFrame`
 #    shows them. `domains["music"].terms` lists the domain's words.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    prompt = "The orchestra performed the symphony in"
 #    shown = xray(gated, tokenizer, prompt, top=8)
@@ -343,22 +350,26 @@ recorded.T if not recorded.empty else None
 #    its "idea" is still mostly word frequency. Compare the `idea` column: the
 #    head's own top tokens show what it predicts before the gate mixes it with
 #    the language model.
-#    :::
+#
+#    </details>
 #
 # 3. **Loops** (★★ explore). Set `config = replace(config,
 #    loop_new_tokens=160)` before the greedy-decoding cell. Do the gated
 #    model's repetition loops start later, and does concentration decay still
 #    break them?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    You can call `sweeps.Loops.measure(gated, runs["baseline"].load(),
 #    tokenizer, prompts, 160)` directly and compare its `frame` with
 #    `loops.frame`:
 #    `mean` is the mean repetition rate, `loop_share` the share of
 #    continuations that loop.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    longer = sweeps.Loops.measure(
 #        gated, runs["baseline"].load(), tokenizer, prompts, 160
@@ -381,4 +392,5 @@ recorded.T if not recorded.empty else None
 #    question: if their `loop_share` stays below the plain gate's at the
 #    strongest alpha, concentration decay still breaks loops; compare the
 #    intervals in the chapter's table before calling it.
-#    :::
+#
+#    </details>

@@ -413,14 +413,17 @@ recorded.T if not recorded.empty else None
 #    validation perplexity of the LoRA baseline and the LoRA + idea gate. Is
 #    the idea head's extra trainable-parameter count worth it at this budget?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `lora_profile(profile, seed, 20)` caps the LoRA training; `lora_runs(...,
 #    backbone)`, `run_many(LORA, ...)` and `report.LoraRuns.of` give the runs
 #    by `(quantisation, gated)`, and their `.table()` shows their
 #    perplexities and trainable parameters side by side.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    short = lora_profile(profile, seed, 20)
 #    short_runs = report.LoraRuns.of(
@@ -436,19 +439,23 @@ recorded.T if not recorded.empty else None
 #    because any extra trainable parameters can lower perplexity. If the
 #    profile's own budget is 20 steps or fewer, nothing is capped and the table
 #    is the chapter's.
-#    :::
+#
+#    </details>
 #
 # 2. **Memory** (★ warm-up). In the memory section, compare the weights of the
 #    4-bit and the full-precision backbone. Which part of the peak memory does
 #    4-bit not shrink (activations, LoRA weights, optimiser state)?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `memory` holds `weights_mb` and `peak_memory_mb` for `"none"` (float32)
 #    and `"nf4"`; the difference between the peak and the weights is roughly
 #    what training adds on top of the backbone.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    pd.DataFrame(
 #        {
@@ -471,19 +478,23 @@ recorded.T if not recorded.empty else None
 #    (the chapter prints which), which adds temporary memory, so the NF4 peak
 #    can even exceed what the weights alone suggest. With a small backbone the
 #    non-weight part dominates and 4-bit barely moves the peak.
-#    :::
+#
+#    </details>
 #
 # 3. **X-ray** (★ warm-up). Call `xray(models["gated"], tokenizer, "your
 #    prompt", top=8)` with a prompt of another domain from `lib/semlm/data/domains/`.
 #    Does a frozen backbone with a small idea head boost on-topic tokens as the
 #    from-scratch GPT of chapter 7 does?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `domains` maps each domain to its `prompts` and `terms`; the X-ray cell
 #    used `domains["military"]`.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    other = domains["sport"]
 #    ray_sport = xray(models["gated"], tokenizer, other.prompts[0], top=8)
@@ -498,4 +509,5 @@ recorded.T if not recorded.empty else None
 #    wrapped model rather than that it steers. If you see on-topic tokens,
 #    check that they are not already in the prompt: a head that predicts the
 #    prompt's own words has learnt to copy, not to plan.
-#    :::
+#
+#    </details>

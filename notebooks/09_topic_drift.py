@@ -478,14 +478,17 @@ recorded.T if not recorded.empty else None
 #    strength on is the switch rate below the data's rate, and what does
 #    perplexity pay for it?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `alpha_sweep` returns one dictionary per alpha with `switch_rate`, `ppl`
 #    and their `_low` / `_high` bounds over seeds; the data's own rate is
 #    `config.data.switch_prob` (measured on the validation documents:
 #    `data_rate`).
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    strong = pd.DataFrame(
 #        alpha_sweep(
@@ -505,20 +508,24 @@ recorded.T if not recorded.empty else None
 #    that regime at this profile. A `NaN` switch rate means the generations had
 #    no transition between two clean topical sentences to count (at `smoke`
 #    nearly every sentence mixes topics); such a row says nothing either way.
-#    :::
+#
+#    </details>
 #
 # 2. **Falsification** (★★ explore). Re-read "What would falsify the claim" and
 #    run the chapter with two other values of `seed`. Does the verdict hold
 #    each time?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    Run the chapter headlessly with papermill and `-p seed ...`, each run with
 #    its own metrics folder (`SEMLM_METRICS_DIR`) so the runs do not overwrite
 #    each other's `09_topic_drift.json`; the trained models are cached per
 #    seed.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```bash
 #    .venv/bin/jupytext --to ipynb -o /tmp/09.ipynb notebooks/09_topic_drift.py
 #    for s in 211 311; do
@@ -534,21 +541,25 @@ recorded.T if not recorded.empty else None
 #    the book's own seed says. Each `seed` value also draws new documents and
 #    prompts, so this tests the claim over data as well as over training (the
 #    chapter's secondary result does the same inside one build).
-#    :::
+#
+#    </details>
 #
 # 3. **Harder worlds** (★★★ extend). Raise `neutral_prob` or `max_neutral_run`
 #    in `config.data` (`dataclasses.replace`) so that the topic must be carried
 #    further. Does the plain model's excess drift at the largest budget grow,
 #    and does the gap to the gated model?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    Build a new configuration, prepare its data with `prepare_topic_data`,
 #    train with `run_many(TOPIC_DRIFT, topic_drift_runs(...), ...)`, then
 #    `topic_decision(Measurements(...), data_rate)` gives the deciding
 #    comparison; `decision.table()` shows it.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    harder = replace(
 #        config, data=replace(config.data, neutral_prob=0.8, max_neutral_run=4)
@@ -580,4 +591,5 @@ recorded.T if not recorded.empty else None
 #    topic is doing the work it is designed for; if it stays the same, both
 #    models lose the topic alike, and the gate's window (`config.idea.window`)
 #    may be shorter than the new gaps.
-#    :::
+#
+#    </details>

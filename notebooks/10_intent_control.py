@@ -390,15 +390,18 @@ pd.DataFrame(samples).pivot(
 #    later (at the pronoun) and retrain: which words of the second clause lose
 #    their control?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    The features at position $t$ predict the token at $t + 1$. Subclass
 #    `IntentFeatures` (in `semlm.fusion.intent`) and shift its request columns
 #    (`ie.REQUEST_COLUMNS`) one position to the right; print both featurizers'
 #    `pos_high` and `neg_high` on the chapter's `example` before retraining
 #    anything.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    from semlm.fusion.intent import IntentFeatures
 #
@@ -440,13 +443,15 @@ pd.DataFrame(samples).pivot(
 #    `SEMLM_RUNS_DIR` (the run cache is keyed by the library's source, so a
 #    patched class in the notebook alone would reload the old models), then
 #    compare the polarity and punctuation accuracy of the `intent` rows.
-#    :::
+#
+#    </details>
 #
 # 2. **A knob moved alone** (★★★ extend). The sweep writes the whole strength
 #    triplet. Write `str_high` alone instead, with `str_low` and `str_med` at
 #    their training means. Does the response survive?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    `Request.of(polarity, punctuation, level)` writes the whole triplet; a
 #    `Request(values, punctuation)` sets only the predicates in `values` (the
 #    others stay at their training means in `Request.vector(mean)`), and
@@ -455,9 +460,11 @@ pd.DataFrame(samples).pivot(
 #    sample with `ie.sample_sentences(model, data, requests, seed)` and score
 #    with `ie.written_intensity` and `ie.rank_correlation`. No retraining is
 #    needed.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    from semlm.fusion.request import strength_triplet
 #
@@ -490,20 +497,24 @@ pd.DataFrame(samples).pivot(
 #    which is why the chapter writes the triplet. This uses one seed's model
 #    and `samples_per_request` sentences per level; repeat over the chapter's
 #    `seeds` before concluding.
-#    :::
+#
+#    </details>
 #
 # 3. **Less data** (★★ explore). Halve `config.synthetic.corpus.n_train` with
 #    `replace` and rerun. Which control survives longer: the intent channel or
 #    the control codes?
 #
-#    :::{dropdown} Hint
+#    <details><summary>Hint</summary>
+#
 #    The corpus configuration is nested: `replace(config, synthetic=replace(
 #    config.synthetic, corpus=replace(config.synthetic.corpus, n_train=...)))`.
 #    `ie.intent_runs` and `runs.run_many` retrain; `ie.summarise` gives the
 #    same `variants` as the chapter's table.
-#    :::
 #
-#    :::{dropdown} Solution
+#    </details>
+#
+#    <details><summary>Solution</summary>
+#
 #    ```python
 #    corpus = config.synthetic.corpus
 #    half = replace(
@@ -535,7 +546,8 @@ pd.DataFrame(samples).pivot(
 #    mapping from 11 request predicates. Which is more data-efficient is what
 #    the table answers at your profile; call a difference only where the
 #    intervals do not overlap.
-#    :::
+#
+#    </details>
 
 # %%
 chapter.close(record)

@@ -383,12 +383,25 @@ def test_a_student_build_leaves_out_every_solution_and_keeps_the_hints(tmp_path)
     for path in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.py")):
         notebook = jupytext.read(path)
         text = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
-        solutions, hints = text.count(":::{dropdown} Solution"), text.count(":::{dropdown} Hint")
+        solutions, hints = text.count("<summary>Solution</summary>"), text.count("<summary>Hint</summary>")
         assert strip_solutions(notebook) == solutions, path.name
         after = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
-        assert ":::{dropdown} Solution" not in after and after.count(":::{dropdown} Hint") == hints, path.name
-        openers = len(re.findall(r"^\s*:::\{", after, re.M))
-        closers = len(re.findall(r"^\s*:::\s*$", after, re.M))
-        assert openers == closers, path.name  # every remaining directive still closes
+        assert "<summary>Solution</summary>" not in after and after.count("<summary>Hint</summary>") == hints, path.name
+        assert after.count("<details>") == after.count("</details>") == hints, path.name  # the hints still close
     written = book.write_published_notebooks(tmp_path / "html", ["01_feature_bank"], solutions=False)
-    assert "dropdown} Solution" not in written[0].read_text() and "dropdown} Hint" in written[0].read_text()
+    assert "<summary>Solution" not in written[0].read_text() and "<summary>Hint" in written[0].read_text()
+
+
+def test_hints_and_solutions_are_html_details_that_jupyterlab_renders_collapsed():
+    """JupyterLab has no MyST: a ``:::{dropdown}`` would show as text there, ``<details>`` collapses in both.
+    The blank line after the summary lets the markdown inside render (CommonMark ends the HTML block there)."""
+    import jupytext
+
+    from semlm.book.runner import NOTEBOOKS_DIR
+
+    for path in sorted(NOTEBOOKS_DIR.glob("[0-1][0-9]_*.py")):  # the chapters (98 and 99 have no exercises)
+        text = "\n".join(c.source for c in jupytext.read(path).cells if c.cell_type == "markdown")
+        assert ":::{dropdown}" not in text, path.name
+        opened = re.findall(r"^[ \t]*<details><summary>(\w+)</summary>\n(.*)$", text, re.M)
+        assert opened and all(rest == "" for _, rest in opened), path.name
+        assert len(opened) == text.count("</details>"), path.name

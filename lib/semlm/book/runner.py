@@ -297,9 +297,9 @@ def relative_paths(notebook, build_dir: Path | None = None):
     return notebook
 
 
-#: An exercise's worked solution in a chapter's markdown: a ``:::{dropdown} Solution`` block up to its closing ``:::``
-#: at the same indentation (code fences inside it included).
-SOLUTION_BLOCK = re.compile(r"^([ \t]*):::\{dropdown\} Solution[^\n]*\n.*?^\1:::[ \t]*\n?", re.S | re.M)
+#: An exercise's worked solution in a chapter's markdown: ``<details><summary>Solution</summary>`` up to its
+#: ``</details>`` at the same indentation (HTML that both JupyterLab and the book render collapsed).
+SOLUTION_BLOCK = re.compile(r"^([ \t]*)<details><summary>Solution</summary>\n.*?^\1</details>[ \t]*\n?", re.S | re.M)
 STUDENT_NOTE = "*Solutions are left out of this copy of the book (a student build, `--no-solutions`).*"
 
 
