@@ -48,19 +48,19 @@ from semlm.book.tables import show_config
 from semlm.core import runs
 from semlm.fusion import sst2_report
 from semlm.fusion import training_report as report
+from semlm.fusion.profiles import sst2_profile
 from semlm.fusion.sst2_experiment import (
-    PAPER_A_TABLE7, SST2, classifier_accuracy, control_prefixes,
-    feature_table, prepare_sst2, sst2_profile, sst2_runs, tag_coverage,
-    train_sentiment_classifier,
+    SST2, classifier_accuracy, control_prefixes, feature_table, prepare_sst2,
+    sst2_runs, tag_coverage, train_sentiment_classifier,
 )
-from semlm.fusion.synthetic_experiment import default_runs_dir
+from semlm.reference import PAPER_A_TABLE7
 
 # %% tags=["hide-input"]
 chapter = book.open("05_sst2", profile=profile, seed=seed, workers=workers)
 profile = chapter.profile
 torch.set_num_threads(1)
 config = sst2_profile(profile, seed)
-runs_dir = default_runs_dir(profile)
+runs_dir = runs.default_runs_dir(profile)
 show_config(config, ("name", "n_train", "backbone.d_model", "backbone.n_layers",
                      "train.epochs", "classifier.n_train",
                      "control.n_prefixes", "seed"))

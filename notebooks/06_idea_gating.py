@@ -55,10 +55,10 @@ from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
+from semlm.idea.profiles import idea_profile, profile_differences
 from semlm.idea.wikitext_experiment import (
     IDEA, authors_protocol, domain_retention, idea_data, idea_gating_runs,
-    idea_profile, load_domains, model_config, profile_differences,
-    protocols_over_seeds, with_chosen_gated,
+    load_domains, model_config, protocols_over_seeds, with_chosen_gated,
 )
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 

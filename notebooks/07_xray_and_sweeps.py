@@ -44,10 +44,10 @@ from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import sweeps
 from semlm.idea.gate import xray
+from semlm.idea.profiles import idea_profile
 from semlm.idea.report import Training, differences_frame
 from semlm.idea.wikitext_experiment import (
-    IDEA, idea_data, idea_gating_runs, idea_profile, load_domains,
-    with_chosen_gated,
+    IDEA, idea_data, idea_gating_runs, load_domains, with_chosen_gated,
 )
 
 chapter = book.open("07_xray_and_sweeps", profile=profile, seed=seed,

@@ -55,9 +55,10 @@ from semlm.idea import report
 from semlm.idea.gate import xray
 from semlm.idea.lora_experiment import (
     BACKBONE_PRETRAINING, LORA, backbone_runs, capacity_control_runs,
-    lora_device, lora_profile, lora_runs, measure_memory, nf4_cpu_kernel,
+    lora_device, lora_runs, measure_memory, nf4_cpu_kernel,
     paper_scale_parameter_counts, prepare_fineweb, resolve_backbone,
 )
+from semlm.idea.profiles import lora_profile
 from semlm.idea.wikitext_experiment import domain_retention, load_domains
 
 # %% tags=["hide-input"]

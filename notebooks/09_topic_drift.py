@@ -59,10 +59,11 @@ from semlm.book.tables import show, show_config
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.data.topics import NEUTRAL_TEMPLATES, TEMPLATES
 from semlm.idea import topic_report
+from semlm.idea.profiles import topic_drift_profile
 from semlm.idea.topic_experiment import (
     CHAPTER, CURVE, RESAMPLED, TOPIC_DRIFT, Measurements, alpha_sweep,
     data_drift, evaluate_curve, prepare_topic_data, resampled_decision,
-    sentence_labels, topic_decision, topic_drift_profile, topic_drift_runs,
+    sentence_labels, topic_decision, topic_drift_runs,
 )
 
 # %% tags=["hide-input"]

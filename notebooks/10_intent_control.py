@@ -58,7 +58,7 @@ from semlm.core import runs
 from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.fusion.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
-from semlm.fusion.intent import declared_intent
+from semlm.fusion.intent import REQUEST_COLUMNS, declared_intent
 from semlm.fusion.request import REQUEST_FEATURES, Request
 from semlm.fusion.profiles import intent_profile
 
@@ -107,7 +107,7 @@ rows = data.train.features[data.base.corpus.train.index(example)]
 shown = ["pos_high", "neg_high", "str_high", "is_question", "is_exclamation"]
 columns = [list(REQUEST_FEATURES).index(n) for n in shown]
 pd.DataFrame(
-    rows[: ids.shape[1], ie.REQUEST_COLUMNS][:, columns].numpy().round(2),
+    rows[: ids.shape[1], REQUEST_COLUMNS][:, columns].numpy().round(2),
     index=[f"{t}: {w}" for t, w in enumerate(["<bos>"] + example)],
     columns=shown,
 )
@@ -394,7 +394,7 @@ pd.DataFrame(samples).pivot(
 #
 #    The features at position $t$ predict the token at $t + 1$. Subclass
 #    `IntentFeatures` (in `semlm.fusion.intent`) and shift its request columns
-#    (`ie.REQUEST_COLUMNS`) one position to the right; print both featurizers'
+#    (`REQUEST_COLUMNS`) one position to the right; print both featurizers'
 #    `pos_high` and `neg_high` on the chapter's `example` before retraining
 #    anything.
 #
@@ -412,7 +412,7 @@ pd.DataFrame(samples).pivot(
 #        def __call__(self, input_ids, requests):
 #            out = super().__call__(input_ids, requests)
 #            late = out.clone()
-#            columns = ie.REQUEST_COLUMNS
+#            columns = REQUEST_COLUMNS
 #            late[:, 1:, columns] = out[:, :-1, columns]
 #            return late
 #
@@ -424,9 +424,9 @@ pd.DataFrame(samples).pivot(
 #    pd.DataFrame(
 #        {
 #            "at the conjunction": data.featurizer(ids, two[None])[
-#                0][:, ie.REQUEST_COLUMNS][:, where].tolist(),
+#                0][:, REQUEST_COLUMNS][:, where].tolist(),
 #            "one later": late_featurizer(ids, two[None])[
-#                0][:, ie.REQUEST_COLUMNS][:, where].tolist(),
+#                0][:, REQUEST_COLUMNS][:, where].tolist(),
 #        },
 #        index=["<bos>"] + example,
 #    )

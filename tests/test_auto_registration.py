@@ -13,7 +13,8 @@ import torch
 
 from semlm import _auto_registration
 from semlm.idea import profiles
-from semlm.fusion.model import BackboneConfig, lm_config, build_model
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import lm_config, build_model
 from semlm.idea import model as idea_model
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
 

@@ -33,7 +33,8 @@ def idea_gpt(n_positions=64, idea=True, **kw):
 
 
 def test_bf16_autocast_training_steps_of_the_idea_gpt_are_finite_and_lower_the_loss():
-    from semlm.idea.wikitext_experiment import IdeaSettings, TokenBlocks, autocast_for, idea_loss_fn
+    from semlm.idea.profiles import IdeaSettings
+    from semlm.idea.wikitext_experiment import TokenBlocks, autocast_for, idea_loss_fn
 
     model = idea_gpt().train()
     settings = IdeaSettings(window=8, idea_weight=0.1, idea_loss_reduction="mean", alpha=0.5, alpha_ramp_steps=5)
@@ -166,8 +167,8 @@ def test_nf4_wrapper_generates_with_the_kv_cache_from_gated_logits(tiny_mistral)
 
 def _gated_trainer(micro_batch, compile_on_cuda, autocast):
     from semlm.core.train import Trainer
-    from semlm.idea.wikitext_experiment import IdeaSettings, TokenStream, idea_loss_fn
-    from semlm.idea.profiles import authors_v1_training
+    from semlm.idea.profiles import IdeaSettings, authors_v1_training
+    from semlm.idea.wikitext_experiment import TokenStream, idea_loss_fn
 
     settings = IdeaSettings(window=8, idea_weight=0.1, idea_loss_reduction="mean", alpha=0.5, alpha_ramp_steps=1)
     config = authors_v1_training(max_steps=4, micro_batch=4, accumulation=4, warmup_steps=1)

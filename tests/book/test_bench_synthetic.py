@@ -5,7 +5,8 @@ import torch
 
 from semlm.book.bench import TRAINING_VARIANTS, bf16_decision, summarise_training_variants
 from semlm.book.flops import nominal_cpu_peak_flops, synthetic_forward_flops_per_position
-from semlm.fusion.model import BackboneConfig, lm_config, build_model
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import lm_config, build_model
 
 
 @pytest.mark.parametrize("kind", ["baseline", "fusion"])

@@ -7,7 +7,8 @@ import torch
 
 from semlm.data.synthetic import SyntheticConfig
 from semlm.fusion.synthetic_experiment import prepare_data
-from semlm.fusion.model import BackboneConfig, lm_config, build_model
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import lm_config, build_model
 
 
 @pytest.fixture(scope="module")

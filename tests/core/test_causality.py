@@ -5,7 +5,8 @@ import torch
 
 from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.fusion.features import SyntheticFeatures
-from semlm.fusion.model import BackboneConfig, lm_config, build_model
+from semlm.fusion.config import BackboneConfig
+from semlm.fusion.model import lm_config, build_model
 
 SENTENCE = "Carol starts the model , very good and she cooks the meal , slightly bad .".split()
 

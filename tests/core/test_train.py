@@ -9,7 +9,8 @@ from semlm.fusion.losses import FusionLoss
 from semlm.fusion.synthetic_experiment import model_config, prepare_data
 from semlm.fusion.model import build_model
 from semlm.fusion.profiles import synthetic_profile
-from semlm.core.train import CheckpointMismatch, TrainConfig, set_seed, train
+from semlm.core.train import CheckpointMismatch, set_seed, train
+from semlm.core.train_config import TrainConfig, execution_fields
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +229,6 @@ def test_how_a_device_executes_a_run_is_not_part_of_its_description_or_key(tmp_p
     """cuda_micro_batch and compile_on_cuda make the same updates: a run folder trained with one value
     is the same run (and resumes) under another."""
     from semlm.core.runs import RunSpec
-    from semlm.core.train import execution_fields
 
     base = TrainConfig(batch_size=8, accumulation=2, max_steps=3)
     on_gpu = replace(base, cuda_micro_batch=8, compile_on_cuda=True)

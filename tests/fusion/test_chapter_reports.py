@@ -53,7 +53,8 @@ def test_chapter_runs_are_declared_ahead_and_distinct():
 
 
 def test_sst2_runs_cap_workers_at_the_profile():
-    from semlm.fusion.sst2_experiment import SST2, sst2_profile, sst2_runs
+    from semlm.fusion.profiles import sst2_profile
+    from semlm.fusion.sst2_experiment import SST2, sst2_runs
 
     assert SST2.max_workers(sst2_runs(sst2_profile("smoke"))) == sst2_profile("smoke").workers == 1
     assert SST2.max_workers(sst2_runs(sst2_profile("cpu"))) == 2

@@ -70,7 +70,7 @@ def test_fusion_loss_is_eq5_the_weighted_sum_of_its_terms():
     from types import SimpleNamespace
 
     from semlm.fusion.losses import FusionLoss
-    from semlm.core.train import TrainConfig
+    from semlm.core.train_config import TrainConfig
 
     torch.manual_seed(0)
     logits, features = torch.randn(2, 3, 6), torch.rand(2, 3, 4)

@@ -9,10 +9,12 @@ import torch
 from semlm.core.causality import future_sensitivity
 from semlm.core.metrics import perplexity
 from semlm.fusion.model import build_model
+from semlm.fusion.profiles import sst2_profile
 from semlm.fusion.sst2_experiment import (
     SST2, classifier_accuracy, continue_under_control, control_prefixes, judge_continuations, prepare_sst2,
-    model_config, sst2_profile, sst2_requests, sst2_runs, sst2_spec, train_sentiment_classifier,
+    sst2_requests, sst2_runs, sst2_spec, train_sentiment_classifier,
 )
+from semlm.fusion.synthetic_experiment import model_config
 from semlm.fusion.request import Request
 from semlm.core import runs
 

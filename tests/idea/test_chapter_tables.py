@@ -9,7 +9,8 @@ import torch
 from semlm.core.records import Interval
 from semlm.idea.records import IdeaRunMetrics, LoraRunMetrics
 from semlm.idea import report, sweeps
-from semlm.idea.wikitext_experiment import DomainScores, TokenBlocks, idea_profile
+from semlm.idea.profiles import idea_profile
+from semlm.idea.wikitext_experiment import DomainScores, TokenBlocks
 
 
 def run(metrics, history=(), seconds=1.0):

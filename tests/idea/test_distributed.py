@@ -47,7 +47,8 @@ def test_two_processes_train_the_same_model_as_one_with_the_same_global_batch(tm
 
 
 def test_the_distributed_run_is_chapter_6s_gated_run_with_the_one_trainer_recipe():
-    from semlm.idea.wikitext_experiment import idea_profile, idea_run
+    from semlm.idea.profiles import idea_profile
+    from semlm.idea.wikitext_experiment import idea_run
 
     spec = gated_run(RunArgs(profile="smoke", seed=5, steps=3, batch=8, accumulation=2))
     chapter = idea_run(idea_profile("smoke", seed=5), "gated", True, steps=3)

@@ -11,8 +11,9 @@ from transformers import PreTrainedTokenizerFast
 
 from semlm.data.bpe import bpe_tokenizer, load_tokenizer, train_bpe
 from semlm.data.wikitext import downloads_allowed, load_corpus
-from semlm.idea.wikitext_experiment import (AUTHORS_STOPWORDS, TokenBlocks, TokenStream, alpha_at, authors_stickiness,
-                                   idea_profile, load_domains, profile_differences, take_chars)
+from semlm.idea.profiles import AUTHORS_STOPWORDS, idea_profile, profile_differences
+from semlm.idea.wikitext_experiment import (TokenBlocks, TokenStream, alpha_at, authors_stickiness, load_domains,
+                                            take_chars)
 from semlm.profiles import check_parameters
 from semlm.core.metrics import NO_TARGET, distinct_n, repetition_rate, stickiness, unique_domain_density, words_of
 

@@ -7,7 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semlm.idea.wikitext_experiment import LOSS_FORMS, IdeaSettings, idea_gating_runs, idea_profile, with_chosen_gated
+from semlm.idea.profiles import LOSS_FORMS, IdeaSettings, idea_profile
+from semlm.idea.wikitext_experiment import idea_gating_runs, with_chosen_gated
 from semlm.core.metrics import NO_TARGET
 from semlm.idea.targets import idea_bce_sparse, vocabulary_mask, window_ids
 

@@ -14,13 +14,13 @@ from safetensors.torch import load_file
 from semlm.data.bpe import as_transformers, train_bpe
 from semlm.data.fineweb import load_fineweb, read_documents, split_documents, split_text_into_documents
 from semlm.idea.wikitext_experiment import TokenBlocks
-from semlm.idea.lora_experiment import (LORA, PAPER_BACKBONE, BackboneCheckpoint, BackboneUnavailable, LoraData, LoraRun,
-                                   lora_profile, paper_scale_parameter_counts,
-                                   lora_run, resolve_backbone)
+from semlm.idea.lora_experiment import (LORA, BackboneCheckpoint, BackboneUnavailable, LoraData, LoraRun,
+                                        paper_scale_parameter_counts, lora_run, resolve_backbone)
 from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, RunSpec, run_many
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, idea_gate
-from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, LoraSettings, load_backbone
+from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, load_backbone
+from semlm.idea.profiles import PAPER_BACKBONE, BookBackboneSpec, LoraSettings, lora_profile
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "fineweb_small.txt"
 VOCAB, HIDDEN, LAYERS = 96, 64, 2  # bitsandbytes' CPU kernels need widths that are multiples of 64
@@ -385,7 +385,7 @@ def test_lora_training_stops_early_keeps_the_best_weights_and_is_cached(tiny_boo
 def test_the_book_backbone_is_pretrained_once_and_saved_as_a_from_pretrained_folder(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from semlm.idea.lora_experiment import BACKBONE_PRETRAINING, BookBackboneSpec, backbone_runs
+    from semlm.idea.lora_experiment import BACKBONE_PRETRAINING, backbone_runs
 
     spec = BookBackboneSpec(vocab_size=300, hidden_size=64, intermediate_size=128, num_layers=1, num_heads=2,
                             num_kv_heads=1, block_size=16, bpe_lines=300, train_tokens=2_000, eval_tokens=500,

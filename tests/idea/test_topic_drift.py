@@ -14,12 +14,13 @@ from semlm.idea.records import TopicDriftRecord
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.data.topics import (AMBIGUOUS, END, EOS, MIXED, NEUTRAL, TopicConfig, TopicWorld, make_topic_corpus,
                                split_sentences)
+from semlm.idea.profiles import topic_drift_profile
+from semlm.idea.sharpening import matched_temperature, mean_entropy
 from semlm.idea.topic_experiment import (CHAPTER, CURVE, RESAMPLE_OFFSET, RESAMPLED, TOPIC_DRIFT, DriftCounts,
-                                         Measurements, alpha_sweep,
-                                         data_drift, drift_counts, evaluate_curve, matched_temperature,
-                                         mean_entropy, prepare_topic_data, score_continuation,
-                                         sentence_labels, text_drift, topic_decision, topic_drift_profile,
-                                         topic_drift_runs, topic_prompts, topic_run, topic_stickiness)
+                                         Measurements, alpha_sweep, data_drift, drift_counts, evaluate_curve,
+                                         prepare_topic_data, score_continuation, sentence_labels, text_drift,
+                                         topic_decision, topic_drift_runs, topic_prompts, topic_run,
+                                         topic_stickiness)
 from semlm.idea import topic_report
 
 

@@ -31,10 +31,10 @@ import torch
 from semlm.book.flops import (idea_flop_ratios, model_flops_utilisation, nominal_cpu_peak_flops,
                               synthetic_forward_flops_per_position)
 from semlm.core import runs as runner
+from semlm.core.runs import peak_rss_mb
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, DecodingConfig, generate
 from semlm.fusion.request import PAPER_REQUESTS
-from semlm.fusion.synthetic_experiment import (SYNTHETIC, SyntheticExperiment, SyntheticRun, peak_rss_mb, prepare_data,
-                                               synthetic_runs)
+from semlm.fusion.synthetic_experiment import SYNTHETIC, SyntheticExperiment, SyntheticRun, prepare_data, synthetic_runs
 from semlm.fusion.profiles import synthetic_profile
 from semlm.idea import sparse_decoding as sparse
 from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
@@ -408,7 +408,8 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
     ``generate()``, per new token (time for ``new_tokens`` - time for 1) / (new_tokens - 1), prefill left out.
     On CUDA the models run in bf16 autocast and the record adds the model FLOPs utilisation.
     """
-    from semlm.idea.wikitext_experiment import TokenBlocks, idea_profile
+    from semlm.idea.profiles import idea_profile
+    from semlm.idea.wikitext_experiment import TokenBlocks
 
     config = idea_profile(profile, seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -601,7 +602,7 @@ def cpu_breakdown(manifest: dict) -> list[dict]:
 def cpu_breakdown_frame(build_dir: str | Path | None = None, root: str | Path | None = None):
     """:func:`cpu_breakdown` of this build's manifest (the chapters so far) and of every recorded whole-book build
     (``book/recorded/cpu-book-*``, labelled with its folder): columns build, part, cpu_seconds."""
-    from semlm.book.recorded import load_recorded
+    from semlm.book.recorded_runs import load_recorded
 
     rows = [{"build": "this build (chapters so far)", **row} for row in cpu_breakdown(_build_manifest(build_dir))]
     for run in sorted(load_recorded(root), key=lambda r: r.date or ""):

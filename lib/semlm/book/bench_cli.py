@@ -247,7 +247,8 @@ def _run_synthetic(args) -> int:
 def _run_precision(args) -> int:
     """Train paper A's baseline and fusion in float32 and in bf16 over 3 seeds at ``--variants-profile`` and
     record the comparison, with the bf16 step times under oneDNN's instruction-set caps, in ``book/recorded/``."""
-    from semlm.book.recorded import RECORDED_DIR, write_precision_comparison
+    from semlm.book.recorded import write_precision_comparison
+    from semlm.book.recorded_runs import RECORDED_DIR
 
     profile, seed = args.variants_profile, args.seed
     if profile == "none":

@@ -37,7 +37,8 @@ def _trainer(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: bool,
              dropout: float | None = None):
     from semlm.core.train import Trainer
     from semlm.idea.model import IdeaGPTForCausalLM
-    from semlm.idea.wikitext_experiment import TokenStream, idea_loss_fn, idea_profile, model_config
+    from semlm.idea.profiles import idea_profile
+    from semlm.idea.wikitext_experiment import TokenStream, idea_loss_fn, model_config
 
     config = idea_profile(profile, seed)
     if dropout is not None:

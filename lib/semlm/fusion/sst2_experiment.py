@@ -37,10 +37,7 @@ from semlm.fusion.metrics import POLARITY_LABELS
 from semlm.fusion.model import build_model
 from semlm.fusion.request import Request
 from semlm.core.train_config import TrainConfig
-from semlm.fusion.profiles import (  # noqa: F401  (re-exported: the chapter and the tests import them from here)
-    ClassifierConfig, ControlConfig, SST2Profile, sst2_profile,
-)
-from semlm.reference import PAPER_A_TABLE7  # noqa: F401  (re-exported for chapter 5)
+from semlm.fusion.profiles import ClassifierConfig, ControlConfig, SST2Profile, sst2_profile
 from semlm.core.records import Interval
 from semlm.fusion.records import SST2Judgement, SST2Metrics
 from semlm.core.runs import RunSpec

@@ -16,11 +16,12 @@ import torch
 from semlm.core.records import Interval
 from semlm.fusion.metrics import rate
 from semlm.fusion.records import SST2Judgement, SST2Record
-from semlm.fusion.sst2_experiment import (
-    PAPER_A_TABLE7, SETTINGS, ControlConfig, SST2Data, continue_under_control, judge_continuations, sst2_requests,
-)
+from semlm.fusion.profiles import ControlConfig
+from semlm.fusion.sst2_experiment import (SETTINGS, SST2Data, continue_under_control, judge_continuations,
+                                          sst2_requests)
 from semlm.fusion.request import Request
 from semlm.fusion.training_report import ModelTable, by_setting
+from semlm.reference import PAPER_A_TABLE7
 
 #: (request, mode) decoded per model, in order (their seeds are ``seed + position``)
 CONTROL_CASES = ((None, "soft"), ("pos", "soft"), ("neg", "soft"), ("pos", "hard"), ("neg", "hard"))

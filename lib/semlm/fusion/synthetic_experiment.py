@@ -28,7 +28,7 @@ from semlm.fusion.model import FusionLMConfig, build_model, lm_config
 from semlm.fusion.profiles import SyntheticProfile
 from semlm.core import runs
 from semlm.fusion.records import LanguageModelMetrics
-from semlm.core.runs import RunRecord, RunSpec, default_runs_dir, peak_rss_mb  # noqa: F401  (re-exported for chapters)
+from semlm.core.runs import RunSpec
 
 SETTINGS: tuple[str, ...] = ("causal", "published")
 SETTING_LABELS = {

@@ -25,7 +25,8 @@ import torch
 from semlm.core import train as trainer
 from semlm.core.runs import RunSpec
 from semlm.idea import wikitext_experiment as ie
-from semlm.idea.model import quiet_transformers
+from semlm.idea.model import IdeaGPTForCausalLM, quiet_transformers
+from semlm.idea.profiles import idea_profile
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def synthetic_stream(n_tokens: int, vocab_size: int, seed: int) -> torch.Tensor:
 
 def gated_run(args: RunArgs) -> RunSpec:
     """Chapter 6's gated GPT of ``args.profile``, capped at ``--steps``, with ``--batch`` / ``--accumulation``."""
-    profile = ie.idea_profile(args.profile, seed=args.seed)
+    profile = idea_profile(args.profile, seed=args.seed)
     if args.steps is not None and args.steps < 1:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
     spec = ie.idea_run(profile, "gated", True, steps=args.steps)
@@ -80,7 +81,7 @@ def _fit(args: RunArgs, spec: RunSpec, accelerator):
         stream = synthetic_stream(args.synthetic, args.vocab_size, args.seed)
         split, L, K = len(stream) * 9 // 10, run.size.block_size, run.idea.window
         trainer.set_seed(spec.seed)  # the same initial weights on every process
-        model = ie.IdeaGPTForCausalLM(ie.model_config(run, args.vocab_size, True, run.idea))
+        model = IdeaGPTForCausalLM(ie.model_config(run, args.vocab_size, True, run.idea))
         return (model, ie.TokenStream(stream[:split], L, K), ie.TokenBlocks.from_stream(stream[split:], L, K),
                 ie.idea_loss_fn(run.idea, [], True), {**description, "data": "synthetic"})
     with accelerator.main_process_first():  # the main process writes the data caches, then the others read them

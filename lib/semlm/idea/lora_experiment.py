@@ -32,8 +32,7 @@ from semlm.core.metrics import NO_TARGET, perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
 from semlm.idea.model import quiet_transformers
 from semlm.core.train_config import TrainConfig
-from semlm.idea.profiles import (PAPER_BACKBONE, BookBackboneSpec, IdeaSettings, LoraProfile,  # noqa: F401
-                                 LoraSettings, lora_profile)
+from semlm.idea.profiles import IdeaSettings, LoraProfile, LoraSettings
 from semlm.idea.records import BackboneRunMetrics, LoraRunMetrics
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.core.train import set_seed, to_device

@@ -14,8 +14,9 @@ from semlm.core.metrics import perplexity
 from semlm.core.records import Interval
 from semlm.idea.records import IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired
 from semlm.core.runs import RunRecord
-from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, IdeaProfile, competence, ngram_reference,
-                                            profile_differences, profile_form_run, stickiness_difference)
+from semlm.idea.profiles import IdeaProfile, profile_differences
+from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, competence, ngram_reference, profile_form_run,
+                                            stickiness_difference)
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_STICKINESS, PAPER_B_TABLE1, PAPER_B_VAL_PPL
 
 MODELS = ("baseline", "gated")

@@ -13,8 +13,8 @@ from semlm.core.metrics import proportion, repetition_rate, summarise
 from semlm.idea.records import XrayRecord
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.idea.gate import ConcentrationDecay, IdeaGateLogitsProcessor, xray
-from semlm.idea.wikitext_experiment import (Domain, GenerationSettings, IdeaProfile, IdeaSettings, domain_retention,
-                                            generate_texts, idea_run, sample_interval)
+from semlm.idea.profiles import GenerationSettings, IdeaProfile, IdeaSettings
+from semlm.idea.wikitext_experiment import Domain, domain_retention, generate_texts, idea_run, sample_interval
 
 SWEEP_METRICS = ("stickiness", "distinct_2", "repetition")
 BETAS = (-2.0, -1.5, -1.0)

@@ -30,10 +30,10 @@ from semlm.core.metrics import distinct_n, perplexity, stickiness
 from semlm.core.records import Interval
 from semlm.idea.records import IdeaRunMetrics, TopicDecision, TopicModelSummary
 from semlm.idea.model import IdeaGPTForCausalLM
-from semlm.idea.sharpening import matched_temperature, mean_entropy, next_token_logits  # noqa: F401
+from semlm.idea.sharpening import matched_temperature, mean_entropy, next_token_logits
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide
 from semlm.idea.profiles import TOPIC_STOP_WORDS as STOP_WORDS
-from semlm.idea.profiles import GPTSize, IdeaSettings, TopicDriftProfile, topic_drift_profile  # noqa: F401
+from semlm.idea.profiles import GPTSize, IdeaSettings, TopicDriftProfile, topic_drift_profile
 from semlm.core.train_config import TrainConfig
 from semlm.core.runs import RunRecord, RunSpec, default_device
 

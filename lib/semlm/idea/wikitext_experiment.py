@@ -30,8 +30,7 @@ from semlm.core.metrics import (NO_TARGET, distinct_n, perplexity, repetition_ra
                                 unique_domain_density, words_of)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, quiet_transformers
 from semlm.core.train_config import TrainConfig
-from semlm.idea.profiles import (AUTHORS_STOPWORDS, LOSS_FORMS, GenerationSettings,  # noqa: F401
-                                 GPTSize, IdeaProfile, IdeaSettings, idea_profile, profile_differences,
+from semlm.idea.profiles import (LOSS_FORMS, GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, idea_profile,
                                  with_max_steps)
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir
 from semlm.core.precision import autocast
