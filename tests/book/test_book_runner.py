@@ -248,16 +248,15 @@ def test_the_executed_notebook_hides_the_injected_cell_and_shows_one_run_with_li
     assert tidy.cells[0].outputs[0]["text"] == "run with: profile=\"smoke\", seed=111\n"
     assert tidy.cells[2].outputs[0]["text"] == "wrote book/_build/metrics/x.json and <build dir>/runs\n"
     # tidying twice keeps one line
-    assert len(book.tidy_executed_notebook(tidy).cells[0].outputs) == 1
+    assert len(book.tidy_executed_notebook(tidy, tmp_path / "b").cells[0].outputs) == 1
 
 
 def test_published_notebooks_are_the_chapters_without_outputs_and_say_how_to_run_them(tmp_path, fake_notebooks):
     import nbformat
 
     (fake_notebooks / "01_alpha.py").write_text('# %% tags=["parameters"]\nprofile = "cpu"\n\n# %%\nprint(profile)\n')
-    written = book.write_published_notebooks(tmp_path / "html", ["01_alpha"])
-    assert written == [tmp_path / "html" / "notebooks" / "01_alpha.ipynb"]
-    notebook = nbformat.read(written[0], as_version=4)
+    book.write_published_notebooks(tmp_path / "html", ["01_alpha"])
+    notebook = nbformat.read(tmp_path / "html" / "notebooks" / "01_alpha.ipynb", as_version=4)
     assert notebook.cells[0].cell_type == "markdown" and "make lab" in notebook.cells[0].source
     assert "parameters" in notebook.cells[1].metadata["tags"]
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
@@ -298,6 +297,19 @@ def test_cpu_meter_counts_the_cpu_of_child_processes_and_not_idle_waiting():
     with CpuMeter(interval=0.1) as idle:
         subprocess.run([sys.executable, "-c", "import time; time.sleep(1.0)"], check=True)
     assert idle.cpu_seconds < 0.6
+
+
+def test_cpu_meter_with_include_self_counts_this_process_from_entry_and_never_stops_it():
+    import time
+
+    from semlm.book.cpumeter import CpuMeter
+
+    with CpuMeter(interval=0.1, include_self=True) as meter:
+        start = time.process_time()
+        while time.process_time() - start < 0.8:
+            pass
+    assert 0.6 <= meter.cpu_seconds <= meter.wall_seconds + 0.2  # not the CPU this process spent before entry
+    assert meter.started_processes() == []
 
 
 def test_the_build_record_has_total_wall_time_from_scratch_and_utilisation(tmp_path, monkeypatch, fake_notebooks):
@@ -368,7 +380,8 @@ def test_numpy_scalars_display_plainly_in_chapter_kernels_but_importing_semlm_pa
     assert "IPython" not in (Path(semlm.__file__).read_text())
     shell = InteractiveShell.instance()
     before = shell.display_formatter.format(np.float64(1.5))[0]["text/plain"]
-    startup = book.ipython_dir(tmp_path) / "profile_default" / "startup" / "00-semlm-display.py"
+    with book.chapter_environment(tmp_path, allow_downloads=False):
+        startup = Path(os.environ["IPYTHONDIR"]) / "profile_default" / "startup" / "00-semlm-display.py"
     exec(startup.read_text(), {"get_ipython": lambda: shell})
     assert before == "np.float64(1.5)"
     assert shell.display_formatter.format(np.float64(1.5))[0]["text/plain"] == "1.5"
@@ -388,8 +401,9 @@ def test_a_student_build_leaves_out_every_solution_and_keeps_the_hints(tmp_path)
         after = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
         assert "<summary>Solution</summary>" not in after and after.count("<summary>Hint</summary>") == hints, path.name
         assert after.count("<details>") == after.count("</details>") == hints, path.name  # the hints still close
-    written = book.write_published_notebooks(tmp_path / "html", ["01_feature_bank"], solutions=False)
-    assert "<summary>Solution" not in written[0].read_text() and "<summary>Hint" in written[0].read_text()
+    book.write_published_notebooks(tmp_path / "html", ["01_feature_bank"], solutions=False)
+    published = (tmp_path / "html" / "notebooks" / "01_feature_bank.ipynb").read_text()
+    assert "<summary>Solution" not in published and "<summary>Hint" in published
 
 
 def test_hints_and_solutions_are_html_details_that_jupyterlab_renders_collapsed():
@@ -405,3 +419,18 @@ def test_hints_and_solutions_are_html_details_that_jupyterlab_renders_collapsed(
         opened = re.findall(r"^[ \t]*<details><summary>(\w+)</summary>\n(.*)$", text, re.M)
         assert opened and all(rest == "" for _, rest in opened), path.name
         assert len(opened) == text.count("</details>"), path.name
+
+
+def test_a_student_build_stages_the_executed_notebooks_without_solutions_and_says_so(tmp_path):
+    import nbformat
+
+    solution = "<details><summary>Solution</summary>\n\nthe answer\n</details>\n"
+    hint = "<details><summary>Hint</summary>\n\na nudge\n</details>\n"
+    (tmp_path / "executed").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("1. Try.\n" + hint + solution)]),
+                   tmp_path / "executed" / "01_feature_bank.ipynb")
+    for solutions in (True, False):
+        staged = nbformat.read(book.stage_sources(tmp_path, solutions) / "notebooks" / "01_feature_bank.ipynb", 4)
+        text = "\n".join(cell.source for cell in staged.cells)
+        assert ("the answer" in text) is solutions and "a nudge" in text
+        assert (book.STUDENT_NOTE in text) is not solutions

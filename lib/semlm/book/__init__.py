@@ -8,9 +8,8 @@ from semlm.book.chapter import open_chapter as open  # noqa: A001  (book.open: a
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``semlm-book`` command (:func:`semlm.book.runner.main`). The runner is imported when this is called,
-    not with the package: a chapter's ``from semlm import book`` does not load it, and no module of the book
-    depends on the runner through the package."""
+    """The ``semlm-book`` command (:func:`semlm.book.runner.main`), imported when called: a chapter's ``from semlm
+    import book`` does not load the runner, and no module of the book depends on it through the package."""
     from semlm.book.runner import main as run
 
     return run(argv)

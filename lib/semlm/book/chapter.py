@@ -1,9 +1,8 @@
 """A chapter's bookkeeping in one object: ``chapter = book.open(name, profile=..., seed=...)`` under the
 parameters cell resolves the profile (``make lab``'s ``$SEMLM_PROFILE``, :func:`~semlm.profiles.lab_profile`), checks
 the parameters (:func:`~semlm.profiles.check_parameters`) and starts the clock; ``chapter.close(record)`` writes
-``<metrics dir>/<name>.json`` with the record, the wall time and their provenance
-(:func:`~semlm.book.report.write_chapter_metrics`). A chapter that fails before ``close`` writes nothing.
-Torch-free on import, like :mod:`semlm.book`.
+``<metrics dir>/<name>.json`` (:func:`~semlm.book.report.write_chapter_metrics`); a chapter that fails before
+``close`` writes nothing. Torch-free on import, like :mod:`semlm.book`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """How busy a chapter keeps the machine: CPU seconds of this process's tree ÷ (wall seconds × cores).
 
-The book runner executes each chapter in a Jupyter kernel, which starts its own worker processes
-(training pools, the forkserver). None of them is waited for by the runner itself, so
-``resource.getrusage(RUSAGE_CHILDREN)`` misses most of their time. :class:`CpuMeter` instead samples
-the whole process tree below this process with psutil every ``interval`` seconds and keeps, per
-process (pid and start time), the largest user + system CPU time it saw; the CPU a process spends
-after its last sample (at most ``interval`` seconds of it) is not counted, so utilisation is if
-anything underestimated.
+The runner waits for none of the worker processes a chapter's kernel starts, so ``getrusage(RUSAGE_CHILDREN)``
+misses their time: :class:`CpuMeter` samples the process tree with psutil every ``interval`` seconds and keeps each
+process's (pid and start time) largest user + system CPU time; what a process spends after its last sample is not
+counted, so utilisation errs low.
 """
 
 from __future__ import annotations
@@ -19,10 +16,8 @@ import psutil
 
 
 class CpuMeter:
-    """``with CpuMeter() as meter: ...`` then ``meter.cpu_seconds``, ``meter.wall_seconds``, ``meter.utilisation``.
-
-    ``include_self`` counts this process's own CPU time too (the runner itself: staging, HTML).
-    """
+    """``with CpuMeter() as meter: ...`` then ``meter.cpu_seconds``, ``meter.wall_seconds``, ``meter.utilisation``;
+    ``include_self`` counts this process's own CPU time too (the runner itself: staging, HTML)."""
 
     def __init__(self, interval: float = 0.5, include_self: bool = False):
         if interval <= 0:
@@ -35,15 +30,14 @@ class CpuMeter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-meter", daemon=True)
         self._root = psutil.Process()
-        self._start = self._end = 0.0
-        self.cpu_seconds = 0.0
+        self._start = self._end = self.cpu_seconds = 0.0
 
     def _sample(self) -> None:
         try:
-            children = self._root.children(recursive=True)
+            processes = self._root.children(recursive=True) + ([self._root] if self.include_self else [])
         except psutil.Error:
             return
-        for process in children:
+        for process in processes:
             try:
                 with process.oneshot():
                     key = (process.pid, process.create_time())
@@ -59,10 +53,8 @@ class CpuMeter:
 
     def __enter__(self) -> "CpuMeter":
         self._start = time.perf_counter()
-        own = self._root.cpu_times()
-        self._self_start = own.user + own.system
         self._sample()
-        # processes already running: only their CPU from now on counts
+        # processes already running (this one too, with include_self): only their CPU from now on counts
         self._baseline = {key: seconds for key, (_, seconds) in self._seen.items()}
         self._thread.start()
         return self
@@ -72,9 +64,7 @@ class CpuMeter:
         self._stop.set()
         self._thread.join()
         self._end = time.perf_counter()
-        tree = sum(seconds - self._baseline.get(key, 0.0) for key, (_, seconds) in self._seen.items())
-        own = self._root.cpu_times()
-        self.cpu_seconds = tree + ((own.user + own.system - self._self_start) if self.include_self else 0.0)
+        self.cpu_seconds = sum(seconds - self._baseline.get(key, 0.0) for key, (_, seconds) in self._seen.items())
 
     def started_processes(self) -> list[psutil.Process]:
         """The processes below this one that started while the meter ran (seen in a sample) and are still alive,
@@ -88,9 +78,8 @@ class CpuMeter:
 
     def summary(self) -> dict:
         """``{cpu_seconds, cores, utilisation}``, rounded, for a JSON record."""
-        utilisation = self.utilisation
         return {"cpu_seconds": round(self.cpu_seconds, 1), "cores": self.cores,
-                "utilisation": round(utilisation, 3) if utilisation is not None else None}
+                "utilisation": None if self.utilisation is None else round(self.utilisation, 3)}
 
     @property
     def utilisation(self) -> float | None:

@@ -1,11 +1,10 @@
 """The book's trained models, listed before any chapter runs (``python -m semlm.book plan``).
 
-Every chapter declares its runs through one library function (``fusion_training_runs``, ``audit_runs``, ...);
-:func:`book_runs` calls them with each chapter's default parameters, so the whole book's runs can be listed and
-trained ahead of the chapters in one pool of one-thread processes (:func:`train_ahead`). The book runner starts that
-beside the chapters; a chapter that asks for a model being trained waits for it (each run trains under a file lock,
-:func:`semlm.core.runs.run_lock`), so nothing is trained twice. Runs that depend on another run's result (chapter
-7's sweep, chapter 8's LoRA runs: :data:`DEPENDENT`) are trained by their chapters.
+:func:`book_runs` calls every chapter's run declaration (``fusion_training_runs``, ``audit_runs``, ...) with its
+default parameters, so the book runner can train them beside the chapters in one pool of one-thread processes
+(:func:`train_ahead`); a chapter that asks for a model being trained waits for its file lock
+(:func:`semlm.core.runs.run_lock`), so nothing is trained twice. Runs that depend on another run's result
+(:data:`DEPENDENT`) are trained by their chapters.
 """
 
 from __future__ import annotations
@@ -53,24 +52,22 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     topic = topic_drift_profile(profile, seed)
     intent = intent_profile(profile, seed)
     audit = audit_seeds(seed, None, profile)
-    planned = [
-        ChapterRuns("02_fusion_training", SYNTHETIC, tuple(fusion_training_runs(synthetic_profile(profile, seed)))),
-        ChapterRuns("04_leakage_audit", SYNTHETIC,
-                    tuple(audit_runs(profile, audit, steering_seeds(seed, audit, profile)))),
-        ChapterRuns("05_sst2", SST2, tuple(sst2_runs(sst2_profile(profile, seed)))),
-        ChapterRuns("06_idea_gating", IDEA, tuple(idea_gating_runs(idea_profile(profile, seed, None), None))),
-        ChapterRuns("08_lora_4bit_idea_gating", BACKBONE_PRETRAINING,
-                    tuple(backbone_runs(lora_profile(profile, seed, None)))),
-        ChapterRuns("09_topic_drift", TOPIC_DRIFT, tuple(topic_drift_runs(topic, topic.seeds(seed)))),
-        ChapterRuns("10_intent_control", INTENT, tuple(intent_runs(intent, intent.seeds(seed)))),
+    declared = [  # (chapter, experiment, its runs: lists of RunSpec)
+        ("02_fusion_training", SYNTHETIC, fusion_training_runs(synthetic_profile(profile, seed))),
+        ("04_leakage_audit", SYNTHETIC, audit_runs(profile, audit, steering_seeds(seed, audit, profile))),
+        ("05_sst2", SST2, sst2_runs(sst2_profile(profile, seed))),
+        ("06_idea_gating", IDEA, idea_gating_runs(idea_profile(profile, seed, None), None)),
+        ("08_lora_4bit_idea_gating", BACKBONE_PRETRAINING, backbone_runs(lora_profile(profile, seed, None))),
+        ("09_topic_drift", TOPIC_DRIFT, topic_drift_runs(topic, topic.seeds(seed))),
+        ("10_intent_control", INTENT, intent_runs(intent, intent.seeds(seed))),
     ]
     seen: set = set()
-    out = []
-    for entry in planned:  # chapter 4 re-uses chapter 2's models at its first seed; chapter 10 some of chapter 4's
-        fresh = tuple(s for s in entry.specs if trained_model(entry.experiment, s) not in seen)
-        seen.update(trained_model(entry.experiment, s) for s in entry.specs)
-        out.append(ChapterRuns(entry.chapter, entry.experiment, fresh))
-    return out
+    planned = []
+    for chapter, experiment, specs in declared:  # chapter 4 re-uses chapter 2's models; chapter 10 some of 4's
+        planned.append(ChapterRuns(chapter, experiment,
+                                   tuple(s for s in specs if trained_model(experiment, s) not in seen)))
+        seen.update(trained_model(experiment, s) for s in specs)
+    return planned
 
 
 def trained_model(experiment, spec) -> tuple:
@@ -86,26 +83,19 @@ def schedule(planned: list[ChapterRuns]) -> list[tuple]:
     """The order in which :func:`train_ahead` starts the runs, as ``(experiment, spec)``: the chapters in
     the book's order (a chapter waits only for its own models), and within a chapter the longest
     runs (most optimiser steps) first, so its last model does not start when the others are done."""
-    jobs = []
-    for entry in planned:
-        steps = [entry.experiment.total_steps(spec) or 0 for spec in entry.specs]
-        order = sorted(range(len(entry.specs)), key=lambda i: -steps[i])  # stable: declared order among equals
-        jobs += [(entry.experiment, entry.specs[i]) for i in order]
-    return jobs
+    return [(entry.experiment, spec) for entry in planned  # sorted is stable: declared order among equals
+            for spec in sorted(entry.specs, key=lambda spec: -(entry.experiment.total_steps(spec) or 0))]
 
 
-def train_ahead(profile: str, seed: int = DEFAULT_SEED, workers: int | None = None, runs_dir=None,
-                chapters=None) -> dict[str, int]:
-    """Train (or load) every run of :func:`book_runs` (of ``chapters`` only, when given) in :func:`schedule`'s order,
-    in one pool of ``workers`` one-thread processes (default: one per core, capped by every experiment's
+def train_ahead(profile: str, planned: list[ChapterRuns], workers: int | None = None) -> None:
+    """Train (or load) the runs of ``planned`` (:func:`book_runs` at ``profile``) in :func:`schedule`'s order, in one
+    pool of ``workers`` one-thread processes (default: one per core, capped by every experiment's
     :meth:`~semlm.core.runs.Experiment.max_workers`). A failed run is reported and the others go on (the chapter that
-    needs it trains it again and shows the error). Returns ``{chapter: runs}``; raises RuntimeError naming the
-    failed runs at the end."""
+    needs it trains it again and shows the error); a RuntimeError names the failed runs at the end."""
     from semlm.core import runs
 
-    planned = [e for e in book_runs(profile, seed) if chapters is None or e.chapter in chapters]
     jobs = schedule(planned)
-    folder = runs.RunContext(profile, runs_dir).folder
+    folder = runs.RunContext(profile).folder
     caps = [cap for e in planned if e.specs and (cap := e.experiment.max_workers(e.specs))]
     workers = min([workers or os.cpu_count() or 1, *caps])  # an experiment's cap holds for the whole pool
     outcomes = runs.run_jobs(jobs, folder, workers, label=f"book runs ({profile})",
@@ -114,16 +104,13 @@ def train_ahead(profile: str, seed: int = DEFAULT_SEED, workers: int | None = No
               for (experiment, spec), outcome in zip(jobs, outcomes) if isinstance(outcome, BaseException)]
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(jobs)} runs failed: " + "; ".join(failed))
-    return {entry.chapter: len(entry.specs) for entry in planned}
 
 
 def _print_outcome(experiment, spec, outcome) -> None:
     """One line per finished run (the book runner keeps them in ``<build>/work/train-ahead.log``)."""
-    name = f"{experiment.name}/{spec.group + '/' if spec.group else ''}{spec.name} seed {spec.seed}"
-    if isinstance(outcome, BaseException):
-        print(f"{name}: FAILED: {type(outcome).__name__}: {outcome}", flush=True)
-    else:
-        print(f"{name}: {outcome.status} ({outcome.train_seconds:.0f} s of training)", flush=True)
+    said = (f"FAILED: {type(outcome).__name__}: {outcome}" if isinstance(outcome, BaseException)
+            else f"{outcome.status} ({outcome.train_seconds:.0f} s of training)")
+    print(f"{experiment.name}/{spec.group + '/' if spec.group else ''}{spec.name} seed {spec.seed}: {said}", flush=True)
 
 
 def describe(planned: list[ChapterRuns]) -> str:

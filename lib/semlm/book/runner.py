@@ -45,14 +45,9 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"
 DEFAULT_BUILD_DIR = BOOK_DIR / "_build"
 KERNEL_NAME = "python3"
-#: Set (to 1) for the chapters unless --allow-downloads: a chapter must never fetch silently.
-OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 #: Static folder of the staged source that holds MathJax; see the comment in _config.yml for
 #: why it is not called ``_static``.
 VENDOR_DIR = "_vendor"
-#: Encrypt the kernel's local sockets (CurveZMQ) where its kernelspec supports it; without this,
-#: ipykernel warns on stderr about plain-text TCP for every chapter.
-ENCRYPTED_KERNEL = {"KernelManager": {"transport_encryption": "auto"}}
 PLACEHOLDER = """# {chapter} (not executed)
 
 This chapter was not executed in this build; run `python -m semlm.book run --profile cpu`.
@@ -113,9 +108,7 @@ def list_chapters() -> list[str]:
 def resolve_chapter(name: str, chapters: list[str]) -> str:
     """The chapter meant by ``name``: a chapter name, with or without ``.py``, or a unique prefix."""
     name = Path(name).name.removesuffix(".py")
-    if name in chapters:
-        return name
-    matches = [chapter for chapter in chapters if chapter.startswith(name)]
+    matches = [name] if name in chapters else [chapter for chapter in chapters if chapter.startswith(name)]
     if len(matches) == 1:
         return matches[0]
     choices = ", ".join(chapters) or f"none found in {NOTEBOOKS_DIR}"
@@ -136,21 +129,15 @@ def check_profile(profile: str) -> None:
 # --- executing chapters -----------------------------------------------------------------------
 
 
-def ipython_dir(build_dir: Path) -> Path:
-    """An IPython directory whose startup file loads :mod:`semlm.book.display` in every chapter kernel."""
-    from semlm.book.display import STARTUP
-
-    folder = Path(build_dir) / "ipython"
-    startup = folder / "profile_default" / "startup" / "00-semlm-display.py"
-    startup.parent.mkdir(parents=True, exist_ok=True)
-    startup.write_text(STARTUP)
-    return folder
-
-
 @contextlib.contextmanager
 def chapter_environment(build_dir: Path, allow_downloads: bool):
     """Set the variables the chapters' kernels inherit, for the duration of the build only (restored afterwards,
     so ``run()`` called in-process by tests has no side effects)."""
+    from semlm.book.display import STARTUP
+
+    startup = build_dir / "ipython" / "profile_default" / "startup" / "00-semlm-display.py"
+    startup.parent.mkdir(parents=True, exist_ok=True)
+    startup.write_text(STARTUP)
     data = os.environ.get("SEMLM_DATA_DIR")
     updates = {"SEMLM_METRICS_DIR": str(build_dir / "metrics"), "SEMLM_RUNS_DIR": str(build_dir / "runs"),
                "SEMLM_BUILD_DIR": str(build_dir),
@@ -158,11 +145,13 @@ def chapter_environment(build_dir: Path, allow_downloads: bool):
                # A kernel's OpenMP threads sleep when they wait instead of spinning: beside the one-thread training
                # processes, spinning threads burnt 4-7 times the CPU of the work itself (same threads, same numbers).
                "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
-               "IPYTHONDIR": str(ipython_dir(build_dir)),  # glued numpy numbers render (semlm.book.display)
+               "IPYTHONDIR": str(build_dir / "ipython"),  # glued numpy numbers render (semlm.book.display)
                # the kernels run in the repository root, not in the caller's cwd
                **({"SEMLM_DATA_DIR": str(Path(data).expanduser().resolve())} if data else {}),
-               # the loaders' own opt-in (WikiText-103, FineWeb-Edu, Mistral), else the Hub's offline switches
-               **({"SEMLM_ALLOW_DOWNLOADS": "1"} if allow_downloads else dict.fromkeys(OFFLINE_VARS, "1"))}
+               # the loaders' own opt-in (WikiText-103, FineWeb-Edu, Mistral), else the Hub's offline switches:
+               # a chapter must never fetch silently
+               **({"SEMLM_ALLOW_DOWNLOADS": "1"} if allow_downloads else
+                  dict.fromkeys(("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"), "1"))}
     with mock.patch.dict(os.environ, updates):
         yield
 
@@ -184,9 +173,8 @@ def ensure_kernel() -> None:
 
 
 def _kernel_python() -> tuple[str | None, bool]:
-    """The interpreter the ``python3`` kernel would start (None: no such kernel) and whether it lives in this
-    interpreter's bin directory (the venv's symlink not resolved). jupyter_client starts ``sys.executable``
-    for a kernelspec whose command is a bare ``python``/``python3``/``python3.X``; mirror that rule."""
+    """The interpreter the ``python3`` kernel would start (None: no such kernel; a bare ``python``/``python3``/
+    ``python3.X`` command starts ``sys.executable``) and whether it lives in this interpreter's bin directory."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     try:
@@ -224,10 +212,10 @@ def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
     # A cells-executed bar on a terminal (how far along a long chapter is); nothing in logs. ``disable=False``
     # is explicit because the runner sets TQDM_DISABLE for the kernels' bars.
     progress = sys.stderr.isatty() and {"desc": f"  {chapter}", "disable": False, "leave": False, "dynamic_ncols": True}
-    try:
+    try:  # the kernel's sockets encrypted (CurveZMQ) where it can: else ipykernel warns about plain-text TCP
         papermill.execute_notebook(str(source), str(running), parameters={"profile": profile},
-                                   kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT), progress_bar=progress,
-                                   log_output=False, config=Config(ENCRYPTED_KERNEL))
+                                   kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT), progress_bar=progress, log_output=False,
+                                   config=Config({"KernelManager": {"transport_encryption": "auto"}}))
     except Exception as exc:  # a failing cell, or a kernel that died or never started
         partial = ""
         if running.exists():  # papermill wrote a partially executed notebook
@@ -245,15 +233,28 @@ def execute_chapter(chapter: str, profile: str, build_dir: Path) -> Path:
 # --- making an executed notebook read like a page -----------------------------------------------
 
 
-def tidy_executed_notebook(notebook, build_dir: Path | None = None):
+def tidy_executed_notebook(notebook, build_dir: Path):
     """Hide papermill's injected cell, show the run's values under the parameters cell (``run with:
-    profile='smoke', seed=111``: its defaults and papermill's injected values), drop machine paths."""
+    profile='smoke', seed=111``: its defaults and papermill's injected values), and rewrite this machine's absolute
+    paths in outputs and papermill's metadata: the build folder (repository-relative, else ``<build dir>``), the data
+    folder and the repository (``<repo>/x`` -> ``x``), longest first."""
     import nbformat
 
     cells = {tag: cell for cell in notebook.cells for tag in cell.get("metadata", {}).get("tags", [])}
     values = {**parameter_assignments(cells["parameters"].source if "parameters" in cells else ""),
               **parameter_assignments(cells["injected-parameters"].source if "injected-parameters" in cells else "")}
     line = "run with: " + ", ".join(f"{name}={value}" for name, value in values.items()) if values else None
+    build = Path(build_dir).resolve()
+    shown_build = str(build.relative_to(REPO_ROOT)) if build.is_relative_to(REPO_ROOT) else "<build dir>"
+    shown_data = "$SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data"
+    pairs = sorted([(str(build), shown_build), (str(data_dir()), shown_data), (str(REPO_ROOT), ".")],
+                   key=lambda pair: -len(pair[0]))
+
+    def clean(text: str) -> str:
+        for absolute, shown in pairs:
+            text = text.replace(absolute + "/", "" if shown == "." else shown + "/").replace(absolute, shown)
+        return text
+
     for cell in notebook.cells:
         tags = cell.get("metadata", {}).get("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
@@ -262,26 +263,6 @@ def tidy_executed_notebook(notebook, build_dir: Path | None = None):
             cell.outputs = [o for o in cell.get("outputs", []) if not (
                 o.get("output_type") == "stream" and str(o.get("text", "")).startswith("run with: "))]
             cell.outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text=line + "\n"))
-    return relative_paths(notebook, build_dir)
-
-
-def relative_paths(notebook, build_dir: Path | None = None):
-    """Rewrite this machine's absolute paths in outputs and papermill's metadata (``<repo>/x`` -> ``x``): the
-    build folder (repository-relative, else ``<build dir>``), the data folder and the repository, longest first."""
-    pairs = [(str(data_dir()), "$SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data"),
-             (str(REPO_ROOT), ".")]
-    if build_dir is not None:
-        build = Path(build_dir).resolve()
-        shown = str(build.relative_to(REPO_ROOT)) if build.is_relative_to(REPO_ROOT) else "<build dir>"
-        pairs.insert(0, (str(build), shown))
-    pairs.sort(key=lambda pair: -len(pair[0]))
-
-    def clean(text: str) -> str:
-        for absolute, shown in pairs:
-            text = text.replace(absolute + "/", "" if shown == "." else shown + "/").replace(absolute, shown)
-        return text
-
-    for cell in notebook.cells:
         for output in cell.get("outputs", []):
             if "text" in output:
                 output["text"] = clean(output["text"] if isinstance(output["text"], str) else "".join(output["text"]))
@@ -289,7 +270,7 @@ def relative_paths(notebook, build_dir: Path | None = None):
                 if (mime.startswith("text/") or mime == "application/json") and isinstance(value, str):
                     output["data"][mime] = clean(value)
             if "traceback" in output:
-                output["traceback"] = [clean(line) for line in output["traceback"]]
+                output["traceback"] = [clean(entry) for entry in output["traceback"]]
     papermill_meta = notebook.metadata.get("papermill", {})
     for key in ("input_path", "output_path", "cwd"):
         if isinstance(papermill_meta.get(key), str):
@@ -313,7 +294,7 @@ def strip_solutions(notebook) -> int:
     return removed
 
 
-def write_published_notebooks(html_dir: Path, chapters: list[str], solutions: bool = True) -> list[Path]:
+def write_published_notebooks(html_dir: Path, chapters: list[str], solutions: bool = True) -> None:
     """``<html>/notebooks/<chapter>.ipynb``: each chapter from its .py source, without outputs (launch/download);
     without the exercises' solutions unless ``solutions``."""
     import nbformat
@@ -321,29 +302,27 @@ def write_published_notebooks(html_dir: Path, chapters: list[str], solutions: bo
     config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text()) or {}
     repository = str((config.get("repository") or {}).get("url") or "").strip()  # what links and buttons point at
     note = PUBLISHED_NOTE if repository else PUBLISHED_NOTE_NO_URL
-    written = []
+    (html_dir / "notebooks").mkdir(parents=True, exist_ok=True)
     for chapter in chapters:
         notebook = chapter_notebook(chapter)
         notebook.metadata.pop("jupytext", None)
         notebook.cells.insert(0, nbformat.v4.new_markdown_cell(note.format(chapter=chapter, url=repository)))
         if not solutions:
             strip_solutions(notebook)
-        target = html_dir / "notebooks" / f"{chapter}.ipynb"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(notebook, target)
-        written.append(target)
-    return written
+        nbformat.write(notebook, html_dir / "notebooks" / f"{chapter}.ipynb")
 
 
 # --- the HTML ---------------------------------------------------------------------------------
 
 
-def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) -> Path:
+def stage_sources(build_dir: Path, solutions: bool = True) -> Path:
     """Assemble ``<build>/source/``, what Jupyter Book builds: a toc entry without an executed notebook gets a
-    placeholder page; an executed chapter the toc does not name is reported (Jupyter Book would leave it out
-    silently); a chapter in ``skipped`` (``{chapter: missing files}``, default ``<build>/skipped.json``) gets a page
-    naming its missing files, even over an older executed notebook, and the first page lists them."""
-    skipped = read_skipped(build_dir) if skipped is None else skipped
+    placeholder page; an executed chapter the toc leaves out (silently, in Jupyter Book) is reported; a chapter of
+    ``<build>/skipped.json`` gets a page naming its missing files, and the first page lists them. Unless
+    ``solutions``, the notebooks lose their solutions."""
+    import nbformat
+
+    skipped = read_skipped(build_dir)
     source = build_dir / "source"
     shutil.rmtree(source, ignore_errors=True)
     (source / "book").mkdir(parents=True)
@@ -353,13 +332,16 @@ def stage_sources(build_dir: Path, skipped: dict[str, list[str]] | None = None) 
     (source / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     for page in sorted([*BOOK_DIR.glob("*.md"), *BOOK_DIR.glob("*.bib")]):
         shutil.copy2(page, source / "book" / page.name)
-    for notebook in sorted((build_dir / "executed").glob("*.ipynb")):
-        if not notebook.name.endswith(".failed.ipynb") and notebook.stem not in skipped:
-            shutil.copy2(notebook, source / "notebooks" / notebook.name)
     root, toc = toc_pages(source / "_toc.yml")
-    for notebook in sorted((source / "notebooks").glob("*.ipynb")):
+    for notebook in sorted((build_dir / "executed").glob("*.ipynb")):
+        if notebook.name.endswith(".failed.ipynb") or notebook.stem in skipped:
+            continue
         if f"notebooks/{notebook.stem}" not in toc:
             print(f"note: {notebook.stem} is not in _toc.yml, so the HTML leaves it out")
+        staged = shutil.copy2(notebook, source / "notebooks" / notebook.name)
+        if not solutions and strip_solutions(page := nbformat.read(staged, as_version=4)):
+            page.cells.append(nbformat.v4.new_markdown_cell(STUDENT_NOTE))  # the student build says so
+            nbformat.write(page, staged)
     for entry in toc:
         page = source / entry
         missing = not any(page.with_name(page.name + suffix).exists() for suffix in (".ipynb", ".md"))
@@ -413,17 +395,10 @@ def mathjax_dir() -> Path:
 def build_html(build_dir: Path, solutions: bool = True) -> Path:
     """Build the staged source with Jupyter Book; on success swap the result in as ``<build>/html`` (the student
     build, ``solutions`` False: ``<build>/html-student``, every worked solution left out)."""
-    import nbformat
-
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     if not jupyter_book.exists():
         raise BookError(f"jupyter-book not found next to {sys.executable}; run `make venv`")
-    source, output, log = stage_sources(build_dir), build_dir / "jb", build_dir / "jupyter-book.log"
-    for path in [] if solutions else sorted((source / "notebooks").glob("*.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
-        if strip_solutions(notebook):  # the student build: a line says the solutions were left out
-            notebook.cells.append(nbformat.v4.new_markdown_cell(STUDENT_NOTE))
-            nbformat.write(notebook, path)
+    source, output, log = stage_sources(build_dir, solutions), build_dir / "jb", build_dir / "jupyter-book.log"
     shutil.rmtree(output, ignore_errors=True)  # a clean build: no stale pages or warnings hidden by caching
     result = subprocess.run([str(jupyter_book), "build", str(source), "--path-output", str(output)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -523,10 +498,9 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
 
 
 def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) -> tuple[list[str], dict[str, list]]:
-    """``chapters`` whose data files are all there, and ``{chapter: missing files}`` of the others: said in one
-    line (with ``--only``, a :class:`BookError`), kept in ``<build>/skipped.json`` (read when staging the HTML)
-    and their metrics from an earlier build set aside (``<chapter>.json.stale``: the report never mixes builds).
-    Warns about data that differ from the pinned release."""
+    """``chapters`` whose data files are all there, and ``{chapter: missing files}`` of the others: said in one line
+    (with ``--only``, a :class:`BookError`), kept in ``<build>/skipped.json``, their earlier metrics set aside as
+    ``<chapter>.json.stale`` (the report never mixes builds). Warns about data that differ from the pinned release."""
     skipped = missing_for_chapters(chapters)
     if skipped:
         files = sorted({name for names in skipped.values() for name in names})
@@ -624,15 +598,11 @@ def _stop_children_on_exit(meter: CpuMeter):
     """Turn SIGTERM into KeyboardInterrupt while the build runs, and on the way out end every process started below
     this one that is still alive (``meter``, entered inside this block, saw them all): the papermill kernel (its own
     session: a signal to our group misses it) and the worker pools it forked (orphans once it is killed)."""
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    # A process started in the background by a non-interactive shell (`nohup make test &`) inherits
-    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler: set the one we rely on.
-    handlers = {signal.SIGTERM: interrupt, signal.SIGINT: signal.default_int_handler}
+    # SIGINT too: a process started in the background by a non-interactive shell (`nohup make test &`) inherits
+    # it ignored, and Python then installs no KeyboardInterrupt handler.
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
-    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()} if main_thread else {}
+    previous = {signum: signal.signal(signum, signal.default_int_handler)
+                for signum in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
     try:
         yield
     finally:
@@ -643,33 +613,28 @@ def _stop_children_on_exit(meter: CpuMeter):
 
 def stop_processes(processes, grace: float = 3.0) -> None:
     """SIGTERM ``processes`` (psutil), wait ``grace`` seconds, SIGKILL what is left."""
-    for process in processes:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.terminate()
-    _, alive = psutil.wait_procs(processes, timeout=grace)
-    for process in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
-    psutil.wait_procs(alive, timeout=grace)
+    for stop in (psutil.Process.terminate, psutil.Process.kill):
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                stop(process)
+        _, processes = psutil.wait_procs(processes, timeout=grace)
 
 
 MANIFEST_FILE = "manifest.json"
 
 
 def read_manifest(build_dir: Path) -> dict:
-    """The last builds' record: ``chapters`` (``{chapter: {profile, status, seconds, runs: {trained, resumed,
-    loaded}, run_list, cpu_seconds, cores, utilisation}}``), ``train_ahead`` (:func:`start_training_ahead`) and,
-    once a ``run()`` finished, the whole build's ``total_wall_seconds`` (start to HTML), ``from_scratch`` (the
-    run cache held no model when it started), ``cpu_seconds``, ``cores``, ``utilisation`` and ``complete``
-    (every chapter and the HTML)."""
+    """The last builds' record: ``chapters`` (``{chapter: {profile, status, seconds, runs: {trained, resumed, loaded},
+    run_list, cpu_seconds, cores, utilisation}}``), ``train_ahead`` (:func:`start_training_ahead`) and, once a ``run()``
+    finished, ``total_wall_seconds`` (start to HTML), ``from_scratch`` (no model in the run cache at the start),
+    ``cpu_seconds``, ``cores``, ``utilisation``, ``chapters_run`` and ``complete`` (every chapter and the HTML)."""
     path = Path(build_dir) / MANIFEST_FILE
     return json.loads(path.read_text()) if path.is_file() else {"chapters": {}}
 
 
 def update_manifest(build_dir: Path, *, chapter: str | None = None, drop: str | None = None, **fields) -> dict:
-    """Set ``fields`` as ``chapter``'s entry of the manifest (or, without ``chapter``, at its top level; ``drop``
-    removes a top-level key) and return them. Written through a temporary file, as :mod:`semlm.core.runs`
-    writes run records (that module imports torch)."""
+    """Set ``fields`` as ``chapter``'s manifest entry (without ``chapter``: at its top level; ``drop`` removes a
+    top-level key), written through a temporary file, and return them."""
     manifest = read_manifest(build_dir)
     manifest.pop(drop, None)
     if chapter is None:
@@ -702,21 +667,22 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
     run_log = build_dir / "work" / f"{chapter}.runs.jsonl"
     run_log.parent.mkdir(parents=True, exist_ok=True)
     run_log.unlink(missing_ok=True)
-    start, meter = time.perf_counter(), CpuMeter()
+    start, meter, failure = time.perf_counter(), CpuMeter(), None
     try:  # the chapter's kernel inherits SEMLM_RUN_LOG; semlm.core.runs appends to it
         with mock.patch.dict(os.environ, SEMLM_RUN_LOG=str(run_log)), meter:
             execute_chapter(chapter, profile, build_dir)
-    except BookError:
-        update_manifest(build_dir, chapter=chapter,
-                        **run_entry("failed", time.perf_counter() - start, run_log, meter, profile=profile))
-        print(f"{label + ' ' if terminal else ''}FAILED ({time.perf_counter() - start:.1f} s)", flush=True)
-        raise
-    entry = update_manifest(build_dir, chapter=chapter,
-                            **run_entry("ok", time.perf_counter() - start, run_log, meter, profile=profile))
+    except BookError as exc:
+        failure = exc
+    entry = update_manifest(build_dir, chapter=chapter, **run_entry(
+        "failed" if failure else "ok", time.perf_counter() - start, run_log, meter, profile=profile))
+    prefix = f"{label} " if terminal else ""  # a terminal has the "..." line to itself
+    if failure:
+        print(f"{prefix}FAILED ({entry['seconds']:.1f} s)", flush=True)
+        raise failure
     runs = entry["runs"]
     models = f"; {runs['trained']} models trained, {runs['loaded']} loaded" if entry["run_list"] else ""
     busy = f", cores {entry['utilisation']:.0%} busy" if entry.get("utilisation") is not None else ""
-    print(f"{label + ' ' if terminal else ''}ok ({entry['seconds']:.1f} s{busy}{models})", flush=True)
+    print(f"{prefix}ok ({entry['seconds']:.1f} s{busy}{models})", flush=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -770,14 +736,13 @@ def plan_command(args: argparse.Namespace) -> int:
     import semlm.book.plan as plan
 
     check_profile(args.profile)
-    wanted = None
-    if args.chapters is not None:
-        wanted = [c.strip() for c in args.chapters.split(",") if c.strip()]
-        unknown = sorted(set(wanted) - set(plan.CHAPTERS))
-        if unknown:
-            raise BookError(f"--chapters: {', '.join(unknown)} declare no runs; choose from {', '.join(plan.CHAPTERS)}",
-                            exit_code=2)
-    print(plan.describe([e for e in plan.book_runs(args.profile) if wanted is None or e.chapter in wanted]), flush=True)
+    wanted = plan.CHAPTERS if args.chapters is None else [c.strip() for c in args.chapters.split(",") if c.strip()]
+    unknown = sorted(set(wanted) - set(plan.CHAPTERS))
+    if unknown:
+        raise BookError(f"--chapters: {', '.join(unknown)} declare no runs; choose from {', '.join(plan.CHAPTERS)}",
+                        exit_code=2)
+    planned = [e for e in plan.book_runs(args.profile) if e.chapter in wanted]
+    print(plan.describe(planned), flush=True)
     if not args.train:
         return 0
     if args.beside_chapters:
@@ -787,7 +752,7 @@ def plan_command(args: argparse.Namespace) -> int:
             print("CUDA is available: the chapters train their runs one at a time on it; nothing trained ahead")
             return 0
     try:
-        plan.train_ahead(args.profile, workers=args.workers, chapters=wanted)
+        plan.train_ahead(args.profile, planned, args.workers)
     except RuntimeError as exc:
         raise BookError(str(exc)) from exc
     print("trained: the chapters will load these runs from the cache")

@@ -1,14 +1,11 @@
 """Checks of the rendered book: internal links resolve, and pages render in a real browser.
 
-``broken_internal_links``: every relative ``href``/``src`` between the built HTML files finds its file and
-``#anchor``. ``render_check`` opens a page in headless Chromium at a laptop's window size, waits for MathJax, and
-reports raw TeX left visible, images that did not load, script errors, code blocks and tables wider than the text
-column, absolute paths of a machine in cell outputs, a ``dtype: ...`` line in an output (a pandas Series printed as
-text; show a table: :func:`semlm.book.tables.show`), a visible code cell calling ``glue(`` (tag it
-``remove-cell``), references to files outside the repository (``NOTES.md``, ``../shared/``), and exercises whose
-``Solution`` dropdown is missing or shown open. ``long_code_lines``: the chapters' visible code lines over 80
-characters, which make a code block scroll. Used by the book-build test and ``python -m semlm.sitecheck <html dir>``
-(or ``--code-width notebooks/``).
+``broken_internal_links``: every relative ``href``/``src`` between the built HTML files finds its file and ``#anchor``.
+``render_check`` opens a page in headless Chromium at a laptop's window size, waits for MathJax, and reports raw TeX,
+broken images, script errors, code and tables wider than the column, machine paths in outputs, a printed pandas
+Series (``dtype: ...``; show a table: :func:`semlm.book.tables.show`), visible ``glue(`` calls, references to files
+outside the repository and exercises whose ``Solution`` is missing or open. ``long_code_lines``: visible code lines
+over 80 characters. Used by the book-build test and ``python -m semlm.sitecheck <html dir> | --code-width notebooks/``.
 """
 
 from __future__ import annotations
@@ -36,11 +33,14 @@ ABSOLUTE_PATH = (r"(?:^|[\s'\"(=:,\[])((?:/(?:home|Users|work|tmp|root|mnt|opt|s
 _SKIP_SCHEMES = {"http", "https", "mailto", "data", "javascript", "ftp"}
 
 
-class _Collector(HTMLParser):
-    def __init__(self):
+class _Page(HTMLParser):
+    """The ids and the links of one HTML file."""
+
+    def __init__(self, path: Path):
         super().__init__(convert_charrefs=True)
         self.ids: set[str] = set()
         self.links: list[tuple[str, str]] = []  # (tag.attr, url)
+        self.feed(path.read_text(encoding="utf-8", errors="replace"))
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -52,16 +52,10 @@ class _Collector(HTMLParser):
                 self.links.append((f"{tag}.{attr}", attrs[attr]))
 
 
-def _parse(path: Path) -> _Collector:
-    collector = _Collector()
-    collector.feed(path.read_text(encoding="utf-8", errors="replace"))
-    return collector
-
-
 def broken_internal_links(html_dir: str | Path) -> list[str]:
     """``page: tag.attr -> url (why)`` for every relative link whose file or anchor is missing."""
     html_dir = Path(html_dir)
-    pages = {p.resolve(): _parse(p) for p in html_dir.rglob("*.html")}
+    pages = {p.resolve(): _Page(p) for p in html_dir.rglob("*.html")}
     problems = []
     for page, parsed in pages.items():
         for where, url in parsed.links:
@@ -75,7 +69,7 @@ def broken_internal_links(html_dir: str | Path) -> list[str]:
             if not target.exists():
                 problems.append(f"{label} (no such file)")
             elif parts.fragment and target.suffix == ".html":
-                ids = pages[target].ids if target in pages else _parse(target).ids
+                ids = pages[target].ids if target in pages else _Page(target).ids
                 if unquote(parts.fragment) not in ids:
                     problems.append(f"{label} (no anchor #{parts.fragment})")
     return sorted(problems)
@@ -159,24 +153,18 @@ _ERROR_LISTENER = ('<script>window.__semlmErrors = []; addEventListener("error",
                    'e => window.__semlmErrors.push(String(e.message)));</script>')
 
 
-def follow_redirect(page: str | Path) -> Path:
-    """The page a ``<meta http-equiv="refresh">`` stub (Jupyter Book's ``index.html``) points to."""
-    page = Path(page).resolve()
-    match = re.search(r'http-equiv="refresh"[^>]*url=([^"\'>]+)', page.read_text(encoding="utf-8"), re.IGNORECASE)
-    return (page.parent / unquote(match.group(1).strip())).resolve() if match else page
-
-
 def render_check(page: str | Path, chromium: str | None = None, budget_ms: int = 20000) -> dict:
-    """Render ``page`` (after a refresh redirect) in headless Chromium: ``{page, mathjax, math_rendered, images}``
-    and the lists of :data:`PROBLEM_KEYS` (``{page, error}`` if it never loaded); :func:`problems_of` picks the
-    failures."""
+    """Render ``page`` (after a ``<meta http-equiv="refresh">`` redirect: Jupyter Book's ``index.html``) in headless
+    Chromium: ``{page, mathjax, math_rendered, images}`` and the lists of :data:`PROBLEM_KEYS` (``{page, error}`` if
+    it never loaded); :func:`problems_of` picks the failures."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise FileNotFoundError("no Chromium found; install the Debian package `chromium` (apt-get install chromium)")
-    page = follow_redirect(page)
-    html = page.read_text(encoding="utf-8")
+    page = Path(page).resolve()
+    redirect = re.search(r'http-equiv="refresh"[^>]*url=([^"\'>]+)', page.read_text(encoding="utf-8"), re.IGNORECASE)
+    page = (page.parent / unquote(redirect.group(1).strip())).resolve() if redirect else page
     probe_page = page.with_name(f".semlm-check-{page.name}")
-    html = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + _ERROR_LISTENER, html, count=1)
+    html = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + _ERROR_LISTENER, page.read_text(encoding="utf-8"), count=1)
     probe = (_PROBE.replace("__ABSOLUTE_PATH__", json.dumps(ABSOLUTE_PATH))
              .replace("__OUTSIDE__", json.dumps(OUTSIDE_REFERENCE)))
     probe_page.write_text(html.replace("</body>", probe + "</body>") if "</body>" in html else html + probe)
@@ -213,13 +201,13 @@ def long_code_lines(notebooks: str | Path, limit: int = CODE_WIDTH) -> list[str]
     problems = []
     for path in sorted(Path(notebooks).glob("[0-9][0-9]_*.py")):
         lines = path.read_text(encoding="utf-8").splitlines()
-        code = hidden = False
+        shown = False  # a visible code cell's line
         for number, line in enumerate(lines, start=1):
             if line.startswith("# %%"):
-                code = "[markdown]" not in line and "[md]" not in line
-                hidden = any(tag in line for tag in ('"remove-input"', '"remove-cell"', '"hide-input"'))
+                shown = not any(tag in line for tag in ("[markdown]", "[md]", '"remove-input"', '"remove-cell"',
+                                                        '"hide-input"'))
                 continue
-            if code and not hidden and len(line) > limit:
+            if shown and len(line) > limit:
                 problems.append(f"{path.name}:{number}: {len(line)} chars")
     return problems
 

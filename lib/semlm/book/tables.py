@@ -1,14 +1,6 @@
-"""How a chapter shows a table or its configuration: no 0..n index, rounded numbers, short configs.
-
-``show(frame)`` is a table as a reader wants it: a default ``0..n`` index hidden (a meaningful
-index, such as a model name, stays), floats rounded to ``decimals`` places, missing values as
-a dash, ``snake_case`` headers as words, and a ``pd.Series`` shown as a one-column table instead of text ending
-``dtype: ...``.
-
-``show_config(config, fields)`` is a chapter's configuration as the few settings that define its
-scale (:func:`config_table`), with every setting one click away in a ``<details>`` block, in
-place of a raw dataclass repr. Fields are dotted paths into nested dataclasses
-(``"size.n_layer"``).
+"""How a chapter shows a table or its configuration: :func:`show` (a table as a reader wants it, a meaningful index
+kept, a Series as a one-column table instead of text ending ``dtype: ...``) and :func:`show_config` (the few settings
+that define a chapter's scale, every setting one click away, in place of a raw dataclass repr).
 """
 
 from __future__ import annotations
@@ -21,16 +13,15 @@ DECIMALS = 3
 
 
 def show(frame, decimals: int = DECIMALS):
-    """``frame`` (a DataFrame or Series) as a pandas Styler without a ``0..n`` index, floats
-    rounded to ``decimals`` places, missing values shown as ``–`` and ``snake_case`` column
-    names as words (``switch rate``), so that they can wrap."""
+    """``frame`` (a DataFrame or Series) as a pandas Styler without a ``0..n`` index, floats rounded to
+    ``decimals`` places, missing values shown as ``–`` and ``snake_case`` column names as words (``switch rate``)."""
     import pandas as pd
 
     if isinstance(frame, pd.Series):
         frame = frame.to_frame(frame.name if frame.name is not None else "value")
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"show() takes a pandas DataFrame or Series, got {type(frame).__name__}")
-    # snake_case headers cannot wrap, so they widen a table past the column: show them as words
+    # snake_case headers cannot wrap, so they widen a table past the column
     frame = frame.rename(columns=lambda name: name.replace("_", " ") if isinstance(name, str) else name)
     styler = frame.style.format(precision=decimals, na_rep="–")
     return styler.hide(axis="index") if has_default_index(frame) else styler
@@ -77,8 +68,8 @@ def _setting(config, dotted: str):
 
 
 def config_table(config, fields):
-    """The settings ``fields`` (dotted names) of ``config`` as a two-column DataFrame
-    (``setting``, ``value``), values as text so a column of mixed types reads cleanly."""
+    """The settings ``fields`` (dotted paths into nested dataclasses, ``"size.n_layer"``) of ``config`` as a
+    two-column DataFrame (``setting``, ``value``), values as text so a column of mixed types reads cleanly."""
     import pandas as pd
 
     return pd.DataFrame({"setting": list(fields), "value": [_value_text(_setting(config, f)) for f in fields]})
