@@ -5,6 +5,7 @@ timing never asserted) and the command line's sections."""
 import json
 import os
 import sys
+import time
 
 import pytest
 import torch
@@ -226,9 +227,21 @@ def test_each_only_section_runs_its_function_from_the_dispatch_table(monkeypatch
         monkeypatch.setitem(bench_cli.SECTIONS, name, lambda args, name=name: seen.append((name, args.seed)) or 3)
         assert bench_cli.main(["--only", name, "--seed", "7"]) == 3
     assert seen == [(name, 7) for name in bench_cli.SECTIONS]
+    monkeypatch.setitem(bench_cli.SECTIONS, "book", lambda args: None)  # a section that only prints exits 0
+    assert bench_cli.main(["--only", "book"]) == 0
     monkeypatch.setitem(bench_cli.SECTIONS, "book", lambda args: (_ for _ in ()).throw(ValueError("no manifest")))
     assert bench_cli.main(["--only", "book"]) == 2
     assert capsys.readouterr().err.strip() == "error: no manifest"
+
+
+def test_best_seconds_leaves_the_warm_up_call_out():
+    calls = []
+
+    def run():
+        calls.append(None)
+        time.sleep(0.3 if len(calls) == 1 else 0.0)
+
+    assert bench.best_seconds(run, 3) < 0.1 and len(calls) == 4
 
 
 def test_the_flop_formulas_import_without_torch():

@@ -1,13 +1,8 @@
 """The benchmarks chapter (chapter 98), whose measurements ``python -m semlm.bench`` also runs (:mod:`.bench_cli`).
 
-* Paper A (``run_benchmark``): both causal synthetic models trained (through the build's run cache) and
-  evaluated, wall time and peak memory (target: 60 s on a 2-core CPU), hard-controlled generation of 200
-  sentences in one batch (target: 1 s), the FLOP/s training reached and the fp32 / length-bucketing / bf16
-  comparison; written to ``<metrics dir>/bench.json``.
-* Paper B (``run_idea_benchmark``): the idea-gated GPT against the plain GPT, the FLOP ratio counted from the
-  config next to the measured time ratio, for a training step and a cached generation step (targets: time
-  ratio at most 1.05 x and 1.1 x the FLOP ratio); reported with a verdict, never a timed test.
-* The book build's chapter times and CPU-seconds, and the chapter's tables.
+Paper A's synthetic experiment timed (:func:`run_benchmark`, written to ``bench.json``), paper B's gated / plain
+GPT time ratio against its FLOP ratio (:func:`run_idea_benchmark`; a verdict, never a timed test), the book
+build's chapter times and CPU-seconds, and the chapter's tables.
 """
 
 from __future__ import annotations
@@ -16,7 +11,9 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,21 +23,31 @@ from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
+import psutil
 import torch
 
 from semlm.book.flops import (idea_flop_ratios, model_flops_utilisation, nominal_cpu_peak_flops,
                               synthetic_forward_flops_per_position)
 from semlm.core import runs as runner
+from semlm.core.metrics import mean_interval
+from semlm.core.precision import autocast
+from semlm.core.records import Interval
 from semlm.core.runs import peak_rss_mb
+from semlm.data.paths import REPO_ROOT
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, DecodingConfig, generate
 from semlm.fusion.request import PAPER_REQUESTS
-from semlm.fusion.synthetic_experiment import SYNTHETIC, SyntheticExperiment, SyntheticRun, prepare_data, synthetic_runs
+from semlm.fusion.synthetic_experiment import (SYNTHETIC, SyntheticExperiment, SyntheticRun, prepare_data, spec_for,
+                                               synthetic_runs, model_config as synthetic_model_config)
 from semlm.fusion.profiles import synthetic_profile
 from semlm.idea import sparse_decoding as sparse
+from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
+from semlm.idea.profiles import idea_profile
+from semlm.idea.wikitext_experiment import TokenBlocks, autocast_for, idea_loss_fn, model_config
 from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
 from semlm.book.records import BenchmarkRecord
-from semlm.book.recorded_runs import RECORDED_DIR
-from semlm.book.report import write_chapter_metrics
+from semlm.book.recorded_runs import RECORDED_DIR, load_recorded
+from semlm.book.report import metrics_dir, write_chapter_metrics
+from semlm.book.runner import read_manifest
 
 TARGET_SECONDS = 60.0
 
@@ -48,20 +55,27 @@ TARGET_SECONDS = 60.0
 GENERATION_TARGET_SECONDS = 1.0
 
 
+def best_seconds(run, repeats: int) -> float:
+    """Best wall seconds of ``repeats`` calls of ``run()`` after a warm-up call (a busy neighbour only slows one)."""
+    run()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 def time_controlled_generation(model, config, n: int = 200, repeats: int = 5) -> dict:
     """Best-of-``repeats`` time to decode ``n`` hard-controlled positive sentences in one batch."""
     data = prepare_data(config.corpus)
     grammar = ClauseGrammar(data.vocab)
     decoding = DecodingConfig(hard=True, mixture=PAPER_MIXTURE["positive"])
-    threads = torch.get_num_threads()
-    times = []
-    for seed in range(repeats + 1):  # the first call warms up
-        t0 = time.perf_counter()
-        generate(model, data.featurizer, grammar, n, PAPER_REQUESTS["pos"], config=decoding, seed=seed)
-        times.append(time.perf_counter() - t0)
-    best = min(times[1:])
+    seeds = iter(range(repeats + 1))  # a new seed per call
+    best = best_seconds(lambda: generate(model, data.featurizer, grammar, n, PAPER_REQUESTS["pos"], config=decoding,
+                                         seed=next(seeds)), repeats)
     return {"sentences": n, "seconds": round(best, 4), "generations_per_second": round(n / best, 1),
-            "threads": threads, "target_seconds": GENERATION_TARGET_SECONDS,
+            "threads": torch.get_num_threads(), "target_seconds": GENERATION_TARGET_SECONDS,
             "meets_target": best <= GENERATION_TARGET_SECONDS}
 
 
@@ -143,21 +157,13 @@ def measured_matmul_flops(n: int = 512, repeats: int = 20) -> float:
     try:
         g = torch.Generator().manual_seed(0)
         a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
-        a @ b  # warm-up
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t0)
-        return 2 * n ** 3 / min(times)
+        return 2 * n ** 3 / best_seconds(lambda: a @ b, repeats)
     finally:
         torch.set_num_threads(previous)
 
 
 def synthetic_flops_record(config, runs: dict) -> dict:
     """FLOP/s each model's training (one thread per run) reached, against the measured and the nominal peak."""
-    from semlm.fusion.synthetic_experiment import model_config as synthetic_model_config
-
     data = prepare_data(config.corpus)
     # positions computed in one shuffled epoch: batches are trimmed to their longest row
     batches = data.train.batches(config.train.batch_size, torch.Generator().manual_seed(0), shuffle=True)
@@ -242,8 +248,6 @@ def summarise_training_variants(results: dict[tuple[str, str, int], dict], profi
     (reference) variant's 95% t-interval over the seeds for every model, faster when its mean training CPU time
     is below the reference's; bf16 is worth turning on only if both hold.
     """
-    from semlm.core.metrics import mean_interval
-
     variants = dict(variants or TRAINING_VARIANTS)
     reference = next(iter(variants))
     kinds = list(dict.fromkeys(kind for _, kind, _ in results))
@@ -258,8 +262,7 @@ def summarise_training_variants(results: dict[tuple[str, str, int], dict], profi
         for kind in kinds:
             rows = by[name, kind]
             row[kind] = {metric: mean_interval([r[metric] for r in rows]) for metric in ("ppl", "ppl_seen_only")}
-            row[kind]["train_cpu_seconds"] = sum(r["train_cpu_seconds"] for r in rows) / len(rows)
-            row[kind]["train_seconds"] = sum(r["train_seconds"] for r in rows) / len(rows)
+            row[kind].update({m: sum(r[m] for r in rows) / len(rows) for m in ("train_cpu_seconds", "train_seconds")})
             # paired by seed: the same seed gives the same initial weights in every variant
             row[kind]["ppl_paired_change"] = mean_interval(
                 [r["ppl"] / ref["ppl"] - 1 for r, ref in zip(rows, by[reference, kind])])
@@ -294,9 +297,6 @@ EMULATED_ISAS: tuple[str, ...] = ("ALL", "AVX512_CORE", "AVX2")
 def bf16_step_ratio(profile: str = "cpu", steps: int = 30, seed: int = 111) -> dict:
     """Milliseconds per training step of paper A's fusion model (one thread, the same batches) in float32
     and under bf16 autocast, and their ratio: the cost of bf16 on this CPU as oneDNN runs it."""
-    from semlm.fusion.synthetic_experiment import spec_for
-    from semlm.core.precision import autocast
-
     torch.set_num_threads(1)
     spec = spec_for(synthetic_profile(profile, seed), "fusion")
     data = SYNTHETIC.data(spec)
@@ -322,8 +322,6 @@ def bf16_step_ratio(profile: str = "cpu", steps: int = 30, seed: int = 111) -> d
 def emulated_bf16_step_ratios(profile: str = "cpu", isas: Sequence[str] = EMULATED_ISAS) -> dict[str, dict]:
     """:func:`bf16_step_ratio` in a fresh process per oneDNN instruction-set cap (``ONEDNN_MAX_CPU_ISA``, read
     when oneDNN starts), so one machine shows what bf16 autocast costs on CPUs without native bf16."""
-    import subprocess
-
     out = {}
     for isa in isas:
         code = ("import json; from semlm.book.bench import bf16_step_ratio; "
@@ -339,14 +337,9 @@ def emulated_bf16_step_ratios(profile: str = "cpu", isas: Sequence[str] = EMULAT
 
 def recorded_precision_comparison(root=None) -> dict | None:
     """The recorded ``cpu``-scale float32 / bf16 comparison (``book/recorded/cpu-bf16-variants``), or None."""
-    from semlm.book.recorded_runs import load_recorded
-
-    found = [run for run in load_recorded(root) if run.training_variants is not None]
-    if not found:
-        return None
-    run = found[-1]
-    return {**run.training_variants, "folder": f"book/recorded/{run.slug}", "date": run.date[:10],
-            "commit": run.commit[:7], "machine": run.machine}
+    run = next((run for run in reversed(load_recorded(root)) if run.training_variants is not None), None)
+    return None if run is None else {**run.training_variants, "folder": f"book/recorded/{run.slug}",
+                                     "date": run.date[:10], "commit": run.commit[:7], "machine": run.machine}
 
 
 def bf16_summary(comparison: dict) -> str:
@@ -403,50 +396,13 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
     """Gated / plain GPT at ``profile`` size, random weights and token ids: FLOP ratio next to the time ratio.
 
     Training step: one micro-batch (the book's alpha-gated loss, backward, AdamW), ``repeats`` runs of ``steps``
-    steps, plain and gated in turn; its time ratio is the median of the repeats' gated / plain ratios (wall and
-    process CPU time), so a neighbour that slows one repeat moves one ratio. Generation: greedy cached
-    ``generate()``, per new token (time for ``new_tokens`` - time for 1) / (new_tokens - 1), prefill left out.
-    On CUDA the models run in bf16 autocast and the record adds the model FLOPs utilisation.
+    steps, plain and gated in turn (:func:`_time_idea_jobs`). Generation: greedy cached ``generate()``, per new
+    token (time for ``new_tokens`` - time for 1) / (new_tokens - 1), prefill left out. On CUDA the models run in
+    bf16 autocast, as the trainer runs paper B's GPTs.
     """
-    from semlm.idea.profiles import idea_profile
-    from semlm.idea.wikitext_experiment import TokenBlocks
-
     config = idea_profile(profile, seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    previous = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        V, L, K = config.vocab_size, config.size.block_size, config.idea.window
-        B = config.train.batch_size // config.train.accumulation  # one micro-batch
-        new_tokens = max(2, min(new_tokens, L - prompt_tokens))  # stay inside n_positions: no crop
-        g = torch.Generator().manual_seed(seed)
-        blocks = TokenBlocks.from_stream(torch.randint(0, V, ((steps + 1) * B * L + K,), generator=g), L, K)
-        blocks.device = device
-        batches = list(blocks.batches(B))[:steps]
-        prompt = torch.randint(1, V, (generation_batch, prompt_tokens), generator=g).to(device)
-        flops = idea_flop_ratios(config.size.n_layer, config.size.n_embd, V, L, prompt_tokens, new_tokens)
-        record = {"profile": profile, "device": device, "threads": torch.get_num_threads(), "vocab_size": V,
-                  "block_size": L, "batch_size": B, "n_layer": config.size.n_layer, "n_embd": config.size.n_embd,
-                  "prompt_tokens": prompt_tokens, "new_tokens": new_tokens, "generation_batch": generation_batch,
-                  "flops": flops}
-        jobs = _idea_jobs(config, V, seed, batches, prompt, new_tokens, device)
-        record.update(_time_idea_jobs(jobs, repeats, steps, B * L, generation_batch, new_tokens, device))
-        _add_idea_ratios(record, flops, device)
-        return record
-    finally:
-        torch.set_num_threads(previous)
-
-
-def _idea_jobs(config, vocab_size: int, seed: int, batches, prompt, new_tokens: int, device: str) -> dict:
-    """``{"plain" | "gated": (model, {"step" | "one" | "many": job})}`` for the idea benchmark: a training step over
-    ``batches`` (bf16 autocast on CUDA, as the trainer runs paper B's GPTs) and greedy cached generation of one
-    and of ``new_tokens`` tokens; each job waits for the GPU to finish."""
-    from semlm.core.precision import autocast
-    from semlm.idea.model import IdeaGPTForCausalLM
-    from semlm.idea.wikitext_experiment import autocast_for, idea_loss_fn, model_config
-
-    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)  # each job waits for the GPU
 
     def train(model, optimizer, loss_fn):
         model.train()
@@ -465,24 +421,43 @@ def _idea_jobs(config, vocab_size: int, seed: int, batches, prompt, new_tokens: 
                            eos_token_id=None)
         synchronize()
 
-    jobs = {}
-    for name, idea in (("plain", False), ("gated", True)):
-        torch.manual_seed(seed)
-        model = IdeaGPTForCausalLM(model_config(config, vocab_size, idea)).to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        loss_fn = idea_loss_fn(config.idea, list(range(18)), idea)  # no step given: alpha at the end of its ramp
-        jobs[name] = (model, {"step": partial(train, model, optimizer, loss_fn), "one": partial(generate, model, 1),
-                              "many": partial(generate, model, new_tokens)})
-    return jobs
+    previous = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        V, L, K = config.vocab_size, config.size.block_size, config.idea.window
+        B = config.train.batch_size // config.train.accumulation  # one micro-batch
+        new_tokens = max(2, min(new_tokens, L - prompt_tokens))  # stay inside n_positions: no crop
+        g = torch.Generator().manual_seed(seed)
+        blocks = TokenBlocks.from_stream(torch.randint(0, V, ((steps + 1) * B * L + K,), generator=g), L, K)
+        blocks.device = device
+        batches = list(blocks.batches(B))[:steps]
+        prompt = torch.randint(1, V, (generation_batch, prompt_tokens), generator=g).to(device)
+        flops = idea_flop_ratios(config.size.n_layer, config.size.n_embd, V, L, prompt_tokens, new_tokens)
+        record = {"profile": profile, "device": device, "threads": torch.get_num_threads(), "vocab_size": V,
+                  "block_size": L, "batch_size": B, "n_layer": config.size.n_layer, "n_embd": config.size.n_embd,
+                  "prompt_tokens": prompt_tokens, "new_tokens": new_tokens, "generation_batch": generation_batch,
+                  "flops": flops, **({"device_name": torch.cuda.get_device_name()} if device == "cuda" else {})}
+        jobs = {}  # {"plain" | "gated": (model, {"step" | "one" | "many": job})}
+        for name, idea in (("plain", False), ("gated", True)):
+            torch.manual_seed(seed)
+            model = IdeaGPTForCausalLM(model_config(config, V, idea)).to(device)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            loss_fn = idea_loss_fn(config.idea, list(range(18)), idea)  # no step given: alpha at the end of its ramp
+            jobs[name] = (model, {"step": partial(train, model, optimizer, loss_fn),
+                                  "one": partial(generate, model, 1), "many": partial(generate, model, new_tokens)})
+        _time_idea_jobs(record, jobs, repeats, steps)
+        return record
+    finally:
+        torch.set_num_threads(previous)
 
 
-def _time_idea_jobs(jobs: dict, repeats: int, steps: int, tokens_per_step: int, generation_batch: int,
-                    new_tokens: int, device: str) -> dict:
-    """Each model's entry of the idea benchmark from its jobs run ``repeats`` times after a warm-up: best step and
-    per-token times, throughputs, and every repeat's step time (wall, and process CPU time on a CPU)."""
-    from semlm.idea.model import parameter_count
-
-    # plain and gated alternate, so a busy neighbour on a shared machine slows both alike
+def _time_idea_jobs(record: dict, jobs: dict, repeats: int, steps: int) -> None:
+    """Run the jobs ``repeats`` times after a warm-up, plain and gated in turn (a busy neighbour slows both alike),
+    and add to ``record`` each model's best step and per-token times, throughputs and every repeat's step time
+    (wall, and process CPU time on a CPU; on CUDA the MFU), then the gated / plain time ratios (a step's: the
+    median of the repeats' ratios, the mean of the middle two) next to the FLOP ratios, targets and verdicts."""
+    device, flops = record["device"], record["flops"]
     times = {name: {"step": [], "one": [], "many": [], "step_cpu": []} for name in jobs}
     for run in [run for _, model_jobs in jobs.values() for run in model_jobs.values()]:  # warm-up
         run()
@@ -494,24 +469,21 @@ def _time_idea_jobs(jobs: dict, repeats: int, steps: int, tokens_per_step: int, 
                 times[name][key].append(time.perf_counter() - t0)
                 if key == "step":  # CPU time: what a busy neighbour on a shared CPU changes least
                     times[name]["step_cpu"].append(time.process_time() - cpu0)
-    out = {}
     for name, (model, _) in jobs.items():
         t, step_seconds = times[name], min(times[name]["step"]) / steps
-        per_token = max(min(t["many"]) - min(t["one"]), 1e-9) / (new_tokens - 1)
-        out[name] = {"parameters": parameter_count(model), "step_seconds": step_seconds,
-                     "generate_seconds": min(t["many"]), "seconds_per_new_token": per_token,
-                     "train_tokens_per_second": tokens_per_step / step_seconds,
-                     "generated_tokens_per_second": generation_batch / per_token,
-                     "step_seconds_all": [x / steps for x in t["step"]]}
+        per_token = max(min(t["many"]) - min(t["one"]), 1e-9) / (record["new_tokens"] - 1)
+        record[name] = {"parameters": parameter_count(model), "step_seconds": step_seconds,
+                        "generate_seconds": min(t["many"]), "seconds_per_new_token": per_token,
+                        "train_tokens_per_second": record["batch_size"] * record["block_size"] / step_seconds,
+                        "generated_tokens_per_second": record["generation_batch"] / per_token,
+                        "step_seconds_all": [x / steps for x in t["step"]]}
         if device == "cpu":
-            out[name].update(step_cpu_seconds=min(t["step_cpu"]) / steps,
-                             step_cpu_seconds_all=[x / steps for x in t["step_cpu"]])
-    return out
-
-
-def _add_idea_ratios(record: dict, flops: dict, device: str) -> None:
-    """Add the gated / plain time and FLOP ratios, targets, verdicts (and on CUDA the MFU) to ``record``; a step's
-    time ratio is the median of the repeats' interleaved gated / plain ratios (the mean of the middle two)."""
+            record[name].update(step_cpu_seconds=min(t["step_cpu"]) / steps,
+                                step_cpu_seconds_all=[x / steps for x in t["step_cpu"]])
+        else:
+            record[name]["model_flops_utilisation"] = model_flops_utilisation(
+                record[name]["train_tokens_per_second"], flops["training"][f"{name}_flops_per_token"],
+                record["device_name"])
     gated, plain = record["gated"], record["plain"]
     record.update(step_flop_ratio=flops["training"]["ratio"], generation_flop_ratio=flops["generation"]["ratio"],
                   generation_time_ratio=gated["seconds_per_new_token"] / plain["seconds_per_new_token"])
@@ -525,12 +497,6 @@ def _add_idea_ratios(record: dict, flops: dict, device: str) -> None:
     record["meets_targets"] = {key: record[f"{key}_time_over_flops"] <= target for key, target in targets.items()}
     record["verdicts"] = {key: verdict(record[f"{key}_time_ratio"], record[f"{key}_flop_ratio"], target)
                           for key, target in targets.items()}
-    if device == "cuda":
-        record["device_name"] = torch.cuda.get_device_name()
-        for kind in ("plain", "gated"):
-            record[kind]["model_flops_utilisation"] = model_flops_utilisation(
-                record[kind]["train_tokens_per_second"], flops["training"][f"{kind}_flops_per_token"],
-                record["device_name"])
 
 
 # --- the whole book ---------------------------------------------------------------------------
@@ -541,9 +507,6 @@ BOOK_TARGET_MINUTES = 30.0  # issue 21: a from-scratch cpu build in <= 1,800 s (
 
 def _build_manifest(build_dir: str | Path | None) -> dict:
     """The runner's ``manifest.json`` of ``build_dir`` (default ``$SEMLM_BUILD_DIR``, else ``book/_build``)."""
-    from semlm.book.runner import read_manifest
-    from semlm.data.paths import REPO_ROOT
-
     return read_manifest(Path(build_dir or os.environ.get("SEMLM_BUILD_DIR") or REPO_ROOT / "book" / "_build"))
 
 
@@ -577,11 +540,9 @@ def cpu_breakdown(manifest: dict) -> list[dict]:
     """Where a build's CPU-seconds went, ``[{part, cpu_seconds}]``: training paper A's and paper B's models (each
     model once, its trainer's ``cpu_seconds``; an older manifest without them: no training rows), the chapters'
     other work (their CPU-seconds minus that training) and, for a finished build, the HTML and the runner."""
-    runs = {}
-    for entry in [manifest.get("train_ahead") or {}, *manifest.get("chapters", {}).values()]:
-        for run in entry.get("run_list", []):
-            if run["status"] in ("trained", "resumed"):
-                runs[_trained_model(run)] = run
+    entries = [manifest.get("train_ahead") or {}, *manifest.get("chapters", {}).values()]
+    runs = {_trained_model(run): run for entry in entries for run in entry.get("run_list", [])
+            if run["status"] in ("trained", "resumed")}
     chapters = sum(e.get("cpu_seconds") or 0.0 for e in manifest.get("chapters", {}).values())
     rows = []
     if runs and all(r.get("cpu_seconds") is not None for r in runs.values()):
@@ -594,16 +555,14 @@ def cpu_breakdown(manifest: dict) -> list[dict]:
     else:
         rows.append({"part": "chapters (training included)", "cpu_seconds": round(chapters, 1)})
     if manifest.get("complete") and manifest.get("cpu_seconds"):
-        rest = max(manifest["cpu_seconds"] - chapters, 0.0)
-        rows.append({"part": "HTML and the runner", "cpu_seconds": round(rest, 1)})
+        rest = round(max(manifest["cpu_seconds"] - chapters, 0.0), 1)
+        rows.append({"part": "HTML and the runner", "cpu_seconds": rest})
     return rows
 
 
 def cpu_breakdown_frame(build_dir: str | Path | None = None, root: str | Path | None = None):
     """:func:`cpu_breakdown` of this build's manifest (the chapters so far) and of every recorded whole-book build
     (``book/recorded/cpu-book-*``, labelled with its folder): columns build, part, cpu_seconds."""
-    from semlm.book.recorded_runs import load_recorded
-
     rows = [{"build": "this build (chapters so far)", **row} for row in cpu_breakdown(_build_manifest(build_dir))]
     for run in sorted(load_recorded(root), key=lambda r: r.date or ""):
         if run.book_manifest and not run.dry_run:
@@ -633,11 +592,6 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
     inherit, counts 1/n in each, so the sum is the memory the tree occupies), sampled every
     :data:`MEMORY_SAMPLE_SECONDS`; the summed RSS, which counts shared pages once per process, beside it.
     """
-    import resource
-    import subprocess
-
-    import psutil
-
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
@@ -667,8 +621,6 @@ def measure_process(command: Sequence[str], env: dict, cwd: str | Path) -> dict:
 
 def previous_authors_comparison(path: str | Path | None = None) -> dict | None:
     """The ``authors_comparison`` record in ``path`` (default: the bench JSON of this metrics folder), or None."""
-    from semlm.book.report import metrics_dir
-
     try:
         return json.loads(Path(path or metrics_dir() / "bench.json").read_text()).get("authors_comparison")
     except (OSError, json.JSONDecodeError, AttributeError):
@@ -705,22 +657,19 @@ def flops_frame(record: dict):
 
 def training_variants_frame(record: dict):
     """``(frame, caption)`` of the fp32 / bucketing / bf16 comparison; ``(None, message)`` if it did not run."""
-    from semlm.core.records import Interval
-
     variants = record.get("training_variants")
     if variants is None:
         return None, "the training variants were not compared (--variants-profile none)"
     rows = {}
     for name, row in variants["variants"].items():
-        cells = {f"{kind} val PPL (95% interval)": f"{Interval.from_dict(row[kind]['ppl']):.3f}"
-                 for kind in variants["kinds"]}
+        rows[name] = cells = {f"{kind} val PPL (95% interval)": f"{Interval.from_dict(row[kind]['ppl']):.3f}"
+                              for kind in variants["kinds"]}
         for kind in variants["kinds"]:
             change = Interval.from_dict(row[kind]["ppl_paired_change"])
             cells[f"{kind} PPL change, paired by seed"] = (f"{change.mean:+.1%} "
                                                            f"[{change.low:+.1%}, {change.high:+.1%}]")
         cells["train CPU time / reference"] = round(row["cpu_time_ratio"], 2)
         cells["within seed intervals"] = row["within_seed_intervals"]
-        rows[name] = cells
     caption = f"profile {variants['profile']}, seeds {variants['seeds']}; {record['bf16_decision']}"
     return pd.DataFrame(rows).T, caption
 

@@ -1,10 +1,8 @@
 """Benchmarks: ``python -m semlm.bench`` (``make bench``) runs the book's benchmarks (:mod:`semlm.book.bench`).
 
-One function per ``--only`` section, and what runs only on request, never in the book build: the authors'
-script against ours. ``--authors-script PATH`` runs their ``SemanticFusion.py`` (or their notebook's code cells;
-downloaded by the user, never shipped) and our synthetic experiment as whole processes in turn (ours, theirs,
-ours, ...), so a busy neighbour slows both alike, and writes the record into the bench JSON, where the chapter
-shows it.
+One function per ``--only`` section, and, only on request, ``--authors-script PATH``: their ``SemanticFusion.py``
+(or their notebook's code cells; downloaded by the user, never shipped) and our synthetic experiment as whole
+processes in turn (ours, theirs, ours, ...), so a busy neighbour slows both alike, recorded in the bench JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import torch
 
 from semlm.book import bench
 from semlm.book.bench import AUTHORS_REPOSITORY, PRECISION_RECORD, PRECISION_VARIANTS, measure_process
+from semlm.book.report import cpu_model, git_commit, metrics_dir
 from semlm.fusion.profiles import synthetic_profile
 from semlm.profiles import PROFILES
 
@@ -69,21 +68,6 @@ def _ours_command(profile: str, seed: int, workers: int | None) -> list[str]:
     return command + (["--workers", str(workers)] if workers else [])
 
 
-def _ours_workload(profile: str, seed: int, workers: int | None) -> dict:
-    """What our side trains: sentences x epochs and the parameters of both models."""
-    from semlm.fusion.model import build_model
-    from semlm.fusion.synthetic_experiment import model_config, prepare_data
-
-    config = synthetic_profile(profile, seed)
-    vocab = len(prepare_data(config.corpus).vocab)
-    parameters = {kind: sum(p.numel() for p in build_model(model_config(config, kind, vocab, "causal")).parameters())
-                  for kind in ("baseline", "fusion")}
-    return {"experiment": "synthetic, causal, baseline + fusion, training + evaluation (fresh, no cache)",
-            "profile": profile, "seed": seed, "training_sentences": config.corpus.n_train,
-            "epochs": config.train.epochs, "training_sentences_x_epochs": config.corpus.n_train * config.train.epochs,
-            "parameters": parameters, "workers": workers or min(2, os.cpu_count() or 1)}
-
-
 def _failure(run: dict) -> str | None:
     """``(exit N): <last stderr line>`` of a measured run that failed, else None."""
     return f"(exit {run['returncode']}): {(run['stderr_tail'] or ['no output'])[-1]}" if run["returncode"] else None
@@ -103,11 +87,20 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
     Bad input (a missing file, a notebook without code, a script that fails) does not stop our side:
     the record then has ``error`` (one line) and no ratios.
     """
-    from semlm.book.report import cpu_model, git_commit
+    from semlm.fusion.model import build_model
+    from semlm.fusion.synthetic_experiment import model_config, prepare_data
 
     if runs < 2:
         raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {runs}")
-    synthetic_profile(profile, seed)  # an unknown profile fails here, before anything runs
+    config = synthetic_profile(profile, seed)  # an unknown profile fails here, before anything runs
+    vocab = len(prepare_data(config.corpus).vocab)  # what our side trains: sentences x epochs, both models
+    parameters = {kind: sum(p.numel() for p in build_model(model_config(config, kind, vocab, "causal")).parameters())
+                  for kind in ("baseline", "fusion")}
+    sentences, epochs = config.corpus.n_train, config.train.epochs
+    workload = {"experiment": "synthetic, causal, baseline + fusion, training + evaluation (fresh, no cache)",
+                "profile": profile, "seed": seed, "training_sentences": sentences, "epochs": epochs,
+                "training_sentences_x_epochs": sentences * epochs, "parameters": parameters,
+                "workers": workers or min(2, os.cpu_count() or 1)}
     # both sides: this environment, a non-interactive matplotlib, our ``semlm`` importable
     library, path = str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": library + (os.pathsep + path if path else "")}
@@ -134,7 +127,7 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
                 theirs.append(measure_process([sys.executable, str(their_file)], env, workdir))
                 if _failure(theirs[-1]):
                     error = f"the authors' script {script} failed on run {i + 1} {_failure(theirs[-1])}"
-    record["ours"] = {**_medians(ours), "workload": _ours_workload(profile, seed, workers)}
+    record["ours"] = {**_medians(ours), "workload": workload}
     record["authors_script"] = {**about, "path": str(script)}
     if error is not None:
         return {**record, "error": error}
@@ -144,19 +137,6 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
         pairs = [o[m] / t[m] if t[m] else float("nan") for o, t in zip(ours, theirs)]
         record["ratios"][m] = {"median": round(statistics.median(pairs), 4), "per_pair": [round(p, 4) for p in pairs]}
     return record
-
-
-def write_authors_comparison(record: dict, out: str | Path | None = None) -> Path:
-    """Put ``record`` under ``authors_comparison`` in ``out`` (default: the bench JSON), keeping its other entries."""
-    from semlm.book.report import metrics_dir
-
-    path, existing = Path(out) if out else metrics_dir() / "bench.json", {}
-    if path.is_file():
-        try:
-            existing = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); pass another --out or delete it") from None
-    return _write_json(path, {**existing, "authors_comparison": record})
 
 
 def _write_json(path: str | Path, record: dict) -> Path:
@@ -193,7 +173,7 @@ def print_book_times(times: dict) -> None:
           f"chapters; {verdict} the {times['target_minutes']:.0f} min target")
 
 
-def _run_all(args) -> int:
+def _run_all(args) -> None:
     """The whole benchmark (the chapter's record), printed as a summary, then the last book build's times."""
     record = bench.run_benchmark(args.profile, args.seed, args.workers, fresh=args.fresh,
                                  variants_profile=None if args.variants_profile == "none" else args.variants_profile)
@@ -203,20 +183,18 @@ def _run_all(args) -> int:
     print_idea_summary(record["idea"])
     print(json.dumps(record, indent=2))
     print_book_times(bench.book_build_times())
-    return 0
 
 
-def _run_idea(args) -> int:
+def _run_idea(args) -> None:
     """The idea-gated GPT's FLOP / time ratios (what a GPU run wants); ``--out``: also written there."""
     idea = bench.run_idea_benchmark(args.profile, args.seed, threads=None if torch.cuda.is_available() else 1)
     print_idea_summary(idea)
     print(json.dumps(idea, indent=2))
     if args.out:
         _write_json(args.out, idea)
-    return 0
 
 
-def _run_gpu(args) -> int:
+def _run_gpu(args) -> None:
     """Paper B's training through the trainer on a CUDA GPU; ``--out``: the record and its profiler tables."""
     from semlm.book.gpu_throughput import print_gpu_summary, run_gpu_throughput
 
@@ -227,24 +205,16 @@ def _run_gpu(args) -> int:
         tables = [f"{kind}\n{v['trace']['table']}" for kind, v in list(gpu["variants"].values())[-1].items()
                   if "table" in v.get("trace", {})]
         out.with_suffix(".trace.txt").write_text("\n\n".join(tables))
-    return 0
 
 
-def _run_book(args) -> int:
-    print_book_times(bench.book_build_times())
-    return 0
-
-
-def _run_synthetic(args) -> int:
+def _run_synthetic(args) -> None:
     """Our side of ``--authors-script``: train and evaluate both models fresh in a temporary run folder."""
-    config = synthetic_profile(args.profile, args.seed)
     with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
-        runs = bench.train_synthetic(config, runs_dir, args.workers, progress=False)
+        runs = bench.train_synthetic(synthetic_profile(args.profile, args.seed), runs_dir, args.workers, progress=False)
     print("validation PPL: " + ", ".join(f"{k} {r.metrics.ppl:.3f}" for k, r in runs.items()))
-    return 0
 
 
-def _run_precision(args) -> int:
+def _run_precision(args) -> None:
     """Train paper A's baseline and fusion in float32 and in bf16 over 3 seeds at ``--variants-profile`` and
     record the comparison, with the bf16 step times under oneDNN's instruction-set caps, in ``book/recorded/``."""
     from semlm.book.recorded import write_precision_comparison
@@ -259,23 +229,29 @@ def _run_precision(args) -> int:
     command = f"python -m semlm.bench --only precision --variants-profile {profile} --seed {seed}"
     print(bench.bf16_summary(comparison))
     print(write_precision_comparison(comparison, RECORDED_DIR, PRECISION_RECORD, command))
-    return 0
 
 
-def _run_authors(args) -> int:
-    """``--authors-script``: measure, print, write; one error line and exit 1 if their side failed."""
+def _run_authors(args) -> int | None:
+    """``--authors-script``: measure, print, write under ``authors_comparison`` in ``--out`` (default: the bench
+    JSON, its other entries kept); one error line and exit 1 if their side failed."""
     record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
     frame, note = bench.authors_comparison_frame({"authors_comparison": record})
     print(f"{frame.to_string()}\n{note}")
-    print(f"written to {write_authors_comparison(record, args.out)} (authors_comparison)")
+    path, existing = Path(args.out) if args.out else metrics_dir() / "bench.json", {}
+    if path.is_file():
+        try:
+            existing = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); pass another --out or delete it") from None
+    print(f"written to {_write_json(path, {**existing, 'authors_comparison': record})} (authors_comparison)")
     if "error" in record:
         print(f"error: {record['error']}", file=sys.stderr)
         return 1
-    return 0
 
 
-#: ``--only`` section -> the function that runs it (``--authors-script`` runs ``_run_authors`` instead).
-SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu, "book": _run_book, "synthetic": _run_synthetic,
+#: ``--only`` section -> the function that runs it, None or an exit code (``--authors-script`` runs ``_run_authors``).
+SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu,
+            "book": lambda args: print_book_times(bench.book_build_times()), "synthetic": _run_synthetic,
             "precision": _run_precision}
 
 
@@ -314,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
     try:
-        return (_run_authors if args.authors_script is not None else SECTIONS[args.only])(args)
+        return (_run_authors if args.authors_script is not None else SECTIONS[args.only])(args) or 0
     except (ValueError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,10 +1,8 @@
 """Floating-point operations of the book's models, counted from their configs, and what they say about speed.
 
-Pure arithmetic, torch-free: the benchmarks (:mod:`semlm.book.bench`), the GPU throughput run
-(:mod:`semlm.book.gpu_throughput`) and the recorded runs' MFU (:mod:`semlm.book.recorded`) all count
-with these formulas. A multiply-add counts 2; a training step is three forward passes' worth (the
-backward computes two products per forward product). Embeddings, LayerNorms and the attention softmax
-are left out (O(d) per position).
+Pure arithmetic, torch-free, for the benchmarks, the GPU throughput run and the recorded runs' MFU. A multiply-add
+counts 2; a training step is three forward passes' worth (the backward computes two products per forward product).
+Embeddings, LayerNorms and the attention softmax are left out (O(d) per position).
 """
 
 from __future__ import annotations
@@ -49,10 +47,9 @@ def synthetic_forward_flops_per_position(backbone, vocab_size: int, kind: str, n
 def nominal_cpu_peak_flops() -> dict:
     """Nominal float32 peak per core from ``/proc/cpuinfo``: clock x SIMD lanes x 2 (FMA) x FMA units.
 
-    The clock is the TSC rate of ``lscpu``'s BogoMIPS / 2 (virtual machines rarely report a max
-    MHz); lanes are 16 with AVX-512, 8 with AVX2; two FMA units are assumed (server cores). A
-    nominal figure: turbo (above the base clock), AVX-512 down-clocking and a shared host all
-    move the real ceiling, so the measured matmul peak can exceed it.
+    The clock is the TSC rate, BogoMIPS / 2 (virtual machines rarely report a max MHz); lanes are 16 with
+    AVX-512, 8 with AVX2; two FMA units are assumed (server cores). Turbo, AVX-512 down-clocking and a shared
+    host all move the real ceiling, so the measured matmul peak can exceed it.
     """
     flags, bogomips = set(), None
     try:
@@ -65,9 +62,7 @@ def nominal_cpu_peak_flops() -> dict:
         return {"formula": "unavailable (/proc/cpuinfo not readable)", "per_core": None}
     lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
     clock = bogomips / 2 * 1e6 if bogomips else None
-    per_core = clock * lanes * 2 * 2 if clock else None
-    return {"clock_hz": clock, "fp32_lanes": lanes, "fma_units_assumed": 2, "per_core": per_core,
-            "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
+    return {"per_core": clock * lanes * 2 * 2 if clock else None,
             "formula": f"clock ({clock / 1e9 if clock else float('nan'):.2f} GHz, BogoMIPS/2) x {lanes} fp32 lanes "
                        f"x 2 (FMA) x 2 FMA units"}
 
@@ -79,11 +74,10 @@ def forward_flops_per_position(n_layer: int, n_embd: int, vocab_size: int, conte
                                d_ff: int | None = None) -> dict[str, float]:
     """Floating-point operations of one forward position of the (idea-gated) GPT, by part.
 
-    A multiply-add counts 2. Per layer: the q, k, v and output projections (4 d^2 MACs), the
-    attention scores and the weighted sum over ``context`` attended keys (2 x context x d MACs) and
-    the MLP (2 d d_ff MACs, d_ff = 4d by default); then the token head (d V) and, if present, the idea head
-    (d^2 + d V). Embedding lookups, LayerNorms and the attention softmax are left out (O(d) per position); the
-    O(V) element-wise work of the losses and the gate is counted by :func:`elementwise_flops_per_position`.
+    Per layer: the q, k, v and output projections (4 d^2 MACs), the attention scores and the weighted sum over
+    ``context`` attended keys (2 x context x d MACs) and the MLP (2 d d_ff MACs, d_ff = 4d by default); then the
+    token head (d V) and, if present, the idea head (d^2 + d V). The O(V) element-wise work of the losses and the
+    gate is :func:`elementwise_flops_per_position`'s.
     """
     d, n, V = n_embd, n_layer, vocab_size
     parts = {"attention projections": n * 2 * 4 * d * d, "attention scores": n * 2 * 2 * context * d,
@@ -122,13 +116,10 @@ def elementwise_flops_per_position(vocab_size: int, idea_head: bool, kind: str =
 
 def idea_flop_ratios(n_layer: int, n_embd: int, vocab_size: int, block_size: int, prompt_tokens: int,
                      new_tokens: int) -> dict:
-    """Gated / plain FLOP ratios of a training step and of one cached generation step, with the parts.
-
-    Training: every position of a block, forward and backward. Cached generation: one new position
-    reading ``prompt_tokens + new_tokens / 2`` cached keys on average (the decode steps measured).
-    The counts are the matrix products (:func:`forward_flops_per_position`, x 3 for training) plus
-    the element-wise work over the vocabulary (:func:`elementwise_flops_per_position`: the losses,
-    the gate and their backwards); ``matmul_ratio`` is the ratio of the matrix products alone.
+    """Gated / plain FLOP ratios of a training step (every position of a block, forward and backward) and of one
+    cached generation step (one new position reading ``prompt_tokens + new_tokens / 2`` cached keys on average),
+    with the parts: the matrix products (x 3 for training) plus the element-wise work over the vocabulary;
+    ``matmul_ratio`` is the ratio of the matrix products alone.
     """
     out = {}
     for kind, context in (("training", (block_size + 1) / 2), ("generation", prompt_tokens + new_tokens / 2)):

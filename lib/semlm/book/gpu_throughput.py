@@ -1,18 +1,10 @@
 """Paper B's GPT training on a GPU: tokens/s and model FLOPs utilisation of the book's own trainer.
 
-``python -m semlm.bench --only gpu [--profile paper]`` (CUDA only; ``.ci/run-gpu`` runs it) times
-full optimiser steps of :class:`semlm.core.train.Trainer` (the loop every chapter trains with: bf16
-autocast, fused AdamW, SDPA attention, the device-side running sums, the same 32 sequences per step)
-for the plain and the idea-gated GPT of ``profile`` under the execution settings in
-:data:`VARIANTS`, each an execution-only change of :class:`~semlm.core.train_config.TrainConfig`: the
-authors' micro-batch of 8 with accumulation 4, one micro-batch of 32, and that with
-``torch.compile`` of the model and of gate + losses. Random token ids: a step's cost does not
-depend on what the model has learnt.
-
-It also checks, on the GPU, what the speed must not change: one micro-batch of 32 and four of 8
-give the same parameters after a few steps (to bf16 tolerance), and the compiled step's losses
-equal the eager step's. MFU counts the matrix products only (:func:`semlm.book.flops.training_flops_per_token`)
-against the GPU's dense bf16 peak.
+``python -m semlm.bench --only gpu [--profile paper]`` (CUDA only; ``.ci/run-gpu`` runs it) times full optimiser
+steps of :class:`semlm.core.train.Trainer` (the loop every chapter trains with) for the plain and the idea-gated
+GPT of ``profile`` on random token ids, under each execution-only setting of :data:`VARIANTS`, and checks that
+the settings apply the same update (:func:`same_update_check`). MFU counts the matrix products only
+(:func:`semlm.book.flops.training_flops_per_token`) against the GPU's dense bf16 peak.
 """
 
 from __future__ import annotations
@@ -71,16 +63,8 @@ def time_variant(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: b
     trainer, config = _trainer(profile, idea, whole_batch, compile_on_cuda, seed)
     batches = _batches(trainer, warmup + steps + (3 if profiled else 0))
     torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    for step, batch in batches[:warmup]:  # compilation (if any) happens here
-        trainer.optimiser_step(step, batch)
-    torch.cuda.synchronize()
-    warmup_seconds = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for step, batch in batches[warmup:warmup + steps]:
-        trainer.optimiser_step(step, batch)
-    torch.cuda.synchronize()
-    seconds = (time.perf_counter() - t0) / steps
+    warmup_seconds = _seconds(trainer, batches[:warmup])  # compilation (if any) happens here
+    seconds = _seconds(trainer, batches[warmup:warmup + steps]) / steps
     trace = _profiled_steps(trainer, batches[warmup + steps:]) if profiled else None
     size = config.size
     tokens = trainer.config.batch_size * size.block_size
@@ -94,12 +78,20 @@ def time_variant(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: b
             **({"trace": trace} if trace is not None else {})}
 
 
+def _seconds(trainer, batches) -> float:
+    """Wall seconds of the optimiser steps over ``batches``, until the GPU has finished them."""
+    t0 = time.perf_counter()
+    for step, batch in batches:
+        trainer.optimiser_step(step, batch)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def gpu_busy_seconds(events) -> float:
     """Seconds in which at least one kernel ran: the union of the device events' intervals.
 
-    Only device activity counts (not the host ops that launched it, whose "self device time" repeats
-    their kernels', nor GPU-side user annotations, which span kernels), and kernels overlapping on
-    several streams count once: a share of the wall time that cannot pass 100%.
+    Only device activity counts (not the host ops that launched it, whose "self device time" repeats their
+    kernels', nor GPU-side user annotations, which span kernels); kernels overlapping on several streams count once.
     """
     from torch.autograd import DeviceType
 
@@ -120,11 +112,7 @@ def _profiled_steps(trainer, batches) -> dict:
 
     try:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            t0 = time.perf_counter()
-            for step, batch in batches:
-                trainer.optimiser_step(step, batch)
-            torch.cuda.synchronize()
-            wall = time.perf_counter() - t0
+            wall = _seconds(trainer, batches)
         busy = gpu_busy_seconds(prof.events())
         return {"steps": len(batches), "wall_seconds": wall, "gpu_busy_seconds": busy, "gpu_busy_share": busy / wall,
                 "table": prof.key_averages().table(sort_by="self_device_time_total", row_limit=25,

@@ -1,11 +1,9 @@
 """Recorded runs: what ran once elsewhere (a GPU run, a long CPU run, a whole book build), kept in ``book/recorded/``.
 
 A build computes its own numbers; a recorded run can only be *shown*, labelled, beside them. This module
-collects a run into ``book/recorded/<folder>/`` (``collect``, ``collect-long``, ``collect-book``: its files and a
-``provenance.json`` naming machine, packages, date and commit), shows the recorded tables the chapters print
-(``recorded_*_frame``: every row labelled; an empty table and one line when nothing is recorded), judges the
-folders' metrics with this commit's claims (:func:`recorded_verdicts`, the README's section) and compares two
-builds claim by claim (:func:`diff_builds`, ``python -m semlm.book.recorded diff A B``).
+collects a run into ``book/recorded/<folder>/`` with a ``provenance.json`` (machine, packages, date, commit), shows
+the chapters' recorded tables (``recorded_*_frame``), judges the folders' metrics with this commit's claims
+(:func:`recorded_verdicts`) and compares two builds claim by claim (:func:`diff_builds`).
 """
 
 from __future__ import annotations
@@ -13,6 +11,8 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
+import platform
 import re
 import shutil
 import sys
@@ -20,12 +20,17 @@ from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+import psutil
 
+from semlm.book.claims import NOT_RUN, evaluate_claims
+from semlm.book.flops import model_flops_utilisation, training_flops_per_token
 from semlm.book.recorded_runs import (BENCH, BOOK_MANIFEST, BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL,
                                       GPU_THROUGHPUT, PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS,
                                       RecordedRun, load_recorded, read_json)
 from semlm.book.report import cpu_model, git_commit, load_metrics, package_versions
 from semlm.data.paths import REPO_ROOT
+from semlm.idea.profiles import idea_profile, lora_profile
+from semlm.profiles import cpu_computes_bf16
 
 LABEL = "recorded GPU run: measured on a GPU machine by .ci/run-gpu, not by this build"
 CPU_LABEL = "recorded CPU run: a long run of one chapter by .ci/run-long, from a pinned clone, not by this build"
@@ -62,8 +67,6 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
     runs skipped), apart from the build's own verdicts: ``{claim id: [{folder, commit, machine, date, profile,
     seeds, status, value_mean, ci_low, ci_high}, ...]}``, one entry per folder that holds what the claim needs.
     ``seeds``: the training seeds the claim's interval rests on (None where the claim does not say)."""
-    from semlm.book.claims import NOT_RUN, evaluate_claims
-
     out: dict[str, list[dict]] = {}
     for run in load_recorded(root):
         metrics = run.book_metrics or run.chapters
@@ -136,8 +139,6 @@ def diff_builds(a: str | Path, b: str | Path) -> dict:
     their own ``report.json`` (None unless both have one); with the counts of status changes, value changes beyond
     the intervals and (stored) claims on one side only. A missing folder, no chapter metrics or bad JSON: an error.
     """
-    from semlm.book.claims import evaluate_claims
-
     sides, judged = [_build_side(a), _build_side(b)], []
     for side in sides:
         try:
@@ -419,20 +420,15 @@ def recorded_book_builds_frame(root: str | Path | None = None, target_minutes: f
 def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
     """Training tokens/s the chapter reports (the gated model's, else the first) and its MFU.
 
-    Chapter 6 reports ``training.tokens_per_second`` per run; MFU = tokens/s x FLOPs per token
-    (``semlm.book.flops.training_flops_per_token`` at the profile's GPT size) / dense bf16 peak. Chapter 8
-    reports seconds per LoRA step; its tokens/s follow from the profile's batch, and no MFU is given
-    (a frozen 4-bit backbone's FLOPs are not what the counter counts).
+    Chapter 6 reports ``training.tokens_per_second`` per run, its MFU counted at the profile's GPT size. Chapter 8
+    reports seconds per LoRA step, its tokens/s follow from the profile's batch, and a frozen 4-bit backbone's
+    FLOPs are not what the counter counts: no MFU.
     """
-    from semlm.book.flops import model_flops_utilisation, training_flops_per_token
-
     out = dict.fromkeys(("tokens_per_second", "mfu", "throughput_note"))
     profile, rates = metrics.get("profile"), metrics.get("training", {}).get("tokens_per_second")
     per_run = isinstance(rates, dict) and bool(rates)
     try:  # a throughput that cannot be computed is noted; the record must still be written
         if per_run:
-            from semlm.idea.profiles import idea_profile
-
             chosen = metrics.get("gated", {}).get("run") if isinstance(metrics.get("gated"), dict) else None
             name = (chosen if chosen in rates else "gated" if "gated" in rates
                     else next((n for n in rates if n.startswith("gated")), next(iter(rates))))
@@ -443,8 +439,6 @@ def chapter_throughput(chapter: str, metrics: dict, gpu: str | None) -> dict:
             out["mfu"] = model_flops_utilisation(out["tokens_per_second"], flops, gpu)
             out["throughput_note"] = f"{name} model; FLOPs from the {profile} profile's GPT size"
         elif chapter.startswith("08") and isinstance(metrics.get("by_quantization"), dict):
-            from semlm.idea.profiles import lora_profile
-
             config = lora_profile(profile)
             q = metrics.get("quantization") or next(iter(metrics["by_quantization"]))
             seconds = _mean(metrics["by_quantization"][q]["gated"].get("seconds_per_step"))
@@ -547,12 +541,9 @@ def collect(work: Path, root: Path, commit: str, profile: str, max_steps: str, d
 def _cpu_provenance(label: str, kind: str, machine: dict, commit: str, profile, command: str, **more) -> dict:
     """A recorded CPU folder's ``provenance.json``: the machine and packages ``machine`` names (a chapter's metrics,
     or this machine's), this machine's memory, the date (now unless ``more`` gives one), commit and command."""
-    try:
-        memory_gb = round(int(Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        memory_gb = None
     keys = ("cpu_model", "cpu_count", "machine", "packages", "python")
-    return {"label": label, "kind": kind, "gpu": None, **{k: machine.get(k) for k in keys}, "memory_gb": memory_gb,
+    return {"label": label, "kind": kind, "gpu": None, **{k: machine.get(k) for k in keys},
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "date": _utc(), "git_commit": commit, "profile": profile, "command": command, "dry_run": False, **more}
 
 
@@ -563,10 +554,9 @@ def _folder_name(prefix: str, name: str, default: str) -> str:
 def collect_long(metrics_file: Path, calls: Path, root: Path, name: str, commit: str, command: str) -> Path:
     """Write ``<root>/cpu-<name>/``: chapter 6's metrics of a ``.ci/run-long`` call and its ``provenance.json``.
 
-    The provenance names the machine (processor, cores, memory), the pinned commit, the command, the
-    wall time summed over every call that worked on the run (rows ``start<TAB>end<TAB>rc`` of ``calls``, resumed
-    calls included) and the tokens each model saw. Metrics from another profile than ``cpu-long``, or from an
-    older commit, are refused.
+    The provenance names the machine, the pinned commit, the command, the wall time summed over every call that
+    worked on the run (rows ``start<TAB>end<TAB>rc`` of ``calls``) and the tokens each model saw. Metrics from
+    another profile than ``cpu-long``, or from an older commit, are refused.
     """
     if not metrics_file.is_file():
         raise FileNotFoundError(f"{metrics_file} does not exist: chapter 6 did not finish; run .ci/run-long again")
@@ -606,8 +596,6 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
     ``manifest.json`` (wall time and core use), ``provenance.json`` (machine, packages and commit, from the chapter
     metrics), every chapter's metrics (``metrics/``), the claims table (``report.json``: the build's report
     chapter's, else the collecting commit's claims code's) and ``VERDICTS.md``."""
-    from semlm.book.claims import evaluate_claims
-
     manifest_path = Path(build_dir) / "manifest.json"
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{manifest_path} does not exist: run `make book` first")
@@ -644,12 +632,7 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
 def write_precision_comparison(comparison: dict, root: Path, name: str, command: str) -> Path:
     """Write ``<root>/<name>/``: a ``compare_training_variants`` record (``training_variants.json``) and its
     ``provenance.json`` (this machine's CPU, whether it computes bf16 natively, packages, date, commit)."""
-    import os
-    import platform
-
     import torch
-
-    from semlm.profiles import cpu_computes_bf16
 
     machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
                "packages": package_versions(), "python": platform.python_version()}
@@ -673,12 +656,10 @@ def _parser() -> argparse.ArgumentParser:
     for command in (c, g):
         command.add_argument("--commit", default="unknown")
     c.add_argument("--work", required=True, type=Path)
-    c.add_argument("--profile", default="paper")
-    c.add_argument("--max-steps", default="")
-    c.add_argument("--dry-run", default="0")
-    c.add_argument("--started", type=float, default=_dt.datetime.now().timestamp())
-    c.add_argument("--pytest-summary", default="")
-    c.add_argument("--idea-model-summary", default="")
+    for flag, default in (("--profile", "paper"), ("--max-steps", ""), ("--dry-run", "0"),
+                          ("--started", _dt.datetime.now().timestamp()), ("--pytest-summary", ""),
+                          ("--idea-model-summary", "")):
+        c.add_argument(flag, default=default, type=type(default))
     g.add_argument("--metrics", required=True, type=Path)
     g.add_argument("--calls", required=True, type=Path)
     g.add_argument("--name", default="long")

@@ -59,9 +59,8 @@ class RecordedRun:
 
     @property
     def source(self) -> str:
-        if self.provenance.get("kind") == "cpu-book":
-            return BOOK_SOURCE_LABEL
-        return CPU_SOURCE_LABEL if self.on_cpu else SOURCE_LABEL
+        return (BOOK_SOURCE_LABEL if self.provenance.get("kind") == "cpu-book"
+                else CPU_SOURCE_LABEL if self.on_cpu else SOURCE_LABEL)
 
     @property
     def date(self) -> str:
