@@ -1,13 +1,12 @@
 """The claims table of the reproducibility report, computed from the chapters' metrics files.
 
 Each claim of the two papers is a :class:`Claim` with the paper's value and a judge that reads this build's
-metrics (``{chapter: record}``: the typed records of :mod:`semlm.core.records`, or the dicts
-:func:`semlm.book.report.write_chapter_metrics` wrote, read through :func:`semlm.book.records.load_record`) by
-attribute and returns our values and one of :data:`STATUSES` (:data:`STATUS_MEANINGS` says what each means).
-
-Every verdict carries the ``rule`` it was judged by. A paper-A rule gives "reproduced" only if a model without
-the property would fail it: intervals (over seeds, or Wilson intervals of rates), never signs of means. A rate
-whose interval has a half-width above :data:`INCONCLUSIVE_HALF_WIDTH` is inconclusive whatever its centre.
+``{chapter: record}`` (typed records, or the dicts :func:`semlm.book.report.write_chapter_metrics` wrote, read
+through :func:`semlm.book.records.load_record`) and returns a :class:`Verdict`: our values, one of :data:`STATUSES`
+(:data:`STATUS_MEANINGS` says what each means) and the ``rule`` it was judged by. A paper-A rule gives
+"reproduced" only if a model without the property would fail it: intervals (over seeds, or Wilson intervals of
+rates), never signs of means. A rate whose interval has a half-width above :data:`INCONCLUSIVE_HALF_WIDTH` is
+inconclusive whatever its centre.
 
 Nothing here is typed by hand except the papers' own values and the rules.
 """
@@ -15,6 +14,7 @@ Nothing here is typed by hand except the papers' own values and the rules.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable, Mapping
 
 from semlm import reference as ref
@@ -58,6 +58,14 @@ class Verdict:
     rule: str = ""  # the rule the status was judged by, in words
     seeds: int | None = None  # how many training seeds the decided interval rests on, where it is over seeds
 
+    @classmethod
+    def on(cls, status: str, reason: str, decided: Interval, published_value: object = None,
+           seeds: int | None = None) -> Verdict:
+        """A verdict whose causal value is ``decided``'s mean, with its interval (None if undefined) and, unless
+        given, the number of seeds it rests on."""
+        ci = (decided.low, decided.high) if decided.finite else None
+        return cls(status, reason, published_value, decided.mean, ci, seeds=_seeds(decided) if seeds is None else seeds)
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -72,34 +80,27 @@ class _Missing(KeyError):
     pass
 
 
-def _need(value, chapter: str, what: str):
-    """``value``, or ``_Missing`` naming what the chapter's record lacks."""
-    if value is None:
-        raise _Missing(f"{chapter} has no {what}")
-    return value
-
-
 def _get(metrics: Mapping[str, dict | ChapterRecord], chapter: str, *path: str, note: str = ""):
-    """``chapter``'s typed record (:func:`semlm.book.records.load_record`) followed along ``path`` (attributes, or
-    keys of mappings), or ``_Missing`` naming the chapter that did not run or the first step that is absent or None
-    (``note`` added to the last step's name)."""
+    """``chapter``'s typed record followed along ``path`` (attributes, or keys of mappings); ``_Missing`` names the
+    chapter that did not run or the first step that is absent or None (``note`` added to the last step's name)."""
     if chapter not in metrics:
         raise _Missing(f"chapter {chapter} did not run in this build")
     value = load_record(chapter, metrics[chapter])
     for depth, step in enumerate(path, 1):
         value = value.get(step) if isinstance(value, Mapping) else getattr(value, step)
-        _need(value, chapter, ".".join(path[:depth]) + (note if depth == len(path) else ""))
+        if value is None:
+            raise _Missing(f"{chapter} has no {'.'.join(path[:depth])}{note if depth == len(path) else ''}")
     return value
-
-
-def _bounds(interval: Interval) -> tuple[float, float] | None:
-    """The ``ci`` column of the claims table: ``(low, high)``, or None if the interval is undefined."""
-    return (interval.low, interval.high) if interval.finite else None
 
 
 def _seeds(interval: Interval | None) -> int | None:
     """The number of replicates (seeds) ``interval`` was computed from, or None if it does not keep them."""
     return len(interval.values) if interval is not None and interval.values else None
+
+
+def _first(*rungs: tuple[bool, str, str]) -> tuple[str, str]:
+    """The status and why of the first ``(holds, status, why)`` rung that holds (a ladder ends with ``True``)."""
+    return next((status, why) for holds, status, why in rungs if holds)
 
 
 def _judge(chapter: str, rule: str | None = None):
@@ -121,25 +122,23 @@ def _judge(chapter: str, rule: str | None = None):
 AUDIT = "04_leakage_audit"
 
 
-def _table1(kind: str, metric: str):
+def _table1(claim_id: str, claim: str, kind: str, metric: str) -> Claim:
+    paper = ref.PAPER_A_TABLE1[kind][metric]
     rule = ("never 'reproduced': a perplexity of a model that reads the word it predicts is not a language-model "
             "perplexity; the published setting and the causal floor are shown for comparison")
 
     @_judge(AUDIT, rule)
     def judge(metrics):
         published, causal = (_get(metrics, AUDIT, "table1", s, kind, metric) for s in ("published", "causal"))
-        paper = ref.PAPER_A_TABLE1[kind][metric]
         floor = getattr(_get(metrics, AUDIT, "floors"), metric)
         # the paper counts the <eos> -> <pad> target too; compare with ours counted the same way
         counted = getattr(_get(metrics, AUDIT, "table1", "published", kind), f"{metric}_authors_denominator")
-        compared = counted if counted is not None else published
         detail = (f"published setting {published.mean:.3f}"
                   + (f", {counted.mean:.3f} counted the authors' way" if counted is not None else "")
-                  + f" ({abs(compared.mean - paper) / paper:.0%} from the paper)"
+                  + f" ({abs((counted or published).mean - paper) / paper:.0%} from the paper)"
                   + (f"; no causal model can go below {floor:.3f}" if floor is not None else ""))
-        return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; {detail}; causal {causal.mean:.3f}",
-                       published.mean, causal.mean, _bounds(causal), seeds=_seeds(causal))
-    return judge
+        return Verdict.on(NOT_MEANINGFUL, f"{NON_CAUSAL}; {detail}; causal {causal.mean:.3f}", causal, published.mean)
+    return Claim(claim_id, "A", claim, paper, judge)
 
 
 SELF_RECONSTRUCTION = ("the auxiliary head reconstructs s_t from the hidden state at the same position t, whose input "
@@ -161,20 +160,12 @@ def _sem_mse(metrics):
                    seeds=_seeds(causal))
 
 
-def _paired_status(diff: Interval) -> str:
-    """REPRODUCED if the interval of a paired difference (expected > 0) lies above 0, NOT_REPRODUCED if
-    below, INCONCLUSIVE ("no difference detected") if it contains 0 or there are fewer than 2 seeds."""
-    if (diff.n or 0) < 2:
-        return INCONCLUSIVE
-    return REPRODUCED if diff.above(0) else NOT_REPRODUCED if diff.below(0) else INCONCLUSIVE
-
-
-def _rise(diff: Interval, above: float = 0.0, min_seeds: int = 2, refute: str = "high") -> str:
-    """REPRODUCED if ``diff``'s interval lies above ``above``, NOT_REPRODUCED if its ``refute`` end (``high``, or
-    the ``mean``) is <= 0, INCONCLUSIVE otherwise or with fewer than ``min_seeds`` seeds or an undefined interval."""
+def _rise(diff: Interval, refuted: bool, min_seeds: int = 2) -> str:
+    """REPRODUCED if ``diff``'s interval lies above 0, NOT_REPRODUCED if ``refuted``, INCONCLUSIVE otherwise ("no
+    difference detected") or with fewer than ``min_seeds`` seeds or an undefined interval."""
     if (diff.n or 0) < min_seeds or not diff.finite:
         return INCONCLUSIVE
-    return REPRODUCED if diff.above(above) else NOT_REPRODUCED if getattr(diff, refute) <= 0 else INCONCLUSIVE
+    return REPRODUCED if diff.above(0) else NOT_REPRODUCED if refuted else INCONCLUSIVE
 
 
 _PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced if its 95% interval lies above 0 in "
@@ -187,10 +178,10 @@ def _fusion_beats_baseline(metrics):
     values = {s: {k: _get(metrics, AUDIT, "table1", s, k, "ppl_seen_only") for k in ("baseline", "fusion")}
               for s in ("causal", "published")}
     for s, k in ((s, k) for s in values for k in values[s]):
-        _need(values[s][k].values, AUDIT, f"table1.{s}.{k}.ppl_seen_only.values")
+        _get(metrics, AUDIT, "table1", s, k, "ppl_seen_only", "values")
     diffs = {s: Interval.paired(v["baseline"].values, v["fusion"].values) for s, v in values.items()}
     n = len(values["causal"]["fusion"].values)
-    status, published_status = (_paired_status(diffs[s]) for s in ("causal", "published"))
+    status, published_status = (_rise(diffs[s], diffs[s].below(0)) for s in ("causal", "published"))
     where = {(REPRODUCED, REPRODUCED): "holds in both settings",
              (REPRODUCED, INCONCLUSIVE): "holds in the causal setting only",
              (INCONCLUSIVE, REPRODUCED): "holds in the published (non-causal) setting only",
@@ -198,13 +189,11 @@ def _fusion_beats_baseline(metrics):
                  (status, published_status), f"causal: {status}, published: {published_status}")
     ppl = ", ".join(f"{s} {v['baseline'].mean:.3f} -> {v['fusion'].mean:.3f}" for s, v in values.items())
     # the decided quantity (the paired difference) is the value shown, with its interval; the PPLs go in the reason
-    return Verdict(status,
+    return Verdict.on(status,
                    f"over {n} seeds, baseline - fusion seen-only PPL: causal {diffs['causal']:+.3f}, published "
                    f"{diffs['published']:+.3f} ({where}"
                    f"{'; no difference detected in the causal setting' if status == INCONCLUSIVE else ''}); "
-                   f"seen-only PPL baseline -> fusion: {ppl}",
-                   diffs["published"].mean, diffs["causal"].mean, _bounds(diffs["causal"]),
-                   seeds=_seeds(diffs["causal"]))
+                   f"seen-only PPL baseline -> fusion: {ppl}", diffs["causal"], diffs["published"].mean)
 
 
 _MASK_RULE = ("hard control restricts the adjective to the requested class and fixes the punctuation, so 1.00 holds "
@@ -236,10 +225,9 @@ def sampler_guaranteed_rate(alpha: float, n_held_out: int = 3, n_class: int = 5)
 
 
 def sampler_alone_rate(cls: str, rule: str, n_train: int = 2, n_class: int = 5) -> float:
-    """Held-out adjective rate that paper A's mixture sampler (``semlm.fusion.decoding.mixture``) produces
-    at the ADJ slot under the request ``cls`` ("pos"/"neg") and nucleus ``rule`` for a model that never
-    predicts a held-out word (its class mass spread evenly over the ``n_train`` training adjectives, what
-    a perfect model of the training data predicts): computed with the decoder's own functions."""
+    """Held-out adjective rate of paper A's mixture sampler (the decoder's own functions) at the ADJ slot under the
+    request ``cls`` ("pos"/"neg") and nucleus ``rule``, for a model that spreads the class mass evenly over the
+    ``n_train`` training adjectives (a perfect model of the training data, which never predicts a held-out word)."""
     import torch
 
     from semlm.fusion.decoding.generate import PAPER_MIXTURE
@@ -261,7 +249,7 @@ _OOD_RULE = ("inconclusive if the 95% interval over seeds is wider than +-{w}; o
              "interval (+-0.05 for the paper's own sampling noise at N = 200), not reproduced if outside")
 
 
-def _ood(cls: str):
+def _ood(claim_id: str, claim: str, cls: str) -> Claim:
     @_judge(AUDIT, _OOD_RULE.format(w=INCONCLUSIVE_HALF_WIDTH))
     def judge(metrics):
         causal, published = (_get(metrics, AUDIT, "ood_hit", s, cls) for s in ("causal", "published"))
@@ -273,16 +261,14 @@ def _ood(cls: str):
         text = (f"causal interval [{causal.low:.2f}, {causal.high:.2f}], paper {paper}; the sampler alone gives "
                 f"{alone_paper:.2f} under the authors' nucleus rule and {alone_ours:.2f} under ours ({ours!r}), "
                 f"against alpha x 3/5 = {sampler_guaranteed_rate(ref.PAPER_A_OOD_ALPHA[cls]):.2f} before truncation")
-        if causal.half_width > INCONCLUSIVE_HALF_WIDTH:
-            status = INCONCLUSIVE
-        elif alone_paper >= paper - 0.05:
+        status, why = _first(
+            (causal.half_width > INCONCLUSIVE_HALF_WIDTH, INCONCLUSIVE, ""),
             # a measured rate far below what the sampler alone gives means the decoder is broken
-            status = BY_CONSTRUCTION if causal.high >= alone_ours - 0.05 else NOT_REPRODUCED
-            text += " (the paper's value is what the mixture gives a model that never predicts a held-out word)"
-        else:
-            status = REPRODUCED if causal.low - 0.05 <= paper <= causal.high + 0.05 else NOT_REPRODUCED
-        return Verdict(status, text, published.mean, causal.mean, (causal.low, causal.high), seeds=_seeds(causal))
-    return judge
+            (alone_paper >= paper - 0.05, BY_CONSTRUCTION if causal.high >= alone_ours - 0.05 else NOT_REPRODUCED,
+             " (the paper's value is what the mixture gives a model that never predicts a held-out word)"),
+            (True, REPRODUCED if causal.low - 0.05 <= paper <= causal.high + 0.05 else NOT_REPRODUCED, ""))
+        return Verdict(status, text + why, published.mean, causal.mean, (causal.low, causal.high), seeds=_seeds(causal))
+    return Claim(claim_id, "A", claim, ref.PAPER_A_OOD_HIT[cls], judge)
 
 
 _FOCUS_RULE = ("paired by seed: baseline - fusion cross-entropy of the token in the causal setting; reproduced if its "
@@ -290,7 +276,7 @@ _FOCUS_RULE = ("paired by seed: baseline - fusion cross-entropy of the token in 
                "contains 0 or fewer than 2 seeds ran")
 
 
-def _focus(token: str):
+def _focus(claim_id: str, token: str) -> Claim:
     @_judge(AUDIT, _FOCUS_RULE)
     def judge(metrics):
         seeds = _get(metrics, AUDIT, "focus_ce_seeds", token)
@@ -298,30 +284,30 @@ def _focus(token: str):
         baseline, fusion, published_fusion = (_get(metrics, AUDIT, "focus_ce_seeds", token, arm)
                                               for arm in ("causal baseline", "causal fusion", "published fusion"))
         diff = Interval.paired(baseline, fusion)
-        status = _paired_status(diff)
+        status = _rise(diff, diff.below(0))
         paper = ref.PAPER_A_FOCUS_CE["fusion"][token]
         published = sum(published_fusion) / len(published_fusion)
         published_diff = Interval.paired(_get(metrics, AUDIT, "focus_ce_seeds", token, "published baseline"),
                                          published_fusion).mean if "published baseline" in seeds else None
         # the decided quantity (the paired difference) is the value shown, with its interval
-        return Verdict(status,
+        return Verdict.on(status,
                        f"causal CE baseline - fusion over {len(fusion)} seeds {diff:+.3f} nats (fusion "
                        f"{sum(fusion) / len(fusion):.2f}, baseline {sum(baseline) / len(baseline):.2f}; published "
                        f"setting's fusion {published:.2f}); causal floor {floor:.2f}; the paper's {paper:.2f} is "
-                       f"{'below' if paper < floor else 'above'} that floor",
-                       published_diff, diff.mean, _bounds(diff), seeds=_seeds(diff))
-    return judge
+                       f"{'below' if paper < floor else 'above'} that floor", diff, published_diff)
+    return Claim(claim_id, "A", f"Table 6: fusion lowers the cross-entropy of '{token}'",
+                 f"{ref.PAPER_A_FOCUS_CE['baseline'][token]:.2f} -> {ref.PAPER_A_FOCUS_CE['fusion'][token]:.2f}", judge)
 
 
 SST2 = "05_sst2"
 
 
-def _sst2_ppl(kind: str):
+def _sst2_ppl(claim_id: str, kind: str) -> Claim:
     @_judge(SST2, "never 'reproduced': the published perplexity comes from a model that reads the word it predicts")
     def judge(metrics):
         published, causal = (_get(metrics, SST2, s, kind, "ppl") for s in ("published", "causal"))
         return Verdict(NOT_MEANINGFUL, f"{NON_CAUSAL}; causal dev PPL {causal:.2f}", published, causal)
-    return judge
+    return Claim(claim_id, "A", f"Table 7: SST-2 {kind} PPL", ref.PAPER_A_TABLE7[kind]["ppl"], judge)
 
 
 @_judge(SST2, "holds by construction if the causal MSE is at most twice the paper's (one run, no interval; "
@@ -342,12 +328,11 @@ _SST2_CONTROL_RULE = (
 
 
 def _non_inferior(diff: Interval, margin: float) -> tuple[str, str]:
-    """Non-inferiority of gated - plain ``diff`` against a loss of ``margin``: the status and why."""
-    if diff.above(-margin):
-        return REPRODUCED, "no loss beyond the margin anywhere in the interval"
-    if diff.below(-margin):
-        return NOT_REPRODUCED, "the gated model is less diverse than the plain one beyond the margin"
-    return INCONCLUSIVE, "the interval straddles the margin"
+    """Non-inferiority of gated - plain ``diff`` against a loss of ``margin``: the status and why, in parentheses."""
+    return _first((diff.above(-margin), REPRODUCED, " (no loss beyond the margin anywhere in the interval)"),
+                  (diff.below(-margin), NOT_REPRODUCED,
+                   " (the gated model is less diverse than the plain one beyond the margin)"),
+                  (True, INCONCLUSIVE, " (the interval straddles the margin)"))
 
 
 @_judge(SST2, _SST2_CONTROL_RULE.format(w=INCONCLUSIVE_HALF_WIDTH))
@@ -363,19 +348,15 @@ def _sst2_control(metrics):
     diff = {cls: Interval.paired(fusion[cls], baseline[cls]) for cls in hard}
     reason = "; ".join(f"{cls}: classifier accuracy {accuracy[cls]:.2f}, fusion - baseline over {len(fusion[cls])} "
                        f"prompts {diff[cls]:+.2f}" for cls in hard)
-    if any(i.half_width > INCONCLUSIVE_HALF_WIDTH for i in accuracy.values()):
-        status = INCONCLUSIVE
-    elif all(i.low >= 0.9 for i in accuracy.values()) and all(d.above(0) for d in diff.values()):
-        status = REPRODUCED
-    elif any(i.below(0.9) for i in accuracy.values()) or any(d.mean <= 0 for d in diff.values()):
-        status = NOT_REPRODUCED
-        if any(d.mean <= 0 for d in diff.values()):
-            reason += (" (the baseline with the same logit steering does as well: the steering, not the fused "
-                       "features, controls)")
-    else:
-        status = INCONCLUSIVE
+    status, why = _first(
+        (any(i.half_width > INCONCLUSIVE_HALF_WIDTH for i in accuracy.values()), INCONCLUSIVE, ""),
+        (all(i.low >= 0.9 for i in accuracy.values()) and all(d.above(0) for d in diff.values()), REPRODUCED, ""),
+        (any(d.mean <= 0 for d in diff.values()), NOT_REPRODUCED, " (the baseline with the same logit steering does "
+         "as well: the steering, not the fused features, controls)"),
+        (any(i.below(0.9) for i in accuracy.values()), NOT_REPRODUCED, ""),
+        (True, INCONCLUSIVE, ""))
     worst = min(accuracy, key=lambda c: accuracy[c].mean)
-    return Verdict(status, reason, None, accuracy[worst].mean, _bounds(accuracy[worst]))
+    return Verdict.on(status, reason + why, accuracy[worst])
 
 
 #: Pre-registered (committed with its rule and tests before chapter 4 measured it): A-feature-steering is decided
@@ -399,35 +380,36 @@ FEATURE_STEERING_RULE = (
     f"{FEATURE_STEERING_MIN_SEEDS} paired seeds whatever the interval")
 
 
-def _per_seed(metrics, field: str, seeds: list) -> list[float]:
-    values = _get(metrics, AUDIT, "feature_steering", field, "values", note=" (one per seed)")
+def _per_seed(metrics, chapter: str, where: tuple[str, ...], field: str) -> dict:
+    """``{seed: value}`` of ``field``'s per-seed values in ``chapter``'s record at ``where`` (which holds the
+    ``seeds``); ``ValueError`` if there is not one value per seed."""
+    seeds = _get(metrics, chapter, *where, "seeds")
+    values = _get(metrics, chapter, *where, field, "values", note=" (one per seed)")
     if len(values) != len(seeds):
-        raise ValueError(f"{AUDIT} feature_steering.{field}: {len(values)} values for seeds {seeds}")
-    return list(values)
+        raise ValueError(f"{chapter} {'.'.join(where)}.{field}: {len(values)} values for {len(seeds)} seeds {seeds}")
+    return dict(zip(seeds, values))
 
 
 @_judge(AUDIT, FEATURE_STEERING_RULE)
 def _feature_steering(metrics):
-    seeds = _get(metrics, AUDIT, "feature_steering", "seeds")
-    requested, opposite = _per_seed(metrics, "requested", seeds), _per_seed(metrics, "opposite", seeds)
-    diff = Interval.paired(requested, opposite)
-    status = _rise(diff, min_seeds=FEATURE_STEERING_MIN_SEEDS)
+    requested, opposite = (_per_seed(metrics, AUDIT, ("feature_steering",), arm) for arm in ("requested", "opposite"))
+    seeds = list(requested)
+    diff = Interval.paired(requested.values(), opposite.values())
+    status = _rise(diff, diff.high <= 0, FEATURE_STEERING_MIN_SEEDS)
+    why = {REPRODUCED: "above 0: the request in the features moves the adjective's polarity",
+           NOT_REPRODUCED: "at or below 0: no steering beyond the opposite request",
+           INCONCLUSIVE: "the interval straddles 0"}[status]
     if len(seeds) < FEATURE_STEERING_MIN_SEEDS:
         why = f"{len(seeds)} paired seeds; the rule needs {FEATURE_STEERING_MIN_SEEDS}"
-    elif status == REPRODUCED:
-        why = "above 0: the request in the features moves the adjective's polarity"
-    elif status == NOT_REPRODUCED:
-        why = "at or below 0: no steering beyond the opposite request"
-    else:
-        why = "the interval straddles 0"
     unit = (0.0, 1.0)
     reason = (f"features-only polarity accuracy over {len(seeds)} seeds of the causal fusion model: requested "
-              f"{Interval.of_mean(requested, unit):.3f}, opposite request {Interval.of_mean(opposite, unit):.3f}; "
+              f"{Interval.of_mean(requested.values(), unit):.3f}, opposite request "
+              f"{Interval.of_mean(opposite.values(), unit):.3f}; "
               f"requested - opposite {diff:+.3f} ({why})")
     per_request = _get(metrics, AUDIT, "feature_steering").n_per_request
     if per_request:
         reason += f"; {per_request} sentences per request and seed"
-    return Verdict(status, reason, None, diff.mean, _bounds(diff), seeds=_seeds(diff))
+    return Verdict.on(status, reason, diff)
 
 
 INTENT = "10_intent_control"
@@ -446,16 +428,13 @@ _SOFT_CONTROL_RULE = ("the request channel this book adds (chapter 10: a sentenc
 
 @_judge(INTENT, _SOFT_CONTROL_RULE)
 def _intent_soft_control(metrics):
-    scores = {v: _get(metrics, INTENT, "intent", "variants", v, "polarity_acc") for v in ("intent", "shuffled",
-                                                                                        "baseline")}
-    for v in ("intent", "shuffled"):
-        _get(metrics, INTENT, "intent", "variants", v, "polarity_acc", "values")
-    diff = Interval.paired(scores["intent"].values, scores["shuffled"].values)
-    return Verdict(_rise(diff, refute="mean"),
+    variant = partial(_get, metrics, INTENT, "intent", "variants")
+    scores = {v: variant(v, "polarity_acc") for v in ("intent", "shuffled", "baseline")}
+    diff = Interval.paired(*(variant(v, "polarity_acc", "values") for v in ("intent", "shuffled")))
+    return Verdict.on(_rise(diff, diff.mean <= 0),
                    f"polarity accuracy over {len(scores['intent'].values)} seeds: intent {scores['intent']:.3f}, "
                    f"shuffled {scores['shuffled']:.3f}, unconditioned baseline {scores['baseline']:.3f}; "
-                   f"intent - shuffled {diff:+.3f}",
-                   None, diff.mean, _bounds(diff), seeds=_seeds(diff))
+                   f"intent - shuffled {diff:+.3f}", diff)
 
 
 #: Pre-registered (committed with its rule and tests before chapter 10 measured it): the intent - shuffled rank
@@ -485,33 +464,20 @@ INTENSITY_RULE = (
     "curve is a secondary view, not a look at this verdict")
 
 
-def _rank_correlations(metrics, model: str) -> dict[int, float]:
-    """``{seed: rank correlation}`` of one model's intensity response (``intensity`` or ``intensity_shuffled``)."""
-    seeds = _get(metrics, INTENT, "intent", model, "seeds")
-    values = _get(metrics, INTENT, "intent", model, "rank_correlation", "values", note=" (one per seed)")
-    if len(seeds) != len(values):
-        raise ValueError(f"{INTENT} intent.{model}: {len(values)} rank correlations for {len(seeds)} seeds {seeds}")
-    return dict(zip(seeds, values))
-
-
 @_judge(INTENT, INTENSITY_RULE)
 def _intent_intensity(metrics):
-    intent, shuffled = _rank_correlations(metrics, "intensity"), _rank_correlations(metrics, "intensity_shuffled")
+    intent, shuffled = (_per_seed(metrics, INTENT, ("intent", model), "rank_correlation")
+                        for model in ("intensity", "intensity_shuffled"))
     seeds = sorted(set(intent) & set(shuffled))
     if not seeds:
         raise _Missing(f"{INTENT} has no seed with both the intent and the shuffled intensity response")
     diff = Interval.paired([intent[s] for s in seeds], [shuffled[s] for s in seeds])
-    status = _rise(diff, above=INTENSITY_SMOOTH_THRESHOLD)
-    if status == REPRODUCED:
-        why = f"above the threshold {INTENSITY_SMOOTH_THRESHOLD}"
-    elif status == NOT_REPRODUCED:
-        why = "at or below 0: no response beyond the shuffled control"
-    elif len(seeds) < 2 or not diff.finite:
-        why = "fewer than 2 paired seeds give no interval"
-    elif diff.low <= 0:
-        why = "the interval straddles 0"
-    else:
-        why = f"above 0, but not wholly above the threshold {INTENSITY_SMOOTH_THRESHOLD}"
+    status, why = _first(
+        (len(seeds) < 2 or not diff.finite, INCONCLUSIVE, "fewer than 2 paired seeds give no interval"),
+        (diff.above(INTENSITY_SMOOTH_THRESHOLD), REPRODUCED, f"above the threshold {INTENSITY_SMOOTH_THRESHOLD}"),
+        (diff.high <= 0, NOT_REPRODUCED, "at or below 0: no response beyond the shuffled control"),
+        (diff.low <= 0, INCONCLUSIVE, "the interval straddles 0"),
+        (True, INCONCLUSIVE, f"above 0, but not wholly above the threshold {INTENSITY_SMOOTH_THRESHOLD}"))
     reason = (f"Spearman correlation of requested strength and written intensity over {len(seeds)} paired seeds: "
               f"intent {Interval.of_mean([intent[s] for s in seeds]):.3f}, shuffled control "
               f"{Interval.of_mean([shuffled[s] for s in seeds]):.3f}; intent - shuffled {diff:+.3f} ({why})")
@@ -519,7 +485,7 @@ def _intent_intensity(metrics):
     if points:
         reason += "; intent's written intensity by requested level: " + ", ".join(
             f"{p.level:g} ({p.kind}) {p.written.mean:.2f}" for p in points if p.written is not None)
-    return Verdict(status, reason, None, diff.mean, _bounds(diff), seeds=_seeds(diff))
+    return Verdict.on(status, reason, diff)
 
 
 # --- paper B (idea-gated) ------------------------------------------------------------------------
@@ -575,30 +541,17 @@ def _idea_ppl(metrics):
                        f"no seeds record in this build)", None, f"{base:.2f} vs {gated:.2f}", seeds=1)
     change = Interval.of_mean([g / b - 1 for g, b in zip(pair.gated.values, pair.baseline.values)])
     n = len(change.values)
-    if n < 2:
-        status, what = INCONCLUSIVE, "fewer than 2 seeds give no interval"
-    elif change.below(IDEA_PPL_MARGIN):
-        status, what = REPRODUCED, f"below +{IDEA_PPL_MARGIN:.0%}"
-    elif change.above(IDEA_PPL_MARGIN):
-        status, what = NOT_REPRODUCED, f"above +{IDEA_PPL_MARGIN:.0%}"
-    else:
-        status, what = INCONCLUSIVE, f"straddles +{IDEA_PPL_MARGIN:.0%}"
-    return Verdict(status, f"over {n} training seeds on {idea.dataset or '?'}: validation PPL baseline "
+    status, what = _first((n < 2, INCONCLUSIVE, "fewer than 2 seeds give no interval"),
+                          (change.below(IDEA_PPL_MARGIN), REPRODUCED, f"below +{IDEA_PPL_MARGIN:.0%}"),
+                          (change.above(IDEA_PPL_MARGIN), NOT_REPRODUCED, f"above +{IDEA_PPL_MARGIN:.0%}"),
+                          (True, INCONCLUSIVE, f"straddles +{IDEA_PPL_MARGIN:.0%}"))
+    return Verdict.on(status, f"over {n} training seeds on {idea.dataset or '?'}: validation PPL baseline "
                    f"{pair.baseline:.2f}, gated {pair.gated:.2f}; per-seed gated / baseline - 1 = {change:+.3f} "
-                   f"({what})",
-                   None, change.mean, _bounds(change), seeds=n)
+                   f"({what})", change, seeds=n)
 
 
 #: A gated distinct-2 lower than the plain model's by up to this share of the plain value counts as "stays high".
 IDEA_DIVERSITY_MARGIN = 0.05
-
-
-def _over_seeds(metrics, metric: str) -> tuple[dict, int]:
-    """Chapter 6's ``over_seeds.domains[metric]`` (domain -> :class:`SeedPaired`, ``"all"`` included) and the
-    number of training seeds; ``_Missing`` naming what the record lacks."""
-    by_domain = _get(metrics, IDEA, "over_seeds", "domains", metric)
-    _get(metrics, IDEA, "over_seeds", "domains", metric, "all")
-    return by_domain, len(_get(metrics, IDEA, "over_seeds", "seeds"))
 
 
 #: The domains that decide ``B-stickiness``, fixed before the first recording that judges it: the book's own
@@ -623,37 +576,32 @@ STICKINESS_RULE_COMMIT = "83729f3"
                "excluded, and their own count with the prompt) are reported beside it with the plain model's level, "
                "their floor in WikiText")
 def _idea_stickiness(metrics):
-    ours, n = _over_seeds(metrics, "book_stickiness")
+    domains = partial(_get, metrics, IDEA, "over_seeds", "domains")  # domain -> SeedPaired, "all" included
+    ours, n = domains("book_stickiness"), len(_get(metrics, IDEA, "over_seeds", "seeds"))
     missing = [d for d in STICKINESS_DOMAINS if d not in ours]
     if missing:
         raise _Missing(f"{IDEA} has no over_seeds.domains.book_stickiness for {', '.join(missing)}")
-    _over_seeds(metrics, "stickiness"), _over_seeds(metrics, "authors_stickiness")  # the authors' protocol is there
-    overall = _get(metrics, IDEA, "over_seeds", "domains", "book_stickiness", "all", "gated_minus_baseline")
+    overall = domains("book_stickiness", "all", "gated_minus_baseline")
     sharpened = ours["all"].gated_minus_control
-    per_domain = "; ".join(f"{d} {_need(ours[d].gated_minus_baseline, IDEA, f'{d}.gated_minus_baseline'):+.3f}"
+    per_domain = "; ".join(f"{d} {domains('book_stickiness', d, 'gated_minus_baseline'):+.3f}"
                            for d in STICKINESS_DOMAINS)
-    four, four_theirs = (_get(metrics, IDEA, "over_seeds", "domains", protocol, "all", "gated_minus_baseline")
-                         for protocol in ("stickiness", "authors_stickiness"))
-    floor = _get(metrics, IDEA, "over_seeds", "domains", "stickiness", "all", "baseline")
-    if n < STICKINESS_MIN_SEEDS:
-        status, why = INCONCLUSIVE, f"{n} training seeds, fewer than the {STICKINESS_MIN_SEEDS} the rule needs"
-    elif overall.below(0):
-        status, why = NOT_REPRODUCED, "the gated GPT stays in the domain less than the plain one"
-    elif sharpened is None:
-        status, why = INCONCLUSIVE, "no sharpening control recorded, so sharpening alone could explain it"
-    elif overall.above(0) and sharpened.above(0):
-        status, why = REPRODUCED, "more than the plain GPT and than the sharpening control"
-    elif overall.above(0):
-        status, why = INCONCLUSIVE, "more than the plain GPT, but not than the sharpening control"
-    else:
-        status, why = INCONCLUSIVE, "gated - baseline contains 0"
+    four, four_theirs = (domains(p, "all", "gated_minus_baseline") for p in ("stickiness", "authors_stickiness"))
+    floor = domains("stickiness", "all", "baseline")
+    status, why = _first(
+        (n < STICKINESS_MIN_SEEDS, INCONCLUSIVE,
+         f"{n} training seeds, fewer than the {STICKINESS_MIN_SEEDS} the rule needs"),
+        (overall.below(0), NOT_REPRODUCED, "the gated GPT stays in the domain less than the plain one"),
+        (sharpened is None, INCONCLUSIVE, "no sharpening control recorded, so sharpening alone could explain it"),
+        (sharpened is not None and overall.above(0) and sharpened.above(0), REPRODUCED,
+         "more than the plain GPT and than the sharpening control"),
+        (overall.above(0), INCONCLUSIVE, "more than the plain GPT, but not than the sharpening control"),
+        (True, INCONCLUSIVE, "gated - baseline contains 0"))
     control = f"; gated - sharpened plain {sharpened:+.3f}" if sharpened is not None else ""
-    return Verdict(status,
+    return Verdict.on(status,
                    f"over {n} training seeds, gated - baseline stickiness on the book's five domains {overall:+.3f} "
                    f"({per_domain}){control} ({why}); beside it, the authors' four domains: gated - baseline "
                    f"{four:+.4f} prompt words excluded, {four_theirs:+.4f} with their count, plain model at "
-                   f"{floor.mean:.4f} (their floor here)",
-                   None, overall.mean, _bounds(overall), seeds=n)
+                   f"{floor.mean:.4f} (their floor here)", overall, seeds=n)
 
 
 @_if_competent(f"non-inferiority to the plain model over training seeds: the per-seed gated - baseline distinct-2 "
@@ -661,15 +609,14 @@ def _idea_stickiness(metrics):
                f"seeds lies above -{IDEA_DIVERSITY_MARGIN:.0%} of the plain model's distinct-2, not reproduced if it "
                f"lies entirely below, inconclusive if it straddles the margin or fewer than 2 seeds ran")
 def _idea_distinct(metrics):
-    _, n = _over_seeds(metrics, "distinct_2")
     plain, gated, diff = (_get(metrics, IDEA, "over_seeds", "domains", "distinct_2", "all", arm)
                           for arm in ("baseline", "gated", "gated_minus_baseline"))
+    n = len(_get(metrics, IDEA, "over_seeds", "seeds"))
     margin = IDEA_DIVERSITY_MARGIN * plain.mean
-    status, what = (INCONCLUSIVE, "fewer than 2 seeds give no interval") if n < 2 else _non_inferior(diff, margin)
-    return Verdict(status,
+    status, why = (INCONCLUSIVE, " (fewer than 2 seeds give no interval)") if n < 2 else _non_inferior(diff, margin)
+    return Verdict.on(status,
                    f"distinct-2 over {n} training seeds: plain {plain}, gated {gated}, gated - plain {diff:+.3f}; "
-                   f"margin -{margin:.3f} ({what})",
-                   None, diff.mean, _bounds(diff), seeds=n)
+                   f"margin -{margin:.3f}{why}", diff, seeds=n)
 
 
 _LORA_RULE = ("paired by training seed on the same frozen backbone: gated - baseline and gated - capacity control "
@@ -685,19 +632,16 @@ _LORA_RULE = ("paired by training seed on the same frozen backbone: gated - base
 @_judge(LORA, _LORA_RULE)
 def _lora_ppl(metrics):
     lora = _get(metrics, LORA)
-    control, ppl = _get(metrics, LORA, "capacity_control"), _get(metrics, LORA, "capacity_control", "val_ppl")
-    vs_base, vs_control = (_get(metrics, LORA, "capacity_control", "val_ppl", f"gated_minus_{arm}")
-                           for arm in ("baseline", "control"))
-    n = len(_get(metrics, LORA, "capacity_control", "seeds"))
-    if n < 2:
-        status, what = INCONCLUSIVE, "fewer than 2 seeds give no interval"
-    elif not vs_base.below(0):
-        status, what = NOT_REPRODUCED, ("the gated model's PPL is higher than the baseline's" if vs_base.above(0) else
-                                        "the gated model is not shown lower than the baseline")
-    elif vs_control.below(0):
-        status, what = REPRODUCED, "lower than both the baseline and the capacity control"
-    else:
-        status, what = INCONCLUSIVE, "lower than the baseline, but an equally large output adapter explains it"
+    capacity = partial(_get, metrics, LORA, "capacity_control")
+    control, ppl = capacity(), capacity("val_ppl")
+    vs_base, vs_control = (capacity("val_ppl", f"gated_minus_{arm}") for arm in ("baseline", "control"))
+    n = len(capacity("seeds"))
+    status, what = _first(
+        (n < 2, INCONCLUSIVE, "fewer than 2 seeds give no interval"),
+        (vs_base.above(0), NOT_REPRODUCED, "the gated model's PPL is higher than the baseline's"),
+        (not vs_base.below(0), NOT_REPRODUCED, "the gated model is not shown lower than the baseline"),
+        (vs_control.below(0), REPRODUCED, "lower than both the baseline and the capacity control"),
+        (True, INCONCLUSIVE, "lower than the baseline, but an equally large output adapter explains it"))
     reason = (f"over {n} training seeds ({control.quantization or '?'} backbone {lora.backbone or '?'}, "
               f"{lora.dataset or '?'}): gated - baseline PPL {vs_base:+.3f}, gated - capacity control "
               f"{vs_control:+.3f} ({what})")
@@ -706,7 +650,7 @@ def _lora_ppl(metrics):
         reason += (f"; competence note: the LoRA models' validation PPL is up to {check.worst_ratio:.2f} x an "
                    f"interpolated bigram's on the same tokens ({check.bigram_val_ppl:.1f})")
     reason += f"; validation PPL baseline {ppl.baseline:.2f}, gated {ppl.gated:.2f}, control {ppl.control:.2f}"
-    return Verdict(status, reason, None, vs_base.mean, _bounds(vs_base), seeds=n)
+    return Verdict.on(status, reason, vs_base, seeds=n)
 
 
 TOPIC = "09_topic_drift"
@@ -754,9 +698,8 @@ def _topic_drift(metrics):
     if len(seeds) < TOPIC_MIN_SEEDS:
         return Verdict(INCONCLUSIVE, f"{len(seeds)} comparable seeds (needs {TOPIC_MIN_SEEDS}); without a "
                        f"bracketing plain checkpoint: {skipped or 'none'}", seeds=len(seeds))
-    diff, sharp, gated, mix_gated, mix_plain = (
-        _get(metrics, TOPIC, "decision", key)
-        for key in ("gated_minus_plain", "gated_minus_sharpened", "gated", "mix_gated", "mix_plain"))
+    diff, sharp, gated, mix_gated, mix_plain = (_get(metrics, TOPIC, "decision", key) for key in (
+        "gated_minus_plain", "gated_minus_sharpened", "gated", "mix_gated", "mix_plain"))
     reason = (f"over {len(seeds)} seeds at matched validation PPL {d.matched_ppl}: excess drift gated {gated:+.3f}, "
               f"plain {d.plain_at_matched_ppl:+.3f}, sharpened plain {d.sharpened_plain:+.3f} (temperature "
               f"{d.temperature}), gate off {d.gate_off:+.3f}; gated - plain {diff:+.3f}, gated - sharpened "
@@ -764,21 +707,17 @@ def _topic_drift(metrics):
               + (f"; not comparable (no bracket): {skipped}" if skipped else ""))
     mixes = {"gated": mix_gated, "plain": mix_plain}
     mixing = [f"{name} {m.mean:.2f}" for name, m in mixes.items() if m.mean > TOPIC_MAX_MIXED]
-    if not all(x.finite for x in (diff, sharp, gated, *mixes.values())):
-        status, why = NOT_TESTABLE, "; a rate is undefined"
-    elif mixing:
-        status, why = NOT_TESTABLE, f"; topic-mixing sentences above {TOPIC_MAX_MIXED}: {', '.join(mixing)}"
-    elif diff.above(0):
-        status, why = NOT_REPRODUCED, " (the gated model drifts more than the plain model at matched PPL)"
-    elif gated.below(TOPIC_MISCALIBRATION):
-        status, why = NOT_REPRODUCED, " (the gated model drifts less than the data (miscalibrated))"
-    elif diff.below(0) and sharp.below(0):
-        status, why = REPRODUCED, " (less drift than plain at matched PPL and than the sharpening control)"
-    elif diff.below(0):
-        status, why = INCONCLUSIVE, " (less drift than plain at matched PPL, but not than the sharpening control)"
-    else:
-        status, why = INCONCLUSIVE, " (gated - plain at matched PPL straddles 0)"
-    return Verdict(status, reason + why, None, diff.mean, _bounds(diff), seeds=len(seeds))
+    status, why = _first(
+        (not all(x.finite for x in (diff, sharp, gated, *mixes.values())), NOT_TESTABLE, "; a rate is undefined"),
+        (mixing, NOT_TESTABLE, f"; topic-mixing sentences above {TOPIC_MAX_MIXED}: {', '.join(mixing)}"),
+        (diff.above(0), NOT_REPRODUCED, " (the gated model drifts more than the plain model at matched PPL)"),
+        (gated.below(TOPIC_MISCALIBRATION), NOT_REPRODUCED,
+         " (the gated model drifts less than the data (miscalibrated))"),
+        (diff.below(0) and sharp.below(0), REPRODUCED,
+         " (less drift than plain at matched PPL and than the sharpening control)"),
+        (diff.below(0), INCONCLUSIVE, " (less drift than plain at matched PPL, but not than the sharpening control)"),
+        (True, INCONCLUSIVE, " (gated - plain at matched PPL straddles 0)"))
+    return Verdict.on(status, reason + why, diff, seeds=len(seeds))
 
 
 @_judge(TOPIC, _TOPIC_DIVERSITY_RULE)
@@ -789,30 +728,21 @@ def _topic_diversity(metrics):
     margin = TOPIC_DIVERSITY_MARGIN * plain.mean
     reason = (f"distinct-2 over {n} seeds: plain {plain}, gated {gated}, gated - plain "
               f"per seed {paired}; margin -{margin:.3f}")
-    if not all(v.finite for v in (plain, gated, paired, mixed)):
-        status, reason = NOT_TESTABLE, (f"{reason}; a model generated no complete sentence transition, so its "
-                                        "drift is undefined")
-    elif mixed.mean > TOPIC_MAX_MIXED:
-        status, reason = NOT_TESTABLE, (f"{reason}; {mixed.mean:.2f} of the plain model's generated sentences "
-                                        f"mix topics (threshold {TOPIC_MAX_MIXED}): it has not learnt the world's "
-                                        "sentences")
-    elif n < 2:
-        status, reason = INCONCLUSIVE, f"{reason}; fewer than 2 seeds give no interval"
-    else:
-        status, what = _non_inferior(paired, margin)
-        reason = f"{reason} ({what})"
-    return Verdict(status, reason, None, paired.mean, _bounds(paired), seeds=n)
+    status, why = _first(
+        (not all(v.finite for v in (plain, gated, paired, mixed)), NOT_TESTABLE,
+         "; a model generated no complete sentence transition, so its drift is undefined"),
+        (mixed.mean > TOPIC_MAX_MIXED, NOT_TESTABLE, f"; {mixed.mean:.2f} of the plain model's generated sentences "
+         f"mix topics (threshold {TOPIC_MAX_MIXED}): it has not learnt the world's sentences"),
+        (n < 2, INCONCLUSIVE, "; fewer than 2 seeds give no interval"),
+        (True, *_non_inferior(paired, margin)))
+    return Verdict.on(status, reason + why, paired, seeds=n)
 
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("A-T1-ppl-baseline", "A", "Table 1: baseline validation PPL", ref.PAPER_A_TABLE1["baseline"]["ppl"],
-          _table1("baseline", "ppl")),
-    Claim("A-T1-ppl-fusion", "A", "Table 1: fusion validation PPL", ref.PAPER_A_TABLE1["fusion"]["ppl"],
-          _table1("fusion", "ppl")),
-    Claim("A-T1-seen-baseline", "A", "Table 1: baseline seen-only PPL", ref.PAPER_A_TABLE1["baseline"]["ppl_seen_only"],
-          _table1("baseline", "ppl_seen_only")),
-    Claim("A-T1-seen-fusion", "A", "Table 1: fusion seen-only PPL", ref.PAPER_A_TABLE1["fusion"]["ppl_seen_only"],
-          _table1("fusion", "ppl_seen_only")),
+    _table1("A-T1-ppl-baseline", "Table 1: baseline validation PPL", "baseline", "ppl"),
+    _table1("A-T1-ppl-fusion", "Table 1: fusion validation PPL", "fusion", "ppl"),
+    _table1("A-T1-seen-baseline", "Table 1: baseline seen-only PPL", "baseline", "ppl_seen_only"),
+    _table1("A-T1-seen-fusion", "Table 1: fusion seen-only PPL", "fusion", "ppl_seen_only"),
     Claim("A-T1-fusion-better", "A", "Fusion lowers (seen-only) PPL against the baseline",
           f"{ref.PAPER_A_TABLE1['baseline']['ppl_seen_only']} -> {ref.PAPER_A_TABLE1['fusion']['ppl_seen_only']}",
           _fusion_beats_baseline),
@@ -821,18 +751,12 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("A-T2-adj", "A", "Table 2: hard control, adjective polarity accuracy", 1.0, _hard_control("adj_acc")),
     Claim("A-T2-punct", "A", "Table 2: hard control, punctuation accuracy", 1.0, _hard_control("punct_acc")),
     Claim("A-T3-diagonal", "A", "Table 3: confusion under hard control is strictly diagonal", 1.0, _confusion),
-    Claim("A-T4-ood-pos", "A", "Table 4: held-out adjective rate under positive control", ref.PAPER_A_OOD_HIT["pos"],
-          _ood("pos")),
-    Claim("A-T4-ood-neg", "A", "Table 4: held-out adjective rate under negative control", ref.PAPER_A_OOD_HIT["neg"],
-          _ood("neg")),
-    Claim("A-T6-exclaim", "A", "Table 6: fusion lowers the cross-entropy of '!'",
-          f"{ref.PAPER_A_FOCUS_CE['baseline']['!']:.2f} -> {ref.PAPER_A_FOCUS_CE['fusion']['!']:.2f}", _focus("!")),
-    Claim("A-T6-question", "A", "Table 6: fusion lowers the cross-entropy of '?'",
-          f"{ref.PAPER_A_FOCUS_CE['baseline']['?']:.2f} -> {ref.PAPER_A_FOCUS_CE['fusion']['?']:.2f}", _focus("?")),
-    Claim("A-T7-ppl-baseline", "A", "Table 7: SST-2 baseline PPL", ref.PAPER_A_TABLE7["baseline"]["ppl"],
-          _sst2_ppl("baseline")),
-    Claim("A-T7-ppl-fusion", "A", "Table 7: SST-2 fusion PPL", ref.PAPER_A_TABLE7["fusion"]["ppl"],
-          _sst2_ppl("fusion")),
+    _ood("A-T4-ood-pos", "Table 4: held-out adjective rate under positive control", "pos"),
+    _ood("A-T4-ood-neg", "Table 4: held-out adjective rate under negative control", "neg"),
+    _focus("A-T6-exclaim", "!"),
+    _focus("A-T6-question", "?"),
+    _sst2_ppl("A-T7-ppl-baseline", "baseline"),
+    _sst2_ppl("A-T7-ppl-fusion", "fusion"),
     Claim("A-T7-mse", "A", "Table 7: SST-2 semantic MSE", ref.PAPER_A_TABLE7["fusion"]["sem_mse"], _sst2_mse),
     Claim("A-T7-control", "A", "Section 3.3: control accuracy on SST-2", 1.0, _sst2_control),
     Claim("A-feature-steering", "A", "The paper's own channel: a request written into the per-token features "
@@ -851,14 +775,12 @@ CLAIMS: tuple[Claim, ...] = (
           _idea_stickiness),
     Claim("B-distinct", "B", "Diversity stays high (WikiText-103 GPT, Table 1: distinct-2 0.99)", 0.99, _idea_distinct),
     Claim("B-lora-ppl", "B", "LoRA + idea gate on a frozen 4-bit backbone lowers PPL (FineWeb-Edu), beyond a "
-          "capacity-matched control", "7.78 vs 8.07",
-          _lora_ppl),
+          "capacity-matched control", "7.78 vs 8.07", _lora_ppl),
     Claim("B-topic-drift", "B", "The idea gate reduces topic drift at comparable perplexity, beyond what sharpening "
           "the distribution does (synthetic topics with a measured switch rate; Sections 3 and 5)",
           "less drift than the plain model", _topic_drift),
-    Claim("B-topic-diversity", "B",
-          "The gate keeps diversity on the synthetic topics (distinct-2 not lower than plain)",
-          "distinct-2 about 0.99", _topic_diversity),
+    Claim("B-topic-diversity", "B", "The gate keeps diversity on the synthetic topics (distinct-2 not lower than "
+          "plain)", "distinct-2 about 0.99", _topic_diversity),
 )
 
 
