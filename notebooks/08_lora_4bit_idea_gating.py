@@ -234,7 +234,7 @@ control = report.lora_capacity(records, main_q, data, len(tokenizer))
 control.table()
 
 # %% tags=["remove-cell"]
-glue("main_quant", report.quant_label(main_q), display=False)
+glue("main_quant", report.QUANT_LABELS[main_q], display=False)
 for key, value in control.glue().items():
     glue(key, value, display=False)
 
@@ -290,7 +290,7 @@ glue("vocab_size", backbone.config.get("vocab_size"), display=False)
 deltas = runs.quantization_deltas(config.quantizations)
 pd.Series(
     {
-        report.quant_label(q): deltas[
+        report.QUANT_LABELS[q]: deltas[
             "delta_nf4" if q == "nf4" else "delta_fp32"
         ]
         for q in config.quantizations
@@ -327,7 +327,7 @@ retention = report.Retention({
     name: domain_retention(model, tokenizer, domains, config.generation)
     for name, model in models.items()
 })
-frame = retention.frame(("stickiness", "unique_density", "distinct_2"))
+frame = retention.frame()
 fig = plots.plot_domain_retention(frame)
 
 # %%

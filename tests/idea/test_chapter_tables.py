@@ -29,7 +29,7 @@ def test_loss_form_numbers_name_the_other_form_or_say_only_one_was_trained():
             "gated-sum": run(IdeaRunMetrics(val_ppl=8.0), [{"idea_bce_per_column": 0.2}]),
             "gated-mean": run(IdeaRunMetrics(val_ppl=7.0), [{"idea_bce_per_column": 0.1}])}
     both = report.LossForms(runs, "gated-mean")
-    assert both.forms == ["gated-sum", "gated-mean"]
+    assert list(both.forms) == ["gated-sum", "gated-mean"]
     assert (both.glue()["form_other"], both.glue()["form_ppl_other"], both.glue()["form_bce_chosen"]) == (
         "gated-sum", 8.0, 0.1)
     one = report.LossForms({"baseline": runs["baseline"], "gated": runs["gated-sum"]}, "gated").glue()
@@ -54,13 +54,16 @@ def test_retention_tables_differences_and_cited_domains_read_the_typed_scores():
 
     retention = report.Retention({"baseline": {"music": scores([0.1, 0.2, 0.1]), "sport": scores([0.3, 0.3, 0.4])},
                                   "gated": {"music": scores([0.5, 0.6, 0.55]), "sport": scores([0.1, 0.1, 0.2])}})
-    frame = retention.frame(("stickiness",))
-    assert list(frame["model"]) == ["baseline"] * 2 + ["gated"] * 2 and {"mean", "ci_low", "ci_high"} <= set(frame)
+    frame = retention.frame()
+    assert list(frame["model"]) == ["baseline"] * 4 + ["gated"] * 4 and {"mean", "ci_low", "ci_high"} <= set(frame)
     assert retention.differences["music"].low > 0 and retention.differences["sport"].high < 0
     assert retention.glue() == {"book_n": 2, "book_above": "music", "book_below": "sport"}
     assert retention.table().loc[("music", "baseline"), "gated - baseline stickiness"] == ""
     summary = retention.summary(("stickiness",), intervals=("distinct_2",))
     assert summary["music"]["gated"] == {"stickiness": pytest.approx(0.55), "distinct_2_ci": [0.8, 1.0]}
+    assert summary["sport"]["difference"] == {"stickiness": retention.differences["sport"]}
+    assert list(retention.summary(("stickiness",), difference=False)["music"]) == ["baseline", "gated"]
+    assert "paper (stickiness)" not in retention.table()
 
 
 def test_the_authors_protocol_table_sets_the_difference_beside_the_gated_rows():
@@ -76,6 +79,8 @@ def test_the_authors_protocol_table_sets_the_difference_beside_the_gated_rows():
     assert authors.summary()[domain]["difference"]["authors_stickiness"].mean == pytest.approx(0.2)
     difference = authors.table()["gated - baseline stickiness"]
     assert difference[(domain, "baseline")] == "" and difference[(domain, "gated")].startswith("0.2")
+    assert authors.table().loc[("chemistry", "gated"), "paper (stickiness)"] == 0.103
+    assert authors.summary()[domain]["gated"]["stickiness"] == authors.scores["gated"][domain].summary["stickiness"]
     assert authors.examples().loc[domain, "gated"] == "a text"
 
 

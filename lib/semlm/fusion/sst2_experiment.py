@@ -25,12 +25,11 @@ from semlm.core import runs
 from semlm.data.dataset import LMTensors, encode_corpus
 from semlm.data.sst2 import load_sst2, load_sst_phrase_trees, tokenize
 from semlm.data.vocab import Vocabulary
-from semlm.fusion.decoding.processors import LastKRepetitionPenalty
 from semlm.fusion.synthetic_experiment import check_setting, model_config
 from semlm.fusion.fuzzy import feature_index
 from semlm.core.metrics import perplexity, score_tokens
 from semlm.fusion.decoding.generate import sample_ids
-from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
+from semlm.fusion.decoding.processors import AdjectiveClassRestriction, LastKRepetitionPenalty, SentimentSteering
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.config import BackboneConfig
 from semlm.fusion.metrics import POLARITY_LABELS

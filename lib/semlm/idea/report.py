@@ -5,7 +5,7 @@ and :func:`lora_capacity`, which also count the bigram reference."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import pandas as pd
 import torch
@@ -15,8 +15,7 @@ from semlm.core.records import Interval
 from semlm.idea.records import IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired
 from semlm.core.runs import RunRecord
 from semlm.idea.profiles import IdeaProfile, profile_differences
-from semlm.idea.wikitext_experiment import (DomainScores, IdeaData, competence, ngram_reference, profile_form_run,
-                                            stickiness_difference)
+from semlm.idea.wikitext_experiment import DomainScores, IdeaData, competence, ngram_reference, profile_form_run
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_STICKINESS, PAPER_B_TABLE1, PAPER_B_VAL_PPL
 
 MODELS = ("baseline", "gated")
@@ -28,8 +27,7 @@ BOOK_METRICS = ("stickiness", "unique_density", "distinct_2", "repetition")
 
 def differences_frame(profile, reference=None) -> pd.DataFrame:
     """:func:`profile_differences` as a table indexed by setting, or one row saying there is none."""
-    args = (profile,) if reference is None else (profile, reference)
-    differences = pd.DataFrame(profile_differences(*args), columns=["setting", "this run", "authors' run"])
+    differences = pd.DataFrame(profile_differences(profile, reference), columns=["setting", "this run", "authors' run"])
     if len(differences):
         return differences.set_index("setting")
     return pd.DataFrame({"": ["no differences from the authors' run"]})
@@ -101,20 +99,19 @@ class LossForms:
     chosen: str
 
     @property
-    def forms(self) -> list[str]:
-        return [n for n in self.runs if n.startswith("gated")]
+    def forms(self) -> dict[str, RunRecord]:
+        return {n: r for n, r in self.runs.items() if n.startswith("gated")}
 
     def curves(self) -> pd.DataFrame:
         """Validation history of the baseline and every form, one row per model and evaluation."""
         return pd.DataFrame([{"model": n, **row} for n in ["baseline", *self.forms] for row in self.runs[n].history])
 
     def table(self) -> pd.DataFrame:
-        return pd.DataFrame({n: {"validation PPL (gated logits)": self.runs[n].metrics.val_ppl,
-                                 "validation PPL (gate off)": self.runs[n].metrics.val_ppl_ungated,
-                                 "idea BCE per column, last interval": self.runs[n].history[-1].get(
-                                     "idea_bce_per_column"),
-                                 "token CE, last interval": self.runs[n].history[-1]["token_ce"]}
-                             for n in self.forms}).T
+        return pd.DataFrame({n: {"validation PPL (gated logits)": r.metrics.val_ppl,
+                                 "validation PPL (gate off)": r.metrics.val_ppl_ungated,
+                                 "idea BCE per column, last interval": r.history[-1].get("idea_bce_per_column"),
+                                 "token CE, last interval": r.history[-1]["token_ce"]}
+                             for n, r in self.forms.items()}).T
 
     def glue(self) -> dict:
         """The chosen and the other form's perplexity and idea BCE (the chosen one twice if only one trained)."""
@@ -131,9 +128,9 @@ class LossForms:
     def summary(self) -> dict:
         """Per form, for the record: perplexities, the loss settings and the validation history."""
         settings = ("idea_loss_reduction", "idea_weight", "pos_weight")
-        return {n: {"val_ppl": self.runs[n].metrics.val_ppl, "val_ppl_ungated": self.runs[n].metrics.val_ppl_ungated,
-                    "settings": {k: self.runs[n].config["idea"][k] for k in settings}, "history": self.runs[n].history}
-                for n in self.forms}
+        return {n: {"val_ppl": r.metrics.val_ppl, "val_ppl_ungated": r.metrics.val_ppl_ungated,
+                    "settings": {k: r.config["idea"][k] for k in settings}, "history": r.history}
+                for n, r in self.forms.items()}
 
 
 @dataclass(frozen=True)
@@ -179,26 +176,50 @@ class Perplexity:
 
 
 @dataclass(frozen=True)
-class AuthorsProtocol:
-    """Both models scored with the authors' protocol (:func:`authors_protocol`), ``scores[model][domain]``."""
+class DomainComparison:
+    """Each model's scores on some domains, ``scores[model][domain]``, and the gated - baseline difference of
+    ``compared``; the table shows the ``shown`` metrics (None: all) beside the paper's stickiness (``paper``)."""
 
     scores: dict[str, dict[str, DomainScores]]
+    compared: ClassVar[str] = "stickiness"
+    shown: ClassVar[Sequence[str] | None] = BOOK_METRICS
+    paper: ClassVar[dict] = {}
 
-    def summary(self) -> dict:
-        """Per domain: each model's summary and the gated - baseline stickiness (the record's ``authors_protocol``)."""
-        s = self.scores
-        return {d: {**{m: dict(s[m][d].summary) for m in s}, "difference": {
-                    "authors_stickiness": stickiness_difference(s["gated"][d], s["baseline"][d], "authors_stickiness")}}
-                for d in PAPER_B_EVAL_DOMAINS}
+    @property
+    def differences(self) -> dict[str, Interval]:
+        """Gated - baseline ``compared`` per domain (Welch 95% interval over the two models' samples)."""
+        return {d: Interval.welch(*[[r[self.compared] for r in self.scores[m][d].samples]
+                                    for m in ("gated", "baseline")]) for d in self.scores["gated"]}
 
     def table(self) -> pd.DataFrame:
-        """Per domain and model, beside the paper's stickiness, with the gated - baseline difference."""
-        summary = self.summary()
-        return pd.DataFrame([{"domain": d, "model": m, **{k: str(v) for k, v in e[m].items()},
-                              "paper (stickiness)": PAPER_B_STICKINESS.get(d, {}).get(m),
-                              "gated - baseline stickiness": str(e["difference"]["authors_stickiness"])
-                              if m == "gated" else ""}
-                             for d, e in summary.items() for m in MODELS]).set_index(["domain", "model"])
+        """Mean [interval] per domain and model (and the paper's stickiness), with the gated - baseline difference."""
+        diffs = self.differences
+        return pd.DataFrame([{"domain": d, "model": m, **{k: str(v) for k, v in self.scores[m][d].summary.items()
+                                                         if self.shown is None or k in self.shown},
+                              **({"paper (stickiness)": self.paper.get(d, {}).get(m)} if self.paper else {}),
+                              "gated - baseline stickiness": str(diffs[d]) if m == "gated" else ""}
+                             for d in diffs for m in MODELS]).set_index(["domain", "model"])
+
+    def summary(self, metrics: Sequence[str] | None = None, intervals: Sequence[str] = (),
+                difference: bool = True) -> dict:
+        """Per domain and model: the summary (of ``metrics``, by default ``shown``: the mean of each, and the
+        ``[low, high]`` of each of ``intervals``), and with ``difference`` the gated - baseline ``compared``."""
+        metrics = metrics or self.shown
+
+        def entry(summary: dict[str, Interval]) -> dict:
+            if metrics is None:
+                return dict(summary)
+            return {k: summary[k].mean for k in metrics} | {f"{k}_ci": [summary[k].low, summary[k].high]
+                                                            for k in intervals}
+
+        return {d: {m: entry(self.scores[m][d].summary) for m in self.scores}
+                | ({"difference": {self.compared: v}} if difference else {}) for d, v in self.differences.items()}
+
+
+class AuthorsProtocol(DomainComparison):
+    """Both models scored with the authors' protocol (:func:`authors_protocol`) on the paper's domains."""
+
+    compared, shown, paper = "authors_stickiness", None, PAPER_B_STICKINESS
 
     def examples(self) -> pd.DataFrame:
         """The first continuation of each of the authors' prompts, from each model."""
@@ -207,32 +228,14 @@ class AuthorsProtocol:
                              for d in PAPER_B_EVAL_DOMAINS]).set_index("domain")
 
 
-@dataclass(frozen=True)
-class Retention:
-    """Each model's :func:`domain_retention` on the book's domains, ``scores[model][domain]``."""
+class Retention(DomainComparison):
+    """Each model's :func:`domain_retention` on the book's domains."""
 
-    scores: dict[str, dict[str, DomainScores]]
-
-    def frame(self, metrics: Sequence[str] | None = None) -> pd.DataFrame:
-        """Long table (domain, model, metric, mean, ci_low, ci_high, n) of ``metrics`` (all by default)."""
+    def frame(self) -> pd.DataFrame:
+        """Long table (domain, model, metric, mean, ci_low, ci_high, n) of every metric."""
         return pd.DataFrame([{"domain": d, "model": m, "metric": k, **v.to_dict()}
                              for m, by_domain in self.scores.items() for d, scores in by_domain.items()
-                             for k, v in scores.summary.items() if metrics is None or k in metrics])
-
-    @property
-    def differences(self) -> dict[str, Interval]:
-        """Gated - baseline stickiness per domain (Welch 95% interval over the samples)."""
-        return {d: stickiness_difference(g, self.scores["baseline"][d]) for d, g in self.scores["gated"].items()}
-
-    def table(self) -> pd.DataFrame:
-        """Mean [interval] of stickiness, density, distinct-2 and repetition per domain and model, and the
-        gated - baseline stickiness."""
-        diffs = self.differences
-        return pd.DataFrame([{"domain": d, "model": m,
-                              **{k: str(v) for k, v in res.summary.items() if k in BOOK_METRICS},
-                              "gated - baseline stickiness": str(diffs[d]) if m == "gated" else ""}
-                             for m, by_domain in self.scores.items()
-                             for d, res in by_domain.items()]).set_index(["domain", "model"]).sort_index()
+                             for k, v in scores.summary.items()])
 
     def glue(self) -> dict:
         """The domains where the gated model's stickiness lies above the baseline's (95% interval) and below it."""
@@ -240,23 +243,12 @@ class Retention:
         return {"book_n": len(diffs), "book_above": ", ".join(d for d, v in diffs.items() if v.low > 0) or "none",
                 "book_below": ", ".join(d for d, v in diffs.items() if v.high < 0) or "none"}
 
-    def summary(self, metrics: Sequence[str] = BOOK_METRICS, intervals: Sequence[str] = ()) -> dict:
-        """Per domain and model: the mean of each of ``metrics`` and the ``[low, high]`` of each of ``intervals``."""
-        def entry(summary: dict[str, Interval]) -> dict:
-            return ({k: summary[k].mean for k in metrics}
-                    | {f"{k}_ci": [summary[k].low, summary[k].high] for k in intervals})
-
-        return {d: {m: entry(self.scores[m][d].summary) for m in self.scores} for d in self.scores["baseline"]}
-
 
 def runs_by_seed(records: Sequence[RunRecord], profile: IdeaProfile) -> dict[int, dict[str, RunRecord]]:
     """``{seed: {"baseline": record, "gated": record}}`` of the seed comparison, from :func:`idea_gating_runs`."""
-    gated = profile_form_run(profile)
-    out: dict[int, dict[str, RunRecord]] = {}
-    for record in records:
-        if record.name in ("baseline", gated):
-            out.setdefault(record.seed, {})["gated" if record.name == gated else "baseline"] = record
-    return dict(sorted(out.items()))
+    names = {"baseline": "baseline", profile_form_run(profile): "gated"}
+    return {seed: {names[r.name]: r for r in records if r.seed == seed and r.name in names}
+            for seed in sorted({r.seed for r in records if r.name in names})}
 
 
 #: The authors' protocol's metrics the seed comparison reads (``stickiness``: continuation only).
@@ -274,11 +266,8 @@ def seed_comparison(by_seed: dict[int, dict[str, RunRecord]],
     def paired(source, metric: str) -> dict[str, SeedPaired]:
         domains = list(source[seeds[0]]["baseline"])
         models = [*MODELS, "sharpened"] if all("sharpened" in source[s] for s in seeds) else MODELS
-
-        def per_seed(model: str, names: list[str]) -> list[float]:
-            return [sum(source[s][model][d].summary[metric].mean for d in names) / len(names) for s in seeds]
-
-        return {label: SeedPaired.of(*[per_seed(model, names) for model in models])
+        return {label: SeedPaired.of(*[[sum(source[s][m][d].summary[metric].mean for d in names) / len(names)
+                                        for s in seeds] for m in models])
                 for label, names in [*((d, [d]) for d in domains), ("all", domains)]}
 
     table = {"book_stickiness": paired(book, "stickiness")} if book is not None else {}
@@ -301,9 +290,7 @@ def idea_gating_record(training: Training, forms: LossForms, data: IdeaData, siz
                        over_seeds: IdeaOverSeeds | None = None) -> IdeaGatingRecord:
     """Chapter 6's record: both models' perplexities, the competence check, the authors' protocol, and in
     ``extra`` the data, loss forms, training speed, book domains, stopwords, generation and paper values."""
-    config, trained, g = training.config, training.trained, training.config.generation
-    base, gated = training.runs["baseline"], training.runs["gated"]
-    numbers, diffs = training.glue(), retention.differences
+    config, trained, g, numbers = training.config, training.trained, training.config.generation, training.glue()
     extra = {
         "dataset_requested": data.requested_dataset, "dataset_note": data.note, "tokenizer": data.tokenizer_name,
         "vocab_size": len(data.tokenizer), "max_steps": config.train.max_steps, "capped_from": config.capped_from,
@@ -311,34 +298,30 @@ def idea_gating_record(training: Training, forms: LossForms, data: IdeaData, siz
         "loss_forms": forms.summary(),
         "training": {"tokens_per_iteration": training.per_step, "budget_minutes": numbers["budget_minutes"],
                      "tokens_per_second": {n: training.per_step / r.seconds_per_step for n, r in trained.items()}},
-        "domains": {d: by_model | {"difference": {"stickiness": diffs[d]}}
-                    for d, by_model in retention.summary(intervals=("stickiness", "distinct_2")).items()},
+        "domains": retention.summary(intervals=("stickiness", "distinct_2")),
         "step_time_ratio": numbers["step_time_ratio"],
         "stopwords": {"masked_ids": data.stopword_ids, "not_single_tokens": data.stopwords_not_single_tokens},
         "generation": {"authors_samples_per_domain": g.authors_samples, "authors_new_tokens": g.authors_new_tokens,
-                       "book_samples_per_domain": len(retention.scores["gated"][next(iter(diffs))].samples),
+                       "book_samples_per_domain": len(next(iter(retention.scores["gated"].values())).samples),
                        "max_new_tokens": g.max_new_tokens, "temperature": g.temperature,
                        "repetition_penalty": g.repetition_penalty, "penalty_form": g.penalty_form},
         "paper": {"val_ppl_mistral_fineweb": PAPER_B_VAL_PPL, "stickiness_wikitext103": PAPER_B_STICKINESS,
                   "table1_wikitext103": PAPER_B_TABLE1},
     }
-    return IdeaGatingRecord(
-        dataset=data.splits_dataset,
-        baseline={"val_ppl": base.metrics.val_ppl, "test_ppl": ppl.frame.loc["baseline", "test"],
-                  "history": base.history,
-                  "train_seconds": base.train_seconds, "parameters": sizes["baseline"]},
-        gated={"run": forms.chosen, "val_ppl": gated.metrics.val_ppl, "val_ppl_ungated": gated.metrics.val_ppl_ungated,
-               "test_ppl": ppl.frame.loc["gated", "test"],
-               "test_ppl_ungated": ppl.frame.loc["gated (ungated logits)", "test"],
-               "history": gated.history, "train_seconds": gated.train_seconds, "parameters": sizes["gated"]},
-        competence=ppl.check, authors_protocol=authors.summary(), over_seeds=over_seeds, extra=extra)
+    runs = training.runs
+    models = {m: {"val_ppl": runs[m].metrics.val_ppl, "test_ppl": ppl.frame.loc[m, "test"], "history": runs[m].history,
+                  "train_seconds": runs[m].train_seconds, "parameters": sizes[m]} for m in MODELS}
+    models["gated"] |= {"run": forms.chosen, "val_ppl_ungated": runs["gated"].metrics.val_ppl_ungated,
+                        "test_ppl_ungated": ppl.frame.loc["gated (ungated logits)", "test"]}
+    return IdeaGatingRecord(dataset=data.splits_dataset, **models, competence=ppl.check,
+                            authors_protocol=authors.summary(), over_seeds=over_seeds, extra=extra)
 
 
 # --- chapter 8 ----------------------------------------------------------------------------------
 
 
-def quant_label(quantization: str) -> str:
-    return "NF4 (4-bit)" if quantization == "nf4" else "float32"
+#: How the tables name each quantisation of the LoRA backbone.
+QUANT_LABELS = {"nf4": "NF4 (4-bit)", "none": "float32"}
 
 
 def backbone_summary(backbone) -> pd.DataFrame:
@@ -373,7 +356,7 @@ class LoraRuns:
     def table(self):
         """Perplexities, trainable parameters, steps and speed of every run (styled)."""
         table = pd.DataFrame([{
-            "quantization": quant_label(q), "model": "LoRA + idea gate" if idea else "LoRA baseline",
+            "quantization": QUANT_LABELS[q], "model": "LoRA + idea gate" if idea else "LoRA baseline",
             "val PPL": run.metrics.val_ppl, "val PPL, gate off": run.metrics.val_ppl_ungated,
             "trainable params": run.metrics.trainable_params, "LoRA params": run.metrics.trainable["lora"],
             "idea-head params": run.metrics.trainable["idea_head"], "steps": run.steps, "best step": run.best_step,
@@ -414,14 +397,14 @@ def lora_capacity(records: Sequence[RunRecord], quantization: str, data, vocab_s
     L, rows = data.train.block_size, data.validation.input_ids
     valid = torch.cat([rows[:, :L].flatten(), rows[-1, L:L + 1]])
     reference = ngram_reference(data.train.input_ids[:, :L].flatten(), valid, vocab_size)
-    chosen = [r for r in records if r.spec.config.quantization == quantization]
-    kind = {r.key: r.name.split("-")[0] for r in chosen}  # baseline-nf4, gated-nf4, control-nf4
-    ppl = {m: {r.seed: r.metrics.val_ppl for r in chosen if kind[r.key] == m} for m in CONTROL_MODELS}
+    chosen = {m: [r for r in records if r.spec.config.quantization == quantization and r.name.split("-")[0] == m]
+              for m in CONTROL_MODELS}  # run names: baseline-nf4, gated-nf4, control-nf4
+    ppl = {m: {r.seed: r.metrics.val_ppl for r in runs} for m, runs in chosen.items()}
     seeds = sorted(ppl["baseline"])
     if any(sorted(ppl[m]) != seeds for m in CONTROL_MODELS):
         found = {m: sorted(v) for m, v in ppl.items()}
         raise ValueError(f"the capacity control needs every model at every seed, got {found}")
-    counts = {m: next(r.metrics.trainable for r in chosen if kind[r.key] == m) for m in CONTROL_MODELS}
+    counts = {m: runs[0].metrics.trainable for m, runs in chosen.items()}
     check = competence({f"{m} (seed {s})": v for m in CONTROL_MODELS for s, v in ppl[m].items()}, reference)
     return LoraCapacityControl(seeds=seeds, quantization=quantization,
                                val_ppl=SeedPaired.of(*[[ppl[m][s] for s in seeds] for m in CONTROL_MODELS]),
@@ -430,7 +413,7 @@ def lora_capacity(records: Sequence[RunRecord], quantization: str, data, vocab_s
 
 def memory_table(memory: dict[str, dict]) -> pd.DataFrame:
     """Peak memory, backbone weights and step time per quantisation (:func:`measure_memory`)."""
-    return pd.DataFrame({quant_label(q): {"peak memory (MiB)": m["peak_memory_mb"],
+    return pd.DataFrame({QUANT_LABELS[q]: {"peak memory (MiB)": m["peak_memory_mb"],
                                           "backbone weights (MiB)": m["weights_mb"],
                                           "s / training step": m["seconds_per_step"]} for q, m in memory.items()}).T
 
@@ -457,7 +440,7 @@ def lora_record(config, backbone, data_summary: dict, runs: LoraRuns, paper_coun
             for q in config.quantizations},
         **{key: {"fp32": memory["none"][key], "nf4": memory["nf4"][key]} for key in ("peak_memory_mb", "weights_mb")},
         "memory_method": memory["nf4"]["method"], "nf4_kernel": nf4_kernel,
-        "domains": retention.summary(("stickiness", "unique_density", "distinct_2")),
+        "domains": retention.summary(("stickiness", "unique_density", "distinct_2"), difference=False),
         "xray": {ray["prompt"]: {k: [r["token"] for r in ray[k]] for k in ("boosted", "suppressed")}},
         "paper_reference_ppl": PAPER_B_VAL_PPL,
     }

@@ -32,8 +32,7 @@ from semlm.idea.records import IdeaRunMetrics, TopicDecision, TopicModelSummary
 from semlm.idea.model import IdeaGPTForCausalLM
 from semlm.idea.sharpening import matched_temperature, mean_entropy, next_token_logits
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide
-from semlm.idea.profiles import TOPIC_STOP_WORDS as STOP_WORDS
-from semlm.idea.profiles import GPTSize, IdeaSettings, TopicDriftProfile, topic_drift_profile
+from semlm.idea.profiles import TOPIC_STOP_WORDS, GPTSize, IdeaSettings, TopicDriftProfile, topic_drift_profile
 from semlm.core.train_config import TrainConfig
 from semlm.core.runs import RunRecord, RunSpec, default_device
 
@@ -93,7 +92,7 @@ def text_drift(texts: Sequence[str | Sequence[str]], world: TopicWorld) -> Drift
 def topic_stickiness(text: str | Sequence[str], topic: int, world: TopicWorld) -> float:
     """Share of the topical words of ``text`` that allow ``topic`` (paper B's stickiness, with the function
     and neutral words as the stopwords); NaN without topical words."""
-    return stickiness(_words(text), world.content_words(topic), (*STOP_WORDS, *world.all_neutral_words))
+    return stickiness(_words(text), world.content_words(topic), (*TOPIC_STOP_WORDS, *world.all_neutral_words))
 
 
 def data_drift(documents: Sequence[topics_module.Document], world: TopicWorld) -> Interval:
@@ -129,7 +128,8 @@ def prepare_topic_data(config: TopicConfig) -> TopicData:
     def stream(docs):
         return torch.tensor([i for d in docs for i in world.encode([EOS, *d.words])], dtype=torch.long)
 
-    return TopicData(corpus, {"train": stream(corpus.train), "valid": stream(corpus.val)}, world.encode(STOP_WORDS))
+    return TopicData(corpus, {"train": stream(corpus.train), "valid": stream(corpus.val)},
+                     world.encode(TOPIC_STOP_WORDS))
 
 
 # --- training ------------------------------------------------------------------------------------

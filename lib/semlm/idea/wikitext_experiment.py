@@ -24,8 +24,8 @@ from safetensors.torch import load_file, save_file
 from semlm.core import runs
 from semlm.data.bpe import bpe_tokenizer, lines_fingerprint, load_tokenizer
 from semlm.data.wikitext import TextSplits, downloads_allowed, load_corpus
-from semlm.idea.targets import top_frequent_ids, vocabulary_mask, window_ids
-from semlm.idea.targets import idea_gated_loss, idea_gated_loss_autograd, idea_gated_loss_fused
+from semlm.idea.targets import (idea_gated_loss, idea_gated_loss_autograd, idea_gated_loss_fused, top_frequent_ids,
+                                vocabulary_mask, window_ids)
 from semlm.core.metrics import (NO_TARGET, distinct_n, perplexity, repetition_rate, stickiness, summarise,
                                 unique_domain_density, words_of)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, quiet_transformers
@@ -629,12 +629,6 @@ def protocols_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, au
         book[seed] = {name: domain_retention(model, tokenizer, domains, settings[name])
                       for name, model in models.items()}
     return authors, book, temperatures
-
-
-def stickiness_difference(gated: DomainScores, baseline: DomainScores, metric: str = "stickiness") -> Interval:
-    """Gated minus baseline ``metric`` over the two models' samples of one domain (Welch 95% interval over
-    independent samples, NaNs dropped)."""
-    return Interval.welch([r[metric] for r in gated.samples], [r[metric] for r in baseline.samples])
 
 
 #: A model is competent to be judged on paper B's generation claims if its validation perplexity is
