@@ -210,7 +210,10 @@ recorded if not recorded.empty else None
 
 # %%
 sparse = record["idea"]["sparse_decoding"]
-sparse_decoding.table({"this build": sparse}).T.round(3)
+if "skipped" in sparse:
+    print("not measured:", sparse["skipped"])
+else:
+    display(sparse_decoding.table({"this build": sparse}).T.round(3))
 
 # %% [markdown]
 # The same measurement on competent models is recorded, **not computed by this build**: chapter

@@ -33,6 +33,7 @@ from semlm.core.metrics import mean_interval
 from semlm.core.precision import autocast
 from semlm.core.records import Interval
 from semlm.core.runs import peak_rss_mb
+from semlm.data.fetch import CHAPTER_DATA, FIX, missing_files
 from semlm.data.paths import REPO_ROOT
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, DecodingConfig, generate
 from semlm.fusion.request import PAPER_REQUESTS
@@ -134,7 +135,10 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
                                             recorded_precision_comparison())
     record["idea"] = run_idea_benchmark(profile, seed, threads=1)
     if sparse_decoding:  # chapter 6's gated model, loaded from the build's run cache (trained if absent)
-        record["idea"]["sparse_decoding"] = sparse.bench_section(profile, seed)
+        missing = missing_files(CHAPTER_DATA["06_idea_gating"])
+        record["idea"]["sparse_decoding"] = (
+            {"skipped": f"chapter 6's data is missing ({', '.join(missing)}): {FIX}"} if missing
+            else sparse.bench_section(profile, seed))
     previous = previous_authors_comparison()  # measured on request (--authors-script); kept, never re-run here
     if previous is not None:
         record["authors_comparison"] = previous
@@ -738,6 +742,9 @@ def chapter_glue(record: dict, profile: str) -> dict:
 def _sparse_glue(record: dict | None) -> dict:
     if record is None:
         return {}
+    if "skipped" in record:  # the prose still renders: its numbers read nan, and the cell below says why
+        return dict.fromkeys(("sparse_clamp", "sparse_kept", "sparse_outside", "sparse_kl", "sparse_speedup",
+                              "sparse_budget"), float("nan")) | {"sparse_model": "no model (" + record["skipped"] + ")"}
     return {"sparse_clamp": record["clamp_share"]["mean"], "sparse_kept": record["kept_share"],
             "sparse_outside": record["mass_outside"], "sparse_kl": record["mean_step_kl"],
             "sparse_speedup": record["speedup_per_token"], "sparse_budget": record["budget"],
