@@ -229,7 +229,9 @@ if recorded_sparse is None:
     print("nothing recorded in book/recorded/sparse-decoding/")
 else:
     table, provenance = recorded_sparse
-    print(provenance["models"], provenance["machine"], sep="\n")
+    for name, models in provenance["models"].items():
+        print(f"{name}: {models}")
+    print(provenance["machine"])
     print("paper size, random weights, speed-up per token by budget:", {
         key: round(value["speedup_per_token"], 2)
         for key, value in provenance["paper_size"].items() if key.startswith("budget")})

@@ -1,4 +1,4 @@
-"""One request to paper A's models (issue 33): the feature-channel values it sets and the codes it is heard as.
+"""One request to paper A's models: the feature-channel values it sets and the codes it is heard as.
 
 A request sets some request predicates (``pos_*``, ``neg_*``, ``str_*``, ``is_question`` and, for the intent
 channel, ``is_exclamation``) to values in [0, 1] and names the final punctuation it asks for. The synthetic
