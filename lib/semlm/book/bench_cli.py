@@ -231,6 +231,22 @@ def _run_precision(args) -> None:
     print(write_precision_comparison(comparison, RECORDED_DIR, PRECISION_RECORD, command))
 
 
+def _run_precision_idea(args) -> None:
+    """Train paper B's models (chapters 6, 7, 9) in float32 and in bf16 at ``--variants-profile`` (3 seeds from
+    ``--seed``; chapter 9: its profile's) and record the paired comparison in ``book/recorded/``."""
+    from semlm.book.idea_precision import IDEA_PRECISION_RECORD, compare_idea_precisions
+    from semlm.book.recorded import write_precision_comparison
+    from semlm.book.recorded_runs import RECORDED_DIR
+
+    profile, seed = args.variants_profile, args.seed
+    if profile == "none":
+        raise ValueError("--only precision-idea needs a profile to compare at; pass --variants-profile cpu")
+    comparison = compare_idea_precisions(profile, tuple(range(seed, seed + 3)), workers=args.workers)
+    command = f"python -m semlm.bench --only precision-idea --variants-profile {profile} --seed {seed}"
+    print(json.dumps(comparison["verdict"], indent=2))
+    print(write_precision_comparison(comparison, RECORDED_DIR, IDEA_PRECISION_RECORD, command, paper="B"))
+
+
 def _run_authors(args) -> int | None:
     """``--authors-script``: measure, print, write under ``authors_comparison`` in ``--out`` (default: the bench
     JSON, its other entries kept); one error line and exit 1 if their side failed."""
@@ -252,7 +268,7 @@ def _run_authors(args) -> int | None:
 #: ``--only`` section -> the function that runs it, None or an exit code (``--authors-script`` runs ``_run_authors``).
 SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu,
             "book": lambda args: print_book_times(bench.book_build_times()), "synthetic": _run_synthetic,
-            "precision": _run_precision}
+            "precision": _run_precision, "precision-idea": _run_precision_idea}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -268,7 +284,9 @@ def _parser() -> argparse.ArgumentParser:
                              "'synthetic': train and evaluate both synthetic models once, nothing written "
                              "(our side of --authors-script); 'precision': float32 against bf16 autocast for "
                              "paper A's models at --variants-profile over 3 seeds, recorded in "
-                             f"book/recorded/{PRECISION_RECORD}/ (the evidence for the cpu profile's precision)")
+                             f"book/recorded/{PRECISION_RECORD}/ (the evidence for the cpu profile's precision); "
+                             "'precision-idea': the same for paper B's models of chapters 6, 7 and 9, paired by "
+                             "seed (book/recorded/cpu-bf16-idea/)")
     parser.add_argument("--out", default=None, help="with --only idea / gpu: also write the record to this JSON file; "
                                                     "with --authors-script: where to write it (default: bench.json)")
     parser.add_argument("--authors-script", default=None, metavar="PATH",

@@ -25,8 +25,8 @@ import psutil
 from semlm.book.claims import NOT_RUN, evaluate_claims
 from semlm.book.flops import model_flops_utilisation, training_flops_per_token
 from semlm.book.recorded_runs import (BENCH, BOOK_MANIFEST, BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL,
-                                      GPU_THROUGHPUT, PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS,
-                                      RecordedRun, load_recorded, read_json)
+                                      GPU_THROUGHPUT, IDEA_PRECISION, PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL,
+                                      TRAINING_VARIANTS, RecordedRun, load_recorded, read_json)
 from semlm.book.report import cpu_model, git_commit, load_metrics, package_versions
 from semlm.data.paths import REPO_ROOT
 from semlm.idea.profiles import idea_profile, lora_profile
@@ -41,6 +41,10 @@ GPU_TRACE = "gpu_throughput.trace.txt"
 VERDICTS = "VERDICTS.md"     # the claims of a recorded book build, for a reader browsing the repository
 VARIANTS_LABEL = ("recorded CPU run: paper A's models trained in float32 and in bf16 over 3 seeds by "
                   "`python -m semlm.bench --only precision`, not by this build")
+IDEA_VARIANTS_LABEL = ("recorded CPU run: paper B's models (chapters 6, 7, 9) trained in float32 and in bf16, paired "
+                       "by seed, by `python -m semlm.bench --only precision-idea`, not by this build")
+#: the file and provenance label of each precision comparison, by the record's paper
+PRECISION_FILES = {"A": (TRAINING_VARIANTS, VARIANTS_LABEL), "B": (IDEA_PRECISION, IDEA_VARIANTS_LABEL)}
 CHAPTER_FILES = "[0-9][0-9]_*.json"  # a chapter's metrics file (not a benchmark, a manifest or a report)
 README_START, README_END = "<!-- recorded-verdicts:start -->", "<!-- recorded-verdicts:end -->"
 
@@ -357,7 +361,8 @@ def recorded_gpu_throughput_frame(root: str | Path | None = None):
              "micro-batches": v.get("micro_batches"), "compiled": v.get("compiled"),
              "tokens/s": v.get("tokens_per_second"), "MFU": v.get("mfu"),
              "ms / step": 1e3 * v["seconds_per_step"] if v.get("seconds_per_step") else None,
-             "peak GiB": v.get("peak_memory_gib"), "profiled": "yes" if "table" in (v.get("trace") or {}) else ""}
+             "peak GiB": v.get("peak_memory_gib"), "profiled": "yes" if "table" in (v.get("trace") or {}) else "",
+             "note": v.get("error") or v.get("skipped") or ""}
             for run in runs for setting, kinds in run.gpu_throughput.get("variants", {}).items()
             for kind, v in kinds.items()]
     frame, empty = _labelled(rows, LABEL, root, "GPU throughput in {where} (run `make test-gpu` on a GPU machine)")
@@ -629,17 +634,19 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
         REPORT: json.dumps(report, indent=2, default=str), VERDICTS: verdicts_markdown(report, provenance)})
 
 
-def write_precision_comparison(comparison: dict, root: Path, name: str, command: str) -> Path:
-    """Write ``<root>/<name>/``: a ``compare_training_variants`` record (``training_variants.json``) and its
+def write_precision_comparison(comparison: dict, root: Path, name: str, command: str, paper: str = "A") -> Path:
+    """Write ``<root>/<name>/``: a float32 / bf16 comparison of ``paper``'s models (A: ``compare_training_variants``'s
+    ``training_variants.json``; B: ``compare_idea_precisions``'s ``idea_precision.json``) and its
     ``provenance.json`` (this machine's CPU, whether it computes bf16 natively, packages, date, commit)."""
     import torch
 
+    file, label = PRECISION_FILES[paper]
     machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
                "packages": package_versions(), "python": platform.python_version()}
-    provenance = _cpu_provenance(VARIANTS_LABEL, "cpu-variants", machine, git_commit(), comparison.get("profile"),
+    provenance = _cpu_provenance(label, "cpu-variants", machine, git_commit(), comparison.get("profile"),
                                  command, cpu_computes_bf16=cpu_computes_bf16(),
                                  cpu_capability=torch.backends.cpu.get_cpu_capability())
-    return _write_folder(Path(root) / name, provenance, {TRAINING_VARIANTS: json.dumps(comparison, indent=2)})
+    return _write_folder(Path(root) / name, provenance, {file: json.dumps(comparison, indent=2)})
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -22,12 +22,13 @@ BENCH = "bench_idea.json"
 GPU_THROUGHPUT = "gpu_throughput.json"
 BOOK_MANIFEST = "manifest.json"
 TRAINING_VARIANTS = "training_variants.json"
+IDEA_PRECISION = "idea_precision.json"  # paper B's float32 / bf16 comparison (semlm.book.idea_precision)
 BOOK_METRICS = "metrics"     # a recorded book build's chapter metrics, in a sub-folder (not chapter runs)
 REPORT = "report.json"       # the claims table of a recorded book build, as the claims code judged its metrics
 #: The files of a folder read into a :class:`RecordedRun` field of their own; every other ``*.json`` but the
 #: provenance is a chapter's metrics.
 FIELDS = {BENCH: "bench", GPU_THROUGHPUT: "gpu_throughput", BOOK_MANIFEST: "book_manifest",
-          TRAINING_VARIANTS: "training_variants", REPORT: "report"}
+          TRAINING_VARIANTS: "training_variants", IDEA_PRECISION: "idea_precision", REPORT: "report"}
 
 
 @dataclass
@@ -42,6 +43,7 @@ class RecordedRun:
     gpu_throughput: dict | None = None   # python -m semlm.bench --only gpu (semlm.book.gpu_throughput)
     book_manifest: dict | None = None    # a whole book build's manifest.json (collect-book)
     training_variants: dict | None = None  # float32 / bf16 comparison (python -m semlm.bench --only precision)
+    idea_precision: dict | None = None   # paper B's (python -m semlm.bench --only precision-idea)
     book_metrics: dict[str, dict] = field(default_factory=dict)  # a book build's chapter metrics (metrics/)
     report: dict | None = None           # a book build's report.json
 
