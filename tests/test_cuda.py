@@ -187,10 +187,10 @@ def _step_gradient(trainer):
     return torch.cat([p.grad.float().flatten() for p in trainer.params]), float(trainer.running["train_loss"])
 
 
-@pytest.mark.parametrize("compile_on_cuda", [False, True])
+@pytest.mark.parametrize("compile_on_cuda", [False, True, "reduce-overhead"])
 def test_one_micro_batch_on_cuda_applies_the_gradient_of_four_accumulated_ones(compile_on_cuda):
     """float32: the same 16 sequences in one micro-batch or four give the same step (summation order
-    only); compiled (inductor: Triton kernels for the model and for gate + losses) or eager."""
+    only); compiled (inductor: Triton kernels for the model and for gate + losses; with CUDA graphs) or eager."""
     reference, loss = _step_gradient(_gated_trainer(None, False, None))
     gradient, other = _step_gradient(_gated_trainer(16, compile_on_cuda, None))
     from semlm.idea.wikitext_experiment import COMPILE_FALLBACKS

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 from torch.autograd import DeviceType
 
+from semlm.book import gpu_throughput
 from semlm.book.gpu_throughput import gpu_busy_seconds
 
 
@@ -21,3 +22,12 @@ def test_gpu_busy_time_is_the_union_of_kernel_intervals_only():
     assert gpu_busy_seconds(events) == pytest.approx(250e-6)
     assert gpu_busy_seconds([]) == 0.0
     assert gpu_busy_seconds([event(0, 10), event(2, 5)]) == pytest.approx(10e-6)  # nested: counted once
+
+
+def test_a_padded_vocabulary_applies_the_same_update_on_the_cpu(monkeypatch):
+    """The update check of the benchmark, run on the CPU (compilation is CUDA-only, so only the padding acts):
+    one micro-batch with the vocabulary padded to 64 rows against the profile's micro-batches, extra rows cut."""
+    monkeypatch.setattr(gpu_throughput, "DEVICE", "cpu")
+    checks = gpu_throughput.same_update_check("smoke", settings=["compiled with CUDA graphs, padded"])
+    assert set(checks) == {"compiled with CUDA graphs, padded (bf16)", "compiled with CUDA graphs, padded (float32)"}
+    assert all(value < 1e-5 for value in checks.values()), checks

@@ -223,6 +223,9 @@ def test_a_cuda_micro_batch_changes_the_micro_batches_on_a_cuda_device_only():
     assert TrainConfig(batch_size=32, accumulation=4).micro_batches("cuda") == 4
     with pytest.raises(ValueError, match="cuda_micro_batch must be >= 1 and divide batch_size 32"):
         TrainConfig(batch_size=32, cuda_micro_batch=12)
+    assert TrainConfig(compile_on_cuda="reduce-overhead").compile_on_cuda == "reduce-overhead"
+    with pytest.raises(ValueError, match="compile_on_cuda must be True, False or one of"):
+        TrainConfig(compile_on_cuda="fastest")
 
 
 def test_how_a_device_executes_a_run_is_not_part_of_its_description_or_key(tmp_path):

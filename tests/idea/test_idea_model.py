@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from transformers import LogitsProcessorList
 
 from semlm.idea.gate import ConcentrationDecay, IdeaGateLogitsProcessor
-from semlm.idea.model import GATE_VARIANTS, IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, idea_gate
+from semlm.idea.model import GATE_VARIANTS, IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, idea_gate, pad_vocabulary
 
 
 def tiny(idea=True, **kw):
@@ -95,6 +95,28 @@ def test_save_and_from_pretrained_give_identical_logits(tmp_path):
     x = torch.randint(0, 61, (2, 10))
     a, b = model(x), again(x)
     assert torch.equal(a.logits, b.logits) and torch.equal(a.idea_logits, b.idea_logits)
+
+
+def test_a_padded_vocabulary_computes_the_same_logits_and_gradients_and_reloads(tmp_path):
+    """pad_vocabulary: 61 -> 64 rows in the embedding and both heads, logits cut back to 61 columns; the same
+    values and, on the real rows, the same gradients; the extra rows get none; save / load keep the padding."""
+    model = tiny().train()
+    padded = pad_vocabulary(model, 32)
+    assert padded.lm_head.weight.shape[0] == padded.idea_head[2].weight.shape[0] == 64
+    assert padded.lm_head.weight is padded.transformer.wte.weight
+    x = torch.randint(0, 61, (2, 10))
+    a, b = model(x, alpha=0.5), padded(x, alpha=0.5)
+    assert b.logits.shape[-1] == b.idea_logits.shape[-1] == 61
+    assert torch.allclose(a.logits, b.logits, atol=1e-6) and torch.allclose(a.idea_logits, b.idea_logits, atol=1e-6)
+    for out in (a, b):
+        (out.logits.logsumexp(-1).sum() + out.idea_logits.sigmoid().sum()).backward()
+    for (name, p), q in zip(model.named_parameters(), padded.parameters()):
+        real = q.grad[tuple(slice(0, n) for n in p.shape)]
+        assert torch.allclose(real, p.grad, atol=1e-5), name
+        assert not q.grad[p.shape[0]:].any(), name  # nothing flows into the padded rows
+    padded.save_pretrained(tmp_path)
+    again = IdeaGPTForCausalLM.from_pretrained(tmp_path)
+    assert again.config.vocab_pad_multiple == 32 and torch.equal(again.eval()(x).logits, padded.eval()(x).logits)
 
 
 def test_generate_runs_with_the_gate_processor_and_matches_the_built_in_gate():

@@ -10,39 +10,55 @@ the settings apply the same update (:func:`same_update_check`). MFU counts the m
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import torch
 
 DEVICE = "cuda"  # a test of the plumbing may set "cpu"
 
-#: Execution settings compared: (one micro-batch per step, compile_on_cuda); otherwise the profile's
-#: micro-batches (paper: the authors' 4 of 8 sequences)
-VARIANTS: dict[str, tuple[bool, bool]] = {
-    "eager, the profile's micro-batches": (False, False),
-    "eager, one micro-batch": (True, False),
-    "compiled, one micro-batch": (True, True),
+
+@dataclass(frozen=True)
+class Setting:
+    """How the trainer executes the profile's update: one micro-batch per step (else the profile's: paper, the
+    authors' 4 of 8 sequences), ``TrainConfig.compile_on_cuda`` (False, True or a ``torch.compile`` mode), and
+    the vocabulary padded to a multiple of ``pad`` rows (:func:`semlm.idea.model.pad_vocabulary`)."""
+
+    whole_batch: bool
+    compile: bool | str = False
+    pad: int = 1
+
+
+#: Execution settings compared, from the authors' to the fastest; each applies the same update (same_update_check)
+VARIANTS: dict[str, Setting] = {
+    "eager, the profile's micro-batches": Setting(False),
+    "eager, one micro-batch": Setting(True),
+    "compiled, one micro-batch": Setting(True, True),
+    "compiled, vocabulary padded to 64": Setting(True, True, 64),
+    "compiled with CUDA graphs, padded": Setting(True, "reduce-overhead", 64),
+    "max-autotune (CUDA graphs, tuned GEMMs), padded": Setting(True, "max-autotune", 64),
 }
 
 
-def _trainer(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: bool, seed: int,
-             dropout: float | None = None):
+def _trainer(profile: str, idea: bool, setting: Setting, seed: int, dropout: float | None = None):
     from semlm.core.train import Trainer
-    from semlm.idea.model import IdeaGPTForCausalLM
+    from semlm.idea.model import IdeaGPTForCausalLM, pad_vocabulary
     from semlm.idea.profiles import idea_profile
     from semlm.idea.wikitext_experiment import TokenStream, idea_loss_fn, model_config
 
     config = idea_profile(profile, seed)
     if dropout is not None:
         config = replace(config, size=replace(config.size, dropout=dropout))
-    micro = config.train.batch_size if whole_batch else config.train.batch_size // config.train.accumulation
-    train = replace(config.train, cuda_micro_batch=micro, compile_on_cuda=compile_on_cuda)
+    micro = config.train.batch_size if setting.whole_batch else config.train.batch_size // config.train.accumulation
+    train = replace(config.train, cuda_micro_batch=micro, compile_on_cuda=setting.compile)
     V, L, K = config.vocab_size, config.size.block_size, config.idea.window
     g = torch.Generator().manual_seed(seed)
     stream = TokenStream(torch.randint(0, V, (200 * L,), generator=g), L, K)
     torch.manual_seed(seed)
     model = IdeaGPTForCausalLM(model_config(config, V, idea)).to(DEVICE).train()
-    loss_fn = idea_loss_fn(config.idea, list(range(18)), idea, compile_on_cuda=compile_on_cuda)
+    if setting.pad > 1:  # the same initial weights, zero rows added
+        model = pad_vocabulary(model, setting.pad)
+    loss_fn = idea_loss_fn(config.idea, list(range(18)), idea, compile_on_cuda=setting.compile)
     trainer = Trainer(model, stream, None, train, loss_fn, seed, validate=lambda *args: 0.0)
     return trainer, config
 
@@ -54,13 +70,13 @@ def _batches(trainer, steps: int):
     return [next(batches) for _ in range(steps)]
 
 
-def time_variant(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: bool, seed: int = 111,
-                 warmup: int = 5, steps: int = 20, profiled: bool = False) -> dict:
+def time_variant(profile: str, idea: bool, setting: Setting, seed: int = 111, warmup: int = 5, steps: int = 20,
+                 profiled: bool = False) -> dict:
     """Tokens/s, seconds per step, MFU and peak memory of ``steps`` optimiser steps after ``warmup``
     (``profiled``: and a profiler trace of 3 more steps, :func:`_profiled_steps`)."""
     from semlm.book.flops import model_flops_utilisation, training_flops_per_token
 
-    trainer, config = _trainer(profile, idea, whole_batch, compile_on_cuda, seed)
+    trainer, config = _trainer(profile, idea, setting, seed)
     batches = _batches(trainer, warmup + steps + (3 if profiled else 0))
     torch.cuda.reset_peak_memory_stats()
     warmup_seconds = _seconds(trainer, batches[:warmup])  # compilation (if any) happens here
@@ -70,7 +86,8 @@ def time_variant(profile: str, idea: bool, whole_batch: bool, compile_on_cuda: b
     tokens = trainer.config.batch_size * size.block_size
     flops = training_flops_per_token(size.n_layer, size.n_embd, config.vocab_size, size.block_size, idea)
     name = torch.cuda.get_device_name()
-    return {"micro_batches": trainer.accumulation, "compiled": compile_on_cuda, "seconds_per_step": seconds,
+    return {"micro_batches": trainer.accumulation, "compiled": setting.compile, "vocabulary_rows":
+            trainer.model.config.padded_vocab_size, "seconds_per_step": seconds,
             "tokens_per_second": tokens / seconds, "warmup_seconds": warmup_seconds,
             "mfu": model_flops_utilisation(tokens / seconds, flops, name), "flops_per_token": flops,
             "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
@@ -121,43 +138,66 @@ def _profiled_steps(trainer, batches) -> dict:
         return {"error": f"{type(error).__name__}: {error}"}
 
 
-def same_update_check(profile: str, seed: int = 111) -> dict:
-    """The gradient one optimiser step applies (gated GPT, dropout 0): the profile's micro-batches against
-    one micro-batch, eager and compiled, as ||g - g_ref|| / ||g_ref|| over all parameters, in the
-    profile's bf16 autocast and in float32 (where only the order of the sums differs)."""
+def _gradient(trainer, vocab_size: int) -> torch.Tensor:
+    """The step's accumulated gradient over all parameters, a padded vocabulary's extra rows left out."""
+    return torch.cat([p.grad[:vocab_size].float().flatten() if p.shape[0] > vocab_size else p.grad.float().flatten()
+                      for p in trainer.params])
+
+
+def same_update_check(profile: str, seed: int = 111, settings: Sequence[str] = ()) -> dict:
+    """The gradient one optimiser step applies (gated GPT, dropout 0) under each of ``settings`` (names of
+    :data:`VARIANTS`) against the profile's micro-batches, eager, as ||g - g_ref|| / ||g_ref|| over all
+    parameters, in the profile's bf16 autocast and in float32 (where only the order of the sums differs)."""
     out = {}
     for precision in ("bf16_on_cuda", None):
         grads = {}
-        for name, (whole, compiled) in (("profile", (False, False)), ("one micro-batch", (True, False)),
-                                        ("one micro-batch, compiled", (True, True))):
-            trainer, _ = _trainer(profile, True, whole, compiled, seed, dropout=0.0)
+        for name in (next(iter(VARIANTS)), *settings):
+            trainer, config = _trainer(profile, True, VARIANTS[name], seed, dropout=0.0)
             trainer.config = replace(trainer.config, autocast=precision)
             step, batch = _batches(trainer, 1)[0]
             trainer.optimiser_step(step, batch)  # .grad keeps the step's accumulated gradient
-            grads[name] = torch.cat([p.grad.float().flatten() for p in trainer.params])
+            grads[name] = _gradient(trainer, config.vocab_size)
             torch.compiler.reset()
         label = "bf16" if precision else "float32"
-        reference = grads["profile"]
-        for name in ("one micro-batch", "one micro-batch, compiled"):
-            out[f"{name} ({label})"] = ((grads[name] - reference).norm() / reference.norm()).item()
+        reference = grads.pop(next(iter(VARIANTS)))
+        out.update({f"{name} ({label})": ((g - reference).norm() / reference.norm()).item() for name, g in grads.items()})
     return out
 
 
-def run_gpu_throughput(profile: str = "paper", seed: int = 111, warmup: int = 5, steps: int = 20) -> dict:
-    """The record of ``--only gpu``: every variant for the plain and the gated GPT, and the update checks."""
+def run_gpu_throughput(profile: str = "paper", seed: int = 111, warmup: int = 5, steps: int = 20,
+                       budget_seconds: float = 300.0, on_update: Callable[[dict], None] | None = None) -> dict:
+    """The record of ``--only gpu``: every variant for the plain and the gated GPT, each compiled one profiled,
+    and the update checks of the compiled settings. A variant that fails records its error; once
+    ``budget_seconds`` have passed, the rest are recorded as skipped. ``on_update`` gets the record after each
+    step (a run cut short by a time limit keeps what it measured)."""
     if not torch.cuda.is_available():
         raise RuntimeError("--only gpu needs a CUDA GPU (torch.cuda.is_available() is False)")
     record = {"profile": profile, "device_name": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "warmup_steps": warmup, "timed_steps": steps, "variants": {}}
-    for name, (whole, compiled) in VARIANTS.items():
-        last = name == list(VARIANTS)[-1]  # the fastest setting: profiled, to show what bounds it
-        record["variants"][name] = {kind: time_variant(profile, kind == "gated", whole, compiled, seed, warmup, steps,
-                                                       profiled=last)
-                                    for kind in ("plain", "gated")}
-        torch.compiler.reset()
-        print(name, {k: f"{v['tokens_per_second']:.0f} tok/s, MFU {v['mfu']:.1%}"
+              "warmup_steps": warmup, "timed_steps": steps, "budget_seconds": budget_seconds, "variants": {}}
+    start = time.perf_counter()
+    for name, setting in VARIANTS.items():
+        record["variants"][name] = {}
+        for kind in ("plain", "gated"):
+            if time.perf_counter() - start > budget_seconds:
+                record["variants"][name][kind] = {"skipped": f"the {budget_seconds:.0f} s budget was spent"}
+                continue
+            try:
+                record["variants"][name][kind] = time_variant(profile, kind == "gated", setting, seed, warmup, steps,
+                                                              profiled=bool(setting.compile))
+            except Exception as error:  # noqa: BLE001 - one setting failing (a backend, memory) leaves the others
+                record["variants"][name][kind] = {"error": f"{type(error).__name__}: {str(error)[:500]}"}
+            torch.compiler.reset()
+            if on_update:
+                on_update(record)
+        print(name, {k: f"{v['tokens_per_second']:.0f} tok/s, MFU {v['mfu']:.1%}" if "mfu" in v else v
                      for k, v in record["variants"][name].items()}, flush=True)
-    record["same_update"] = same_update_check(profile, seed)
+    compiled = [name for name, s in VARIANTS.items() if s.compile and "mfu" in record["variants"][name].get("gated", {})]
+    if time.perf_counter() - start < budget_seconds:
+        record["same_update"] = same_update_check(profile, seed, compiled)
+    else:
+        record["same_update"] = {"skipped": f"the {budget_seconds:.0f} s budget was spent"}
+    if on_update:
+        on_update(record)
     return record
 
 
@@ -165,12 +205,13 @@ def print_gpu_summary(record: dict) -> None:
     print(f"paper-B GPT training on {record['device_name']} ({record['profile']} profile), "
           f"{record['timed_steps']} steps after {record['warmup_steps']} warm-up")
     for name, kinds in record["variants"].items():
-        print(f"  {name:36s} " + "  ".join(f"{kind}: {v['tokens_per_second'] / 1e3:.0f}k tok/s, MFU {v['mfu']:.1%}, "
-                                             f"{v['peak_memory_gib']:.1f} GiB" for kind, v in kinds.items()))
-    for kind, v in list(record["variants"].values())[-1].items():
-        trace = v.get("trace") or {}
-        if "gpu_busy_share" in trace:
-            print(f"  {kind}, profiled: GPU busy {trace['gpu_busy_share']:.0%} of the wall time over "
-                  f"{trace['steps']} steps")
+        print(f"  {name:48s} " + "  ".join(
+            f"{kind}: {v['tokens_per_second'] / 1e3:.0f}k tok/s, MFU {v['mfu']:.1%}, {v['peak_memory_gib']:.1f} GiB"
+            if "mfu" in v else f"{kind}: {v.get('error') or v.get('skipped')}" for kind, v in kinds.items()))
+        for kind, v in kinds.items():
+            if "gpu_busy_share" in (v.get("trace") or {}):
+                print(f"    {kind}, profiled: GPU busy {v['trace']['gpu_busy_share']:.0%} of the wall time")
+    checks = record["same_update"]
     print("  same update (relative gradient difference against the profile's micro-batches): "
-          + ", ".join(f"{name} {value:.1e}" for name, value in record["same_update"].items()))
+          + (", ".join(f"{name} {value:.1e}" for name, value in checks.items()) if "skipped" not in checks
+             else checks["skipped"]))

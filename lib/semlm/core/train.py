@@ -126,11 +126,15 @@ def split_batch(batch, parts: int) -> list:
 
 
 def to_device(batch, device: torch.device):
-    """The batch with every tensor field on ``device`` (no copy when it is already there)."""
+    """The batch with every tensor field on ``device`` (no copy when it is already there). To a GPU through pinned
+    memory without waiting: a plain copy would make the host wait for the step before to finish first."""
     tensors = _tensor_fields(batch)
     if all(t.device == device for t in tensors.values()):
         return batch
-    return dataclasses.replace(batch, **{name: t.to(device) for name, t in tensors.items()})
+    to_gpu = torch.device(device).type == "cuda"
+    if to_gpu:
+        tensors = {name: t.pin_memory() if t.device.type == "cpu" else t for name, t in tensors.items()}
+    return dataclasses.replace(batch, **{name: t.to(device, non_blocking=to_gpu) for name, t in tensors.items()})
 
 
 def lr_factor(step: int, schedule: str, warmup: int, total_steps: int, min_ratio: float = 0.0) -> float:
@@ -235,8 +239,11 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, config, self.total_steps)
         # the module the steps run (DistributedDataParallel with several processes); weights are model's
         self.forward_model = accelerator.prepare_model(model) if accelerator is not None else model
-        if config.compile_on_cuda and self.device.type == "cuda":  # the weights stay model's (checkpoints, validation)
-            self.forward_model = torch.compile(self.forward_model)
+        compiled = config.compile_on_cuda and self.device.type == "cuda"
+        mode = config.compile_on_cuda if isinstance(config.compile_on_cuda, str) else None
+        self.cuda_graphs = compiled and mode in ("reduce-overhead", "max-autotune")
+        if compiled:  # the weights stay model's (checkpoints, validation)
+            self.forward_model = torch.compile(self.forward_model, mode=mode)
         self.history: list[dict] = []
         self.step, self.train_seconds, self.cpu_seconds, self.status = 0, 0.0, 0.0, "trained"
         self.best, self.stopped_early = {"value": math.inf, "step": None, "state": None, "bad": 0}, False
@@ -298,6 +305,8 @@ class Trainer:
     def optimiser_step(self, step: int, batch) -> float:
         """One update from ``batch`` (``accumulation`` micro-batches); returns the learning rate it used."""
         self.optimizer.zero_grad(set_to_none=True)
+        if self.cuda_graphs:  # a new step: the graphs' outputs of the last one may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         pieces = split_batch(to_device(batch, self.device), self.accumulation)
         for index, piece in enumerate(pieces):  # gradient accumulation: the update of one batch, less memory
             last = index == len(pieces) - 1

@@ -12,6 +12,9 @@ from semlm.core.precision import PRECISIONS
 
 SAMPLINGS = ("shuffle", "in_order", "random_windows")
 SCHEDULES = ("cosine", "cosine_min_lr", "constant", "constant_warmup")
+#: ``torch.compile`` modes a run may name (``TrainConfig.compile_on_cuda``); those with CUDA graphs replay each step's
+#: kernels as one graph, "max-autotune" also benchmarks matrix-product kernels while compiling
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,9 @@ class TrainConfig:
     #: optimiser still sees ``batch_size`` sequences per step, split into batch_size / cuda_micro_batch
     #: micro-batches; the update equals the CPU's to float tolerance (tests/core/test_train.py).
     cuda_micro_batch: int | None = field(default=None, metadata={"execution": True})
-    #: ``torch.compile`` the model (and the experiment its loss) on a CUDA device; eager everywhere else
-    compile_on_cuda: bool = field(default=False, metadata={"execution": True})
+    #: ``torch.compile`` the model (and the experiment its loss) on a CUDA device; eager everywhere else. True is
+    #: torch's default mode; a string names another (:data:`COMPILE_MODES`: CUDA graphs, GEMM autotuning)
+    compile_on_cuda: bool | str = field(default=False, metadata={"execution": True})
 
     def __post_init__(self):
         if self.epochs < 1 or self.batch_size < 1:
@@ -83,6 +87,9 @@ class TrainConfig:
                              f"{self.warmup_steps}")
         if (self.eval_every is not None and self.eval_every < 1) or (self.patience is not None and self.patience < 1):
             raise ValueError(f"eval_every and patience must be >= 1 or None, got {self.eval_every}, {self.patience}")
+        if self.compile_on_cuda not in (False, True, *COMPILE_MODES):
+            raise ValueError(f"compile_on_cuda must be True, False or one of {COMPILE_MODES}; "
+                             f"got {self.compile_on_cuda!r}")
         if self.cuda_micro_batch is not None and (self.cuda_micro_batch < 1 or self.batch_size % self.cuda_micro_batch):
             raise ValueError(f"cuda_micro_batch must be >= 1 and divide batch_size {self.batch_size}, got "
                              f"{self.cuda_micro_batch}")

@@ -198,6 +198,13 @@ class IdeaGPTConfig(PreTrainedConfig):
     eos_token_id: int | None = 0
     pad_token_id: int | None = 0
     tie_word_embeddings: bool = True
+    # Execution only: the embedding and both heads get vocab_size rounded up to this multiple of rows, and the
+    # logits are cut back to vocab_size (the same function; tensor cores want the matrices' sides aligned)
+    vocab_pad_multiple: int = 1
+
+    @property
+    def padded_vocab_size(self) -> int:
+        return -(-self.vocab_size // self.vocab_pad_multiple) * self.vocab_pad_multiple
 
 
 @dataclass
@@ -272,7 +279,7 @@ class Block(nn.Module):
 class GPTBody(nn.Module):
     def __init__(self, config: IdeaGPTConfig):
         super().__init__()
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wte = nn.Embedding(config.padded_vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.n_positions, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
@@ -332,9 +339,9 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
         if config.n_embd % config.n_head:
             raise ValueError(f"n_embd ({config.n_embd}) must be divisible by n_head ({config.n_head})")
         self.transformer = GPTBody(config)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.n_embd, config.padded_vocab_size, bias=False)
         self.idea_head = (nn.Sequential(nn.Linear(config.n_embd, config.n_embd), nn.ReLU(),
-                                        nn.Linear(config.n_embd, config.vocab_size))
+                                        nn.Linear(config.n_embd, config.padded_vocab_size))
                           if config.idea_head else None)
         self.post_init()
         self.generation_config = GenerationConfig(use_cache=True, bos_token_id=config.bos_token_id,
@@ -386,10 +393,12 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
             past_key_values = DynamicCache()
         cache = past_key_values if use_cache else None
         hidden = self.transformer(input_ids, attention_mask, cache, position_ids)
-        token_logits = self.lm_head(hidden)
+        V = self.config.vocab_size  # a padded head's extra rows are cut off (a view) before any logit is used
+        cut = (lambda logits: logits[..., :V]) if self.config.padded_vocab_size != V else (lambda logits: logits)
+        token_logits = cut(self.lm_head(hidden))
         idea_logits, logits = None, token_logits
         if self.idea_head is not None:
-            idea_logits = self.idea_head(hidden)
+            idea_logits = cut(self.idea_head(hidden))
             a = self.config.alpha if alpha is None else alpha
             logits = gated_logits(token_logits, idea_logits, a, self.config.beta, self.config.gate_variant,
                                   self.config.eps)
@@ -436,6 +445,20 @@ def quiet_transformers():
         logging.set_verbosity(verbosity)
         if was:
             logging.enable_progress_bar()
+
+
+def pad_vocabulary(model: IdeaGPTForCausalLM, multiple: int = 64) -> IdeaGPTForCausalLM:
+    """A copy of ``model`` whose embedding and heads have ``vocab_size`` rounded up to ``multiple`` rows, the new
+    rows zero: the same logits, losses and (on the real rows) gradients, with matrix sides the tensor cores align.
+    Execution only (``python -m semlm.bench --only gpu`` measures it); the padded rows get no gradient."""
+    config = IdeaGPTConfig.from_dict({**model.config.to_dict(), "vocab_pad_multiple": multiple})
+    padded = IdeaGPTForCausalLM(config).to(model.device)
+    state = padded.state_dict()
+    with torch.no_grad():
+        for name, value in model.state_dict().items():
+            state[name].zero_()[tuple(slice(0, n) for n in value.shape)] = value
+    padded.load_state_dict(state)
+    return padded.train(model.training)
 
 
 def parameter_count(model: nn.Module) -> int:

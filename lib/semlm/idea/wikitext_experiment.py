@@ -238,11 +238,15 @@ COMPILE_FALLBACKS: list[str] = []
 
 
 @functools.cache
-def _compiled_gpu_loss():
-    """:func:`~semlm.idea.targets.idea_gated_loss_autograd` compiled once per process. Persistent reductions
-    are off (Triton failed to build that kernel over a 96-token vocabulary, H100, torch 2.11); should the
-    backend still fail, the loss warns once, records why in :data:`COMPILE_FALLBACKS` and runs eagerly."""
-    compiled = torch.compile(idea_gated_loss_autograd, options={"triton.persistent_reductions": False})
+def _compiled_gpu_loss(mode: str | None = None):
+    """:func:`~semlm.idea.targets.idea_gated_loss_autograd` compiled once per process and ``torch.compile`` mode.
+    Persistent reductions are off (Triton failed to build that kernel over a 96-token vocabulary, H100, torch
+    2.11); should the backend still fail, the loss warns once, records why in :data:`COMPILE_FALLBACKS` and runs
+    eagerly."""
+    from torch._inductor import list_mode_options  # a mode is a set of options; this one's are added to them
+
+    options = {**(list_mode_options(mode) if mode else {}), "triton.persistent_reductions": False}
+    compiled = torch.compile(idea_gated_loss_autograd, options=options)
 
     def loss(*args):
         if COMPILE_FALLBACKS:
@@ -260,7 +264,7 @@ def _compiled_gpu_loss():
 
 
 def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool, fused: bool = True,
-                 compile_on_cuda: bool = False):
+                 compile_on_cuda: bool | str = False):
     """``loss_fn(model, batch, step) -> (loss, parts)`` for :func:`semlm.core.train.train`: paper B's loss
     (:func:`semlm.idea.targets.idea_gated_loss`) at the gate strength ``alpha_at(step, settings)`` (``step=None``:
     ``settings.alpha``), the stopwords masked out of the idea BCE. ``parts``: detached token CE, idea BCE, the
@@ -268,9 +272,11 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
 
     The gate is applied once, with the same numbers to float precision: off CUDA (``fused``) inside the loss
     (:func:`~semlm.idea.targets.idea_gated_loss_fused`), on CUDA in the model's forward, or with
-    ``compile_on_cuda`` inside the compiled :func:`~semlm.idea.targets.idea_gated_loss_autograd`.
+    ``compile_on_cuda`` inside the compiled :func:`~semlm.idea.targets.idea_gated_loss_autograd` (a string: in that
+    ``torch.compile`` mode).
     """
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
+    mode = compile_on_cuda if isinstance(compile_on_cuda, str) else None
     masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
 
     def loss_fn(model, batch: TokenBatch, step: int | None = None):
@@ -280,7 +286,7 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         gate_in_loss = idea and (compiled or (fused and not batch.inputs.is_cuda))  # the model's gate stays off
         out = model(batch.inputs, alpha=0.0 if gate_in_loss else alpha)
         if compiled and out.idea_logits is None:
-            loss, ce, _ = _compiled_gpu_loss()(out.logits, None, torch.zeros((), device=device), 0.0,
+            loss, ce, _ = _compiled_gpu_loss(mode)(out.logits, None, torch.zeros((), device=device), 0.0,
                                                "clamp_then_scale", 0.0, batch.targets, None, None, 0.0, None,
                                                "mean", NO_TARGET)
             return loss, {"token_ce": ce.detach()}
@@ -296,7 +302,7 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         losses = (mask, settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, NO_TARGET)
         gate = (alpha, c.beta, c.gate_variant, c.eps)
         if compiled:  # a compiled module forwards .config
-            loss, ce, bce = _compiled_gpu_loss()(out.token_logits, out.idea_logits,
+            loss, ce, bce = _compiled_gpu_loss(mode)(out.token_logits, out.idea_logits,
                                                  torch.full((), float(alpha), device=device), *gate[1:],
                                                  batch.targets, positives, *losses)
         elif not gate_in_loss:  # the model's gated logits
