@@ -167,7 +167,7 @@ def same_update_check(profile: str, seed: int = 111, settings: Sequence[str] = (
 def run_gpu_throughput(profile: str = "paper", seed: int = 111, warmup: int = 5, steps: int = 20,
                        budget_seconds: float = 300.0, on_update: Callable[[dict], None] | None = None) -> dict:
     """The record of ``--only gpu``: every variant for the plain and the gated GPT, each compiled one profiled,
-    and the update checks of the compiled settings. A variant that fails records its error; once
+    and the update check of the compiled setting with the fastest gated GPT. A variant that fails records its error; once
     ``budget_seconds`` have passed, the rest are recorded as skipped. ``on_update`` gets the record after each
     step (a run cut short by a time limit keeps what it measured)."""
     if not torch.cuda.is_available():
@@ -191,11 +191,16 @@ def run_gpu_throughput(profile: str = "paper", seed: int = 111, warmup: int = 5,
                 on_update(record)
         print(name, {k: f"{v['tokens_per_second']:.0f} tok/s, MFU {v['mfu']:.1%}" if "mfu" in v else v
                      for k, v in record["variants"][name].items()}, flush=True)
-    compiled = [name for name, s in VARIANTS.items() if s.compile and "mfu" in record["variants"][name].get("gated", {})]
-    if time.perf_counter() - start < budget_seconds:
-        record["same_update"] = same_update_check(profile, seed, compiled)
-    else:
-        record["same_update"] = {"skipped": f"the {budget_seconds:.0f} s budget was spent"}
+    measured = {name: kinds["gated"]["mfu"] for name, kinds in record["variants"].items()
+                if VARIANTS[name].compile and "mfu" in kinds["gated"]}
+    if not measured or time.perf_counter() - start > budget_seconds:
+        why = f"the {budget_seconds:.0f} s budget was spent" if measured else "no compiled setting was measured"
+        record["same_update"] = {"skipped": why}
+    else:  # the update of the compiled setting with the fastest gated GPT
+        try:
+            record["same_update"] = same_update_check(profile, seed, [max(measured, key=measured.get)])
+        except Exception as error:  # noqa: BLE001 - the timings above stand without it
+            record["same_update"] = {"skipped": f"{type(error).__name__}: {str(error)[:500]}"}
     if on_update:
         on_update(record)
     return record
