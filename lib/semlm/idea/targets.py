@@ -208,12 +208,17 @@ def idea_gated_loss_autograd(token_logits: torch.Tensor, idea_logits: torch.Tens
     kernels; ``alpha`` is a 0-d tensor (the ramp does not recompile). Float32 throughout; tested equal.
     """
     z_token = token_logits.float()
+    # the means over scored positions count them in float32: cross_entropy's own mean counts in int64, and
+    # Triton 3.6 failed to build a reduction kernel holding both counters (H200, 96-token vocabulary)
+    scored = (targets != ignore_index).float()
+    n_scored = scored.sum().clamp_min(1.0)
     if idea_logits is None:
-        ce = F.cross_entropy(z_token.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+        ce = F.cross_entropy(z_token.flatten(0, 1), targets.flatten(), ignore_index=ignore_index,
+                             reduction="sum") / n_scored
         return ce, ce, None
     z = idea_logits.float()
     gated = z_token + idea_gate(z, alpha, beta, variant, eps)
-    ce = F.cross_entropy(gated.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+    ce = F.cross_entropy(gated.flatten(0, 1), targets.flatten(), ignore_index=ignore_index, reduction="sum") / n_scored
     index, valid = positives.clamp_min(0), (positives != NO_TARGET).float()
     softplus = F.softplus(z)
     if vocab_mask is None:
@@ -226,8 +231,7 @@ def idea_gated_loss_autograd(token_logits: torch.Tensor, idea_logits: torch.Tens
     per_position = negatives + ((w * F.softplus(-z_pos) - F.softplus(z_pos)) * valid).sum(-1)
     if reduction == "mean":
         per_position = per_position / columns
-    scored = (targets != ignore_index).float()
-    bce = (per_position * scored).sum() / scored.sum().clamp_min(1.0)
+    bce = (per_position * scored).sum() / n_scored
     return ce + idea_weight * bce, ce, bce
 
 
