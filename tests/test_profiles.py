@@ -145,9 +145,10 @@ def test_the_long_cpu_profile_belongs_to_chapter_6_only():
 @pytest.mark.parametrize("native", [True, False])
 def test_paper_a_cpu_profile_trains_in_bf16_only_where_the_cpu_computes_it(monkeypatch, native):
     import semlm.fusion.profiles as profiles
+    import semlm.profiles
 
     monkeypatch.delenv(CPU_BF16_VARIABLE, raising=False)
-    monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: native)
+    monkeypatch.setattr(semlm.profiles, "cpu_computes_bf16", lambda: native)
     expected = "bf16" if native else None
     assert profiles.synthetic_profile("cpu").train.autocast == expected
     assert profiles.sst2_profile("cpu").train.autocast == expected
@@ -164,8 +165,9 @@ def test_paper_a_cpu_profile_trains_in_bf16_only_where_the_cpu_computes_it(monke
 
 def test_paper_a_bf16_can_be_switched_off_and_a_bad_value_is_named(monkeypatch):
     import semlm.fusion.profiles as profiles
+    import semlm.profiles
 
-    monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda: True)
+    monkeypatch.setattr(semlm.profiles, "cpu_computes_bf16", lambda: True)
     monkeypatch.setenv(CPU_BF16_VARIABLE, "off")
     assert profiles.synthetic_profile("cpu").train.autocast is None
     monkeypatch.setenv(CPU_BF16_VARIABLE, "always")
@@ -175,15 +177,35 @@ def test_paper_a_bf16_can_be_switched_off_and_a_bad_value_is_named(monkeypatch):
 
 def test_a_bf16_run_and_a_float32_run_never_share_a_cache_folder(monkeypatch, tmp_path):
     import semlm.fusion.profiles as profiles
+    import semlm.profiles
     from semlm.core.runs import run_folder
     from semlm.fusion.synthetic_experiment import SYNTHETIC, spec_for
 
     monkeypatch.delenv(CPU_BF16_VARIABLE, raising=False)
     folders = set()
     for native in (True, False):
-        monkeypatch.setattr(profiles, "cpu_computes_bf16", lambda native=native: native)
+        monkeypatch.setattr(semlm.profiles, "cpu_computes_bf16", lambda native=native: native)
         folders.add(run_folder(SYNTHETIC, spec_for(profiles.synthetic_profile("cpu"), "fusion"), tmp_path, "cpu", 1))
     assert len(folders) == 2
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_paper_b_cpu_profiles_train_in_bf16_only_where_the_cpu_computes_it(monkeypatch, native):
+    """Chapters 6 and 7 at ``cpu`` (book/recorded/cpu-bf16-idea); ``smoke``, ``cpu-long``, ``paper`` and chapter
+    9's topic models (slower in bf16) keep float32 on a CPU (bf16 on a GPU, as the authors)."""
+    import semlm.profiles
+    from semlm.idea.profiles import idea_profile, topic_drift_profile
+
+    monkeypatch.delenv(CPU_BF16_VARIABLE, raising=False)
+    monkeypatch.setattr(semlm.profiles, "cpu_computes_bf16", lambda: native)
+    expected = "bf16" if native else "bf16_on_cuda"
+    assert idea_profile("cpu").train.autocast == expected
+    for profile in ("smoke", "cpu-long", "paper"):
+        assert idea_profile(profile).train.autocast == "bf16_on_cuda"
+    for profile in ("smoke", "cpu", "paper"):
+        assert topic_drift_profile(profile).train.autocast == "bf16_on_cuda"
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "off")
+    assert idea_profile("cpu").train.autocast == "bf16_on_cuda"
 
 
 def test_the_cpu_capability_check_answers_a_bool():

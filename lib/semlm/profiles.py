@@ -17,7 +17,7 @@ PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
 LONG_PROFILES: dict[str, str] = {"cpu-long": "06_idea_gating"}
 
 
-#: ``SEMLM_CPU_BF16``: ``auto`` (default; bf16 autocast for paper A's ``cpu`` profile where the CPU
+#: ``SEMLM_CPU_BF16``: ``auto`` (default; bf16 autocast for both papers' ``cpu`` profiles where the CPU
 #: computes bf16 natively) or ``off`` (float32 everywhere, e.g. to compare with a build on a CPU without it).
 CPU_BF16_VARIABLE = "SEMLM_CPU_BF16"
 CPU_BF16_CHOICES: tuple[str, ...] = ("auto", "off")
@@ -32,6 +32,13 @@ def cpu_computes_bf16() -> bool:
     cpu = getattr(torch, "cpu", None)
     checks = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
     return any(bool(check()) for check in checks if check is not None)
+
+
+def cpu_precision(otherwise: str | None = None) -> str | None:
+    """``TrainConfig.autocast`` of a ``cpu`` profile: ``"bf16"`` where :func:`cpu_computes_bf16` and
+    ``SEMLM_CPU_BF16`` is ``auto``, else ``otherwise`` (paper A: None, float32; paper B: "bf16_on_cuda"). The
+    value goes into every run key, so a bf16 model and a float32 one never share a cache folder."""
+    return "bf16" if cpu_bf16_setting() == "auto" and cpu_computes_bf16() else otherwise
 
 
 def cpu_bf16_setting() -> str:

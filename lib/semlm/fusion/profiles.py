@@ -1,7 +1,7 @@
 """Paper A's scales (chapters 2-5 and 10) at each of :data:`semlm.profiles.PROFILES`; torch-free.
 
 The paper's scale fits a laptop, so ``cpu`` trains the same models on the same data as ``paper``, in bf16
-autocast where the CPU computes it natively (:func:`paper_a_cpu_precision`: about two thirds of the training
+autocast where the CPU computes it natively (:func:`~semlm.profiles.cpu_precision`: about two thirds of the training
 CPU time for the same validation perplexity, ``book/recorded/cpu-bf16-variants``); ``paper`` keeps float32.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from semlm.core.train_config import TrainConfig
 from semlm.data.synthetic import INTENSITY, SyntheticConfig
 from semlm.fusion.config import BackboneConfig
-from semlm.profiles import check_parameters, check_profile, cpu_bf16_setting, cpu_computes_bf16
+from semlm.profiles import check_parameters, check_profile, cpu_precision
 
 #: Training seeds per profile of chapter 4's leakage audit (8 models each; at ``cpu`` 3, whose t-intervals
 #: (t = 4.30) leave more claims inconclusive than 5 would, to keep the build near its time budget) ...
@@ -28,13 +28,6 @@ INTENT_SEEDS = {"smoke": 2, "cpu": 5, "paper": 5}
 SMOKE_BACKBONE = BackboneConfig(d_model=32, n_layers=2, n_heads=2, d_ff=64)
 
 
-def paper_a_cpu_precision() -> str | None:
-    """``TrainConfig.autocast`` of paper A's ``cpu`` profile: ``"bf16"`` where
-    :func:`~semlm.profiles.cpu_computes_bf16`, else None (float32); ``SEMLM_CPU_BF16=off`` forces float32.
-    The value goes into every run key, so a bf16 model and a float32 one never share a cache folder."""
-    return "bf16" if cpu_bf16_setting() == "auto" and cpu_computes_bf16() else None
-
-
 @dataclass(frozen=True)
 class SyntheticProfile:
     name: str
@@ -46,14 +39,14 @@ class SyntheticProfile:
 
 def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
     """Corpus, backbone size and training config of the synthetic experiment for ``profile``
-    (``cpu``: ``paper``'s, trained in :func:`paper_a_cpu_precision`)."""
+    (``cpu``: ``paper``'s, trained in :func:`~semlm.profiles.cpu_precision`)."""
     check_parameters(profile=profile, seed=seed)
     paper = SyntheticProfile(profile, SyntheticConfig(), BackboneConfig(), TrainConfig(), seed)
     if profile == "smoke":
         return replace(paper, corpus=SyntheticConfig(n_train=384, n_val=96), backbone=SMOKE_BACKBONE,
                        train=replace(paper.train, epochs=8, batch_size=64, lr=3e-3))
     if profile == "cpu":  # the paper's models and data; bf16 where the CPU computes it natively
-        return replace(paper, train=replace(paper.train, autocast=paper_a_cpu_precision()))
+        return replace(paper, train=replace(paper.train, autocast=cpu_precision()))
     return paper
 
 
@@ -107,7 +100,7 @@ def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
     """The scale of the SST-2 chapter for ``profile``; ``paper`` is the paper's configuration on all of train.
 
     ``cpu`` subsamples 8,000 training phrases so that the chapter (four models, a classifier,
-    generation) fits in minutes on 2 cores, and trains in :func:`paper_a_cpu_precision`; ``paper``
+    generation) fits in minutes on 2 cores, and trains in :func:`~semlm.profiles.cpu_precision`; ``paper``
     uses all 67,349, in float32.
     """
     check_parameters(profile=profile, seed=seed)
@@ -118,7 +111,7 @@ def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
                        classifier=ClassifierConfig(n_train=12000, epochs=3),
                        control=replace(paper.control, n_prefixes=24, new_tokens=6), workers=1)
     if profile == "cpu":  # bf16 where the CPU computes it natively (see synthetic_profile)
-        return replace(paper, n_train=8000, train=replace(paper.train, autocast=paper_a_cpu_precision()))
+        return replace(paper, n_train=8000, train=replace(paper.train, autocast=cpu_precision()))
     return paper
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 
 from semlm.core.train_config import TrainConfig
 from semlm.data.topics import EOS, FUNCTION_WORDS, UNK, TopicConfig
-from semlm.profiles import LONG_PROFILES, check_parameters, check_profile
+from semlm.profiles import LONG_PROFILES, check_parameters, check_profile, cpu_precision
 
 IDEA_GATE_VARIANTS: tuple[str, ...] = ("clamp_then_scale", "scale_then_clamp")
 IDEA_LOSS_REDUCTIONS: tuple[str, ...] = ("sum_vocab", "mean")
@@ -151,7 +151,9 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     vocabulary.
 
     ``cpu``: a few minutes per model on a 2-core CPU (chapter 6 reports each build's minutes and tokens
-    per second), a 2,048-token BPE learnt on WikiText-2. No dropout: each model sees 1.2 M of the 3.5 M
+    per second), a 2,048-token BPE learnt on WikiText-2, trained under bf16 autocast where the CPU computes
+    it natively (:func:`~semlm.profiles.cpu_precision`; ``book/recorded/cpu-bf16-idea``: validation PPL and
+    chapter 9's excess drift within the float32 seed intervals, 0.9 x the training CPU-seconds), else float32. No dropout: each model sees 1.2 M of the 3.5 M
     training tokens once, so it underfits; clipping at 1.0, as a high learning rate without it risks
     early spikes. Measured once while choosing it (plain GPT, one thread, shared CPU): validation PPL
     161 / 116 / 101 after 200 / 400 / 600 iterations at 2e-3 (161 / 115 / 100 at 3e-3), about 7,500
@@ -177,8 +179,9 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
         config = cpu = replace(
             paper, name="cpu", dataset="wikitext-2", tokenizer="book-bpe", vocab_size=2048, eval_tokens=40_000,
             size=GPTSize(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.0),
-            train=authors_v1_training(max_steps=600, micro_batch=32, accumulation=1, lr=2e-3, min_lr=2e-4,
-                                      warmup_steps=30, grad_clip=1.0, eval_every=50),
+            train=replace(authors_v1_training(max_steps=600, micro_batch=32, accumulation=1, lr=2e-3, min_lr=2e-4,
+                                              warmup_steps=30, grad_clip=1.0, eval_every=50),
+                          autocast=cpu_precision("bf16_on_cuda")),
             idea=replace(paper.idea, alpha_ramp_steps=150, **LOSS_FORMS["mean"]),
             generation=GenerationSettings(samples_per_prompt=3, max_new_tokens=50, seeds=(0, 1)),
             sweep_train_tokens=None, sweep_steps=150, sweep_samples_per_prompt=2, loop_new_tokens=48, max_workers=2,
@@ -314,7 +317,9 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
     """Chapter 9's scales: ``smoke`` (seconds, 2 seeds), ``cpu`` (5 seeds, small enough for 2 cores), ``paper``
     (a larger world and GPT, 5 seeds; meant for a GPU). Per seed one gated run of the largest budget and one plain
     run 1.5 to 2 times as long, at a constant learning rate after a warmup and checkpointed every
-    ``train.eval_every`` steps, so the learning curve and the matched-perplexity comparison come from two runs."""
+    ``train.eval_every`` steps, so the learning curve and the matched-perplexity comparison come from two runs.
+    Float32 on a CPU at every profile: these d = 48 models trained 1.8 x slower in bf16 autocast on a CPU that
+    computes it natively (``book/recorded/cpu-bf16-idea``), unlike chapter 6's GPTs."""
     check_profile(profile)
     # K = 8 is about one sentence; the masked columns are this world's function words (passed as ids to
     # the loss). The idea BCE is the authors' v2 form (mean over the vocabulary, lambda 0.1), as in the
