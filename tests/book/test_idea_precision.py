@@ -24,12 +24,13 @@ def _drift(bf16_gated: tuple[float, ...]) -> dict:
             "bf16": {"plain": float32, "gated": dict(zip(SEEDS, bf16_gated))}}
 
 
-XRAY = {seed: {"boosted": 0.75, "suppressed": 1.0} for seed in SEEDS}
+XRAY = {str(seed): {"boosted": 0.75, "suppressed": 1.0} for seed in SEEDS}
+XRAY_CONTROL = {"1-2": {"boosted": 0.5, "suppressed": 0.25}, "2-3": {"boosted": 0.5, "suppressed": 0.75}}
 
 
 def test_bf16_within_the_seed_intervals_with_unchanged_drift_and_less_cpu_time_is_adopted():
     record = summarise_idea_precision(_gating(0.5, 6.0), _drift((0.11, 0.12, 0.13)), {"float32": 20.0, "bf16": 15.0},
-                                      XRAY, "cpu")
+                                      XRAY, XRAY_CONTROL, "cpu")
     verdict, bf16 = record["verdict"], record["chapter6"]["variants"]["bf16"]
     assert verdict == {"ppl_within_seed_intervals": True, "drift_as_good": True, "as_good": True, "faster": True,
                        "cpu_time_ratio": pytest.approx(0.6), "adopt_bf16": True}
@@ -38,17 +39,19 @@ def test_bf16_within_the_seed_intervals_with_unchanged_drift_and_less_cpu_time_i
     gated = record["topic_drift"]["excess_drift"]["gated"]
     assert gated["paired_difference"]["mean"] == pytest.approx(0.0, abs=1e-12)  # +0.01, 0, -0.01 by seed
     assert gated["paired_difference"]["ci_low"] < 0 < gated["paired_difference"]["ci_high"]
-    assert record["xray"]["boosted"]["mean"] == 0.75 and record["xray"]["suppressed"]["mean"] == 1.0
+    same, control = record["xray"]["same_seed_float32_vs_bf16"], record["xray"]["float32_across_seeds"]
+    assert same["boosted"]["mean"] == 0.75 and same["suppressed"]["mean"] == 1.0
+    assert control["boosted"]["mean"] == 0.5 and control["suppressed"]["mean"] == 0.5
     assert record["rule"] == IDEA_PRECISION_RULE and list(record)[0] == "rule"  # the rule comes before the numbers
 
 
 def test_a_shifted_ppl_or_drift_is_not_as_good_and_more_cpu_time_is_not_faster():
     shifted = summarise_idea_precision(_gating(5.0, 6.0), _drift((0.11, 0.12, 0.13)), {"float32": 2.0, "bf16": 1.0},
-                                       XRAY, "cpu")["verdict"]
+                                       XRAY, XRAY_CONTROL, "cpu")["verdict"]
     assert not shifted["ppl_within_seed_intervals"] and shifted["faster"] and not shifted["adopt_bf16"]
     # every seed's gated excess drift 0.2 higher in bf16: the paired interval excludes 0, the mean leaves float32's
     drifted = summarise_idea_precision(_gating(0.5, 12.0), _drift((0.30, 0.33, 0.34)), {"float32": 2.0, "bf16": 3.0},
-                                       XRAY, "cpu")["verdict"]
+                                       XRAY, XRAY_CONTROL, "cpu")["verdict"]
     assert drifted["ppl_within_seed_intervals"] and not drifted["drift_as_good"] and not drifted["as_good"]
     assert not drifted["faster"] and drifted["cpu_time_ratio"] == pytest.approx(1.2) and not drifted["adopt_bf16"]
 
