@@ -68,14 +68,22 @@ def xray_overlap(first: dict, second: dict) -> dict[str, float]:
     return {side: statistics.fmean(shared(domain, side) for domain in first) for side in XRAY_SIDES}
 
 
+def _overlap_summary(overlaps: dict[str, dict[str, float]]) -> dict:
+    """``{pair: {side: shared share}}`` with each side's mean and 95% interval over the pairs."""
+    return {"per_pair": overlaps, **{side: Interval.of_mean([o[side] for o in overlaps.values()],
+                                                            bounds=(0.0, 1.0)).to_dict() for side in XRAY_SIDES}}
+
+
 def summarise_idea_precision(gating: dict[tuple[str, str, int], dict], drift: dict[str, dict[str, dict[int, float]]],
-                             topic_cpu_seconds: dict[str, float], xray: dict[int, dict[str, float]],
-                             profile: str) -> dict:
+                             topic_cpu_seconds: dict[str, float], xray: dict[str, dict[str, float]],
+                             xray_control: dict[str, dict[str, float]], profile: str) -> dict:
     """The comparison record, judged by :data:`IDEA_PRECISION_RULE`.
 
     ``gating``: ``{(precision, kind, seed): {ppl, train_cpu_seconds, train_seconds}}`` of chapter 6's models;
     ``drift``: ``{precision: {kind: {seed: excess drift}}}`` of chapter 9's; ``topic_cpu_seconds``: their training
-    CPU-seconds per precision; ``xray``: ``{seed: {side: shared share}}`` (:func:`xray_overlap`).
+    CPU-seconds per precision; ``xray``: ``{seed: {side: shared share}}`` of float32 against bf16
+    (:func:`xray_overlap`), ``xray_control`` the same of float32 models of two seeds (how much the X-ray's top
+    tokens move with the seed alone; a secondary look, outside the rule).
     """
     variants = {precision: (0, autocast) for precision, autocast in IDEA_PRECISIONS.items()}
     chapter6 = summarise_training_variants(gating, profile, variants, metrics=("ppl",))
@@ -94,8 +102,8 @@ def summarise_idea_precision(gating: dict[tuple[str, str, int], dict], drift: di
                             "excess_drift": {k: {n: i.to_dict() for n, i in v.items()} for k, v in excess.items()},
                             "train_cpu_seconds": topic_cpu_seconds,
                             "cpu_time_ratio": topic_cpu_seconds[compared] / topic_cpu_seconds[reference]},
-            "xray": {"per_seed": xray, **{side: Interval.of_mean([xray[s][side] for s in sorted(xray)],
-                                                                  bounds=(0.0, 1.0)).to_dict() for side in XRAY_SIDES}},
+            "xray": {"same_seed_float32_vs_bf16": _overlap_summary(xray),
+                     "float32_across_seeds": _overlap_summary(xray_control)},
             "verdict": {"ppl_within_seed_intervals": bf16["within_seed_intervals"], "drift_as_good": drift_same,
                         "as_good": as_good, "faster": faster, "cpu_time_ratio": bf16["cpu_time_ratio"],
                         "adopt_bf16": as_good and faster}}
@@ -122,9 +130,12 @@ def compare_idea_precisions(profile: str = "cpu", seeds: Sequence[int] = (111, 1
         drift[p] = {k: {seed: s["excess_drift"] for seed, s in per_seed.items()} for k, per_seed in
                     budget.per_seed.items()}
     reference, compared = IDEA_PRECISIONS
+    float32 = xrays[reference]
+    pairs = zip(sorted(float32), sorted(float32)[1:] + sorted(float32)[:1])  # each seed with the next, cyclically
     record = summarise_idea_precision(
         results, drift, {p: sum(r.cpu_seconds for r in rs) for p, rs in topics.items()},
-        {seed: xray_overlap(xrays[reference][seed], xrays[compared][seed]) for seed in xrays[reference]}, profile)
+        {str(seed): xray_overlap(float32[seed], xrays[compared][seed]) for seed in float32},
+        {f"{a}-{b}": xray_overlap(float32[a], float32[b]) for a, b in pairs if a != b}, profile)
     return {"profile": profile, "topic_profile": topic.name, **record,
             "evaluation": "validation PPL, generations and X-rays in float32 for both precisions (the trained "
                           "weights compared); topic drift at the gated model's budget "
