@@ -124,6 +124,21 @@ print(precision_note)
 recorded_precision
 
 # %% [markdown]
+# Paper B's models were compared the same way, recorded once by
+# `python -m semlm.bench --only precision-idea`: chapter 6's plain and gated GPT over three
+# seeds (validation perplexity), chapter 9's topic models over five (excess drift), and the
+# X-ray of chapter 7 on each gated GPT. The rule printed under the table was written into the
+# record before its numbers. It decided the `cpu` profile of chapters 6 and 7: bf16 where the
+# CPU computes it natively. Chapter 9's models, much smaller, trained slower in bf16, so they
+# stay in float32 (the last column). The X-ray line compares how many top tokens float32 and
+# bf16 share with how many two float32 seeds share.
+
+# %%
+idea_precision, idea_precision_note = bench.recorded_idea_precision_frame()
+print(idea_precision_note)
+idea_precision
+
+# %% [markdown]
 # ## Idea-gated GPT: what the gate costs (paper B)
 #
 # The idea head adds a $d \times d$ layer and a second $d \times V$ projection to every position,

@@ -696,6 +696,41 @@ def recorded_precision_frame(record: dict, root=None):
                    + (f"\nbf16 step time / float32 step time of the fusion model: {emulated}" if emulated else ""))
 
 
+def recorded_idea_precision_frame(root=None):
+    """``(frame, message)`` of paper B's recorded float32 / bf16 comparison (``book/recorded/cpu-bf16-idea``): per
+    model, float32's mean and 95% seed interval, bf16's mean, the paired-by-seed change and the training CPU-time
+    ratio; the message names its provenance, the X-ray overlaps and the verdict. ``(None, how to record one)``."""
+    run = next((run for run in reversed(load_recorded(root)) if run.idea_precision is not None), None)
+    if run is None:
+        return None, "no recorded paper-B precision comparison (python -m semlm.bench --only precision-idea)"
+    record, rows = run.idea_precision, {}
+    six = record["chapter6"]["variants"]
+    for kind in record["chapter6"]["kinds"]:
+        f32, bf16 = six["float32"][kind], six["bf16"][kind]
+        rows[f"chapter 6 {kind}: validation PPL"] = (f32["ppl"], bf16["ppl"]["mean"], bf16["ppl_paired_change"],
+                                                     bf16["cpu_time_ratio"], "relative")
+    drift = record["topic_drift"]
+    for kind, values in drift["excess_drift"].items():
+        rows[f"chapter 9 {kind}: excess drift"] = (values["float32"], values["bf16"]["mean"],
+                                                   values["paired_difference"], drift["cpu_time_ratio"], "difference")
+    frame = pd.DataFrame({name: {
+        "float32 (95% seed interval)": f"{f['mean']:.3g} [{f['ci_low']:.3g}, {f['ci_high']:.3g}]",
+        "bf16 mean": f"{b:.3g}",
+        "bf16 - float32, paired by seed": (
+            f"{c['mean']:+.1%} [{c['ci_low']:+.1%}, {c['ci_high']:+.1%}]" if kind == "relative"
+            else f"{c['mean']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"),
+        "training CPU time bf16 / float32": round(ratio, 2)} for name, (f, b, c, ratio, kind) in rows.items()}).T
+    xray, verdict = record["xray"], record["verdict"]
+    overlap = "; ".join(f"{label}: {xray[key]['boosted']['mean']:.0%} of the top boosted, "
+                        f"{xray[key]['suppressed']['mean']:.0%} of the top suppressed tokens shared"
+                        for label, key in (("float32 vs bf16, same seed", "same_seed_float32_vs_bf16"),
+                                           ("float32, neighbouring seeds", "float32_across_seeds")))
+    return frame, (f"recorded CPU run, book/recorded/{run.slug}: {run.machine}, {run.date[:10]}, commit "
+                   f"{run.commit[:7]}; not run by this build\nX-ray: {overlap}\nrule: {record['rule']}\nverdict: "
+                   f"as good {verdict['as_good']}, faster {verdict['faster']} ({verdict['cpu_time_ratio']:.2f} x), "
+                   f"adopt bf16 {verdict['adopt_bf16']}")
+
+
 def idea_ratio_frame(idea: dict):
     """Training step and cached generation: FLOP ratio, time ratio, their quotient, target and verdict."""
     rows = {"training step": ("step", IDEA_STEP_TARGET),

@@ -3,10 +3,10 @@
 ``TrainConfig.autocast`` (one of :data:`PRECISIONS`) says what a run wants:
 
 * ``None``: float32 everywhere (paper A's models, the LoRA runs' trainable parts);
-* ``"bf16"``: ``torch.autocast`` in bfloat16 on whatever device the run is on (the CPU
-  benchmark of paper A's training measures it);
-* ``"bf16_on_cuda"``: bfloat16 on CUDA, float32 on a CPU (paper B's GPTs: CPU runs keep their
-  float32 numbers, GPU runs use the tensor cores).
+* ``"bf16"``: ``torch.autocast`` in bfloat16 on whatever device the run is on (both papers' ``cpu``
+  profiles on a CPU that computes bf16 natively, :func:`semlm.profiles.cpu_precision`);
+* ``"bf16_on_cuda"``: bfloat16 on CUDA, float32 on a CPU (paper B's other profiles: CPU runs keep
+  their float32 numbers, GPU runs use the tensor cores).
 
 The trainer wraps every forward of a training step in :func:`autocast`; the block perplexity of
 :mod:`semlm.core.metrics` (every paper-B validation) uses ``"bf16_on_cuda"``. Torch is imported when a
