@@ -93,3 +93,14 @@ def test_paper_bs_comparison_is_recorded_in_a_file_of_its_own_not_read_as_chapte
     (run,) = load_recorded(tmp_path)
     assert run.idea_precision == record and run.training_variants is None and run.chapters == {}
     assert run.on_cpu and "paper B's models" in run.provenance["label"]
+
+
+def test_the_recorded_comparison_is_shown_per_model_with_its_rule_and_verdict(tmp_path):
+    from semlm.book.bench import recorded_idea_precision_frame
+
+    frame, message = recorded_idea_precision_frame()  # book/recorded/cpu-bf16-idea
+    assert list(frame.index) == ["chapter 6 baseline: validation PPL", "chapter 6 gated-mean: validation PPL",
+                                 "chapter 9 plain: excess drift", "chapter 9 gated: excess drift"]
+    assert "book/recorded/cpu-bf16-idea" in message and "rule: as good" in message and "adopt bf16" in message
+    assert recorded_idea_precision_frame(tmp_path) == (
+        None, "no recorded paper-B precision comparison (python -m semlm.bench --only precision-idea)")
