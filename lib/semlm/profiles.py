@@ -9,6 +9,7 @@ What a profile means for each experiment lives beside it: :mod:`semlm.fusion.pro
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
 #: Profiles of one chapter only, for recorded runs made outside the book build (``.ci/run-long``):
@@ -26,12 +27,18 @@ CPU_BF16_CHOICES: tuple[str, ...] = ("auto", "off")
 def cpu_computes_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices natively (x86 AVX512-BF16 or AMX tiles). Without it oneDNN
     emulates bf16 and autocast makes training slower, not faster (``book/recorded/cpu-bf16-variants`` times a
-    step with oneDNN capped below both: ``semlm.book.bench.emulated_bf16_step_ratios``)."""
-    import torch  # only when a profile asks; validating a profile needs no torch
+    step with oneDNN capped below both: ``semlm.book.bench.emulated_bf16_step_ratios``). Read from
+    ``/proc/cpuinfo`` (no torch import, so a profile stays cheap to build); elsewhere torch's own check."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("flags")), [])
+        return bool({"avx512_bf16", "amx_bf16"} & set(flags))
+    except OSError:
+        import torch  # not Linux
 
-    cpu = getattr(torch, "cpu", None)
-    checks = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    return any(bool(check()) for check in checks if check is not None)
+        cpu = getattr(torch, "cpu", None)
+        checks = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+        return any(bool(check()) for check in checks if check is not None)
 
 
 def cpu_precision(otherwise: str | None = None) -> str | None:
