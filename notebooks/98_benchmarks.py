@@ -283,7 +283,9 @@ if not gpu_speed.empty:
         print(f"same update, {folder}:")
         for name, value in checks.items():
             print(f"  {name}: {value:.1e}")
-    gpu_speed = gpu_speed.drop(columns=["date"])
+    gpu_speed = gpu_speed.assign(
+        **{"k tokens/s": (gpu_speed["tokens/s"] / 1e3).round()}
+    ).drop(columns=["date", "commit", "profile", "tokens/s"])
 gpu_speed if not gpu_speed.empty else None
 
 # %% [markdown]
