@@ -168,7 +168,9 @@ def test_nf4_wrapper_generates_with_the_kv_cache_from_gated_logits(tiny_mistral)
 def _gated_trainer(micro_batch, compile_on_cuda, autocast):
     from semlm.core.train import Trainer
     from semlm.idea.profiles import IdeaSettings, authors_v1_training
-    from semlm.idea.wikitext_experiment import TokenStream, idea_loss_fn
+    from semlm.idea.wikitext_experiment import COMPILE_FALLBACKS, TokenStream, idea_loss_fn
+
+    COMPILE_FALLBACKS.clear()  # each test's compiled loss gets its own try (a fallback is process-wide otherwise)
 
     settings = IdeaSettings(window=8, idea_weight=0.1, idea_loss_reduction="mean", alpha=0.5, alpha_ramp_steps=1)
     config = authors_v1_training(max_steps=4, micro_batch=4, accumulation=4, warmup_steps=1)
