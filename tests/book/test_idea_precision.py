@@ -104,3 +104,12 @@ def test_the_recorded_comparison_is_shown_per_model_with_its_rule_and_verdict(tm
     assert "book/recorded/cpu-bf16-idea" in message and "rule: as good" in message and "adopt bf16" in message
     assert recorded_idea_precision_frame(tmp_path) == (
         None, "no recorded paper-B precision comparison (python -m semlm.bench --only precision-idea)")
+
+
+@pytest.mark.parametrize("only", ["precision", "precision-idea"])
+def test_a_precision_comparison_is_not_recorded_at_the_default_smoke_profile(only, capsys):
+    """The recorded comparison is evidence for the cpu profile: the CLI's default (smoke) must not replace it."""
+    from semlm.book.bench_cli import main
+
+    assert main(["--only", only]) == 2
+    assert "pass --variants-profile cpu" in capsys.readouterr().err

@@ -219,37 +219,29 @@ def _run_synthetic(args) -> None:
     print("validation PPL: " + ", ".join(f"{k} {r.metrics.ppl:.3f}" for k, r in runs.items()))
 
 
-def _run_precision(args) -> None:
-    """Train paper A's baseline and fusion in float32 and in bf16 over 3 seeds at ``--variants-profile`` and
-    record the comparison, with the bf16 step times under oneDNN's instruction-set caps, in ``book/recorded/``."""
-    from semlm.book.recorded import write_precision_comparison
-    from semlm.book.recorded_runs import RECORDED_DIR
-
-    profile, seed = args.variants_profile, args.seed
-    if profile == "none":
-        raise ValueError("--only precision needs a profile to compare at; pass --variants-profile cpu")
-    comparison = bench.compare_training_variants(profile, tuple(range(seed, seed + 3)), workers=args.workers,
-                                                 variants=PRECISION_VARIANTS)
-    comparison["emulated_bf16"] = bench.emulated_bf16_step_ratios(profile)
-    command = f"python -m semlm.bench --only precision --variants-profile {profile} --seed {seed}"
-    print(bench.bf16_summary(comparison))
-    print(write_precision_comparison(comparison, RECORDED_DIR, PRECISION_RECORD, command))
-
-
-def _run_precision_idea(args) -> None:
-    """Train paper B's models (chapters 6, 7, 9) in float32 and in bf16 at ``--variants-profile`` (3 seeds from
-    ``--seed``; chapter 9: its profile's) and record the paired comparison in ``book/recorded/``."""
+def _run_precision(args, paper: str = "A") -> None:
+    """Train ``paper``'s models in float32 and in bf16 over 3 seeds at ``--variants-profile`` and record the
+    comparison in ``book/recorded/``: A, the baseline and fusion models (with the bf16 step times under oneDNN's
+    instruction-set caps); B, chapters 6, 7 and 9's models, paired by seed (``semlm.book.idea_precision``)."""
     from semlm.book.idea_precision import IDEA_PRECISION_RECORD, compare_idea_precisions
     from semlm.book.recorded import write_precision_comparison
     from semlm.book.recorded_runs import RECORDED_DIR
 
-    profile, seed = args.variants_profile, args.seed
-    if profile == "none":
-        raise ValueError("--only precision-idea needs a profile to compare at; pass --variants-profile cpu")
-    comparison = compare_idea_precisions(profile, tuple(range(seed, seed + 3)), workers=args.workers)
-    command = f"python -m semlm.bench --only precision-idea --variants-profile {profile} --seed {seed}"
-    print(json.dumps(comparison["verdict"], indent=2))
-    print(write_precision_comparison(comparison, RECORDED_DIR, IDEA_PRECISION_RECORD, command, paper="B"))
+    profile, seed, only = args.variants_profile, args.seed, "precision" if paper == "A" else "precision-idea"
+    if profile in ("none", "smoke"):  # it replaces the recorded comparison: smoke models are too small to judge
+        raise ValueError(f"--only {only} records book/recorded/ at a real scale, not at {profile!r}; "
+                         "pass --variants-profile cpu")
+    seeds = tuple(range(seed, seed + 3))
+    if paper == "A":
+        comparison = bench.compare_training_variants(profile, seeds, workers=args.workers, variants=PRECISION_VARIANTS)
+        comparison["emulated_bf16"] = bench.emulated_bf16_step_ratios(profile)
+        print(bench.bf16_summary(comparison))
+    else:
+        comparison = compare_idea_precisions(profile, seeds, workers=args.workers)
+        print(json.dumps(comparison["verdict"], indent=2))
+    command = f"python -m semlm.bench --only {only} --variants-profile {profile} --seed {seed}"
+    name = PRECISION_RECORD if paper == "A" else IDEA_PRECISION_RECORD
+    print(write_precision_comparison(comparison, RECORDED_DIR, name, command, paper=paper))
 
 
 def _run_authors(args) -> int | None:
@@ -273,7 +265,7 @@ def _run_authors(args) -> int | None:
 #: ``--only`` section -> the function that runs it, None or an exit code (``--authors-script`` runs ``_run_authors``).
 SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu,
             "book": lambda args: print_book_times(bench.book_build_times()), "synthetic": _run_synthetic,
-            "precision": _run_precision, "precision-idea": _run_precision_idea}
+            "precision": _run_precision, "precision-idea": lambda args: _run_precision(args, "B")}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -141,7 +141,8 @@ def _profiled_steps(trainer, batches) -> dict:
 
 def _gradient(trainer, vocab_size: int) -> torch.Tensor:
     """The step's accumulated gradient over all parameters, a padded vocabulary's extra rows left out."""
-    return torch.cat([p.grad[:vocab_size].float().flatten() if p.shape[0] > vocab_size else p.grad.float().flatten()
+    rows = trainer.model.config.padded_vocab_size  # the embedding's and both heads' first side
+    return torch.cat([(p.grad[:vocab_size] if p.shape[0] == rows else p.grad).float().flatten()
                       for p in trainer.params])
 
 

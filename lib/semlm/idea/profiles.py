@@ -153,9 +153,9 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     ``cpu``: a few minutes per model on a 2-core CPU (chapter 6 reports each build's minutes and tokens
     per second), a 2,048-token BPE learnt on WikiText-2, trained under bf16 autocast where the CPU computes
     it natively (:func:`~semlm.profiles.cpu_precision`; ``book/recorded/cpu-bf16-idea``: validation PPL and
-    chapter 9's excess drift within the float32 seed intervals, 0.9 x the training CPU-seconds), else float32. No dropout: each model sees 1.2 M of the 3.5 M
-    training tokens once, so it underfits; clipping at 1.0, as a high learning rate without it risks
-    early spikes. Measured once while choosing it (plain GPT, one thread, shared CPU): validation PPL
+    chapter 9's excess drift within the float32 seed intervals, 0.9 x the training CPU-seconds), else float32.
+    No dropout: each model sees 1.2 M of the 3.5 M training tokens once, so it underfits; clipping at 1.0,
+    as a high learning rate without it risks early spikes. Measured once while choosing it (plain GPT, one thread, shared CPU): validation PPL
     161 / 116 / 101 after 200 / 400 / 600 iterations at 2e-3 (161 / 115 / 100 at 3e-3), about 7,500
     training tokens per second; chapter 6's interpolated bigram reaches 59, so these models do not pass
     the competence check and paper B's generation claims are "not testable" here. Chapter 6 chooses the
