@@ -155,11 +155,11 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     it natively (:func:`~semlm.profiles.cpu_precision`; ``book/recorded/cpu-bf16-idea``: validation PPL and
     chapter 9's excess drift within the float32 seed intervals, 0.9 x the training CPU-seconds), else float32.
     No dropout: each model sees 1.2 M of the 3.5 M training tokens once, so it underfits; clipping at 1.0,
-    as a high learning rate without it risks early spikes. Measured once while choosing it (plain GPT, one thread, shared CPU): validation PPL
-    161 / 116 / 101 after 200 / 400 / 600 iterations at 2e-3 (161 / 115 / 100 at 3e-3), about 7,500
-    training tokens per second; chapter 6's interpolated bigram reaches 59, so these models do not pass
-    the competence check and paper B's generation claims are "not testable" here. Chapter 6 chooses the
-    idea-loss form from a run of both.
+    as a high learning rate without it risks early spikes. Measured once while choosing it (plain GPT, one
+    thread, shared CPU): validation PPL 161 / 116 / 101 after 200 / 400 / 600 iterations at 2e-3 (161 / 115 /
+    100 at 3e-3), about 7,500 training tokens per second; chapter 6's interpolated bigram reaches 59, so these
+    models do not pass the competence check and paper B's generation claims are "not testable" here. Chapter 6
+    chooses the idea-loss form from a run of both.
 
     ``cpu-long`` (chapter 6 only; a recorded run made by ``.ci/run-long``, never by the book build):
     ``cpu``'s tokeniser and data, trained long enough on a 2-core CPU to beat the interpolated bigram
