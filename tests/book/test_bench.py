@@ -4,6 +4,7 @@ timing never asserted) and the command line's sections."""
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -155,8 +156,48 @@ def test_a_notebook_runs_its_code_cells_without_magics(tmp_path, fast_ours, caps
 def test_fewer_than_two_runs_is_refused_and_our_default_side_trains_the_synthetic_experiment(capsys):
     assert bench_cli.main(["--profile", "smoke", "--authors-script", "x.py", "--runs", "1"]) == 2
     assert "at least 2" in capsys.readouterr().err
-    assert bench_cli._ours_command("smoke", 111, None)[-6:] == ["--only", "synthetic", "--profile", "smoke",
-                                                            "--seed", "111"]
+    assert bench_cli._ours_command("smoke", 111, None)[1:] == ["-m", "semlm.fusion", "--profile", "smoke",
+                                                           "--seed", "111"]
+
+
+def test_our_side_is_a_process_that_imports_only_the_experiment():
+    """Its peak memory is the experiment's: no pandas, pyarrow or plotting loaded beside torch and transformers."""
+    loaded = subprocess.run([sys.executable, "-c", "import sys, semlm.fusion.__main__; print(*sys.modules)"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert "torch" in loaded and "semlm.fusion.synthetic_experiment" in loaded
+    heavy = {"pandas", "pyarrow", "matplotlib", "seaborn", "datasets"}
+    assert not [m for m in loaded if m.split(".")[0] in heavy or m.startswith("semlm.book")]
+
+
+def test_a_recorded_comparison_is_written_with_provenance_and_shown_when_the_build_has_none(
+        tmp_path, fast_ours, monkeypatch, capsys):
+    from semlm.book import recorded_runs
+
+    monkeypatch.setattr(recorded_runs, "RECORDED_DIR", tmp_path / "recorded")
+    assert bench_cli.main(["--profile", "smoke", "--runs", "2", "--authors-script", str(_script(tmp_path)),
+                           "--record"]) == 2
+    assert "--profile cpu" in capsys.readouterr().err  # a smoke comparison never replaces the recorded one
+    assert bench_cli.main(["--record"]) == 2 and "--authors-script" in capsys.readouterr().err
+    monkeypatch.setattr(bench_cli, "compare_with_authors_script", lambda *args: {
+        "runs": 2, "profile": "cpu", "cpu_model": "test CPU", "cpu_count": 2, "date": "2026-01-01",
+        "git_commit": "c" * 40, "ours": {"wall_seconds": 1.0, "cpu_seconds": 2.0, "peak_mb": 500.0,
+                                         "workload": {"training_sentences": 8, "epochs": 1, "parameters": {"a": 1}}},
+        "authors_script": {"wall_seconds": 4.0, "cpu_seconds": 8.0, "peak_mb": 400.0},
+        "ratios": {"wall_seconds": {"median": 0.25}, "cpu_seconds": {"median": 0.25}, "peak_mb": {"median": 1.25}}})
+    out = tmp_path / "bench.json"
+    assert bench_cli.main(["--profile", "cpu", "--authors-script", str(_script(tmp_path)), "--out", str(out),
+                           "--record"]) == 0
+    folder = tmp_path / "recorded" / "authors-comparison"
+    run = {r.slug: r for r in recorded_runs.load_recorded(tmp_path / "recorded")}["authors-comparison"]
+    assert run.on_cpu and run.authors_comparison["authors_comparison"]["ratios"]["peak_mb"]["median"] == 1.25
+    assert "--record" in run.provenance["command"] and "packages" in run.provenance
+    assert sorted(p.name for p in folder.iterdir()) == ["authors_comparison.json", "provenance.json"]
+    frame, note = bench.authors_comparison_frame({}, root=tmp_path / "recorded")
+    assert note.startswith("From book/recorded/authors-comparison/") and not frame.empty
+    assert "peak memory: ours / theirs 1.25, target <= 1.00, NOT met" in note
+    assert "wall time: ours / theirs 0.25, target <= 0.33, met" in note
+    frame, note = bench.authors_comparison_frame({}, root=tmp_path / "nowhere")
+    assert frame.empty and "No comparison" in note
 
 
 def test_the_chapter_shows_a_written_comparison_and_otherwise_says_how_to_make_one(tmp_path, fast_ours):

@@ -38,7 +38,7 @@ from semlm.data.paths import REPO_ROOT
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, DecodingConfig, generate
 from semlm.fusion.request import PAPER_REQUESTS
 from semlm.fusion.synthetic_experiment import (SYNTHETIC, SyntheticExperiment, SyntheticRun, prepare_data, spec_for,
-                                               synthetic_runs, model_config as synthetic_model_config)
+                                               train_causal_models, model_config as synthetic_model_config)
 from semlm.fusion.profiles import synthetic_profile
 from semlm.idea import sparse_decoding as sparse
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
@@ -46,7 +46,7 @@ from semlm.idea.profiles import idea_profile
 from semlm.idea.wikitext_experiment import TokenBlocks, autocast_for, idea_loss_fn, model_config
 from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
 from semlm.book.records import BenchmarkRecord
-from semlm.book.recorded_runs import RECORDED_DIR, load_recorded
+from semlm.book.recorded_runs import AUTHORS_COMPARISON, AUTHORS_COMPARISON_RECORD, RECORDED_DIR, load_recorded
 from semlm.book.report import metrics_dir, write_chapter_metrics
 from semlm.book.runner import read_manifest
 
@@ -80,12 +80,6 @@ def time_controlled_generation(model, config, n: int = 200, repeats: int = 5) ->
             "meets_target": best <= GENERATION_TARGET_SECONDS}
 
 
-def train_synthetic(config, runs_dir, workers: int | None, progress: bool) -> dict:
-    """Both causal models of the synthetic experiment through the run cache (``runs_dir``; None: the build's)."""
-    context = runner.RunContext(config.name, runs_dir, workers, progress)
-    return runner.nested(runner.run_many(SYNTHETIC, synthetic_runs(config, settings=("causal",)), context), "name")
-
-
 def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = None, progress: bool = True,
                   variants_profile: str | None = "smoke", variant_seeds: int = 3, fresh: bool = False,
                   sparse_decoding: bool = True) -> dict:
@@ -99,7 +93,7 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
     config = synthetic_profile(profile, seed)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="semlm-bench-") if fresh else contextlib.nullcontext() as runs_dir:
-        runs = train_synthetic(config, runs_dir, workers, progress)
+        runs = train_causal_models(config, runs_dir, workers, progress)
         wall = time.perf_counter() - start
         generation = time_controlled_generation(runs["fusion"].load(), config)
         variants = None if variants_profile is None else compare_training_variants(
@@ -586,6 +580,8 @@ def _trained_model(run: dict) -> tuple:
 # --- the authors' script against ours (semlm.book.bench_cli), the bench JSON it is kept in ------
 
 AUTHORS_REPOSITORY = "github.com/YongchaoHuang/semantic_fusion"
+#: Targets for ours / theirs (median of pairs): no more memory than their script, in at most a third of its time.
+AUTHORS_TARGETS = {"peak_mb": ("peak memory", 1.0), "wall_seconds": ("wall time", 0.33)}
 #: Seconds between two samples of the process tree's resident memory.
 MEMORY_SAMPLE_SECONDS = 0.05
 
@@ -801,10 +797,17 @@ def recorded_sparse_decoding(root: str | Path | None = None) -> tuple[pd.DataFra
     return sparse.table(rows), recorded["provenance"] | {"paper_size": recorded["paper_size_random_weights"]}
 
 
-def authors_comparison_frame(record: dict, path: str | Path | None = None):
+def authors_comparison_frame(record: dict, path: str | Path | None = None, root: str | Path | None = None):
     """``(frame, note)``: the authors' script against ours, both measured on one machine, read from ``path`` if
-    given, else from ``record``; none recorded: an empty frame and a note saying how to make one."""
+    given, else from ``record`` (this build's bench), else from the recorded comparison in ``root`` (default:
+    ``book/recorded``); none anywhere: an empty frame and a note saying how to make one. The note says whether the
+    ratios meet :data:`AUTHORS_TARGETS`."""
     comparison = previous_authors_comparison(path) if path else record.get("authors_comparison")
+    source = f"`{path}`" if path else "this build's benchmark"
+    if not comparison and not path:
+        source = f"book/recorded/{AUTHORS_COMPARISON_RECORD}/"
+        comparison = previous_authors_comparison(Path(root or RECORDED_DIR) / AUTHORS_COMPARISON_RECORD
+                                                 / AUTHORS_COMPARISON)
     if not comparison:
         return pd.DataFrame(), (
             "No comparison with the authors' script is recorded. It runs only on request, on your machine: "
@@ -825,6 +828,12 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None):
             f"{workload['training_sentences']} sentences x {workload['epochs']} epochs, "
             f"{sum(workload['parameters'].values()):,} parameters in both models; theirs: "
             f"{comparison['authors_script'].get('training_sentences_x_epochs', 'unknown')}.")
+    note = f"From {source}: " + note[0].lower() + note[1:]
     if "error" in comparison:
         note += f" Their side did not run: {comparison['error']}"
+    else:
+        note += " " + " ".join(
+            f"{label}: ours / theirs {comparison['ratios'][key]['median']:.2f}, target <= {target:.2f}, "
+            f"{'met' if comparison['ratios'][key]['median'] <= target else 'NOT met'}."
+            for key, (label, target) in AUTHORS_TARGETS.items())
     return frame.round(2), note

@@ -63,8 +63,9 @@ def authors_script_file(path: str | Path, workdir: Path) -> tuple[Path, dict]:
 
 
 def _ours_command(profile: str, seed: int, workers: int | None) -> list[str]:
-    """Our side: ``python -m semlm.bench --only synthetic`` (fresh training in a temporary run folder)."""
-    command = [sys.executable, "-m", "semlm.bench", "--only", "synthetic", "--profile", profile, "--seed", str(seed)]
+    """Our side: ``python -m semlm.fusion`` (both causal models trained from scratch in a temporary run folder,
+    in a process that imports only what the experiment needs)."""
+    command = [sys.executable, "-m", "semlm.fusion", "--profile", profile, "--seed", str(seed)]
     return command + (["--workers", str(workers)] if workers else [])
 
 
@@ -212,13 +213,6 @@ def _run_gpu(args) -> None:
                                          on_update=write if args.out else None))
 
 
-def _run_synthetic(args) -> None:
-    """Our side of ``--authors-script``: train and evaluate both models fresh in a temporary run folder."""
-    with tempfile.TemporaryDirectory(prefix="semlm-bench-") as runs_dir:
-        runs = bench.train_synthetic(synthetic_profile(args.profile, args.seed), runs_dir, args.workers, progress=False)
-    print("validation PPL: " + ", ".join(f"{k} {r.metrics.ppl:.3f}" for k, r in runs.items()))
-
-
 def _run_precision(args, paper: str = "A") -> None:
     """Train ``paper``'s models in float32 and in bf16 over 3 seeds at ``--variants-profile`` and record the
     comparison in ``book/recorded/``: A, the baseline and fusion models (with the bf16 step times under oneDNN's
@@ -246,7 +240,11 @@ def _run_precision(args, paper: str = "A") -> None:
 
 def _run_authors(args) -> int | None:
     """``--authors-script``: measure, print, write under ``authors_comparison`` in ``--out`` (default: the bench
-    JSON, its other entries kept); one error line and exit 1 if their side failed."""
+    JSON, its other entries kept) and, with ``--record``, in ``book/recorded/authors-comparison/``; one error line
+    and exit 1 if their side failed (then nothing is recorded)."""
+    if args.record and args.profile != "cpu":  # the recorded comparison is the book's scale, never a smoke run
+        raise ValueError(f"--record keeps the comparison at the book's scale, not at {args.profile!r}; "
+                         "pass --profile cpu")
     record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
     frame, note = bench.authors_comparison_frame({"authors_comparison": record})
     print(f"{frame.to_string()}\n{note}")
@@ -260,11 +258,18 @@ def _run_authors(args) -> int | None:
     if "error" in record:
         print(f"error: {record['error']}", file=sys.stderr)
         return 1
+    if args.record:
+        from semlm.book import recorded_runs
+        from semlm.book.recorded import write_authors_comparison
+
+        command = (f"python -m semlm.bench --authors-script {Path(args.authors_script).name} --profile {args.profile} "
+                   f"--seed {args.seed} --runs {args.runs} --record")
+        print(f"recorded in {write_authors_comparison(record, recorded_runs.RECORDED_DIR, command)}")
 
 
 #: ``--only`` section -> the function that runs it, None or an exit code (``--authors-script`` runs ``_run_authors``).
 SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu,
-            "book": lambda args: print_book_times(bench.book_build_times()), "synthetic": _run_synthetic,
+            "book": lambda args: print_book_times(bench.book_build_times()),
             "precision": _run_precision, "precision-idea": lambda args: _run_precision(args, "B")}
 
 
@@ -278,8 +283,7 @@ def _parser() -> argparse.ArgumentParser:
                              "'gpu': paper B's training through the trainer on a CUDA GPU, tokens/s and MFU "
                              "per execution setting (semlm.book.gpu_throughput); "
                              "'book': the chapter times of the last book build (book/_build/manifest.json); "
-                             "'synthetic': train and evaluate both synthetic models once, nothing written "
-                             "(our side of --authors-script); 'precision': float32 against bf16 autocast for "
+                             "'precision': float32 against bf16 autocast for "
                              "paper A's models at --variants-profile over 3 seeds, recorded in "
                              f"book/recorded/{PRECISION_RECORD}/ (the evidence for the cpu profile's precision); "
                              "'precision-idea': the same for paper B's models of chapters 6, 7 and 9, paired by "
@@ -290,6 +294,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="the authors' SemanticFusion.py or .ipynb (download it from "
                              f"{AUTHORS_REPOSITORY}): time it against our synthetic experiment on this machine")
     parser.add_argument("--runs", type=int, default=3, help="with --authors-script: runs of each side (>= 2)")
+    parser.add_argument("--record", action="store_true",
+                        help="with --authors-script --profile cpu: also write the comparison and this machine's "
+                             "provenance to book/recorded/authors-comparison/ (what the benchmarks chapter shows "
+                             "when its build measured none)")
     parser.add_argument("--fresh", action="store_true",
                         help="train the synthetic models from an empty run folder (default: reuse the build's run "
                              "cache, as the benchmarks chapter does, and report their training time as measured then)")
@@ -303,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.workers is not None and args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
+    if args.record and args.authors_script is None:
+        print("error: --record keeps an --authors-script comparison; pass --authors-script PATH", file=sys.stderr)
         return 2
     try:
         return (_run_authors if args.authors_script is not None else SECTIONS[args.only])(args) or 0

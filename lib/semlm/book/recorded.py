@@ -24,9 +24,10 @@ import psutil
 
 from semlm.book.claims import NOT_RUN, evaluate_claims
 from semlm.book.flops import model_flops_utilisation, training_flops_per_token
-from semlm.book.recorded_runs import (BENCH, BOOK_MANIFEST, BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL,
-                                      GPU_THROUGHPUT, IDEA_PRECISION, PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL,
-                                      TRAINING_VARIANTS, RecordedRun, load_recorded, read_json)
+from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_RECORD, BENCH, BOOK_MANIFEST,
+                                      BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL, GPU_THROUGHPUT, IDEA_PRECISION,
+                                      PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS, RecordedRun,
+                                      load_recorded, read_json)
 from semlm.book.report import cpu_model, git_commit, load_metrics, package_versions
 from semlm.data.paths import REPO_ROOT
 from semlm.idea.profiles import idea_profile, lora_profile
@@ -647,6 +648,19 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
                                  command, cpu_computes_bf16=cpu_computes_bf16(),
                                  cpu_capability=torch.backends.cpu.get_cpu_capability())
     return _write_folder(Path(root) / name, provenance, {file: json.dumps(comparison, indent=2)})
+
+
+def write_authors_comparison(record: dict, root: Path, command: str) -> Path:
+    """Write ``<root>/authors-comparison/``: the ``authors_comparison`` record of ``python -m semlm.bench
+    --authors-script`` and its ``provenance.json`` (this machine, packages, date, commit). Their script is never
+    copied: the record names it by file name and SHA-256."""
+    machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
+               "packages": package_versions(), "python": platform.python_version()}
+    label = ("recorded CPU run: the authors' script against our synthetic experiment, both measured in turn on one "
+             "machine by `python -m semlm.bench --authors-script`, not by this build")
+    provenance = _cpu_provenance(label, "cpu-bench", machine, git_commit(), record.get("profile"), command)
+    return _write_folder(Path(root) / AUTHORS_COMPARISON_RECORD, provenance,
+                         {AUTHORS_COMPARISON: json.dumps({"authors_comparison": record}, indent=2)})
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -23,12 +23,15 @@ GPU_THROUGHPUT = "gpu_throughput.json"
 BOOK_MANIFEST = "manifest.json"
 TRAINING_VARIANTS = "training_variants.json"
 IDEA_PRECISION = "idea_precision.json"  # paper B's float32 / bf16 comparison (semlm.book.idea_precision)
+AUTHORS_COMPARISON = "authors_comparison.json"  # python -m semlm.bench --authors-script ... --record
+AUTHORS_COMPARISON_RECORD = "authors-comparison"  # the folder of book/recorded/ that holds it
 BOOK_METRICS = "metrics"     # a recorded book build's chapter metrics, in a sub-folder (not chapter runs)
 REPORT = "report.json"       # the claims table of a recorded book build, as the claims code judged its metrics
 #: The files of a folder read into a :class:`RecordedRun` field of their own; every other ``*.json`` but the
 #: provenance is a chapter's metrics.
 FIELDS = {BENCH: "bench", GPU_THROUGHPUT: "gpu_throughput", BOOK_MANIFEST: "book_manifest",
-          TRAINING_VARIANTS: "training_variants", IDEA_PRECISION: "idea_precision", REPORT: "report"}
+          TRAINING_VARIANTS: "training_variants", IDEA_PRECISION: "idea_precision", REPORT: "report",
+          AUTHORS_COMPARISON: "authors_comparison"}
 
 
 @dataclass
@@ -46,11 +49,12 @@ class RecordedRun:
     idea_precision: dict | None = None   # paper B's (python -m semlm.bench --only precision-idea)
     book_metrics: dict[str, dict] = field(default_factory=dict)  # a book build's chapter metrics (metrics/)
     report: dict | None = None           # a book build's report.json
+    authors_comparison: dict | None = None  # the authors' script against ours (python -m semlm.bench --authors-script)
 
     @property
     def on_cpu(self) -> bool:
-        """A CPU run (a long chapter run by ``.ci/run-long``, or a whole book build), not a GPU run."""
-        return self.provenance.get("kind") in ("cpu-long", "cpu-book", "cpu-variants")
+        """A CPU run (a long chapter run by ``.ci/run-long``, a whole book build, a benchmark), not a GPU run."""
+        return self.provenance.get("kind") in ("cpu-long", "cpu-book", "cpu-variants", "cpu-bench")
 
     @property
     def machine(self) -> str:

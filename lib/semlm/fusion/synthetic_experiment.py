@@ -174,6 +174,14 @@ def synthetic_runs(profile: SyntheticProfile, models: Sequence[str] = ("baseline
     return [spec_for(profile, model, setting) for setting in settings for model in models]
 
 
+def train_causal_models(profile: SyntheticProfile, runs_dir=None, workers: int | None = None,
+                        progress: bool = False) -> dict[str, runs.RunRecord]:
+    """Both causal models ("baseline", "fusion") at ``profile``, trained side by side or loaded through the run
+    cache in ``runs_dir`` (None: the profile's), by name."""
+    context = runs.RunContext(profile.name, runs_dir, workers, progress)
+    return runs.nested(runs.run_many(SYNTHETIC, synthetic_runs(profile, settings=("causal",)), context), "name")
+
+
 def fusion_training_runs(profile: SyntheticProfile) -> list[RunSpec]:
     """Chapter 2's runs (chapter 3 decodes with the same models): baseline and fusion, causal and published."""
     return synthetic_runs(profile)
