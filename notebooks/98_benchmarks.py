@@ -313,9 +313,14 @@ trace if not trace.empty else None
 # scratch, as whole processes in turn: ours, theirs, ours, theirs. It records the median wall
 # time, the CPU time (user + sys of each run's process tree) and the peak memory of the tree
 # on each side, and the ratio of every pair. It runs only on request, never in the book
-# build; the table shows the last record it wrote, with the machine and date it names.
+# build; the table shows the last record it wrote, with the machine and date it names, and
+# where this build wrote none, the one kept in `book/recorded/authors-comparison/` (written
+# by the same command with `--record`). Our side is `python -m semlm.fusion`, a process that
+# loads only the experiment, so its memory is the experiment's and not the benchmark's.
 # The two sides do not do identical work: ours trains the causal models of this book, and
 # what their script trains is whatever it does, which the record does not try to read from it.
+# The note under the table says whether the ratios meet the targets we set for our side:
+# no more peak memory than their script, in at most a third of its wall time.
 
 # %%
 comparison, note = bench.authors_comparison_frame(

@@ -201,7 +201,7 @@ def test_a_recorded_comparison_is_written_with_provenance_and_shown_when_the_bui
 
 
 def test_the_chapter_shows_a_written_comparison_and_otherwise_says_how_to_make_one(tmp_path, fast_ours):
-    frame, note = bench.authors_comparison_frame({})
+    frame, note = bench.authors_comparison_frame({}, root=tmp_path)
     assert frame.empty and "--authors-script" in note and "make bench AUTHORS=" in note
     out = tmp_path / "elsewhere.json"
     assert _bench(["--authors-script", str(_script(tmp_path)), "--out", str(out)]) == 0

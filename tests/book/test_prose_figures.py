@@ -157,6 +157,7 @@ def paper_values() -> list[tuple[str, float]]:
 
 def design_constants() -> list[tuple[str, float]]:
     """(c): the design constants the pages quote, read from the code that uses them."""
+    from semlm.book.bench import AUTHORS_TARGETS
     from semlm.book.recorded import recorded_book_builds_frame
     from semlm.idea.wikitext_experiment import COMPETENCE_RATIO
     from semlm.fusion.profiles import sst2_profile
@@ -177,6 +178,8 @@ def design_constants() -> list[tuple[str, float]]:
         ("topic_drift_profile('paper').plain_steps", topic_drift_profile("paper").plain_steps),
         # chapter 6's competence check: a model's validation PPL at most this times the bigram's
         ("semlm.idea.wikitext_experiment.COMPETENCE_RATIO", COMPETENCE_RATIO),
+        # the targets of our side against the authors' script: peak memory and wall time, ours / theirs
+        *((f"semlm.book.bench.AUTHORS_TARGETS[{key!r}]", target) for key, (_, target) in AUTHORS_TARGETS.items()),
         # the benchmarks chapter's core-use target for a whole build
         ("recorded_book_builds_frame(target_busy=...)",
          inspect.signature(recorded_book_builds_frame).parameters["target_busy"].default),

@@ -803,7 +803,7 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None, root:
     ``book/recorded``); none anywhere: an empty frame and a note saying how to make one. The note says whether the
     ratios meet :data:`AUTHORS_TARGETS`."""
     comparison = previous_authors_comparison(path) if path else record.get("authors_comparison")
-    source = f"`{path}`" if path else "this build's benchmark"
+    source = f"`{path}`" if path else "the benchmark record"
     if not comparison and not path:
         source = f"book/recorded/{AUTHORS_COMPARISON_RECORD}/"
         comparison = previous_authors_comparison(Path(root or RECORDED_DIR) / AUTHORS_COMPARISON_RECORD
