@@ -194,8 +194,8 @@ def test_a_recorded_comparison_is_written_with_provenance_and_shown_when_the_bui
     assert sorted(p.name for p in folder.iterdir()) == ["authors_comparison.json", "provenance.json"]
     frame, note = bench.authors_comparison_frame({}, root=tmp_path / "recorded")
     assert note.startswith("From book/recorded/authors-comparison/") and not frame.empty
-    assert "peak memory: ours / theirs 1.25, target <= 1.00, NOT met" in note
-    assert "wall time: ours / theirs 0.25, target <= 0.33, met" in note
+    assert "Peak memory: ours / theirs 1.25, target <= 1.00, NOT met" in note
+    assert "Wall time: ours / theirs 0.25, target <= 0.33, met" in note
     frame, note = bench.authors_comparison_frame({}, root=tmp_path / "nowhere")
     assert frame.empty and "No comparison" in note
 

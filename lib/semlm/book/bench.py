@@ -581,7 +581,7 @@ def _trained_model(run: dict) -> tuple:
 
 AUTHORS_REPOSITORY = "github.com/YongchaoHuang/semantic_fusion"
 #: Targets for ours / theirs (median of pairs): no more memory than their script, in at most a third of its time.
-AUTHORS_TARGETS = {"peak_mb": ("peak memory", 1.0), "wall_seconds": ("wall time", 0.33)}
+AUTHORS_TARGETS = {"peak_mb": ("Peak memory", 1.0), "wall_seconds": ("Wall time", 0.33)}
 #: Seconds between two samples of the process tree's resident memory.
 MEMORY_SAMPLE_SECONDS = 0.05
 
@@ -832,7 +832,7 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None, root:
     if "error" in comparison:
         note += f" Their side did not run: {comparison['error']}"
     else:
-        note += " " + " ".join(
+        note += "\n" + " ".join(
             f"{label}: ours / theirs {comparison['ratios'][key]['median']:.2f}, target <= {target:.2f}, "
             f"{'met' if comparison['ratios'][key]['median'] <= target else 'NOT met'}."
             for key, (label, target) in AUTHORS_TARGETS.items())
