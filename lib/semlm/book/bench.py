@@ -822,13 +822,12 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None, root:
         columns["ours / theirs (median of pairs)"] = {key: comparison["ratios"][key]["median"] for key in labels}
     frame = pd.DataFrame({name: {label: side[key] for key, label in labels.items()} for name, side in columns.items()})
     workload = comparison["ours"]["workload"]
-    note = (f"Medians of {comparison['runs']} runs of each side, in turn, measured by `python -m semlm.bench "
-            f"--authors-script` on {comparison['cpu_model']} ({comparison['cpu_count']} cores) on "
-            f"{comparison['date']} (commit {comparison['git_commit'][:10]}). Ours trains "
+    note = (f"From {source}: medians of {comparison['runs']} runs of each side, in turn, measured by "
+            f"`python -m semlm.bench --authors-script` on {comparison['cpu_model']} ({comparison['cpu_count']} cores) "
+            f"on {comparison['date']} (commit {comparison['git_commit'][:10]}). Ours trains "
             f"{workload['training_sentences']} sentences x {workload['epochs']} epochs, "
             f"{sum(workload['parameters'].values()):,} parameters in both models; theirs: "
             f"{comparison['authors_script'].get('training_sentences_x_epochs', 'unknown')}.")
-    note = f"From {source}: " + note[0].lower() + note[1:]
     if "error" in comparison:
         note += f" Their side did not run: {comparison['error']}"
     else:

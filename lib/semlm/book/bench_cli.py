@@ -262,8 +262,9 @@ def _run_authors(args) -> int | None:
         from semlm.book import recorded_runs
         from semlm.book.recorded import write_authors_comparison
 
+        workers = f" --workers {args.workers}" if args.workers else ""
         command = (f"python -m semlm.bench --authors-script {Path(args.authors_script).name} --profile {args.profile} "
-                   f"--seed {args.seed} --runs {args.runs} --record")
+                   f"--seed {args.seed} --runs {args.runs}{workers} --record")
         print(f"recorded in {write_authors_comparison(record, recorded_runs.RECORDED_DIR, command)}")
 
 
