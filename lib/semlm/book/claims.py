@@ -784,6 +784,15 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
+# --- where a claim's final verdict comes from ----------------------------------------------------
+
+#: A claim's registered decisive recording (a ``book/recorded/`` folder), once it is recorded complete: its verdict
+#: is the claim's final one, whatever this build says. The registration issue fills this; none is complete yet.
+DECISIVE_RECORDINGS: dict[str, str] = {}
+#: For a claim this build's profile cannot test ("not testable at this scale": paper B's generation claims at
+#: ``cpu``), the competent recorded run whose verdict stands in, as its rule names it.
+COMPETENT_RECORDINGS: dict[str, str] = {claim: "cpu-long-seeds" for claim in ("B-ppl", "B-stickiness", "B-distinct")}
+
 #: The only claims that may be judged "holds by construction": a decoder (the class mask, the mixture sampler) or
 #: the input itself (a head reconstructing its own input) guarantees them whatever the model. A claim about what a
 #: model learnt can never hold by construction, so :func:`evaluate_claims` refuses the status for any other id.
