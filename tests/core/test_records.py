@@ -22,8 +22,8 @@ def test_records_modules_import_without_torch():
 
 
 def test_of_mean_is_the_hand_computed_t_interval_and_clips_to_bounds():
-    got = Interval.of_mean([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.303
-    half = 4.303 / math.sqrt(3)
+    got = Interval.of_mean([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.30265
+    half = 4.30265 / math.sqrt(3)
     assert (got.mean, got.n) == (2.0, 3)
     assert got.low == pytest.approx(2 - half) and got.high == pytest.approx(2 + half)
     assert got.half_width == pytest.approx(half)
@@ -31,9 +31,25 @@ def test_of_mean_is_the_hand_computed_t_interval_and_clips_to_bounds():
     assert clipped.low == 0.0 and clipped.high == 1.0
     one = Interval.of_mean([5.0])
     assert (one.low, one.high) == (5.0, 5.0)
-    assert t_quantile_975(100) == pytest.approx(1.96, abs=1e-3)
+    assert t_quantile_975(100) == pytest.approx(1.984, abs=1e-3)
     with pytest.raises(ValueError, match="at least one value"):
         Interval.of_mean([])
+
+
+#: t_{0.975, df} from published tables (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2, to 3-4 decimals); 1,000 from
+#: the series t = z + (z^3 + z) / (4 df) + ..., which is exact to 1e-6 there.
+KNOWN_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 5: 2.571, 10: 2.228, 20: 2.086, 29: 2.045, 30: 2.042, 31: 2.040,
+              40: 2.021, 60: 2.000, 120: 1.980, 1000: 1.962}
+
+
+def test_t_quantiles_are_exact():
+    for df, known in KNOWN_T975.items():
+        assert t_quantile_975(df) == pytest.approx(known, rel=1e-3), df
+    # beyond 30 degrees of freedom it is no longer the normal quantile (3.9% too narrow at 31 before)
+    assert t_quantile_975(31) > 1.96 * 1.03
+    assert t_quantile_975(2.5) == pytest.approx(3.6, abs=0.05)  # Welch's fractional df lies between 2 and 3
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        t_quantile_975(0)
 
 
 def test_of_proportion_is_wilson_and_exact_at_the_ends():

@@ -26,19 +26,18 @@ from typing import ClassVar, Mapping, Sequence
 
 # --- the interval ---------------------------------------------------------------------------
 
-# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (standard tables); beyond 30
-# the normal quantile is within 2% and is used instead. Kept here to avoid a scipy dependency.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-_Z975 = 1.959964
-
-
-def t_quantile_975(df: int) -> float:
-    """The two-sided 95% Student-t quantile for ``df`` degrees of freedom."""
-    if df < 1:
+@functools.lru_cache(maxsize=None)
+def t_quantile_975(df: float) -> float:
+    """The two-sided 95% Student-t quantile t_{0.975, df} for ``df`` degrees of freedom (exact, from
+    ``scipy.stats.t``; a fractional ``df``, as Welch's, is allowed). scipy is imported on first use only."""
+    if not df >= 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    return _T975[df - 1] if df <= len(_T975) else _Z975
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, df))
+
+
+_Z975 = 1.959963984540054  # the normal quantile, for Wilson intervals
 
 
 def _number(value) -> float:
@@ -126,7 +125,7 @@ class Interval:
         if se == 0:
             return cls(ma - mb, ma - mb, ma - mb, n)
         df = (va + vb) ** 2 / ((va ** 2) / (len(a) - 1) + (vb ** 2) / (len(b) - 1))
-        half = t_quantile_975(max(1, int(df))) * se
+        half = t_quantile_975(max(1.0, df)) * se
         return cls(ma - mb, ma - mb - half, ma - mb + half, n)
 
     @classmethod
