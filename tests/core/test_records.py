@@ -22,8 +22,8 @@ def test_records_modules_import_without_torch():
 
 
 def test_of_mean_is_the_hand_computed_t_interval_and_clips_to_bounds():
-    got = Interval.of_mean([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.30265
-    half = 4.30265 / math.sqrt(3)
+    got = Interval.of_mean([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.302653
+    half = 4.302653 / math.sqrt(3)
     assert (got.mean, got.n) == (2.0, 3)
     assert got.low == pytest.approx(2 - half) and got.high == pytest.approx(2 + half)
     assert got.half_width == pytest.approx(half)
