@@ -36,7 +36,7 @@ def idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09), (0.05, 0.
     return {"06_idea_gating": record.to_dict()}  # through JSON, as the report reads it
 
 
-def lora_metrics(baseline=(30.0, 30.4, 29.8), gated=(28.0, 28.3, 27.9), control=(29.0, 29.5, 28.9),
+def lora_metrics(baseline=(350.0, 351.0, 349.5), gated=(330.0, 331.0, 329.0), control=(345.0, 346.0, 344.5),
                  seeds=(111, 112, 113)) -> dict:
     control_record = LoraCapacityControl(seeds=list(seeds), quantization="nf4",
                                          val_ppl=SeedPaired.of(baseline, gated, control))
@@ -70,16 +70,20 @@ def test_stickiness_needs_three_seeds_and_every_preregistered_domain():
     two = verdicts(idea_metrics(stickiness=((0.05, 0.06), (0.08, 0.085), (0.05, 0.055)),
                                 distinct=((0.99, 0.985), (0.98, 0.99)), authors=((0.002, 0.001), (0.001, 0.002)),
                                 seeds=(111, 112)))["B-stickiness"]
-    assert two["status"] == INCONCLUSIVE and "fewer than the 3" in two["reason"]
+    assert two["status"] == INCONCLUSIVE and "the rule needs 3" in two["reason"]
     other = verdicts(idea_metrics(book_domains=STICKINESS_DOMAINS[:-1]))["B-stickiness"]
     assert other["status"] == NOT_RUN and STICKINESS_DOMAINS[-1] in other["reason"]
 
 
 def test_a_gate_that_only_sharpens_is_not_reproduced():
-    """The gated GPT beats the plain one, but the plain one sampled at the gated entropy does as well."""
+    """The gated GPT beats the plain one, but the plain one sampled at the gated entropy does as well: when that is
+    measured precisely the effect over the sharpening control is excluded, and when noisily it is never reproduced."""
     impostor = verdicts(idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09),
-                                                 (0.081, 0.084, 0.091))))["B-stickiness"]
-    assert impostor["status"] == INCONCLUSIVE and "not than the sharpening control" in impostor["reason"]
+                                                 (0.0801, 0.0849, 0.0901))))["B-stickiness"]
+    assert impostor["status"] == NOT_REPRODUCED and "gated - sharpened plain's upper end" in impostor["reason"]
+    noisy = verdicts(idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09),
+                                              (0.081, 0.084, 0.091))))["B-stickiness"]
+    assert noisy["status"] == INCONCLUSIVE and "gated - sharpened plain not shown above 0" in noisy["reason"]
     unrecorded = verdicts(idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09))))["B-stickiness"]
     assert unrecorded["status"] == INCONCLUSIVE and "no sharpening control" in unrecorded["reason"]
 
@@ -131,19 +135,24 @@ def test_gated_lower_than_baseline_and_capacity_control_is_reproduced():
     assert "capacity control" in row["rule"] and "3 training seeds" in row["reason"]
 
 
-def test_a_gated_model_matched_by_the_capacity_control_is_inconclusive():
-    row = verdicts(lora_metrics(control=(28.1, 28.2, 27.9)))["B-lora-ppl"]
-    assert row["status"] == INCONCLUSIVE
-    assert "output adapter explains" in row["reason"]
+def test_control_better_than_gate_is_not_reproduced():
+    """The gate beats the plain LoRA baseline, but an output adapter with its parameters does as well or better."""
+    matched = verdicts(lora_metrics(control=(330.5, 331.2, 329.1)))["B-lora-ppl"]
+    assert matched["status"] == NOT_REPRODUCED and "smaller than the smallest effect of interest" in matched["reason"]
+    better = verdicts(lora_metrics(control=(250.0, 251.0, 249.0)))["B-lora-ppl"]
+    assert better["status"] == NOT_REPRODUCED and "opposite direction" in better["reason"]
+    assert "capacity control - gated" in better["reason"]
 
 
-def test_a_gated_model_not_lower_than_the_baseline_is_not_reproduced():
-    assert verdicts(lora_metrics(gated=(31.0, 31.2, 30.9)))["B-lora-ppl"]["status"] == NOT_REPRODUCED
-    assert verdicts(lora_metrics(gated=(29.0, 31.5, 29.2)))["B-lora-ppl"]["status"] == NOT_REPRODUCED
+def test_a_gated_model_not_lower_than_the_baseline_is_not_reproduced_and_a_noisy_one_inconclusive():
+    assert verdicts(lora_metrics(gated=(352.0, 353.0, 351.5)))["B-lora-ppl"]["status"] == NOT_REPRODUCED
+    # lower on average, but too noisy to exclude an effect of m or to show one
+    assert verdicts(lora_metrics(gated=(345.0, 355.0, 347.0), control=(360.0, 365.0, 362.0)))["B-lora-ppl"][
+        "status"] == INCONCLUSIVE
 
 
 def test_one_seed_of_the_lora_comparison_is_inconclusive_and_no_control_is_not_run():
-    one = lora_metrics(baseline=(30.0,), gated=(28.0,), control=(29.0,), seeds=(111,))
+    one = lora_metrics(baseline=(350.0,), gated=(330.0,), control=(345.0,), seeds=(111,))
     assert verdicts(one)["B-lora-ppl"]["status"] == INCONCLUSIVE
     metrics = lora_metrics()
     del metrics["08_lora_4bit_idea_gating"]["capacity_control"]
@@ -174,7 +183,7 @@ def test_paper_b_claims_decided_on_an_interval_show_its_quantity():
 
 
 def test_paper_b_verdicts_over_training_seeds_say_how_many_seeds_they_rest_on():
-    rows = verdicts({**idea_metrics(), **lora_metrics(baseline=(30.0, 30.4), gated=(28.0, 28.3), control=(29.0, 29.5),
-                                                       seeds=(111, 112))})
+    rows = verdicts({**idea_metrics(), **lora_metrics(baseline=(350.0, 351.0), gated=(330.0, 331.0),
+                                                       control=(345.0, 346.0), seeds=(111, 112))})
     assert (rows["B-stickiness"]["seeds"], rows["B-distinct"]["seeds"], rows["B-lora-ppl"]["seeds"]) == (3, 3, 2)
     assert verdicts(idea_metrics(model_ppl=100.0))["B-stickiness"]["seeds"] is None  # not testable: judged on nothing

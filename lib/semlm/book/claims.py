@@ -15,28 +15,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from semlm import reference as ref
 from semlm.core.records import ChapterRecord, Interval
+from semlm.book.effects import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, EffectRule, Guard, Pilot, effect_verdict,
+                                oriented, power_block)
 from semlm.book.records import load_record
 
-REPRODUCED = "reproduced"
-NOT_REPRODUCED = "not reproduced"
 NOT_MEANINGFUL = "not meaningful as published"
 NOT_RUN = "not run at this profile"
-INCONCLUSIVE = "inconclusive"  # the measurement ran but its intervals cannot separate the two outcomes
 BY_CONSTRUCTION = "holds by construction"  # the decoder guarantees it, whatever the model
 NOT_TESTABLE = "not testable at this scale"  # the model fails the claim's competence check (paper B)
 STATUSES = (REPRODUCED, NOT_REPRODUCED, NOT_MEANINGFUL, NOT_RUN, INCONCLUSIVE, BY_CONSTRUCTION, NOT_TESTABLE)
 #: What each status means, in one sentence: the report's legend is generated from it.
 STATUS_MEANINGS = {
-    REPRODUCED: "our causal (language-model) result supports the claim, judged by its rule",
-    NOT_REPRODUCED: "our causal result contradicts the claim; the reason gives our numbers",
+    REPRODUCED: "our causal (language-model) result supports the claim, judged by its rule: for an effect, every "
+                "comparison's 95% interval lies above 0",
+    NOT_REPRODUCED: "our causal result contradicts the claim: for an effect, an effect as large as the smallest effect "
+                    "of interest (half the paper's) is excluded by a 95% interval; the reason gives our numbers",
     NOT_MEANINGFUL: "the paper's number comes from a model that reads the word it predicts (paper A's encoder "
                     "without a causal mask); we show that setting's value and the causal model's",
     NOT_RUN: "this build did not run the chapter or the scale the claim needs",
-    INCONCLUSIVE: "the measurement ran, but its 95% intervals cannot tell the claim from its opposite",
+    INCONCLUSIVE: "the measurement ran, but its 95% intervals neither exclude 0 nor exclude the smallest effect of "
+                  "interest (or too few seeds ran); more seeds can decide it",
     BY_CONSTRUCTION: "the decoder guarantees the result whatever the model, so it says nothing about the model",
     NOT_TESTABLE: "the models fail the competence check the claim needs; the reason names the number and threshold",
 }
@@ -57,14 +59,19 @@ class Verdict:
     profile: str | None = None
     rule: str = ""  # the rule the status was judged by, in words
     seeds: int | None = None  # how many training seeds the decided interval rests on, where it is over seeds
+    #: an effect claim's oriented comparisons as judged, and the training seeds they rest on (its power block)
+    observed: Mapping[str, Interval] | None = None
+    seed_ids: tuple[int, ...] | None = None
 
     @classmethod
     def on(cls, status: str, reason: str, decided: Interval, published_value: object = None,
-           seeds: int | None = None) -> Verdict:
+           seeds: int | None = None, observed: Mapping[str, Interval] | None = None,
+           seed_ids: Sequence[int] | None = None) -> Verdict:
         """A verdict whose causal value is ``decided``'s mean, with its interval (None if undefined) and, unless
-        given, the number of seeds it rests on."""
+        given, the number of seeds it rests on; an effect claim passes its ``observed`` comparisons and seeds."""
         ci = (decided.low, decided.high) if decided.finite else None
-        return cls(status, reason, published_value, decided.mean, ci, seeds=_seeds(decided) if seeds is None else seeds)
+        return cls(status, reason, published_value, decided.mean, ci, seeds=_seeds(decided) if seeds is None else seeds,
+                   observed=observed, seed_ids=None if seed_ids is None else tuple(seed_ids))
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class Claim:
     claim: str
     paper_value: object
     judge: Callable[[Mapping[str, dict | ChapterRecord]], Verdict]
+    effect: EffectRule | None = None  # an effect claim's rule: its smallest effect of interest and power
 
 
 class _Missing(KeyError):
@@ -115,6 +123,99 @@ def _judge(chapter: str, rule: str | None = None):
             return replace(verdict, profile=_get(metrics, chapter).profile, rule=rule or verdict.rule)
         return wrapped
     return decorate
+
+
+# --- the effect claims' rules: smallest effects of interest, pilots and planned seeds -------------------------
+# Frozen before the runs that decide them (semlm.book.effects). Each m is half the paper's effect computed with the
+# book's statistic at a named pilot's level; each pilot SD is the per-seed SD of the oriented comparison in that
+# recorded folder (tests/book/test_rules.py reads them back from it); ``n_planned`` is effects.least_seeds at the
+# planning SD (the pilot's, inflated for its few seeds). A claim whose planned seeds are not affordable says so.
+
+#: Pre-registered (committed with its rule and tests before chapter 4 measured it): A-feature-steering is decided
+#: only over at least this many paired training seeds; with fewer it is inconclusive whatever its interval.
+FEATURE_STEERING_MIN_SEEDS = 5
+#: ``B-stickiness`` needs at least this many training seeds before an interval can decide it.
+STICKINESS_MIN_SEEDS = 3
+#: Pre-registered: the number of comparable training seeds ``B-topic-drift`` needs (fewer: inconclusive).
+TOPIC_MIN_SEEDS = 5
+#: Pre-registered: a gated model whose whole excess-drift interval lies below this drifts less than the data
+#: (it holds on to a topic the data would have left): miscalibration, which counts against the claim.
+TOPIC_MISCALIBRATION = -0.03
+#: Paper A's pilot: the latest recorded cpu book build (3 training seeds of chapter 4, 5 of chapters 9 and 10).
+PILOT_A = "cpu-book-e3e2d4f"
+#: Paper B's WikiText pilot: chapter 6 trained to competence on the CPU, 3 training seeds.
+PILOT_B_WIKITEXT = "cpu-long-seeds"
+
+A_T1_RULE = EffectRule(
+    "A-T1-fusion-better", ("baseline - fusion",), m=0.085,
+    m_source=f"half the paper's {ref.PAPER_A_SEEN_PPL_GAIN:.1%} seen-only PPL gain (Table 1: 1.511 -> 1.431) x the "
+             f"pilot's causal baseline seen-only PPL 3.220 (book/recorded/{PILOT_A})",
+    pilot=Pilot(PILOT_A, 3, (0.11532,)), n_planned=78)
+A_T6_RULES = {token: EffectRule(
+    f"A-T6-{name}", ("baseline - fusion",), m=m,
+    m_source=f"half the paper's drop of the cross-entropy of '{token}' (Table 6: "
+             f"{ref.PAPER_A_FOCUS_CE['baseline'][token]:.2f} -> {ref.PAPER_A_FOCUS_CE['fusion'][token]:.2f} nats), "
+             f"in nats as the claim states it; pilot book/recorded/{PILOT_A}",
+    pilot=Pilot(PILOT_A, 3, (sd,)), n_planned=n)
+    for token, name, m, sd, n in (("!", "exclaim", 0.77, 0.39349, 13), ("?", "question", 0.52, 0.30477, 16))}
+FEATURE_STEERING_EFFECT = EffectRule(
+    "A-feature-steering", ("requested - opposite",), m=0.10,
+    m_source="0.10 polarity accuracy: the paper reports polarity control at 1.00 (Table 2) against a chance of 0.50, "
+             "and an effect a fifth of that 0.50 gap is the least a control channel must show; pilot "
+             f"book/recorded/{PILOT_A}",
+    pilot=Pilot(PILOT_A, 5, (0.030822,)), n_planned=5, min_seeds=FEATURE_STEERING_MIN_SEEDS)
+SOFT_CONTROL_EFFECT = EffectRule(
+    "A-soft-control", ("intent - shuffled",), m=0.10,
+    m_source="0.10 polarity accuracy, as for A-feature-steering (the paper reports polarity control at 1.00, "
+             f"Table 2, against a chance of 0.50); pilot book/recorded/{PILOT_A}",
+    pilot=Pilot(PILOT_A, 5, (0.012168,)), n_planned=3)
+STICKINESS_EFFECT = EffectRule(
+    "B-stickiness", ("gated - plain", "gated - sharpened plain"), m=0.0016,
+    m_source=f"half the paper's {ref.PAPER_B_STICKINESS_GAIN:.1%} stickiness gain (Table 1: the domain mean of "
+             f"gated - baseline, +0.35 points, over the baseline's 5.725%), i.e. 3.05% of the pilot's plain level "
+             f"0.0517 on the book's five domains (book/recorded/{PILOT_B_WIKITEXT}); to be frozen anew from the "
+             f"GPU pilot that registers the protocol",
+    pilot=Pilot(PILOT_B_WIKITEXT, 3, (0.0082975, 0.0040021), correlation=0.9669), n_planned=72,
+    min_seeds=STICKINESS_MIN_SEEDS, affordable=False,
+    note="not affordable: at the pilot's protocol (four prompts per domain) and planning SD, not even 300 seeds "
+         "reach 0.85 power; planned at 72 seeds, about one 15-minute GPU session at 12 seeds side by side per "
+         "140 s, with the power stated at that n; fewer seeds suffice only if more prompts and samples per seed "
+         "cut the sampling noise, which the GPU pilot measures")
+TOPIC_DRIFT_EFFECT = EffectRule(
+    "B-topic-drift", ("plain - gated", "sharpened plain - gated"), m=0.025,
+    m_source="the book's threshold (the paper gives no number): a quarter of the pilot's plain excess drift +0.100 "
+             f"at matched PPL (book/recorded/{PILOT_A}); it stays 0.025 when each seed draws its own world",
+    pilot=Pilot(PILOT_A, 5, (0.032897, 0.041484), correlation=0.8554, carried=(0.004213, 0.006287)),
+    n_planned=111, min_seeds=TOPIC_MIN_SEEDS,
+    guard=Guard("gated excess drift", TOPIC_MISCALIBRATION, pilot_mean=0.07449, pilot_sd=0.017861, carried=(0.015320, 0.016848)))
+LORA_EFFECT = EffectRule(
+    "B-lora-ppl", ("baseline - gated", "capacity control - gated"), m=6.3,
+    m_source=f"half the {ref.PAPER_B_LORA_PPL_GAIN:.1%} validation-PPL gain the paper reports as its primary result "
+             f"(Mistral-7B + LoRA on FineWeb-Edu: 8.07 -> 7.78) x the pilot's LoRA baseline 350.0 "
+             f"(book/recorded/{PILOT_A})",
+    pilot=Pilot(PILOT_A, 3, (1.5822, 0.88017), correlation=-0.2244), n_planned=6)
+
+
+def ladder(rule: EffectRule) -> str:
+    """The effect ladder in words, with ``rule``'s smallest effect of interest, seeds and guard."""
+    names = " and ".join(rule.comparisons)
+    veto = require = ""
+    if rule.guard is not None:
+        g = rule.guard
+        veto = f", or if the {g.name} interval lies wholly below {g.floor:g}"
+        require = f" and the {g.name} interval lies wholly above {g.floor:g}"
+    return (f"{names}, oriented so that the paper's direction is positive, each with its 95% Student-t interval "
+            f"over training seeds, judged by one ladder (semlm.book.effects) against the smallest effect of interest "
+            f"m = {rule.m:g} ({rule.m_source}): inconclusive with fewer than {rule.min_seeds} seeds or an undefined "
+            f"interval; not reproduced if any interval's upper end lies below m (an effect as large as m is "
+            f"excluded){veto}; reproduced if every interval's lower end lies above 0{require}; inconclusive "
+            f"otherwise. Planned for {rule.n_planned} seeds (power in the record)")
+
+
+def _decided(rule: EffectRule, comparisons: Mapping[str, Interval], level: Interval | None = None) -> tuple[str, str]:
+    """``rule.decide``'s status and its why in parentheses, for a reason."""
+    status, why = rule.decide(comparisons, level)
+    return status, f" ({why})"
 
 
 # --- paper A (semantic fusion) -----------------------------------------------------------------
@@ -160,17 +261,8 @@ def _sem_mse(metrics):
                    seeds=_seeds(causal))
 
 
-def _rise(diff: Interval, refuted: bool, min_seeds: int = 2) -> str:
-    """REPRODUCED if ``diff``'s interval lies above 0, NOT_REPRODUCED if ``refuted``, INCONCLUSIVE otherwise ("no
-    difference detected") or with fewer than ``min_seeds`` seeds or an undefined interval."""
-    if (diff.n or 0) < min_seeds or not diff.finite:
-        return INCONCLUSIVE
-    return REPRODUCED if diff.above(0) else NOT_REPRODUCED if refuted else INCONCLUSIVE
-
-
-_PAIRED_PPL_RULE = ("paired by seed: baseline - fusion seen-only PPL; reproduced if its 95% interval lies above 0 in "
-                    "the causal setting (the language model), not reproduced if below, inconclusive (no difference "
-                    "detected) if it contains 0 or fewer than 2 seeds ran; the published setting is reported beside it")
+_PAIRED_PPL_RULE = ("paired by seed in the causal setting (the language model): " + ladder(A_T1_RULE)
+                    + "; the published setting's difference is judged the same way and reported beside it")
 
 
 @_judge(AUDIT, _PAIRED_PPL_RULE)
@@ -181,19 +273,15 @@ def _fusion_beats_baseline(metrics):
         _get(metrics, AUDIT, "table1", s, k, "ppl_seen_only", "values")
     diffs = {s: Interval.paired(v["baseline"].values, v["fusion"].values) for s, v in values.items()}
     n = len(values["causal"]["fusion"].values)
-    status, published_status = (_rise(diffs[s], diffs[s].below(0)) for s in ("causal", "published"))
-    where = {(REPRODUCED, REPRODUCED): "holds in both settings",
-             (REPRODUCED, INCONCLUSIVE): "holds in the causal setting only",
-             (INCONCLUSIVE, REPRODUCED): "holds in the published (non-causal) setting only",
-             (NOT_REPRODUCED, REPRODUCED): "holds in the published (non-causal) setting only"}.get(
-                 (status, published_status), f"causal: {status}, published: {published_status}")
+    (status, why), (published_status, _) = (A_T1_RULE.decide({"baseline - fusion": diffs[s]})
+                                            for s in ("causal", "published"))
     ppl = ", ".join(f"{s} {v['baseline'].mean:.3f} -> {v['fusion'].mean:.3f}" for s, v in values.items())
     # the decided quantity (the paired difference) is the value shown, with its interval; the PPLs go in the reason
     return Verdict.on(status,
-                   f"over {n} seeds, baseline - fusion seen-only PPL: causal {diffs['causal']:+.3f}, published "
-                   f"{diffs['published']:+.3f} ({where}"
-                   f"{'; no difference detected in the causal setting' if status == INCONCLUSIVE else ''}); "
-                   f"seen-only PPL baseline -> fusion: {ppl}", diffs["causal"], diffs["published"].mean)
+                      f"over {n} seeds, baseline - fusion seen-only PPL: causal {diffs['causal']:+.3f} ({why}), "
+                      f"published setting {diffs['published']:+.3f} ({published_status} by the same rule); seen-only "
+                      f"PPL baseline -> fusion: {ppl}", diffs["causal"], diffs["published"].mean,
+                      observed={"baseline - fusion": diffs["causal"]})
 
 
 _MASK_RULE = ("hard control restricts the adjective to the requested class and fixes the punctuation, so 1.00 holds "
@@ -271,32 +359,31 @@ def _ood(claim_id: str, claim: str, cls: str) -> Claim:
     return Claim(claim_id, "A", claim, ref.PAPER_A_OOD_HIT[cls], judge)
 
 
-_FOCUS_RULE = ("paired by seed: baseline - fusion cross-entropy of the token in the causal setting; reproduced if its "
-               "95% interval lies above 0, not reproduced if below, inconclusive (no difference detected) if it "
-               "contains 0 or fewer than 2 seeds ran")
-
-
 def _focus(claim_id: str, token: str) -> Claim:
-    @_judge(AUDIT, _FOCUS_RULE)
+    rule = A_T6_RULES[token]
+
+    @_judge(AUDIT, "paired by seed: the cross-entropy of the token in the causal setting, " + ladder(rule))
     def judge(metrics):
         seeds = _get(metrics, AUDIT, "focus_ce_seeds", token)
         floor = _get(metrics, AUDIT, "floors", "focus_ce", token)
         baseline, fusion, published_fusion = (_get(metrics, AUDIT, "focus_ce_seeds", token, arm)
                                               for arm in ("causal baseline", "causal fusion", "published fusion"))
         diff = Interval.paired(baseline, fusion)
-        status = _rise(diff, diff.below(0))
+        status, why = _decided(rule, {"baseline - fusion": diff})
         paper = ref.PAPER_A_FOCUS_CE["fusion"][token]
         published = sum(published_fusion) / len(published_fusion)
         published_diff = Interval.paired(_get(metrics, AUDIT, "focus_ce_seeds", token, "published baseline"),
                                          published_fusion).mean if "published baseline" in seeds else None
         # the decided quantity (the paired difference) is the value shown, with its interval
         return Verdict.on(status,
-                       f"causal CE baseline - fusion over {len(fusion)} seeds {diff:+.3f} nats (fusion "
+                       f"causal CE baseline - fusion over {len(fusion)} seeds {diff:+.3f} nats{why} (fusion "
                        f"{sum(fusion) / len(fusion):.2f}, baseline {sum(baseline) / len(baseline):.2f}; published "
                        f"setting's fusion {published:.2f}); causal floor {floor:.2f}; the paper's {paper:.2f} is "
-                       f"{'below' if paper < floor else 'above'} that floor", diff, published_diff)
+                       f"{'below' if paper < floor else 'above'} that floor", diff, published_diff,
+                       observed={"baseline - fusion": diff})
     return Claim(claim_id, "A", f"Table 6: fusion lowers the cross-entropy of '{token}'",
-                 f"{ref.PAPER_A_FOCUS_CE['baseline'][token]:.2f} -> {ref.PAPER_A_FOCUS_CE['fusion'][token]:.2f}", judge)
+                 f"{ref.PAPER_A_FOCUS_CE['baseline'][token]:.2f} -> {ref.PAPER_A_FOCUS_CE['fusion'][token]:.2f}", judge,
+                 rule)
 
 
 SST2 = "05_sst2"
@@ -359,9 +446,6 @@ def _sst2_control(metrics):
     return Verdict.on(status, reason + why, accuracy[worst])
 
 
-#: Pre-registered (committed with its rule and tests before chapter 4 measured it): A-feature-steering is decided
-#: only over at least this many paired training seeds; with fewer it is inconclusive whatever its interval.
-FEATURE_STEERING_MIN_SEEDS = 5
 FEATURE_STEERING_RULE = (
     "the paper's own control channel (Section 1 and its related-work paragraph: the features double as continuous "
     "control variables at test time, the predicates learnt in training reused to steer decoding): each training "
@@ -375,9 +459,7 @@ FEATURE_STEERING_RULE = (
     "model given the opposite request: the mean of the share of negative-requested sentences judged positive and "
     "of positive-requested sentences judged negative (a model whose features do not steer scores the same under "
     "both requests; with shared random numbers it writes the same sentences). Decided on requested - opposite, "
-    "paired by training seed, with its 95% t-interval over seeds: reproduced if the interval lies above 0; not "
-    "reproduced if it lies at or below 0 (its upper end <= 0); inconclusive otherwise, and with fewer than "
-    f"{FEATURE_STEERING_MIN_SEEDS} paired seeds whatever the interval")
+    "paired by training seed: " + ladder(FEATURE_STEERING_EFFECT))
 
 
 def _per_seed(metrics, chapter: str, where: tuple[str, ...], field: str) -> dict:
@@ -395,12 +477,7 @@ def _feature_steering(metrics):
     requested, opposite = (_per_seed(metrics, AUDIT, ("feature_steering",), arm) for arm in ("requested", "opposite"))
     seeds = list(requested)
     diff = Interval.paired(requested.values(), opposite.values())
-    status = _rise(diff, diff.high <= 0, FEATURE_STEERING_MIN_SEEDS)
-    why = {REPRODUCED: "above 0: the request in the features moves the adjective's polarity",
-           NOT_REPRODUCED: "at or below 0: no steering beyond the opposite request",
-           INCONCLUSIVE: "the interval straddles 0"}[status]
-    if len(seeds) < FEATURE_STEERING_MIN_SEEDS:
-        why = f"{len(seeds)} paired seeds; the rule needs {FEATURE_STEERING_MIN_SEEDS}"
+    status, why = FEATURE_STEERING_EFFECT.decide({"requested - opposite": diff})
     unit = (0.0, 1.0)
     reason = (f"features-only polarity accuracy over {len(seeds)} seeds of the causal fusion model: requested "
               f"{Interval.of_mean(requested.values(), unit):.3f}, opposite request "
@@ -409,7 +486,7 @@ def _feature_steering(metrics):
     per_request = _get(metrics, AUDIT, "feature_steering").n_per_request
     if per_request:
         reason += f"; {per_request} sentences per request and seed"
-    return Verdict.on(status, reason, diff)
+    return Verdict.on(status, reason, diff, observed={"requested - opposite": diff}, seed_ids=seeds)
 
 
 INTENT = "10_intent_control"
@@ -421,9 +498,9 @@ EXTENSION_LABEL = ("tested through a request channel this book adds (a sentence-
 _SOFT_CONTROL_RULE = ("the request channel this book adds (chapter 10: a sentence-level request written into the "
                       "features, not the paper's per-token features), features-only control (plain sampling at "
                       "temperature 1, no logit steering, no grammar mask): "
-                      "intent - shuffled polarity accuracy paired by training seed; reproduced if its 95% interval "
-                      "lies above 0, not reproduced if its mean is <= 0 (the request in the features does no better "
-                      "than a channel unrelated to the words), otherwise inconclusive (also with fewer than 2 seeds)")
+                      "intent - shuffled polarity accuracy paired by training seed (the shuffled model: the same "
+                      "request channel trained with the requests permuted between sentences, a channel unrelated to "
+                      "the words): " + ladder(SOFT_CONTROL_EFFECT))
 
 
 @_judge(INTENT, _SOFT_CONTROL_RULE)
@@ -431,10 +508,11 @@ def _intent_soft_control(metrics):
     variant = partial(_get, metrics, INTENT, "intent", "variants")
     scores = {v: variant(v, "polarity_acc") for v in ("intent", "shuffled", "baseline")}
     diff = Interval.paired(*(variant(v, "polarity_acc", "values") for v in ("intent", "shuffled")))
-    return Verdict.on(_rise(diff, diff.mean <= 0),
-                   f"polarity accuracy over {len(scores['intent'].values)} seeds: intent {scores['intent']:.3f}, "
-                   f"shuffled {scores['shuffled']:.3f}, unconditioned baseline {scores['baseline']:.3f}; "
-                   f"intent - shuffled {diff:+.3f}", diff)
+    status, why = _decided(SOFT_CONTROL_EFFECT, {"intent - shuffled": diff})
+    return Verdict.on(status,
+                      f"polarity accuracy over {len(scores['intent'].values)} seeds: intent {scores['intent']:.3f}, "
+                      f"shuffled {scores['shuffled']:.3f}, unconditioned baseline {scores['baseline']:.3f}; "
+                      f"intent - shuffled {diff:+.3f}{why}", diff, observed={"intent - shuffled": diff})
 
 
 #: Pre-registered (committed with its rule and tests before chapter 10 measured it): the intent - shuffled rank
@@ -558,8 +636,6 @@ IDEA_DIVERSITY_MARGIN = 0.05
 #: WikiText domains (``semlm/data/domains``, four prompts each), frequent in WikiText-2. The authors' four
 #: (medicine, chemistry, hardware, finance) sit at a floor of a few tenths of a percent there; they are shown beside.
 STICKINESS_DOMAINS = ("military", "music", "nature", "sport", "storms")
-#: ``B-stickiness`` needs at least this many training seeds before an interval can decide it.
-STICKINESS_MIN_SEEDS = 3
 #: The commit that fixed ``B-stickiness``'s rule and domains before any recorded results judged it.
 STICKINESS_RULE_COMMIT = "83729f3"
 
@@ -569,10 +645,8 @@ STICKINESS_RULE_COMMIT = "83729f3"
                "only, domain-word hits over content words): the per-seed gated - baseline stickiness averaged over "
                "the five domains, and the same difference against the sharpening control (the plain GPT of the seed "
                "sampled at the temperature that gives it the gated GPT's mean next-token entropy on validation text): "
-               "reproduced "
-               "only if both 95% t-intervals over seeds lie above 0; not reproduced if gated - baseline lies below 0; "
-               "inconclusive otherwise (the gate beats the plain model but not the sharpened one, an interval contains "
-               "0, no sharpening control was recorded, or too few seeds ran); the authors' four domains (prompt words "
+               + ladder(STICKINESS_EFFECT) + "; without a recorded sharpening control never reproduced (sharpening "
+               "alone could explain it); the authors' four domains (prompt words "
                "excluded, and their own count with the prompt) are reported beside it with the plain model's level, "
                "their floor in WikiText")
 def _idea_stickiness(metrics):
@@ -587,21 +661,21 @@ def _idea_stickiness(metrics):
                            for d in STICKINESS_DOMAINS)
     four, four_theirs = (domains(p, "all", "gated_minus_baseline") for p in ("stickiness", "authors_stickiness"))
     floor = domains("stickiness", "all", "baseline")
-    status, why = _first(
-        (n < STICKINESS_MIN_SEEDS, INCONCLUSIVE,
-         f"{n} training seeds, fewer than the {STICKINESS_MIN_SEEDS} the rule needs"),
-        (overall.below(0), NOT_REPRODUCED, "the gated GPT stays in the domain less than the plain one"),
-        (sharpened is None, INCONCLUSIVE, "no sharpening control recorded, so sharpening alone could explain it"),
-        (sharpened is not None and overall.above(0) and sharpened.above(0), REPRODUCED,
-         "more than the plain GPT and than the sharpening control"),
-        (overall.above(0), INCONCLUSIVE, "more than the plain GPT, but not than the sharpening control"),
-        (True, INCONCLUSIVE, "gated - baseline contains 0"))
-    control = f"; gated - sharpened plain {sharpened:+.3f}" if sharpened is not None else ""
+    observed = {"gated - plain": overall, "gated - sharpened plain": sharpened}
+    if sharpened is None:  # the ladder on gated - plain alone can exclude the effect, never reproduce it
+        del observed["gated - sharpened plain"]
+        status, why = effect_verdict(observed, STICKINESS_EFFECT.m, min_seeds=STICKINESS_MIN_SEEDS)
+        if status == REPRODUCED:
+            status, why = INCONCLUSIVE, "no sharpening control recorded, so sharpening alone could explain it"
+    else:
+        status, why = STICKINESS_EFFECT.decide(observed)
+    control = f"; gated - sharpened plain {sharpened:+.4f}" if sharpened is not None else ""
     return Verdict.on(status,
-                   f"over {n} training seeds, gated - baseline stickiness on the book's five domains {overall:+.3f} "
-                   f"({per_domain}){control} ({why}); beside it, the authors' four domains: gated - baseline "
-                   f"{four:+.4f} prompt words excluded, {four_theirs:+.4f} with their count, plain model at "
-                   f"{floor.mean:.4f} (their floor here)", overall, seeds=n)
+                      f"over {n} training seeds, gated - baseline stickiness on the book's five domains "
+                      f"{overall:+.4f} ({per_domain}){control} ({why}); beside it, the authors' four domains: "
+                      f"gated - baseline {four:+.4f} prompt words excluded, {four_theirs:+.4f} with their count, plain "
+                      f"model at {floor.mean:.4f} (their floor here)", overall, seeds=n, observed=observed,
+                      seed_ids=_get(metrics, IDEA, "over_seeds", "seeds"))
 
 
 @_if_competent(f"non-inferiority to the plain model over training seeds: the per-seed gated - baseline distinct-2 "
@@ -619,14 +693,16 @@ def _idea_distinct(metrics):
                    f"margin -{margin:.3f}{why}", diff, seeds=n)
 
 
-_LORA_RULE = ("paired by training seed on the same frozen backbone: gated - baseline and gated - capacity control "
+_LORA_RULE = ("paired by training seed on the same frozen backbone: baseline - gated and capacity control - gated "
               "validation PPL (the capacity control is the LoRA baseline plus a trainable output adapter d -> d -> V "
               "added to the logits, as many parameters as the idea head, its output layer zero-initialised, "
-              "trained on the token loss alone); reproduced only if both 95% t-intervals over seeds lie below 0; "
-              "inconclusive when the control explains the gain (gated - baseline below 0, gated - control not) "
-              "or fewer than 2 seeds ran; not reproduced if the gated model is not lower than the baseline "
-              "(gated - baseline interval not below 0); the paper's own numbers (Mistral-7B) need the paper "
-              "profile on a GPU")
+              "trained on the token loss alone): " + ladder(LORA_EFFECT) + ". No competence gate: the claim is "
+              "about what an idea head adds to a frozen backbone, and all three arms share that backbone, its data "
+              "and its token loss, so a backbone far from a competent language model (the reason gives its PPL "
+              "against an interpolated bigram's) weakens how far the result carries to the paper's Mistral-7B, not "
+              "the comparison: the capacity control asks whether any adapter with the idea head's parameters gives "
+              "the same gain, which is what separates the idea from the extra capacity at any backbone. The "
+              "paper's own numbers (Mistral-7B) need the paper profile on a GPU")
 
 
 @_judge(LORA, _LORA_RULE)
@@ -634,23 +710,20 @@ def _lora_ppl(metrics):
     lora = _get(metrics, LORA)
     capacity = partial(_get, metrics, LORA, "capacity_control")
     control, ppl = capacity(), capacity("val_ppl")
-    vs_base, vs_control = (capacity("val_ppl", f"gated_minus_{arm}") for arm in ("baseline", "control"))
-    n = len(capacity("seeds"))
-    status, what = _first(
-        (n < 2, INCONCLUSIVE, "fewer than 2 seeds give no interval"),
-        (vs_base.above(0), NOT_REPRODUCED, "the gated model's PPL is higher than the baseline's"),
-        (not vs_base.below(0), NOT_REPRODUCED, "the gated model is not shown lower than the baseline"),
-        (vs_control.below(0), REPRODUCED, "lower than both the baseline and the capacity control"),
-        (True, INCONCLUSIVE, "lower than the baseline, but an equally large output adapter explains it"))
-    reason = (f"over {n} training seeds ({control.quantization or '?'} backbone {lora.backbone or '?'}, "
-              f"{lora.dataset or '?'}): gated - baseline PPL {vs_base:+.3f}, gated - capacity control "
-              f"{vs_control:+.3f} ({what})")
+    observed = {name: oriented(capacity("val_ppl", f"gated_minus_{arm}"))
+                for name, arm in zip(LORA_EFFECT.comparisons, ("baseline", "control"))}
+    seeds = capacity("seeds")
+    status, why = LORA_EFFECT.decide(observed)
+    reason = (f"over {len(seeds)} training seeds ({control.quantization or '?'} backbone {lora.backbone or '?'}, "
+              f"{lora.dataset or '?'}): " + ", ".join(f"{name} PPL {i:+.3f}" for name, i in observed.items())
+              + f" ({why})")
     check = control.competence
     if check is not None and check.worst_ratio is not None:
         reason += (f"; competence note: the LoRA models' validation PPL is up to {check.worst_ratio:.2f} x an "
                    f"interpolated bigram's on the same tokens ({check.bigram_val_ppl:.1f})")
     reason += f"; validation PPL baseline {ppl.baseline:.2f}, gated {ppl.gated:.2f}, control {ppl.control:.2f}"
-    return Verdict.on(status, reason, vs_base, seeds=n)
+    return Verdict.on(status, reason, observed["baseline - gated"], seeds=len(seeds), observed=observed,
+                      seed_ids=seeds)
 
 
 TOPIC = "09_topic_drift"
@@ -668,11 +741,6 @@ _TOPIC_DIVERSITY_RULE = (
 
 #: The commit that fixed B-topic-drift's rule (this text and its code) before any build judged it.
 TOPIC_DRIFT_RULE_COMMIT = "8013786"
-#: Pre-registered: the number of comparable training seeds ``B-topic-drift`` needs (fewer: inconclusive).
-TOPIC_MIN_SEEDS = 5
-#: Pre-registered: a gated model whose whole excess-drift interval lies below this drifts less than the data
-#: (it holds on to a topic the data would have left): miscalibration, which counts against the claim.
-TOPIC_MISCALIBRATION = -0.03
 TOPIC_DRIFT_RULE = (
     "one test, at matched perplexity, over the training seeds: the gated model at the largest budget against (a) "
     "the plain model of the same seed interpolated, linearly in validation PPL, to the gated model's validation "
@@ -683,12 +751,10 @@ TOPIC_DRIFT_RULE = (
     "on held-out documents (its interval carried). Intervals: 95% Student t over seeds of the per-seed values "
     "(a bootstrap over prompts nested within seeds where that has zero width), an interpolated arm widened by "
     "its interpolation error. Not testable if, at that point, more than "
-    f"{TOPIC_MAX_MIXED} of either model's topical sentences mix topics; inconclusive with fewer than "
-    f"{TOPIC_MIN_SEEDS} comparable seeds. Not reproduced if gated - plain at matched PPL lies above 0 or the gated "
-    f"model's excess-drift interval lies wholly below {TOPIC_MISCALIBRATION} (drifting less than the data: "
-    "miscalibration); reproduced only if gated - plain at matched PPL and gated - sharpened plain both lie below 0; "
-    "inconclusive otherwise (the gate beats plain but not the sharpening control, or an interval straddles 0). "
-    "Other budgets are a secondary curve, not looks at this verdict")
+    f"{TOPIC_MAX_MIXED} of either model's topical sentences mix topics. Then " + ladder(TOPIC_DRIFT_EFFECT)
+    + f"; a gated excess drift wholly below {TOPIC_MISCALIBRATION} drifts less than the data (miscalibration), and "
+    "one not wholly above it cannot count for the claim. Other budgets are a secondary curve, not looks at this "
+    "verdict")
 
 
 @_judge(TOPIC, TOPIC_DRIFT_RULE)
@@ -702,22 +768,18 @@ def _topic_drift(metrics):
         "gated_minus_plain", "gated_minus_sharpened", "gated", "mix_gated", "mix_plain"))
     reason = (f"over {len(seeds)} seeds at matched validation PPL {d.matched_ppl}: excess drift gated {gated:+.3f}, "
               f"plain {d.plain_at_matched_ppl:+.3f}, sharpened plain {d.sharpened_plain:+.3f} (temperature "
-              f"{d.temperature}), gate off {d.gate_off:+.3f}; gated - plain {diff:+.3f}, gated - sharpened "
-              f"{sharp:+.3f}; data's rate {d.data_rate}"
+              f"{d.temperature}), gate off {d.gate_off:+.3f}; plain - gated {oriented(diff):+.3f}, sharpened plain - "
+              f"gated {oriented(sharp):+.3f}; data's rate {d.data_rate}"
               + (f"; not comparable (no bracket): {skipped}" if skipped else ""))
     mixes = {"gated": mix_gated, "plain": mix_plain}
     mixing = [f"{name} {m.mean:.2f}" for name, m in mixes.items() if m.mean > TOPIC_MAX_MIXED]
+    observed = dict(zip(TOPIC_DRIFT_EFFECT.comparisons, (oriented(diff), oriented(sharp))))
     status, why = _first(
         (not all(x.finite for x in (diff, sharp, gated, *mixes.values())), NOT_TESTABLE, "; a rate is undefined"),
         (mixing, NOT_TESTABLE, f"; topic-mixing sentences above {TOPIC_MAX_MIXED}: {', '.join(mixing)}"),
-        (diff.above(0), NOT_REPRODUCED, " (the gated model drifts more than the plain model at matched PPL)"),
-        (gated.below(TOPIC_MISCALIBRATION), NOT_REPRODUCED,
-         " (the gated model drifts less than the data (miscalibrated))"),
-        (diff.below(0) and sharp.below(0), REPRODUCED,
-         " (less drift than plain at matched PPL and than the sharpening control)"),
-        (diff.below(0), INCONCLUSIVE, " (less drift than plain at matched PPL, but not than the sharpening control)"),
-        (True, INCONCLUSIVE, " (gated - plain at matched PPL straddles 0)"))
-    return Verdict.on(status, reason + why, diff, seeds=len(seeds))
+        (True, *_decided(TOPIC_DRIFT_EFFECT, observed, gated)))
+    return Verdict.on(status, reason + why, observed["plain - gated"], seeds=len(seeds), observed=observed,
+                      seed_ids=seeds)
 
 
 @_judge(TOPIC, _TOPIC_DIVERSITY_RULE)
@@ -745,7 +807,7 @@ CLAIMS: tuple[Claim, ...] = (
     _table1("A-T1-seen-fusion", "Table 1: fusion seen-only PPL", "fusion", "ppl_seen_only"),
     Claim("A-T1-fusion-better", "A", "Fusion lowers (seen-only) PPL against the baseline",
           f"{ref.PAPER_A_TABLE1['baseline']['ppl_seen_only']} -> {ref.PAPER_A_TABLE1['fusion']['ppl_seen_only']}",
-          _fusion_beats_baseline),
+          _fusion_beats_baseline, A_T1_RULE),
     Claim("A-T1-mse", "A", "Table 1: the auxiliary head reconstructs the features (semantic MSE)",
           ref.PAPER_A_TABLE1["fusion"]["sem_mse"], _sem_mse),
     Claim("A-T2-adj", "A", "Table 2: hard control, adjective polarity accuracy", 1.0, _hard_control("adj_acc")),
@@ -762,9 +824,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("A-feature-steering", "A", "The paper's own channel: a request written into the per-token features "
           "steers polarity at test time without logit steering (features as continuous control variables, the "
           "training predicates reused for control; Section 1 and related work)", "steers through the features",
-          _feature_steering),
+          _feature_steering, FEATURE_STEERING_EFFECT),
     Claim("A-soft-control", "A", f"The features alone steer polarity (a continuous control channel, Sections 2-3), "
-          f"{EXTENSION_LABEL}", "control through the features", _intent_soft_control),
+          f"{EXTENSION_LABEL}", "control through the features", _intent_soft_control,
+          SOFT_CONTROL_EFFECT),
     Claim("A-intensity", "A", f"Intensity rises smoothly with the requested strength (str_high, Section 1), "
           f"{EXTENSION_LABEL}", "rises smoothly with str_high", _intent_intensity),
     Claim("B-ppl", "B", "Gating keeps validation PPL comparable to the baseline (WikiText-103 GPT)", "comparable",
@@ -772,13 +835,14 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("B-stickiness", "B", "Gated generations stay in the prompt's domain more (WikiText-103 GPT: Table 1 and the "
           "authors' README, four domains; judged here on five domains WikiText contains)",
           "; ".join(f"{d} {v['baseline']:.1%} -> {v['gated']:.1%}" for d, v in ref.PAPER_B_STICKINESS.items()),
-          _idea_stickiness),
+          _idea_stickiness, STICKINESS_EFFECT),
     Claim("B-distinct", "B", "Diversity stays high (WikiText-103 GPT, Table 1: distinct-2 0.99)", 0.99, _idea_distinct),
     Claim("B-lora-ppl", "B", "LoRA + idea gate on a frozen 4-bit backbone lowers PPL (FineWeb-Edu), beyond a "
-          "capacity-matched control", "7.78 vs 8.07", _lora_ppl),
+          "capacity-matched control", "7.78 vs 8.07", _lora_ppl,
+          LORA_EFFECT),
     Claim("B-topic-drift", "B", "The idea gate reduces topic drift at comparable perplexity, beyond what sharpening "
           "the distribution does (synthetic topics with a measured switch rate; Sections 3 and 5)",
-          "less drift than the plain model", _topic_drift),
+          "less drift than the plain model", _topic_drift, TOPIC_DRIFT_EFFECT),
     Claim("B-topic-diversity", "B", "The gate keeps diversity on the synthetic topics (distinct-2 not lower than "
           "plain)", "distinct-2 about 0.99", _topic_diversity),
 )
@@ -805,7 +869,9 @@ BY_CONSTRUCTION_ALLOWED: frozenset[str] = frozenset({
 
 def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
     """The claims table as rows: ``{id, paper, claim, paper_value, published_value, causal_value, ci, seeds, status,
-    reason, profile, rule}`` (``seeds``: how many training seeds the decided interval rests on, None where unknown).
+    reason, profile, rule}`` (``seeds``: how many training seeds the decided interval rests on, None where unknown);
+    an effect claim's row adds ``smallest_effect`` (``{value, source}``) and ``power``
+    (:func:`semlm.book.effects.power_block`: planned and used seeds, planning and observed SDs, ``at_zero``, ``at_m``).
 
     Raises ``ValueError`` if a judge returns an unknown status, or "holds by construction" for a claim not on
     :data:`BY_CONSTRUCTION_ALLOWED`."""
@@ -823,4 +889,7 @@ def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
                      "published_value": verdict.published_value, "causal_value": verdict.causal_value,
                      "ci": list(verdict.ci) if verdict.ci else None, "seeds": verdict.seeds, "status": verdict.status,
                      "reason": verdict.reason, "profile": verdict.profile, "rule": verdict.rule})
+        if claim.effect is not None:
+            rows[-1]["smallest_effect"] = claim.effect.smallest_effect
+            rows[-1]["power"] = power_block(claim.effect, verdict.observed, verdict.seed_ids)
     return rows
