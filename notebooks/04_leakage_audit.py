@@ -50,7 +50,7 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import book, plots
-from semlm.book.claims import FEATURE_STEERING_MIN_SEEDS, evaluate_claims
+from semlm.book.claims import FEATURE_STEERING_EFFECT, FEATURE_STEERING_MIN_SEEDS, evaluate_claims
 from semlm.core import runs
 from semlm.core.metrics import FOCUS_TOKENS
 from semlm.data.synthetic import make_corpus
@@ -369,8 +369,10 @@ for name, sentence in summary.code_verdicts().items():
 # it would write the very same sentences. The judge is the lexicon (the polarity class
 # of the written adjective), N = 200 sentences per request and seed. The rule of the
 # claim `A-feature-steering` was committed before this measurement first ran: the
-# requested minus opposite-request accuracy, paired by seed, must have its 95% interval
-# above 0 over at least {glue:text}`steering_min_seeds` seeds.
+# requested minus opposite-request accuracy, paired by seed over at least
+# {glue:text}`steering_min_seeds` seeds, is reproduced if its 95% interval lies above 0 and
+# not reproduced if the interval excludes an effect of {glue:text}`steering_m` (its smallest
+# effect of interest, frozen beside the rule).
 
 # %%
 steering = feature_steering(audit, profile, N, steer_seeds)
@@ -387,6 +389,7 @@ pd.Series(claim)[["status", "reason"]].to_frame("A-feature-steering")
 
 # %% tags=["remove-cell"]
 glue("steering_min_seeds", FEATURE_STEERING_MIN_SEEDS, display=False)
+glue("steering_m", FEATURE_STEERING_EFFECT.m, display=False)
 glue("steering_n", len(steer_seeds), display=False)
 glue("steering_status", claim["status"], display=False)
 low, high = claim["ci"] or (math.nan, math.nan)

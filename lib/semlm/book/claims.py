@@ -3,10 +3,11 @@
 Each claim of the two papers is a :class:`Claim` with the paper's value and a judge that reads this build's
 ``{chapter: record}`` (typed records, or the dicts :func:`semlm.book.report.write_chapter_metrics` wrote, read
 through :func:`semlm.book.records.load_record`) and returns a :class:`Verdict`: our values, one of :data:`STATUSES`
-(:data:`STATUS_MEANINGS` says what each means) and the ``rule`` it was judged by. A paper-A rule gives
-"reproduced" only if a model without the property would fail it: intervals (over seeds, or Wilson intervals of
-rates), never signs of means. A rate whose interval has a half-width above :data:`INCONCLUSIVE_HALF_WIDTH` is
-inconclusive whatever its centre.
+(:data:`STATUS_MEANINGS` says what each means) and the ``rule`` it was judged by. A rule gives "reproduced" only if
+a model without the property would fail it: intervals (over seeds, or Wilson intervals of rates), never signs of
+means. An effect claim (``Claim.effect``) is judged by one ladder against a frozen smallest effect of interest, so it
+can say "not reproduced" when an effect that large is excluded, and carries its power (:mod:`semlm.book.effects`).
+A rate whose interval has a half-width above :data:`INCONCLUSIVE_HALF_WIDTH` is inconclusive whatever its centre.
 
 Nothing here is typed by hand except the papers' own values and the rules.
 """
