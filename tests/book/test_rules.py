@@ -224,3 +224,17 @@ def test_the_half_width_over_m_is_what_the_planned_seeds_give():
     expected = t_quantile_975(rule.n_planned - 1) * rule.pilot.sd_plan[0] / math.sqrt(rule.n_planned) / rule.m
     assert block["half_width_over_m"]["planned"] == pytest.approx(expected)
     assert block["seeds_used"] == 0 and block["half_width_over_m"]["observed"] is None
+
+
+def test_the_power_table_shows_every_effect_claim_with_its_planned_power():
+    from semlm.book.effects import power_frame
+
+    rows = evaluate_claims({})
+    frame = power_frame(rows)
+    assert set(frame.index) == EXPECTED
+    for row in rows:
+        if row["id"] in EXPECTED:
+            shown = frame.loc[row["id"]]
+            assert shown["m"] == row["smallest_effect"]["value"]
+            assert shown["P(not reproduced | 0)"] == round(row["power"]["at_zero"], 2)
+            assert shown["affordable"] == ("yes" if EFFECTS[row["id"]].affordable else "no")

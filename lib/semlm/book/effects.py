@@ -288,3 +288,22 @@ def power_block(rule: EffectRule, observed: Mapping[str, Interval] | None = None
                                   "observed": max((i.half_width for i in used), default=float("nan")) / rule.m
                                   if used else None},
             "note": rule.note}
+
+
+def power_frame(rows: Sequence[Mapping]):
+    """The effect claims' rules at a glance, one row per claim of ``rows`` (``semlm.book.claims.evaluate_claims``)
+    that carries a power block: ``m``, the planned and used seeds, ``at_zero``, ``at_m``, the planned and observed
+    half-width of the deciding interval over ``m``, and whether the planned seeds are affordable."""
+    import pandas as pd
+
+    def rounded(value, digits=2):
+        return None if value is None or value != value else round(value, digits)
+
+    return pd.DataFrame([{
+        "claim": row["id"], "m": row["smallest_effect"]["value"], "seeds planned": row["power"]["n_planned"],
+        "seeds used": row["power"]["seeds_used"], "P(not reproduced | 0)": rounded(row["power"]["at_zero"]),
+        "P(reproduced | m)": rounded(row["power"]["at_m"]),
+        "half-width / m, planned": rounded(row["power"]["half_width_over_m"]["planned"]),
+        "half-width / m, this build": rounded(row["power"]["half_width_over_m"]["observed"]),
+        "affordable": "yes" if row["power"]["affordable"] else "no",
+    } for row in rows if row.get("power")]).set_index("claim")
