@@ -40,18 +40,29 @@ import pandas as pd
 from semlm import book
 from semlm.book import report
 from semlm.book.claims import evaluate_claims
+from semlm.book.effects import power_frame
 from semlm.book.recorded import recorded_verdicts
 
 chapter = book.open("report", profile=profile, seed=seed)
 metrics = report.load_metrics()
-claims = report.attach_recorded(evaluate_claims(metrics), recorded_verdicts())
+claims = report.final_verdicts(
+    report.attach_recorded(evaluate_claims(metrics), recorded_verdicts())
+)
 manifest = report.report_manifest(metrics, report.chapter_parameters())
 
 # %% [markdown]
 # ## Verdicts
+#
+# Each claim has one final verdict, taken from a fixed order of sources: the claim's
+# registered decisive recording when it is complete, else this build's verdict, else, for a
+# claim this profile cannot test, the competent recorded run its rule names. The counts below
+# are of that final column.
 
 # %% tags=["remove-input"]
 report.verdict_summary(claims).reset_index()
+
+# %% tags=["remove-input"]
+print(report.multiplicity_sentence(claims))
 
 # %% tags=["remove-input"]
 report.status_legend()
@@ -59,13 +70,30 @@ report.status_legend()
 # %% [markdown]
 # ## Claims
 #
-# By paper, verdicts first; open a row's *why* for the reason and the rule. The last column is
+# By paper, verdicts first; open a row's *why* for the reason and the rule (this build's). The
+# status is the final verdict; the column beside it names its source and this build's own
+# verdict, marked *(disagree)* where one says reproduced and the other not reproduced. The
+# recorded folders holding the same result are one entry. The last column is
 # not this build: the same claims code applied to the runs recorded in `book/recorded/` (a whole
 # book build from a fresh clone, long CPU runs, GPU runs), each with its folder and commit, where
 # that folder holds what the claim needs.
 
 # %% tags=["remove-input"]
 report.claims_table(claims)
+
+# %% [markdown]
+# ## What each effect rule can decide
+#
+# An effect claim is judged against a smallest effect of interest `m`, half the effect the
+# paper reports, frozen beside its rule: *not reproduced* when the interval excludes an effect
+# of `m`, *reproduced* when it lies above 0. Its power is simulated through the rule itself
+# at the seeds it is planned for, with the pilot recording's per-seed SD inflated for its few
+# seeds: the chance of *not reproduced* when there is no effect, and of *reproduced* when the
+# effect is `m`. A half-width over `m` near 0.5 or below can tell the two apart; this build's
+# own is beside it.
+
+# %% tags=["remove-input"]
+power_frame(claims)
 
 # %% [markdown]
 # ## Run manifest

@@ -28,7 +28,8 @@ from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_REC
                                       BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL, GPU_THROUGHPUT, IDEA_PRECISION,
                                       PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS, RecordedRun,
                                       load_recorded, read_json)
-from semlm.book.report import cpu_model, git_commit, load_metrics, package_versions
+from semlm.book.report import (attach_recorded, cpu_model, final_status, final_verdicts, git_commit, load_metrics,
+                               multiplicity_sentence, package_versions)
 from semlm.data.paths import REPO_ROOT
 from semlm.idea.profiles import idea_profile, lora_profile
 from semlm.profiles import cpu_computes_bf16
@@ -69,8 +70,10 @@ def _mean(value):
 
 def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
     """The claims code applied to every recorded folder (a book build's ``metrics/`` or a run's chapter files; dry
-    runs skipped), apart from the build's own verdicts: ``{claim id: [{folder, commit, machine, date, profile,
-    seeds, status, value_mean, ci_low, ci_high}, ...]}``, one entry per folder that holds what the claim needs.
+    runs skipped), apart from the build's own verdicts: ``{claim id: [{folder, folders, commit, commits, machine,
+    date, profile, seeds, status, value_mean, ci_low, ci_high}, ...]}``, one entry per recorded result: folders that
+    hold the same result (same status, seeds, value and interval: the same per-seed values judged alike) are one
+    entry naming every one of them (``folders``, ``commits``; ``folder`` and ``commit`` are the first).
     ``seeds``: the training seeds the claim's interval rests on (None where the claim does not say)."""
     out: dict[str, list[dict]] = {}
     for run in load_recorded(root):
@@ -81,11 +84,21 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
             if row["status"] == NOT_RUN:
                 continue
             low, high = row["ci"] if row.get("ci") else (None, None)
-            out.setdefault(row["id"], []).append(
-                {"folder": run.slug, "commit": run.commit[:12], "machine": run.machine, "date": run.date,
-                 "profile": row.get("profile"), "seeds": row.get("seeds"), "status": row["status"],
-                 "value_mean": _mean(row.get("causal_value")), "ci_low": low, "ci_high": high})
+            entry = {"folder": run.slug, "folders": [run.slug], "commit": run.commit[:12],
+                     "commits": [run.commit[:12]], "machine": run.machine, "date": run.date,
+                     "profile": row.get("profile"), "seeds": row.get("seeds"), "status": row["status"],
+                     "value_mean": _mean(row.get("causal_value")), "ci_low": low, "ci_high": high}
+            same = [e for e in out.get(row["id"], []) if all(e[k] == entry[k] for k in _SAME_RESULT)]
+            if same:
+                same[0]["folders"].append(run.slug)
+                same[0]["commits"].append(run.commit[:12])
+            else:
+                out.setdefault(row["id"], []).append(entry)
     return out
+
+
+#: What makes two recorded folders' results of a claim one result.
+_SAME_RESULT = ("status", "seeds", "profile", "value_mean", "ci_low", "ci_high")
 
 
 def _build_side(folder: str | Path) -> dict:
@@ -203,19 +216,35 @@ def readme_verdicts_section(root: str | Path | None = None) -> str:
     if run is None:
         return (f"{README_START}\nNo recorded build keeps its verdicts yet: `python -m semlm.book.recorded "
                 f"collect-book` after a `make book` from a fresh clone writes one.\n{README_END}")
-    counts = run.report["counts"]
+    claims = final_claims(run, root)
+    counts: dict[str, Counter] = {}
+    for row in claims:
+        counts.setdefault(row["paper"], Counter())[final_status(row)] += 1
     statuses = sorted({status for paper in counts.values() for status in paper})
     papers = sorted(counts)
     link = f"book/recorded/{run.slug}/{VERDICTS}"
     lines = [README_START,
              f"The latest recorded `{run.provenance.get('profile')}` build ([{run.slug}]({link}): commit "
-             f"`{run.commit[:7]}`, {run.machine}, {run.date[:10]}) judged the papers' claims so "
-             f"(not the verdicts of your own build; the reasons and rules are in `{VERDICTS}`):", "",
+             f"`{run.commit[:7]}`, {run.machine}, {run.date[:10]}), its metrics judged by this commit's claims code, "
+             f"gives each claim one final verdict: a claim's registered decisive recording, else that build's own "
+             f"verdict, else, for a claim its profile cannot test, the competent recorded run the rule names (not the "
+             f"verdicts of your own build; `{VERDICTS}` keeps the reasons and rules as that build's own code gave "
+             f"them):", "",
              "| status | " + " | ".join(f"paper {p}" for p in papers) + " |",
              "|---|" + "---|" * len(papers)]
     lines += [f"| {status} | " + " | ".join(str(counts[p].get(status, 0)) for p in papers) + " |"
               for status in statuses]
-    return "\n".join([*lines, README_END])
+    return "\n".join([*lines, "", multiplicity_sentence(claims), README_END])
+
+
+def final_claims(run: RecordedRun, root: str | Path | None = None) -> list[dict]:
+    """A recorded book build's claims with their final verdicts: its stored ``report.json`` rows, each replaced by
+    this commit's claims code's verdict wherever its metrics let that code judge the claim, with the recorded runs
+    attached (:func:`recorded_verdicts`) and :func:`semlm.book.report.final_verdicts` applied."""
+    rows = {row["id"]: row for row in (run.report or {}).get("claims", [])}
+    if run.book_metrics:
+        rows.update({row["id"]: row for row in evaluate_claims(run.book_metrics) if row["status"] != NOT_RUN})
+    return final_verdicts(attach_recorded(list(rows.values()), recorded_verdicts(root)))
 
 
 def update_readme(readme: Path, root: str | Path | None = None) -> bool:
@@ -250,11 +279,15 @@ def verdicts_markdown(report: dict, provenance: dict) -> str:
              "", "| paper | status | claims |", "|---|---|---|"]
     for paper, counts in sorted(report["counts"].items()):
         lines += [f"| {paper} | {status} | {n} |" for status, n in sorted(counts.items())]
-    lines += ["", "| claim | status | value | 95% interval | reason | rule |", "|---|---|---|---|---|---|"]
+    lines += ["", multiplicity_sentence(report["claims"]), "",
+              "| claim | final status | source | this build's status | value | 95% interval | reason | rule |",
+              "|---|---|---|---|---|---|---|---|"]
     for row in report["claims"]:
         ci = f"[{row['ci'][0]:.4g}, {row['ci'][1]:.4g}]" if row.get("ci") else ""
-        lines.append(f"| {row['id']}: {_cell(row['claim'])} | {row['status']} | {_cell(row.get('causal_value'))} | "
-                     f"{ci} | {_cell(row.get('reason'))} | {_cell(row.get('rule'))} |")
+        source = (row.get("final") or {}).get("source", "this build")
+        lines.append(f"| {row['id']}: {_cell(row['claim'])} | {final_status(row)} | {source} | {row['status']} | "
+                     f"{_cell(row.get('causal_value'))} | {ci} | {_cell(row.get('reason'))} | "
+                     f"{_cell(row.get('rule'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -627,9 +660,11 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
         report["claims_commit"] = report.get("git_commit", "unknown")
     else:
         report = {"claims": evaluate_claims(chapters), "claims_commit": provenance["collected_at_commit"]}
+    if not all("final" in row for row in report["claims"]):  # a report written before final verdicts existed
+        report["claims"] = final_verdicts(attach_recorded(report["claims"], recorded_verdicts(root)))
     report["counts"] = {}
     for row in report["claims"]:
-        report["counts"].setdefault(row["paper"], Counter())[row["status"]] += 1
+        report["counts"].setdefault(row["paper"], Counter())[final_status(row)] += 1
     return _write_folder(root / _folder_name("cpu-book-", name, "build"), provenance, {
         BOOK_MANIFEST: manifest_path, **{f"{BOOK_METRICS}/{path.name}": path for path in sources},
         REPORT: json.dumps(report, indent=2, default=str), VERDICTS: verdicts_markdown(report, provenance)})

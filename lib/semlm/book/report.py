@@ -228,8 +228,10 @@ def _recorded_cell(row: dict) -> str:
     for e in row.get("recorded") or []:
         value = "" if e.get("value_mean") is None else f" {e['value_mean']:.3g}"
         ci = "" if e.get("ci_low") is None else f" [{e['ci_low']:.3g}, {e['ci_high']:.3g}]"
+        where = ", ".join(f"{folder} ({commit[:7]})" for folder, commit in zip(e.get("folders", [e["folder"]]),
+                                                                               e.get("commits", [e["commit"]])))
         parts.append(f"<b>{html.escape(e['status'])}</b>{html.escape(value + ci)}<br><small>"
-                     f"{html.escape(e['folder'])} ({html.escape(e['commit'][:7])})</small>")
+                     f"{html.escape(where)}</small>")
     return "<br>".join(parts) or "–"
 
 
@@ -241,33 +243,43 @@ def claims_table(claims: list[dict]) -> HTMLBlock:
     ``<details>`` row below it."""
     from semlm.book.claims import STATUSES
 
-    claims = sorted(claims, key=lambda row: (row["paper"], STATUSES.index(row["status"])))
+    claims = sorted(claims, key=lambda row: (row["paper"], STATUSES.index(final_status(row))))
     recorded = any("recorded" in row for row in claims)
-    names = ("id", "claim", "paper value", "ours", "status") + (("recorded runs (not this build)",) if recorded else ())
+    final = any("final" in row for row in claims)
+    names = (("id", "claim", "paper value", "ours", "status") + (("source; this build's verdict",) if final else ())
+             + (("recorded runs (not this build)",) if recorded else ()))
     head = "".join(f"<th>{name}</th>" for name in names)
     rows = []
     for row in claims:
         extra = f"<td>{_recorded_cell(row)}</td>" if recorded else ""
+        if final:
+            f = row.get("final") or {"source": THIS_BUILD, "build_status": row["status"], "flag": False}
+            flag = (' <b class="semlm-flag" title="one says reproduced, the other not reproduced">(disagree)</b>'
+                    if f["flag"] else "")
+            extra = (f"<td>{html.escape(f['source'])}<br><small>this build: {html.escape(f['build_status'])}</small>"
+                     f"{flag}</td>{extra}")
+        status = final_status(row)
         rows.append(f'<tr class="semlm-claim"><td class="semlm-id">{html.escape(row["id"])}</td>'
                     f"<td>{html.escape(row['claim'])}</td><td>{html.escape(_show_value(row['paper_value']))}</td>"
                     f"<td>{_ours(row)}</td><td class=\"semlm-status\" style=\"background-color: "
-                    f"{STATUS_COLOURS[row['status']]}\">{html.escape(row['status'])}</td>{extra}</tr>")
+                    f"{STATUS_COLOURS[status]}\">{html.escape(status)}</td>{extra}</tr>")
         rule = f"<p><b>rule:</b> {html.escape(row['rule'])}</p>" if row.get("rule") else ""
         rows.append(f'<tr class="semlm-claim-detail"><td colspan="{len(names)}"><details><summary>why: '
                     f"{html.escape(row['status'])}</summary><p><b>reason:</b> {html.escape(row['reason'])}</p>"
                     f"{rule}<p><b>profile:</b> {html.escape(row['profile'] or 'none')}</p></details></td></tr>")
     table = f'<table class="semlm-claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    return HTMLBlock(table, "\n".join(f"{row['id']}: {row['status']}" for row in claims))
+    return HTMLBlock(table, "\n".join(f"{row['id']}: {final_status(row)}" for row in claims))
 
 
 def verdict_summary(claims: list[dict]):
-    """How many claims of each paper have each status (the statuses this build used, in ``STATUSES`` order)."""
+    """How many claims of each paper have each final status (:func:`final_verdicts`; a row's own status where it
+    has none), the statuses used in ``STATUSES`` order."""
     import pandas as pd
 
     from semlm.book.claims import STATUSES
 
-    used = [status for status in STATUSES if any(row["status"] == status for row in claims)]
-    table = pd.DataFrame({f"paper {paper}": [sum(row["paper"] == paper and row["status"] == status for row in claims)
+    used = [status for status in STATUSES if any(final_status(row) == status for row in claims)]
+    table = pd.DataFrame({f"paper {paper}": [sum(row["paper"] == paper and final_status(row) == status for row in claims)
                                              for status in used]
                           for paper in sorted({row["paper"] for row in claims})},
                          index=pd.Index(used, name="status"))
@@ -319,3 +331,60 @@ def report_manifest(metrics: dict[str, dict], params: dict[str, dict[str, object
              and k not in ("seed", "cpu_count", "wall_seconds", "peak_memory_mb")}
     return {"chapters": {name: {k: rec.get(k) for k in MANIFEST_FIELDS} for name, rec in metrics.items()},
             "hardware": hardware, "packages": first.get("packages", {}), "bench": bench, "parameters": params}
+
+
+# --- one final verdict per claim --------------------------------------------------------------
+
+THIS_BUILD = "this build"
+
+
+def final_verdicts(claims: list[dict], decisive: dict[str, str] | None = None,
+                   competent: dict[str, str] | None = None) -> list[dict]:
+    """The claims (with their ``recorded`` entries, :func:`attach_recorded`), each with ``final``: one verdict taken
+    from a fixed order of sources, never chosen by which source decides: (1) the claim's registered decisive recording
+    (``semlm.book.claims.DECISIVE_RECORDINGS``); (2) else this build's verdict; (3) else, where this build's profile
+    cannot test the claim ("not testable at this scale"), the competent recorded run its rule names
+    (``COMPETENT_RECORDINGS``). Pilot and decisive seeds are never pooled: a source's verdict is taken whole.
+    ``final`` is ``{status, source, build_status, flag}``; ``flag`` marks a final verdict and a build verdict of which
+    one is "reproduced" and the other "not reproduced". A decisive recording that holds no verdict for its claim is
+    an error."""
+    from semlm.book import claims as rules
+
+    decisive = rules.DECISIVE_RECORDINGS if decisive is None else decisive
+    competent = rules.COMPETENT_RECORDINGS if competent is None else competent
+    out = []
+    for row in claims:
+        def entry(folder: str) -> dict | None:
+            return next((e for e in row.get("recorded") or () if folder in e.get("folders", [e.get("folder")])), None)
+
+        status, source = row["status"], THIS_BUILD
+        if row["id"] in decisive:
+            found = entry(decisive[row["id"]])
+            if found is None:
+                raise ValueError(f"claim {row['id']}: its decisive recording book/recorded/{decisive[row['id']]} "
+                                 f"holds no verdict for it; record it there or take it out of DECISIVE_RECORDINGS")
+            status, source = found["status"], decisive[row["id"]]
+        elif row["status"] == rules.NOT_TESTABLE and row["id"] in competent:
+            found = entry(competent[row["id"]])
+            if found is not None and found["status"] != rules.NOT_TESTABLE:
+                status, source = found["status"], competent[row["id"]]
+        flag = {status, row["status"]} == {rules.REPRODUCED, rules.NOT_REPRODUCED}
+        out.append({**row, "final": {"status": status, "source": source, "build_status": row["status"],
+                                     "flag": flag}})
+    return out
+
+
+def final_status(row: dict) -> str:
+    """A claim row's final status (its own status where it has no ``final``)."""
+    return (row.get("final") or {}).get("status", row["status"])
+
+
+def multiplicity_sentence(claims: list[dict], level: float = 0.95) -> str:
+    """How many claims the final column decides (reproduced or not reproduced), and how many of those decisions are
+    expected to be wrong by chance alone at ``level`` per claim."""
+    from semlm.book.claims import NOT_REPRODUCED, REPRODUCED
+
+    decided = sum(final_status(row) in (REPRODUCED, NOT_REPRODUCED) for row in claims)
+    return (f"This report decides {decided} of {len(claims)} claims (reproduced or not reproduced). Each decision "
+            f"rests on a {level:.0%} interval, so about {decided * (1 - level):.2f} of them are expected to be wrong "
+            f"by chance alone; no correction for multiplicity is applied.")
