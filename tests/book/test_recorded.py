@@ -337,8 +337,8 @@ def test_the_recorded_precision_frame_says_how_to_record_one_when_there_is_none(
 
 
 def test_the_readme_shows_the_latest_recorded_builds_verdict_counts():
-    """The README's section equals what the latest recorded build's report.json says (regenerate it with
-    `python -m semlm.book.recorded collect-book`, which rewrites the section)."""
+    """The README's section equals the latest recorded build's final verdicts, re-judged by this commit's claims code
+    (regenerate it with `python -m semlm.book.recorded readme`; `collect-book` rewrites it too)."""
     readme = (REPO_ROOT / "README.md").read_text()
     section = README_START + readme.split(README_START, 1)[1].split(README_END, 1)[0] + README_END
     assert section == readme_verdicts_section(), "README.md's recorded verdicts differ from book/recorded"

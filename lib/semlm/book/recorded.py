@@ -71,10 +71,11 @@ def _mean(value):
 def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
     """The claims code applied to every recorded folder (a book build's ``metrics/`` or a run's chapter files; dry
     runs skipped), apart from the build's own verdicts: ``{claim id: [{folder, folders, commit, commits, machine,
-    date, profile, seeds, status, value_mean, ci_low, ci_high}, ...]}``, one entry per recorded result: folders that
-    hold the same result (same status, seeds, value and interval: the same per-seed values judged alike) are one
-    entry naming every one of them (``folders``, ``commits``; ``folder`` and ``commit`` are the first).
-    ``seeds``: the training seeds the claim's interval rests on (None where the claim does not say)."""
+    date, profile, seeds, seed_range, status, value_mean, ci_low, ci_high}, ...]}``, one entry per recorded result:
+    folders that hold the same result (:func:`same_result`: the same status, seeds and per-seed values, or where a
+    claim keeps no per-seed values the same value and interval) are one entry naming every one of them (``folders``,
+    ``commits``; ``folder`` and ``commit`` are the first). ``seeds``: how many training seeds the claim's interval
+    rests on (None where the claim does not say); ``seed_range``: the first and last of them, where the claim says."""
     out: dict[str, list[dict]] = {}
     for run in load_recorded(root):
         metrics = run.book_metrics or run.chapters
@@ -86,19 +87,32 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
             low, high = row["ci"] if row.get("ci") else (None, None)
             entry = {"folder": run.slug, "folders": [run.slug], "commit": run.commit[:12],
                      "commits": [run.commit[:12]], "machine": run.machine, "date": run.date,
-                     "profile": row.get("profile"), "seeds": row.get("seeds"), "status": row["status"],
-                     "value_mean": _mean(row.get("causal_value")), "ci_low": low, "ci_high": high}
-            same = [e for e in out.get(row["id"], []) if all(e[k] == entry[k] for k in _SAME_RESULT)]
-            if same:
-                same[0]["folders"].append(run.slug)
-                same[0]["commits"].append(run.commit[:12])
+                     "profile": row.get("profile"), "seeds": row.get("seeds"),
+                     "seed_range": (row.get("power") or {}).get("seed_range"), "status": row["status"],
+                     "value_mean": _mean(row.get("causal_value")), "ci_low": low, "ci_high": high,
+                     "result": same_result(row)}
+            same = next((e for e in out.get(row["id"], []) if e["result"] == entry["result"]), None)
+            if same is not None:
+                same["folders"].append(run.slug)
+                same["commits"].append(run.commit[:12])
             else:
                 out.setdefault(row["id"], []).append(entry)
+    for entries in out.values():
+        for entry in entries:
+            del entry["result"]
     return out
 
 
-#: What makes two recorded folders' results of a claim one result.
-_SAME_RESULT = ("status", "seeds", "profile", "value_mean", "ci_low", "ci_high")
+def same_result(row: dict) -> tuple:
+    """What makes two recorded folders' results of a claim (rows of ``evaluate_claims``) one result: the status,
+    profile and seeds, and the per-seed values where the row keeps them (a summary's ``values``), else its value,
+    interval and, for an effect claim, the per-seed SDs of its comparisons (``power.sd_observed``)."""
+    value, power = row.get("causal_value"), row.get("power") or {}
+    values = value.get("values") if isinstance(value, dict) else None
+    numbers = (tuple(values),) if values else (
+        _mean(value), tuple(row["ci"]) if row.get("ci") else None, power.get("seed_range"),
+        tuple(sorted((power.get("sd_observed") or {}).items())))
+    return (row["status"], row.get("profile"), row.get("seeds"), *numbers)
 
 
 def _build_side(folder: str | Path) -> dict:
@@ -209,8 +223,10 @@ def diff_lines(diff: dict) -> list[str]:
 
 
 def readme_verdicts_section(root: str | Path | None = None) -> str:
-    """The README's section between its markers: the status counts per paper of the latest recorded book build
-    that keeps its verdicts (``report.json``), with its commit, machine, date and ``VERDICTS.md`` (a test compares)."""
+    """The README's section between its markers: the final-verdict counts per paper of the latest recorded book
+    build that keeps its verdicts (``report.json``), re-judged by this commit's claims code (:func:`final_claims`),
+    with its commit, machine, date, ``VERDICTS.md`` and the multiplicity sentence. A test compares it with README.md;
+    ``python -m semlm.book.recorded readme`` rewrites it after a change to the claims code or to book/recorded."""
     builds = [run for run in load_recorded(root) if run.report is not None and not run.dry_run]
     run = max(builds, key=lambda run: run.date, default=None)
     if run is None:
@@ -244,7 +260,7 @@ def final_claims(run: RecordedRun, root: str | Path | None = None) -> list[dict]
     rows = {row["id"]: row for row in (run.report or {}).get("claims", [])}
     if run.book_metrics:
         rows.update({row["id"]: row for row in evaluate_claims(run.book_metrics) if row["status"] != NOT_RUN})
-    return final_verdicts(attach_recorded(list(rows.values()), recorded_verdicts(root)))
+    return final_verdicts(attach_recorded(list(rows.values()), recorded_verdicts(root)), root=root)
 
 
 def update_readme(readme: Path, root: str | Path | None = None) -> bool:
@@ -661,7 +677,8 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
     else:
         report = {"claims": evaluate_claims(chapters), "claims_commit": provenance["collected_at_commit"]}
     if not all("final" in row for row in report["claims"]):  # a report written before final verdicts existed
-        report["claims"] = final_verdicts(attach_recorded(report["claims"], recorded_verdicts(root)))
+        report["claims"] = final_verdicts(attach_recorded(report["claims"], recorded_verdicts(root)),
+                                           root=root)
     report["counts"] = {}
     for row in report["claims"]:
         report["counts"].setdefault(row["paper"], Counter())[final_status(row)] += 1
@@ -705,9 +722,10 @@ def _parser() -> argparse.ArgumentParser:
                 "collect-long": "write book/recorded/cpu-<name>/ from a .ci/run-long clone",
                 "collect-book": "write book/recorded/cpu-book-<name>/ from a finished `make book`",
                 "diff": "compare two builds' verdicts claim by claim (recorded folders or book/_build)",
-                "show": "print the recorded runs of a chapter"}
-    c, g, b, d, s = (sub.add_parser(name, help=text) for name, text in commands.items())
-    for command in (c, g, b, s):
+                "show": "print the recorded runs of a chapter",
+                "readme": "rewrite README.md's recorded verdicts from book/recorded and this commit's claims code"}
+    c, g, b, d, s, r = (sub.add_parser(name, help=text) for name, text in commands.items())
+    for command in (c, g, b, s, r):
         command.add_argument("--root", default=RECORDED_DIR, type=Path)
     for command in (c, g):
         command.add_argument("--commit", default="unknown")
@@ -736,6 +754,9 @@ def main(argv: list[str] | None = None) -> int:
             print(collect_book(args.build_dir, args.root, args.name, args.run_command))
             if args.root == RECORDED_DIR and update_readme(REPO_ROOT / "README.md", args.root):
                 print("README.md: its recorded verdicts now show this build")
+        elif args.command == "readme":
+            changed = update_readme(REPO_ROOT / "README.md", args.root)
+            print("README.md: its recorded verdicts " + ("rewritten" if changed else "were already up to date"))
         elif args.command == "diff":
             print("\n".join(diff_lines(diff_builds(args.a, args.b))))
         elif args.command == "collect-long":

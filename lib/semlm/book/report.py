@@ -264,9 +264,12 @@ def claims_table(claims: list[dict]) -> HTMLBlock:
                     f"<td>{_ours(row)}</td><td class=\"semlm-status\" style=\"background-color: "
                     f"{STATUS_COLOURS[status]}\">{html.escape(status)}</td>{extra}</tr>")
         rule = f"<p><b>rule:</b> {html.escape(row['rule'])}</p>" if row.get("rule") else ""
+        source = (f"<p><b>final verdict from:</b> {html.escape(row['final']['source'])} "
+                  f"({html.escape(row['final']['note'])})</p>" if row.get("final", {}).get("note") else "")
         rows.append(f'<tr class="semlm-claim-detail"><td colspan="{len(names)}"><details><summary>why: '
-                    f"{html.escape(row['status'])}</summary><p><b>reason:</b> {html.escape(row['reason'])}</p>"
-                    f"{rule}<p><b>profile:</b> {html.escape(row['profile'] or 'none')}</p></details></td></tr>")
+                    f"{html.escape(status)}</summary>{source}<p><b>this build's reason:</b> "
+                    f"{html.escape(row['reason'])}</p>{rule}<p><b>profile:</b> {html.escape(row['profile'] or 'none')}"
+                    f"</p></details></td></tr>")
     table = f'<table class="semlm-claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return HTMLBlock(table, "\n".join(f"{row['id']}: {final_status(row)}" for row in claims))
 
@@ -278,10 +281,10 @@ def verdict_summary(claims: list[dict]):
 
     from semlm.book.claims import STATUSES
 
-    used = [status for status in STATUSES if any(final_status(row) == status for row in claims)]
-    table = pd.DataFrame({f"paper {paper}": [sum(row["paper"] == paper and final_status(row) == status for row in claims)
-                                             for status in used]
-                          for paper in sorted({row["paper"] for row in claims})},
+    final = [(row["paper"], final_status(row)) for row in claims]
+    used = [status for status in STATUSES if any(status == s for _, s in final)]
+    table = pd.DataFrame({f"paper {paper}": [final.count((paper, status)) for status in used]
+                          for paper in sorted({paper for paper, _ in final})},
                          index=pd.Index(used, name="status"))
     table["both papers"] = table.sum(axis=1)
     return table
@@ -339,39 +342,70 @@ THIS_BUILD = "this build"
 
 
 def final_verdicts(claims: list[dict], decisive: dict[str, str] | None = None,
-                   competent: dict[str, str] | None = None) -> list[dict]:
+                   competent: dict[str, str] | None = None, root: str | Path | None = None) -> list[dict]:
     """The claims (with their ``recorded`` entries, :func:`attach_recorded`), each with ``final``: one verdict taken
-    from a fixed order of sources, never chosen by which source decides: (1) the claim's registered decisive recording
-    (``semlm.book.claims.DECISIVE_RECORDINGS``); (2) else this build's verdict; (3) else, where this build's profile
-    cannot test the claim ("not testable at this scale"), the competent recorded run its rule names
-    (``COMPETENT_RECORDINGS``). Pilot and decisive seeds are never pooled: a source's verdict is taken whole.
-    ``final`` is ``{status, source, build_status, flag}``; ``flag`` marks a final verdict and a build verdict of which
-    one is "reproduced" and the other "not reproduced". A decisive recording that holds no verdict for its claim is
-    an error."""
+    from a fixed order of sources, never chosen by which source decides:
+
+    1. the claim's registered decisive recording (``decisive``, default ``semlm.book.claims.DECISIVE_RECORDINGS``),
+       when complete: it holds as many seeds as the claim's rule plans (``power.n_planned``);
+    2. else this build's verdict;
+    3. else, where this build cannot test the claim ("not testable at this scale"), the competent recorded run its
+       rule names (``competent``, default ``COMPETENT_RECORDINGS``), where that run can test it.
+
+    A source's verdict is taken whole: pilot and decisive seeds are never pooled. ``final`` is ``{status, source,
+    build_status, flag, seeds, note}``: ``source`` is ``"this build"`` or a ``book/recorded/`` folder; ``flag`` marks
+    a final and a build verdict of which one is "reproduced" and the other "not reproduced"; ``note`` says why this
+    source. ``root``: the recorded folders (default ``book/recorded``).
+
+    Raises ``FileNotFoundError`` if a registered decisive recording does not exist under ``root``, and
+    ``ValueError`` if it exists but holds no verdict for its claim."""
     from semlm.book import claims as rules
+    from semlm.book.recorded_runs import RECORDED_DIR
 
     decisive = rules.DECISIVE_RECORDINGS if decisive is None else decisive
     competent = rules.COMPETENT_RECORDINGS if competent is None else competent
-    out = []
-    for row in claims:
-        def entry(folder: str) -> dict | None:
-            return next((e for e in row.get("recorded") or () if folder in e.get("folders", [e.get("folder")])), None)
+    root = RECORDED_DIR if root is None else Path(root)
+    for claim, folder in sorted(decisive.items()):
+        if not (root / folder).is_dir():
+            raise FileNotFoundError(f"claim {claim}: its decisive recording {root / folder} does not exist; record "
+                                    f"it there or take {claim} out of semlm.book.claims.DECISIVE_RECORDINGS")
+    return [{**row, "final": _final_verdict(row, decisive.get(row["id"]), competent.get(row["id"]))}
+            for row in claims]
 
-        status, source = row["status"], THIS_BUILD
-        if row["id"] in decisive:
-            found = entry(decisive[row["id"]])
-            if found is None:
-                raise ValueError(f"claim {row['id']}: its decisive recording book/recorded/{decisive[row['id']]} "
-                                 f"holds no verdict for it; record it there or take it out of DECISIVE_RECORDINGS")
-            status, source = found["status"], decisive[row["id"]]
-        elif row["status"] == rules.NOT_TESTABLE and row["id"] in competent:
-            found = entry(competent[row["id"]])
-            if found is not None and found["status"] != rules.NOT_TESTABLE:
-                status, source = found["status"], competent[row["id"]]
-        flag = {status, row["status"]} == {rules.REPRODUCED, rules.NOT_REPRODUCED}
-        out.append({**row, "final": {"status": status, "source": source, "build_status": row["status"],
-                                     "flag": flag}})
-    return out
+
+def _recorded_entry(row: dict, folder: str) -> dict | None:
+    """The entry of ``row["recorded"]`` that holds ``folder``'s verdict (folders with one result share an entry)."""
+    return next((e for e in row.get("recorded") or () if folder in e.get("folders", [e.get("folder")])), None)
+
+
+def _final_verdict(row: dict, decisive: str | None, competent: str | None) -> dict:
+    """``final`` of one claim row (:func:`final_verdicts`), from its decisive and competent folders (or None)."""
+    from semlm.book.claims import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
+
+    def verdict(status, source, seeds, note):
+        flag = {status, row["status"]} == {REPRODUCED, NOT_REPRODUCED}
+        return {"status": status, "source": source, "build_status": row["status"], "flag": flag, "seeds": seeds,
+                "note": note}
+
+    note = "this build's verdict"
+    if decisive is not None:
+        entry = _recorded_entry(row, decisive)
+        if entry is None:
+            raise ValueError(f"claim {row['id']}: its decisive recording book/recorded/{decisive} holds no verdict "
+                             f"for it (no metrics of its chapter); record them there or take {row['id']} out of "
+                             f"semlm.book.claims.DECISIVE_RECORDINGS")
+        planned = (row.get("power") or {}).get("n_planned")
+        if not planned or (entry.get("seeds") or 0) >= planned:
+            return verdict(entry["status"], decisive, entry.get("seeds"), "the claim's registered decisive recording")
+        note = (f"this build's verdict: the decisive recording {decisive} is not complete ({entry.get('seeds') or 0} "
+                f"of {planned} planned seeds)")
+    if row["status"] == NOT_TESTABLE and competent is not None:
+        entry = _recorded_entry(row, competent)
+        if entry is not None and entry["status"] != NOT_TESTABLE:
+            return verdict(entry["status"], competent, entry.get("seeds"),
+                           "this build cannot test the claim; the competent recorded run its rule names")
+        note = f"this build's verdict: the competent recorded run {competent} holds no verdict that tests the claim"
+    return verdict(row["status"], THIS_BUILD, row.get("seeds"), note)
 
 
 def final_status(row: dict) -> str:
@@ -381,10 +415,10 @@ def final_status(row: dict) -> str:
 
 def multiplicity_sentence(claims: list[dict], level: float = 0.95) -> str:
     """How many claims the final column decides (reproduced or not reproduced), and how many of those decisions are
-    expected to be wrong by chance alone at ``level`` per claim."""
+    expected to be wrong by chance alone at ``level`` per claim (``(1 - level)`` x the number decided)."""
     from semlm.book.claims import NOT_REPRODUCED, REPRODUCED
 
     decided = sum(final_status(row) in (REPRODUCED, NOT_REPRODUCED) for row in claims)
-    return (f"This report decides {decided} of {len(claims)} claims (reproduced or not reproduced). Each decision "
-            f"rests on a {level:.0%} interval, so about {decided * (1 - level):.2f} of them are expected to be wrong "
-            f"by chance alone; no correction for multiplicity is applied.")
+    return (f"This report decides {decided} of {len(claims)} claims (reproduced or not reproduced); at {level:.0%} "
+            f"per claim, about {decided * (1 - level):.2f} of those decisions are expected to be wrong by chance "
+            f"alone (no correction for multiplicity is applied).")
