@@ -50,7 +50,9 @@ import pandas as pd
 from myst_nb import glue
 
 from semlm import book, plots
-from semlm.book.claims import FEATURE_STEERING_EFFECT, FEATURE_STEERING_MIN_SEEDS, evaluate_claims
+from semlm.book.claims import (
+    FEATURE_STEERING_EFFECT, FEATURE_STEERING_MIN_SEEDS, evaluate_claims,
+)
 from semlm.core import runs
 from semlm.core.metrics import FOCUS_TOKENS
 from semlm.data.synthetic import make_corpus

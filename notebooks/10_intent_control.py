@@ -53,7 +53,9 @@ import torch
 from myst_nb import glue
 
 from semlm import book, plots
-from semlm.book.claims import INTENSITY_SMOOTH_THRESHOLD, SOFT_CONTROL_EFFECT, evaluate_claims
+from semlm.book.claims import (
+    INTENSITY_SMOOTH_THRESHOLD, SOFT_CONTROL_EFFECT, evaluate_claims,
+)
 from semlm.core import runs
 from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
 from semlm.fusion.records import IntentControlRecord

@@ -67,10 +67,10 @@ def test_confusion_and_held_out_hits():
 def test_mean_interval_matches_a_hand_computed_t_interval():
     from semlm.core.metrics import mean_interval
 
-    got = mean_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.303
+    got = mean_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.302653
     assert got["mean"] == pytest.approx(2.0)
-    assert got["ci_low"] == pytest.approx(2.0 - 4.303 / 3 ** 0.5)
-    assert got["ci_high"] == pytest.approx(2.0 + 4.303 / 3 ** 0.5)
+    assert got["ci_low"] == pytest.approx(2.0 - 4.302653 / 3 ** 0.5)
+    assert got["ci_high"] == pytest.approx(2.0 + 4.302653 / 3 ** 0.5)
     clipped = mean_interval([0.0, 1.0, 1.0], bounds=(0.0, 1.0))
     assert clipped["ci_low"] == 0.0 and clipped["ci_high"] == 1.0
     assert mean_interval([5.0]) == {"mean": 5.0, "ci_low": 5.0, "ci_high": 5.0, "values": [5.0]}

@@ -108,8 +108,7 @@ def test_a_gate_better_at_matched_ppl_and_than_the_sharpened_control_is_reproduc
 
 def test_a_model_without_the_property_is_rarely_reproduced_and_never_by_luck_of_a_budget():
     found = statuses(lambda r: r, lambda r: r)
-    assert found.count(REPRODUCED) <= 2, found
-    assert found.count(NOT_REPRODUCED) <= 4, found
+    assert found.count(REPRODUCED) <= 2, found  # a null may now be "not reproduced": the rule can say no
 
 
 def test_a_gate_that_drifts_more_is_not_reproduced_and_one_below_the_data_is_miscalibrated():

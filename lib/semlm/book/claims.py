@@ -188,7 +188,8 @@ TOPIC_DRIFT_EFFECT = EffectRule(
              f"at matched PPL (book/recorded/{PILOT_A}); it stays 0.025 when each seed draws its own world",
     pilot=Pilot(PILOT_A, 5, (0.032897, 0.041484), correlation=0.8554, carried=(0.004213, 0.006287)),
     n_planned=111, min_seeds=TOPIC_MIN_SEEDS,
-    guard=Guard("gated excess drift", TOPIC_MISCALIBRATION, pilot_mean=0.07449, pilot_sd=0.017861, carried=(0.015320, 0.016848)))
+    guard=Guard("gated excess drift", TOPIC_MISCALIBRATION, pilot_mean=0.07449, pilot_sd=0.017861,
+                carried=(0.015320, 0.016848), below_means="the gated model drifts less than the data (miscalibrated)"))
 LORA_EFFECT = EffectRule(
     "B-lora-ppl", ("baseline - gated", "capacity control - gated"), m=6.3,
     m_source=f"half the {ref.PAPER_B_LORA_PPL_GAIN:.1%} validation-PPL gain the paper reports as its primary result "

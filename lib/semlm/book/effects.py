@@ -127,10 +127,12 @@ class Guard:
     pilot_mean: float
     pilot_sd: float
     carried: tuple[float, float] = (0.0, 0.0)
+    below_means: str = ""  # what a level wholly below the floor means, for the veto's reason
 
     def veto(self, level: Interval | None) -> tuple[bool, str]:
         holds = level is not None and level.finite and level.below(self.floor)
-        return holds, f"the {self.name} interval {level} lies wholly below {self.floor:g}"
+        meaning = f": {self.below_means}" if self.below_means else ""
+        return holds, f"the {self.name} interval {level} lies wholly below {self.floor:g}{meaning}"
 
     def require(self, level: Interval | None) -> tuple[bool, str]:
         holds = level is not None and level.finite and level.above(self.floor)

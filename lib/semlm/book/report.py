@@ -359,11 +359,11 @@ def final_verdicts(claims: list[dict], decisive: dict[str, str] | None = None,
 
     Raises ``FileNotFoundError`` if a registered decisive recording does not exist under ``root``, and
     ``ValueError`` if it exists but holds no verdict for its claim."""
-    from semlm.book import claims as rules
+    from semlm.book.claims import COMPETENT_RECORDINGS, DECISIVE_RECORDINGS
     from semlm.book.recorded_runs import RECORDED_DIR
 
-    decisive = rules.DECISIVE_RECORDINGS if decisive is None else decisive
-    competent = rules.COMPETENT_RECORDINGS if competent is None else competent
+    decisive = DECISIVE_RECORDINGS if decisive is None else decisive
+    competent = COMPETENT_RECORDINGS if competent is None else competent
     root = RECORDED_DIR if root is None else Path(root)
     for claim, folder in sorted(decisive.items()):
         if not (root / folder).is_dir():
