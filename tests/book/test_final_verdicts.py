@@ -171,8 +171,9 @@ def test_a_collected_build_keeps_a_final_verdict_per_claim_and_counts_it(tmp_pat
     for r in stored["claims"]:
         assert r["final"]["source"] == report.THIS_BUILD or r["final"]["source"] in folders
         assert r["final"]["build_status"] == r["status"] and isinstance(r["final"]["flag"], bool)
-    counted = {paper: sum(counts.values()) for paper, counts in stored["counts"].items()}
-    assert counted == {paper: sum(r["paper"] == paper for r in stored["claims"]) for paper in counted}
+    assert stored["counts"] == report.verdict_counts(stored["claims"])
+    assert sum(sum(counts.values()) for counts in stored["counts"].values()) == len(stored["claims"])
+    assert set(stored["summary"]) == {"A", "B"} and "Paper A: of its" in stored["summary"]["A"]
     assert "This report decides " in (dest / "VERDICTS.md").read_text()
 
 
@@ -183,11 +184,12 @@ def test_the_readme_counts_the_final_column_not_the_latest_builds_own_verdicts(t
     collect_book(_intent_build(tmp_path / "new", [0.95 + 0.001 * (i % 3) for i in range(n)], "e", 1.8e9),
                  tmp_path / "rec", "latest", "make book")
     own = readme_verdicts_section(tmp_path / "rec")
-    assert "cpu-book-latest" in own and f"| {REPRODUCED} | 1 |" in own and f"| {NOT_REPRODUCED} |" not in own
+    # A-soft-control is one of the book's extensions: its own column (paper A, extensions, paper B)
+    assert "cpu-book-latest" in own and f"| {REPRODUCED} | 0 | 1 | 0 |" in own and f"| {NOT_REPRODUCED} |" not in own
     assert "This report decides 1 of " in own
     monkeypatch.setattr(rules, "DECISIVE_RECORDINGS", {"A-soft-control": "cpu-book-decisive"})
     final = readme_verdicts_section(tmp_path / "rec")
-    assert f"| {NOT_REPRODUCED} | 1 |" in final and f"| {REPRODUCED} |" not in final
+    assert f"| {NOT_REPRODUCED} | 0 | 1 | 0 |" in final and f"| {REPRODUCED} |" not in final
     assert "This report decides 1 of " in final and "at 95% per claim, about 0.05 of those decisions" in final
     assert f"| {NOT_RUN} |" in final  # the claims no chapter of these builds decides are counted too, as not run
 

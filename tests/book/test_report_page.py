@@ -32,7 +32,7 @@ def test_the_verdict_summary_counts_statuses_per_paper():
     assert list(table.index) == ["reproduced", "not meaningful as published", "inconclusive"]
     assert table.loc["reproduced"].tolist() == [1, 0, 1]
     assert table.loc["inconclusive"].tolist() == [0, 1, 1]
-    assert table["both papers"].sum() == len(CLAIMS)
+    assert table["all claims"].sum() == len(CLAIMS)
 
 
 def test_the_claims_table_puts_verdicts_first_and_reason_and_rule_in_a_details_row():
@@ -48,7 +48,7 @@ def test_the_claims_table_renders_every_real_claim_without_a_build():
     rows = evaluate_claims({})
     html = report.claims_table(rows)._repr_html_()
     assert html.count('<tr class="semlm-claim">') == len(rows)
-    assert report.verdict_summary(rows)["both papers"].sum() == len(rows)
+    assert report.verdict_summary(rows)["all claims"].sum() == len(rows)
 
 
 def test_recorded_verdicts_get_their_own_labelled_column_and_never_replace_the_builds():

@@ -22,14 +22,14 @@ from pathlib import Path
 import pandas as pd
 import psutil
 
-from semlm.book.claims import NOT_RUN, evaluate_claims
+from semlm.book.claims import CLAIMS, NOT_RUN, evaluate_claims
 from semlm.book.flops import model_flops_utilisation, training_flops_per_token
 from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_RECORD, BENCH, BOOK_MANIFEST,
                                       BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL, GPU_THROUGHPUT, IDEA_PRECISION,
                                       PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS, RecordedRun,
                                       load_recorded, read_json)
 from semlm.book.report import (attach_recorded, cpu_model, final_status, final_verdicts, git_commit, load_metrics,
-                               multiplicity_sentence, package_versions)
+                               multiplicity_sentence, package_versions, plain_summary, verdict_counts)
 from semlm.data.paths import REPO_ROOT
 from semlm.idea.profiles import idea_profile, lora_profile
 from semlm.profiles import cpu_computes_bf16
@@ -233,11 +233,9 @@ def readme_verdicts_section(root: str | Path | None = None) -> str:
         return (f"{README_START}\nNo recorded build keeps its verdicts yet: `python -m semlm.book.recorded "
                 f"collect-book` after a `make book` from a fresh clone writes one.\n{README_END}")
     claims = final_claims(run, root)
-    counts: dict[str, Counter] = {}
-    for row in claims:
-        counts.setdefault(row["paper"], Counter())[final_status(row)] += 1
-    statuses = sorted({status for paper in counts.values() for status in paper})
-    papers = sorted(counts)
+    counts = verdict_counts(claims)
+    statuses = sorted({status for column in counts.values() for status in column})
+    papers = list(counts)
     link = f"book/recorded/{run.slug}/{VERDICTS}"
     lines = [README_START,
              f"The latest recorded `{run.provenance.get('profile')}` build ([{run.slug}]({link}): commit "
@@ -246,18 +244,20 @@ def readme_verdicts_section(root: str | Path | None = None) -> str:
              f"verdict, else, for a claim its profile cannot test, the competent recorded run the rule names (not the "
              f"verdicts of your own build; `{VERDICTS}` keeps the reasons and rules as that build's own code gave "
              f"them):", "",
-             "| status | " + " | ".join(f"paper {p}" for p in papers) + " |",
+             "| status | " + " | ".join(papers) + " |",
              "|---|" + "---|" * len(papers)]
     lines += [f"| {status} | " + " | ".join(str(counts[p].get(status, 0)) for p in papers) + " |"
               for status in statuses]
-    return "\n".join([*lines, "", multiplicity_sentence(claims), README_END])
+    summary = [f"- {text}" for text in plain_summary(claims).values()]
+    return "\n".join([*lines, "", "In plain words:", "", *summary, "", multiplicity_sentence(claims), README_END])
 
 
 def final_claims(run: RecordedRun, root: str | Path | None = None) -> list[dict]:
     """A recorded book build's claims with their final verdicts: its stored ``report.json`` rows, each replaced by
     this commit's claims code's verdict wherever its metrics let that code judge the claim, with the recorded runs
     attached (:func:`recorded_verdicts`) and :func:`semlm.book.report.final_verdicts` applied."""
-    rows = {row["id"]: row for row in (run.report or {}).get("claims", [])}
+    kinds = {claim.id: claim.kind for claim in CLAIMS}
+    rows = {row["id"]: {"kind": kinds.get(row["id"], "paper"), **row} for row in (run.report or {}).get("claims", [])}
     if run.book_metrics:
         rows.update({row["id"]: row for row in evaluate_claims(run.book_metrics) if row["status"] != NOT_RUN})
     return final_verdicts(attach_recorded(list(rows.values()), recorded_verdicts(root)), root=root)
@@ -292,8 +292,9 @@ def verdicts_markdown(report: dict, provenance: dict) -> str:
              f"claims code of commit `{report.get('claims_commit', '?')[:12]}` applied to the chapter metrics in "
              f"`{BOOK_METRICS}/`, written by the build at commit `{provenance.get('git_commit', '?')[:12]}` on "
              f"{provenance.get('cpu_model')} ({provenance.get('cpu_count')} cores), {provenance.get('date')}.",
+             "", *[f"- {text}" for text in (report.get("summary") or plain_summary(report["claims"])).values()],
              "", "| paper | status | claims |", "|---|---|---|"]
-    for paper, counts in sorted(report["counts"].items()):
+    for paper, counts in report["counts"].items():
         lines += [f"| {paper} | {status} | {n} |" for status, n in sorted(counts.items())]
     lines += ["", multiplicity_sentence(report["claims"]), "",
               "| claim | final status | source | this build's status | value | 95% interval | reason | rule |",
@@ -679,9 +680,8 @@ def collect_book(build_dir: Path, root: Path, name: str, command: str) -> Path:
     if not all("final" in row for row in report["claims"]):  # a report written before final verdicts existed
         report["claims"] = final_verdicts(attach_recorded(report["claims"], recorded_verdicts(root)),
                                            root=root)
-    report["counts"] = {}
-    for row in report["claims"]:
-        report["counts"].setdefault(row["paper"], Counter())[final_status(row)] += 1
+    report["counts"] = verdict_counts(report["claims"])
+    report["summary"] = plain_summary(report["claims"])
     return _write_folder(root / _folder_name("cpu-book-", name, "build"), provenance, {
         BOOK_MANIFEST: manifest_path, **{f"{BOOK_METRICS}/{path.name}": path for path in sources},
         REPORT: json.dumps(report, indent=2, default=str), VERDICTS: verdicts_markdown(report, provenance)})

@@ -178,6 +178,7 @@ STATUS_COLOURS = {
     "inconclusive": "#dde6f3",
     "holds by construction": "#ece3f5",
     "not testable at this scale": "#f3eadb",
+    "not comparable": "#efe6d6",
 }
 #: Provenance fields of a chapter record that the run manifest lists.
 MANIFEST_FIELDS = ("profile", "seed", "wall_seconds", "peak_memory_mb", "git_commit")
@@ -274,20 +275,77 @@ def claims_table(claims: list[dict]) -> HTMLBlock:
     return HTMLBlock(table, "\n".join(f"{row['id']}: {final_status(row)}" for row in claims))
 
 
+def count_column(paper: str, kind: str = "paper") -> str:
+    """The heading of a verdict count: ``paper A`` for the paper's own claims, ``paper A: the book's extensions``."""
+    return f"paper {paper}" if kind == "paper" else f"paper {paper}: the book's extensions"
+
+
+def verdict_counts(claims: list[dict]) -> dict[str, dict[str, int]]:
+    """``{column: {status: n}}`` of the final statuses (:func:`final_verdicts`; a row's own status where it has none),
+    per paper and kind (:func:`count_column`): an extension never counts as the paper's own."""
+    counts: dict[str, dict[str, int]] = {}
+    for row in sorted(claims, key=lambda r: (r["paper"], r.get("kind", "paper") != "paper")):
+        column = counts.setdefault(count_column(row["paper"], row.get("kind", "paper")), {})
+        column[final_status(row)] = column.get(final_status(row), 0) + 1
+    return counts
+
+
 def verdict_summary(claims: list[dict]):
-    """How many claims of each paper have each final status (:func:`final_verdicts`; a row's own status where it
-    has none), the statuses used in ``STATUSES`` order."""
+    """How many claims have each final status, per paper and kind (:func:`verdict_counts`), the statuses used in
+    ``STATUSES`` order, with the total."""
     import pandas as pd
 
     from semlm.book.claims import STATUSES
 
-    final = [(row["paper"], final_status(row)) for row in claims]
-    used = [status for status in STATUSES if any(status == s for _, s in final)]
-    table = pd.DataFrame({f"paper {paper}": [final.count((paper, status)) for status in used]
-                          for paper in sorted({paper for paper, _ in final})},
+    counts = verdict_counts(claims)
+    used = [status for status in STATUSES if any(status in column for column in counts.values())]
+    table = pd.DataFrame({column: [n.get(status, 0) for status in used] for column, n in counts.items()},
                          index=pd.Index(used, name="status"))
-    table["both papers"] = table.sum(axis=1)
+    table["all claims"] = table.sum(axis=1)
     return table
+
+
+#: The plain words of each final status (the report's opening sentences).
+PLAIN_WORDS = {"reproduced": ("holds", "hold"), "not reproduced": ("does not hold", "do not hold"),
+               "holds by construction": ("is guaranteed by the decoder or the input, whatever the model",
+                                         "are guaranteed by the decoder or the input, whatever the model"),
+               "inconclusive": ("is undecided", "are undecided")}
+
+
+def _words(status: str, n: int) -> str:
+    singular, plural = PLAIN_WORDS.get(status, (status, status))
+    return singular if n == 1 else plural
+#: Statuses that mean the claim could not be tested here.
+UNTESTED = ("not testable at this scale", "not run at this profile", "not comparable", "not meaningful as published")
+
+
+def plain_summary(claims: list[dict]) -> dict[str, str]:
+    """Per paper, three or four sentences in plain words generated from the final verdicts: how many of the paper's
+    claims hold, do not hold, are guaranteed by the decoder, are undecided or could not be tested here (naming
+    them), and what the book's extensions found."""
+    out = {}
+    for paper in sorted({row["paper"] for row in claims}):
+        own = [row for row in claims if row["paper"] == paper and row.get("kind", "paper") == "paper"]
+        added = [row for row in claims if row["paper"] == paper and row.get("kind", "paper") != "paper"]
+
+        def group(rows, statuses):
+            return [row["id"] for row in rows if final_status(row) in statuses]
+
+        parts = [f"{len(ids)} {_words(status, len(ids))} ({', '.join(ids)})" for status in PLAIN_WORDS
+                 if (ids := group(own, (status,)))]
+        untested = group(own, UNTESTED)
+        sentences = [f"Paper {paper}: of its {len(own)} claims, " + ", ".join(parts[:-1])
+                     + (" and " if len(parts) > 1 else "") + (parts[-1] if parts else "none is decided") + "."]
+        if untested:
+            sentences.append(f"{len(untested)} could not be tested here ({', '.join(untested)}): the reasons say "
+                             f"why (a scale this build cannot reach, a setting the paper does not publish, or a "
+                             f"published number that is not a language model's).")
+        if added:
+            found = ", ".join(f"{row['id']} {_words(final_status(row), 1)}" for row in added)
+            sentences.append(f"The book adds {len(added)} claim{'s' if len(added) > 1 else ''} of its own, counted "
+                             f"apart from the paper's: {found}.")
+        out[paper] = " ".join(sentences)
+    return out
 
 
 def status_legend() -> HTMLBlock:
