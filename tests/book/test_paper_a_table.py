@@ -52,3 +52,8 @@ def test_the_plain_summary_names_every_claim_of_each_paper_once():
         assert summary[claim.paper].count(claim.id + ",") + summary[claim.paper].count(claim.id + ")") \
             + summary[claim.paper].count(claim.id + " ") == 1, claim.id
     assert "could not be tested here" in summary["A"]
+
+
+def test_the_claims_table_marks_the_books_extensions():
+    html = report.claims_table(evaluate_claims({}))._repr_html_()
+    assert html.count("the book's extension") == len(EXTENSIONS)

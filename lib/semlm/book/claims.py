@@ -486,6 +486,16 @@ FEATURE_STEERING_RULE = (
     "paired by training seed: " + ladder(FEATURE_STEERING_EFFECT))
 
 
+#: What the causal recipe gives the feature channel to learn, and what the authors' code does with it (the reason of
+#: A-feature-steering; each fact is shown by the book: chapter 1's causality check, the corpus generator, their file).
+FEATURE_STEERING_DESIGN = (
+    "by design the causal recipe gives this channel nothing to learn: the causal features at position t are a "
+    "function of the tokens up to t (chapter 1), and the synthetic corpus draws each adjective's polarity as an "
+    "independent fair coin (semlm.data.synthetic), so nothing in training links a feature row to the next "
+    "adjective; the authors' SemanticFusion.py defines apply_control but never calls it (their decoder steers "
+    "through the class restriction, forced punctuation, the mixture and logit shifts)")
+
+
 def _per_seed(metrics, chapter: str, where: tuple[str, ...], field: str) -> dict:
     """``{seed: value}`` of ``field``'s per-seed values in ``chapter``'s record at ``where`` (which holds the
     ``seeds``); ``ValueError`` if there is not one value per seed."""
@@ -510,6 +520,7 @@ def _feature_steering(metrics):
     per_request = _get(metrics, AUDIT, "feature_steering").n_per_request
     if per_request:
         reason += f"; {per_request} sentences per request and seed"
+    reason += f"; {FEATURE_STEERING_DESIGN}"
     return Verdict.on(status, reason, diff, observed={"requested - opposite": diff}, seed_ids=seeds)
 
 

@@ -260,7 +260,8 @@ def claims_table(claims: list[dict]) -> HTMLBlock:
             extra = (f"<td>{html.escape(f['source'])}<br><small>this build: {html.escape(f['build_status'])}</small>"
                      f"{flag}</td>{extra}")
         status = final_status(row)
-        rows.append(f'<tr class="semlm-claim"><td class="semlm-id">{html.escape(row["id"])}</td>'
+        kind = "<br><small>the book's extension</small>" if row.get("kind", "paper") != "paper" else ""
+        rows.append(f'<tr class="semlm-claim"><td class="semlm-id">{html.escape(row["id"])}{kind}</td>'
                     f"<td>{html.escape(row['claim'])}</td><td>{html.escape(_show_value(row['paper_value']))}</td>"
                     f"<td>{_ours(row)}</td><td class=\"semlm-status\" style=\"background-color: "
                     f"{STATUS_COLOURS[status]}\">{html.escape(status)}</td>{extra}</tr>")
