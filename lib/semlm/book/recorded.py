@@ -16,7 +16,6 @@ import platform
 import re
 import shutil
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
