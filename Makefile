@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -qq
 # torch==2.13.0 resolves to the CPU wheel (2.13.0+cpu) from PyTorch's CPU index; every other
-# package still comes from PyPI. For a GPU see README ("GPU and multi-GPU"); without network
+# package still comes from PyPI. For a GPU see book/about.md ("GPU, multi-GPU and recorded runs"); without network
 # access to that index (checked first) or with `make venv TORCH_INDEX=`, pip uses PyPI and the
 # indexes of pip.conf only.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -22,7 +22,7 @@ help:
 	@echo "make bench AUTHORS=PATH - time the authors' SemanticFusion.py/.ipynb against ours on this machine"
 	@echo "make test-gpu - on a GPU machine: CUDA tests + paper-profile chapters 6-8, recorded in book/recorded/ (.ci/run-gpu)"
 	@echo "make data   - download the datasets into data/ (or \$$SEMLM_DATA_DIR) and check their SHA-256 (network)"
-	@echo "make data-verify - check the datasets against data/checksums.sha256 (no network)"
+	@echo "make data-verify - check the datasets against lib/semlm/data/checksums.sha256 (no network)"
 	@echo "make lab    - JupyterLab on notebooks/: the .py chapters open as notebooks (jupytext)"
 	@echo "make site-check - check the built HTML in a headless browser and the chapters' code width"
 	@echo "make clean  - remove book/_build (keeps .venv)"
@@ -80,7 +80,8 @@ lab: $(STAMP)
 	@echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' \
 	  > $(LAB_SETTINGS)/overrides.json
 	@echo ">> chapters run at profile=$${SEMLM_PROFILE:-smoke} here (SEMLM_PROFILE=cpu make lab for the book's scale)"
-	SEMLM_PROFILE=$${SEMLM_PROFILE:-smoke} $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+	SEMLM_PROFILE=$${SEMLM_PROFILE:-smoke} $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 clean:
 	rm -rf book/_build

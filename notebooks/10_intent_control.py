@@ -300,7 +300,9 @@ curve = pd.DataFrame(
 )
 baseline_intensity = summary.variants["baseline"].written_intensity.mean
 fig = plots.plot_intensity_response(curve, reference=baseline_intensity)
-curve.pivot(index=["level", "kind", "str_high"], columns="variant", values="mean")
+curve.pivot(
+    index=["level", "kind", "str_high"], columns="variant", values="mean"
+)
 
 # %% [markdown]
 # The deciding quantity, one value per training seed: the rank correlation of

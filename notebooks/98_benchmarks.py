@@ -247,9 +247,12 @@ else:
     for name, models in provenance["models"].items():
         print(f"{name}: {models}")
     print(provenance["machine"])
-    print("paper size, random weights, speed-up per token by budget:", {
+    speedups = {
         key: round(value["speedup_per_token"], 2)
-        for key, value in provenance["paper_size"].items() if key.startswith("budget")})
+        for key, value in provenance["paper_size"].items()
+        if key.startswith("budget")
+    }
+    print("paper size, random weights, speed-up per token by budget:", speedups)
     display(table.round(3))
 
 # %% [markdown]

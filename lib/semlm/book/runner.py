@@ -57,7 +57,7 @@ SKIPPED_PAGE = """# {chapter} (skipped: data missing)
 This build skipped this chapter because the data files it reads were not found:
 {files}.
 
-Run `make data` (it downloads them and checks their SHA-256 against `data/checksums.sha256`),
+Run `make data` (it downloads them and checks their SHA-256 against `lib/semlm/data/checksums.sha256`),
 or point `SEMLM_DATA_DIR` at a folder that has them (see `data/README.md`); then rebuild.
 """
 SKIPPED_NOTE = """
@@ -525,8 +525,8 @@ def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) 
     chapters = [chapter for chapter in chapters if chapter not in skipped]
     differing = differing_for_chapters(chapters)
     if differing:
-        print(f"warning: {', '.join(differing)} differ from the pinned release (data/checksums.sha256); the numbers "
-              "will not match the book's; `make data-verify` says more", flush=True)
+        print(f"warning: {', '.join(differing)} differ from the pinned release (lib/semlm/data/checksums.sha256); the "
+              "numbers will not match the book's; `make data-verify` says more", flush=True)
     return chapters, skipped
 
 
