@@ -39,7 +39,7 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     """Every run the book's chapters declare at ``profile``, chapter by chapter (a model two chapters use
     is listed under the first, whether the second declares the same run or shares it through
     :meth:`~semlm.core.runs.Experiment.shared_run`; see :data:`DEPENDENT` for those listed later)."""
-    from semlm.fusion.audit import audit_runs, audit_seeds, steering_seeds
+    from semlm.fusion.audit import audit_runs, audit_seeds, ood_seeds, steering_seeds
     from semlm.fusion.intent_experiment import EXPERIMENT as INTENT, intent_runs
     from semlm.fusion.sst2_experiment import SST2, sst2_runs
     from semlm.fusion.synthetic_experiment import SYNTHETIC, fusion_training_runs
@@ -54,7 +54,8 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     audit = audit_seeds(seed, None, profile)
     declared = [  # (chapter, experiment, its runs: lists of RunSpec)
         ("02_fusion_training", SYNTHETIC, fusion_training_runs(synthetic_profile(profile, seed))),
-        ("04_leakage_audit", SYNTHETIC, audit_runs(profile, audit, steering_seeds(seed, audit, profile))),
+        ("04_leakage_audit", SYNTHETIC, audit_runs(profile, audit, steering_seeds(seed, audit, profile)
+                                                   + ood_seeds(seed, audit, profile))),
         ("05_sst2", SST2, sst2_runs(sst2_profile(profile, seed))),
         ("06_idea_gating", IDEA, idea_gating_runs(idea_profile(profile, seed, None), None)),
         ("08_lora_4bit_idea_gating", BACKBONE_PRETRAINING, backbone_runs(lora_profile(profile, seed, None))),

@@ -9,6 +9,7 @@ every run. Each number is summarised as a mean with a 95% Student-t interval ove
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from dataclasses import dataclass, replace
@@ -16,19 +17,24 @@ from functools import reduce
 from typing import Sequence
 
 import pandas as pd
+import torch
 
-from semlm.core.metrics import FOCUS_TOKENS
+from semlm.core.metrics import FOCUS_TOKENS, score_tokens
 from semlm.core.records import Interval
 from semlm.core.runs import RunRecord, RunSpec
+from semlm.data import synthetic as syn
 from semlm.data.synthetic import AdjectiveSplit
 from semlm.fusion.control_codes import N_CODES
 from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, DecodingConfig, FUSION_DEFAULT, generate,
                                    published_decoding)
 from semlm.fusion.metrics import (POLARITY_LABELS, control_accuracy, held_out_hit_rate, polarity_confusion,
                                   request_accuracy)
-from semlm.fusion.profiles import AUDIT_SEEDS, STEERING_SEEDS, synthetic_profile
-from semlm.fusion.records import FeatureSteering, LeakageAuditRecord
-from semlm.fusion.request import PAPER_REQUESTS
+from semlm.fusion.profiles import AUDIT_SEEDS, OOD_SEEDS, STEERING_SEEDS, synthetic_profile
+from semlm.fusion.fuzzy import feature_index
+from semlm.fusion.records import (ColumnShifts, ContextCrossEntropy, FeatureSteering, FocusByContext,
+                                  LeakageAuditRecord)
+from semlm.fusion.request import (COLUMN_GROUPS, FEATURE_STEERING_REQUESTS, PAPER_REQUESTS, REQUEST_FEATURES,
+                                  Request, describe_requests)
 from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS, prepare_data, synthetic_runs
 from semlm.fusion.training_report import TABLE1_COLUMNS, TABLE1_PAPER
 from semlm.profiles import check_profile
@@ -52,13 +58,14 @@ UNIT = (0.0, 1.0)  # accuracies and hit rates: intervals clipped to [0, 1]
 def audit_runs(profile: str, seeds: Sequence[int], steering_seeds: Sequence[int] = ()) -> list[RunSpec]:
     """Chapter 4's runs: baseline and fusion in both settings, the ablations and the control-code
     model (causal), per seed; and the causal fusion model of every ``steering_seeds`` seed that is not
-    among ``seeds`` (the extra seeds of ``A-feature-steering``, :func:`steering_seeds`)."""
+    among ``seeds`` (the extra seeds of ``A-feature-steering`` and of the OOD hit rates, :func:`steering_seeds`,
+    :func:`ood_seeds`; each once)."""
     specs = []
     for seed in seeds:
         config = synthetic_profile(profile, seed)
         specs += synthetic_runs(config)
         specs += synthetic_runs(config, ABLATIONS + ("control_code",), ("causal",))
-    for seed in (s for s in steering_seeds if s not in seeds):
+    for seed in dict.fromkeys(s for s in steering_seeds if s not in seeds):
         specs += synthetic_runs(synthetic_profile(profile, seed), ("fusion",), ("causal",))
     return specs
 
@@ -67,6 +74,13 @@ def steering_seeds(seed: int, seeds: Sequence[int], profile: str = "cpu") -> lis
     """``A-feature-steering``'s training seeds: the audit's ``seeds`` and, from ``seed`` on, as many more as
     :data:`semlm.fusion.profiles.STEERING_SEEDS` asks at ``profile``."""
     wanted = [seed + i for i in range(STEERING_SEEDS[check_profile(profile)])]
+    return list(seeds) + [s for s in wanted if s not in seeds]
+
+
+def ood_seeds(seed: int, seeds: Sequence[int], profile: str = "cpu") -> list[int]:
+    """The seeds of the causal fusion model's out-of-distribution hit rates (``A-T4-ood-pos`` / ``-neg``): the
+    audit's ``seeds`` and, from ``seed`` on, as many more as :data:`semlm.fusion.profiles.OOD_SEEDS` asks."""
+    wanted = [seed + i for i in range(OOD_SEEDS[check_profile(profile)])]
     return list(seeds) + [s for s in wanted if s not in seeds]
 
 
@@ -140,11 +154,13 @@ def control_reports(audit: AuditRuns, profile: str, n: int) -> dict[tuple[str, s
 FEATURES_ONLY = replace(FUSION_DEFAULT, feature_control=True, logit_steering=False)
 
 
-def features_only_decodes(model, featurizer, grammar: ClauseGrammar, n: int, seed: int) -> dict[str, list[list[str]]]:
-    """``n`` sentences per request of :data:`PAPER_REQUESTS` decoded with :data:`FEATURES_ONLY`, both requests with
-    the same random numbers: a model whose features do not steer writes the same sentences under both."""
+def features_only_decodes(model, featurizer, grammar: ClauseGrammar, n: int, seed: int,
+                          requests: dict[str, Request] = FEATURE_STEERING_REQUESTS) -> dict[str, list[list[str]]]:
+    """``n`` sentences per request (default the mirror-image pair :data:`FEATURE_STEERING_REQUESTS`) decoded with
+    :data:`FEATURES_ONLY`, both requests with the same random numbers: a model whose features do not steer writes
+    the same sentences under both."""
     return {name: generate(model, featurizer, grammar, n, request, config=FEATURES_ONLY, seed=seed + 50)
-            for name, request in PAPER_REQUESTS.items()}
+            for name, request in requests.items()}
 
 
 def judged_polarity(decodes: dict[str, list[list[str]]]) -> dict[str, dict[str, float]]:
@@ -162,22 +178,145 @@ def steering_accuracies(shares: dict[str, dict[str, float]]) -> tuple[float, flo
     return requested, opposite
 
 
-def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int] | None = None) -> FeatureSteering:
+def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int] | None = None,
+                     requests: dict[str, Request] = FEATURE_STEERING_REQUESTS) -> FeatureSteering:
     """A-feature-steering's measurement: every seed's causal fusion model (``seeds``: default the audit's) decoded
-    with :data:`FEATURES_ONLY` under both requests, judged by the lexicon; per-seed requested and opposite-request
-    accuracies and their difference."""
+    with :data:`FEATURES_ONLY` under both ``requests`` (default the mirror-image pair, which differ only in the
+    polarity columns), judged by the lexicon; per-seed requested and opposite-request accuracies and their
+    difference; and, over the audit's seeds, which column group of the paper's two requests moves p(positive) at
+    the adjective (:func:`column_shifts`)."""
     seeds = list(audit.seeds if seeds is None else seeds)
     data = prepare_data(synthetic_profile(profile).corpus, "causal")
     grammar = ClauseGrammar(data.vocab)
     shares = {seed: judged_polarity(features_only_decodes(audit.runs[("causal", "fusion", seed)].load(),
-                                                          data.featurizer, grammar, n, seed))
+                                                          data.featurizer, grammar, n, seed, requests))
               for seed in seeds}
     requested, opposite = zip(*(steering_accuracies(shares[seed]) for seed in seeds))
+    written = {name: request.features() for name, request in requests.items()}
     return FeatureSteering(
         seeds=seeds, n_per_request=n, requested=Interval.of_mean(requested, UNIT),
         opposite=Interval.of_mean(opposite, UNIT), paired=Interval.paired(requested, opposite),
         judged_positive={name: Interval.of_mean([shares[seed][name]["POS"] for seed in seeds], UNIT)
-                         for name in PAPER_REQUESTS})
+                         for name in requests},
+        requests=written, requests_description=describe_requests(requests),
+        differing_predicates=differing_predicates(requests["pos"], requests["neg"]),
+        column_shifts=column_shifts(audit, profile))
+
+
+def differing_predicates(first: Request, second: Request) -> list[str]:
+    """The predicates (in :data:`REQUEST_FEATURES` order) whose written values differ between two requests (a
+    predicate one of them leaves unset counts as differing: it keeps the model's own value there)."""
+    return [k for k in REQUEST_FEATURES if (k in first.values) != (k in second.values) or first.get(k) != second.get(k)]
+
+
+# --- which column group of a request moves p(positive) at the adjective (exact, over every prefix) ---------
+
+#: The models of the column-shift table: chapter 4's causal fusion model and its reads-ahead (published) one.
+SHIFT_MODELS = {"causal fusion": "causal", "published fusion": "published"}
+
+
+def adjective_slot_prefixes(vocab) -> torch.Tensor:
+    """[500, 7] every ``<bos> subject verb the object , intensifier`` prefix of the grammar (5 x 5 x 5 x 4): the
+    position after each is the adjective slot."""
+    rows = [[vocab.bos_id, *vocab.ids([s, v, "the", o, ",", i])]
+            for s, v, o, i in itertools.product(syn.SUBJECTS, syn.VERBS, syn.OBJECTS, syn.INTENSIFIERS)]
+    return torch.tensor(rows)
+
+
+@torch.no_grad()
+def positive_share_at_adjective(model, featurizer, prefixes: torch.Tensor, written: dict[str, float]) -> torch.Tensor:
+    """[B] p(positive adjective | an adjective comes next) after each prefix, ``written`` (predicate -> value) in the
+    newest position's features (the rest as ``featurizer`` computes them): the model's softmax renormalised over
+    the adjectives, the words the grammar mask leaves at that slot."""
+    vocab = featurizer.vocab
+    features = featurizer(prefixes)
+    if written:
+        features[:, -1, [feature_index(k) for k in written]] = torch.tensor(list(written.values())).to(features)
+    model.eval()
+    logits = model(prefixes, features, torch.ones_like(prefixes, dtype=torch.bool)).logits[:, -1].double()
+    adjectives = vocab.ids(syn.POSITIVE_ADJECTIVES + syn.NEGATIVE_ADJECTIVES)
+    probabilities = logits[:, adjectives].softmax(-1)
+    return probabilities[:, :len(syn.POSITIVE_ADJECTIVES)].sum(-1)
+
+
+def written_columns(requests: dict[str, Request] = PAPER_REQUESTS) -> dict[str, dict[str, list[float]]]:
+    """Per column group (and ``all`` of them), the predicates either request sets, with [positive request's value,
+    negative's] (a predicate a request leaves unset written as 0, as steering reads it)."""
+    pos, neg = requests["pos"], requests["neg"]
+    groups = {group: {k: [pos.get(k), neg.get(k)] for k in columns if k in pos.values or k in neg.values}
+              for group, columns in COLUMN_GROUPS.items()}
+    groups["all"] = {k: v for columns in groups.values() for k, v in columns.items()}
+    return {group: columns for group, columns in groups.items() if columns}
+
+
+def prefix_shifts(model, featurizer, written: dict[str, dict[str, list[float]]]) -> dict[str, float]:
+    """Per group of :func:`written_columns`: the mean over every adjective-slot prefix of p(positive) with the
+    positive request's values written minus with the negative request's."""
+    prefixes = adjective_slot_prefixes(featurizer.vocab)
+    return {group: float((positive_share_at_adjective(model, featurizer, prefixes, {k: v[0] for k, v in cols.items()})
+                          - positive_share_at_adjective(model, featurizer, prefixes, {k: v[1] for k, v in cols.items()})
+                          ).mean()) for group, cols in written.items()}
+
+
+def column_shifts(audit: AuditRuns, profile: str, seeds: Sequence[int] | None = None,
+                  requests: dict[str, Request] = PAPER_REQUESTS) -> ColumnShifts:
+    """Which column group of ``requests`` (default the paper's two) moves p(positive) at the adjective: for the
+    causal and the published fusion model of every seed (default the audit's), :func:`prefix_shifts`, over seeds."""
+    seeds = list(audit.seeds if seeds is None else seeds)
+    corpus = synthetic_profile(profile).corpus
+    written = written_columns(requests)
+    shifts = {}
+    for label, setting in SHIFT_MODELS.items():
+        featurizer = prepare_data(corpus, setting).featurizer
+        per_seed = [prefix_shifts(audit.runs[(setting, "fusion", seed)].load(), featurizer, written) for seed in seeds]
+        shifts[label] = {group: Interval.of_mean([shift[group] for shift in per_seed]) for group in written}
+    return ColumnShifts(seeds=seeds, n_prefixes=len(adjective_slot_prefixes(featurizer.vocab)), written=written,
+                        shift=shifts)
+
+
+# --- Table 6 by context: a token's cross-entropy after a trained and after a held-out adjective -------------
+
+#: The focus tokens the grammar writes only right after an adjective (a sentence ends adjective, punctuation), so
+#: that every occurrence follows either a trained or a held-out adjective.
+AFTER_ADJECTIVE_TOKENS: tuple[str, ...] = ("!", "?")
+
+
+def focus_ce_after_adjectives(model, data, tokens: Sequence[str] = AFTER_ADJECTIVE_TOKENS) -> dict[str, dict]:
+    """Per token: ``{"after_trained": (mean CE, count), "after_held_out": (mean CE, count)}`` over the validation
+    positions whose target is the token, split by the word before it (a trained or a held-out adjective); scored as
+    the run metrics are (:func:`semlm.core.metrics.score_tokens`), so the count-weighted mean is the token's CE."""
+    scores = score_tokens(model, data.val)
+    before = torch.cat([batch.input_ids[batch.scored] for batch in data.val.batches(256)])
+    held_out = torch.tensor(data.held_out_ids)
+    adjectives = torch.tensor(data.vocab.ids(syn.POSITIVE_ADJECTIVES + syn.NEGATIVE_ADJECTIVES))
+    trained = adjectives[~torch.isin(adjectives, held_out)]
+    out = {}
+    for token in tokens:
+        hits = scores.targets == data.vocab.id(token)
+        split = {"after_trained": hits & torch.isin(before, trained), "after_held_out": hits & torch.isin(before, held_out)}
+        if int(hits.sum()) != sum(int(where.sum()) for where in split.values()):
+            raise ValueError(f"{token!r} does not always follow an adjective; split only {AFTER_ADJECTIVE_TOKENS}")
+        out[token] = {kind: (scores.cross_entropy[where].mean().item() if where.any() else math.nan, int(where.sum()))
+                      for kind, where in split.items()}
+    return out
+
+
+def focus_by_context(audit: AuditRuns, profile: str,
+                     tokens: Sequence[str] = AFTER_ADJECTIVE_TOKENS) -> dict[str, dict[str, FocusByContext]]:
+    """:func:`focus_ce_after_adjectives` of every baseline and fusion model in both settings and every audit seed:
+    token -> arm (``"causal fusion"``...) -> per-seed values and counts after a trained and a held-out adjective."""
+    corpus = synthetic_profile(profile).corpus
+    measured = {}
+    for setting in SETTINGS:
+        data = prepare_data(corpus, setting)
+        for model in MODELS:
+            measured[f"{setting} {model}"] = [
+                focus_ce_after_adjectives(audit.runs[(setting, model, seed)].load(), data, tokens)
+                for seed in audit.seeds]
+    return {token: {arm: FocusByContext(**{kind: ContextCrossEntropy(values=[seed[token][kind][0] for seed in runs],
+                                                                     counts=[seed[token][kind][1] for seed in runs])
+                                           for kind in ("after_trained", "after_held_out")})
+                    for arm, runs in measured.items()} for token in tokens}
 
 
 # --- the result: chapter 4's record over seeds, presenting itself -------------------------------------------
@@ -228,21 +367,26 @@ class LeakageAudit(LeakageAuditRecord):
     control codes and feature steering over seeds."""
 
     @classmethod
-    def of(cls, audit: AuditRuns, reports: dict, floors: dict, n_per_request: int) -> LeakageAudit:
+    def of(cls, audit: AuditRuns, reports: dict, floors: dict, n_per_request: int,
+           by_context: dict[str, dict[str, FocusByContext]] | None = None,
+           ood_seeds: Sequence[int] | None = None) -> LeakageAudit:
         """Every over-seeds number from the trained models, their control reports
-        (:func:`semlm.fusion.audit.control_reports`) and the floors (:func:`semlm.fusion.leakage.causal_floors`)."""
+        (:func:`semlm.fusion.audit.control_reports`) and the floors (:func:`semlm.fusion.leakage.causal_floors`);
+        ``by_context`` is :func:`focus_by_context`, ``ood_seeds`` the seeds of the causal fusion model's
+        out-of-distribution hit rates (:func:`ood_seeds`; default the audit's)."""
         seeds = audit.seeds
+        ood_seeds = list(seeds if ood_seeds is None else ood_seeds)
 
-        def reported(setting: str, model: str, *path: str) -> Interval:  # one number of a report, over seeds
-            values = [reduce(operator.getitem, path, reports[(setting, model, seed)]) for seed in seeds]
+        def reported(setting: str, model: str, *path: str, over: Sequence[int] = seeds) -> Interval:  # over seeds
+            values = [reduce(operator.getitem, path, reports[(setting, model, seed)]) for seed in over]
             return Interval.of_mean([v["value"] if isinstance(v, dict) else v for v in values], UNIT)
 
         def accuracies(setting: str, model: str, modes) -> dict:  # {mode: {request: {adj_acc, punct_acc}}}
             return {mode: {cls: {k: reported(setting, model, mode, cls, k) for k in ("adj_acc", "punct_acc")}
                            for cls in PAPER_REQUESTS} for mode in modes}
 
-        def ood(setting: str, model: str) -> dict[str, Interval]:
-            return {cls: reported(setting, model, "ood_hit", cls) for cls in PAPER_REQUESTS}
+        def ood(setting: str, model: str, over: Sequence[int] = seeds) -> dict[str, Interval]:
+            return {cls: reported(setting, model, "ood_hit", cls, over=over) for cls in PAPER_REQUESTS}
 
         ablations = {}
         for variant in MODELS + ABLATIONS:
@@ -259,11 +403,12 @@ class LeakageAudit(LeakageAuditRecord):
                             for k in TABLE1_METRICS + (FUSION_ONLY if m == "fusion" else ())}
                         for m in MODELS} for s in SETTINGS},
             control={s: accuracies(s, "fusion", ("hard", "soft")) for s in SETTINGS},
-            ood_hit={s: ood(s, "fusion") for s in SETTINGS},
+            ood_hit={s: ood(s, "fusion", ood_seeds if s == "causal" else seeds) for s in SETTINGS},
+            ood_hit_seeds={s: ood_seeds if s == "causal" else list(seeds) for s in SETTINGS},
             confusion_diagonal={s: reported(s, "fusion", "confusion_diagonal") for s in SETTINGS},
             paired_gain_seen_only={s: Interval.paired(audit.values(s, "baseline", "ppl_seen_only"),
                                                       audit.values(s, "fusion", "ppl_seen_only")) for s in SETTINGS},
-            focus_ce_seeds=focus_seeds,
+            focus_ce_seeds=focus_seeds, focus_ce_by_context=by_context,
             focus_ce={token: {"training oracle": floors["focus_ce"][token],
                               **{arm: Interval.of_mean(values).mean for arm, values in by_arm.items()},
                               "paper fusion": PAPER_A_FOCUS_CE["fusion"][token]}
@@ -299,6 +444,25 @@ class LeakageAudit(LeakageAuditRecord):
         """Paper Table 6 over seeds: mean CE per focus token and model, the training oracle's (a reference, not a
         floor: one token's CE can go below it) and the paper's."""
         return pd.DataFrame.from_dict(self.focus_ce, orient="index").rename_axis("token")
+
+    def focus_context_frame(self):
+        """Table 6 by context: per token written only after an adjective and per model, the mean over seeds of its
+        cross-entropy overall, after a trained and after a held-out adjective, and the held-out share of its
+        positions (empty when the record has no split)."""
+        def mean(values):
+            finite = [v for v in values if math.isfinite(v)]
+            return sum(finite) / len(finite) if finite else math.nan
+
+        rows = []
+        for token, by_arm in (self.focus_ce_by_context or {}).items():
+            for arm, split in by_arm.items():
+                trained, held_out = split.after_trained, split.after_held_out
+                total = sum(trained.counts) + sum(held_out.counts)
+                rows.append({"token": token, "model": arm, "overall": mean(self.focus_ce_seeds[token][arm]),
+                             "after trained": mean(trained.values), "after held-out": mean(held_out.values),
+                             "held-out share": sum(held_out.counts) / total if total else math.nan})
+        return pd.DataFrame(rows, columns=["token", "model", "overall", "after trained", "after held-out",
+                                           "held-out share"]).set_index(["token", "model"])
 
     def below_oracle(self, column: str, margin: float = 0.05) -> list[str]:
         """Focus tokens whose CE in ``column`` (``"causal fusion"``, ``"paper fusion"``...) lies more than ``margin``
@@ -367,6 +531,17 @@ class LeakageAudit(LeakageAuditRecord):
         frame.loc["mean [95% CI]"] = [interval.format(3, signed=name == "requested - opposite")
                                       for name, interval in columns.items()]
         return frame
+
+    def column_shift_frame(self):
+        """Which column group of the paper's two requests moves p(positive) at the adjective: per group (rows) the
+        predicates written (positive / negative request) and, per model, the mean [95% interval] over seeds of the
+        per-seed mean shift over every prefix."""
+        shifts = self.feature_steering.column_shifts
+        return pd.DataFrame([
+            {"columns written": group,
+             "positive / negative request": ", ".join(f"{k} {v[0]:g} / {v[1]:g}" for k, v in written.items()),
+             **{model: by_group[group].format(3, signed=True) for model, by_group in shifts.shift.items()}}
+            for group, written in shifts.written.items()]).set_index("columns written")
 
     def key_numbers(self):
         """The chapter's headline numbers in one column."""

@@ -20,6 +20,10 @@ AUDIT_SEEDS = {"smoke": 2, "cpu": 3, "paper": 5}
 #: ... of its ``A-feature-steering`` measurement (the causal fusion model steered through its features only;
 #: the claim's rule needs 5 paired seeds: at ``cpu`` two causal fusion models beyond the audit's) ...
 STEERING_SEEDS = {"smoke": 2, "cpu": 5, "paper": 5}
+#: ... of the causal fusion model's out-of-distribution hit rates (A-T4-ood-pos / -neg: their rule calls an
+#: interval wider than +-0.15 inconclusive, which 3 seeds' t = 4.30 leaves it; 6 seeds, one model beyond the
+#: feature-steering ones) ...
+OOD_SEEDS = {"smoke": 2, "cpu": 6, "paper": 6}
 #: ... and of chapter 10's intent and shuffled models, which the claims pair by seed (its baseline and
 #: control-code models, chapter 4's runs and context only, run at :data:`AUDIT_SEEDS`).
 INTENT_SEEDS = {"smoke": 2, "cpu": 5, "paper": 5}

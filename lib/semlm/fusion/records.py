@@ -98,6 +98,21 @@ class CausalFloors(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ColumnShifts(Record):
+    """The exact shift of p(positive) at the adjective slot when one column group of the paper's positive rather than
+    its negative request is written into the newest feature row (:func:`semlm.fusion.audit.column_shifts`), over
+    every subject / verb / object / intensifier prefix of the grammar (``n_prefixes``); ``p(positive)`` is the
+    model's probability of a positive adjective among the adjectives (what the grammar mask leaves)."""
+
+    seeds: list[int] | None = None
+    n_prefixes: int | None = None
+    #: group ("polarity", "is_question", "strength", "all") -> predicate -> [positive request's value, negative's]
+    written: dict[str, dict[str, list[float]]] | None = None
+    #: model ("causal fusion", "published fusion") -> group -> the per-seed means over prefixes, over ``seeds``
+    shift: dict[str, dict[str, Interval]] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class FeatureSteering(Record):
     """Paper A's own channel on each seed's causal fusion model (:func:`semlm.fusion.audit.feature_steering`):
     polarity accuracy with the request given (``requested``) and with the opposite one (``opposite``), their
@@ -110,6 +125,31 @@ class FeatureSteering(Record):
     opposite: Interval | None = None
     paired: Interval | None = None
     judged_positive: dict[str, Interval] | None = None
+    #: the two requests' written predicates (``pos`` / ``neg`` -> predicate -> value), the one-line description and
+    #: the predicates whose values differ (the mirror-image requests: the polarity columns only)
+    requests: dict[str, dict[str, float]] | None = None
+    requests_description: str | None = None
+    differing_predicates: list[str] | None = None
+    #: which column group of the paper's two requests moves p(positive) at the adjective, per model
+    column_shifts: ColumnShifts | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextCrossEntropy(Record):
+    """A focus token's cross-entropy at the positions that follow one kind of adjective: per seed the mean
+    (NaN where ``counts`` is 0) and the number of such positions."""
+
+    values: list[float] | None = None
+    counts: list[int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FocusByContext(Record):
+    """A focus token's cross-entropy split by the adjective right before it: trained or held out; per seed the
+    count-weighted mean of the two is the token's overall cross-entropy (``focus_ce_seeds``)."""
+
+    after_trained: ContextCrossEntropy | None = None
+    after_held_out: ContextCrossEntropy | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,10 +164,14 @@ class LeakageAuditRecord(ChapterRecord):
     floors: CausalFloors | None = None
     control: dict[str, ControlModes] | None = None
     ood_hit: dict[str, dict[str, Interval]] | None = None
+    ood_hit_seeds: dict[str, list[int]] | None = None  # per setting, the seeds of ``ood_hit`` (None: ``seeds``)
     confusion_diagonal: dict[str, Interval] | None = None
     paired_gain_seen_only: dict[str, Interval] | None = None  # baseline - fusion seen-only PPL, paired by seed
-    #: token -> "causal baseline" / "causal fusion" / "published fusion" -> CE per seed
+    #: token -> "causal baseline" / "causal fusion" / "published baseline" / "published fusion" -> CE per seed
     focus_ce_seeds: dict[str, dict[str, list[float]]] | None = None
+    #: the tokens written only after an adjective ("!", "?") -> arm (as above) -> CE after a trained and after a
+    #: held-out adjective, per seed (absent from records written before it)
+    focus_ce_by_context: dict[str, dict[str, FocusByContext]] | None = None
     #: Table 6: token -> mean CE per model (as above), the training oracle's and the paper's fusion model's
     focus_ce: dict[str, dict[str, float]] | None = None
     ablations: dict | None = None  # causal: variant -> ppl, ppl_seen_only (, sem_mse, ood_hit, soft_adj_acc)

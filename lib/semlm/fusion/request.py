@@ -23,6 +23,9 @@ from semlm.fusion.fuzzy import triangular_memberships
 REQUEST_FEATURES: tuple[str, ...] = ("pos_low", "pos_med", "pos_high", "neg_low", "neg_med", "neg_high",
                                      "str_low", "str_med", "str_high", "is_question", "is_exclamation")
 POLARITIES: tuple[str, ...] = ("positive", "negative")
+#: The request predicates by column group: what a request says about polarity, the question mark and strength.
+COLUMN_GROUPS: dict[str, tuple[str, ...]] = {"polarity": REQUEST_FEATURES[:6], "is_question": ("is_question",),
+                                             "strength": REQUEST_FEATURES[6:9]}
 #: Above this net polarity a hard request restricts the adjective class outright.
 HARD_THRESHOLD = 0.6
 
@@ -71,6 +74,16 @@ class Request:
             values.update(is_question=float(punctuation == "?"), is_exclamation=float(punctuation == "!"))
         return cls(values, punctuation)
 
+    def mirror_image(self) -> Request:
+        """This request with every ``pos_*`` value swapped with its ``neg_*`` one (a side it leaves unset written as
+        0, so both write the same predicates); strength, ``is_question`` and the punctuation are kept."""
+        polarity = COLUMN_GROUPS["polarity"]
+        if not any(name in self.values for name in polarity):
+            raise ValueError(f"{self} sets no polarity predicate ({', '.join(polarity)}), so it has no mirror image")
+        swapped = {name: self.get(("neg" if name.startswith("pos") else "pos") + name[3:]) for name in polarity
+                   if name in self.values or "pos" + name[3:] in self.values or "neg" + name[3:] in self.values}
+        return Request({**self.values, **swapped}, self.punctuation)
+
     def features(self) -> dict[str, float]:
         """The feature-channel values this request sets, by predicate name."""
         return dict(self.values)
@@ -117,3 +130,24 @@ class Request:
 #: The two requests of paper A's Tables 2-4: positive & strong with "!", negative with "?".
 PAPER_REQUESTS = {"pos": Request({"pos_high": 0.95, "str_high": 0.9}, "!"),
                   "neg": Request({"neg_high": 0.95, "is_question": 1.0, "str_med": 0.6}, "?")}
+
+#: A-feature-steering's two requests: the paper's positive request (positive & strong, "!") and its mirror image,
+#: which differ only in the polarity columns (the paper's negative request also sets ``is_question`` and another
+#: strength, so a difference between the paper's two requests need not come from polarity).
+def mirror_pair(request: Request) -> dict[str, Request]:
+    """``{"pos": request, "neg": its mirror image}`` for a positive ``request``, both writing the same predicates
+    (the side ``request`` leaves unset written as 0): they differ only in the polarity columns."""
+    if request.polarity != "positive":
+        raise ValueError(f"mirror_pair takes a positive request, got {request} (polarity {request.polarity})")
+    mirrored = request.mirror_image()
+    completed = Request({**request.values, **{k: request.get(k) for k in mirrored.values}}, request.punctuation)
+    return {"pos": completed, "neg": mirrored}
+
+
+FEATURE_STEERING_REQUESTS = mirror_pair(PAPER_REQUESTS["pos"])
+
+
+def describe_requests(requests: Mapping[str, Request]) -> str:
+    """One line naming the predicates each request writes, e.g. ``pos: pos_high 0.95, neg_high 0, str_high 0.9 "!"``."""
+    return "; ".join(f"{name}: " + ", ".join(f"{k} {v:g}" for k, v in request.values.items())
+                     + (f' "{request.punctuation}"' if request.punctuation else "") for name, request in requests.items())
