@@ -3,6 +3,7 @@ README's snippet runs as written against such a folder."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from semlm.book.export import ExportError, export_run, find_run
+from semlm.book.export import ExportError, export_run, find_run, resolve_run
 from semlm.book.plan import book_runs
+from semlm.book.runner import main as runner_main
 from semlm.core import runs
 from semlm.idea.wikitext_experiment import IDEA
 
@@ -67,7 +69,7 @@ def test_export_refuses_what_it_cannot_do_and_writes_nothing(finished, tmp_path)
     assert not (tmp_path / "x").exists()
 
 
-def test_readme_transformers_snippet(finished, tmp_path):
+def test_readme_transformers_snippet(finished, tmp_path, monkeypatch):
     """The README's export command and Python block, run as written (the run folder's glob and all)."""
     _, folder = finished
     readme = (REPO / "README.md").read_text()
@@ -75,9 +77,30 @@ def test_readme_transformers_snippet(finished, tmp_path):
     command = re.search(r"```bash\n(.+?)\n```", section, re.S).group(1)
     code = re.search(r"```python\n(.+?)```", section, re.S).group(1)
     assert "semlm.book export" in command and command.split()[-1] == "exported/gated"
-    export_run(folder, tmp_path / "exported" / "gated")  # what the command does with the book's cpu run
+    # the command as written, in a folder laid out as `make book` leaves it: the run beside its .lock file
+    run = command.split()[-2]
+    assert run.startswith("book/_build/runs/cpu/") and "*" not in run
+    laid_out = tmp_path / run
+    laid_out.parent.mkdir(parents=True)
+    shutil.copytree(folder, laid_out.parent / f"{laid_out.name}-{folder.name.rsplit('-', 1)[-1]}")
+    (laid_out.parent / f"{laid_out.name}-{folder.name.rsplit('-', 1)[-1]}.lock").write_text("")
+    argv = command.split()[command.split().index("export"):]
+    monkeypatch.chdir(tmp_path)
+    assert runner_main(argv) == 0 and (tmp_path / "exported" / "gated" / "config.json").is_file()
     done = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('semlm' in sys.modules)\n"],
                           capture_output=True, text=True, cwd=tmp_path, env=_clean_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "False"
     assert done.stdout.strip().splitlines()[0].startswith("The band released its second album")
+
+
+def test_a_run_is_named_up_to_its_key_and_an_ambiguous_or_missing_name_is_refused(tmp_path):
+    runs_dir = tmp_path / "runs"
+    (runs_dir / "gated-mean-seed111-aaaa").mkdir(parents=True)
+    (runs_dir / "gated-mean-seed111-aaaa.lock").write_text("")
+    assert resolve_run(runs_dir / "gated-mean-seed111") == runs_dir / "gated-mean-seed111-aaaa"
+    with pytest.raises(ExportError, match="names no run: .* holds gated-mean-seed111-aaaa"):
+        resolve_run(runs_dir / "plain-seed111")
+    (runs_dir / "gated-mean-seed111-bbbb").mkdir()
+    with pytest.raises(ExportError, match="names 2 runs"):
+        resolve_run(runs_dir / "gated-mean-seed111")

@@ -23,6 +23,24 @@ class ExportError(ValueError):
     """A run that cannot be exported, or a destination that would lose something; the message says which."""
 
 
+def resolve_run(path: str | Path) -> Path:
+    """The run folder ``path`` names: the folder itself, or the one run folder of its parent named ``<path's
+    name>-<key>`` (so ``.../gated-mean-seed111`` names ``.../gated-mean-seed111-3f9a...`` beside its ``.lock``
+    file); an error naming what is there when none or several match."""
+    path = Path(path)
+    if (path / "record.json").is_file():
+        return path
+    here = sorted(p for p in path.parent.glob(f"{path.name}-*") if p.is_dir()) if path.parent.is_dir() else []
+    if len(here) == 1:
+        return here[0]
+    runs_there = sorted(p.name for p in path.parent.iterdir() if p.is_dir()) if path.parent.is_dir() else []
+    if not here:
+        raise ExportError(f"{path} names no run: {path.parent} holds "
+                          f"{', '.join(runs_there) or 'no run folders'}; give one of them, or its name up to the key")
+    raise ExportError(f"{path} names {len(here)} runs ({', '.join(p.name for p in here)}); give the one to export "
+                      f"in full")
+
+
 def find_run(folder: str | Path):
     """``(experiment, spec, profile, record)`` of the finished run in ``folder``."""
     folder = Path(folder)
@@ -81,6 +99,7 @@ def export_run(folder: str | Path, out: str | Path) -> Path:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} exists and is not an empty folder; give a new folder (nothing was written)")
+    folder = resolve_run(folder)
     experiment, spec, profile, record = find_run(folder)
     model = runs.load_model(experiment, spec, Path(folder), "cpu")
     if not isinstance(model, PreTrainedModel):

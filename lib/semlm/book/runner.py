@@ -726,7 +726,9 @@ def _parser() -> argparse.ArgumentParser:
     export_cmd = commands.add_parser("export", help="write a finished run as a folder transformers loads",
                                      description="Write a finished run (a folder of the run cache) as weights, "
                                                  "config with auto_map, tokenizer and a model card.")
-    export_cmd.add_argument("run", type=Path, metavar="RUN", help="the run's folder under book/_build/runs/")
+    export_cmd.add_argument("run", type=Path, metavar="RUN",
+                            help="the run's folder under book/_build/runs/, or its name up to the key (e.g. "
+                                 "book/_build/runs/cpu/idea/wikitext-2/gated-mean-seed111)")
     export_cmd.add_argument("dir", type=Path, metavar="DIR", help="a new (or empty) folder to write")
     return parser
 
