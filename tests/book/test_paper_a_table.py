@@ -57,3 +57,34 @@ def test_the_plain_summary_names_every_claim_of_each_paper_once():
 def test_the_claims_table_marks_the_books_extensions():
     html = report.claims_table(evaluate_claims({}))._repr_html_()
     assert html.count("the book's extension") == len(EXTENSIONS)
+
+
+def _pilot_audit() -> dict:
+    import copy
+
+    run = {run.slug: run for run in load_recorded()}["cpu-book-e3e2d4f"]
+    return copy.deepcopy(run.book_metrics["04_leakage_audit"])
+
+
+def test_table6_reason_says_which_context_the_papers_number_is_of_the_size_of():
+    audit = _pilot_audit()
+    assert "split by the adjective" not in {r["id"]: r for r in evaluate_claims({"04_leakage_audit": audit})}[
+        "A-T6-exclaim"]["reason"]  # a record written before the split says nothing of it
+    split = {"after_trained": {"values": [0.0025, 0.0019, 0.0013], "counts": [40, 44, 44]},
+             "after_held_out": {"values": [6.11, 7.51, 5.76], "counts": [60, 58, 60]}}
+    audit["focus_ce_by_context"] = {"!": {"published fusion": split}}
+    reason = {r["id"]: r for r in evaluate_claims({"04_leakage_audit": audit})}["A-T6-exclaim"]["reason"]
+    assert "of the size of the held-out part" in reason and "58% of the cases" in reason
+    alike = {"after_trained": {"values": [5.0, 5.2, 5.1], "counts": [40, 44, 44]},
+             "after_held_out": {"values": [5.5, 5.4, 5.6], "counts": [60, 58, 60]}}
+    audit["focus_ce_by_context"] = {"!": {"published fusion": alike}}
+    reason = {r["id"]: r for r in evaluate_claims({"04_leakage_audit": audit})}["A-T6-exclaim"]["reason"]
+    assert "the two parts are of one size here" in reason
+
+
+def test_feature_steering_reason_names_the_mirror_requests_and_the_design():
+    audit = _pilot_audit()
+    audit["feature_steering"]["differing_predicates"] = ["pos_high", "neg_high"]
+    row = {r["id"]: r for r in evaluate_claims({"04_leakage_audit": audit})}["A-feature-steering"]
+    assert "differ in pos_high, neg_high only" in row["reason"] and "apply_control but never calls it" in row["reason"]
+    assert "mirror images" in row["rule"] and "polarity columns swapped" in row["rule"]

@@ -14,6 +14,7 @@ Nothing here is typed by hand except the papers' own values and the rules.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Mapping, Sequence
@@ -367,6 +368,32 @@ def _ood(claim_id: str, claim: str, cls: str) -> Claim:
     return Claim(claim_id, "A", claim, ref.PAPER_A_OOD_HIT[cls], judge)
 
 
+def _by_context(metrics, token: str, paper: float) -> str:
+    """What the reason says of ``token``'s cross-entropy split by the adjective before it (trained or held out) in
+    the reads-ahead fusion model, and which part the paper's number is of the size of ("" for records without it)."""
+    split = (_get(metrics, AUDIT).focus_ce_by_context or {}).get(token, {}).get("published fusion")
+    if split is None or split.after_trained is None or split.after_held_out is None:
+        return ""
+    parts = {}
+    for name, part in (("trained", split.after_trained), ("held-out", split.after_held_out)):
+        pairs = [(v, c) for v, c in zip(part.values or (), part.counts or ()) if c and v == v]
+        if not pairs:
+            return ""
+        parts[name] = (sum(v * c for v, c in pairs) / sum(c for _, c in pairs), sum(c for _, c in pairs))
+    (trained, n_trained), (held_out, n_held) = parts["trained"], parts["held-out"]
+    # on a log scale: 0.002 and 6 nats are three orders of magnitude apart, a difference of nats would hide it
+    like = min(parts, key=lambda name: abs(math.log(max(parts[name][0], 1e-9)) - math.log(paper)))
+    text = (f"; split by the adjective before it, the reads-ahead fusion model's '{token}' costs {trained:.3f} nats "
+            f"after a trained adjective and {held_out:.2f} after a held-out one ({n_held / (n_trained + n_held):.0%} "
+            f"of the cases)")
+    if 0.1 < held_out / max(trained, 1e-9) < 10:
+        return text + ": the two parts are of one size here, so the split does not say what the paper's number is"
+    return text + (f": the paper's {paper:.2f} is of the size of the {like} part, so its Table 6 number "
+                   + ("measures how the model handles adjectives it never saw in training, not how it predicts "
+                      "punctuation" if like == "held-out" else "is what the model does after adjectives it "
+                                                                "trained on"))
+
+
 def _focus(claim_id: str, token: str) -> Claim:
     rule = A_T6_RULES[token]
 
@@ -382,9 +409,10 @@ def _focus(claim_id: str, token: str) -> Claim:
         published = sum(published_fusion) / len(published_fusion)
         published_diff = Interval.paired(_get(metrics, AUDIT, "focus_ce_seeds", token, "published baseline"),
                                          published_fusion).mean if "published baseline" in seeds else None
+        context = _by_context(metrics, token, paper)
         # the decided quantity (the paired difference) is the value shown, with its interval
         return Verdict.on(status,
-                       f"causal CE baseline - fusion over {len(fusion)} seeds {diff:+.3f} nats{why} (fusion "
+                       f"causal CE baseline - fusion over {len(fusion)} seeds {diff:+.3f} nats{why}{context} (fusion "
                        f"{sum(fusion) / len(fusion):.2f}, baseline {sum(baseline) / len(baseline):.2f}; published "
                        f"setting's fusion {published:.2f}); causal floor {floor:.2f}; the paper's {paper:.2f} is "
                        f"{'below' if paper < floor else 'above'} that floor", diff, published_diff,
@@ -476,8 +504,10 @@ FEATURE_STEERING_RULE = (
     "seed's causal fusion model of chapter 4 decodes with the request written into its per-token features (the "
     "newest position's predicates, as the authors' apply_control writes them), no logit steering, the one-clause "
     "grammar mask on, no class restriction or mixture, the same sampling settings and the same random numbers for "
-    "both requests. The requests are paper A's two (Tables 2-4: positive & strong, negative & question), each the "
-    "other's opposite. The judge is the corpus lexicon (the polarity class of the written adjective), not the "
+    "both requests. The requests are mirror images: paper A's positive request (Tables 2-4: positive & strong, \"!\") "
+    "and the same request with its polarity columns swapped, so they differ in the polarity predicates only (the "
+    "paper's negative request also writes is_question and another strength, which would move the adjective through "
+    "other columns). The judge is the corpus lexicon (the polarity class of the written adjective), not the "
     "model. Per seed, the requested accuracy is the mean of the share of positive-requested sentences judged "
     "positive and the share of negative-requested sentences judged negative; the negative control is the same "
     "model given the opposite request: the mean of the share of negative-requested sentences judged positive and "
@@ -520,6 +550,14 @@ def _feature_steering(metrics):
     per_request = _get(metrics, AUDIT, "feature_steering").n_per_request
     if per_request:
         reason += f"; {per_request} sentences per request and seed"
+    steering = _get(metrics, AUDIT, "feature_steering")
+    if steering.differing_predicates:
+        reason += f"; the requests differ in {', '.join(steering.differing_predicates)} only"
+    shifts = steering.column_shifts.shift if steering.column_shifts is not None else None
+    if shifts and "causal fusion" in shifts and "polarity" in shifts["causal fusion"]:
+        reason += (f"; exactly, over the grammar's {steering.column_shifts.n_prefixes} adjective-slot prefixes, writing "
+                   f"the positive rather than the negative polarity columns moves the causal model's p(positive) at "
+                   f"the adjective by {shifts['causal fusion']['polarity']:+.3f}")
     reason += f"; {FEATURE_STEERING_DESIGN}"
     return Verdict.on(status, reason, diff, observed={"requested - opposite": diff}, seed_ids=seeds)
 
