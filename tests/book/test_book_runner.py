@@ -434,3 +434,27 @@ def test_a_student_build_stages_the_executed_notebooks_without_solutions_and_say
         text = "\n".join(cell.source for cell in staged.cells)
         assert ("the answer" in text) is solutions and "a nudge" in text
         assert (book.STUDENT_NOTE in text) is not solutions
+
+
+def test_bad_command_lines_get_one_line_naming_the_subcommand_before_any_work(tmp_path, capsys):
+    """Issue 48's rows 9-14: each a single error line, exit 2, and the hint names the subcommand that failed."""
+    from semlm.book.runner import main
+
+    bad = {("plan", "--profile", "smoke", "--train", "--workers", "0"): "`python -m semlm.book plan --help`",
+           ("plan", "--profile", "bogus"): "`python -m semlm.book plan --help`",
+           ("plan", "--profile", "smoke", "--chapters", "99"): "unknown chapter '99'",
+           ("run", "--profile", "smoke", "--build-dir", str(tmp_path / "file")): "is a file, not a folder",
+           ("export", str(tmp_path / "missing" / "run"), str(tmp_path / "out")): "does not exist"}
+    (tmp_path / "file").write_text("")
+    for argv, expected in bad.items():
+        assert main(list(argv)) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], (argv, err)
+
+
+def test_plan_takes_chapter_prefixes_as_run_only_does(capsys):
+    from semlm.book.runner import main
+
+    assert main(["plan", "--profile", "smoke", "--chapters", "06,04_leakage_audit.py"]) == 0
+    listed = capsys.readouterr().out
+    assert "06_idea_gating" in listed and "04_leakage_audit" in listed and "05_sst2" not in listed

@@ -689,7 +689,18 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors become one ``error:`` line and exit status 2 returned by main()."""
 
     def error(self, message: str):
-        raise BookError(f"{message} (see `python -m semlm.book run --help`)", exit_code=2)
+        raise BookError(f"{message} (see `{self.prog} --help`)", exit_code=2)
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number of processes, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--workers must be >= 1, got {value}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -717,9 +728,10 @@ def _parser() -> argparse.ArgumentParser:
                                                "the chapters run, so the chapters load them from the cache.")
     plan_cmd.add_argument("--profile", required=True, choices=list(PROFILES), help="scale of every experiment")
     plan_cmd.add_argument("--train", action="store_true", help="train (or load) them now")
-    plan_cmd.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    plan_cmd.add_argument("--workers", type=_workers, default=None, help="worker processes (default: one per core)")
     plan_cmd.add_argument("--chapters", default=None, metavar="A,B",
-                          help="only these chapters' runs (comma-separated names; default: every chapter's)")
+                          help="only these chapters' runs (comma-separated names or unique prefixes such as 06, as "
+                               "run --only takes them; default: every chapter's)")
     plan_cmd.add_argument("--beside-chapters", action="store_true",
                           help="as the book runner starts it beside the chapters: nothing where CUDA is available "
                                "(the chapters train there one run at a time)")
@@ -739,10 +751,11 @@ def plan_command(args: argparse.Namespace) -> int:
 
     check_profile(args.profile)
     wanted = plan.CHAPTERS if args.chapters is None else [c.strip() for c in args.chapters.split(",") if c.strip()]
-    unknown = sorted(set(wanted) - set(plan.CHAPTERS))
-    if unknown:
-        raise BookError(f"--chapters: {', '.join(unknown)} declare no runs; choose from {', '.join(plan.CHAPTERS)}",
-                        exit_code=2)
+    try:
+        wanted = [resolve_chapter(c, list(plan.CHAPTERS)) for c in wanted]
+    except BookError as exc:
+        raise BookError(f"--chapters: {exc} (the chapters that declare runs; the others declare no runs)",
+                        exit_code=2) from None
     planned = [e for e in plan.book_runs(args.profile) if e.chapter in wanted]
     print(plan.describe(planned), flush=True)
     if not args.train:
@@ -768,6 +781,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             return plan_command(args)
         if args.command == "export":
+            # checked before the heavy imports below (torch, transformers: seconds)
+            if not args.run.exists() and not args.run.parent.is_dir():
+                raise BookError(f"export: {args.run} does not exist; give a run's folder under book/_build/runs/",
+                                exit_code=2)
+            if args.dir.exists() and (not args.dir.is_dir() or any(args.dir.iterdir())):
+                raise BookError(f"export: {args.dir} exists and is not an empty folder; give a new folder (nothing "
+                                f"was written)", exit_code=2)
             from semlm.book.export import ExportError, export_run
 
             try:
@@ -775,6 +795,9 @@ def main(argv: list[str] | None = None) -> int:
             except (ExportError, FileNotFoundError) as exc:
                 raise BookError(str(exc), exit_code=2) from exc
             return 0
+        if args.build_dir.exists() and not args.build_dir.is_dir():
+            raise BookError(f"--build-dir {args.build_dir} is a file, not a folder; give a folder (it is created if "
+                            f"missing)", exit_code=2)
         run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
             html=args.only is None or args.html, allow_downloads=args.allow_downloads,
             solutions=not args.no_solutions)
