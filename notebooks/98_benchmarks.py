@@ -50,7 +50,7 @@ from semlm.book import recorded as rec
 
 # the benchmark writes its own record (bench.json): this chapter never closes
 chapter = book.open("98_benchmarks", profile=profile, seed=seed,
-                    workers=workers)
+                    workers=workers, declared=("authors_comparison_file",))
 profile = chapter.profile
 
 # %%

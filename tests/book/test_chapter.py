@@ -75,3 +75,44 @@ def test_a_failing_chapter_writes_nothing(tmp_path, monkeypatch):
     del chapter  # a chapter that stops before its metrics cell: nothing is written on the way out
     gc.collect()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_injected_parameters_are_read_from_papermills_cell():
+    from semlm.book.chapter import injected_parameters
+
+    history = ["", "profile = 'cpu'\nseed = 111\n", "# Parameters\nprofile = \"smoke\"\nbogus_param = 1\n", "x = 2"]
+    assert injected_parameters(history) == {"profile", "bogus_param"}
+    assert injected_parameters(["profile = 'cpu'"]) == set()
+    assert injected_parameters() == set()  # outside a kernel: nothing injected
+
+
+def test_unknown_parameter_fails_the_chapter(tmp_path):
+    """Raw papermill with a parameter the chapter does not declare: the chapter stops at book.open with one line
+    naming it and the chapter's parameters, before any work and without writing metrics."""
+    import nbformat
+    import papermill
+
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                                  "display_name": "Python 3"}})
+    notebook.cells = [nbformat.v4.new_code_cell("profile = 'cpu'\nseed = 111\nworkers = 1",
+                                                metadata={"tags": ["parameters"]}),
+                      nbformat.v4.new_code_cell("from semlm import book\n"
+                                                "chapter = book.open('toy', profile=profile, seed=seed, "
+                                                "workers=workers)\nprint('work started')")]
+    nbformat.write(notebook, tmp_path / "toy.ipynb")
+    env = {"SEMLM_METRICS_DIR": str(tmp_path / "metrics")}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        with pytest.raises(papermill.PapermillExecutionError) as failure:
+            papermill.execute_notebook(str(tmp_path / "toy.ipynb"), str(tmp_path / "out.ipynb"),
+                                       parameters={"profile": "smoke", "bogus_param": 1}, progress_bar=False,
+                                       log_output=False, kernel_name="python3")
+        assert "chapter toy has no parameter 'bogus_param'; its parameters are profile, seed, workers" in str(
+            failure.value.evalue)
+        # the declared ones pass
+        papermill.execute_notebook(str(tmp_path / "toy.ipynb"), str(tmp_path / "out2.ipynb"),
+                                   parameters={"profile": "smoke", "workers": 2}, progress_bar=False,
+                                   kernel_name="python3")
+    assert "work started" in (tmp_path / "out2.ipynb").read_text()
+    assert not (tmp_path / "metrics").exists()

@@ -7,6 +7,7 @@ the parameters (:func:`~semlm.profiles.check_parameters`) and starts the clock; 
 
 from __future__ import annotations
 
+import ast
 import time
 from pathlib import Path
 
@@ -39,10 +40,40 @@ class Chapter:
         return f"Chapter({self.name!r}, profile={self.profile!r}, seed={self.seed!r})"
 
 
-def open_chapter(name: str, *, profile: str, seed: int, **parameters) -> Chapter:
+#: The first line of the cell papermill injects with ``-p NAME VALUE`` (its ``PythonTranslator.codify``).
+PAPERMILL_INJECTED = "# Parameters"
+
+
+def injected_parameters(history: list[str] | None = None) -> set[str]:
+    """The names papermill injected into this kernel (``-p NAME VALUE``): the assignments of the executed cell that
+    starts with :data:`PAPERMILL_INJECTED`, read from IPython's input history (``In``); none outside a kernel."""
+    if history is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return set()
+        shell = get_ipython()
+        history = list(shell.user_ns.get("In", [])) if shell is not None else []
+    names: set[str] = set()
+    for source in history:
+        if isinstance(source, str) and source.lstrip().startswith(PAPERMILL_INJECTED):
+            tree = ast.parse(source)
+            names |= {target.id for node in tree.body if isinstance(node, ast.Assign)
+                      for target in node.targets if isinstance(target, ast.Name)}
+    return names
+
+
+def open_chapter(name: str, *, profile: str, seed: int, declared: tuple[str, ...] = (), **parameters) -> Chapter:
     """Open chapter ``name`` with its parameters cell's values: ``profile`` (one of the shared profiles or the
     chapter's own long ones, :data:`~semlm.profiles.LONG_PROFILES`), ``seed`` and any of ``workers``, ``n_seeds``,
-    ``max_steps`` (checked, not kept: the chapter keeps its own variables)."""
+    ``max_steps`` (checked, not kept: the chapter keeps its own variables); ``declared`` names the parameters cell's
+    other variables. A papermill parameter the chapter does not declare is a one-line ``ValueError`` before any
+    work (papermill itself only warns)."""
+    unknown = sorted(injected_parameters() - {"profile", "seed", *declared, *parameters})
+    if unknown:
+        known = ", ".join(["profile", "seed", *parameters, *declared])
+        raise ValueError(f"chapter {name} has no parameter {', '.join(map(repr, unknown))}; its parameters are "
+                         f"{known} (fix the -p option)")
     profile = lab_profile(profile)
     own_profiles = tuple(long for long, chapter in LONG_PROFILES.items() if chapter == name)
     check_parameters(own_profiles, profile=profile, seed=seed, **parameters)
