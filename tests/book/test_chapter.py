@@ -116,3 +116,22 @@ def test_unknown_parameter_fails_the_chapter(tmp_path):
                                    kernel_name="python3")
     assert "work started" in (tmp_path / "out2.ipynb").read_text()
     assert not (tmp_path / "metrics").exists()
+
+
+def test_standalone_papermill_does_not_touch_the_build(tmp_path, monkeypatch, capsys):
+    """A chapter run outside the book runner (no $SEMLM_METRICS_DIR: raw papermill, JupyterLab) writes its metrics
+    to the standalone folder and says so; the build's metrics folder is never written."""
+    import semlm.book.chapter as chapter_module
+    from semlm.book.report import metrics_dir
+
+    monkeypatch.delenv("SEMLM_METRICS_DIR", raising=False)
+    real = chapter_module.STANDALONE_METRICS_DIR
+    assert real.parts[-3:] == ("_build", "lab", "metrics") and real != metrics_dir()
+    monkeypatch.setattr(chapter_module, "STANDALONE_METRICS_DIR", tmp_path / "lab" / "metrics")
+    build = metrics_dir() / "report.json"
+    before = build.stat().st_mtime_ns if build.exists() else None
+    chapter = open_chapter("report", profile="smoke", seed=111)
+    chapter.close({"claims": []})
+    assert chapter.metrics_path == tmp_path / "lab" / "metrics" / "report.json"
+    assert "the book build's stay untouched" in capsys.readouterr().out
+    assert (build.stat().st_mtime_ns if build.exists() else None) == before

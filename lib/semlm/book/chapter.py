@@ -1,18 +1,27 @@
 """A chapter's bookkeeping in one object: ``chapter = book.open(name, profile=..., seed=...)`` under the
 parameters cell resolves the profile (``make lab``'s ``$SEMLM_PROFILE``, :func:`~semlm.profiles.lab_profile`), checks
 the parameters (:func:`~semlm.profiles.check_parameters`) and starts the clock; ``chapter.close(record)`` writes
-``<metrics dir>/<name>.json`` (:func:`~semlm.book.report.write_chapter_metrics`); a chapter that fails before
-``close`` writes nothing. Torch-free on import, like :mod:`semlm.book`.
+``<metrics dir>/<name>.json`` (:func:`~semlm.book.report.write_chapter_metrics`): the book runner's metrics folder
+(``$SEMLM_METRICS_DIR``), or for a chapter run on its own (raw papermill, JupyterLab) ``book/_build/lab/metrics``,
+never the build's; a chapter that fails before ``close`` writes nothing. Torch-free on import, like :mod:`semlm.book`.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import time
 from pathlib import Path
 
 from semlm.book.report import write_chapter_metrics
+from semlm.data.paths import REPO_ROOT
 from semlm.profiles import LONG_PROFILES, check_parameters, lab_profile
+
+
+#: Set by the book runner for its kernels: the build's metrics folder.
+METRICS_VARIABLE = "SEMLM_METRICS_DIR"
+#: Where a chapter run outside the book runner (raw papermill, JupyterLab) writes its metrics: never the build's.
+STANDALONE_METRICS_DIR = REPO_ROOT / "book" / "_build" / "lab" / "metrics"
 
 
 class Chapter:
@@ -33,6 +42,11 @@ class Chapter:
         """Write the chapter's record (a :mod:`semlm.core.records` record, or a dict for the report's own
         file) with its wall time; returns nothing, so a chapter's last cell shows no output."""
         seconds = time.perf_counter() - self.opened
+        if directory is None and not os.environ.get(METRICS_VARIABLE):
+            directory = STANDALONE_METRICS_DIR
+            shown = directory.relative_to(REPO_ROOT) if directory.is_relative_to(REPO_ROOT) else directory
+            print(f"metrics of this standalone run go to {shown}/ (the book build's stay untouched; "
+                  f"`python -m semlm.book run` writes those)")
         self.metrics_path = write_chapter_metrics(self.name, self.profile, self.seed, record, seconds, directory)
         self.closed_after = seconds
 
