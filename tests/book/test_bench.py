@@ -121,20 +121,34 @@ def test_authors_comparison_writes_both_sides_medians_and_numeric_ratios(tmp_pat
     assert record["cpu_model"] and record["authors_script"]["parameters"] == "unknown"
 
 
-def test_a_missing_script_is_one_error_line_and_our_side_is_still_written(tmp_path, fast_ours, capsys):
+def test_authors_script_checked_before_training(tmp_path, monkeypatch, capsys):
+    """A missing file, a file that is neither .py nor .ipynb, a fake notebook and a script that does not parse: each
+    one error line and exit 2 before our side trains, and the earlier comparison in bench.json stays."""
+    trained = []
+    monkeypatch.setattr(bench_cli, "_ours_command", lambda *args: trained.append(args) or [sys.executable, "-V"])
     out = tmp_path / "bench.json"
-    assert _bench(["--authors-script", str(tmp_path / "nowhere.py"), "--out", str(out)]) != 0
-    error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and "not found" in error and "nowhere.py" in error
-    record = json.loads(out.read_text())["authors_comparison"]
-    assert isinstance(record["ours"]["wall_seconds"], float) and "ratios" not in record
+    out.write_text(json.dumps({"authors_comparison": {"ratios": "earlier"}}))
+    fake = tmp_path / "SemanticFusion.ipynb"
+    fake.write_text("not json")
+    broken = _script(tmp_path, "def broken(:\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# x")
+    for script, expected in ((tmp_path / "nowhere.py", "not found"), (readme, "neither a .py nor an .ipynb"),
+                             (fake, "not a readable notebook"), (broken, "not Python that parses")):
+        assert _bench(["--authors-script", str(script), "--out", str(out)]) == 2, script
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and expected in error, (script, error)
+    assert trained == [] and json.loads(out.read_text()) == {"authors_comparison": {"ratios": "earlier"}}
 
 
-def test_a_failing_script_names_the_run_and_its_last_error_line(tmp_path, fast_ours, capsys):
+def test_a_failing_script_names_the_run_and_replaces_nothing(tmp_path, fast_ours, capsys):
     script = _script(tmp_path, "raise SystemExit('no data here')\n")
-    assert _bench(["--authors-script", str(script), "--out", str(tmp_path / "b.json")]) != 0
+    out = tmp_path / "b.json"
+    out.write_text(json.dumps({"authors_comparison": {"ratios": "earlier"}}))
+    assert _bench(["--authors-script", str(script), "--out", str(out)]) != 0
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "failed on run 1" in error and "no data here" in error
+    assert "nothing was written" in error and json.loads(out.read_text())["authors_comparison"]["ratios"] == "earlier"
 
 
 def test_a_notebook_runs_its_code_cells_without_magics(tmp_path, fast_ours, capsys):

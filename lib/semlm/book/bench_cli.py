@@ -62,6 +62,25 @@ def authors_script_file(path: str | Path, workdir: Path) -> tuple[Path, dict]:
                                      "skipped"}
 
 
+def check_authors_script(path: str | Path) -> None:
+    """Refuse, in one line and before anything trains, an ``--authors-script`` that is missing, is not a ``.py`` or
+    ``.ipynb``, or whose Python does not parse (a notebook's code cells joined, IPython lines left out)."""
+    import ast
+    import tempfile
+
+    path = Path(path).expanduser()
+    if path.is_file() and path.suffix not in (".py", ".ipynb"):
+        raise ValueError(f"--authors-script {path} is neither a .py nor an .ipynb; pass the authors' "
+                         f"SemanticFusion.py or SemanticFusion.ipynb")
+    with tempfile.TemporaryDirectory(prefix="semlm-authors-check-") as workdir:
+        script, _ = authors_script_file(path, Path(workdir))  # a missing file or an unreadable notebook: one line
+        try:
+            ast.parse(script.read_text(), filename=str(path))
+        except (SyntaxError, UnicodeDecodeError) as error:
+            raise ValueError(f"--authors-script {path} is not Python that parses ({error}); pass the authors' "
+                             f"SemanticFusion.py or SemanticFusion.ipynb") from None
+
+
 def _ours_command(profile: str, seed: int, workers: int | None) -> list[str]:
     """Our side: ``python -m semlm.fusion`` (both causal models trained from scratch in a temporary run folder,
     in a process that imports only what the experiment needs)."""
@@ -245,9 +264,15 @@ def _run_authors(args) -> int | None:
     if args.record and args.profile != "cpu":  # the recorded comparison is the book's scale, never a smoke run
         raise ValueError(f"--record keeps the comparison at the book's scale, not at {args.profile!r}; "
                          "pass --profile cpu")
+    if args.runs < 2:
+        raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {args.runs}")
+    check_authors_script(args.authors_script)  # before our side trains (minutes at cpu)
     record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
     frame, note = bench.authors_comparison_frame({"authors_comparison": record})
     print(f"{frame.to_string()}\n{note}")
+    if "error" in record:  # a failed comparison never replaces one already written or recorded
+        print(f"error: {record['error']}; nothing was written", file=sys.stderr)
+        return 1
     path, existing = Path(args.out) if args.out else metrics_dir() / "bench.json", {}
     if path.is_file():
         try:
@@ -255,9 +280,6 @@ def _run_authors(args) -> int | None:
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not valid JSON ({error}); pass another --out or delete it") from None
     print(f"written to {_write_json(path, {**existing, 'authors_comparison': record})} (authors_comparison)")
-    if "error" in record:
-        print(f"error: {record['error']}", file=sys.stderr)
-        return 1
     if args.record:
         from semlm.book import recorded_runs
         from semlm.book.recorded import write_authors_comparison
@@ -318,6 +340,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return (_run_authors if args.authors_script is not None else SECTIONS[args.only])(args) or 0
-    except (ValueError, RuntimeError) as error:
+    except (ValueError, RuntimeError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
