@@ -49,6 +49,10 @@ claims = report.final_verdicts(
     report.attach_recorded(evaluate_claims(metrics), recorded_verdicts())
 )
 manifest = report.report_manifest(metrics, report.chapter_parameters())
+modified = report.modified_data(metrics)
+if modified:  # a build run with --allow-modified-data: its verdicts are not the book's
+    print(f"data differs from the pinned release in chapters {', '.join(modified)}: "
+          "these verdicts are not the book's")
 
 # %% [markdown]
 # ## Verdicts
@@ -158,4 +162,4 @@ report.parameters_frame(manifest["parameters"])
 
 # %% tags=["remove-cell"]
 chapter.close({"claims": claims, "summary": summary, "counts": report.verdict_counts(claims),
-               "manifest": manifest})
+               "manifest": manifest, "modified_data": modified or None})

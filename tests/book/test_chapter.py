@@ -135,3 +135,53 @@ def test_standalone_papermill_does_not_touch_the_build(tmp_path, monkeypatch, ca
     assert chapter.metrics_path == tmp_path / "lab" / "metrics" / "report.json"
     assert "the book build's stay untouched" in capsys.readouterr().out
     assert (build.stat().st_mtime_ns if build.exists() else None) == before
+
+
+def test_modified_data_stops_the_chapter(tmp_path, monkeypatch, capsys):
+    """A data file that differs from the pinned release stops book.open (raw papermill and JupyterLab too) with one
+    line naming it, its checksum and the fix; allowed, the chapter runs and its metrics carry the mark."""
+    import semlm.data.fetch as fetch
+    from semlm.book import chapter as chapter_module
+    from semlm.book.report import modified_data
+
+    (tmp_path / "sst2").mkdir()
+    (tmp_path / "sst2" / "dev.tsv").write_text("changed\n")
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(fetch, "read_checksums", lambda *a, **k: {"sst2/dev.tsv": "0" * 64})
+    monkeypatch.setattr(fetch, "CHAPTER_DATA", {"05_sst2": ("sst2/dev.tsv",)})
+    monkeypatch.delenv(chapter_module.ALLOW_MODIFIED_DATA, raising=False)
+    with pytest.raises(ValueError) as refused:
+        open_chapter("05_sst2", profile="smoke", seed=111)
+    message = str(refused.value)
+    assert "\n" not in message and "sst2/dev.tsv (sha256 " in message and "make data" in message
+    assert "--allow-modified-data" in message
+    monkeypatch.setenv(chapter_module.ALLOW_MODIFIED_DATA, "1")
+    chapter = open_chapter("05_sst2", profile="smoke", seed=111)
+    assert "data differs from the pinned release: sst2/dev.tsv" in capsys.readouterr().out
+    chapter.close({"x": 1}, directory=tmp_path / "metrics")
+    written = json.loads((tmp_path / "metrics" / "05_sst2.json").read_text())
+    assert written["modified_data"] == {"mark": "data differs from the pinned release", "files": ["sst2/dev.tsv"]}
+    assert modified_data({"05_sst2": written, "01": {"x": 1}}) == {"05_sst2": ["sst2/dev.tsv"]}
+    # a chapter whose data is the pinned release carries no mark
+    monkeypatch.setattr(fetch, "CHAPTER_DATA", {})
+    assert open_chapter("05_sst2", profile="smoke", seed=111).modified_data == []
+
+
+def test_the_runner_refuses_modified_data_before_any_kernel_and_marks_every_page_when_allowed(tmp_path, monkeypatch):
+    import semlm.book.runner as runner
+
+    monkeypatch.setattr(runner, "differing_for_chapters", lambda chapters: ["wikitext-2/valid.txt"])
+    monkeypatch.setattr(runner, "ensure_kernel", lambda: pytest.fail("a kernel started"))
+    with pytest.raises(runner.BookError) as refused:
+        runner.run("smoke", only="01", build_dir=tmp_path / "build")
+    assert refused.value.exit_code == 2 and "wikitext-2/valid.txt differ" in str(refused.value)
+    assert "--allow-modified-data" in str(refused.value)
+    (tmp_path / "build" / "metrics").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "build" / "metrics" / "06_idea_gating.json").write_text(json.dumps(
+        {"modified_data": {"mark": "data differs from the pinned release", "files": ["wikitext-2/valid.txt"]}}))
+    assert runner.modified_data_marks(tmp_path / "build") == {"06_idea_gating": ["wikitext-2/valid.txt"]}
+    runner.stage_sources(tmp_path / "build", True)
+    import yaml
+
+    config = yaml.safe_load((tmp_path / "build" / "source" / "_config.yml").read_text())
+    assert config["html"]["announcement"].startswith("data differs from the pinned release: wikitext-2/valid.txt")

@@ -18,6 +18,11 @@ from semlm.data.paths import REPO_ROOT
 from semlm.profiles import LONG_PROFILES, check_parameters, lab_profile
 
 
+#: Set (to 1) by ``python -m semlm.book run --allow-modified-data``: run on data that differs from the pinned release,
+#: every number of the build marked so.
+ALLOW_MODIFIED_DATA = "SEMLM_ALLOW_MODIFIED_DATA"
+#: The mark a build on modified data carries beside its numbers.
+MODIFIED_DATA_MARK = "data differs from the pinned release"
 #: Set by the book runner for its kernels: the build's metrics folder.
 METRICS_VARIABLE = "SEMLM_METRICS_DIR"
 #: Where a chapter run outside the book runner (raw papermill, JupyterLab) writes its metrics: never the build's.
@@ -32,6 +37,7 @@ class Chapter:
         self.opened = time.perf_counter()
         self.closed_after: float | None = None  # the wall time written by close
         self.metrics_path: Path | None = None
+        self.modified_data: list[str] = []  # data files read that differ from the pinned release (allowed, marked)
 
     @property
     def seconds(self) -> float:
@@ -47,7 +53,9 @@ class Chapter:
             shown = directory.relative_to(REPO_ROOT) if directory.is_relative_to(REPO_ROOT) else directory
             print(f"metrics of this standalone run go to {shown}/ (the book build's stay untouched; "
                   f"`python -m semlm.book run` writes those)")
-        self.metrics_path = write_chapter_metrics(self.name, self.profile, self.seed, record, seconds, directory)
+        marks = {"modified_data": {"mark": MODIFIED_DATA_MARK, "files": self.modified_data}} if self.modified_data else {}
+        self.metrics_path = write_chapter_metrics(self.name, self.profile, self.seed, record, seconds, directory,
+                                                  marks)
         self.closed_after = seconds
 
     def __repr__(self) -> str:
@@ -91,4 +99,26 @@ def open_chapter(name: str, *, profile: str, seed: int, declared: tuple[str, ...
     profile = lab_profile(profile)
     own_profiles = tuple(long for long, chapter in LONG_PROFILES.items() if chapter == name)
     check_parameters(own_profiles, profile=profile, seed=seed, **parameters)
-    return Chapter(name, profile, seed)
+    chapter = Chapter(name, profile, seed)
+    chapter.modified_data = check_data(name)
+    return chapter
+
+
+def check_data(name: str) -> list[str]:
+    """The data files chapter ``name`` reads that differ from the pinned release (:mod:`semlm.data.fetch`): a one-line
+    ``ValueError`` naming the first, its checksum and the fix, unless ``$SEMLM_ALLOW_MODIFIED_DATA`` is 1 (then one
+    line says so, and the chapter's metrics carry the mark). Missing files are the loaders' to report."""
+    from semlm.data.fetch import differing_for_chapters, sha256_of
+    from semlm.data.paths import data_dir
+
+    differing = differing_for_chapters([name])
+    if not differing:
+        return []
+    first = f"{differing[0]} (sha256 {sha256_of(data_dir() / differing[0])[:12]}…)"
+    more = f" and {len(differing) - 1} more" if len(differing) > 1 else ""
+    if os.environ.get(ALLOW_MODIFIED_DATA) != "1":
+        raise ValueError(f"chapter {name} reads {first}{more}, which differs from the pinned release "
+                         f"(lib/semlm/data/checksums.sha256); run `make data` to restore it, or `python -m semlm.book "
+                         f"run --allow-modified-data` to run on it with every number marked")
+    print(f"{MODIFIED_DATA_MARK}: {', '.join(differing)}; this chapter's numbers are not the book's")
+    return differing

@@ -91,7 +91,7 @@ def peak_memory_mb() -> float:
 
 
 def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers, wall_seconds: float,
-                          directory: str | Path | None = None) -> Path:
+                          directory: str | Path | None = None, marks: dict | None = None) -> Path:
     """Write ``<chapter>.json`` atomically (a crash never leaves a half-written file).
 
     ``numbers`` is the chapter's record (:mod:`semlm.core.records`, e.g. a ``LeakageAuditRecord``), written
@@ -122,6 +122,7 @@ def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers, wall_s
         "gpu": gpu_name(),
         "peak_memory_mb": peak_memory_mb(),
         "packages": package_versions(),
+        **(marks or {}),  # e.g. modified_data: the chapter ran on data that differs from the pinned release
         **_clean(numbers),
     }
     path = directory / f"{chapter}.json"
@@ -393,6 +394,13 @@ def report_manifest(metrics: dict[str, dict], params: dict[str, dict[str, object
              and k not in ("seed", "cpu_count", "wall_seconds", "peak_memory_mb")}
     return {"chapters": {name: {k: rec.get(k) for k in MANIFEST_FIELDS} for name, rec in metrics.items()},
             "hardware": hardware, "packages": first.get("packages", {}), "bench": bench, "parameters": params}
+
+
+def modified_data(metrics: dict[str, dict]) -> dict[str, list[str]]:
+    """``{chapter: [files]}`` of the chapters whose metrics say they ran on data that differs from the pinned
+    release (``python -m semlm.book run --allow-modified-data``); empty for a build on the book's data."""
+    return {name: (record.get("modified_data") or {}).get("files") for name, record in metrics.items()
+            if isinstance(record, dict) and (record.get("modified_data") or {}).get("files")}
 
 
 # --- one final verdict per claim --------------------------------------------------------------

@@ -35,6 +35,7 @@ from unittest import mock
 import psutil
 import yaml
 
+from semlm.book.chapter import ALLOW_MODIFIED_DATA, MODIFIED_DATA_MARK
 from semlm.data.fetch import differing_for_chapters, missing_for_chapters
 from semlm.data.paths import REPO_ROOT, data_dir
 
@@ -130,7 +131,7 @@ def check_profile(profile: str) -> None:
 
 
 @contextlib.contextmanager
-def chapter_environment(build_dir: Path, allow_downloads: bool):
+def chapter_environment(build_dir: Path, allow_downloads: bool, allow_modified_data: bool = False):
     """Set the variables the chapters' kernels inherit, for the duration of the build only (restored afterwards,
     so ``run()`` called in-process by tests has no side effects)."""
     from semlm.book.display import STARTUP
@@ -151,7 +152,8 @@ def chapter_environment(build_dir: Path, allow_downloads: bool):
                # the loaders' own opt-in (WikiText-103, FineWeb-Edu, Mistral), else the Hub's offline switches:
                # a chapter must never fetch silently
                **({"SEMLM_ALLOW_DOWNLOADS": "1"} if allow_downloads else
-                  dict.fromkeys(("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"), "1"))}
+                  dict.fromkeys(("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"), "1")),
+               **({ALLOW_MODIFIED_DATA: "1"} if allow_modified_data else {})}
     with mock.patch.dict(os.environ, updates):
         yield
 
@@ -329,6 +331,12 @@ def stage_sources(build_dir: Path, solutions: bool = True) -> Path:
     (source / "notebooks").mkdir()
     shutil.copy2(REPO_ROOT / "_toc.yml", source / "_toc.yml")
     config = staged_config(yaml.safe_load((REPO_ROOT / "_config.yml").read_text()) or {})
+    marked = modified_data_marks(build_dir)
+    if marked:  # every page of a build on modified data says so, above its numbers
+        files = sorted({name for names in marked.values() for name in names})
+        config["html"] = {**config.get("html", {}), "announcement": f"{MODIFIED_DATA_MARK}: {', '.join(files)} "
+                                                                   f"(chapters {', '.join(marked)}); the numbers of "
+                                                                   f"this build are not the book's"}
     (source / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     for page in sorted([*BOOK_DIR.glob("*.md"), *BOOK_DIR.glob("*.bib")]):
         shutil.copy2(page, source / "book" / page.name)
@@ -456,7 +464,8 @@ def _show(path: Path) -> str:
 
 
 def run(profile: str, only: str | None = None, build_dir: Path | str | None = None, fresh: bool = False,
-        html: bool = True, allow_downloads: bool = False, solutions: bool = True) -> Path:
+        html: bool = True, allow_downloads: bool = False, solutions: bool = True,
+        allow_modified_data: bool = False) -> Path:
     """Execute the chapters (all, or ``only`` one, the whole book beside :func:`start_training_ahead`) with
     ``profile``, then build the HTML if ``html``. Returns the build directory (the book is
     ``<build>/html/index.html``); raises :class:`BookError` on usage errors (``exit_code`` 2) and failures (1)."""
@@ -468,11 +477,18 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
     wanted = [resolve_chapter(only, list_chapters())] if only is not None else list_chapters()
     chapters, skipped = _chapters_with_data(build_dir, wanted, only)
+    differing = differing_for_chapters(chapters)
+    if differing and not allow_modified_data:  # before any kernel starts; book.open() stops a raw papermill run too
+        raise BookError(f"{', '.join(differing)} differ from the pinned release (lib/semlm/data/checksums.sha256); "
+                        f"run `make data` to restore them, or pass --allow-modified-data to run on them with every "
+                        f"number marked", exit_code=2)
+    if differing:
+        print(f"{MODIFIED_DATA_MARK}: {', '.join(differing)}; every number of this build is marked", flush=True)
     if fresh:
         shutil.rmtree(build_dir / "runs", ignore_errors=True)
     from_scratch = not any((build_dir / "runs").rglob("*.safetensors"))  # no trained model in the run cache
     meter = CpuMeter(include_self=True)
-    with chapter_environment(build_dir, allow_downloads), _stop_children_on_exit(meter), meter:
+    with chapter_environment(build_dir, allow_downloads, bool(differing)), _stop_children_on_exit(meter), meter:
         ensure_kernel()
         ahead = start_training_ahead(profile, chapters, build_dir) if only is None else None
         try:
@@ -490,7 +506,8 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
             print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
     update_manifest(build_dir, profile=profile, total_wall_seconds=round(meter.wall_seconds, 1),
                     from_scratch=from_scratch, **meter.summary(), chapters_run=chapters,
-                    complete=only is None and not skipped and html)
+                    complete=only is None and not skipped and html,
+                    modified_data={"mark": MODIFIED_DATA_MARK, "files": differing} if differing else None)
     scratch = "from scratch" if from_scratch else "with models from the run cache"
     print(f"build: {meter.wall_seconds:.0f} s {scratch}, cores {meter.utilisation:.0%} busy ({meter.cores} cores)",
           flush=True)
@@ -523,11 +540,21 @@ def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) 
         if metrics.exists():
             metrics.replace(metrics.with_name(f"{chapter}.json.stale"))
     chapters = [chapter for chapter in chapters if chapter not in skipped]
-    differing = differing_for_chapters(chapters)
-    if differing:
-        print(f"warning: {', '.join(differing)} differ from the pinned release (lib/semlm/data/checksums.sha256); the "
-              "numbers will not match the book's; `make data-verify` says more", flush=True)
     return chapters, skipped
+
+
+def modified_data_marks(build_dir: Path) -> dict[str, list[str]]:
+    """``{chapter: [files]}`` of this build's chapters that ran on data differing from the pinned release (their
+    metrics carry ``modified_data``, :func:`semlm.book.chapter.check_data`)."""
+    marks = {}
+    for path in sorted((Path(build_dir) / "metrics").glob("*.json")):
+        try:
+            files = (json.loads(path.read_text()).get("modified_data") or {}).get("files")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        if files:
+            marks[path.stem] = files
+    return marks
 
 
 #: The log of the training ahead of the chapters and its run log, under ``<build>/work``.
@@ -723,6 +750,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="a student build: the HTML (in <build>/html-student) without the exercises' solutions")
     run_cmd.add_argument("--allow-downloads", action="store_true",
                          help="let chapters reach the Hugging Face Hub (default: HF_*_OFFLINE=1)")
+    run_cmd.add_argument("--allow-modified-data", action="store_true",
+                         help="run on data files that differ from the pinned release (default: refuse), with every "
+                              "metrics file, the manifest, the report and every page marked")
     plan_cmd = commands.add_parser("plan", help="list every chapter's trained models (and train them ahead)",
                                    description="List the runs every chapter declares; --train trains them before "
                                                "the chapters run, so the chapters load them from the cache.")
@@ -800,7 +830,7 @@ def main(argv: list[str] | None = None) -> int:
                             f"missing)", exit_code=2)
         run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
             html=args.only is None or args.html, allow_downloads=args.allow_downloads,
-            solutions=not args.no_solutions)
+            solutions=not args.no_solutions, allow_modified_data=args.allow_modified_data)
     except BookError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
