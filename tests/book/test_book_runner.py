@@ -458,3 +458,37 @@ def test_plan_takes_chapter_prefixes_as_run_only_does(capsys):
     assert main(["plan", "--profile", "smoke", "--chapters", "06,04_leakage_audit.py"]) == 0
     listed = capsys.readouterr().out
     assert "06_idea_gating" in listed and "04_leakage_audit" in listed and "05_sst2" not in listed
+
+
+def test_second_run_in_one_build_folder_waits(tmp_path, capsys):
+    """One writer per build folder: while a run holds it, a second one refuses (--no-wait) naming the holder, or
+    waits, saying so once, and goes on when the first is done."""
+    import threading
+    import time as clock
+
+    from semlm.book.runner import BookError, build_lock, run
+
+    build = tmp_path / "build"
+    released = threading.Event()
+
+    def first():
+        with build_lock(build):
+            released.wait(5)
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    while not (build / ".build.lock.pid").is_file():
+        clock.sleep(0.01)
+    try:
+        with pytest.raises(BookError) as refused:
+            run("smoke", only="01", build_dir=build, wait=False)
+        assert refused.value.exit_code == 2 and "is being built by process" in str(refused.value)
+        threading.Timer(0.3, released.set).start()
+        started = clock.monotonic()
+        with build_lock(build):
+            waited = clock.monotonic() - started
+        assert waited >= 0.2 and "waiting: " in capsys.readouterr().out
+    finally:
+        released.set()
+        holder.join()
+    assert not (build / ".build.lock.pid").exists()

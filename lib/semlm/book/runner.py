@@ -463,9 +463,37 @@ def _show(path: Path) -> str:
 # --- entry points -----------------------------------------------------------------------------
 
 
+BUILD_LOCK = ".build.lock"  # in the build folder: one `run` writes a build folder at a time
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: Path, wait: bool = True):
+    """Hold ``<build>/.build.lock`` while a ``run`` writes the build folder: a second ``run`` waits, saying once which
+    process holds it, or with ``wait`` False refuses in one line. The run cache keeps its per-run locks."""
+    from filelock import FileLock, Timeout
+
+    build_dir.mkdir(parents=True, exist_ok=True)
+    lock, holder = FileLock(str(build_dir / BUILD_LOCK)), build_dir / (BUILD_LOCK + ".pid")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        who = holder.read_text().strip() if holder.is_file() else "another process"
+        if not wait:
+            raise BookError(f"{_show(build_dir)} is being built by {who}; wait for it, or give another --build-dir",
+                            exit_code=2) from None
+        print(f"waiting: {_show(build_dir)} is being built by {who} (one build per folder)", flush=True)
+        lock.acquire()
+    try:
+        holder.write_text(f"process {os.getpid()} (python -m semlm.book run, started {time.strftime('%H:%M:%S')})")
+        yield
+    finally:
+        holder.unlink(missing_ok=True)
+        lock.release()
+
+
 def run(profile: str, only: str | None = None, build_dir: Path | str | None = None, fresh: bool = False,
         html: bool = True, allow_downloads: bool = False, solutions: bool = True,
-        allow_modified_data: bool = False) -> Path:
+        allow_modified_data: bool = False, wait: bool = True) -> Path:
     """Execute the chapters (all, or ``only`` one, the whole book beside :func:`start_training_ahead`) with
     ``profile``, then build the HTML if ``html``. Returns the build directory (the book is
     ``<build>/html/index.html``); raises :class:`BookError` on usage errors (``exit_code`` 2) and failures (1)."""
@@ -484,6 +512,14 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                         f"number marked", exit_code=2)
     if differing:
         print(f"{MODIFIED_DATA_MARK}: {', '.join(differing)}; every number of this build is marked", flush=True)
+    with build_lock(build_dir, wait):
+        return _run_locked(profile, only, build_dir, fresh, html, allow_downloads, solutions, chapters, skipped,
+                           differing)
+
+
+def _run_locked(profile, only, build_dir, fresh, html, allow_downloads, solutions, chapters, skipped,
+                differing) -> Path:
+    """:func:`run`'s work once it holds the build folder's lock."""
     if fresh:
         shutil.rmtree(build_dir / "runs", ignore_errors=True)
     from_scratch = not any((build_dir / "runs").rglob("*.safetensors"))  # no trained model in the run cache
@@ -750,6 +786,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="a student build: the HTML (in <build>/html-student) without the exercises' solutions")
     run_cmd.add_argument("--allow-downloads", action="store_true",
                          help="let chapters reach the Hugging Face Hub (default: HF_*_OFFLINE=1)")
+    run_cmd.add_argument("--no-wait", action="store_true",
+                         help="refuse at once, instead of waiting, when another run is building the same folder")
     run_cmd.add_argument("--allow-modified-data", action="store_true",
                          help="run on data files that differ from the pinned release (default: refuse), with every "
                               "metrics file, the manifest, the report and every page marked")
@@ -830,7 +868,7 @@ def main(argv: list[str] | None = None) -> int:
                             f"missing)", exit_code=2)
         run(args.profile, only=args.only, build_dir=args.build_dir, fresh=args.fresh,
             html=args.only is None or args.html, allow_downloads=args.allow_downloads,
-            solutions=not args.no_solutions, allow_modified_data=args.allow_modified_data)
+            solutions=not args.no_solutions, allow_modified_data=args.allow_modified_data, wait=not args.no_wait)
     except BookError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
