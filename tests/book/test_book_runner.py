@@ -229,8 +229,10 @@ def test_a_build_without_data_skips_those_chapters_and_says_why_in_the_html(caps
     assert "Chapters skipped in this build" in intro and "02_beta" in intro
     # once the data are there, the same build directory forgets the skip
     (empty / "wikitext-2").mkdir()
-    (empty / "wikitext-2" / "train.txt").write_text("x")
-    book.run("smoke", build_dir=build, html=False)
+    (empty / "wikitext-2" / "train.txt").write_text("x")  # not the pinned release: refused unless allowed
+    with pytest.raises(book.BookError, match="differ from the pinned release"):
+        book.run("smoke", build_dir=build, html=False)
+    book.run("smoke", build_dir=build, html=False, allow_modified_data=True)
     assert book.read_skipped(build) == {} and executed[-2:] == ["01_alpha", "02_beta"]
 
 
