@@ -494,3 +494,28 @@ def test_second_run_in_one_build_folder_waits(tmp_path, capsys):
         released.set()
         holder.join()
     assert not (build / ".build.lock.pid").exists()
+
+
+def test_a_chapter_in_a_log_says_what_it_trained_and_that_it_is_still_running(tmp_path, capsys):
+    """In a pipe (CI, nohup) papermill's bar does not show: a line per model from the run log, and a heartbeat."""
+    import json
+    import threading
+    import time as clock
+
+    from semlm.book.runner import _progress
+
+    run_log = tmp_path / "04.runs.jsonl"
+    stop = threading.Event()
+    watcher = threading.Thread(target=_progress, args=("04_leakage_audit", run_log, clock.perf_counter(), stop, 0.2),
+                               daemon=True)
+    watcher.start()
+    run_log.write_text(json.dumps({"name": "fusion", "seed": 111, "status": "trained", "train_seconds": 12.3}) + "\n")
+    clock.sleep(0.6)
+    with run_log.open("a") as log:  # written just before the chapter ends: still reported
+        log.write(json.dumps({"name": "baseline", "seed": 112, "status": "loaded"}) + "\n")
+    stop.set()
+    watcher.join()
+    out = capsys.readouterr().out
+    assert "04_leakage_audit: trained fusion seed 111 (12 s)" in out
+    assert "04_leakage_audit: loaded baseline seed 112" in out
+    assert "04_leakage_audit: still running" in out and "models done" in out

@@ -722,23 +722,58 @@ def run_entry(status: str, seconds: float, run_log: Path, meter: CpuMeter | None
             "run_list": [{k: r[k] for k in kept if k in r} for r in runs], **(meter.summary() if meter else {})}
 
 
+#: In a pipe or a log (CI, nohup), a chapter still running says so at least this often, in seconds.
+HEARTBEAT_SECONDS = 60.0
+
+
+def _progress(label: str, run_log: Path, started: float, stop: threading.Event, every: float) -> None:
+    """Until ``stop``: a line per model the chapter's kernel trained (from its run log: name, seed, seconds) and,
+    every ``every`` seconds, a heartbeat with the time so far and the models done (for a log, where papermill's bar
+    does not show)."""
+    shown, last = 0, time.perf_counter()
+    while True:
+        done = stop.wait(min(every, 5.0))
+        runs = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] \
+            if run_log.is_file() else []
+        for entry in runs[shown:]:
+            seconds = entry.get("train_seconds")
+            print(f"  {label}: {entry.get('status', 'done')} {entry.get('name')} seed {entry.get('seed')}"
+                  + (f" ({seconds:.0f} s)" if isinstance(seconds, (int, float)) else ""), flush=True)
+        shown = len(runs)
+        if done:
+            return
+        if time.perf_counter() - last >= every:
+            last = time.perf_counter()
+            print(f"  {label}: still running, {last - started:.0f} s, {shown} models done", flush=True)
+
+
 def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir: Path) -> None:
-    """Execute one chapter, printing ``[i/n] chapter ... ok (12.3 s; 2 models trained, 4 loaded)``."""
+    """Execute one chapter, printing ``[i/n] chapter ... ok (12.3 s; 2 models trained, 4 loaded)``; in a pipe or a
+    log, with a line per trained model and a heartbeat at least every :data:`HEARTBEAT_SECONDS` between."""
     label = f"[{number}/{total}] {chapter}"
     terminal = sys.stderr.isatty()
-    print(f"{label} ...", end="\n" if terminal else " ", flush=True)
+    print(f"{label} ...", flush=True)
     run_log = build_dir / "work" / f"{chapter}.runs.jsonl"
     run_log.parent.mkdir(parents=True, exist_ok=True)
     run_log.unlink(missing_ok=True)
     start, meter, failure = time.perf_counter(), CpuMeter(), None
+    stop = threading.Event()
+    watcher = None if terminal else threading.Thread(
+        target=_progress, args=(chapter, run_log, start, stop, HEARTBEAT_SECONDS), daemon=True)
+    if watcher is not None:
+        watcher.start()
     try:  # the chapter's kernel inherits SEMLM_RUN_LOG; semlm.core.runs appends to it
         with mock.patch.dict(os.environ, SEMLM_RUN_LOG=str(run_log)), meter:
             execute_chapter(chapter, profile, build_dir)
     except BookError as exc:
         failure = exc
+    finally:
+        stop.set()
+        if watcher is not None:
+            watcher.join()
     entry = update_manifest(build_dir, chapter=chapter, **run_entry(
         "failed" if failure else "ok", time.perf_counter() - start, run_log, meter, profile=profile))
-    prefix = f"{label} " if terminal else ""  # a terminal has the "..." line to itself
+    prefix = f"{label} "
     if failure:
         print(f"{prefix}FAILED ({entry['seconds']:.1f} s)", flush=True)
         raise failure
