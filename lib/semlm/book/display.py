@@ -74,4 +74,6 @@ def load_ipython_extension(shell) -> None:
 
 
 #: The IPython startup file the runner writes for the chapters' kernels.
-STARTUP = "get_ipython().extension_manager.load_extension('semlm.book.display')\n"
+STARTUP = ("get_ipython().extension_manager.load_extension('semlm.book.display')\n"
+           # the runner's kernels die with the runner (a closed terminal, SIGKILL), and their workers with them
+           "__import__('semlm.core.processes', fromlist=['die_with_parent']).die_with_parent()\n")

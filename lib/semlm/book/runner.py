@@ -658,14 +658,16 @@ def start_training_ahead(profile: str, chapters: list[str], build_dir: Path) -> 
 
 @contextlib.contextmanager
 def _stop_children_on_exit(meter: CpuMeter):
-    """Turn SIGTERM into KeyboardInterrupt while the build runs, and on the way out end every process started below
-    this one that is still alive (``meter``, entered inside this block, saw them all): the papermill kernel (its own
+    """Turn SIGTERM and SIGHUP into KeyboardInterrupt while the build runs, and on the way out end every process
+    started below this one that is still alive (``meter``, entered inside this block, saw them all): the papermill kernel (its own
     session: a signal to our group misses it) and the worker pools it forked (orphans once it is killed)."""
     # SIGINT too: a process started in the background by a non-interactive shell (`nohup make test &`) inherits
     # it ignored, and Python then installs no KeyboardInterrupt handler.
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    # SIGHUP (the terminal closed) as well, unless it is ignored on purpose (`nohup`): the build stops, saying so
+    hangup = (signal.SIGHUP,) if main_thread and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else ()
     previous = {signum: signal.signal(signum, signal.default_int_handler)
-                for signum in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+                for signum in (signal.SIGTERM, signal.SIGINT, *hangup)} if main_thread else {}
     try:
         yield
     finally:

@@ -541,6 +541,9 @@ _POOL: dict = {}  # what a forked worker inherits from worker_pool: the jobs and
 
 
 def _inherit(jobs: list, updates) -> None:
+    from semlm.core.processes import die_with_parent
+
+    die_with_parent()  # a worker never outlives the process that forked it (a killed kernel or runner)
     _POOL.update(jobs=jobs, updates=updates)
 
 

@@ -1,0 +1,30 @@
+"""Processes that die with their parent: a worker or kernel whose parent is killed (a closed terminal, SIGKILL) must
+not live on holding memory and files, so each asks Linux to signal it when its parent exits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+#: ``prctl`` option: the signal this process gets when its parent thread exits (Linux, ``<sys/prctl.h>``).
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> bool:
+    """Have this process receive ``signum`` when its parent exits (``prctl(PR_SET_PDEATHSIG)``), and receive it now
+    if the parent is already gone; False where the platform has no such call (then nothing changes)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if parent == 1 or os.getppid() != parent:  # the parent died before the call took effect
+        os.kill(os.getpid(), signum)
+    return True
