@@ -70,11 +70,9 @@ def injected_parameters(history: list[str] | None = None) -> set[str]:
     """The names papermill injected into this kernel (``-p NAME VALUE``): the assignments of the executed cell that
     starts with :data:`PAPERMILL_INJECTED`, read from IPython's input history (``In``); none outside a kernel."""
     if history is None:
-        try:
-            from IPython import get_ipython
-        except ImportError:
-            return set()
-        shell = get_ipython()
+        import builtins
+
+        shell = getattr(builtins, "get_ipython", lambda: None)()  # IPython puts it there in a kernel
         history = list(shell.user_ns.get("In", [])) if shell is not None else []
     names: set[str] = set()
     for source in history:
