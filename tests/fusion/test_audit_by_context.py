@@ -103,12 +103,19 @@ def test_old_chapter_4_records_without_the_split_still_load():
 
     paths = sorted(glob.glob("book/recorded/*/metrics/04_leakage_audit.json"))
     assert paths
+    old = 0
     for path in paths:
         with open(path) as f:
-            record = LeakageAudit.from_dict(json.load(f))
+            data = json.load(f)
+        record = LeakageAudit.from_dict(data)
         token = next(iter(record.focus_ce_seeds))
         assert isinstance(record.focus_ce_seeds[token]["causal fusion"], list)
-        assert record.focus_ce_by_context is None and record.focus_context_frame().empty
+        if "focus_ce_by_context" not in data:  # written before the split: loads, with nothing to show
+            old += 1
+            assert record.focus_ce_by_context is None and record.focus_context_frame().empty
+        else:  # a build that has it (cpu-book-48558a4 on): typed
+            assert not record.focus_context_frame().empty
+    assert old > 0
 
 
 def test_a_split_token_must_always_follow_an_adjective(loadable):
