@@ -53,7 +53,8 @@ class Chapter:
             shown = directory.relative_to(REPO_ROOT) if directory.is_relative_to(REPO_ROOT) else directory
             print(f"metrics of this standalone run go to {shown}/ (the book build's stay untouched; "
                   f"`python -m semlm.book run` writes those)")
-        marks = {"modified_data": {"mark": MODIFIED_DATA_MARK, "files": self.modified_data}} if self.modified_data else {}
+        marks = ({"modified_data": {"mark": MODIFIED_DATA_MARK, "files": self.modified_data}}
+                 if self.modified_data else {})
         self.metrics_path = write_chapter_metrics(self.name, self.profile, self.seed, record, seconds, directory,
                                                   marks)
         self.closed_after = seconds

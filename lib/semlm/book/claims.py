@@ -555,9 +555,9 @@ def _feature_steering(metrics):
         reason += f"; the requests differ in {', '.join(steering.differing_predicates)} only"
     shifts = steering.column_shifts.shift if steering.column_shifts is not None else None
     if shifts and "causal fusion" in shifts and "polarity" in shifts["causal fusion"]:
-        reason += (f"; exactly, over the grammar's {steering.column_shifts.n_prefixes} adjective-slot prefixes, writing "
-                   f"the positive rather than the negative polarity columns moves the causal model's p(positive) at "
-                   f"the adjective by {shifts['causal fusion']['polarity']:+.3f}")
+        reason += (f"; exactly, over the grammar's {steering.column_shifts.n_prefixes} adjective-slot prefixes, "
+                   f"writing the positive rather than the negative polarity columns moves the causal model's "
+                   f"p(positive) at the adjective by {shifts['causal fusion']['polarity']:+.3f}")
     reason += f"; {FEATURE_STEERING_DESIGN}"
     return Verdict.on(status, reason, diff, observed={"requested - opposite": diff}, seed_ids=seeds)
 
@@ -949,8 +949,9 @@ KINDS = ("paper", "extension")
 
 
 def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
-    """The claims table as rows: ``{id, paper, kind, claim, paper_value, published_value, causal_value, ci, seeds, status,
-    reason, profile, rule}`` (``seeds``: how many training seeds the decided interval rests on, None where unknown);
+    """The claims table as rows: ``{id, paper, kind, claim, paper_value, published_value, causal_value, ci, seeds,
+    status, reason, profile, rule}`` (``seeds``: how many training seeds the decided interval rests on, None where
+    unknown);
     an effect claim's row adds ``smallest_effect`` (``{value, source}``) and ``power``
     (:func:`semlm.book.effects.power_block`: planned and used seeds, planning and observed SDs, ``at_zero``, ``at_m``).
 
@@ -966,7 +967,8 @@ def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
             raise ValueError(f"claim {claim.id} was judged {BY_CONSTRUCTION!r}, which only "
                              f"{', '.join(sorted(BY_CONSTRUCTION_ALLOWED))} may be (a decoder or the input guarantees "
                              f"them); a claim about the model must be judged on its numbers")
-        rows.append({"id": claim.id, "paper": claim.paper, "kind": claim.kind, "claim": claim.claim, "paper_value": claim.paper_value,
+        rows.append({"id": claim.id, "paper": claim.paper, "kind": claim.kind, "claim": claim.claim,
+                     "paper_value": claim.paper_value,
                      "published_value": verdict.published_value, "causal_value": verdict.causal_value,
                      "ci": list(verdict.ci) if verdict.ci else None, "seeds": verdict.seeds, "status": verdict.status,
                      "reason": verdict.reason, "profile": verdict.profile, "rule": verdict.rule})

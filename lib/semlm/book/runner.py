@@ -512,38 +512,31 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                         f"number marked", exit_code=2)
     if differing:
         print(f"{MODIFIED_DATA_MARK}: {', '.join(differing)}; every number of this build is marked", flush=True)
-    with build_lock(build_dir, wait):
-        return _run_locked(profile, only, build_dir, fresh, html, allow_downloads, solutions, chapters, skipped,
-                           differing)
-
-
-def _run_locked(profile, only, build_dir, fresh, html, allow_downloads, solutions, chapters, skipped,
-                differing) -> Path:
-    """:func:`run`'s work once it holds the build folder's lock."""
-    if fresh:
-        shutil.rmtree(build_dir / "runs", ignore_errors=True)
-    from_scratch = not any((build_dir / "runs").rglob("*.safetensors"))  # no trained model in the run cache
-    meter = CpuMeter(include_self=True)
-    with chapter_environment(build_dir, allow_downloads, bool(differing)), _stop_children_on_exit(meter), meter:
-        ensure_kernel()
-        ahead = start_training_ahead(profile, chapters, build_dir) if only is None else None
-        try:
-            for number, chapter in enumerate(chapters, 1):
-                _run_chapter(number, len(chapters), chapter, profile, build_dir)
-                if ahead is not None:  # the benchmarks chapter reads which models this build trained
-                    ahead.record()
-        finally:
-            if ahead is not None:
-                ahead.finish()
-        if html:
-            print("jupyter-book: building HTML ...", flush=True)
-            print(f"book: {_show(build_html(build_dir, solutions))}")
-        else:
-            print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
-    update_manifest(build_dir, profile=profile, total_wall_seconds=round(meter.wall_seconds, 1),
-                    from_scratch=from_scratch, **meter.summary(), chapters_run=chapters,
-                    complete=only is None and not skipped and html,
-                    modified_data={"mark": MODIFIED_DATA_MARK, "files": differing} if differing else None)
+    with build_lock(build_dir, wait):  # one writer per build folder
+        if fresh:
+            shutil.rmtree(build_dir / "runs", ignore_errors=True)
+        from_scratch = not any((build_dir / "runs").rglob("*.safetensors"))  # no trained model in the run cache
+        meter = CpuMeter(include_self=True)
+        with chapter_environment(build_dir, allow_downloads, bool(differing)), _stop_children_on_exit(meter), meter:
+            ensure_kernel()
+            ahead = start_training_ahead(profile, chapters, build_dir) if only is None else None
+            try:
+                for number, chapter in enumerate(chapters, 1):
+                    _run_chapter(number, len(chapters), chapter, profile, build_dir)
+                    if ahead is not None:  # the benchmarks chapter reads which models this build trained
+                        ahead.record()
+            finally:
+                if ahead is not None:
+                    ahead.finish()
+            if html:
+                print("jupyter-book: building HTML ...", flush=True)
+                print(f"book: {_show(build_html(build_dir, solutions))}")
+            else:
+                print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
+        update_manifest(build_dir, profile=profile, total_wall_seconds=round(meter.wall_seconds, 1),
+                        from_scratch=from_scratch, **meter.summary(), chapters_run=chapters,
+                        complete=only is None and not skipped and html,
+                        modified_data={"mark": MODIFIED_DATA_MARK, "files": differing} if differing else None)
     scratch = "from scratch" if from_scratch else "with models from the run cache"
     print(f"build: {meter.wall_seconds:.0f} s {scratch}, cores {meter.utilisation:.0%} busy ({meter.cores} cores)",
           flush=True)
@@ -553,7 +546,7 @@ def _run_locked(profile, only, build_dir, fresh, html, allow_downloads, solution
 def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) -> tuple[list[str], dict[str, list]]:
     """``chapters`` whose data files are all there, and ``{chapter: missing files}`` of the others: said in one line
     (with ``--only``, a :class:`BookError`), kept in ``<build>/skipped.json``, their earlier metrics set aside as
-    ``<chapter>.json.stale`` (the report never mixes builds). Warns about data that differ from the pinned release."""
+    ``<chapter>.json.stale`` (the report never mixes builds)."""
     skipped = missing_for_chapters(chapters)
     if skipped:
         files = sorted({name for names in skipped.values() for name in names})
@@ -659,8 +652,9 @@ def start_training_ahead(profile: str, chapters: list[str], build_dir: Path) -> 
 @contextlib.contextmanager
 def _stop_children_on_exit(meter: CpuMeter):
     """Turn SIGTERM and SIGHUP into KeyboardInterrupt while the build runs, and on the way out end every process
-    started below this one that is still alive (``meter``, entered inside this block, saw them all): the papermill kernel (its own
-    session: a signal to our group misses it) and the worker pools it forked (orphans once it is killed)."""
+    started below this one that is still alive (``meter``, entered inside this block, saw them all): the papermill
+    kernel (its own session: a signal to our group misses it) and the worker pools it forked (orphans once it is
+    killed)."""
     # SIGINT too: a process started in the background by a non-interactive shell (`nohup make test &`) inherits
     # it ignored, and Python then installs no KeyboardInterrupt handler.
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers

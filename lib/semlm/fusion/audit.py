@@ -293,7 +293,8 @@ def focus_ce_after_adjectives(model, data, tokens: Sequence[str] = AFTER_ADJECTI
     out = {}
     for token in tokens:
         hits = scores.targets == data.vocab.id(token)
-        split = {"after_trained": hits & torch.isin(before, trained), "after_held_out": hits & torch.isin(before, held_out)}
+        split = {"after_trained": hits & torch.isin(before, trained),
+                 "after_held_out": hits & torch.isin(before, held_out)}
         if int(hits.sum()) != sum(int(where.sum()) for where in split.values()):
             raise ValueError(f"{token!r} does not always follow an adjective; split only {AFTER_ADJECTIVE_TOKENS}")
         out[token] = {kind: (scores.cross_entropy[where].mean().item() if where.any() else math.nan, int(where.sum()))

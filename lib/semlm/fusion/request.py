@@ -150,4 +150,5 @@ FEATURE_STEERING_REQUESTS = mirror_pair(PAPER_REQUESTS["pos"])
 def describe_requests(requests: Mapping[str, Request]) -> str:
     """One line naming the predicates each request writes, e.g. ``pos: pos_high 0.95, neg_high 0, str_high 0.9 "!"``."""
     return "; ".join(f"{name}: " + ", ".join(f"{k} {v:g}" for k, v in request.values.items())
-                     + (f' "{request.punctuation}"' if request.punctuation else "") for name, request in requests.items())
+                     + (f' "{request.punctuation}"' if request.punctuation else "")
+                     for name, request in requests.items())
