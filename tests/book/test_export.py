@@ -15,6 +15,7 @@ from semlm.book.export import ExportError, export_run, find_run, resolve_run
 from semlm.book.plan import book_runs
 from semlm.book.runner import main as runner_main
 from semlm.core import runs
+from semlm.data.paths import data_dir
 from semlm.idea.wikitext_experiment import IDEA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,6 +86,8 @@ def test_readme_transformers_snippet(finished, tmp_path, monkeypatch):
     shutil.copytree(folder, laid_out.parent / f"{laid_out.name}-{folder.name.rsplit('-', 1)[-1]}")
     (laid_out.parent / f"{laid_out.name}-{folder.name.rsplit('-', 1)[-1]}.lock").write_text("")
     argv = command.split()[command.split().index("export"):]
+    # the run's key hashes the data files: a relative $SEMLM_DATA_DIR (as .ci/run sets) must keep naming them
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(data_dir()))
     monkeypatch.chdir(tmp_path)
     assert runner_main(argv) == 0 and (tmp_path / "exported" / "gated" / "config.json").is_file()
     done = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('semlm' in sys.modules)\n"],
