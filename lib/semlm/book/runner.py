@@ -799,7 +799,7 @@ def _workers(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m semlm.book", description="Execute the book's chapters and build its HTML.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,plan,export}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,plan,export,seeds,collect-seeds}")
     run_cmd = commands.add_parser("run", help="execute the chapters, then build the HTML",
                                   description="Execute the chapters with papermill, then build the HTML with "
                                               "Jupyter Book.")
@@ -834,6 +834,10 @@ def _parser() -> argparse.ArgumentParser:
     plan_cmd.add_argument("--beside-chapters", action="store_true",
                           help="as the book runner starts it beside the chapters: nothing where CUDA is available "
                                "(the chapters train there one run at a time)")
+    from semlm.book import seeds as seeds_module  # torch-free at import
+
+    seeds_module.parser(commands)
+    seeds_module.collect_parser(commands)
     export_cmd = commands.add_parser("export", help="write a finished run as a folder transformers loads",
                                      description="Write a finished run (a folder of the run cache) as weights, "
                                                  "config with auto_map, tokenizer and a model card.")
@@ -879,6 +883,16 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "plan":
             return plan_command(args)
+        if args.command in ("seeds", "collect-seeds"):
+            from semlm.book.seeds import SeedsError, collect, seeds_command
+
+            try:
+                if args.command == "seeds":
+                    return seeds_command(args)
+                print(f"collected: {collect(args.folder, pilot=args.pilot)}")
+                return 0
+            except (SeedsError, FileNotFoundError, ValueError) as exc:
+                raise BookError(str(exc), exit_code=2) from exc
         if args.command == "export":
             # checked before the heavy imports below (torch, transformers: seconds)
             if not args.run.exists() and not args.run.parent.is_dir():

@@ -10,6 +10,8 @@ the book's one trainer; this module says only *what* a run is, :mod:`semlm.core.
 from __future__ import annotations
 
 import functools
+import json
+import os
 import itertools
 import math
 import warnings
@@ -539,13 +541,33 @@ def sample_interval(values: Sequence[float]) -> Interval:
     return Interval.from_dict(summarise(values))
 
 
+def stop_words() -> frozenset[str]:
+    """The stopwords of the book's stickiness: spaCy's English list, or the same list as a JSON array of words at
+    ``$SEMLM_STOP_WORDS`` where spaCy is not installed (a bare GPU machine: ``.ci/run-gpu --prepare`` writes it)."""
+    path = os.environ.get("SEMLM_STOP_WORDS")
+    if path:
+        try:
+            words = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"SEMLM_STOP_WORDS={path} is not a readable JSON list of words ({exc}); write it with "
+                             f"`.ci/run-gpu --prepare` or unset it to use spaCy's list") from None
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise ValueError(f"SEMLM_STOP_WORDS={path} is not a JSON list of words; write it with "
+                             f"`.ci/run-gpu --prepare`")
+        return frozenset(words)
+    try:
+        from spacy.lang.en.stop_words import STOP_WORDS
+    except ImportError:
+        raise RuntimeError("the book's stickiness needs spaCy's English stop list: install spacy, or set "
+                           "SEMLM_STOP_WORDS to that list as JSON (`.ci/run-gpu --prepare` writes one)") from None
+    return frozenset(STOP_WORDS)
+
+
 def domain_retention(model, tokenizer, domains: dict[str, Domain], generation: GenerationSettings,
                      alpha: float | None = None) -> dict[str, DomainScores]:
     """Per domain: every sample's scores and their means with 95% intervals over samples (all seeds pooled).
     All domains' prompts decode in one batch per seed."""
-    from spacy.lang.en.stop_words import STOP_WORDS  # the stopwords of the book's stickiness
-
-    stop, n = frozenset(STOP_WORDS), generation.samples_per_prompt
+    stop, n = stop_words(), generation.samples_per_prompt
     prompts = [(name, p) for name, domain in domains.items() for p in domain.prompts]
     rows = {name: [] for name in domains}
     for seed in generation.seeds:
