@@ -16,10 +16,11 @@ skips the seeds whose file exists. ``collect`` (:func:`collect`) turns a folder 
 seeds into ``provenance.json``, the assembled chapter-6 record, ``report.json`` and ``VERDICTS.md``.
 
 A deciding call (not ``--pilot``) refuses to start unless a registration is committed
-(:data:`semlm.book.registration.B_SEEDS`), and, where the checkout is a git clone, unless the tree is clean apart
+(:data:`semlm.book.registration.B_SEEDS`), and, where the checkout is a git clone and ``$SEMLM_COMMIT`` is unset,
+unless the tree is clean apart
 from the recording's ``seeds/`` folder, HEAD descends from the registration commit and the registered files are
-unchanged since it. On a machine without ``.git`` (a bare GPU machine gets the files alone) the command takes the
-commit from ``$SEMLM_COMMIT`` and records the registered files' SHA-256, which ``collect`` checks against the
+unchanged since it. On a machine sent the files alone (a bare GPU machine: its ``.git``, if any, is not this tree's
+history) the command takes the commit from ``$SEMLM_COMMIT`` and records the registered files' SHA-256, which ``collect`` checks against the
 registration commit.
 
 The module imports torch, transformers, tokenizers, numpy and semlm only: no papermill, jupytext or spaCy (the
@@ -188,7 +189,7 @@ def _git(*args: str) -> subprocess.CompletedProcess:
 
 def current_commit() -> str:
     """HEAD (``+dirty`` with uncommitted changes), or ``$SEMLM_COMMIT`` where there is no ``.git``."""
-    if not has_git():
+    if os.environ.get("SEMLM_COMMIT") or not has_git():  # a machine sent the files alone may hold a stale .git
         return os.environ.get("SEMLM_COMMIT", "unknown")
     dirty = _git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     return _git("rev-parse", "HEAD").stdout.strip() + ("+dirty" if dirty else "")
@@ -207,7 +208,7 @@ def registration_checks(folder: Path) -> dict:
         raise SeedsError("no registration of paper B's seeds is committed (semlm.book.registration.B_SEEDS is None); "
                          "run a pilot with --pilot (seeds 501-999), then commit the registration")
     files = {name: _sha256(REPO_ROOT / name) for name in registration.REGISTERED_FILES}
-    if not has_git():
+    if os.environ.get("SEMLM_COMMIT") or not has_git():  # the files came without (or with a stale) history
         commit = os.environ.get("SEMLM_COMMIT")
         if not commit:
             raise SeedsError("no .git here: set SEMLM_COMMIT to the commit these files come from (collect checks "
