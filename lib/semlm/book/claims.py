@@ -23,7 +23,9 @@ from semlm import reference as ref
 from semlm.core.records import ChapterRecord, Interval
 from semlm.book.effects import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, EffectRule, Guard, Pilot, effect_verdict,
                                 oriented, power_block)
+from semlm.book import registration as _registration
 from semlm.book.records import load_record
+from semlm.book.registration import B_STICKINESS_CORRELATION, B_STICKINESS_SD
 
 NOT_MEANINGFUL = "not meaningful as published"
 NOT_RUN = "not run at this profile"
@@ -153,6 +155,8 @@ TOPIC_MISCALIBRATION = -0.03
 PILOT_A = "cpu-book-e3e2d4f"
 #: Paper B's WikiText pilot: chapter 6 trained to competence on the CPU, 3 training seeds.
 PILOT_B_WIKITEXT = "cpu-long-seeds"
+#: Paper B's registration of its real-data claims (GPU seeds; semlm.book.registration).
+_B = _registration.B_SEEDS
 
 A_T1_RULE = EffectRule(
     "A-T1-fusion-better", ("baseline - fusion",), m=0.085,
@@ -178,17 +182,15 @@ SOFT_CONTROL_EFFECT = EffectRule(
              f"Table 2, against a chance of 0.50); pilot book/recorded/{PILOT_A}",
     pilot=Pilot(PILOT_A, 5, (0.012168,)), n_planned=3)
 STICKINESS_EFFECT = EffectRule(
-    "B-stickiness", ("gated - plain", "gated - sharpened plain"), m=0.0016,
+    "B-stickiness", ("gated - plain", "gated - sharpened plain"), m=_B.stickiness_m,
     m_source=f"half the paper's {ref.PAPER_B_STICKINESS_GAIN:.1%} stickiness gain (Table 1: the domain mean of "
-             f"gated - baseline, +0.35 points, over the baseline's 5.725%), i.e. 3.05% of the pilot's plain level "
-             f"0.0517 on the book's five domains (book/recorded/{PILOT_B_WIKITEXT}); to be frozen anew from the "
-             f"GPU pilot that registers the protocol",
-    pilot=Pilot(PILOT_B_WIKITEXT, 3, (0.0082975, 0.0040021), correlation=0.9669), n_planned=72,
+             f"gated - baseline, +0.35 points, over the baseline's 5.725%), i.e. 3.05% of the GPU pilot's plain level "
+             f"0.02725 on the book's five domains with the rule-chosen prompts (book/recorded/{_B.pilot}); frozen "
+             f"by the registration in semlm.book.registration",
+    pilot=Pilot(_B.pilot, 12, B_STICKINESS_SD, correlation=B_STICKINESS_CORRELATION), n_planned=_B.n,
     min_seeds=STICKINESS_MIN_SEEDS, affordable=False,
-    note="not affordable: at the pilot's protocol (four prompts per domain) and planning SD, not even 300 seeds "
-         "reach 0.85 power; planned at 72 seeds, about one 15-minute GPU session at 12 seeds side by side per "
-         "140 s, with the power stated at that n; fewer seeds suffice only if more prompts and samples per seed "
-         "cut the sampling noise, which the GPU pilot measures")
+    note=f"not affordable at 0.85 power: registered at {_B.n} seeds ({_B.seeds[0]}-{_B.seeds[-1]}), about 30 minutes of one GPU; the least n with "
+         f"0.85 power at 0 and at m is about 183, so the power at {_B.n} is stated below 0.85")
 TOPIC_DRIFT_EFFECT = EffectRule(
     "B-topic-drift", ("plain - gated", "sharpened plain - gated"), m=0.025,
     m_source="the book's threshold (the paper gives no number): a quarter of the pilot's plain excess drift +0.100 "
@@ -717,8 +719,9 @@ STICKINESS_RULE_COMMIT = "83729f3"
 
 
 @_if_competent(f"over >= {STICKINESS_MIN_SEEDS} training seeds, on the book's five WikiText domains fixed before the "
-               f"recording ({', '.join(STICKINESS_DOMAINS)}; four prompts each, the book's protocol: continuation "
-               "only, domain-word hits over content words): the per-seed gated - baseline stickiness averaged over "
+               f"recording ({', '.join(STICKINESS_DOMAINS)}; the book's protocol: continuation only, domain-word hits "
+               "over content words; a build and cpu-long-seeds use four hand-written prompts per domain, the "
+               "registered GPU recording the rule-chosen prompts of semlm.idea.rule_prompts, 12 per domain): the per-seed gated - baseline stickiness averaged over "
                "the five domains, and the same difference against the sharpening control (the plain GPT of the seed "
                "sampled at the temperature that gives it the gated GPT's mean next-token entropy on validation text): "
                + ladder(STICKINESS_EFFECT) + "; without a recorded sharpening control never reproduced (sharpening "
