@@ -304,6 +304,9 @@ def seeds_command(args: argparse.Namespace) -> int:
     call = {"started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **checks,
             "argv": sys.argv[1:], "machine": machine()}
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    call["device"] = device
+    with open(calls, "a") as f:  # the call's start, so that a call killed from outside still names itself
+        f.write(json.dumps({**call, "event": "start"}, default=str) + "\n")
     done, failed = [], []
     for i in range(0, len(todo), args.processes):
         if args.budget is not None and time.monotonic() - start > args.budget:
@@ -324,7 +327,7 @@ def seeds_command(args: argparse.Namespace) -> int:
         print(f"seeds: batch {batch[0]}-{batch[-1]} finished in {time.monotonic() - t0:.0f} s "
               f"({len(done)} done, {len(failed)} failed, {time.monotonic() - start:.0f} s in all)", flush=True)
     call.update(ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), done=done, failed=failed,
-                device=device)
+                event="end")
     with open(calls, "a") as f:
         f.write(json.dumps(call, default=str) + "\n")
     return 1 if failed else 0
