@@ -41,6 +41,7 @@ from semlm import book
 from semlm.book import report
 from semlm.book.claims import evaluate_claims
 from semlm.book.effects import power_frame
+from semlm.book.decisive import registration_progress
 from semlm.book.recorded import recorded_verdicts
 
 chapter = book.open("report", profile=profile, seed=seed)
@@ -104,6 +105,9 @@ report.claims_table(claims)
 
 # %% tags=["remove-input"]
 power_frame(claims)
+
+# %% tags=["remove-input"]
+print(registration_progress())
 
 # %% [markdown]
 # ## Run manifest

@@ -158,11 +158,12 @@ def paper_values() -> list[tuple[str, float]]:
 def design_constants() -> list[tuple[str, float]]:
     """(c): the design constants the pages quote, read from the code that uses them."""
     from semlm.book.bench import AUTHORS_TARGETS
-    from semlm.book.recorded import recorded_book_builds_frame
+    from semlm.book.recorded import WIKITEXT103_VALID_TOKENS, paper_run_estimate, recorded_book_builds_frame
     from semlm.idea.wikitext_experiment import COMPETENCE_RATIO
     from semlm.fusion.profiles import sst2_profile
     from semlm.idea.profiles import idea_profile, topic_drift_profile
 
+    paper = idea_profile("paper")
     return [
         # chapter 5 at `cpu`: the training phrases of the language models
         ("sst2_profile('cpu').n_train", sst2_profile("cpu").n_train),
@@ -183,6 +184,13 @@ def design_constants() -> list[tuple[str, float]]:
         # the benchmarks chapter's core-use target for a whole build
         ("recorded_book_builds_frame(target_busy=...)",
          inspect.signature(recorded_book_builds_frame).parameters["target_busy"].default),
+        # about.md's estimate of the authors' run: tokens per iteration, validation interval, validation tokens
+        ("idea_profile('paper') tokens per iteration", paper.train.batch_size * paper.size.block_size),
+        ("idea_profile('paper').train.eval_every", paper.train.eval_every),
+        ("semlm.book.recorded.WIKITEXT103_VALID_TOKENS", WIKITEXT103_VALID_TOKENS),
+        # ... and its minutes, computed by that code from the recorded throughput files the table names
+        *((f"paper_run_estimate() {row['folder']} {row['model']} {key}", row[key]) for row in paper_run_estimate()
+          for key in ("training_minutes", "validation_minutes", "total_minutes")),
     ]
 
 
@@ -197,6 +205,9 @@ OTHER_SOURCES = [
     # Disk to reserve for .venv, in the README's prerequisites (a fresh install with torch's CPU wheel
     # measured 2.2 GB with `du -sh .venv`): an instruction to the reader, not a result.
     ("disk for .venv (README prerequisites), GB", 2.5),
+    # WikiText-103's validation split in words, from the dataset's release notes (Merity et al., 2016): the
+    # basis of about.md's assumed validation tokens, a fact of the data, not a result.
+    ("WikiText-103 validation words", 217_646),
 ]
 
 

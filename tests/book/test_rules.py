@@ -193,6 +193,8 @@ def test_the_planning_sds_are_the_pilot_folders_own():
         block = row["power"]
         assert f"m = {rule.m:g}" in row["rule"] and f"Planned for {rule.n_planned} seeds" in row["rule"], claim
         assert block["seeds_used"] == rule.pilot.seeds, claim
+        if claim == "B-stickiness":  # its SDs are projected to the registered samples per prompt from the pilot's
+            continue  # variance split: tests/book/test_seeds.py::test_the_pilot_measured_what_the_registration_states
         for name, sd in zip(rule.comparisons, rule.pilot.sd):
             assert block["sd_observed"][name] == pytest.approx(sd, rel=1e-3), (claim, name)
         if len(rule.comparisons) > 1:
@@ -210,7 +212,8 @@ def test_each_m_is_half_the_papers_effect_at_the_pilots_level():
     assert EFFECTS["B-lora-ppl"].m == pytest.approx(ref.PAPER_B_LORA_PPL_GAIN / 2 * lora["baseline"]["mean"], abs=0.05)
     drift = runs[claims.PILOT_A].book_metrics["09_topic_drift"]["decision"]["plain_at_matched_ppl"]["mean"]
     assert EFFECTS["B-topic-drift"].m == pytest.approx(drift / 4, abs=0.001)
-    idea = runs[claims.PILOT_B_WIKITEXT].chapters["06_idea_gating"]["over_seeds"]["domains"]["book_stickiness"]
+    idea = runs[EFFECTS["B-stickiness"].pilot.folder].chapters["06_idea_gating"]["over_seeds"]["domains"][
+        "book_stickiness"]
     level = idea["all"]["baseline"]["mean"]
     assert EFFECTS["B-stickiness"].m == pytest.approx(ref.PAPER_B_STICKINESS_GAIN / 2 * level, abs=5e-5)
     assert ref.PAPER_B_STICKINESS_GAIN == pytest.approx(0.35 / 5.725, rel=1e-3)

@@ -180,3 +180,16 @@ def test_rule_prompts_take_the_first_sentences_cut_before_a_term():
         rule_prompts(lines, terms, per_domain=3)
     assert prompts_digest({"b": ["x"], "a": ["y"]}) == prompts_digest({"a": ["y"], "b": ["x"]})
     assert prompts_digest({"a": ["y"]}) != prompts_digest({"a": ["y "]})
+
+
+def test_about_states_the_paper_run_estimate_of_the_recorded_files():
+    from semlm.book.recorded import paper_run_estimate
+
+    about = (REPO / "book" / "about.md").read_text()
+    rows = paper_run_estimate()
+    assert {r["folder"] for r in rows} >= {"h100-d-gpu-throughput", "h200-a-gpu-throughput"}
+    for r in rows:
+        line = (f"| `{r['folder']}` | {r['gpu'].split()[1]} | {r['model']} | {r['setting']} | "
+                f"{r['tokens_per_second']:,.0f} | {r['training_minutes']:.1f} min | {r['validation_minutes']:.1f} min | "
+                f"{r['total_minutes']:.1f} min |")
+        assert line in about, line

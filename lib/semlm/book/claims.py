@@ -23,8 +23,8 @@ from semlm import reference as ref
 from semlm.core.records import ChapterRecord, Interval
 from semlm.book.effects import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, EffectRule, Guard, Pilot, effect_verdict,
                                 oriented, power_block)
-from semlm.book import registration as _registration
 from semlm.book.records import load_record
+from semlm.book.registration import B_SEEDS as _B
 from semlm.book.registration import B_STICKINESS_CORRELATION, B_STICKINESS_SD
 
 NOT_MEANINGFUL = "not meaningful as published"
@@ -155,8 +155,6 @@ TOPIC_MISCALIBRATION = -0.03
 PILOT_A = "cpu-book-e3e2d4f"
 #: Paper B's WikiText pilot: chapter 6 trained to competence on the CPU, 3 training seeds.
 PILOT_B_WIKITEXT = "cpu-long-seeds"
-#: Paper B's registration of its real-data claims (GPU seeds; semlm.book.registration).
-_B = _registration.B_SEEDS
 
 A_T1_RULE = EffectRule(
     "A-T1-fusion-better", ("baseline - fusion",), m=0.085,

@@ -226,7 +226,7 @@ def readme_verdicts_section(root: str | Path | None = None) -> str:
     build that keeps its verdicts (``report.json``), re-judged by this commit's claims code (:func:`final_claims`),
     with its commit, machine, date, ``VERDICTS.md`` and the multiplicity sentence. A test compares it with README.md;
     ``python -m semlm.book.recorded readme`` rewrites it after a change to the claims code or to book/recorded."""
-    builds = [run for run in load_recorded(root) if run.report is not None and not run.dry_run]
+    builds = [run for run in load_recorded(root) if run.report is not None and not run.dry_run and run.book_metrics]
     run = max(builds, key=lambda run: run.date, default=None)
     if run is None:
         return (f"{README_START}\nNo recorded build keeps its verdicts yet: `python -m semlm.book.recorded "
@@ -419,6 +419,40 @@ def recorded_gpu_throughput_frame(root: str | Path | None = None):
     frame.attrs["same_update"] = {f"book/recorded/{run.slug}": run.gpu_throughput.get("same_update") or {}
                                   for run in runs}
     return frame, empty or f"{SOURCE_LABEL}(s): the trainer's speed per execution setting, measured on a GPU machine"
+
+
+#: Validation tokens of WikiText-103 under GPT-2's tokeniser, about (its 217,646 words at about 1.15 tokens each):
+#: an assumption of :func:`paper_run_estimate`, stated with it.
+WIKITEXT103_VALID_TOKENS = 250_000
+
+
+def paper_run_estimate(root: str | Path | None = None) -> list[dict]:
+    """What the authors' run (the ``paper`` profile: 50,000 iterations of 32 x 256 tokens, validation every 1,000)
+    would take per recorded GPU throughput run, at its fastest setting per model: training ``I x B / r`` and
+    validation ``(I / E) x V / (3 r)`` (a forward pass is about a third of a training step's work), with ``r`` the
+    setting's training tokens/s, ``V`` = :data:`WIKITEXT103_VALID_TOKENS`. One row per run and model."""
+    config = idea_profile("paper")
+    train = config.train
+    per_iteration = train.batch_size * config.size.block_size
+    rows = []
+    for run in load_recorded(root):
+        if not run.gpu_throughput or run.dry_run:
+            continue
+        for model in ("plain", "gated"):
+            rates = {setting: kinds[model]["tokens_per_second"]
+                     for setting, kinds in run.gpu_throughput.get("variants", {}).items()
+                     if (kinds.get(model) or {}).get("tokens_per_second")}
+            if not rates:
+                continue
+            setting = max(rates, key=rates.get)
+            rate = rates[setting]
+            training = train.max_steps * per_iteration / rate
+            validation = train.max_steps / train.eval_every * WIKITEXT103_VALID_TOKENS / (3 * rate)
+            rows.append({"folder": run.slug, "gpu": run.gpu_throughput.get("device_name"), "model": model,
+                         "setting": setting, "tokens_per_second": rate, "iterations": train.max_steps,
+                         "tokens_per_iteration": per_iteration, "training_minutes": training / 60,
+                         "validation_minutes": validation / 60, "total_minutes": (training + validation) / 60})
+    return rows
 
 
 def recorded_trace_frame(model: str = "plain", rows: int = 8, root: str | Path | None = None):

@@ -834,10 +834,10 @@ def _parser() -> argparse.ArgumentParser:
     plan_cmd.add_argument("--beside-chapters", action="store_true",
                           help="as the book runner starts it beside the chapters: nothing where CUDA is available "
                                "(the chapters train there one run at a time)")
-    from semlm.book import seeds as seeds_module  # torch-free at import
+    from semlm.book.decisive import collect_parser, parser as seeds_parser  # torch-free at import
 
-    seeds_module.parser(commands)
-    seeds_module.collect_parser(commands)
+    seeds_parser(commands)
+    collect_parser(commands)
     export_cmd = commands.add_parser("export", help="write a finished run as a folder transformers loads",
                                      description="Write a finished run (a folder of the run cache) as weights, "
                                                  "config with auto_map, tokenizer and a model card.")
@@ -884,7 +884,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             return plan_command(args)
         if args.command in ("seeds", "collect-seeds"):
-            from semlm.book.seeds import SeedsError, collect, seeds_command
+            from semlm.book.decisive import SeedsError, collect, seeds_command
 
             try:
                 if args.command == "seeds":
