@@ -227,3 +227,10 @@ def test_wrong_parameter_type_fails_with_one_clear_error(tmp_path):
                                    kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False)
     assert info.value.ename == "ValueError"
     assert "parameter seed must be a non-negative int, got 'abc'" in info.value.evalue
+
+
+def test_a_build_s_metrics_name_no_machine_folders(built):
+    from semlm.data.paths import absolute_paths
+
+    found = {p.name: absolute_paths(p.read_text())[:2] for p in sorted((built / "metrics").glob("*.json"))}
+    assert not {name: hits for name, hits in found.items() if hits}

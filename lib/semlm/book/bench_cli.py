@@ -148,7 +148,8 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
                 if _failure(theirs[-1]):
                     error = f"the authors' script {script} failed on run {i + 1} {_failure(theirs[-1])}"
     record["ours"] = {**_medians(ours), "workload": workload}
-    record["authors_script"] = {**about, "path": str(script)}
+    # the script's name only: a record never names the folders of the machine that wrote it
+    record["authors_script"] = {**about, "path": Path(script).name}
     if error is not None:
         return {**record, "error": error}
     record["authors_script"].update(_medians(theirs), stdout_tail=theirs[-1]["stdout_tail"])

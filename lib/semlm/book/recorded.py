@@ -29,7 +29,7 @@ from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_REC
                                       load_recorded, read_json)
 from semlm.book.report import (attach_recorded, cpu_model, final_status, final_verdicts, git_commit, load_metrics,
                                multiplicity_sentence, package_versions, plain_summary, verdict_counts)
-from semlm.data.paths import REPO_ROOT
+from semlm.data.paths import REPO_ROOT, portable_text
 from semlm.idea.profiles import idea_profile, lora_profile
 from semlm.profiles import cpu_computes_bf16
 
@@ -551,13 +551,35 @@ def _write_folder(dest: Path, provenance: dict, files: dict[str, Path | str]) ->
     shutil.rmtree(tmp, ignore_errors=True)
     for name, content in {**files, PROVENANCE: json.dumps(provenance, indent=2)}.items():
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, Path):
-            shutil.copy2(content, tmp / name)
-        else:
-            (tmp / name).write_text(content)
+        if isinstance(content, Path):  # text files are copied with machine paths made portable
+            try:
+                content = content.read_text()
+            except UnicodeDecodeError:
+                shutil.copy2(content, tmp / name)
+                continue
+        (tmp / name).write_text(portable_text(content))
     shutil.rmtree(dest, ignore_errors=True)
     tmp.replace(dest)
     return dest
+
+
+#: Recorded files that are text (the others, if any, are left as they are).
+TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".log", ".txt", ".tsv")
+
+
+def mend_paths(root: str | Path | None = None) -> list[Path]:
+    """Rewrite every recorded text file under ``root`` (default ``book/recorded``) with :func:`portable_text`;
+    returns the files that changed. Values and verdicts are untouched: only the folders of the machines that
+    wrote them go."""
+    root = RECORDED_DIR if root is None else Path(root)
+    changed = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES):
+        text = path.read_text()
+        mended = portable_text(text)
+        if mended != text:
+            path.write_text(mended)
+            changed.append(path)
+    return changed
 
 
 def _read_tsv(path: Path) -> list[dict]:
@@ -756,9 +778,10 @@ def _parser() -> argparse.ArgumentParser:
                 "collect-book": "write book/recorded/cpu-book-<name>/ from a finished `make book`",
                 "diff": "compare two builds' verdicts claim by claim (recorded folders or book/_build)",
                 "show": "print the recorded runs of a chapter",
-                "readme": "rewrite README.md's recorded verdicts from book/recorded and this commit's claims code"}
-    c, g, b, d, s, r = (sub.add_parser(name, help=text) for name, text in commands.items())
-    for command in (c, g, b, s, r):
+                "readme": "rewrite README.md's recorded verdicts from book/recorded and this commit's claims code",
+                "mend-paths": "rewrite machine paths in recorded text files as portable ones (semlm.data.paths)"}
+    c, g, b, d, s, r, m = (sub.add_parser(name, help=text) for name, text in commands.items())
+    for command in (c, g, b, s, r, m):
         command.add_argument("--root", default=RECORDED_DIR, type=Path)
     for command in (c, g):
         command.add_argument("--commit", default="unknown")
@@ -792,6 +815,9 @@ def main(argv: list[str] | None = None) -> int:
             print("README.md: its recorded verdicts " + ("rewritten" if changed else "were already up to date"))
         elif args.command == "diff":
             print("\n".join(diff_lines(diff_builds(args.a, args.b))))
+        elif args.command == "mend-paths":
+            mended = mend_paths(args.root)
+            print(f"{len(mended)} recorded files had machine paths, now portable" + "".join(f"\n  {p}" for p in mended))
         elif args.command == "collect-long":
             print(collect_long(args.metrics, args.calls, args.root, args.name, args.commit, args.run_command))
         elif args.command == "collect":

@@ -38,3 +38,50 @@ def dataset_file(dataset: str, filename: str) -> Path:
             f"missing dataset file {path} (looked in {where}); get it from {HOW_TO_GET[dataset]}"
         )
     return path
+
+
+#: Prefixes of other machines' paths found in recorded files, each with what it stands for (the recording
+#: machines' checkouts, data folders and Python installations): :func:`portable_text` rewrites them too.
+KNOWN_MACHINE_PREFIXES = (
+    ("/work/shared/data", "$SEMLM_DATA_DIR"), ("/work/main/.gpudata", "$SEMLM_DATA_DIR"),
+    ("/work/main/.gpu-data", "$SEMLM_DATA_DIR"), ("/tmp/semlm-data", "$SEMLM_DATA_DIR"), ("/work/main/", ""),
+    ("/work/main", "."), ("/opt/torch/.venv/lib/python3.12/site-packages", "<site-packages>"),
+    ("/opt/torch/.venv", "<python>"), ("/opt/torch", "<python>"), ("/tmp/site", "<wheels>"),
+    ("/tmp/torchinductor_root", "<tmp>/torchinductor"), ("/tmp/inductor", "<tmp>/inductor"),
+    ("/tmp/authors/", ""),
+)
+
+
+def portable_text(text: str) -> str:
+    """``text`` with machine paths made portable: the data folder as ``$SEMLM_DATA_DIR``, the repository as a
+    relative path, Python's installation as ``<python>`` / ``<site-packages>``, the temporary folder as ``<tmp>``,
+    the home folder as ``~`` (this machine's, then :data:`KNOWN_MACHINE_PREFIXES`). What recorded files and
+    metrics hold, so that no record names the folders of the machine that wrote it."""
+    import sys
+    import sysconfig
+    import tempfile
+
+    here = [(str(data_dir()), "$SEMLM_DATA_DIR"), (str(REPO_ROOT) + "/", ""), (str(REPO_ROOT), "."),
+            (sysconfig.get_paths()["purelib"], "<site-packages>"), (sys.prefix, "<python>"),
+            (tempfile.gettempdir(), "<tmp>"), (str(Path.home()), "~")]
+    for prefix, replacement in [*here, *KNOWN_MACHINE_PREFIXES]:
+        if len(prefix) > 1:
+            text = text.replace(prefix, replacement)
+    return text
+
+
+def portable_path(path: str | Path) -> str:
+    """One path made portable (:func:`portable_text`), e.g. ``$SEMLM_DATA_DIR/fineweb-edu-sample/fineweb_edu.txt``."""
+    return portable_text(str(path))
+
+
+#: An absolute path: "/" starting a token (not inside a URL, a ratio such as tokens/s, or "a / b"), then a folder.
+#: The operating system's own folders (/usr, /dev, /proc, /sys, /etc, /bin, /lib) name no machine's layout.
+_ABSOLUTE = r"(?<![\w.:/$<>~-])/(?!usr/|dev/|proc/|sys/|etc/|bin/|lib/)[A-Za-z_][\w.+-]*/[\w.+-]"
+
+
+def absolute_paths(text: str) -> list[str]:
+    """The machine paths in ``text`` (each with 30 characters of context): what a record must not hold."""
+    import re
+
+    return [text[max(0, m.start() - 30): m.end() + 30] for m in re.finditer(_ABSOLUTE, text)]

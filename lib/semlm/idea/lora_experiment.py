@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from semlm.core import runs
 from semlm.data.bpe import as_transformers, train_bpe, load_tokenizer
 from semlm.data.fineweb import FineWebDocuments, load_fineweb
+from semlm.data.paths import portable_path
 from semlm.data.wikitext import downloads_allowed, load_corpus
 from semlm.idea.wikitext_experiment import TokenBlocks, alpha_at, encode_lines, take_chars, training_seeds
 from semlm.idea.targets import idea_bce_sparse, window_ids
@@ -197,7 +198,7 @@ class LoraData:
     @property
     def summary(self) -> dict:
         d = self.documents
-        return {"dataset": d.dataset, "source": d.source, "documents": d.n_documents,
+        return {"dataset": d.dataset, "source": portable_path(d.source), "documents": d.n_documents,
                 "train_documents": len(d.train), "validation_documents": len(d.validation),
                 "characters": d.n_characters, "train_tokens": self.train.n_tokens,
                 "validation_tokens": self.validation.n_tokens}
