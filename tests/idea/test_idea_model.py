@@ -399,3 +399,22 @@ def test_the_model_compiles_whole_and_the_compiled_forward_and_backward_equal_ea
     (la, ia, ga), (lb, ib, gb) = outputs
     assert torch.allclose(la, lb, atol=1e-6) and torch.allclose(ia, ib, atol=1e-6)
     assert all(torch.allclose(ga[n], gb[n], atol=1e-6) for n in ga)
+
+
+def test_hidden_states_follow_transformers():
+    """``output_hidden_states=True``: one tensor per layer input plus the final normalised states, embeddings first,
+    as transformers' GPT-2 returns them; without it, none."""
+    model = tiny().eval()
+    ids = torch.randint(1, 50, (2, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        plain = model(ids)
+        out = model(ids, output_hidden_states=True)
+    assert plain.hidden_states is None
+    states = out.hidden_states
+    assert isinstance(states, tuple) and len(states) == model.config.n_layer + 1
+    assert all(s.shape == (2, 7, model.config.n_embd) for s in states)
+    positions = torch.arange(7)[None]
+    embeddings = model.transformer.wte(ids) + model.transformer.wpe(positions)
+    assert torch.allclose(states[0], embeddings)
+    assert torch.allclose(model.lm_head(states[-1])[..., :model.config.vocab_size], out.token_logits, atol=1e-6)
+    assert torch.equal(out.logits, plain.logits)

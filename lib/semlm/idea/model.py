@@ -215,7 +215,7 @@ class IdeaGPTOutput(ModelOutput):
     logits: torch.Tensor | None = None
     token_logits: torch.Tensor | None = None
     idea_logits: torch.Tensor | None = None
-    hidden_states: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
     past_key_values: Cache | None = None
 
 
@@ -286,10 +286,13 @@ class GPTBody(nn.Module):
         self.ln_f = nn.LayerNorm(config.n_embd)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                cache: Cache | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+                cache: Cache | None = None, position_ids: torch.Tensor | None = None,
+                states: list | None = None) -> torch.Tensor:
         """Final hidden states of the ``input_ids`` (the new tokens when ``cache`` holds a past).
 
-        ``attention_mask`` covers past and new tokens ([B, past + L], transformers' convention).
+        ``attention_mask`` covers past and new tokens ([B, past + L], transformers' convention). ``states``, if a
+        list, receives every layer's input and the final (normalised) output, as transformers' GPT-2 returns its
+        ``hidden_states``: the embeddings first, ``n_layer + 1`` tensors in all.
         """
         B, L = input_ids.shape
         past = cache.get_seq_length() if cache is not None else 0
@@ -316,8 +319,13 @@ class GPTBody(nn.Module):
                 position_ids = torch.arange(past, total, device=device).expand(B, L)
         x = self.drop(self.wte(input_ids) + self.wpe(position_ids))
         for block in self.h:
+            if states is not None:
+                states.append(x)
             x = block(x, mask, cache, is_causal)
-        return self.ln_f(x)
+        x = self.ln_f(x)
+        if states is not None:
+            states.append(x)
+        return x
 
 
 class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
@@ -387,12 +395,16 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
                 **kwargs) -> IdeaGPTOutput:
         """Gated and ungated logits plus idea logits; ``alpha`` overrides ``config.alpha``. ``labels`` (-100 =
         ignore) as in transformers' causal LMs. With a cache, ``input_ids`` are only the tokens not yet in it and
-        ``attention_mask`` covers cached and new tokens."""
+        ``attention_mask`` covers cached and new tokens. ``output_hidden_states=True`` (or the config's) returns
+        ``hidden_states`` as transformers does: a tuple of ``n_layer + 1`` tensors, the embeddings first and the
+        final normalised states last."""
+        wanted = kwargs.get("output_hidden_states")
+        states = [] if (self.config.output_hidden_states if wanted is None else wanted) else None
         use_cache = past_key_values is not None if use_cache is None else use_cache
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
         cache = past_key_values if use_cache else None
-        hidden = self.transformer(input_ids, attention_mask, cache, position_ids)
+        hidden = self.transformer(input_ids, attention_mask, cache, position_ids, states)
         V = self.config.vocab_size  # a padded head's extra rows are cut off (a view) before any logit is used
         cut = (lambda logits: logits[..., :V]) if self.config.padded_vocab_size != V else (lambda logits: logits)
         token_logits = cut(self.lm_head(hidden))
@@ -406,7 +418,7 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
         return IdeaGPTOutput(loss=loss, logits=logits, token_logits=token_logits, idea_logits=idea_logits,
-                             hidden_states=hidden, past_key_values=cache)
+                             hidden_states=None if states is None else tuple(states), past_key_values=cache)
 
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, past_key_values: Cache | None = None,
                                       attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
