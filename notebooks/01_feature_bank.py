@@ -166,7 +166,8 @@ glue("published_prefix_change", prefix_change[PUBLISHED], display=False)
 # does to perplexity.
 #
 # The same check runs over random sentences and every cut point in the test suite
-# (`tests/test_features.py`), and over the model's logits in `tests/test_causality.py`.
+# (`tests/fusion/test_features.py`), and over the model's logits in
+# `tests/core/test_causality.py`.
 
 # %% [markdown]
 # ## Key numbers

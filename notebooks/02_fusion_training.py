@@ -273,7 +273,7 @@ glue("published_sensitivity", float(published.min()), display=False)
 # The causal models move by at most {glue:text}`causal_sensitivity:.2g` (floating-point
 # noise); the published models by at least {glue:text}`published_sensitivity:.3g` logits. The
 # test suite checks the same property on untrained models of both kinds
-# (`tests/test_causality.py`).
+# (`tests/core/test_causality.py`).
 
 # %% [markdown]
 # ## Key numbers
