@@ -145,7 +145,7 @@ sys.exit(book.main(["run", "--profile", "smoke", "--only", "01_sleepy", "--build
 '''
 
 
-@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT", "SIGHUP"])
 def test_killing_the_runner_leaves_no_kernel_or_worker_processes(tmp_path, signum):
     import signal
     import subprocess
@@ -158,7 +158,9 @@ def test_killing_the_runner_leaves_no_kernel_or_worker_processes(tmp_path, signu
     notebooks.mkdir()
     (notebooks / "01_sleepy.py").write_text(SLEEPY_CHAPTER)
     ready = tmp_path / "ready"
-    env = {**os.environ, "SLEEPY_READY": str(ready), "OMP_NUM_THREADS": "1"}
+    scratch = tmp_path / "tmp"  # the kernel's connection file goes here, and must not stay
+    scratch.mkdir()
+    env = {**os.environ, "SLEEPY_READY": str(ready), "OMP_NUM_THREADS": "1", "TMPDIR": str(scratch)}
     # as under `nohup make test &`: the runner starts with SIGINT ignored, and must still stop on it
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(notebooks), str(tmp_path / "build")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -177,7 +179,7 @@ def test_killing_the_runner_leaves_no_kernel_or_worker_processes(tmp_path, signu
         if runner.poll() is None:
             runner.kill()
     assert runner.returncode == 130, err
-    assert "interrupted" in err
+    assert err.strip() == "error: interrupted; the kernel and its workers were stopped", err[-3000:]
 
     def alive(pid):
         try:
@@ -189,6 +191,7 @@ def test_killing_the_runner_leaves_no_kernel_or_worker_processes(tmp_path, signu
     while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in pids if alive(pid)] == [], "kernel or pool workers survived the runner"
+    assert not list(scratch.glob("*.json")), f"connection files left: {list(scratch.iterdir())}"
 
 
 def test_only_a_chapter_whose_data_is_missing_fails_at_once_naming_files_and_make_data(capsys, tmp_path, monkeypatch):

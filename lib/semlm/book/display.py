@@ -68,9 +68,30 @@ def readable_tables(shell) -> None:
     formatter.for_type(Styler, styler_html)
 
 
+def kernel_log_to_file(shell) -> None:
+    """The kernel's own log (``[IPKernelApp] ...``: not a cell's output, which reaches the notebook) goes to
+    ``<build>/work/kernel.log`` instead of the runner's terminal, where an interrupted build printed a socket
+    traceback under its one line. Outside a runner's build (no ``$SEMLM_BUILD_DIR``) nothing changes."""
+    import logging
+    import os
+
+    build = os.environ.get("SEMLM_BUILD_DIR")
+    kernel = getattr(shell, "kernel", None)
+    if not build or kernel is None:
+        return
+    folder = os.path.join(build, "work")
+    os.makedirs(folder, exist_ok=True)
+    handler = logging.FileHandler(os.path.join(folder, "kernel.log"))
+    handler.setFormatter(logging.Formatter("%(asctime)s [%(name)s] %(levelname)s | %(message)s"))
+    for logger in {kernel.log, logging.getLogger(kernel.log.name)}:
+        logger.handlers = [handler]
+        logger.propagate = False
+
+
 def load_ipython_extension(shell) -> None:
     plain_numpy_scalars(shell)
     readable_tables(shell)
+    kernel_log_to_file(shell)
 
 
 #: The IPython startup file the runner writes for the chapters' kernels.

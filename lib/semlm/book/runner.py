@@ -918,6 +918,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        import logging
+
+        # the interrupted cell's task still holds the kernel's traceback, which asyncio would print at exit under
+        # this line: the line says what happened, the traceback is the interruption itself
+        logging.getLogger("asyncio").disabled = True
         print("error: interrupted; the kernel and its workers were stopped", file=sys.stderr)
         return 130
     return 0
