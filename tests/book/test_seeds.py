@@ -190,6 +190,36 @@ def test_about_states_the_paper_run_estimate_of_the_recorded_files():
     assert {r["folder"] for r in rows} >= {"h100-d-gpu-throughput", "h200-a-gpu-throughput"}
     for r in rows:
         line = (f"| `{r['folder']}` | {r['gpu'].split()[1]} | {r['model']} | {r['setting']} | "
-                f"{r['tokens_per_second']:,.0f} | {r['training_minutes']:.1f} min | {r['validation_minutes']:.1f} min | "
-                f"{r['total_minutes']:.1f} min |")
+                f"{r['tokens_per_second']:,.0f} | {r['training_minutes']:.1f} min | "
+                f"{r['validation_minutes']:.1f} min | {r['total_minutes']:.1f} min |")
         assert line in about, line
+
+
+def test_a_collected_registered_recording_gives_paper_b_s_final_verdicts(tmp_path, monkeypatch):
+    """Once ``collect-seeds`` has written the registered folder's report (it does only at exactly n seeds), B-ppl and
+    B-distinct take their final verdict from it, and B-stickiness too once it holds the rule's planned seeds; here a
+    stand-in folder of 12 seeds (the pilot's files) is complete for the first two and not for B-stickiness."""
+    import shutil
+    from dataclasses import replace
+
+    from semlm.book import decisive
+    from semlm.book.claims import evaluate_claims
+    from semlm.book.recorded import recorded_verdicts
+    from semlm.book.report import attach_recorded, final_verdicts, registered_decisive
+
+    reg = replace(registration.B_SEEDS, n=12, first=501)
+    root = tmp_path / "recorded"
+    for name in ("cpu-long-seeds", "cpu-long"):
+        shutil.copytree(RECORDED / name, root / name)
+    shutil.copytree(RECORDED / reg.pilot / "seeds", root / reg.folder / "seeds")
+    assert registered_decisive(root) == {}  # not collected: no final verdict comes from it
+    monkeypatch.setattr(registration, "B_SEEDS", reg)
+    monkeypatch.setattr(decisive, "B_SEEDS", reg)
+    monkeypatch.setattr(decisive, "_git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))
+    monkeypatch.setattr(decisive, "registration_commit", lambda: "0" * 40)
+    decisive.collect(root / reg.folder)
+    assert registered_decisive(root) == dict.fromkeys(registration.B_CLAIMS, reg.folder)
+    rows = final_verdicts(attach_recorded(evaluate_claims({}), recorded_verdicts(root)), root=root)
+    final = {row["id"]: row["final"] for row in rows}
+    assert final["B-ppl"]["source"] == final["B-distinct"]["source"] == reg.folder
+    assert final["B-stickiness"]["source"] != reg.folder and "12 of 120" in final["B-stickiness"]["note"]

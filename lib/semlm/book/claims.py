@@ -187,8 +187,9 @@ STICKINESS_EFFECT = EffectRule(
              f"by the registration in semlm.book.registration",
     pilot=Pilot(_B.pilot, 12, B_STICKINESS_SD, correlation=B_STICKINESS_CORRELATION), n_planned=_B.n,
     min_seeds=STICKINESS_MIN_SEEDS, affordable=False,
-    note=f"not affordable at 0.85 power: registered at {_B.n} seeds ({_B.seeds[0]}-{_B.seeds[-1]}), about 30 minutes of one GPU; the least n with "
-         f"0.85 power at 0 and at m is about 183, so the power at {_B.n} is stated below 0.85")
+    note=f"not affordable at 0.85 power: registered at {_B.n} seeds ({_B.seeds[0]}-{_B.seeds[-1]}), about 30 "
+         f"minutes of one GPU; the least n with 0.85 power at 0 and at m is about 183, so the power at {_B.n} is "
+         f"stated below 0.85")
 TOPIC_DRIFT_EFFECT = EffectRule(
     "B-topic-drift", ("plain - gated", "sharpened plain - gated"), m=0.025,
     m_source="the book's threshold (the paper gives no number): a quarter of the pilot's plain excess drift +0.100 "
@@ -719,8 +720,8 @@ STICKINESS_RULE_COMMIT = "83729f3"
 @_if_competent(f"over >= {STICKINESS_MIN_SEEDS} training seeds, on the book's five WikiText domains fixed before the "
                f"recording ({', '.join(STICKINESS_DOMAINS)}; the book's protocol: continuation only, domain-word hits "
                "over content words; a build and cpu-long-seeds use four hand-written prompts per domain, the "
-               "registered GPU recording the rule-chosen prompts of semlm.idea.rule_prompts, 12 per domain): the per-seed gated - baseline stickiness averaged over "
-               "the five domains, and the same difference against the sharpening control (the plain GPT of the seed "
+               "registered GPU recording the rule-chosen prompts of semlm.idea.rule_prompts, 12 per domain): the "
+               "per-seed gated - baseline stickiness averaged over the five domains, and the same difference against the sharpening control (the plain GPT of the seed "
                "sampled at the temperature that gives it the gated GPT's mean next-token entropy on validation text): "
                + ladder(STICKINESS_EFFECT) + "; without a recorded sharpening control never reproduced (sharpening "
                "alone could explain it); the authors' four domains (prompt words "

@@ -413,7 +413,8 @@ def final_verdicts(claims: list[dict], decisive: dict[str, str] | None = None,
     """The claims (with their ``recorded`` entries, :func:`attach_recorded`), each with ``final``: one verdict taken
     from a fixed order of sources, never chosen by which source decides:
 
-    1. the claim's registered decisive recording (``decisive``, default ``semlm.book.claims.DECISIVE_RECORDINGS``),
+    1. the claim's registered decisive recording (``decisive``, default ``semlm.book.claims.DECISIVE_RECORDINGS``
+       and, once collected, paper B's registered GPU recording: :func:`registered_decisive`),
        when complete: it holds as many seeds as the claim's rule plans (``power.n_planned``);
     2. else this build's verdict;
     3. else, where this build cannot test the claim ("not testable at this scale"), the competent recorded run its
@@ -429,15 +430,25 @@ def final_verdicts(claims: list[dict], decisive: dict[str, str] | None = None,
     from semlm.book.claims import COMPETENT_RECORDINGS, DECISIVE_RECORDINGS
     from semlm.book.recorded_runs import RECORDED_DIR
 
-    decisive = DECISIVE_RECORDINGS if decisive is None else decisive
-    competent = COMPETENT_RECORDINGS if competent is None else competent
     root = RECORDED_DIR if root is None else Path(root)
+    decisive = {**registered_decisive(root), **DECISIVE_RECORDINGS} if decisive is None else decisive
+    competent = COMPETENT_RECORDINGS if competent is None else competent
     for claim, folder in sorted(decisive.items()):
         if not (root / folder).is_dir():
             raise FileNotFoundError(f"claim {claim}: its decisive recording {root / folder} does not exist; record "
                                     f"it there or take {claim} out of semlm.book.claims.DECISIVE_RECORDINGS")
     return [{**row, "final": _final_verdict(row, decisive.get(row["id"]), competent.get(row["id"]))}
             for row in claims]
+
+
+def registered_decisive(root: Path) -> dict[str, str]:
+    """Paper B's registered claims and their GPU recording (:mod:`semlm.book.registration`), once it is collected:
+    ``collect-seeds`` writes its ``report.json`` only when the folder holds exactly the registered seeds."""
+    from semlm.book.registration import B_CLAIMS, B_SEEDS
+
+    if B_SEEDS is None or not (Path(root) / B_SEEDS.folder / "report.json").is_file():
+        return {}
+    return dict.fromkeys(B_CLAIMS, B_SEEDS.folder)
 
 
 def _recorded_entry(row: dict, folder: str) -> dict | None:
