@@ -363,6 +363,24 @@ for name, value in study.glue().items():
 study.features_only_table()
 
 # %% [markdown]
+# **Punctuation.** The paper's other control (its Table 2) is the final punctuation. Real
+# text has no grammar slot where a sentence ends, so here *hard* control forbids the other
+# end marks and lets a continuation end only right after the requested one, the analogue
+# of the paper's deterministic punctuation; *soft* control only penalises the other marks
+# (a "?" request also writes `is_question` into the features). Each request continues the
+# same prompts with room for 30 tokens. Under hard control the fusion model ends with the
+# requested mark in {glue:text}`punct_hard_excl:.2f` ("!") and
+# {glue:text}`punct_hard_q:.2f` ("?") of the continuations that end a sentence: by
+# construction, as the paper's 1.00 is. Under soft control the shares are
+# {glue:text}`punct_soft_excl:.2f` and {glue:text}`punct_soft_q:.2f`, of the
+# {glue:text}`punct_soft_excl_ended:.2f` and {glue:text}`punct_soft_q_ended:.2f` of
+# continuations that end a sentence at all (nan: none did). The claims table shows these
+# beside `A-T7-control`.
+
+# %%
+study.punctuation_table()
+
+# %% [markdown]
 # ### Example continuations
 
 # %%

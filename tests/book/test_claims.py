@@ -236,6 +236,25 @@ def test_sst2_control_holds_by_construction_when_the_restriction_works_and_says_
     assert rows["A-T7-control"]["status"] == NOT_REPRODUCED
 
 
+def test_sst2_control_shows_punctuation_beside_its_rule_without_changing_the_verdict():
+    from dataclasses import replace
+
+    from semlm.fusion.records import SST2Punctuation
+
+    record = sst2_record(acc=(200, 199), n=200, baseline=(200, 199))
+    plain = by_id(evaluate_claims({"05_sst2": record}))["A-T7-control"]
+    assert "punctuation" not in plain["reason"]  # a record from before the punctuation cases
+    share = Interval.of_proportion
+    table = {mode: {mark: SST2Punctuation(acc=share(k, 150), coverage=share(150, 200), baseline_acc=share(k, 160),
+                                          baseline_coverage=share(160, 200)) for mark in ("!", "?")}
+             for mode, k in (("hard", 150), ("soft", 30))}
+    with_punct = by_id(evaluate_claims({"05_sst2": replace(record, control=replace(record.control,
+                                                                                  punctuation=table))}))["A-T7-control"]
+    assert with_punct["status"] == plain["status"] and with_punct["reason"].startswith(plain["reason"])
+    assert "hard '!' 1.00" in with_punct["reason"] and "soft '?' 0.20" in with_punct["reason"]
+    assert "75% end a sentence" in with_punct["reason"]
+
+
 def test_sst2_control_on_few_sentences_is_inconclusive():
     rows = by_id(evaluate_claims({"05_sst2": sst2_record(acc=(10, 9), n=12, baseline=(6, 6))}))
     assert rows["A-T7-control"]["status"] == INCONCLUSIVE

@@ -245,3 +245,22 @@ def test_without_logit_steering_the_controls_leave_the_scores_alone(vocab):
     positive = vocab.ids(syn.POSITIVE_ADJECTIVES)
     assert steered[0, positive].min() > steered[0, vocab.ids(syn.NEGATIVE_ADJECTIVES)].max()
     assert torch.equal(plain[0, positive], plain[0, vocab.ids(syn.NEGATIVE_ADJECTIVES)])
+
+
+def test_end_punctuation_control_hard_ends_only_after_the_requested_mark_and_soft_penalises_the_others():
+    from semlm.fusion.decoding.processors import EndPunctuationControl, final_punctuation
+    from semlm.fusion.sst2_experiment import judge_punctuation
+
+    requested, others, eos = 3, [4, 5], 0
+    scores = torch.zeros(2, 6)
+    ids = torch.tensor([[1, 2], [1, requested]])  # row 0: no mark yet; row 1: just wrote the requested one
+    hard = EndPunctuationControl(requested, others, True, 3.0, eos)(ids, scores)
+    assert torch.isinf(hard[:, others]).all() and (hard[:, others] < 0).all()
+    assert hard[0, eos] == float("-inf") and hard[0, requested] == pytest.approx(torch.log(torch.tensor(2.0)).item())
+    assert hard[1, eos] == 0 and hard[1, requested] == 0  # after the mark the text may end
+    soft = EndPunctuationControl(requested, others, False, 3.0, eos)(ids, scores)
+    assert (soft[:, others] == -3).all() and (soft[:, [0, 1, 2, 3]] == 0).all()
+    assert final_punctuation(["a", "!", "b", "?", "c"]) == "?" and final_punctuation(["a", "b"]) is None
+    judged = judge_punctuation([["a", "!"], ["b", "."], ["c"], ["!", "d"]], "!")
+    assert (judged["acc"].successes, judged["acc"].n) == (2, 3) and (judged["coverage"].successes,
+                                                                    judged["coverage"].n) == (3, 4)

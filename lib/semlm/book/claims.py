@@ -496,7 +496,23 @@ def _sst2_control(metrics):
         (any(i.below(0.9) for i in accuracy.values()), NOT_REPRODUCED, " (the restriction fails the classifier)"),
         (True, INCONCLUSIVE, ""))
     worst = min(accuracy, key=lambda c: accuracy[c].mean)
-    return Verdict.on(status, reason + why, accuracy[worst])
+    return Verdict.on(status, reason + why + _sst2_punctuation(metrics), accuracy[worst])
+
+
+def _sst2_punctuation(metrics) -> str:
+    """The paper's other SST-2 control, shown beside A-T7-control's polarity (not part of its rule): per requested
+    end mark under hard and soft control, the share of the fusion model's sentence-ending continuations that end
+    with it, and how many end a sentence at all; "" for a record written before it was measured."""
+    try:
+        table = _get(metrics, SST2, "control", "punctuation")
+    except _Missing:
+        return ""
+    if not table:
+        return ""
+    parts = [f"{mode} '{mark}' {entry.acc:.2f} of {entry.acc.n} ({entry.coverage.mean:.0%} end a sentence; "
+             f"baseline {entry.baseline_acc.mean:.2f})"
+             for mode in ("hard", "soft") for mark, entry in table.get(mode, {}).items()]
+    return "; punctuation under control (beside the rule): " + ", ".join(parts)
 
 
 FEATURE_STEERING_RULE = (
@@ -721,8 +737,9 @@ STICKINESS_RULE_COMMIT = "83729f3"
                f"recording ({', '.join(STICKINESS_DOMAINS)}; the book's protocol: continuation only, domain-word hits "
                "over content words; a build and cpu-long-seeds use four hand-written prompts per domain, the "
                "registered GPU recording the rule-chosen prompts of semlm.idea.rule_prompts, 12 per domain): the "
-               "per-seed gated - baseline stickiness averaged over the five domains, and the same difference against the sharpening control (the plain GPT of the seed "
-               "sampled at the temperature that gives it the gated GPT's mean next-token entropy on validation text): "
+               "per-seed gated - baseline stickiness averaged over the five domains, and the same difference "
+               "against the sharpening control (the plain GPT of the seed sampled at the temperature that gives it "
+               "the gated GPT's mean next-token entropy on validation text): "
                + ladder(STICKINESS_EFFECT) + "; without a recorded sharpening control never reproduced (sharpening "
                "alone could explain it); the authors' four domains (prompt words "
                "excluded, and their own count with the prompt) are reported beside it with the plain model's level, "

@@ -213,10 +213,24 @@ class SST2Control(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SST2Punctuation(Record):
+    """Punctuation under control on real text (``judge_punctuation``), for one requested end mark and mode: of the
+    continuations that end a sentence, the share whose last end mark is the requested one (``acc``), and the share
+    that end a sentence at all (``coverage``); the fusion model and the baseline under the same decoding."""
+
+    acc: Interval | None = None
+    coverage: Interval | None = None
+    baseline_acc: Interval | None = None
+    baseline_coverage: Interval | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class SST2ControlModes(Record):
     hard: dict[str, SST2Control] | None = None
     soft: dict[str, SST2Control] | None = None
     features_only: dict[str, SST2Control] | None = None
+    #: mode ("soft", "hard") -> requested end mark ("!", "?") -> its accuracy
+    punctuation: dict[str, dict[str, SST2Punctuation]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

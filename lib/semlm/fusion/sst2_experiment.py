@@ -24,12 +24,14 @@ from transformers import (LogitsProcessorList, MinNewTokensLengthLogitsProcessor
 from semlm.core import runs
 from semlm.data.dataset import LMTensors, encode_corpus
 from semlm.data.sst2 import load_sst2, load_sst_phrase_trees, tokenize
+from semlm.data.synthetic import END_PUNCTUATION
 from semlm.data.vocab import Vocabulary
 from semlm.fusion.synthetic_experiment import check_setting, model_config
-from semlm.fusion.fuzzy import feature_index
+from semlm.fusion.fuzzy import FEATURE_NAMES, feature_index
 from semlm.core.metrics import perplexity, score_tokens
 from semlm.fusion.decoding.generate import sample_ids
-from semlm.fusion.decoding.processors import AdjectiveClassRestriction, LastKRepetitionPenalty, SentimentSteering
+from semlm.fusion.decoding.processors import (AdjectiveClassRestriction, EndPunctuationControl, LastKRepetitionPenalty,
+                                              SentimentSteering, final_punctuation)
 from semlm.fusion.losses import FusionLoss
 from semlm.fusion.config import BackboneConfig
 from semlm.fusion.metrics import POLARITY_LABELS
@@ -360,9 +362,17 @@ def continue_under_control(model: nn.Module, data: SST2Data, prefixes: Sequence[
         if mode == "hard":
             is_adjective = torch.tensor([data.prior.majority(w) == "ADJ" for w in vocab.tokens])
             steps.append(AdjectiveClassRestriction(is_adjective, data.adjective_classes[request.polarity]))
+    if request.punctuation is not None:  # the other end marks penalised (soft) or forbidden (hard)
+        if request.punctuation not in vocab:
+            raise ValueError(f"the vocabulary has no {request.punctuation!r}, so it cannot be requested; request one "
+                             f"of {', '.join(p for p in END_PUNCTUATION if p in vocab)}")
+        others = [vocab.id(p) for p in END_PUNCTUATION if p != request.punctuation and p in vocab]
+        steps.append(EndPunctuationControl(vocab.id(request.punctuation), others, mode == "hard",
+                                           config.steer_penalty, vocab.eos_id))
     steps += [LastKRepetitionPenalty(config.repetition_penalty, 3), TemperatureLogitsWarper(config.temperature),
               TopPLogitsWarper(config.top_p)]
-    values = request.features()
+    # the predicates of the 22-feature bank (is_exclamation is the intent channel's, chapter 10: no column here)
+    values = {k: v for k, v in request.features().items() if k in FEATURE_NAMES}
     controls = (torch.tensor([feature_index(k) for k in values], dtype=torch.long),
                 torch.tensor(list(values.values()), dtype=torch.float32))
     ids = sample_ids(model, ids, LogitsProcessorList(steps), seed, config.new_tokens, vocab.eos_id, vocab.eos_id,
@@ -394,6 +404,15 @@ def judge_continuations(continuations: Sequence[Sequence[str]], classifier: BagO
     return SST2Judgement(**counts, vader_pos_share=share(sum(v == "POS" for v in vader), len(vader)),
                          vader_neg_share=share(sum(v == "NEG" for v in vader), len(vader)),
                          classifier_pos_share=share(sum(c == "POS" for c in clf), len(clf)))
+
+
+def judge_punctuation(continuations: Sequence[Sequence[str]], punctuation: str) -> dict[str, Interval]:
+    """``acc``: the share of continuations that end a sentence whose last end mark is ``punctuation``;
+    ``coverage``: the share that end a sentence at all (a continuation of a few tokens often does not)."""
+    marks = [final_punctuation(list(words)) for words in continuations]
+    ended = [m for m in marks if m is not None]
+    return {"acc": Interval.of_proportion(sum(m == punctuation for m in ended), len(ended)),
+            "coverage": Interval.of_proportion(len(ended), len(marks))}
 
 
 def feature_table(data: SST2Data, words: Sequence[str]) -> tuple[list[str], torch.Tensor]:

@@ -7,7 +7,7 @@ decodes, judges and presents the control section.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -18,7 +18,7 @@ from semlm.fusion.metrics import rate
 from semlm.fusion.records import SST2Judgement, SST2Record
 from semlm.fusion.profiles import ControlConfig
 from semlm.fusion.sst2_experiment import (SETTINGS, SST2Data, continue_under_control, judge_continuations,
-                                          sst2_requests)
+                                          judge_punctuation, sst2_requests)
 from semlm.fusion.request import Request
 from semlm.fusion.training_report import ModelTable, by_setting
 from semlm.reference import PAPER_A_TABLE7
@@ -26,6 +26,10 @@ from semlm.reference import PAPER_A_TABLE7
 #: (request, mode) decoded per model, in order (their seeds are ``seed + position``)
 CONTROL_CASES = ((None, "soft"), ("pos", "soft"), ("neg", "soft"), ("pos", "hard"), ("neg", "hard"))
 FEATURES_ONLY = "features only"
+#: The end marks requested alone (the paper's punctuation control; "." is what a sentence ends with anyway)
+PUNCTUATION_REQUESTS = ("!", "?")
+#: New tokens of a punctuation case: enough for most continuations to end (the polarity cases' 10 rarely do)
+PUNCTUATION_NEW_TOKENS = 30
 
 
 def feature_changes(data: SST2Data, replacement: int, positions: Sequence[int] = (2, 5, 9)) -> dict[str, float]:
@@ -63,6 +67,8 @@ class ControlStudy:
     prefixes: list
     generations: dict[tuple, list]
     judged: dict[tuple, SST2Judgement]
+    #: ``(kind, mark, mode)`` -> ``judge_punctuation``: the end mark requested alone (no polarity), soft or hard
+    punctuation: dict[tuple, dict] = field(default_factory=dict)
 
     @classmethod
     def run(cls, models: Mapping[str, torch.nn.Module], data: SST2Data, prefixes, classifier,
@@ -79,7 +85,23 @@ class ControlStudy:
             out = continue_under_control(models[kind], data, prefixes, requests[request], mode, control, seed=mode_seed)
             study.generations[(kind, request, label)] = out
             study.judged[(kind, request, label)] = judge_continuations(out, classifier, requests[request])
+        # the paper's other control (Table 2): the end mark, requested alone, with room to end the sentence (a
+        # prefix of 5 words, SST-2 phrases of about 19); both models share each case's seed
+        punctuation_config = replace(config, new_tokens=PUNCTUATION_NEW_TOKENS)
+        for offset, (mark, mode) in enumerate((m, mode) for m in PUNCTUATION_REQUESTS for mode in ("soft", "hard")):
+            for kind in models:
+                out = continue_under_control(models[kind], data, prefixes, Request.of(punctuation=mark), mode,
+                                             punctuation_config, seed=seed + 20 + offset)
+                study.punctuation[(kind, mark, mode)] = judge_punctuation(out, mark)
         return study
+
+    def punctuation_table(self):
+        """Per requested end mark and mode: of the continuations that end a sentence, the share ending with the
+        requested mark, and the share that end one at all, fusion beside baseline."""
+        return pd.DataFrame([
+            {"request": mark, "mode": mode, "model": kind, "requested mark (of those ending a sentence)":
+                rate(j["acc"]), "n ending a sentence": j["acc"].n, "share ending a sentence": rate(j["coverage"])}
+            for (kind, mark, mode), j in self.punctuation.items()]).set_index(["request", "mode", "model"])
 
     def table(self):
         """Every model, request and mode: the share VADER and the classifier judge as requested."""
@@ -124,6 +146,10 @@ class ControlStudy:
             out[f"none_{kind}_neg_clf"] = 1 - none.classifier_pos_share.mean
         for request in ("pos", "neg"):
             out[f"soft_gain_{request}"] = out[f"soft_{request}_vader"] - out[f"base_soft_{request}_vader"]
+        for (kind, mark, mode), judged in self.punctuation.items():
+            if kind == "fusion":
+                name = f"punct_{mode}_{'excl' if mark == '!' else 'q'}"
+                out[name], out[f"{name}_ended"] = judged["acc"].mean, judged["coverage"].mean
         return out
 
     def examples(self, n: int = 4) -> list[dict]:
@@ -152,6 +178,12 @@ class ControlStudy:
         control = {mode: {request: entry(request, mode) for request in ("pos", "neg")} for mode in ("soft", "hard")}
         control["features_only"] = {request: entry(request, FEATURES_ONLY, False) for request in ("pos", "neg")}
         control["none"] = {kind: self.judged[(kind, None, "soft")].to_dict() for kind in ("baseline", "fusion")}
+        control["punctuation"] = {
+            mode: {mark: {"acc": self.punctuation[("fusion", mark, mode)]["acc"],
+                          "coverage": self.punctuation[("fusion", mark, mode)]["coverage"],
+                          "baseline_acc": self.punctuation[("baseline", mark, mode)]["acc"],
+                          "baseline_coverage": self.punctuation[("baseline", mark, mode)]["coverage"]}
+                   for mark in PUNCTUATION_REQUESTS} for mode in ("soft", "hard")} if self.punctuation else None
         control["n_prefixes"] = len(self.prefixes)
         return control
 

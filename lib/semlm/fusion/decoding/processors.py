@@ -125,3 +125,31 @@ class AdjectiveClassRestriction(LogitsProcessor):
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         return scores.masked_fill(self.forbidden.to(scores.device), float("-inf"))
+
+
+class EndPunctuationControl(LogitsProcessor):
+    """Punctuation control on real text, where no grammar state says when a sentence ends. Soft: at every step the
+    other end marks lose ``penalty``, so a sentence the model ends prefers the requested mark. Hard (the paper's
+    deterministic punctuation): the other end marks are forbidden, and ending the text (``eos``) is allowed only
+    right after the requested mark; elsewhere the end's probability goes to the mark, so every continuation that
+    ends, ends with it. ``requested``, ``others`` and ``eos`` are token ids; the model still decides when to end."""
+
+    def __init__(self, requested: int, others: list[int], hard: bool, penalty: float, eos: int):
+        self.requested, self.others, self.hard, self.penalty, self.eos = requested, list(others), hard, penalty, eos
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.clone()
+        if not self.hard:
+            scores[:, self.others] -= self.penalty
+            return scores
+        scores[:, self.others] = float("-inf")
+        open_rows = input_ids[:, -1] != self.requested  # the text may end only after the requested mark
+        merged = torch.logaddexp(scores[:, self.requested], scores[:, self.eos])
+        scores[open_rows, self.requested] = merged[open_rows]
+        scores[open_rows, self.eos] = float("-inf")
+        return scores
+
+
+def final_punctuation(words: list[str]) -> str | None:
+    """The last end punctuation mark (``. ! ?``) of a continuation, or None if it ends no sentence."""
+    return next((w for w in reversed(words) if w in syn.END_PUNCTUATION), None)
