@@ -266,7 +266,13 @@ def _sem_mse(metrics):
     paper = ref.PAPER_A_TABLE1["fusion"]["sem_mse"]
     status = (BY_CONSTRUCTION if causal.high <= 2 * paper else NOT_REPRODUCED if causal.above(2 * paper)
               else INCONCLUSIVE)
-    return Verdict(status, f"causal MSE {causal:.4f}, published setting {published.mean:.4f}, paper {paper}; "
+    found = {BY_CONSTRUCTION: f"at or below twice the paper's value ({2 * paper:.4f}): the head copies its input "
+                              f"about as well as the paper's",
+             NOT_REPRODUCED: f"wholly above twice the paper's value ({2 * paper:.4f}): the head fails to copy its own "
+                             f"input as closely as the paper's does, in the causal setting; the published setting, "
+                             f"which reads ahead, reaches {published.mean:.4f}",
+             INCONCLUSIVE: f"its interval straddles twice the paper's value ({2 * paper:.4f})"}[status]
+    return Verdict(status, f"causal MSE {causal:.4f}, published setting {published.mean:.4f}, paper {paper}: {found}; "
                    f"{SELF_RECONSTRUCTION}", published.mean, causal.mean, (causal.low, causal.high),
                    seeds=_seeds(causal))
 
