@@ -107,3 +107,15 @@ def test_a_run_is_named_up_to_its_key_and_an_ambiguous_or_missing_name_is_refuse
     (runs_dir / "gated-mean-seed111-bbbb").mkdir()
     with pytest.raises(ExportError, match="names 2 runs"):
         resolve_run(runs_dir / "gated-mean-seed111")
+
+
+def test_a_lora_run_is_refused_with_its_reason(tmp_path):
+    import json
+
+    folder = tmp_path / "lora-seed111-0123456789abcdef"
+    (folder / "train" / "final").mkdir(parents=True)
+    (folder / "train" / "final" / "model.safetensors").write_bytes(b"")
+    (folder / "record.json").write_text(json.dumps({"experiment": "semlm.idea.lora_experiment:LORA", "name": "gated",
+                                                    "seed": 111, "group": "nf4", "key": "0123456789abcdef"}))
+    with pytest.raises(ExportError, match="chapter-8 LoRA run: its weights are adapters"):
+        find_run(folder)

@@ -49,6 +49,10 @@ def find_run(folder: str | Path):
         raise ExportError(f"{folder} is not a finished run (no record.json and train/final/model.safetensors); "
                           f"give a folder under book/_build/runs/<profile>/ whose run has finished")
     record = json.loads(record_file.read_text())
+    if str(record.get("experiment", "")).startswith("semlm.idea.lora_experiment:"):
+        raise ExportError(f"{folder} is a chapter-8 LoRA run: its weights are adapters and an idea head over a frozen "
+                          f"backbone that the run does not hold, so it cannot be written as a model transformers "
+                          f"loads alone (a peft adapter export is not built); export a chapter-6 or -7 GPT run")
     for profile in PROFILES:
         for entry in book_runs(profile):
             if entry.experiment.reference() != record.get("experiment"):
