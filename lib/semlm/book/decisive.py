@@ -25,9 +25,13 @@ from pathlib import Path
 
 from semlm.book.registration import B_CLAIMS, B_SEEDS, REGISTERED_FILES, registration_commit
 from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, _git, _one, _sha256, _spawn,
-                              assembled_record, current_commit, has_git, machine, read_seeds, variance_split,
-                              write_atomic)
+                              assembled_record, current_commit, has_git, machine, read_seeds, variance_split)
 from semlm.data.paths import REPO_ROOT
+
+
+def registered_hashes() -> dict[str, str]:
+    """SHA-256 of each file the registration freezes, as they are in this checkout."""
+    return {name: _sha256(REPO_ROOT / name) for name in REGISTERED_FILES}
 
 
 def registration_checks(folder: Path) -> dict:
@@ -36,7 +40,7 @@ def registration_checks(folder: Path) -> dict:
     if reg is None:
         raise SeedsError("no registration of paper B's seeds is committed (semlm.book.registration.B_SEEDS is None); "
                          "run a pilot with --pilot (seeds 501-999), then commit the registration")
-    files = {name: _sha256(REPO_ROOT / name) for name in REGISTERED_FILES}
+    files = registered_hashes()
     if os.environ.get("SEMLM_COMMIT") or not has_git():  # the files came without (or with a stale) history
         commit = os.environ.get("SEMLM_COMMIT")
         if not commit:
@@ -100,7 +104,7 @@ def seeds_command(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget <= 0:
         raise SeedsError(f"--budget must be a positive number of seconds, got {args.budget}")
     if not args.pilot and B_SEEDS is None:
-        registration_checks(Path("."))  # raises the one-line reason
+        registration_checks(Path("."))  # raises the one-line reason (there is no registered folder to default to)
     folder = Path(args.folder) if args.folder else default_folder(args.pilot)
     checks = {"pilot": True, "commit": current_commit()} if args.pilot else registration_checks(folder)
     seeds = planned_seeds(args)
@@ -186,6 +190,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
     from its seed files: a deciding folder must hold exactly the registered seeds (a pilot, any seeds)."""
     from semlm.book.claims import evaluate_claims
     from semlm.book.report import plain_summary, verdict_counts
+    from semlm.core.runs import write_atomic
 
     folder = Path(folder)
     results = read_seeds(folder)
@@ -199,7 +204,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
         if seeds != list(reg.seeds):
             raise SeedsError(f"{folder} holds {len(seeds)} seeds, not exactly the registered {reg.n} "
                              f"({reg.seeds[0]}-{reg.seeds[-1]}); run the seeds command again (it resumes)")
-        expected = {name: _sha256(REPO_ROOT / name) for name in REGISTERED_FILES}
+        expected = registered_hashes()
         for call in calls:
             if call.get("registered_files_sha256") not in (None, expected):
                 raise SeedsError(f"a call of {call.get('started_at')} ran with registered files other than the "
@@ -208,7 +213,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
     record = assembled_record(results)
     record.update(chapter=CHAPTER, profile=results[0]["protocol"]["profile"], seed=seeds[0])
     chapters = {CHAPTER: record}
-    claims = [row for row in evaluate_claims(chapters) if row["id"] in ("B-ppl", "B-distinct", "B-stickiness")]
+    claims = [row for row in evaluate_claims(chapters) if row["id"] in B_CLAIMS]
     first = calls[0] if calls else {}
     provenance = {
         "label": "recorded GPU run: paper B's seeds, one process per seed (python -m semlm.book seeds)",

@@ -153,16 +153,10 @@ def run_seed(seed: int, protocol: Protocol, runs_dir: str | Path, device: str | 
     }
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def _one(seed: int, protocol: Protocol, runs_dir: str, out: str, device: str | None) -> tuple[int, float]:
     """Worker: one seed, its file written only once it has finished (a killed seed leaves no file)."""
     from semlm.core.processes import die_with_parent
+    from semlm.core.runs import write_atomic
 
     die_with_parent()
     result = run_seed(seed, protocol, runs_dir, device)
@@ -240,31 +234,36 @@ def assembled_record(results: list[dict]) -> dict:
     seeds = [r["seed"] for r in results]
     arms = ("baseline", "gated", "sharpened")
 
-    def paired(table: str, metric: str) -> dict:
-        domains = list(results[0][table]["baseline"] if table == "authors" else
-                       results[0][table]["baseline"]["stickiness"])
+    def paired(scores, metric: str) -> dict:
+        """``scores(result, arm)``: that arm's ``{domain: {metric: mean}}``; per domain and "all", paired by seed."""
+        domains = list(scores(results[0], "baseline"))
 
         def value(r, arm, names):
-            source = r[table][arm] if table == "authors" else r[table][arm]["stickiness"]
-            return sum(source[d][metric] for d in names) / len(names)
+            return sum(scores(r, arm)[d][metric] for d in names) / len(names)
 
         return {label: SeedPaired.of(*[[value(r, arm, names) for r in results] for arm in arms])
                 for label, names in [*((d, [d]) for d in domains), ("all", domains)]}
+
+    def book(r, arm):
+        return r["book"][arm]["stickiness"]
+
+    def authors(r, arm):
+        return r["authors"][arm]
 
     ppl = {f"{m} (seed {r['seed']})": r["val_ppl"][m] for r in results for m in ("baseline", "gated")}
     check = competence(ppl, results[0]["bigram"])
     over = IdeaOverSeeds(
         seeds=seeds, gated_run="gated",
         val_ppl=SeedPaired.of(*[[r["val_ppl"][m] for r in results] for m in ("baseline", "gated")]),
-        domains={"book_stickiness": paired("book", "stickiness"),
-                 **{m: paired("authors", m) for m in ("stickiness", "authors_stickiness", "distinct_2")}},
+        domains={"book_stickiness": paired(book, "stickiness"),
+                 **{m: paired(authors, m) for m in ("stickiness", "authors_stickiness", "distinct_2")}},
         sharpening_temperature=Interval.of_mean([r["sharpening_temperature"] for r in results]))
     record = IdeaGatingRecord(
         dataset="wikitext-2", competence=Competence(**{k: check[k] for k in (
             "passes", "worst_model", "worst_ratio", "threshold_ratio", "bigram_val_ppl", "model_val_ppl")}),
         baseline=ValidationScore(val_ppl=over.val_ppl.baseline.mean),
         gated=ValidationScore(val_ppl=over.val_ppl.gated.mean), over_seeds=over)
-    return record.to_dict() if hasattr(record, "to_dict") else asdict(record)
+    return record.to_dict()
 
 
 def variance_split(results: list[dict], comparison: str = "gated - plain") -> dict:
