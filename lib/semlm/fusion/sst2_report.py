@@ -97,10 +97,11 @@ class ControlStudy:
 
     def punctuation_table(self):
         """Per requested end mark and mode: of the continuations that end a sentence, the share ending with the
-        requested mark, and the share that end one at all, fusion beside baseline."""
+        requested mark ("ends with it", with its count), and the share that end one at all, fusion beside
+        baseline."""
         return pd.DataFrame([
-            {"request": mark, "mode": mode, "model": kind, "requested mark (of those ending a sentence)":
-                rate(j["acc"]), "n ending a sentence": j["acc"].n, "share ending a sentence": rate(j["coverage"])}
+            {"request": mark, "mode": mode, "model": kind, "ends with it": rate(j["acc"]),
+             "ends a sentence": rate(j["coverage"])}
             for (kind, mark, mode), j in self.punctuation.items()]).set_index(["request", "mode", "model"])
 
     def table(self):
