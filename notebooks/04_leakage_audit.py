@@ -70,7 +70,7 @@ chapter = book.open("04_leakage_audit", profile=profile, seed=seed,
                     workers=workers, n_seeds=n_seeds)
 profile = chapter.profile
 if profile == "smoke" and n_seeds is not None and n_seeds > 2:
-    print(f"smoke profile: {n_seeds} seeds requested, 2 used")
+    chapter.notice(f"smoke profile: {n_seeds} seeds requested, 2 used")
     n_seeds = 2
 seeds = audit_seeds(seed, n_seeds, profile)
 # A-feature-steering's seeds: the audit's and, at some profiles, more

@@ -522,3 +522,33 @@ def test_a_chapter_in_a_log_says_what_it_trained_and_that_it_is_still_running(tm
     assert "04_leakage_audit: trained fusion seed 111 (12 s)" in out
     assert "04_leakage_audit: loaded baseline seed 112" in out
     assert "04_leakage_audit: still running" in out and "models done" in out
+
+
+def test_a_value_the_profile_changes_is_a_line_in_the_runners_log(tmp_path, monkeypatch, capfd):
+    """smoke caps n_seeds: the chapter's notice reaches the kernel's own stderr (raw papermill's terminal) and the run
+    log, from which the runner prints it in a log and keeps it in the manifest; run counts ignore it."""
+    import json
+    import threading
+    import time as clock
+
+    from semlm.book.chapter import Chapter
+    from semlm.book.runner import _progress, read_run_log, run_entry
+
+    run_log = tmp_path / "04.runs.jsonl"
+    monkeypatch.setenv("SEMLM_RUN_LOG", str(run_log))
+    Chapter("04_leakage_audit", "smoke", 111).notice("smoke profile: 3 seeds requested, 2 used")
+    assert "04_leakage_audit: smoke profile: 3 seeds requested, 2 used" in capfd.readouterr().err
+    with run_log.open("a") as log:
+        log.write(json.dumps({"name": "fusion", "seed": 111, "status": "trained", "train_seconds": 1.0}) + "\n")
+    assert read_run_log(run_log)[1] == ["smoke profile: 3 seeds requested, 2 used"]
+    entry = run_entry("ok", 1.0, run_log)
+    assert entry["runs"]["trained"] == 1 and len(entry["run_list"]) == 1
+    assert entry["notices"] == ["smoke profile: 3 seeds requested, 2 used"]
+    stop = threading.Event()
+    watcher = threading.Thread(target=_progress, args=("04_leakage_audit", run_log, clock.perf_counter(), stop, 0.2),
+                               daemon=True)
+    watcher.start()
+    clock.sleep(0.5)
+    stop.set()
+    watcher.join()
+    assert "  04_leakage_audit: smoke profile: 3 seeds requested, 2 used" in capfd.readouterr().out

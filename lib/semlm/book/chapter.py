@@ -9,7 +9,9 @@ never the build's; a chapter that fails before ``close`` writes nothing. Torch-f
 from __future__ import annotations
 
 import ast
+import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -58,6 +60,18 @@ class Chapter:
         self.metrics_path = write_chapter_metrics(self.name, self.profile, self.seed, record, seconds, directory,
                                                   marks)
         self.closed_after = seconds
+
+    def notice(self, text: str) -> None:
+        """A line whoever runs the chapter must see (a parameter the profile changed): in the notebook, on the
+        kernel's own standard error (raw papermill's terminal shows it) and, under the book runner, in its log
+        (the runner prints each notice it finds in the chapter's run log, ``$SEMLM_RUN_LOG``)."""
+        line = f"{self.name}: {text}"
+        sys.__stderr__.write(line + "\n")  # the kernel's real stderr: the notebook captures it too
+        sys.__stderr__.flush()
+        log = os.environ.get("SEMLM_RUN_LOG")
+        if log:
+            with open(log, "a") as out:
+                out.write(json.dumps({"notice": text}) + "\n")
 
     def __repr__(self) -> str:
         return f"Chapter({self.name!r}, profile={self.profile!r}, seed={self.seed!r})"

@@ -707,15 +707,24 @@ def update_manifest(build_dir: Path, *, chapter: str | None = None, drop: str | 
     return fields
 
 
+def read_run_log(run_log: Path) -> tuple[list[dict], list[str]]:
+    """The run log a chapter's kernel appended to: its runs (one line each, :mod:`semlm.core.runs`) and its notices
+    (:meth:`semlm.book.chapter.Chapter.notice`), in order; none when there is no log."""
+    lines = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] \
+        if run_log.is_file() else []
+    return [line for line in lines if "notice" not in line], [line["notice"] for line in lines if "notice" in line]
+
+
 def run_entry(status: str, seconds: float, run_log: Path, meter: CpuMeter | None = None, **first) -> dict:
     """A manifest entry: ``first``, the ``status``, wall ``seconds`` and, from the run log that
-    :mod:`semlm.core.runs` appended to, ``runs: {trained, resumed, loaded}`` and ``run_list``; then the CPU use
-    that ``meter`` (a finished :class:`~semlm.book.cpumeter.CpuMeter`) measured."""
-    runs = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] if run_log.is_file() else []
+    :mod:`semlm.core.runs` appended to, ``runs: {trained, resumed, loaded}``, ``run_list`` and (if any) the chapter's
+    ``notices``; then the CPU use that ``meter`` (a finished :class:`~semlm.book.cpumeter.CpuMeter`) measured."""
+    runs, notices = read_run_log(run_log)
     kept = ("experiment", "name", "seed", "group", "status", "train_seconds", "cpu_seconds", "model")
     return {**first, "status": status, "seconds": round(seconds, 1),
             "runs": {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")},
-            "run_list": [{k: r[k] for k in kept if k in r} for r in runs], **(meter.summary() if meter else {})}
+            "run_list": [{k: r[k] for k in kept if k in r} for r in runs], **({"notices": notices} if notices else {}),
+            **(meter.summary() if meter else {})}
 
 
 #: In a pipe or a log (CI, nohup), a chapter still running says so at least this often, in seconds.
@@ -723,24 +732,28 @@ HEARTBEAT_SECONDS = 60.0
 
 
 def _progress(label: str, run_log: Path, started: float, stop: threading.Event, every: float) -> None:
-    """Until ``stop``: a line per model the chapter's kernel trained (from its run log: name, seed, seconds) and,
-    every ``every`` seconds, a heartbeat with the time so far and the models done (for a log, where papermill's bar
-    does not show)."""
-    shown, last = 0, time.perf_counter()
+    """Until ``stop``: a line per model the chapter's kernel trained (from its run log: name, seed, seconds) and per
+    notice it gave, and every ``every`` seconds a heartbeat with the time so far and the models done (for a log, where
+    papermill's bar does not show)."""
+    shown, models, last = 0, 0, time.perf_counter()
     while True:
         done = stop.wait(min(every, 5.0))
-        runs = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] \
+        lines = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] \
             if run_log.is_file() else []
-        for entry in runs[shown:]:
+        for entry in lines[shown:]:
+            if "notice" in entry:
+                print(f"  {label}: {entry['notice']}", flush=True)
+                continue
             seconds = entry.get("train_seconds")
+            models += 1
             print(f"  {label}: {entry.get('status', 'done')} {entry.get('name')} seed {entry.get('seed')}"
                   + (f" ({seconds:.0f} s)" if isinstance(seconds, (int, float)) else ""), flush=True)
-        shown = len(runs)
+        shown = len(lines)
         if done:
             return
         if time.perf_counter() - last >= every:
             last = time.perf_counter()
-            print(f"  {label}: still running, {last - started:.0f} s, {shown} models done", flush=True)
+            print(f"  {label}: still running, {last - started:.0f} s, {models} models done", flush=True)
 
 
 def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir: Path) -> None:
@@ -770,6 +783,9 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
     entry = update_manifest(build_dir, chapter=chapter, **run_entry(
         "failed" if failure else "ok", time.perf_counter() - start, run_log, meter, profile=profile))
     prefix = f"{label} "
+    if watcher is None:  # at a terminal the notices come with the chapter's end (a log had them as they came)
+        for notice in entry.get("notices", []):
+            print(f"  {chapter}: {notice}", flush=True)
     if failure:
         print(f"{prefix}FAILED ({entry['seconds']:.1f} s)", flush=True)
         raise failure
