@@ -2,9 +2,7 @@
 # jupyter:
 #   jupytext:
 #     formats: ipynb,py:percent
-#     text_representation:
-#       extension: .py
-#       format_name: percent
+#     notebook_metadata_filter: -jupytext.text_representation
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -81,13 +79,13 @@ report.status_legend()
 # %% [markdown]
 # ## Claims
 #
-# By paper, verdicts first; open a row's *why* for the reason and the rule (this build's). The
-# status is the final verdict; the column beside it names its source and this build's own
-# verdict, marked *(disagree)* where one says reproduced and the other not reproduced. The
-# recorded folders holding the same result are one entry. The last column is
-# not this build: the same claims code applied to the runs recorded in `book/recorded/` (a whole
-# book build from a fresh clone, long CPU runs, GPU runs), each with its folder and commit, where
-# that folder holds what the claim needs.
+# By paper, verdicts first. The status is the final verdict; under it are its source and this
+# build's own verdict, marked *(disagree)* where one says reproduced and the other not
+# reproduced. Open a row's *why* for the reason and the rule (this build's) and, where there
+# are any, the recorded runs: not this build, but the same claims code applied to the runs
+# recorded in `book/recorded/` (a whole book build from a fresh clone, long CPU runs, GPU
+# runs), each with its folder and commit, where that folder holds what the claim needs.
+# Recorded folders holding the same result are one entry.
 
 # %% tags=["remove-input"]
 report.claims_table(claims)

@@ -201,6 +201,19 @@ def test_pages_render_in_a_browser_with_math_typeset_and_images_loaded(built, ch
         assert report["math_rendered"] > 0 and report["images"] > 0
 
 
+@pytest.mark.parametrize("window", [(1400, 900), (800, 900)], ids=["1400px", "800px"])
+@pytest.mark.parametrize("page", ["index.html", *(f"notebooks/{c}.html" for c in book.list_chapters())])
+def test_no_table_column_narrower_than_a_word(built, chromium, page, window):
+    """No table breaks a word over lines or lets it spill into the next cell (the report's claims table did, one
+    letter per line, at 1400 px), and none is cut off at the column's edge; a wide output table scrolls in its box."""
+    from semlm.book.sitecheck import TABLE_WINDOWS, render_check
+
+    assert window in TABLE_WINDOWS
+    report = render_check(built / "html" / page, chromium, window=window)
+    assert report.get("error") is None, report
+    assert report["narrow_columns"] == [] and report["wide_tables"] == [], report
+
+
 def test_report_judges_every_claim_from_this_build(built):
     from semlm.book.claims import CLAIMS, STATUSES
 

@@ -51,7 +51,7 @@ def test_the_claims_table_renders_every_real_claim_without_a_build():
     assert report.verdict_summary(rows)["all claims"].sum() == len(rows)
 
 
-def test_recorded_verdicts_get_their_own_labelled_column_and_never_replace_the_builds():
+def test_recorded_verdicts_are_labelled_under_the_reason_and_never_replace_the_builds():
     recorded = {"A-2": [{"folder": "cpu-book-x", "commit": "abcdef123456", "machine": "AMD EPYC, 2 cores",
                          "date": "2026-11-25", "profile": "cpu", "status": "inconclusive", "value_mean": 0.3,
                          "ci_low": -0.1, "ci_high": 0.7}]}
@@ -59,9 +59,12 @@ def test_recorded_verdicts_get_their_own_labelled_column_and_never_replace_the_b
     assert [r["status"] for r in rows] == [r["status"] for r in CLAIMS]  # the build's own, untouched
     assert rows[1]["recorded"][0]["folder"] == "cpu-book-x" and rows[0]["recorded"] == []
     html = report.claims_table(rows)._repr_html_()
-    assert "<th>recorded runs (not this build)</th>" in html and 'colspan="6"' in html
-    assert "<b>inconclusive</b> 0.3 [-0.1, 0.7]" in html and "cpu-book-x (abcdef1)" in html
-    assert "recorded runs" not in report.claims_table(CLAIMS)._repr_html_()  # no column without them
+    # five columns, whatever the rows carry: the recorded runs sit in the claim's details row, labelled
+    assert html.count("<th>") == 5 and 'colspan="5"' in html
+    detail = html.split('<tr class="semlm-claim-detail">')[1]  # A-2's (verdicts first)
+    assert "<b>recorded runs (not this build):</b>" in detail and "why: reproduced; 1 recorded run" in detail
+    assert "<b>inconclusive</b> 0.3 [-0.1, 0.7]" in detail and "cpu-book-x (abcdef1)" in detail
+    assert "recorded runs" not in report.claims_table(CLAIMS)._repr_html_()  # none without them
 
 
 # --- on a real smoke build -------------------------------------------------------------------------

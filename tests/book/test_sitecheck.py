@@ -3,6 +3,8 @@
 import base64
 import html
 
+import pytest
+
 from semlm.book.sitecheck import broken_internal_links, long_code_lines, problems_of, render_check
 
 
@@ -106,30 +108,66 @@ def test_render_check_flags_a_dtype_line_anywhere_in_an_output(tmp_path, chromiu
     assert prose["series_outputs"] == []
 
 
-def table_page(tmp_path, columns: int, cell: str = "value", css: str = "") -> "Path":
+def table_page(tmp_path, columns: int, cell: str = "value", css: str = "", scroll: bool = False) -> "Path":
     head = "".join(f"<th>column {i}</th>" for i in range(columns))
     row = "".join(f"<td>{cell}</td>" for _ in range(columns))
+    box = ' style="overflow-x: auto"' if scroll else ""
     page = tmp_path / "table.html"
     page.write_text(f'<html><head><style>main {{ width: 760px; }} td {{ white-space: nowrap; }} {css}</style></head>'
-                    f'<body><main><div class="cell_output" style="overflow-x: auto"><table><thead><tr>{head}</tr>'
+                    f'<body><main><div class="cell_output"{box}><table><thead><tr>{head}</tr>'
                     f"</thead><tbody><tr>{row}</tr></tbody></table></div></main></body></html>")
     return page
 
 
-def test_render_check_flags_a_table_wider_than_its_column_and_names_its_columns(tmp_path, chromium):
+def test_render_check_flags_a_table_cut_off_at_its_column_and_names_its_columns(tmp_path, chromium):
     report = render_check(table_page(tmp_path, 12, cell="a rather long cell value"), chromium)
-    assert len(report["wide_tables"]) == 1
+    assert len(report["wide_tables"]) == 1 and report["scrolling_tables"] == []
     assert "760px column" in report["wide_tables"][0] and "column 0, column 1" in report["wide_tables"][0]
     assert "wide_tables" in problems_of(report)
 
 
+def test_a_wide_table_scrolling_in_its_own_box_is_listed_not_failed(tmp_path, chromium):
+    report = render_check(table_page(tmp_path, 12, cell="a rather long cell value", scroll=True), chromium)
+    assert report["wide_tables"] == [] and len(report["scrolling_tables"]) == 1
+    assert problems_of(report) == {}
+
+
 def test_render_check_passes_a_table_that_fits_its_column(tmp_path, chromium):
-    assert render_check(table_page(tmp_path, 4), chromium)["wide_tables"] == []
-    # the same wide content fits when the table is laid out to the column and its words wrap
-    fitted = table_page(tmp_path, 12, cell="a rather long cell value",
-                        css="table { width: 100%; table-layout: fixed; } td { white-space: normal; "
-                            "overflow-wrap: anywhere; }")
-    assert render_check(fitted, chromium)["wide_tables"] == []
+    report = render_check(table_page(tmp_path, 4), chromium)
+    assert report["wide_tables"] == [] and report["narrow_columns"] == []
+    # the same wide content fits when the table is laid out to the column and its lines break between words
+    fitted = table_page(tmp_path, 6, cell="a rather long cell value, and longer still",
+                        css="table { width: 100%; table-layout: fixed; } td { white-space: normal; }")
+    report = render_check(fitted, chromium)
+    assert report["wide_tables"] == [] and report["narrow_columns"] == []
+
+
+@pytest.mark.parametrize("css, how", [
+    ("overflow-wrap: anywhere;", "breaks over"),   # one letter per line: the report's claims table at 1400 px
+    ("", "spills out of its cell"),                 # a fixed column narrower than the word: it runs into the next
+])
+def test_render_check_flags_a_column_narrower_than_its_longest_word(tmp_path, chromium, css, how):
+    page = table_page(tmp_path, 12, cell="a recorded-run verdict",
+                      css=f"table {{ width: 100%; table-layout: fixed; }} th, td {{ white-space: normal; {css} }}"
+                          "th:nth-child(3) { width: 1%; }")
+    narrow = render_check(page, chromium)["narrow_columns"]
+    assert any(line.startswith('"column 2": ') and how in line for line in narrow), narrow
+    assert "narrow_columns" in problems_of(render_check(page, chromium))
+
+
+def test_a_line_may_break_between_words_and_after_a_hyphen(tmp_path, chromium):
+    page = table_page(tmp_path, 3, cell="A-feature-steering gated gated gated gated",
+                      css="table { table-layout: fixed; width: 100%; } td { white-space: normal; }"
+                          "td:nth-child(2) { width: 90px; }")
+    assert render_check(page, chromium)["narrow_columns"] == []
+
+
+def test_tables_are_checked_at_a_wide_and_a_small_window(tmp_path, chromium):
+    from semlm.book.sitecheck import TABLE_WINDOWS
+
+    assert {width for width, _ in TABLE_WINDOWS} == {1400, 800}
+    report = render_check(table_page(tmp_path, 2), chromium, window=(800, 900))
+    assert report["window"] == [800, 900]
 
 
 def test_render_check_flags_a_visible_glue_call_but_not_a_hidden_one(tmp_path, chromium):

@@ -2,7 +2,8 @@
 
 ``broken_internal_links``: every relative ``href``/``src`` between the built HTML files finds its file and ``#anchor``.
 ``render_check`` opens a page in headless Chromium at a laptop's window size, waits for MathJax, and reports raw TeX,
-broken images, script errors, code and tables wider than the column, machine paths in outputs, a printed pandas
+broken images, script errors, code wider than the column, tables cut off at its edge, table columns narrower than a
+word (at :data:`TABLE_WINDOWS` too), machine paths in outputs, a printed pandas
 Series (``dtype: ...``; show a table: :func:`semlm.book.tables.show`), visible ``glue(`` calls, references to files
 outside the repository and exercises whose ``Solution`` is missing or open. ``long_code_lines``: visible code lines
 over 80 characters. Used by the book-build test and ``python -m semlm.sitecheck <html dir> | --code-width notebooks/``.
@@ -25,6 +26,10 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 #: The reader's window: a laptop screen. The book's column must hold an 80-character code line.
 WINDOW_SIZE = (1280, 900)
 CODE_WIDTH = 80
+#: Tables are checked again at a wide desktop window and at a small one: a column narrower than a word, or a table
+#: cut off at the column's edge, fails at any of them.
+TABLE_WINDOWS = ((1400, 900), (800, 900))
+TABLE_KEYS = ("narrow_columns", "wide_tables")
 #: Files that are not in the repository: the workspace's notes and shared folders.
 OUTSIDE_REFERENCE = r"NOTES\.md|\.\./shared/[\w./-]*"
 #: Absolute paths of a machine (POSIX home/work/temp folders, or a Windows drive) in page text.
@@ -106,12 +111,55 @@ _PROBE = """
       .filter(line => /^(.*, )?dtype: \\w+$/.test(line)).map(line => line.slice(0, 100));
     // shown on the page: laid out, and not inside a closed <details> (a hide-input toggle)
     const shown = e => e.offsetParent !== null && !e.closest("details:not([open])");
-    // a table wider than the text column it sits in (cut off at the edge, or scrolling sideways)
-    report.wide_tables = Array.from(document.querySelectorAll("table")).filter(shown).flatMap(t => {
+    // a table wider than the text column it sits in: cut off at the edge (a failure), or scrolling sideways inside
+    // its own box that fits the column (listed, not a failure: its words stay whole)
+    const scroller = (t, column) => {
+      for (let e = t.parentElement; e && e !== column; e = e.parentElement) {
+        if (["auto", "scroll"].includes(getComputedStyle(e).overflowX)) return e;
+      }
+      return null;
+    };
+    report.wide_tables = [];
+    report.scrolling_tables = [];
+    for (const t of Array.from(document.querySelectorAll("table")).filter(shown)) {
       const column = t.closest("article, main") || document.body, box = t.getBoundingClientRect();
+      const edge = column.getBoundingClientRect().right + 1;
       const heads = Array.from(t.querySelectorAll("th")).map(h => h.textContent.trim()).filter(h => h).slice(0, 6);
-      return box.right <= column.getBoundingClientRect().right + 1 ? [] : [(`${Math.round(box.width)}px table in a `
-        + `${Math.round(column.clientWidth)}px column (columns: ${heads.join(", ")})`).slice(0, 160)];
+      if (box.right <= edge) continue;
+      const line = (`${Math.round(box.width)}px table in a ${Math.round(column.clientWidth)}px column `
+        + `(columns: ${heads.join(", ")})`).slice(0, 160);
+      const box_ = scroller(t, column);
+      (box_ && box_.getBoundingClientRect().right <= edge ? report.scrolling_tables : report.wide_tables).push(line);
+    }
+    // a table column narrower than a word of one of its cells: the word breaks across lines (one letter per line,
+    // with overflow-wrap) or spills out of its cell. Each word's own boxes are measured (a Range over it): more
+    // than one line box, or a right edge past the cell's content, is a narrow column. A line may break after "-".
+    report.narrow_columns = Array.from(document.querySelectorAll("table")).filter(shown).flatMap(t => {
+      const heads = Array.from(t.querySelectorAll("thead th")).map(h => h.textContent.trim());
+      const found = new Map();
+      for (const cell of t.querySelectorAll("th, td")) {
+        const column = heads[cell.cellIndex] || `column ${cell.cellIndex + 1}`;
+        if (found.has(column)) continue;
+        const style = getComputedStyle(cell), right = cell.getBoundingClientRect().right
+          - parseFloat(style.paddingRight) - parseFloat(style.borderRightWidth) + 1;
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node && !found.has(column); node = walker.nextNode()) {
+          if (!shown(node.parentElement)) continue;
+          for (const match of node.textContent.matchAll(/[^\\s\\u200b-]+-?/g)) {
+            const range = document.createRange();
+            range.setStart(node, match.index);
+            range.setEnd(node, match.index + match[0].length);
+            const boxes = Array.from(range.getClientRects()).filter(r => r.width > 0);
+            const lines = new Set(boxes.map(r => Math.round(r.top))).size;
+            if (lines > 1 || boxes.some(r => r.right > right)) {
+              found.set(column, `"${column.slice(0, 40)}": "${match[0].slice(0, 40)}" `
+                + (lines > 1 ? `breaks over ${lines} lines` : "spills out of its cell"));
+              break;
+            }
+          }
+        }
+      }
+      return Array.from(found.values());
     });
     // a cell whose visible input calls glue(...): bookkeeping a reader should not see
     report.visible_glue = Array.from(document.querySelectorAll("div.cell_input pre")).filter(shown)
@@ -153,10 +201,11 @@ _ERROR_LISTENER = ('<script>window.__semlmErrors = []; addEventListener("error",
                    'e => window.__semlmErrors.push(String(e.message)));</script>')
 
 
-def render_check(page: str | Path, chromium: str | None = None, budget_ms: int = 20000) -> dict:
+def render_check(page: str | Path, chromium: str | None = None, budget_ms: int = 20000,
+                 window: tuple[int, int] = WINDOW_SIZE) -> dict:
     """Render ``page`` (after a ``<meta http-equiv="refresh">`` redirect: Jupyter Book's ``index.html``) in headless
-    Chromium: ``{page, mathjax, math_rendered, images}`` and the lists of :data:`PROBLEM_KEYS` (``{page, error}`` if
-    it never loaded); :func:`problems_of` picks the failures."""
+    Chromium with a ``window`` (width, height) in pixels: ``{page, window, mathjax, math_rendered, images}`` and the
+    lists of :data:`PROBLEM_KEYS` (``{page, error}`` if it never loaded); :func:`problems_of` picks the failures."""
     chromium = chromium or find_chromium()
     if chromium is None:
         raise FileNotFoundError("no Chromium found; install the Debian package `chromium` (apt-get install chromium)")
@@ -174,7 +223,7 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
                 [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--allow-file-access-from-files", f"--user-data-dir={profile_dir}",
-                 f"--window-size={WINDOW_SIZE[0]},{WINDOW_SIZE[1]}", "--hide-scrollbars",
+                 f"--window-size={window[0]},{window[1]}", "--hide-scrollbars",
                  f"--virtual-time-budget={budget_ms}", "--dump-dom", probe_page.as_uri()],
                 capture_output=True, text=True, timeout=120)
     finally:
@@ -182,11 +231,11 @@ def render_check(page: str | Path, chromium: str | None = None, budget_ms: int =
     match = re.search(r'data-semlm-check="([^"]*)"', result.stdout)
     if match is None:
         raise RuntimeError(f"Chromium did not run the page probe for {page.name}: {result.stderr.strip()[-300:]}")
-    return {"page": page.name, **json.loads(html_lib.unescape(match.group(1)))}
+    return {"page": page.name, "window": list(window), **json.loads(html_lib.unescape(match.group(1)))}
 
 
 PROBLEM_KEYS = ("error", "raw_tex", "broken_images", "js_errors", "wide_code", "absolute_paths", "series_outputs",
-                "outside_references", "wide_tables", "visible_glue", "exercises", "open_solutions")
+                "outside_references", "wide_tables", "narrow_columns", "visible_glue", "exercises", "open_solutions")
 
 
 def problems_of(report: dict) -> dict:
@@ -228,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     for page in [html_dir / "index.html", *sorted((html_dir / "notebooks").glob("*.html"))]:
         report = render_check(page)
         bad = problems_of(report)
+        for window in TABLE_WINDOWS:
+            tables = render_check(page, window=window)
+            bad.update({f"{key} at {window[0]}px": tables[key] for key in TABLE_KEYS if tables.get(key)})
         print(f"{'FAIL' if bad else 'ok  '} {page.relative_to(html_dir)}: {bad or report}")
         problems += [page.name] if bad else []
     return 1 if problems else 0
