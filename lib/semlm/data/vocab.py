@@ -53,6 +53,21 @@ class Vocabulary:
         """``<bos> words <eos>`` as ids."""
         return [self.bos_id] + self.ids(words) + [self.eos_id]
 
+    def hf_tokenizer(self):
+        """This vocabulary as a transformers ``PreTrainedTokenizerFast``: a word-level model (one id per word of
+        :attr:`tokens`; a word it does not hold is an error), words split at spaces and punctuation, ``<bos>``
+        put first as in training, and ``decode`` attaching punctuation to the word before it."""
+        from tokenizers import Tokenizer, models, pre_tokenizers, processors
+        from transformers import PreTrainedTokenizerFast
+
+        core = Tokenizer(models.WordLevel(dict(self._index)))
+        core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                      pre_tokenizers.Punctuation("isolated")])
+        core.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A $B",
+                                                            special_tokens=[(BOS, self.bos_id)])
+        return PreTrainedTokenizerFast(tokenizer_object=core, bos_token=BOS, eos_token=EOS, pad_token=PAD,
+                                       clean_up_tokenization_spaces=True)
+
     def decode(self, ids: Iterable[int], skip_special: bool = True) -> list[str]:
         out = [self.tokens[int(i)] for i in ids]
         return [t for t in out if t not in SPECIALS] if skip_special else out

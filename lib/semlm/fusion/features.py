@@ -41,21 +41,14 @@ from semlm.data import synthetic as syn
 from semlm.data.vocab import BOS, EOS, Vocabulary
 from semlm.fusion.records import FeatureBankRecord
 from semlm.fusion import fuzzy
+from semlm.fusion.featurize import (PUBLISHED_EXCLAMATION_NUDGE, PUBLISHED_ROLE_POSITIONS, TRIPLET,  # noqa: F401
+                                    bank_features, shift_right, synthetic_clause_features)
 from semlm.fusion.fuzzy import FEATURE_INDEX, NUM_FEATURES, triangular_memberships
 
-#: Strength added to every position when the sentence ends with "!" (published mode only).
-PUBLISHED_EXCLAMATION_NUDGE = 0.2
-#: The authors' fixed sequence positions (``<bos>`` = 0) of subject, head verb and object.
-PUBLISHED_ROLE_POSITIONS = {"is_subject": 1, "is_head": 2, "is_object": 4}
 #: The boundary predicates, the same in both banks.
 BOUNDARIES: dict[str, Callable[[str], bool]] = {
     "is_bos": lambda w: w == BOS, "is_eos": lambda w: w == EOS, "is_comma": lambda w: w == ",",
     "is_question": lambda w: w == "?"}
-#: The columns of a triplet, by its prefix.
-TRIPLET = {prefix: slice(FEATURE_INDEX[f"{prefix}_low"], FEATURE_INDEX[f"{prefix}_high"] + 1)
-           for prefix in ("pos", "neg", "str")}
-
-_CLAUSE_SLOT_SUBJECT, _CLAUSE_SLOT_VERB, _CLAUSE_SLOT_OBJECT = 0, 1, 3
 
 
 @dataclass(frozen=True)
@@ -82,14 +75,6 @@ def static_table(tokens: Sequence[str], predicates: Mapping[str, Callable[[str],
 def per_word(tokens: Sequence[str], value: Callable[[str], float], dtype=torch.bool) -> torch.Tensor:
     """``[V]`` tensor of ``value(word)`` for every token."""
     return torch.tensor([value(w) for w in tokens], dtype=dtype)
-
-
-def shift_right(x: torch.Tensor, by: int, fill=0) -> torch.Tensor:
-    """x[:, t - by] at position t (``fill`` for t < by): looks only backwards."""
-    out = torch.full_like(x, fill)
-    if by < x.shape[1]:
-        out[:, by:] = x[:, :-by]
-    return out
 
 
 def _authors_is_noun(word: str) -> bool:
@@ -122,8 +107,8 @@ def build_word_tables(vocab: Vocabulary, published: bool = False) -> WordTables:
 
 class FeatureBank:
     """Semantic matrix of a batch of token ids, ``[B, L] -> [B, L, 22]``, from :class:`WordTables`; padding rows
-    are zero. The word lookup, the strength triplet and ``coref_subject`` are common to both banks; a bank
-    adds what it reads from the clause so far in :meth:`_clause_features`."""
+    are zero. The computation is :func:`semlm.fusion.featurize.bank_features` (the code an exported model runs);
+    a bank adds what it reads from the clause so far in :meth:`_clause_features`."""
 
     def __init__(self, vocab: Vocabulary, tables: WordTables, published: bool = False):
         self.vocab, self.tables, self.published = vocab, tables, published
@@ -132,37 +117,11 @@ class FeatureBank:
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
         if input_ids.dim() == 1:
             return self(input_ids.unsqueeze(0)).squeeze(0)
-        t, ids = self.tables, input_ids.long()
-        feats = t.static[ids].clone()  # [B, L, F]
-
-        # Strength r*(t): the intensity of the word just before t (the paper's "preceding intensifier").
-        strength = shift_right(t.intensity[ids], 1, 0.0)
-        if self.published:
-            strength = torch.clamp(strength + PUBLISHED_EXCLAMATION_NUDGE * self._ends_with_exclamation(ids), max=1.0)
-        feats[..., TRIPLET["str"]] = triangular_memberships(strength)
-
-        # coref_subject: a pronoun after an antecedent has appeared (positions < t).
-        antecedent_before = shift_right(torch.cummax(t.antecedent[ids].long(), dim=1).values, 1, 0).bool()
-        feats[..., FEATURE_INDEX["coref_subject"]] = (t.pronoun[ids] & antecedent_before).float()
-
-        # Clauses: each opens after the last opener (<bos> or a conjunction) before t.
-        positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-        opener = t.opener[ids]
-        clause_start = torch.cummax(torch.where(opener, positions + 1, torch.zeros_like(positions)), dim=1).values
-        self._clause_features(ids, feats, positions, clause_start, torch.cumsum(opener.long(), dim=1) - 1)
-
-        feats[ids == self.vocab.pad_id] = 0.0
-        return feats
+        return bank_features(self.tables, input_ids, self.vocab.pad_id, self.published, self._clause_features)
 
     def _clause_features(self, ids: torch.Tensor, feats: torch.Tensor, positions: torch.Tensor,
                          clause_start: torch.Tensor, clause_index: torch.Tensor) -> None:
         raise NotImplementedError
-
-    def _ends_with_exclamation(self, ids: torch.Tensor) -> torch.Tensor:
-        """[B, 1] flag: the last word before <eos>/<pad> is "!" (reads the whole sentence: published mode only)."""
-        real = self.tables.content[ids]
-        last = (real.long() * torch.arange(ids.shape[1], device=ids.device)).max(dim=1).values
-        return self.tables.exclamation[ids.gather(1, last.unsqueeze(1))].float()
 
 
 class SyntheticFeatures(FeatureBank):
@@ -172,14 +131,8 @@ class SyntheticFeatures(FeatureBank):
         super().__init__(vocab, build_word_tables(vocab, published), published)
 
     def _clause_features(self, ids, feats, positions, clause_start, clause_index) -> None:
-        """Shallow roles by the clause template: a word's slot is its distance from the clause's start."""
-        slot, content = positions - clause_start, self.tables.content[ids]
-        feats[..., FEATURE_INDEX["is_subject"]] = ((slot == _CLAUSE_SLOT_SUBJECT) & content).float()
-        feats[..., FEATURE_INDEX["is_object"]] = ((slot == _CLAUSE_SLOT_OBJECT) & content).float()
-        feats[..., FEATURE_INDEX["is_head"]] = ((slot == _CLAUSE_SLOT_VERB) & (clause_index == 0) & content).float()
-        if self.published:  # the authors' fixed positions in the first clause
-            for name, position in PUBLISHED_ROLE_POSITIONS.items():
-                feats[..., FEATURE_INDEX[name]] = ((positions == position) & content).float()
+        """Shallow roles by the clause template (:func:`semlm.fusion.featurize.synthetic_clause_features`)."""
+        synthetic_clause_features(self.tables, ids, feats, positions, clause_start, clause_index, self.published)
 
 
 #: The 22 predicates by group, with where each group's values come from (chapter 1's table).

@@ -43,7 +43,8 @@ from transformers.utils import ModelOutput
 # weights (``auto_map``), so ``trust_remote_code=True`` loads a saved model without semlm installed.
 from .backbone import Backbone, SinusoidalPositions
 from .config import BackboneConfig
-from .fuzzy import NUM_FEATURES
+from .featurize import TableFeaturizer
+from .fuzzy import FEATURE_NAMES, NUM_FEATURES
 
 
 @dataclass
@@ -64,6 +65,8 @@ def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 KINDS: tuple[str, ...] = ("baseline", "fusion")
+#: Where a fusion model's features come from: outside ("") or its own synthetic feature bank ("synthetic").
+FEATURIZERS: tuple[str, ...] = ("", "synthetic")
 
 
 class FusionLMConfig(PreTrainedConfig, BackboneConfig):
@@ -77,6 +80,9 @@ class FusionLMConfig(PreTrainedConfig, BackboneConfig):
     kind: str = "fusion"
     n_features: int = NUM_FEATURES
     gate: bool = True
+    #: "" (features come from outside: the book's featurizers) or "synthetic": the model holds paper A's synthetic
+    #: feature bank (:class:`~semlm.fusion.featurize.TableFeaturizer`) and computes its own features (an export)
+    featurizer: str = ""
     use_cache: bool = False      # forward() builds a cache only when asked; generate() asks
     tie_word_embeddings: bool = False  # the head is ``hidden @ embed.weight.T``, no separate weight to tie
 
@@ -84,6 +90,8 @@ class FusionLMConfig(PreTrainedConfig, BackboneConfig):
         super().__post_init__(**kwargs)  # transformers' own set-up; then the kind and the backbone's dimensions
         if self.kind not in KINDS:
             raise ValueError(f"unknown model kind {self.kind!r}; choose one of {', '.join(KINDS)}")
+        if self.featurizer not in FEATURIZERS:
+            raise ValueError(f"unknown featurizer {self.featurizer!r}; choose one of {FEATURIZERS}")
         self.check_dimensions()
 
     @property
@@ -187,6 +195,7 @@ class _SemanticLM(PreTrainedModel, GenerationMixin):
     def _generation_features(self, input_ids, featurize, feature_controls) -> torch.Tensor | None:
         if not self.uses_features:
             return None
+        featurize = featurize or getattr(self, "featurizer", None)
         if featurize is None:
             raise ValueError("FusionLM.generate needs featurize= (ids [B, L] -> features [B, L, F]), "
                              "e.g. semlm.fusion.features.SyntheticFeatures(vocab)")
@@ -234,7 +243,23 @@ class FusionLM(_SemanticLM):
         self.gate = nn.Linear(d + F, d) if config.gate else None  # W_g
         hidden = max(64, 2 * F)
         self.aux_head = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, F))
+        # an exported synthetic model computes its own features (its tables are loaded with the weights)
+        self.featurizer = (TableFeaturizer(config.vocab_size, config.pad_token_id or 0, F)
+                           if config.featurizer == "synthetic" else None)
         self._finish_init()
+
+    def attach_featurizer(self, tables, pad_id: int) -> "FusionLM":
+        """Carry paper A's synthetic feature bank: ``tables`` (a book featurizer's word tables, e.g.
+        ``SyntheticFeatures(vocab).tables``) become buffers saved with the weights, and ``forward`` and ``generate``
+        compute the features themselves when none are given. Only the causal bank: it reads no future token."""
+        self.config.featurizer, self.config.pad_token_id = "synthetic", pad_id
+        self.featurizer = TableFeaturizer(self.config.vocab_size, pad_id, self.config.n_features).fill(tables)
+        return self
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """The names of the feature columns, in order (a request writes a value into one of them)."""
+        return FEATURE_NAMES
 
     def fuse(self, embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         u = self.semantic_projection(features)
@@ -255,6 +280,11 @@ class FusionLM(_SemanticLM):
         added to ``loss``, because its weight (and the smoothing and Eq. 8) are training settings:
         :class:`semlm.fusion.losses.FusionLoss` is the book's full objective.
         """
+        if features is None and self.featurizer is not None:
+            if past_key_values is not None and past_key_values.get_seq_length():
+                raise ValueError("with a cache the new positions' features depend on the whole prefix: pass "
+                                 "features= or use generate(), which computes them")
+            features = self.featurizer(input_ids)
         if features is None:
             raise ValueError("FusionLM needs the semantic features of the inputs (features=[B, L, F])")
         if features.shape[:2] != input_ids.shape or features.shape[-1] != self.config.n_features:
