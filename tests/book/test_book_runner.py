@@ -233,7 +233,7 @@ def test_a_build_without_data_skips_those_chapters_and_says_why_in_the_html(caps
     # once the data are there, the same build directory forgets the skip
     (empty / "wikitext-2").mkdir()
     (empty / "wikitext-2" / "train.txt").write_text("x")  # not the pinned release: refused unless allowed
-    with pytest.raises(book.BookError, match="differ from the pinned release"):
+    with pytest.raises(book.BookError, match="wikitext-2/train.txt in .* differs from the pinned release"):
         book.run("smoke", build_dir=build, html=False)
     book.run("smoke", build_dir=build, html=False, allow_modified_data=True)
     assert book.read_skipped(build) == {} and executed[-2:] == ["01_alpha", "02_beta"]
@@ -552,3 +552,14 @@ def test_a_value_the_profile_changes_is_a_line_in_the_runners_log(tmp_path, monk
     stop.set()
     watcher.join()
     assert "  04_leakage_audit: smoke profile: 3 seeds requested, 2 used" in capfd.readouterr().out
+
+
+def test_modified_data_is_refused_before_the_build_folder_is_made(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    (data / "wikitext-2").mkdir(parents=True)
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        (data / "wikitext-2" / name).write_text("not the release")
+    monkeypatch.setenv("SEMLM_DATA_DIR", str(data))
+    with pytest.raises(book.BookError, match=r"wikitext-2/train.txt, .* differ from the pinned release.*make data"):
+        book.run("smoke", only="06", build_dir=tmp_path / "build", html=False)
+    assert not (tmp_path / "build").exists()

@@ -100,9 +100,10 @@ def test_readme_transformers_snippet(finished, tmp_path, monkeypatch):
 def test_a_run_is_named_up_to_its_key_and_an_ambiguous_or_missing_name_is_refused(tmp_path):
     runs_dir = tmp_path / "runs"
     (runs_dir / "gated-mean-seed111-aaaa").mkdir(parents=True)
+    (runs_dir / "gated-mean-seed111-aaaa" / "record.json").write_text("{}")
     (runs_dir / "gated-mean-seed111-aaaa.lock").write_text("")
     assert resolve_run(runs_dir / "gated-mean-seed111") == runs_dir / "gated-mean-seed111-aaaa"
-    with pytest.raises(ExportError, match="names no run: .* holds gated-mean-seed111-aaaa"):
+    with pytest.raises(ExportError, match="names no run: .* holds the runs gated-mean-seed111-aaaa"):
         resolve_run(runs_dir / "plain-seed111")
     (runs_dir / "gated-mean-seed111-bbbb").mkdir()
     with pytest.raises(ExportError, match="names 2 runs"):
@@ -119,3 +120,17 @@ def test_a_lora_run_is_refused_with_its_reason(tmp_path):
                                                     "seed": 111, "group": "nf4", "key": "0123456789abcdef"}))
     with pytest.raises(ExportError, match="chapter-8 LoRA run: its weights are adapters"):
         find_run(folder)
+
+
+def test_a_path_that_names_no_run_is_one_line_before_the_heavy_imports(tmp_path):
+    (tmp_path / "not-a-run").mkdir()
+    (tmp_path / "data").mkdir()
+    code = ("import sys\nfrom semlm.book.export import ExportError, resolve_run\n"
+            "for path in sys.argv[1:]:\n    try:\n        resolve_run(path)\n    except ExportError as e:\n"
+            "        print(e)\nprint('torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "missing"), str(tmp_path / "not-a-run")],
+                          capture_output=True, text=True, timeout=60)
+    missing, folder, torch_loaded = done.stdout.strip().splitlines()
+    assert "names no run" in missing and "holds no run" in missing and "data" not in missing  # not a run: not listed
+    assert "is not a run's folder (no record.json)" in folder
+    assert torch_loaded == "False"

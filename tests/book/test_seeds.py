@@ -223,3 +223,15 @@ def test_a_collected_registered_recording_gives_paper_b_s_final_verdicts(tmp_pat
     final = {row["id"]: row["final"] for row in rows}
     assert final["B-ppl"]["source"] == final["B-distinct"]["source"] == reg.folder
     assert final["B-stickiness"]["source"] != reg.folder and "12 of 120" in final["B-stickiness"]["note"]
+
+
+def test_an_empty_seed_range_or_a_missing_folder_is_one_line(tmp_path):
+    from argparse import Namespace
+
+    from semlm.book.decisive import planned_seeds
+    from semlm.book.seeds import SeedsError, read_seeds
+
+    with pytest.raises(SeedsError, match="'5-2' is an empty range"):
+        planned_seeds(Namespace(seeds="5-2", pilot=True))
+    with pytest.raises(SeedsError, match="is not a folder"):
+        read_seeds(tmp_path / "nothing")

@@ -76,6 +76,9 @@ def planned_seeds(args) -> list[int]:
             seeds = list(range(int(first), int(last or first) + 1))
         except ValueError:
             raise SeedsError(f"--seeds {args.seeds!r} is not a range such as 501-512") from None
+        if not seeds:
+            raise SeedsError(f"--seeds {args.seeds!r} is an empty range (its first seed is after its last); "
+                             f"give A-B with A <= B, such as 501-512")
     elif args.pilot:
         seeds = list(range(501, 513))
     else:

@@ -16,9 +16,8 @@ import json
 import shutil
 from pathlib import Path
 
-from semlm.book.plan import book_runs
-from semlm.core import runs
-from semlm.profiles import PROFILES
+# semlm.book.plan and semlm.core.runs (torch, transformers: seconds) are imported where a run is read, so that a
+# wrong path is one line at once (resolve_run)
 
 
 class ExportError(ValueError):
@@ -35,16 +34,25 @@ def resolve_run(path: str | Path) -> Path:
     here = sorted(p for p in path.parent.glob(f"{path.name}-*") if p.is_dir()) if path.parent.is_dir() else []
     if len(here) == 1:
         return here[0]
-    runs_there = sorted(p.name for p in path.parent.iterdir() if p.is_dir()) if path.parent.is_dir() else []
+    runs_there = sorted(p.name for p in path.parent.iterdir() if (p / "record.json").is_file()) \
+        if path.parent.is_dir() else []
+    if not here and path.is_dir():
+        raise ExportError(f"{path} is not a run's folder (no record.json); give a folder under "
+                          f"book/_build/runs/<profile>/ whose run has finished")
     if not here:
-        raise ExportError(f"{path} names no run: {path.parent} holds "
-                          f"{', '.join(runs_there) or 'no run folders'}; give one of them, or its name up to the key")
+        where = (f"{path.parent} holds the runs {', '.join(runs_there)}; give one of them, or its name up to the key"
+                 if runs_there else f"{path.parent} holds no run; give a folder under book/_build/runs/<profile>/")
+        raise ExportError(f"{path} names no run: {where}")
     raise ExportError(f"{path} names {len(here)} runs ({', '.join(p.name for p in here)}); give the one to export "
                       f"in full")
 
 
 def find_run(folder: str | Path):
     """``(experiment, spec, profile, record)`` of the finished run in ``folder``."""
+    from semlm.book.plan import book_runs
+    from semlm.core import runs
+    from semlm.profiles import PROFILES
+
     folder = Path(folder)
     record_file = folder / "record.json"
     if not record_file.is_file() or not (folder / "train" / "final" / "model.safetensors").is_file():
@@ -145,6 +153,7 @@ def export_run(folder: str | Path, out: str | Path) -> Path:
     from transformers import PreTrainedModel
 
     from semlm.book.report import git_commit
+    from semlm.core import runs
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

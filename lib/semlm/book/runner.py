@@ -504,12 +504,16 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                         "(see data/README.md) or unset it to use data/", exit_code=2)
     build_dir = Path(build_dir).resolve() if build_dir is not None else DEFAULT_BUILD_DIR
     wanted = [resolve_chapter(only, list_chapters())] if only is not None else list_chapters()
+    missing = missing_for_chapters(wanted)
+    differing = differing_for_chapters([chapter for chapter in wanted if chapter not in missing])
+    if differing and not allow_modified_data:  # before any kernel starts or any folder is made; book.open() stops
+        # a raw papermill run too
+        one = len(differing) == 1
+        raise BookError(f"{', '.join(differing)} in {_show(data_dir())} {'differs' if one else 'differ'} from the "
+                        f"pinned release (lib/semlm/data/checksums.sha256); run `make data` to restore "
+                        f"{'it' if one else 'them'}, or pass --allow-modified-data to run on "
+                        f"{'it' if one else 'them'} with every number marked", exit_code=2)
     chapters, skipped = _chapters_with_data(build_dir, wanted, only)
-    differing = differing_for_chapters(chapters)
-    if differing and not allow_modified_data:  # before any kernel starts; book.open() stops a raw papermill run too
-        raise BookError(f"{', '.join(differing)} differ from the pinned release (lib/semlm/data/checksums.sha256); "
-                        f"run `make data` to restore them, or pass --allow-modified-data to run on them with every "
-                        f"number marked", exit_code=2)
     if differing:
         print(f"{MODIFIED_DATA_MARK}: {', '.join(differing)}; every number of this build is marked", flush=True)
     with build_lock(build_dir, wait):  # one writer per build folder
@@ -917,9 +921,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.dir.exists() and (not args.dir.is_dir() or any(args.dir.iterdir())):
                 raise BookError(f"export: {args.dir} exists and is not an empty folder; give a new folder (nothing "
                                 f"was written)", exit_code=2)
-            from semlm.book.export import ExportError, export_run
+            from semlm.book.export import ExportError, export_run, resolve_run
 
             try:
+                resolve_run(args.run)  # a wrong path is one line before torch and transformers are imported
                 print(f"exported to {export_run(args.run, args.dir)}")
             except (ExportError, FileNotFoundError) as exc:
                 raise BookError(str(exc), exit_code=2) from exc

@@ -217,6 +217,8 @@ def machine() -> dict:
 
 
 def read_seeds(folder: Path) -> list[dict]:
+    if not Path(folder).is_dir():
+        raise SeedsError(f"{folder} is not a folder; give the recording's folder, e.g. book/recorded/gpu-seeds-b1")
     files = sorted((Path(folder) / "seeds").glob("*.json"), key=lambda p: int(p.stem))
     if not files:
         raise SeedsError(f"{folder}/seeds holds no seed files; run `python -m semlm.book seeds` first")
