@@ -55,6 +55,15 @@ def test_the_schedule_takes_the_chapters_in_order_and_the_longest_runs_of_each_f
         assert steps == sorted(steps, reverse=True), entry.chapter
 
 
+def test_plan_of_some_chapters_takes_run_prefixes_and_lists_only_their_later_runs(capsys):
+    assert book_main(["plan", "--profile", "smoke", "--chapters", "02"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("02_fusion_training") and "later:" not in out
+    assert plan.describe([], ["08_lora_4bit_idea_gating"]).count("later:") == 1
+    assert " 1 run\n" in plan.describe([plan.ChapterRuns("x", plan.book_runs("smoke")[0].experiment,
+                                                          plan.book_runs("smoke")[0].specs[:1])]) + "\n"
+
+
 def test_plan_refuses_a_chapter_without_runs(capsys):
     assert book_main(["plan", "--profile", "smoke", "--chapters", "01_feature_bank"]) == 2
     assert "declare no runs" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Sequence
 
 #: The chapters' default ``seed`` parameter (every chapter's ``parameters`` cell).
 DEFAULT_SEED = 111
@@ -114,9 +115,15 @@ def _print_outcome(experiment, spec, outcome) -> None:
     print(f"{experiment.name}/{spec.group + '/' if spec.group else ''}{spec.name} seed {spec.seed}: {said}", flush=True)
 
 
-def describe(planned: list[ChapterRuns]) -> str:
-    """The plan as a few lines of text: runs per chapter and experiment, and the runs listed later."""
-    lines = [f"{entry.chapter:28s} {entry.experiment.name:14s} {len(entry.specs):3d} runs" for entry in planned]
-    lines.append(f"{'total':28s} {'':14s} {sum(len(e.specs) for e in planned):3d} runs")
-    lines += [f"{chapter:28s} later: {why}" for chapter, why in DEPENDENT.items()]
+def _runs(n: int) -> str:
+    return f"{n:3d} run" + ("" if n == 1 else "s")
+
+
+def describe(planned: list[ChapterRuns], chapters: Sequence[str] | None = None) -> str:
+    """The plan as a few lines of text: runs per chapter and experiment, and the runs listed later (of ``chapters``
+    only, when given)."""
+    lines = [f"{entry.chapter:28s} {entry.experiment.name:14s} {_runs(len(entry.specs))}" for entry in planned]
+    lines.append(f"{'total':28s} {'':14s} {_runs(sum(len(e.specs) for e in planned))}")
+    lines += [f"{chapter:28s} later: {why}" for chapter, why in DEPENDENT.items()
+              if chapters is None or chapter in chapters]
     return "\n".join(lines)

@@ -880,7 +880,7 @@ def plan_command(args: argparse.Namespace) -> int:
         raise BookError(f"--chapters: {exc} (the chapters that declare runs; the others declare no runs)",
                         exit_code=2) from None
     planned = [e for e in plan.book_runs(args.profile) if e.chapter in wanted]
-    print(plan.describe(planned), flush=True)
+    print(plan.describe(planned, None if args.chapters is None else wanted), flush=True)
     if not args.train:
         return 0
     if args.beside_chapters:
