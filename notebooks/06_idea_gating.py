@@ -196,10 +196,12 @@ report.size_table(config, sizes)
 # For the seed comparison further down, the plain GPT and the gated GPT in the profile's own loss form are
 # also trained with further seeds (the profile's number of seeds in all), with the same data and recipe.
 #
-# On several GPUs the same model trains with 🤗 Accelerate: a script that builds model,
-# optimiser and data loader and passes them through `Accelerator.prepare` is started with
-# `accelerate launch --num_processes 4 train_idea.py`. The book's loop is single-process;
-# only that path is tested.
+# On several GPUs the gated model trains data-parallel with 🤗 Accelerate, through the same
+# runner and cache: `accelerate launch --multi_gpu --num_processes 4 -m semlm.distributed
+# --profile paper` (four GPUs). The launch's world size is part of the run's key; one
+# record is written, a second launch trains nothing, and an interrupted one resumes. The
+# chapter itself trains in one process; a test checks, with two CPU processes, that the
+# launch trains the model one process would and that a killed process stops the launch.
 
 # %%
 specs = idea_gating_runs(config, n_seeds)

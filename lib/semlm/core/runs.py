@@ -105,9 +105,13 @@ class RunSpec:
     seed: int
     config: Any
     group: str = ""
+    #: processes the run trains on, data-parallel (a distributed launch, :func:`run_one` with an accelerator). It
+    #: changes the update's numerics, so it is in the key when above 1; a chapter loads such a run by naming it.
+    world_size: int = 1
 
     def description(self) -> dict:
-        return {"name": self.name, "seed": self.seed, "group": self.group, "config": _jsonable(self.config)}
+        world = {"world_size": self.world_size} if self.world_size != 1 else {}
+        return {"name": self.name, "seed": self.seed, "group": self.group, "config": _jsonable(self.config), **world}
 
 
 @dataclass
@@ -231,6 +235,9 @@ class RunRecord(TrainingHistory):
     trained_by: str = ""
     #: the :func:`data_fingerprint` the model was trained with ("" when its training reads no data file)
     data_fingerprint: str = ""
+    #: processes it trained on and their torch.distributed backend ("" for one process)
+    world_size: int = 1
+    backend: str = ""
     spec: RunSpec | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
@@ -414,12 +421,16 @@ def _log_run(record: RunRecord, model: tuple | None = None) -> None:
 
 def run_one(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, threads: int = 1,
             device: str | None = None, progress: bool | str = False, progress_queue=None,
-            log: bool = True) -> RunRecord:
+            log: bool = True, accelerator=None) -> RunRecord:
     """Train (or load) the run of ``spec`` and evaluate it: the whole life of one run.
 
     ``log=False`` keeps the run out of ``SEMLM_RUN_LOG`` (the owner's run of a shared model: the
-    chapter logs its own record of it).
+    chapter logs its own record of it). ``accelerator`` (an ``accelerate.Accelerator`` over several
+    processes, every one of which calls this): the run trains data-parallel over them
+    (:func:`distributed_run`).
     """
+    if accelerator is not None and accelerator.num_processes > 1:
+        return distributed_run(experiment, spec, runs_dir, accelerator, threads, log)
     device = device or default_device()
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -475,6 +486,10 @@ def _record_run(experiment: Experiment, spec: RunSpec, folder: Path, runs_dir: P
     if shared or (folder / "train" / "final" / "model.safetensors").is_file():
         model = load_model(owner, owner_spec, model_folder, device)
         result = finished_result(model_folder / "train")
+    elif spec.world_size != 1:
+        raise ValueError(f"run {spec.name} (seed {spec.seed}) names a world size of {spec.world_size}: it trains only "
+                         f"under a launch of that many processes (python -m semlm.distributed), and {folder} holds no "
+                         f"finished run; a chapter loads it once it has trained")
     else:
         set_seed(spec.seed)
         model = experiment.build(spec, experiment.data(spec)).to(device)
@@ -502,6 +517,78 @@ def _record_run(experiment: Experiment, spec: RunSpec, folder: Path, runs_dir: P
     if log:
         _log_run(record, model_id)
     return record
+
+
+def distributed_run(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, accelerator, threads: int = 1,
+                    log: bool = True) -> RunRecord:
+    """:func:`run_one` on every process of a distributed launch (``accelerator``), with one key, one lock and one
+    record: the main process takes the run's lock, looks in the cache and tells the others whether the run is there;
+    if not, every process trains its share of each batch (:func:`semlm.core.train.train`), the main process alone
+    writes the checkpoints, the weights and the record, and releases the lock once the record is written. Every
+    process returns the record. ``spec.world_size`` must be the launch's; it is in the key."""
+    from accelerate.utils import broadcast_object_list
+
+    world = accelerator.num_processes
+    if spec.world_size != world:
+        raise ValueError(f"run {spec.name} (seed {spec.seed}) names a world size of {spec.world_size} but "
+                         f"{world} processes were launched; give the spec world_size={world}")
+    device = accelerator.device
+    torch.set_num_threads(threads)
+    folder = run_folder(experiment, spec, Path(runs_dir), str(device), threads)
+    record_path, evaluation = folder / "record.json", evaluation_key(experiment)
+    main = accelerator.is_main_process
+    with run_lock(folder) if main else contextlib.nullcontext():
+        state = [None]
+        if main:
+            try:
+                saved = _saved_record(record_path, data_fingerprint(experiment), spec)
+            except ValueError as error:  # told to every process, which all stop with it (none waits on the others)
+                state = [f"error: {error}"]
+            else:
+                cached = saved is not None and saved.get("evaluation_key") == evaluation
+                state = ["cached" if cached else "final" if (folder / "train" / "final" / "model.safetensors")
+                         .is_file() else "train"]
+        state = broadcast_object_list(state)[0]
+        if state.startswith("error: "):
+            raise ValueError(state.removeprefix("error: "))
+        if state == "train":
+            with accelerator.main_process_first():  # the main process writes data caches, then the others read
+                data = experiment.data(spec)
+            set_seed(spec.seed)  # the same initial weights on every process
+            model = experiment.build(spec, data)
+            fit = experiment.fit(spec, data)
+            result = train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
+                           validate=fit.validate, run_dir=folder / "train", run_description=spec.description(),
+                           snapshots=fit.snapshots, accelerator=accelerator)
+            if main:
+                _write_record(experiment, spec, folder, model.eval(), result, threads, str(device), world,
+                              accelerator.state.backend or "")
+        elif state == "final" and main:  # trained, not (or differently) evaluated: the main process evaluates
+            data = experiment.data(spec)
+            model = load_model(experiment, spec, folder, device)
+            saved = json.loads(record_path.read_text()) if record_path.is_file() else {}
+            _write_record(experiment, spec, folder, model, finished_result(folder / "train"), threads, str(device),
+                          saved.get("world_size", world), saved.get("backend", accelerator.state.backend or ""),
+                          status=saved.get("status", "trained"))
+        accelerator.wait_for_everyone()  # the record is written before any process reads it or the lock goes
+    saved = json.loads(record_path.read_text())
+    record = RunRecord(**{**saved, "status": saved["status"] if state == "train" else "loaded", "spec": spec})
+    if log and main:
+        _log_run(record)
+    return record
+
+
+def _write_record(experiment: Experiment, spec: RunSpec, folder: Path, model, result: TrainResult, threads: int,
+                  device: str, world_size: int, backend: str, status: str | None = None) -> None:
+    """Evaluate a distributed run's model (on the main process) and write its record."""
+    metrics = experiment.evaluate(spec, experiment.data(spec), model, result)
+    record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config),
+                       folder.name.rsplit("-", 1)[-1], str(folder), status or result.status, result.train_seconds,
+                       result.steps, result.history, _jsonable(metrics), torch.device(device).type, threads,
+                       peak_rss_mb(), result.stopped_early, result.best_step, evaluation_key(experiment),
+                       data_fingerprint=data_fingerprint(experiment), world_size=world_size, backend=backend,
+                       spec=spec)
+    write_atomic(folder / "record.json", json.dumps(record.to_dict(), indent=2, default=str))
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,30 @@
-"""Data-parallel training of the idea-gated GPT (paper B) through the one trainer and Hugging Face ``accelerate``.
+"""Data-parallel training of the idea-gated GPT (paper B) through the book's own runner and ``accelerate``.
 
-    accelerate launch --multi_gpu --num_processes 4 -m semlm.distributed --profile paper --output runs/ddp
+    accelerate launch --multi_gpu --num_processes 4 -m semlm.distributed --profile paper
     ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 -m semlm.distributed --synthetic 20000 --steps 10
     python -m semlm.distributed ...          # the same run in one process
 
-Chapter 6's gated run (:data:`semlm.idea.wikitext_experiment.IDEA`) trained by :func:`semlm.core.train.train`
+Chapter 6's gated run (:data:`semlm.idea.wikitext_experiment.IDEA`) goes through :func:`semlm.core.runs.run_one`
 with an :class:`accelerate.Accelerator`: every process draws the same global batch (``--batch``, in
 ``--accumulation`` micro-batches) and trains on its share of the rows, so N processes make the updates of one
-(tested). The data is prepared under ``main_process_first``; the run folder is ``<output>/train``, and the main
-process also writes ``<output>/model`` and ``<output>/history.json``. ``--synthetic N`` trains on a seeded
-synthetic stream of N tokens instead of WikiText.
+(tested). The run has one cache key (the launch's world size is in it), one lock (taken by the main process, so a
+second launch into the same ``--output`` waits, then finds the run) and one record: a second launch trains nothing,
+and a chapter loads the run by naming the world size in its spec. An interrupted launch resumes from the last
+checkpoint. ``--synthetic N`` trains on a seeded synthetic stream of N tokens instead of WikiText
+(:data:`STREAM`). A process that dies stops the others: the launcher ends them, and a collective waits at most
+``--timeout`` seconds for a lost peer.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
 
-from semlm.core import train as trainer
+from semlm.core import runs
 from semlm.core.runs import RunSpec
 from semlm.idea import wikitext_experiment as ie
 from semlm.idea.model import IdeaGPTForCausalLM, quiet_transformers
@@ -41,6 +43,7 @@ class RunArgs:
     synthetic: int | None = None
     vocab_size: int = 256
     output: str = "book/_build/runs/distributed"
+    timeout: int = 60
 
 
 HELP = {"profile": "smoke, cpu or paper (semlm.idea.wikitext_experiment)",
@@ -48,7 +51,9 @@ HELP = {"profile": "smoke, cpu or paper (semlm.idea.wikitext_experiment)",
         "batch": "global batch per optimiser step, split over micro-batches and processes (default: the profile's)",
         "accumulation": "micro-batches per optimiser step (default: the profile's)",
         "synthetic": "train on a synthetic stream of this many tokens instead of WikiText (no dataset needed)",
-        "vocab_size": "vocabulary of the synthetic stream", "output": "folder for train/, model/ and history.json"}
+        "vocab_size": "vocabulary of the synthetic stream",
+        "output": "the runs folder (the run goes in <output>/<experiment>/<group>/<name>-seed<seed>-<key>)",
+        "timeout": "seconds a process waits for a lost peer before the launch stops"}
 
 
 def synthetic_stream(n_tokens: int, vocab_size: int, seed: int) -> torch.Tensor:
@@ -73,42 +78,74 @@ def gated_run(args: RunArgs) -> RunSpec:
     return replace(spec, config=replace(spec.config, train=train))
 
 
-def _fit(args: RunArgs, spec: RunSpec, accelerator):
-    """(model, train data, validation data, loss, run description) of ``spec``, as chapter 6 builds them; with
-    ``--synthetic``, on :func:`synthetic_stream` (the last tenth validates; no stopwords)."""
-    run, description = spec.config, spec.description()
-    if args.synthetic is not None:
-        stream = synthetic_stream(args.synthetic, args.vocab_size, args.seed)
-        split, L, K = len(stream) * 9 // 10, run.size.block_size, run.idea.window
-        trainer.set_seed(spec.seed)  # the same initial weights on every process
-        model = IdeaGPTForCausalLM(ie.model_config(run, args.vocab_size, True, run.idea))
-        return (model, ie.TokenStream(stream[:split], L, K), ie.TokenBlocks.from_stream(stream[split:], L, K),
-                ie.idea_loss_fn(run.idea, [], True), {**description, "data": "synthetic"})
-    with accelerator.main_process_first():  # the main process writes the data caches, then the others read them
-        data = ie.IDEA.data(spec)
-        fit = ie.IDEA.fit(spec, data)
-    trainer.set_seed(spec.seed)
-    return ie.IDEA.build(spec, data), fit.train_data, fit.val_data, fit.loss_fn, {**description, "data": run.dataset}
+@dataclass(frozen=True)
+class StreamRun:
+    """Chapter 6's gated run on :func:`synthetic_stream` instead of WikiText (the last tenth validates)."""
+
+    run: object          # the gated run's semlm.idea.wikitext_experiment.IdeaRun
+    n_tokens: int
+    vocab_size: int
 
 
-def train(args: RunArgs) -> dict:
-    """Train on every process ``accelerate`` started (or just this one); returns the history record."""
-    from accelerate import Accelerator
+class StreamExperiment(runs.Experiment):
+    """The idea-gated GPT on a synthetic token stream: a run needs no dataset (tests, a first multi-GPU launch)."""
 
-    accelerator = Accelerator()
+    name = "idea-stream"
+
+    def data_key(self, spec: RunSpec):
+        return spec.config.n_tokens, spec.config.vocab_size, spec.seed, spec.config.run.size, spec.config.run.idea
+
+    def prepare(self, spec: RunSpec):
+        config = spec.config
+        stream = synthetic_stream(config.n_tokens, config.vocab_size, spec.seed)
+        split, L, K = len(stream) * 9 // 10, config.run.size.block_size, config.run.idea.window
+        return ie.TokenStream(stream[:split], L, K), ie.TokenBlocks.from_stream(stream[split:], L, K)
+
+    def build(self, spec: RunSpec, data) -> IdeaGPTForCausalLM:
+        run = spec.config.run
+        return IdeaGPTForCausalLM(ie.model_config(run, spec.config.vocab_size, True, run.idea))
+
+    def fit(self, spec: RunSpec, data) -> runs.Fit:
+        return runs.Fit(data[0], data[1], spec.config.run.train, ie.idea_loss_fn(spec.config.run.idea, [], True))
+
+    def evaluate(self, spec: RunSpec, data, model, result) -> dict:
+        return {"val_ppl": result.history[-1]["val_ppl"] if result.history else None}
+
+    def total_steps(self, spec: RunSpec) -> int:
+        return spec.config.run.train.max_steps
+
+
+STREAM = StreamExperiment()
+
+
+def launch_run(args: RunArgs, world_size: int = 1) -> tuple[runs.Experiment, RunSpec]:
+    """The experiment and spec a launch of ``world_size`` processes trains: chapter 6's gated run
+    (:func:`gated_run`), on WikiText or, with ``--synthetic``, on :data:`STREAM`."""
     spec = gated_run(args)
-    model, train_data, val_data, loss_fn, description = _fit(args, spec, accelerator)
-    output = Path(args.output)
-    result = trainer.train(model, train_data, val_data, spec.config.train, loss_fn, seed=spec.seed,
-                           run_dir=output / "train", run_description=description, accelerator=accelerator)
-    record = {"processes": accelerator.num_processes, "global_batch": spec.config.train.batch_size,
-              "accumulation": spec.config.train.accumulation, "steps": result.steps, "profile": args.profile,
-              "seed": spec.seed, "data": description["data"], "history": result.history}
+    if args.synthetic is not None:
+        spec = replace(spec, group="synthetic", config=StreamRun(spec.config, args.synthetic, args.vocab_size))
+        return STREAM, replace(spec, world_size=world_size)
+    return ie.IDEA, replace(spec, world_size=world_size)
+
+
+def train(args: RunArgs) -> runs.RunRecord:
+    """Train (or find in the cache) the run on every process ``accelerate`` started (or just this one)."""
+    from datetime import timedelta
+
+    from accelerate import Accelerator
+    from accelerate.utils import InitProcessGroupKwargs
+
+    if args.timeout < 1:
+        raise ValueError(f"--timeout must be >= 1 second, got {args.timeout}")
+    accelerator = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds=args.timeout))])
+    experiment, spec = launch_run(args, accelerator.num_processes)
+    with quiet_transformers():
+        record = runs.run_one(experiment, spec, args.output, accelerator=accelerator,
+                              device=None if accelerator.num_processes > 1 else str(accelerator.device))
     if accelerator.is_main_process:
-        with quiet_transformers():
-            model.save_pretrained(str(output / "model"))
-        (output / "history.json").write_text(json.dumps(record, indent=1))
-    accelerator.wait_for_everyone()
+        print(f"{record.status}: {record.run_dir} ({record.world_size} process"
+              f"{'es' if record.world_size > 1 else ''}, {record.steps} steps, val PPL "
+              f"{record.history[-1]['val_ppl']:.3f})", flush=True)
     accelerator.end_training()
     return record
 
