@@ -207,11 +207,33 @@ def test_a_recorded_comparison_is_written_with_provenance_and_shown_when_the_bui
     assert "--record" in run.provenance["command"] and "packages" in run.provenance
     assert sorted(p.name for p in folder.iterdir()) == ["authors_comparison.json", "provenance.json"]
     frame, note = bench.authors_comparison_frame({}, root=tmp_path / "recorded")
-    assert note.startswith("From book/recorded/authors-comparison/") and not frame.empty
-    assert "Peak memory: ours / theirs 1.25, target <= 1.00, NOT met" in note
+    assert note.startswith("From book/recorded/authors-comparison/ (ours with 2 training processes)")
+    assert not frame.empty
+    assert "Peak memory: ours / theirs 1.25, target <= 1.30, met" in note  # two workers' targets
     assert "Wall time: ours / theirs 0.25, target <= 0.33, met" in note
     frame, note = bench.authors_comparison_frame({}, root=tmp_path / "nowhere")
     assert frame.empty and "No comparison" in note
+
+
+def test_a_one_worker_comparison_is_recorded_apart_and_judged_by_its_own_targets(tmp_path, monkeypatch):
+    from semlm.book import bench_cli, recorded_runs
+
+    monkeypatch.setattr(recorded_runs, "RECORDED_DIR", tmp_path / "recorded")
+    monkeypatch.setattr(bench_cli, "compare_with_authors_script", lambda *args: {
+        "runs": 2, "profile": "cpu", "cpu_model": "test CPU", "cpu_count": 2, "date": "2026-01-01",
+        "git_commit": "c" * 40, "ours": {"wall_seconds": 2.4, "cpu_seconds": 2.0, "peak_mb": 396.0, "workload": {
+            "training_sentences": 8, "epochs": 1, "parameters": {"a": 1}, "workers": args[-1]}},
+        "authors_script": {"wall_seconds": 4.0, "cpu_seconds": 8.0, "peak_mb": 400.0},
+        "ratios": {"wall_seconds": {"median": 0.6}, "cpu_seconds": {"median": 0.25}, "peak_mb": {"median": 0.99}}})
+    assert bench_cli.main(["--profile", "cpu", "--authors-script", str(_script(tmp_path)), "--workers", "1",
+                           "--out", str(tmp_path / "bench.json"), "--record"]) == 0
+    run = {r.slug: r for r in recorded_runs.load_recorded(tmp_path / "recorded")}["authors-comparison-one-worker"]
+    assert "--workers 1" in run.provenance["command"]
+    assert not (tmp_path / "recorded" / "authors-comparison").exists()  # the two-worker record is not replaced
+    (frame, note), = bench.authors_comparison_frames({}, root=tmp_path / "recorded")
+    assert "(ours with 1 training process)" in note
+    assert "Peak memory: ours / theirs 0.99, target <= 1.00, met" in note
+    assert "Wall time: ours / theirs 0.60, target <= 0.50, NOT met" in note
 
 
 def test_the_chapter_shows_a_written_comparison_and_otherwise_says_how_to_make_one(tmp_path, fast_ours):

@@ -180,7 +180,8 @@ def design_constants() -> list[tuple[str, float]]:
         # chapter 6's competence check: a model's validation PPL at most this times the bigram's
         ("semlm.idea.wikitext_experiment.COMPETENCE_RATIO", COMPETENCE_RATIO),
         # the targets of our side against the authors' script: peak memory and wall time, ours / theirs
-        *((f"semlm.book.bench.AUTHORS_TARGETS[{key!r}]", target) for key, (_, target) in AUTHORS_TARGETS.items()),
+        *((f"semlm.book.bench.AUTHORS_TARGETS[{workers}][{key!r}]", target)
+          for workers, targets in AUTHORS_TARGETS.items() for key, (_, target) in targets.items()),
         # the benchmarks chapter's core-use target for a whole build
         ("recorded_book_builds_frame(target_busy=...)",
          inspect.signature(recorded_book_builds_frame).parameters["target_busy"].default),

@@ -23,7 +23,8 @@ import psutil
 
 from semlm.book.claims import CLAIMS, NOT_RUN, evaluate_claims
 from semlm.book.flops import model_flops_utilisation, training_flops_per_token
-from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_RECORD, BENCH, BOOK_MANIFEST,
+from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_ONE_WORKER, AUTHORS_COMPARISON_RECORD,
+                                      BENCH, BOOK_MANIFEST,
                                       BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL, GPU_THROUGHPUT, IDEA_PRECISION,
                                       PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS, RecordedRun,
                                       load_recorded, read_json)
@@ -758,7 +759,8 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
 
 
 def write_authors_comparison(record: dict, root: Path, command: str) -> Path:
-    """Write ``<root>/authors-comparison/``: the ``authors_comparison`` record of ``python -m semlm.bench
+    """Write ``<root>/authors-comparison/`` (``authors-comparison-one-worker/`` for a comparison whose side ran one
+    training process, ``--workers 1``): the ``authors_comparison`` record of ``python -m semlm.bench
     --authors-script`` and its ``provenance.json`` (this machine, packages, date, commit). Their script is never
     copied: the record names it by file name and SHA-256."""
     machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
@@ -766,7 +768,9 @@ def write_authors_comparison(record: dict, root: Path, command: str) -> Path:
     label = ("recorded CPU run: the authors' script against our synthetic experiment, both measured in turn on one "
              "machine by `python -m semlm.bench --authors-script`, not by this build")
     provenance = _cpu_provenance(label, "cpu-bench", machine, git_commit(), record.get("profile"), command)
-    return _write_folder(Path(root) / AUTHORS_COMPARISON_RECORD, provenance,
+    one = (record.get("ours", {}).get("workload", {}).get("workers") or 2) == 1
+    folder = AUTHORS_COMPARISON_ONE_WORKER if one else AUTHORS_COMPARISON_RECORD
+    return _write_folder(Path(root) / folder, provenance,
                          {AUTHORS_COMPARISON: json.dumps({"authors_comparison": record}, indent=2)})
 
 

@@ -24,7 +24,9 @@ BOOK_MANIFEST = "manifest.json"
 TRAINING_VARIANTS = "training_variants.json"
 IDEA_PRECISION = "idea_precision.json"  # paper B's float32 / bf16 comparison (semlm.book.idea_precision)
 AUTHORS_COMPARISON = "authors_comparison.json"  # python -m semlm.bench --authors-script ... --record
-AUTHORS_COMPARISON_RECORD = "authors-comparison"  # the folder of book/recorded/ that holds it
+AUTHORS_COMPARISON_RECORD = "authors-comparison"  # the folder of book/recorded/ that holds it (two workers)
+AUTHORS_COMPARISON_ONE_WORKER = "authors-comparison-one-worker"  # the same with --workers 1
+AUTHORS_COMPARISON_FOLDERS = (AUTHORS_COMPARISON_RECORD, AUTHORS_COMPARISON_ONE_WORKER)
 BOOK_METRICS = "metrics"     # a recorded book build's chapter metrics, in a sub-folder (not chapter runs)
 REPORT = "report.json"       # the claims table of a recorded book build, as the claims code judged its metrics
 #: The files of a folder read into a :class:`RecordedRun` field of their own; every other ``*.json`` but the
