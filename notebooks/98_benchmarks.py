@@ -367,10 +367,11 @@ pd.DataFrame(bench.book_build_times()["chapters"])
 # beside the chapters (a chapter that used one counts it as loaded).
 #
 # Where the CPU-seconds go: training of each paper's models (every model's own CPU time, from
-# the trainer), the chapters' other work (evaluation, generation, the notebooks themselves)
-# and, for a finished build, the HTML. This build's bar covers the chapters so far; the
-# recorded builds' bars are whole builds (those recorded before models kept their CPU time
-# show their chapters as one part).
+# the trainer), each chapter's kernel starting and importing its libraries (until
+# `book.open` returns), the chapters' other work (evaluation, generation, the notebooks
+# themselves) and, for a finished build, the HTML (jupyter-book's own time) and the runner.
+# This build's bar covers the chapters so far; the recorded builds' bars are whole builds
+# (those recorded before a part was measured show it inside the next one).
 
 # %%
 cpu_parts = bench.cpu_breakdown_frame()

@@ -288,9 +288,29 @@ def test_cpu_breakdown_splits_training_by_paper_and_counts_each_model_once():
     parts = {row["part"]: row["cpu_seconds"] for row in bench.cpu_breakdown(manifest)}
     assert parts == {"training, paper A": 10.0, "training, paper B": 30.0,
                      "chapters: evaluation, generation, notebooks": 110.0, "HTML and the runner": 20.0}
+    # a newer manifest: each kernel's start-up CPU time and jupyter-book's own time are parts of their own
+    newer = {**manifest, "html_cpu_seconds": 15.0,
+             "chapters": {"02": {**manifest["chapters"]["02"], "startup_cpu_seconds": 8.0},
+                          "06": {**manifest["chapters"]["06"], "startup_cpu_seconds": 9.0}}}
+    parts = {row["part"]: row["cpu_seconds"] for row in bench.cpu_breakdown(newer)}
+    assert parts == {"training, paper A": 10.0, "training, paper B": 30.0, "kernels: start and imports": 17.0,
+                     "chapters: evaluation, generation, notebooks": 93.0, "HTML (jupyter-book)": 15.0,
+                     "the runner": 5.0}
+    assert sum(parts.values()) == newer["cpu_seconds"]
     del b["cpu_seconds"]  # an older manifest: no per-model CPU time, the chapters are one part
     assert [row["part"] for row in bench.cpu_breakdown(manifest)] == ["chapters (training included)",
                                                                       "HTML and the runner"]
+
+
+def test_a_chapter_logs_its_kernels_start_up_cpu_time_for_the_manifest(tmp_path, monkeypatch):
+    from semlm.book.chapter import open_chapter
+    from semlm.book.runner import read_run_log, run_entry
+
+    log = tmp_path / "01.runs.jsonl"
+    monkeypatch.setenv("SEMLM_RUN_LOG", str(log))
+    open_chapter("01_feature_bank", profile="smoke", seed=111)
+    entry = run_entry("ok", 1.0, log)
+    assert 0 < entry["startup_cpu_seconds"] and entry["run_list"] == [] and read_run_log(log) == ([], [])
 
 
 # --- python -m semlm.bench: one function per --only section -------------------------------------

@@ -59,6 +59,9 @@ def test_the_declared_models_train_beside_the_chapters_and_only_once(built):
     trained = [r for e in [ahead, *manifest["chapters"].values()] for r in e["run_list"] if r["status"] == "trained"]
     assert trained and all(r["cpu_seconds"] > 0 for r in trained)  # where the build's CPU time went, per model
     assert manifest["from_scratch"] and 0 < manifest["utilisation"] <= 1.05
+    # the parts of the benchmarks chapter's CPU picture: each kernel's start-up, and jupyter-book's own time
+    assert all(0 < e["startup_cpu_seconds"] < e["cpu_seconds"] for e in manifest["chapters"].values())
+    assert 0 < manifest["html_cpu_seconds"] < manifest["cpu_seconds"]
 
 
 def test_chapters_write_metrics_with_provenance(built):

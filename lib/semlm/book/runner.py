@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -408,8 +409,12 @@ def build_html(build_dir: Path, solutions: bool = True) -> Path:
         raise BookError(f"jupyter-book not found next to {sys.executable}; run `make venv`")
     source, output, log = stage_sources(build_dir, solutions), build_dir / "jb", build_dir / "jupyter-book.log"
     shutil.rmtree(output, ignore_errors=True)  # a clean build: no stale pages or warnings hidden by caching
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run([str(jupyter_book), "build", str(source), "--path-output", str(output)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # jupyter-book's own CPU time (the benchmarks' picture)
+    update_manifest(build_dir, html_cpu_seconds=round(after.ru_utime - before.ru_utime
+                                                      + after.ru_stime - before.ru_stime, 1))
     output_text = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # Sphinx colours its output even into a pipe
     log.write_text(output_text)
     if result.returncode != 0:
@@ -711,12 +716,17 @@ def update_manifest(build_dir: Path, *, chapter: str | None = None, drop: str | 
     return fields
 
 
+def _run_log_lines(run_log: Path) -> list[dict]:
+    return [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] \
+        if run_log.is_file() else []
+
+
 def read_run_log(run_log: Path) -> tuple[list[dict], list[str]]:
     """The run log a chapter's kernel appended to: its runs (one line each, :mod:`semlm.core.runs`) and its notices
-    (:meth:`semlm.book.chapter.Chapter.notice`), in order; none when there is no log."""
-    lines = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] \
-        if run_log.is_file() else []
-    return [line for line in lines if "notice" not in line], [line["notice"] for line in lines if "notice" in line]
+    (:meth:`semlm.book.chapter.Chapter.notice`), in order; none when there is no log. (Its other lines, e.g. the
+    kernel's start-up CPU time, are neither.)"""
+    lines = _run_log_lines(run_log)
+    return [line for line in lines if "status" in line], [line["notice"] for line in lines if "notice" in line]
 
 
 def run_entry(status: str, seconds: float, run_log: Path, meter: CpuMeter | None = None, **first) -> dict:
@@ -724,11 +734,12 @@ def run_entry(status: str, seconds: float, run_log: Path, meter: CpuMeter | None
     :mod:`semlm.core.runs` appended to, ``runs: {trained, resumed, loaded}``, ``run_list`` and (if any) the chapter's
     ``notices``; then the CPU use that ``meter`` (a finished :class:`~semlm.book.cpumeter.CpuMeter`) measured."""
     runs, notices = read_run_log(run_log)
+    startup = [line["startup_cpu_seconds"] for line in _run_log_lines(run_log) if "startup_cpu_seconds" in line]
     kept = ("experiment", "name", "seed", "group", "status", "train_seconds", "cpu_seconds", "model")
     return {**first, "status": status, "seconds": round(seconds, 1),
             "runs": {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")},
             "run_list": [{k: r[k] for k in kept if k in r} for r in runs], **({"notices": notices} if notices else {}),
-            **(meter.summary() if meter else {})}
+            **({"startup_cpu_seconds": startup[0]} if startup else {}), **(meter.summary() if meter else {})}
 
 
 #: In a pipe or a log (CI, nohup), a chapter still running says so at least this often, in seconds.
@@ -747,6 +758,7 @@ def _progress(label: str, run_log: Path, started: float, stop: threading.Event, 
         for entry in lines[shown:]:
             if "notice" in entry:
                 print(f"  {label}: {entry['notice']}", flush=True)
+            if "status" not in entry:  # not a run: a notice, the kernel's start-up time
                 continue
             seconds = entry.get("train_seconds")
             models += 1
