@@ -304,6 +304,26 @@ print(trace_note)
 trace if not trace.empty else None
 
 # %% [markdown]
+# ## Seeds side by side in one process
+#
+# Many seeds of a small model could train as one vectorised ensemble (PyTorch's "model
+# ensembling" recipe: the seeds' weights stacked, the model called under `torch.func.vmap`),
+# instead of one one-thread process per seed. Before any trainer does so, this build measures
+# what it would save, for each small model kind: the CPU time of one training step (forward
+# and backward with the experiment's own batch and loss) of several seeds, one after another
+# and stacked.
+
+# %%
+stacking, stacking_note = bench.seed_stacking_frame(record)
+print(stacking_note)
+stacking if not stacking.empty else None
+
+# %% [markdown]
+# The note says for which kinds stacking is adopted. (On a CPU, PyTorch warns that vmap has
+# no batching rule for its fused attention kernel, so that kernel runs seed by seed inside a
+# stacked step.)
+
+# %% [markdown]
 # ## The authors' script against ours, on one machine
 #
 # A time measured on another machine says nothing about this one, so the only comparison

@@ -357,3 +357,26 @@ def test_measure_process_counts_pages_a_forked_child_shares_once():
     run = bench.measure_process([sys.executable, "-c", code], dict(os.environ), ".")
     assert run["returncode"] == 0
     assert run["peak_rss_sum_mb"] - run["peak_mb"] > 150 and run["peak_mb"] > 190
+
+
+def test_seed_stacking_measures_each_small_model_kind_alone_and_stacked(tmp_path, monkeypatch):
+    """At smoke, the synthetic kind (no data needed) is measured both ways, with a ratio and a decision by the rule;
+    the command writes it under seed_stacking, keeping the bench JSON's other entries."""
+    import json
+
+    result = bench.seed_stacking("smoke", seeds=2, steps=1)
+    synthetic = result["kinds"]["paper A synthetic"]
+    assert synthetic["alone_ms_per_model_step"] > 0 and synthetic["seeds"] == 2
+    if synthetic["ratio"] is not None:
+        assert synthetic["adopted"] == (synthetic["ratio"] <= bench.STACKING_ADOPT_RATIO)
+        assert synthetic["stacked_ms_per_model_step"] > 0
+    else:
+        assert synthetic["why"].startswith("not stackable")
+    assert set(result["kinds"]) == {label for label, _, _ in bench.STACKING_KINDS}
+    frame, note = bench.seed_stacking_frame({"seed_stacking": result})
+    assert "paper A synthetic" in frame.index and "adopted for: " in note
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps({"kept": 1}))
+    monkeypatch.setattr(bench, "seed_stacking", lambda profile: result)
+    assert bench_cli.main(["--only", "stacking", "--profile", "smoke", "--out", str(out)]) in (0, None)
+    assert json.loads(out.read_text()) == {"kept": 1, "seed_stacking": json.loads(json.dumps(result))}

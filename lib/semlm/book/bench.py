@@ -134,6 +134,7 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         record["idea"]["sparse_decoding"] = (
             {"skipped": f"chapter 6's data is missing ({', '.join(missing)}): {FIX}"} if missing
             else sparse.bench_section(profile, seed))
+    record["seed_stacking"] = seed_stacking(profile)  # a few training steps per kind: seconds
     previous = previous_authors_comparison()  # measured on request (--authors-script); kept, never re-run here
     if previous is not None:
         record["authors_comparison"] = previous
@@ -872,3 +873,136 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None, root:
             f"{'met' if comparison['ratios'][key]['median'] <= target else 'NOT met'}."
             for key, (label, target) in authors_targets(comparison).items())
     return frame.round(2), note
+
+
+# --- seeds stacked in one process (issue 47, item 1): measured before adopting ----------------------
+#
+# Several seeds of a small model could train as one vectorised ensemble (PyTorch's "model ensembling" recipe:
+# torch.func.stack_module_state + functional_call under vmap). Before any trainer uses it, this measures what it
+# would save: for each small model kind of the book, the CPU time of a training step's forward and backward (the
+# experiment's own batch and loss, one thread), for ``seeds`` models one after another and for the same models
+# stacked. Adopted only where it saves at least a third (STACKING_ADOPT_RATIO).
+
+#: Stacking is adopted for a model kind only if a stacked model's step costs at most this share of its step alone.
+STACKING_ADOPT_RATIO = 2 / 3
+#: The small model kinds: ``(label, experiment reference, chapter whose declared runs give the spec)``.
+STACKING_KINDS = (("paper A synthetic", "semlm.fusion.synthetic_experiment:SYNTHETIC", "04_leakage_audit"),
+                  ("chapter 10 intent", "semlm.fusion.intent_experiment:EXPERIMENT", "10_intent_control"),
+                  ("chapter 9 topic", "semlm.idea.topic_experiment:TOPIC_DRIFT", "09_topic_drift"))
+
+
+class _Functional(torch.nn.Module):
+    """``base`` (on the meta device) called with given parameters and buffers: what a loss function sees as the
+    model under vmap. Attributes other than calls (``config``, ``uses_features``) are the base module's."""
+
+    def __init__(self, base, params, buffers):
+        super().__init__()
+        object.__setattr__(self, "_state", (base, params, buffers))
+
+    def __call__(self, *args, **kwargs):
+        from torch.func import functional_call
+
+        base, params, buffers = self._state
+        return functional_call(base, (params, buffers), args, kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._state[0], name)
+
+
+def _stacking_one(experiment, spec, seeds: int, steps: int) -> dict:
+    """The CPU milliseconds of one model's training step (forward + backward, no optimiser), alone and stacked."""
+    import copy
+
+    from torch.func import grad, stack_module_state, vmap
+
+    from semlm.core.train import _step_batches, set_seed
+
+    data = experiment.data(spec)
+    fit = experiment.fit(spec, data)
+    batch = next(_step_batches(fit.train_data, fit.config, spec.seed, 0, 1))[1]
+    models = []
+    for offset in range(seeds):
+        set_seed(spec.seed + offset)
+        models.append(experiment.build(spec, data).train())
+
+    def step_alone() -> None:
+        for model in models:
+            model.zero_grad(set_to_none=True)
+            fit.loss_fn(model, batch, 0)[0].backward()
+
+    step_alone()  # warm-up
+    start = time.process_time()
+    for _ in range(steps):
+        step_alone()
+    alone = (time.process_time() - start) / steps / seeds
+    out = {"seeds": seeds, "steps": steps, "alone_ms_per_model_step": round(alone * 1000, 2)}
+    try:
+        params, buffers = stack_module_state(models)
+        base = copy.deepcopy(models[0]).to("meta")
+        loss = grad(lambda p, b: fit.loss_fn(_Functional(base, p, b), batch, 0)[0])
+        stacked_step = vmap(loss, in_dims=(0, 0), randomness="different")
+        stacked_step(params, buffers)  # warm-up
+        start = time.process_time()
+        for _ in range(steps):
+            stacked_step(params, buffers)
+        stacked = (time.process_time() - start) / steps / seeds
+    except Exception as error:  # noqa: BLE001  a loss or model vmap cannot run: measured as not stackable
+        return {**out, "stacked_ms_per_model_step": None, "ratio": None, "adopted": False,
+                "why": f"not stackable with torch.func: {type(error).__name__}: {str(error).splitlines()[0][:160]}"}
+    ratio = stacked / alone
+    return {**out, "stacked_ms_per_model_step": round(stacked * 1000, 2), "ratio": round(ratio, 3),
+            "adopted": ratio <= STACKING_ADOPT_RATIO,
+            "why": f"stacked / alone {ratio:.2f} {'<=' if ratio <= STACKING_ADOPT_RATIO else '>'} "
+                   f"{STACKING_ADOPT_RATIO:.2f}"}
+
+
+def seed_stacking(profile: str = "cpu", seeds: int = 4, steps: int = 3) -> dict:
+    """``{kind: measurement}`` (:func:`_stacking_one`) for each of :data:`STACKING_KINDS`, at ``profile``, with one
+    thread; a kind whose chapter's data are missing is skipped, saying so."""
+    import warnings
+
+    from semlm.book.plan import book_runs
+    from semlm.core.runs import experiment_of
+    from semlm.data.fetch import missing_for_chapters
+
+    if seeds < 2 or steps < 1:
+        raise ValueError(f"seed stacking needs seeds >= 2 and steps >= 1, got {seeds} and {steps}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out = {"profile": profile, "threads": 1, "adopt_ratio": round(STACKING_ADOPT_RATIO, 3), "kinds": {}}
+    try:
+        with warnings.catch_warnings():
+            # vmap has no batching rule for the CPU's fused attention and says so per call; the measurement shows it
+            warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
+            planned = book_runs(profile)
+            for label, reference, chapter in STACKING_KINDS:
+                missing = missing_for_chapters([chapter]).get(chapter)
+                if missing:
+                    out["kinds"][label] = {"skipped": f"missing data: {', '.join(missing)}"}
+                    continue
+                experiment = experiment_of(reference)
+                spec = next(s for e in planned if e.chapter == chapter and e.experiment is experiment
+                            for s in e.specs)
+                out["kinds"][label] = _stacking_one(experiment, spec, seeds, steps)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def seed_stacking_frame(record: dict) -> tuple[pd.DataFrame, str]:
+    """The benchmark record's ``seed_stacking`` as a table (one row per model kind) and a note with the rule."""
+    result = record.get("seed_stacking")
+    if not result:
+        return pd.DataFrame(), "This build's benchmark did not measure seed stacking."
+    columns = {"alone_ms_per_model_step": "alone, ms per model step", "stacked_ms_per_model_step":
+               "stacked, ms per model step", "ratio": "stacked / alone", "adopted": "adopted"}
+    frame = pd.DataFrame({kind: {label: m.get(key) for key, label in columns.items()}
+                          for kind, m in result["kinds"].items() if "skipped" not in m}).T
+    skipped = [f"{kind} ({m['skipped']})" for kind, m in result["kinds"].items() if "skipped" in m]
+    seeds = next(iter(result["kinds"].values())).get("seeds", "?")
+    adopted = [kind for kind, m in result["kinds"].items() if m.get("adopted")]
+    note = (f"Profile {result['profile']}, one thread, {seeds} seeds: a training step's forward and backward with the "
+            f"experiment's own batch and loss. Stacking is adopted for a kind only if a stacked model's step costs at "
+            f"most {result['adopt_ratio']:.2f} of its step alone; adopted for: {', '.join(adopted) or 'none'}."
+            + (f" Skipped: {'; '.join(skipped)}." if skipped else ""))
+    return frame, note

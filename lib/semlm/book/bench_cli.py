@@ -258,6 +258,17 @@ def _run_precision(args, paper: str = "A") -> None:
     print(write_precision_comparison(comparison, RECORDED_DIR, name, command, paper=paper))
 
 
+def _merge_into(out: str | None, key: str, value: dict) -> Path:
+    """Write ``value`` under ``key`` of the JSON file ``out`` (default: the bench JSON), its other entries kept."""
+    path, existing = Path(out) if out else metrics_dir() / "bench.json", {}
+    if path.is_file():
+        try:
+            existing = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); pass another --out or delete it") from None
+    return _write_json(path, {**existing, key: value})
+
+
 def _run_authors(args) -> int | None:
     """``--authors-script``: measure, print, write under ``authors_comparison`` in ``--out`` (default: the bench
     JSON, its other entries kept) and, with ``--record``, in ``book/recorded/authors-comparison/``; one error line
@@ -274,13 +285,7 @@ def _run_authors(args) -> int | None:
     if "error" in record:  # a failed comparison never replaces one already written or recorded
         print(f"error: {record['error']}; nothing was written", file=sys.stderr)
         return 1
-    path, existing = Path(args.out) if args.out else metrics_dir() / "bench.json", {}
-    if path.is_file():
-        try:
-            existing = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); pass another --out or delete it") from None
-    print(f"written to {_write_json(path, {**existing, 'authors_comparison': record})} (authors_comparison)")
+    print(f"written to {_merge_into(args.out, 'authors_comparison', record)} (authors_comparison)")
     if args.record:
         from semlm.book import recorded_runs
         from semlm.book.recorded import write_authors_comparison
@@ -291,8 +296,20 @@ def _run_authors(args) -> int | None:
         print(f"recorded in {write_authors_comparison(record, recorded_runs.RECORDED_DIR, command)}")
 
 
+def _run_stacking(args) -> None:
+    """Seeds stacked with torch.func against one after another, per small model kind (bench.seed_stacking): printed
+    and written under ``seed_stacking`` in ``--out`` (default: the bench JSON, its other entries kept)."""
+    result = bench.seed_stacking(args.profile)
+    rows = {kind: {k: m.get(k) for k in ("alone_ms_per_model_step", "stacked_ms_per_model_step", "ratio", "adopted")}
+            for kind, m in result["kinds"].items()}
+    print(pd.DataFrame(rows).T.to_string())
+    for kind, m in result["kinds"].items():
+        print(f"{kind}: {m.get('why') or m.get('skipped')}")
+    print(f"written to {_merge_into(args.out, 'seed_stacking', result)} (seed_stacking)")
+
+
 #: ``--only`` section -> the function that runs it, None or an exit code (``--authors-script`` runs ``_run_authors``).
-SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu,
+SECTIONS = {"all": _run_all, "idea": _run_idea, "gpu": _run_gpu, "stacking": _run_stacking,
             "book": lambda args: print_book_times(bench.book_build_times()),
             "precision": _run_precision, "precision-idea": lambda args: _run_precision(args, "B")}
 
