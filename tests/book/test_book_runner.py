@@ -161,10 +161,15 @@ def test_killing_the_runner_leaves_no_kernel_or_worker_processes(tmp_path, signu
     scratch = tmp_path / "tmp"  # the kernel's connection file goes here, and must not stay
     scratch.mkdir()
     env = {**os.environ, "SLEEPY_READY": str(ready), "OMP_NUM_THREADS": "1", "TMPDIR": str(scratch)}
-    # as under `nohup make test &`: the runner starts with SIGINT ignored, and must still stop on it
+    def as_in_a_terminal_job():
+        # as a background job (`make test &`): the runner starts with SIGINT ignored, and must still stop on it;
+        # SIGHUP as a terminal delivers it, whatever this test's own launcher did with it (nohup ignores it)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(notebooks), str(tmp_path / "build")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+                              preexec_fn=as_in_a_terminal_job)
     try:
         deadline = time.monotonic() + 90
         while not ready.exists() or not ready.read_text().strip():

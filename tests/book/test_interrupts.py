@@ -68,8 +68,10 @@ def _environment(scratch: Path) -> dict:
 def _start(chapter_dir: Path, build: Path, *extra: str) -> subprocess.Popen:
     scratch = build.with_name(build.name + "-tmp")
     scratch.mkdir(parents=True, exist_ok=True)
+    # SIGHUP as a terminal delivers it, whatever this test's own launcher did with it (nohup ignores it)
     return subprocess.Popen([sys.executable, "-c", RUNNER, str(chapter_dir), str(build), *extra],
-                            env=_environment(scratch), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=_environment(scratch), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
 
 
 def _wait_for(runner: subprocess.Popen, condition, what: str, timeout: float = 120.0):
