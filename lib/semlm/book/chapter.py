@@ -68,10 +68,7 @@ class Chapter:
         line = f"{self.name}: {text}"
         sys.__stderr__.write(line + "\n")  # the kernel's real stderr: the notebook captures it too
         sys.__stderr__.flush()
-        log = os.environ.get("SEMLM_RUN_LOG")
-        if log:
-            with open(log, "a") as out:
-                out.write(json.dumps({"notice": text}) + "\n")
+        _append_run_log({"notice": text})
 
     def __repr__(self) -> str:
         return f"Chapter({self.name!r}, profile={self.profile!r}, seed={self.seed!r})"
@@ -119,12 +116,17 @@ def open_chapter(name: str, *, profile: str, seed: int, declared: tuple[str, ...
 
 
 def _log_startup() -> None:
-    """Under the book runner (``$SEMLM_RUN_LOG``), the kernel's CPU-seconds so far: its start and the imports of
-    the chapter's first cells (the benchmarks chapter's CPU picture shows them apart from the chapter's work)."""
+    """Under the book runner, the kernel's CPU-seconds so far: its start and the imports of the chapter's first
+    cells (the benchmarks chapter's CPU picture shows them apart from the chapter's work)."""
+    _append_run_log({"startup_cpu_seconds": round(time.process_time(), 2)})
+
+
+def _append_run_log(line: dict) -> None:
+    """One JSON line for the book runner's run log of this chapter (``$SEMLM_RUN_LOG``; none outside the runner)."""
     log = os.environ.get("SEMLM_RUN_LOG")
     if log:
         with open(log, "a") as out:
-            out.write(json.dumps({"startup_cpu_seconds": round(time.process_time(), 2)}) + "\n")
+            out.write(json.dumps(line) + "\n")
 
 
 def check_data(name: str) -> list[str]:

@@ -104,7 +104,7 @@ SYNTHETIC_REFERENCE = "semlm.fusion.synthetic_experiment:SYNTHETIC"
 def _synthetic_usage(kind: str, vocabulary: tuple[str, ...]) -> str:
     """The card's section on a synthetic-corpus model: its words, and (fusion) its features and how a request is
     written."""
-    from semlm.fusion.fuzzy import FEATURE_NAMES
+    from semlm.fusion.fuzzy import FEATURE_INDEX, FEATURE_NAMES
 
     words = ", ".join(f"`{w}`" for w in vocabulary)
     text = (f"## The synthetic corpus's model\n\nIt knows the {len(vocabulary)} tokens of paper A's synthetic "
@@ -120,7 +120,8 @@ def _synthetic_usage(kind: str, vocabulary: tuple[str, ...]) -> str:
         "A request is a value written into a column of the newest position's features at each generation step, "
         "for example a positive, strong continuation:\n\n```python\nimport torch\n\n"
         "ids = tokenizer(\"Alice cooks the meal ,\", return_tensors=\"pt\").input_ids\n"
-        "columns = torch.tensor([10, 11, 12])  # pos_low, pos_med, pos_high\n"
+        f"columns = torch.tensor([{FEATURE_INDEX['pos_low']}, {FEATURE_INDEX['pos_med']}, "
+        f"{FEATURE_INDEX['pos_high']}])  # pos_low, pos_med, pos_high\n"
         "values = torch.tensor([0.0, 0.0, 1.0])\n"
         "out = model.generate(ids, max_new_tokens=8, do_sample=False, feature_controls=(columns, values))\n"
         "print(tokenizer.decode(out[0], skip_special_tokens=True))\n```\n\n"

@@ -725,7 +725,10 @@ def read_run_log(run_log: Path) -> tuple[list[dict], list[str]]:
     """The run log a chapter's kernel appended to: its runs (one line each, :mod:`semlm.core.runs`) and its notices
     (:meth:`semlm.book.chapter.Chapter.notice`), in order; none when there is no log. (Its other lines, e.g. the
     kernel's start-up CPU time, are neither.)"""
-    lines = _run_log_lines(run_log)
+    return _runs_and_notices(_run_log_lines(run_log))
+
+
+def _runs_and_notices(lines: list[dict]) -> tuple[list[dict], list[str]]:
     return [line for line in lines if "status" in line], [line["notice"] for line in lines if "notice" in line]
 
 
@@ -733,8 +736,9 @@ def run_entry(status: str, seconds: float, run_log: Path, meter: CpuMeter | None
     """A manifest entry: ``first``, the ``status``, wall ``seconds`` and, from the run log that
     :mod:`semlm.core.runs` appended to, ``runs: {trained, resumed, loaded}``, ``run_list`` and (if any) the chapter's
     ``notices``; then the CPU use that ``meter`` (a finished :class:`~semlm.book.cpumeter.CpuMeter`) measured."""
-    runs, notices = read_run_log(run_log)
-    startup = [line["startup_cpu_seconds"] for line in _run_log_lines(run_log) if "startup_cpu_seconds" in line]
+    lines = _run_log_lines(run_log)
+    runs, notices = _runs_and_notices(lines)
+    startup = [line["startup_cpu_seconds"] for line in lines if "startup_cpu_seconds" in line]
     kept = ("experiment", "name", "seed", "group", "status", "train_seconds", "cpu_seconds", "model")
     return {**first, "status": status, "seconds": round(seconds, 1),
             "runs": {state: sum(r["status"] == state for r in runs) for state in ("trained", "resumed", "loaded")},
@@ -753,8 +757,7 @@ def _progress(label: str, run_log: Path, started: float, stop: threading.Event, 
     shown, models, last = 0, 0, time.perf_counter()
     while True:
         done = stop.wait(min(every, 5.0))
-        lines = [json.loads(line) for line in run_log.read_text().splitlines() if line.strip()] \
-            if run_log.is_file() else []
+        lines = _run_log_lines(run_log)
         for entry in lines[shown:]:
             if "notice" in entry:
                 print(f"  {label}: {entry['notice']}", flush=True)

@@ -503,12 +503,9 @@ def _record_run(experiment: Experiment, spec: RunSpec, folder: Path, runs_dir: P
     model.eval()
     metrics = experiment.evaluate(spec, experiment.data(spec), model, result)
     made = owner_record or result  # how the model was made
-    record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config),
-                       folder.name.rsplit("-", 1)[-1], str(model_folder),
-                       "trained" if shared and made.status == "resumed" else made.status, made.train_seconds,
-                       made.steps, made.history, _jsonable(metrics), torch.device(device).type, threads,
-                       peak_rss_mb(), made.stopped_early, made.best_step, evaluation,
-                       trained_by=owner.reference() if shared else "", data_fingerprint=data_used, spec=spec)
+    record = _new_record(experiment, spec, folder, model_folder, made,
+                         "trained" if shared and made.status == "resumed" else made.status, metrics, device, threads,
+                         evaluation, data_used, trained_by=owner.reference() if shared else "")
     on_disk = record.to_dict()
     if not shared and result.status == "loaded" and saved is not None:  # re-evaluated: keeps how it was trained
         on_disk["status"] = saved.get("status", result.status)
@@ -578,16 +575,23 @@ def distributed_run(experiment: Experiment, spec: RunSpec, runs_dir: str | Path,
     return record
 
 
+def _new_record(experiment: Experiment, spec: RunSpec, folder: Path, model_folder: Path, made, status: str,
+                metrics, device: str, threads: int, evaluation: str, data_used: str, **extra) -> RunRecord:
+    """The record of ``spec``'s run in ``folder`` (its model in ``model_folder``), made as ``made`` (a
+    :class:`TrainResult` or the owner's :class:`RunRecord`) says; ``extra``: ``trained_by``, ``world_size``, ..."""
+    return RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config),
+                     folder.name.rsplit("-", 1)[-1], str(model_folder), status, made.train_seconds, made.steps,
+                     made.history, _jsonable(metrics), torch.device(device).type, threads, peak_rss_mb(),
+                     made.stopped_early, made.best_step, evaluation, data_fingerprint=data_used, spec=spec, **extra)
+
+
 def _write_record(experiment: Experiment, spec: RunSpec, folder: Path, model, result: TrainResult, threads: int,
                   device: str, world_size: int, backend: str, status: str | None = None) -> None:
     """Evaluate a distributed run's model (on the main process) and write its record."""
     metrics = experiment.evaluate(spec, experiment.data(spec), model, result)
-    record = RunRecord(experiment.reference(), spec.name, spec.seed, spec.group, _jsonable(spec.config),
-                       folder.name.rsplit("-", 1)[-1], str(folder), status or result.status, result.train_seconds,
-                       result.steps, result.history, _jsonable(metrics), torch.device(device).type, threads,
-                       peak_rss_mb(), result.stopped_early, result.best_step, evaluation_key(experiment),
-                       data_fingerprint=data_fingerprint(experiment), world_size=world_size, backend=backend,
-                       spec=spec)
+    record = _new_record(experiment, spec, folder, folder, result, status or result.status, metrics, device, threads,
+                         evaluation_key(experiment), data_fingerprint(experiment), world_size=world_size,
+                         backend=backend)
     write_atomic(folder / "record.json", json.dumps(record.to_dict(), indent=2, default=str))
 
 

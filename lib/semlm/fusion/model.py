@@ -44,7 +44,7 @@ from transformers.utils import ModelOutput
 from .backbone import Backbone, SinusoidalPositions
 from .config import BackboneConfig
 from .featurize import TableFeaturizer
-from .fuzzy import FEATURE_NAMES, NUM_FEATURES
+from .fuzzy import NUM_FEATURES
 
 
 @dataclass
@@ -255,11 +255,6 @@ class FusionLM(_SemanticLM):
         self.config.featurizer, self.config.pad_token_id = "synthetic", pad_id
         self.featurizer = TableFeaturizer(self.config.vocab_size, pad_id, self.config.n_features).fill(tables)
         return self
-
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        """The names of the feature columns, in order (a request writes a value into one of them)."""
-        return FEATURE_NAMES
 
     def fuse(self, embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         u = self.semantic_projection(features)
