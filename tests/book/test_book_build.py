@@ -64,6 +64,17 @@ def test_the_declared_models_train_beside_the_chapters_and_only_once(built):
     assert 0 < manifest["html_cpu_seconds"] < manifest["cpu_seconds"]
 
 
+def test_every_declared_run_is_used(built):
+    """Every model the build trained or loaded, in the pool or in a chapter, was asked for by a chapter: no training
+    that nothing shown or judged reads (the runner names any such run)."""
+    manifest = book.read_manifest(built)
+    runs = [r for e in [manifest["train_ahead"], *manifest["chapters"].values()] for r in e["run_list"]]
+    assert runs and all("used_by" in r for r in runs)
+    unused = [f"{r['experiment']}/{r['name']} seed {r['seed']}" for r in runs if not r["used_by"]]
+    assert not unused, unused
+    assert all(set(r["used_by"]) <= set(manifest["chapters"]) for r in runs)
+
+
 def test_chapters_write_metrics_with_provenance(built):
     for chapter in ("01_feature_bank", "02_fusion_training"):
         record = json.loads((built / "metrics" / f"{chapter}.json").read_text())

@@ -568,3 +568,20 @@ def test_modified_data_is_refused_before_the_build_folder_is_made(tmp_path, monk
     with pytest.raises(book.BookError, match=r"wikitext-2/train.txt, .* differ from the pinned release.*make data"):
         book.run("smoke", only="06", build_dir=tmp_path / "build", html=False)
     assert not (tmp_path / "build").exists()
+
+
+def test_a_run_no_chapter_asks_for_is_marked_unused():
+    def run(name, status="loaded", model=None):
+        return {"experiment": "e", "group": "g", "name": name, "seed": 1, "status": status,
+                **({"model": model} if model else {})}
+
+    manifest = {"train_ahead": {"run_list": [run("a", "trained"), run("b", "trained"), run("orphan", "trained")]},
+                "chapters": {"02_x": {"run_list": [run("a"), run("c", "trained")]},
+                             "04_y": {"run_list": [run("a"), run("b")]},
+                             "10_z": {"run_list": [run("shared", model=["e", "g", "c", 1])]}}}
+    unused = book.mark_used(manifest)
+    assert [r["name"] for r in unused] == ["orphan"]
+    ahead = {r["name"]: r["used_by"] for r in manifest["train_ahead"]["run_list"]}
+    assert ahead == {"a": ["02_x", "04_y"], "b": ["04_y"], "orphan": []}
+    # a chapter's own model, and one another chapter shares under its owner's name
+    assert manifest["chapters"]["02_x"]["run_list"][1]["used_by"] == ["02_x", "10_z"]

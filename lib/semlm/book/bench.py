@@ -49,7 +49,7 @@ from semlm.book.records import BenchmarkRecord
 from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_FOLDERS, AUTHORS_COMPARISON_RECORD,
                                      RECORDED_DIR, load_recorded)
 from semlm.book.report import metrics_dir, write_chapter_metrics
-from semlm.book.runner import read_manifest
+from semlm.book.runner import read_manifest, trained_model as _trained_model
 
 TARGET_SECONDS = 60.0
 
@@ -582,12 +582,6 @@ def cpu_breakdown_frame(build_dir: str | Path | None = None, root: str | Path | 
         if run.book_manifest and not run.dry_run:
             rows += [{"build": f"recorded: {run.slug}", **row} for row in cpu_breakdown(run.book_manifest)]
     return pd.DataFrame(rows, columns=["build", "part", "cpu_seconds"])
-
-
-def _trained_model(run: dict) -> tuple:
-    """The trained model a manifest run names: its ``model`` (the owner's run for a model shared between chapters,
-    e.g. chapter 10's baseline is chapter 4's), else its own experiment, group, name and seed (older manifests)."""
-    return tuple(run.get("model") or (run["experiment"], run["group"], run["name"], run["seed"]))
 
 
 # --- the authors' script against ours (semlm.book.bench_cli), the bench JSON it is kept in ------

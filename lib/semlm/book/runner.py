@@ -546,6 +546,12 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                         from_scratch=from_scratch, **meter.summary(), chapters_run=chapters,
                         complete=only is None and not skipped and html,
                         modified_data={"mark": MODIFIED_DATA_MARK, "files": differing} if differing else None)
+        manifest = read_manifest(build_dir)
+        unused = mark_used(manifest)
+        _write_manifest(build_dir, manifest)
+    for run in unused:  # trained or loaded for nothing: a declaration (semlm.book.plan) no chapter reads
+        print(f"unused run: {run['experiment']}/{run['name']} seed {run['seed']} (no chapter asked for it)",
+              file=sys.stderr, flush=True)
     scratch = "from scratch" if from_scratch else "with models from the run cache"
     print(f"build: {meter.wall_seconds:.0f} s {scratch}, cores {meter.utilisation:.0%} busy ({meter.cores} cores)",
           flush=True)
@@ -709,11 +715,40 @@ def update_manifest(build_dir: Path, *, chapter: str | None = None, drop: str | 
         manifest.update(fields)
     else:
         manifest["chapters"][chapter] = fields
+    _write_manifest(build_dir, manifest)
+    return fields
+
+
+def _write_manifest(build_dir: Path, manifest: dict) -> None:
     path = Path(build_dir) / MANIFEST_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     tmp.replace(path)
-    return fields
+
+
+def trained_model(run: dict) -> tuple:
+    """The trained model a manifest run names: its ``model`` (the owner's run for a model shared between chapters,
+    e.g. chapter 10's baseline is chapter 4's), else its own experiment, group, name and seed (older manifests)."""
+    return tuple(run.get("model") or (run["experiment"], run["group"], run["name"], run["seed"]))
+
+
+def mark_used(manifest: dict) -> list[dict]:
+    """Give every run of ``manifest`` (the training pool's and each chapter's) ``used_by``: the chapters that asked
+    for its model (trained it or loaded it), in the book's order. Returns the runs that no chapter asked for: training
+    the build paid for and nothing it shows or judges read (:func:`run` names them)."""
+    users: dict[tuple, list[str]] = {}
+    for chapter, entry in manifest.get("chapters", {}).items():
+        for run in entry.get("run_list", []):
+            users.setdefault(trained_model(run), [])
+            if chapter not in users[trained_model(run)]:
+                users[trained_model(run)].append(chapter)
+    unused = []
+    for entry in [manifest.get("train_ahead") or {}, *manifest.get("chapters", {}).values()]:
+        for run in entry.get("run_list", []):
+            run["used_by"] = users.get(trained_model(run), [])
+            if not run["used_by"]:
+                unused.append(run)
+    return unused
 
 
 def _run_log_lines(run_log: Path) -> list[dict]:
