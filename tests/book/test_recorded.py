@@ -10,8 +10,8 @@ from semlm.book.flops import training_flops_per_token
 from semlm.book.recorded import (LABEL, README_END, README_START, collect, collect_book, collect_long, diff_builds,
                                  diff_lines, gpu_slug, main, readme_verdicts_section, recorded_bench_frame,
                                  recorded_book_builds_frame, recorded_cpu_numbers, recorded_frame,
-                                 recorded_gpu_throughput_frame, recorded_trace_frame, recorded_verdicts, update_readme,
-                                 write_precision_comparison)
+                                 recorded_gpu_throughput_frame, recorded_over_seeds, recorded_trace_frame,
+                                 recorded_verdicts, update_readme, write_precision_comparison)
 from semlm.book.recorded_runs import (BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL, SOURCE_LABEL, competent_recorded_runs,
                                       load_recorded)
 from semlm.data.paths import REPO_ROOT
@@ -179,6 +179,22 @@ def test_page_numbers_of_the_latest_recorded_cpu_run_and_of_none(tmp_path):
     numbers = recorded_cpu_numbers(recorded_frame("06_idea_gating", tmp_path / "recorded")[0])
     assert numbers == {"recorded_cpu_folder": "book/recorded/cpu-long", "recorded_cpu_plain": "40.00",
                        "recorded_cpu_gated": "41.00", "recorded_cpu_bigram": "59.00", "recorded_cpu_competence": "passes"}
+
+
+def test_a_build_without_its_own_seeds_shows_the_latest_competent_recorded_seed_comparison():
+    """Chapter 6 at ``cpu`` trains one seed of each model (they fail the competence check): its over-seeds table is a
+    recorded competent run's, named, or says there is none; the page's glue has the same keys either way."""
+    from semlm.idea.records import over_seeds_glue
+
+    over, where = recorded_over_seeds("06_idea_gating")
+    assert over is not None and len(over.seeds) >= 2 and where.startswith("book/recorded/")
+    folder = where.split()[0].removeprefix("book/recorded/")
+    run = {r.slug: r for r in load_recorded()}[folder]
+    assert run.chapters["06_idea_gating"]["competence"]["passes"] is True
+    assert len(over.table()) > 1
+    none, why = recorded_over_seeds("06_idea_gating", FIXTURES)  # the fixture run fails the competence check
+    assert none is None and ".ci/run-long" in why
+    assert over_seeds_glue(None).keys() == over.glue().keys() and over_seeds_glue(None)["n_seeds"] == 0
 
 
 def test_collect_long_from_the_command_line(tmp_path, capsys):

@@ -389,6 +389,24 @@ def recorded_cpu_numbers(frame) -> dict:
             "recorded_cpu_competence": competence or ("has no result for" if len(rows) else "cannot pass")}
 
 
+def recorded_over_seeds(chapter: str = "06_idea_gating", root: str | Path | None = None):
+    """``(over_seeds, where)``: the seed comparison (an :class:`~semlm.idea.records.IdeaOverSeeds`) of the latest
+    recorded run of ``chapter`` whose models pass its competence check and that compared at least two training seeds,
+    and a phrase naming it (folder, commit, profile); ``(None, why)`` when there is none. For a build whose own models
+    fail the check (chapter 6 at ``cpu``), which trains one seed of each and so has no seed comparison of its own."""
+    from semlm.idea.records import IdeaOverSeeds
+
+    found = [run for run in load_recorded(root) if not run.dry_run
+             and ((metrics := run.chapters.get(chapter, {})).get("competence") or {}).get("passes") is True
+             and len((metrics.get("over_seeds") or {}).get("seeds") or []) >= 2]
+    if not found:
+        return None, f"no recorded run of {chapter} passes the competence check over seeds (run .ci/run-long)"
+    run = max(found, key=lambda r: r.date)
+    metrics = run.chapters[chapter]
+    return IdeaOverSeeds.from_dict(metrics["over_seeds"]), (
+        f"book/recorded/{run.slug} (commit {run.commit[:7]}, profile {metrics.get('profile')}, {run.machine})")
+
+
 def recorded_bench_frame(root: str | Path | None = None):
     """``(frame, message)``: the idea-gate benchmark of each recorded GPU run (FLOP ratio vs time ratio, MFU)."""
     rows = [{"source": run.source, **_run_columns(run), "profile": b.get("profile"), "workload": workload,

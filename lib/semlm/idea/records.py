@@ -146,6 +146,17 @@ class IdeaOverSeeds(Record):
                 if self.sharpening_temperature is not None else "not measured"}
 
 
+def over_seeds_glue(over: IdeaOverSeeds | None) -> dict:
+    """:meth:`IdeaOverSeeds.glue` of ``over``, or with no seed comparison to show, the same keys saying so (0 seeds;
+    a NaN plain distinct-2, which formats as "nan")."""
+    if over is not None:
+        return over.glue()
+    return {"n_seeds": 0, "seed_gated_run": "none", "seed_distinct_plain": float("nan"),
+            **dict.fromkeys(("seed_stick_diff", "seed_authors_diff", "seed_distinct_diff", "seed_stick_vs_sharpened",
+                             "seed_book_diff", "seed_book_vs_sharpened", "seed_sharpening_temperature"),
+                            "not measured")}
+
+
 @dataclass(frozen=True, kw_only=True)
 class IdeaGatingRecord(ChapterRecord):
     chapter: ClassVar[str] = "06_idea_gating"

@@ -12,7 +12,8 @@ import torch
 
 from semlm.core.metrics import perplexity
 from semlm.core.records import Interval
-from semlm.idea.records import IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired
+from semlm.idea.records import (IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired,
+                                 over_seeds_glue)
 from semlm.core.runs import RunRecord
 from semlm.idea.profiles import IdeaProfile, profile_differences
 from semlm.idea.wikitext_experiment import DomainScores, IdeaData, competence, ngram_reference, profile_form_run
