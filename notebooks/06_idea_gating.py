@@ -56,8 +56,8 @@ from semlm.idea import report
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.idea.profiles import idea_profile, profile_differences
 from semlm.idea.wikitext_experiment import (
-    IDEA, authors_protocol, domain_retention, idea_data, idea_gating_runs,
-    load_domains, model_config, protocols_over_seeds, with_chosen_gated,
+    IDEA, idea_data, idea_gating_runs, load_domains, model_config,
+    protocols_over_seeds, scored_authors, scored_retention, with_chosen_gated,
 )
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 
@@ -321,8 +321,9 @@ fig = plots.plot_validation_history(runs)
 
 # %%
 authors = report.AuthorsProtocol({
-    name: authors_protocol(
-        models[name], tokenizer, PAPER_B_EVAL_DOMAINS, config.generation
+    name: scored_authors(
+        runs[name], tokenizer, PAPER_B_EVAL_DOMAINS, config.generation,
+        models[name],
     )
     for name in ("baseline", "gated")
 })
@@ -416,7 +417,9 @@ glue("stickiness_rule_commit", STICKINESS_RULE_COMMIT, display=False)
 # %%
 domains = load_domains()
 retention = report.Retention({
-    name: domain_retention(models[name], tokenizer, domains, config.generation)
+    name: scored_retention(
+        runs[name], tokenizer, domains, config.generation, models[name]
+    )
     for name in ("baseline", "gated")
 })
 fig = plots.plot_domain_retention(retention.frame())

@@ -115,9 +115,9 @@ small_generation = sweeps.sweep_generation(config)
 val = data.blocks("valid", config)
 
 
-def retention_summary(model, alpha=None):
+def retention_summary(model, alpha=None, record=None):
     return sweeps.retention_summary(
-        model, tokenizer, domains, small_generation, alpha
+        model, tokenizer, domains, small_generation, alpha, record
     )
 
 
@@ -125,7 +125,7 @@ alpha_rows = [
     {
         "alpha": a,
         "val_ppl": perplexity(gated, val, alpha=a),
-        **retention_summary(gated, a),
+        **retention_summary(gated, a, runs["gated"]),  # kept with the run
     }
     for a in (0.0, 0.25, 0.5, 0.75)
 ]

@@ -11,6 +11,7 @@ import papermill
 import pytest
 
 from semlm.book import runner as book
+from semlm.core.runs import EVALUATIONS_DIR
 from semlm.data.fetch import missing_for_chapters
 from semlm.data.paths import REPO_ROOT
 
@@ -73,6 +74,13 @@ def test_every_declared_run_is_used(built):
     unused = [f"{r['experiment']}/{r['name']} seed {r['seed']}" for r in runs if not r["used_by"]]
     assert not unused, unused
     assert all(set(r["used_by"]) <= set(manifest["chapters"]) for r in runs)
+
+
+def test_the_protocols_scores_are_kept_with_the_runs_they_score(built):
+    """Chapter 6's authors' and book protocols and chapter 7's sweep scores are computed once per run and setting and
+    kept in the run's folder (semlm.core.runs.cached_evaluation), where a rebuild or another chapter reads them."""
+    kept = {p.name.split("-")[0] for p in (built / "runs").glob(f"*/idea/*/*/{EVALUATIONS_DIR}/*.json")}
+    assert {"authors_protocol", "domain_retention"} <= kept
 
 
 def test_chapters_write_metrics_with_provenance(built):

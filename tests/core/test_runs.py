@@ -112,3 +112,38 @@ def test_a_failed_job_is_returned_and_the_others_go_on(profile, tmp_path):
                              progress=False, on_done=lambda experiment, spec, outcome: done.append(spec.name))
     assert isinstance(outcomes[0], Exception) and outcomes[1].status == "trained"
     assert sorted(done) == ["baseline", "broken"]
+
+
+def test_an_evaluation_is_computed_once_per_run_and_setting_and_kept_with_the_run(tmp_path):
+    """cached_evaluation: the second ask reads the file; another setting or another run computes anew; an unreadable
+    file is computed again; nothing half-written is left (the scores of chapter 6's protocols go through it)."""
+    from types import SimpleNamespace
+
+    from semlm.core.metrics import distinct_n
+    from semlm.core.records import Interval
+    from semlm.core.runs import EVALUATIONS_DIR, cached_evaluation
+    from semlm.idea.wikitext_experiment import DomainScores, _decode_scores, _encode_scores
+
+    record = SimpleNamespace(key="k1", run_dir=str(tmp_path / "run"))
+    calls = []
+
+    def compute(value):
+        calls.append(value)
+        return {"music": DomainScores({"stickiness": Interval.of_mean([value, 0.25, 0.5])},
+                                      [{"text": "a b", "ids": [1, 2]}])}
+
+    def ask(setting, on=record):
+        return cached_evaluation(on, distinct_n, setting, lambda: compute(setting), _encode_scores, _decode_scores)
+
+    first = ask(0.1)
+    again = ask(0.1)
+    assert calls == [0.1] and again == first  # read back equal, intervals and samples included
+    ask(0.2)
+    ask(0.1, SimpleNamespace(key="k2", run_dir=record.run_dir))
+    assert calls == [0.1, 0.2, 0.1]
+    files = sorted((tmp_path / "run" / EVALUATIONS_DIR).iterdir())
+    assert len(files) == 3 and all(f.name.startswith("distinct_n-") and f.suffix == ".json" for f in files)
+    for f in files:
+        f.write_text("{not json")
+    assert ask(0.1) == first and calls[-1] == 0.1 and len(calls) == 4
+    assert not list((tmp_path / "run" / EVALUATIONS_DIR).glob("*.tmp"))

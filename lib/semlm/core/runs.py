@@ -614,6 +614,36 @@ class RunContext:
         return Path(self.runs_dir) if self.runs_dir is not None else default_runs_dir(self.profile)
 
 
+#: The folder of a run where :func:`cached_evaluation` keeps what was computed from its model.
+EVALUATIONS_DIR = "evaluations"
+
+
+def cached_evaluation(record: RunRecord, function: Callable, settings: Any, compute: Callable[[], Any],
+                      encode: Callable[[Any], Any] = lambda value: value,
+                      decode: Callable[[Any], Any] = lambda data: data) -> Any:
+    """``compute()``, an evaluation of ``record``'s trained model by ``function`` under ``settings``, computed once
+    and kept with the run, so that every chapter and cell that asks for it again reads it.
+
+    Kept in ``<run dir>/evaluations/<function>-<key>.json`` (``encode`` makes it JSON, ``decode`` reads it back); the
+    key is the run's key, the library code ``function`` reaches (:func:`code_closure`, as for training) and
+    ``repr(settings)``, so a changed model, scoring code or setting computes anew. Written through a temporary file:
+    an interrupted evaluation leaves nothing behind, and a file that cannot be read is computed again."""
+    code = parts_hash(_memo(f"evaluation {function.__module__}:{function.__qualname__}", None, (function,)))
+    key = fingerprint(record.key, code, repr(settings))[:16]
+    path = Path(record.run_dir) / EVALUATIONS_DIR / f"{function.__name__}-{key}.json"
+    if path.is_file():
+        try:
+            return decode(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError):  # unreadable or from an older format: compute it again
+            pass
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(encode(value)))
+    tmp.replace(path)
+    return value
+
+
 def nested(records: Sequence[RunRecord], *fields: str) -> dict:
     """Records as nested dicts keyed by their ``fields`` in order, e.g. ``nested(records, "name", "seed")``
     gives ``{"plain": {0: record, 1: record}, "gated": {...}}``."""

@@ -14,7 +14,8 @@ from semlm.idea.records import XrayRecord
 from semlm.core.runs import RunRecord, RunSpec
 from semlm.idea.gate import ConcentrationDecay, IdeaGateLogitsProcessor, xray
 from semlm.idea.profiles import GenerationSettings, IdeaProfile, IdeaSettings
-from semlm.idea.wikitext_experiment import Domain, domain_retention, generate_texts, idea_run, sample_interval
+from semlm.idea.wikitext_experiment import (Domain, domain_retention, generate_texts, idea_run, sample_interval,
+                                             scored_retention)
 
 SWEEP_METRICS = ("stickiness", "distinct_2", "repetition")
 BETAS = (-2.0, -1.5, -1.0)
@@ -67,10 +68,13 @@ def sweep_generation(profile: IdeaProfile) -> GenerationSettings:
 
 
 def retention_summary(model, tokenizer, domains: dict[str, Domain], generation: GenerationSettings,
-                      alpha: float | None = None) -> dict:
+                      alpha: float | None = None, record: RunRecord | None = None) -> dict:
     """Stickiness, distinct-2 and repetition over all domains' samples: ``<metric>``, ``<metric>_low``,
-    ``<metric>_high`` (mean and 95% interval), one row of a sweep table."""
-    res = domain_retention(model, tokenizer, domains, generation, alpha=alpha)
+    ``<metric>_high`` (mean and 95% interval), one row of a sweep table. With the model's ``record``, the scores
+    are computed once per run and setting (:func:`~semlm.idea.wikitext_experiment.scored_retention`; ``model``
+    may then be None: it is loaded only if they must be computed)."""
+    res = (domain_retention(model, tokenizer, domains, generation, alpha=alpha) if record is None
+           else scored_retention(record, tokenizer, domains, generation, model, alpha))
     out = {}
     for metric in SWEEP_METRICS:
         s = sample_interval([r[metric] for scores in res.values() for r in scores.samples])
@@ -96,7 +100,7 @@ def sweep_tables(sweep_runs: dict[str, RunRecord], tokenizer, domains: dict[str,
 
     def row(run: RunRecord) -> dict:
         return {"val_ppl": run.metrics.val_ppl, "val_ppl_ungated": run.metrics.val_ppl_ungated,
-                **retention_summary(run.load(), tokenizer, domains, generation)}
+                **retention_summary(None, tokenizer, domains, generation, record=run)}
 
     reference = row(sweep_runs["sweep-beta-2.0"])
     beta = pd.DataFrame([{"beta": b, **(reference if b == -2.0 else row(sweep_runs[f"sweep-beta{b}"]))}

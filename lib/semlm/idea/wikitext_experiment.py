@@ -633,6 +633,38 @@ def authors_protocol(model, tokenizer, domains: dict, generation: GenerationSett
     return out
 
 
+def _encode_scores(scores: dict[str, DomainScores]) -> dict:
+    return {name: {"summary": {m: v.to_dict() for m, v in s.summary.items()}, "samples": s.samples}
+            for name, s in scores.items()}
+
+
+def _decode_scores(data: dict) -> dict[str, DomainScores]:
+    return {name: DomainScores({m: Interval.from_dict(v) for m, v in s["summary"].items()}, s["samples"])
+            for name, s in data.items()}
+
+
+def scored_authors(record: RunRecord, tokenizer, domains: dict, generation: GenerationSettings,
+                   model=None) -> dict[str, DomainScores]:
+    """:func:`authors_protocol` of ``record``'s model (``model``, or loaded from the run when it must be computed),
+    computed once per run, code and setting and kept with the run (:func:`~semlm.core.runs.cached_evaluation`)."""
+    return runs.cached_evaluation(
+        record, authors_protocol, (domains, generation),
+        lambda: authors_protocol(model if model is not None else record.load(), tokenizer, domains, generation),
+        _encode_scores, _decode_scores)
+
+
+def scored_retention(record: RunRecord, tokenizer, domains: dict[str, Domain], generation: GenerationSettings,
+                     model=None, alpha: float | None = None) -> dict[str, DomainScores]:
+    """:func:`domain_retention` of ``record``'s model, computed once per run, code and setting, as
+    :func:`scored_authors` (the stopword list is part of the setting)."""
+    settings = (domains, generation, alpha, sorted(stop_words()))
+    return runs.cached_evaluation(
+        record, domain_retention, settings,
+        lambda: domain_retention(model if model is not None else record.load(), tokenizer, domains, generation,
+                                 alpha=alpha),
+        _encode_scores, _decode_scores)
+
+
 #: validation blocks whose teacher-forced entropy sets the sharpening control's temperature
 SHARPENING_BLOCKS = 64
 
@@ -642,7 +674,9 @@ def protocols_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, au
     """Every seed's plain and gated GPT scored with the authors' protocol and the book's, with the sharpening
     control as the model ``"sharpened"``: the plain GPT at the temperature that gives it the gated GPT's mean
     next-token entropy on ``val_blocks`` (:func:`~semlm.idea.sharpening.sharpening_temperature`). Returns
-    ``{seed: {model: {domain: scores}}}`` of each protocol and ``{seed: temperature}``."""
+    ``{seed: {model: {domain: scores}}}`` of each protocol and ``{seed: temperature}``. Each score is computed
+    once per run and setting (:func:`scored_authors`, :func:`scored_retention`): what the chapter scored already
+    for its first seed's pair is read back."""
     from semlm.idea.sharpening import sharpening_temperature
 
     authors, book, temperatures = {}, {}, {}
@@ -650,11 +684,12 @@ def protocols_over_seeds(by_seed: dict[int, dict[str, RunRecord]], tokenizer, au
         models = {name: record.load() for name, record in pair.items()}
         temperatures[seed], _ = sharpening_temperature(models["baseline"], models["gated"], val_blocks,
                                                        generation.temperature, SHARPENING_BLOCKS)
+        arms = {**pair, "sharpened": pair["baseline"]}  # the sharpening control: the plain GPT, cooler
         models["sharpened"] = models["baseline"]
         settings = {**dict.fromkeys(pair, generation), "sharpened": replace(generation, temperature=temperatures[seed])}
-        authors[seed] = {name: authors_protocol(model, tokenizer, authors_domains, settings[name])
+        authors[seed] = {name: scored_authors(arms[name], tokenizer, authors_domains, settings[name], model)
                          for name, model in models.items()}
-        book[seed] = {name: domain_retention(model, tokenizer, domains, settings[name])
+        book[seed] = {name: scored_retention(arms[name], tokenizer, domains, settings[name], model)
                       for name, model in models.items()}
     return authors, book, temperatures
 
