@@ -79,6 +79,8 @@ def test_every_declared_run_is_used(built):
 def test_the_protocols_scores_are_kept_with_the_runs_they_score(built):
     """Chapter 6's authors' and book protocols and chapter 7's sweep scores are computed once per run and setting and
     kept in the run's folder (semlm.core.runs.cached_evaluation), where a rebuild or another chapter reads them."""
+    if "06_idea_gating" in book.read_skipped(built):
+        pytest.skip("chapter 6's data (WikiText-2) are missing, so it was skipped")
     kept = {p.name.split("-")[0] for p in (built / "runs").glob(f"*/idea/*/*/{EVALUATIONS_DIR}/*.json")}
     assert {"authors_protocol", "domain_retention"} <= kept
 
