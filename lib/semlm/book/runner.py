@@ -542,11 +542,10 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                 print(f"book: {_show(build_html(build_dir, solutions))}")
             else:
                 print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
-        update_manifest(build_dir, profile=profile, total_wall_seconds=round(meter.wall_seconds, 1),
-                        from_scratch=from_scratch, **meter.summary(), chapters_run=chapters,
-                        complete=only is None and not skipped and html,
-                        modified_data={"mark": MODIFIED_DATA_MARK, "files": differing} if differing else None)
         manifest = read_manifest(build_dir)
+        manifest.update(profile=profile, total_wall_seconds=round(meter.wall_seconds, 1), from_scratch=from_scratch,
+                        **meter.summary(), chapters_run=chapters, complete=only is None and not skipped and html,
+                        modified_data={"mark": MODIFIED_DATA_MARK, "files": differing} if differing else None)
         unused = mark_used(manifest)
         _write_manifest(build_dir, manifest)
     for run in unused:  # trained or loaded for nothing: a declaration (semlm.book.plan) no chapter reads
@@ -739,9 +738,9 @@ def mark_used(manifest: dict) -> list[dict]:
     users: dict[tuple, list[str]] = {}
     for chapter, entry in manifest.get("chapters", {}).items():
         for run in entry.get("run_list", []):
-            users.setdefault(trained_model(run), [])
-            if chapter not in users[trained_model(run)]:
-                users[trained_model(run)].append(chapter)
+            chapters = users.setdefault(trained_model(run), [])
+            if chapter not in chapters:
+                chapters.append(chapter)
     unused = []
     for entry in [manifest.get("train_ahead") or {}, *manifest.get("chapters", {}).values()]:
         for run in entry.get("run_list", []):
