@@ -260,18 +260,26 @@ _MSE_RULE = ("holds by construction if the whole 95% interval over seeds of the 
              "even to copy its input); otherwise inconclusive")
 
 
+def mse_status(causal: Interval, published: float | None = None) -> tuple[str, str]:
+    """A-T1-mse's status from the causal fusion model's semantic MSE over seeds, and what was found (the published
+    setting's mean, where measured, in the reason)."""
+    paper = ref.PAPER_A_TABLE1["fusion"]["sem_mse"]
+    status = (BY_CONSTRUCTION if causal.high <= 2 * paper else NOT_REPRODUCED if causal.above(2 * paper)
+              else INCONCLUSIVE)
+    beside = "" if published is None else f"; the published setting, which reads ahead, reaches {published:.4f}"
+    found = {BY_CONSTRUCTION: f"at or below twice the paper's value ({2 * paper:.4f}): the head copies its input "
+                              f"about as well as the paper's",
+             NOT_REPRODUCED: f"wholly above twice the paper's value ({2 * paper:.4f}): the head fails to copy its own "
+                             f"input as closely as the paper's does, in the causal setting{beside}",
+             INCONCLUSIVE: f"its interval straddles twice the paper's value ({2 * paper:.4f})"}[status]
+    return status, found
+
+
 @_judge(AUDIT, _MSE_RULE)
 def _sem_mse(metrics):
     published, causal = (_get(metrics, AUDIT, "table1", s, "fusion", "sem_mse") for s in ("published", "causal"))
     paper = ref.PAPER_A_TABLE1["fusion"]["sem_mse"]
-    status = (BY_CONSTRUCTION if causal.high <= 2 * paper else NOT_REPRODUCED if causal.above(2 * paper)
-              else INCONCLUSIVE)
-    found = {BY_CONSTRUCTION: f"at or below twice the paper's value ({2 * paper:.4f}): the head copies its input "
-                              f"about as well as the paper's",
-             NOT_REPRODUCED: f"wholly above twice the paper's value ({2 * paper:.4f}): the head fails to copy its own "
-                             f"input as closely as the paper's does, in the causal setting; the published setting, "
-                             f"which reads ahead, reaches {published.mean:.4f}",
-             INCONCLUSIVE: f"its interval straddles twice the paper's value ({2 * paper:.4f})"}[status]
+    status, found = mse_status(causal, published.mean)
     return Verdict(status, f"causal MSE {causal:.4f}, published setting {published.mean:.4f}, paper {paper}: {found}; "
                    f"{SELF_RECONSTRUCTION}", published.mean, causal.mean, (causal.low, causal.high),
                    seeds=_seeds(causal))
@@ -357,22 +365,28 @@ def _ood(claim_id: str, claim: str, cls: str) -> Claim:
     @_judge(AUDIT, _OOD_RULE.format(w=INCONCLUSIVE_HALF_WIDTH))
     def judge(metrics):
         causal, published = (_get(metrics, AUDIT, "ood_hit", s, cls) for s in ("causal", "published"))
-        paper = ref.PAPER_A_OOD_HIT[cls]
-        from semlm.fusion.decoding.generate import PAPER_MIXTURE
-
-        ours = PAPER_MIXTURE["positive" if cls == "pos" else "negative"].nucleus_rule
-        alone_paper, alone_ours = sampler_alone_rate(cls, "authors"), sampler_alone_rate(cls, ours)
-        text = (f"causal interval [{causal.low:.2f}, {causal.high:.2f}], paper {paper}; the sampler alone gives "
-                f"{alone_paper:.2f} under the authors' nucleus rule and {alone_ours:.2f} under ours ({ours!r}), "
-                f"against alpha x 3/5 = {sampler_guaranteed_rate(ref.PAPER_A_OOD_ALPHA[cls]):.2f} before truncation")
-        status, why = _first(
-            (causal.half_width > INCONCLUSIVE_HALF_WIDTH, INCONCLUSIVE, ""),
-            # a measured rate far below what the sampler alone gives means the decoder is broken
-            (alone_paper >= paper - 0.05, BY_CONSTRUCTION if causal.high >= alone_ours - 0.05 else NOT_REPRODUCED,
-             " (the paper's value is what the mixture gives a model that never predicts a held-out word)"),
-            (True, REPRODUCED if causal.low - 0.05 <= paper <= causal.high + 0.05 else NOT_REPRODUCED, ""))
-        return Verdict(status, text + why, published.mean, causal.mean, (causal.low, causal.high), seeds=_seeds(causal))
+        status, text = ood_status(causal, cls)
+        return Verdict(status, text, published.mean, causal.mean, (causal.low, causal.high), seeds=_seeds(causal))
     return Claim(claim_id, "A", claim, ref.PAPER_A_OOD_HIT[cls], judge)
+
+
+def ood_status(causal: Interval, cls: str) -> tuple[str, str]:
+    """A-T4-ood-``cls``'s status from the causal fusion model's held-out adjective rate over seeds, and the reason."""
+    paper = ref.PAPER_A_OOD_HIT[cls]
+    from semlm.fusion.decoding.generate import PAPER_MIXTURE
+
+    ours = PAPER_MIXTURE["positive" if cls == "pos" else "negative"].nucleus_rule
+    alone_paper, alone_ours = sampler_alone_rate(cls, "authors"), sampler_alone_rate(cls, ours)
+    text = (f"causal interval [{causal.low:.2f}, {causal.high:.2f}], paper {paper}; the sampler alone gives "
+            f"{alone_paper:.2f} under the authors' nucleus rule and {alone_ours:.2f} under ours ({ours!r}), "
+            f"against alpha x 3/5 = {sampler_guaranteed_rate(ref.PAPER_A_OOD_ALPHA[cls]):.2f} before truncation")
+    status, why = _first(
+        (causal.half_width > INCONCLUSIVE_HALF_WIDTH, INCONCLUSIVE, ""),
+        # a measured rate far below what the sampler alone gives means the decoder is broken
+        (alone_paper >= paper - 0.05, BY_CONSTRUCTION if causal.high >= alone_ours - 0.05 else NOT_REPRODUCED,
+         " (the paper's value is what the mixture gives a model that never predicts a held-out word)"),
+        (True, REPRODUCED if causal.low - 0.05 <= paper <= causal.high + 0.05 else NOT_REPRODUCED, ""))
+    return status, text + why
 
 
 def _by_context(metrics, token: str, paper: float) -> str:
@@ -1000,4 +1014,52 @@ def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
         if claim.effect is not None:
             rows[-1]["smallest_effect"] = claim.effect.smallest_effect
             rows[-1]["power"] = power_block(claim.effect, verdict.observed, verdict.seed_ids)
+    return rows
+
+
+# --- decisive recordings: the CPU claims judged on their registered seeds' values (issue 45) -------------------
+
+#: The rule of each claim a CPU decisive recording decides from per-seed values: an effect claim's
+#: :class:`~semlm.book.effects.EffectRule`, or a threshold claim's status function of its interval over seeds.
+DECISIVE_EFFECTS: dict[str, EffectRule] = {
+    "A-T1-fusion-better": A_T1_RULE, "A-T6-exclaim": A_T6_RULES["!"], "A-T6-question": A_T6_RULES["?"],
+    "B-lora-ppl": LORA_EFFECT}
+DECISIVE_THRESHOLDS: dict[str, tuple[Callable[[Interval], tuple[str, str]], str, tuple[float, float] | None]] = {
+    "A-T1-mse": (mse_status, _MSE_RULE, None),
+    "A-T4-ood-neg": (partial(ood_status, cls="neg"), _OOD_RULE.format(w=INCONCLUSIVE_HALF_WIDTH), (0.0, 1.0))}
+
+
+def decisive_rows(values: Mapping[str, Mapping[str, Sequence[float]]], seeds: Mapping[str, Sequence[int]],
+                  profile: str, which: str = "registered") -> list[dict]:
+    """Claims-table rows (as :func:`evaluate_claims` writes them) of the claims in ``values`` (``{claim:
+    {comparison: [value per seed]}}``, the seeds ``seeds[claim]``), each judged by its rule here: an effect claim by
+    its :class:`~semlm.book.effects.EffectRule` on the 95% t-interval of each comparison over seeds, a threshold
+    claim by the status function its chapter judge uses; ``which`` names the seeds in the reason ("registered", or
+    "pilot"). A ValueError names a claim with no decisive rule."""
+    by_id = {c.id: c for c in CLAIMS}
+    rows = []
+    for claim_id, comparisons in values.items():
+        claim, ids = by_id[claim_id], list(seeds[claim_id])
+        if claim_id in DECISIVE_EFFECTS:
+            rule = DECISIVE_EFFECTS[claim_id]
+            observed = {name: Interval.of_mean(list(comparisons[name])) for name in rule.comparisons}
+            status, why = rule.decide(observed)
+            decided = observed[rule.comparisons[0]]
+            reason = (f"over {len(ids)} {which} seeds: " + ", ".join(f"{n} {i:+.4f}" for n, i in observed.items())
+                      + f" ({why})")
+            row_rule, extra = ladder(rule), {"smallest_effect": rule.smallest_effect,
+                                             "power": power_block(rule, observed, ids)}
+        elif claim_id in DECISIVE_THRESHOLDS:
+            judge, row_rule, bounds = DECISIVE_THRESHOLDS[claim_id]
+            (name, per_seed), = comparisons.items()
+            decided = Interval.of_mean(list(per_seed), bounds)
+            status, why = judge(decided)
+            reason, extra = f"over {len(ids)} {which} seeds, {name} {decided:.4f}: {why}", {}
+        else:
+            raise ValueError(f"claim {claim_id} has no decisive rule; those with one are "
+                             f"{', '.join(sorted({**DECISIVE_EFFECTS, **DECISIVE_THRESHOLDS}))}")
+        rows.append({"id": claim_id, "paper": claim.paper, "kind": claim.kind, "claim": claim.claim,
+                     "paper_value": claim.paper_value, "published_value": None, "causal_value": decided.mean,
+                     "ci": [decided.low, decided.high], "seeds": len(ids), "seed_ids": ids, "status": status,
+                     "reason": reason, "profile": profile, "rule": row_rule, **extra})
     return rows

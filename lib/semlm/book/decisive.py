@@ -29,31 +29,37 @@ from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, _git, 
 from semlm.data.paths import REPO_ROOT
 
 
-def registered_hashes() -> dict[str, str]:
-    """SHA-256 of each file the registration freezes, as they are in this checkout."""
-    return {name: _sha256(REPO_ROOT / name) for name in REGISTERED_FILES}
+def registered_hashes(files=REGISTERED_FILES) -> dict[str, str]:
+    """SHA-256 of each file a registration freezes (default paper B's), as they are in this checkout."""
+    return {name: _sha256(REPO_ROOT / name) for name in files}
 
 
 def registration_checks(folder: Path) -> dict:
     """Refuse a deciding call that is not the registered one (module docstring); returns what was checked."""
-    reg = B_SEEDS
-    if reg is None:
+    if B_SEEDS is None:
         raise SeedsError("no registration of paper B's seeds is committed (semlm.book.registration.B_SEEDS is None); "
                          "run a pilot with --pilot (seeds 501-999), then commit the registration")
-    files = registered_hashes()
+    return tree_checks(folder, REGISTERED_FILES, registration_commit())
+
+
+def tree_checks(folder: Path, files: tuple[str, ...], registered: str | None) -> dict:
+    """The checks of a deciding call, whatever the registration: on a git clone (``$SEMLM_COMMIT`` unset), HEAD
+    descends from the ``registered`` commit, the registered ``files`` are unchanged since it and the tree is clean
+    apart from the recording's ``seeds/`` folder; without the history, the commit from ``$SEMLM_COMMIT``. Returns
+    what was checked, with the registered files' SHA-256; raises :class:`SeedsError` with the reason."""
+    hashes = registered_hashes(files)
     if os.environ.get("SEMLM_COMMIT") or not has_git():  # the files came without (or with a stale) history
         commit = os.environ.get("SEMLM_COMMIT")
         if not commit:
             raise SeedsError("no .git here: set SEMLM_COMMIT to the commit these files come from (collect checks "
                              "the registered files' SHA-256 against the registration)")
-        return {"commit": commit, "checked_by_git": False, "registered_files_sha256": files}
+        return {"commit": commit, "checked_by_git": False, "registered_files_sha256": hashes}
     commit = _git("rev-parse", "HEAD").stdout.strip()
-    registered = registration_commit()
     if registered is None:
-        raise SeedsError(f"{REGISTERED_FILES[0]} is not committed; commit the registration first")
+        raise SeedsError(f"{files[0]} is not committed; commit the registration first")
     if _git("merge-base", "--is-ancestor", registered, commit).returncode != 0:
         raise SeedsError(f"HEAD {commit[:12]} does not descend from the registration {registered[:12]}")
-    changed = _git("diff", "--name-only", registered, "HEAD", "--", *REGISTERED_FILES).stdout.split()
+    changed = _git("diff", "--name-only", registered, "HEAD", "--", *files).stdout.split()
     if changed:
         raise SeedsError(f"registered files changed since the registration {registered[:12]}: {', '.join(changed)}; "
                          f"a new registration needs a new commit and new seeds")
@@ -63,7 +69,7 @@ def registration_checks(folder: Path) -> dict:
     if dirty:
         raise SeedsError(f"the tree has changes outside the recording's seeds/ folder ({', '.join(dirty[:3])}"
                          f"{', ...' if len(dirty) > 3 else ''}); a deciding run comes from a clean commit")
-    return {"commit": commit, "checked_by_git": True, "registration": registered, "registered_files_sha256": files}
+    return {"commit": commit, "checked_by_git": True, "registration": registered, "registered_files_sha256": hashes}
 
 
 # -- the command ---------------------------------------------------------------------------------------------------

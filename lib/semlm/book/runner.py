@@ -907,6 +907,10 @@ def _parser() -> argparse.ArgumentParser:
 
     seeds_parser(commands)
     collect_parser(commands)
+    from semlm.book import cpu_decisive  # torch-free at import
+
+    cpu_decisive.parser(commands)
+    cpu_decisive.collect_parser(commands)
     export_cmd = commands.add_parser("export", help="write a finished run as a folder transformers loads",
                                      description="Write a finished run (a folder of the run cache) as weights, "
                                                  "config with auto_map, tokenizer and a model card.")
@@ -959,6 +963,17 @@ def main(argv: list[str] | None = None) -> int:
                 if args.command == "seeds":
                     return seeds_command(args)
                 print(f"collected: {collect(args.folder, pilot=args.pilot)}")
+                return 0
+            except (SeedsError, FileNotFoundError, ValueError) as exc:
+                raise BookError(str(exc), exit_code=2) from exc
+        if args.command in ("decisive", "collect-decisive"):
+            from semlm.book import cpu_decisive
+            from semlm.book.seeds import SeedsError
+
+            try:
+                if args.command == "decisive":
+                    return cpu_decisive.decisive_command(args)
+                print(f"collected: {cpu_decisive.collect(args.folder, pilot=args.pilot)}")
                 return 0
             except (SeedsError, FileNotFoundError, ValueError) as exc:
                 raise BookError(str(exc), exit_code=2) from exc

@@ -1,0 +1,345 @@
+"""``python -m semlm.book decisive`` and ``collect-decisive``: the CPU claims' decisive seeds (issue 45).
+
+``decisive --claims A-T1-fusion-better,B-lora-ppl`` runs, for each family the claims belong to
+(:data:`semlm.book.cpu_seeds.FAMILIES`), its registered seeds (:data:`semlm.book.registration_cpu.CPU_SEEDS`), one
+one-thread process per seed, ``--workers`` at a time, in a new runs folder (no cached run is reused; it is removed
+at the end, so no weights are kept). Each seed's result is one small file, ``<folder>/seeds/<family>/<seed>.json``,
+written when the seed has finished; a later call skips the seeds whose file exists, so a stopped recording resumes.
+A failed seed is reported (``calls.jsonl``) and replaced by the next spare; no seed is added after a look.
+
+A deciding call refuses to start unless the registration is committed, HEAD descends from it, the registered file is
+unchanged since and the tree is clean apart from the recording's ``seeds/`` folder
+(:func:`semlm.book.decisive.tree_checks`). ``--pilot`` runs planning seeds (501-999) into a pilot folder without
+these checks.
+
+``collect-decisive <folder>`` writes ``provenance.json`` (the registration, ``n_registered`` and ``seeds`` per claim,
+each seed's start time and code hash, mixed hashes reported), ``report.json`` (the claims' rows, judged by
+:func:`semlm.book.claims.decisive_rows`) and ``VERDICTS.md``; a deciding folder must hold exactly the registered
+seeds of each family it decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+from semlm.book.cpu_seeds import FAMILIES, family_of
+from semlm.book.seeds import PILOT_SEEDS, SeedsError, _git, _spawn, current_commit, has_git, machine
+from semlm.data.paths import REPO_ROOT
+
+#: Pilot seeds a --pilot call runs unless --seeds says otherwise.
+DEFAULT_PILOT = range(501, 506)
+
+
+def _registration():
+    from semlm.book import registration_cpu
+
+    return registration_cpu
+
+
+def families_of(claims: str | None) -> list[str]:
+    """The families that decide ``claims`` (comma-separated ids; None: every registered or known family)."""
+    if claims is None:
+        reg = _registration().CPU_SEEDS
+        return sorted(reg.n) if reg is not None else sorted(FAMILIES)
+    names = [c.strip() for c in claims.split(",") if c.strip()]
+    if not names:
+        raise SeedsError("--claims is empty; give claim ids such as A-T1-fusion-better,B-lora-ppl")
+    return list(dict.fromkeys(family_of(c).name for c in names))
+
+
+def _seed_range(text: str) -> list[int]:
+    try:
+        first, _, last = text.partition("-")
+        seeds = list(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise SeedsError(f"--seeds {text!r} is not a range such as 501-505") from None
+    if not seeds:
+        raise SeedsError(f"--seeds {text!r} is an empty range (its first seed is after its last); give A-B with "
+                         f"A <= B, such as 501-505")
+    return seeds
+
+
+def planned(args, families: list[str]) -> dict[str, tuple[list[int], list[int]]]:
+    """``{family: (seeds wanted, spares in order)}`` of this call."""
+    if args.pilot:
+        seeds = _seed_range(args.seeds) if args.seeds else list(DEFAULT_PILOT)
+        if not all(s in PILOT_SEEDS for s in seeds):
+            raise SeedsError(f"--pilot uses seeds {PILOT_SEEDS.start}-{PILOT_SEEDS.stop - 1} only (a registered seed "
+                             f"is never seen before its decisive run); got {seeds[0]}-{seeds[-1]}")
+        return {f: (seeds, []) for f in families}
+    reg = _registration().CPU_SEEDS
+    if args.seeds:
+        raise SeedsError("--seeds is for --pilot only: a deciding call records exactly the registered seeds")
+    missing = [f for f in families if f not in reg.n]
+    if missing:
+        raise SeedsError(f"the registration {reg.name} registers no seeds for {', '.join(missing)}; it registers "
+                         f"{', '.join(sorted(reg.n))}")
+    return {f: (reg.seeds(f), reg.all_seeds(f)[reg.n[f]:]) for f in families}
+
+
+def _failed(calls: Path) -> dict[str, set[int]]:
+    """``{family: seeds that failed}`` in earlier calls of this recording."""
+    out: dict[str, set[int]] = {}
+    if calls.is_file():
+        for line in calls.read_text().splitlines():
+            if line.strip():
+                for family, seed in json.loads(line).get("failed", []):
+                    out.setdefault(family, set()).add(seed)
+    return out
+
+
+def _todo(out: Path, wanted: dict[str, tuple[list[int], list[int]]], failed: dict[str, set[int]]
+          ) -> dict[str, list[int]]:
+    """The seeds still to run per family: the wanted ones without a file, each failed one replaced by the next
+    spare not yet used."""
+    todo = {}
+    for family, (seeds, spares) in wanted.items():
+        bad = failed.get(family, set())
+        queue = [s for s in seeds if s not in bad] + [s for s in spares if s not in bad][:len(bad & set(seeds))]
+        todo[family] = [s for s in queue if not (out / family / f"{s}.json").is_file()]
+    return todo
+
+
+def decisive_command(args: argparse.Namespace) -> int:
+    """Run every planned seed that has no file yet (module docstring); 1 if any seed failed."""
+    start = time.monotonic()
+    if args.workers < 1:
+        raise SeedsError(f"--workers must be >= 1, got {args.workers}")
+    if args.budget is not None and args.budget <= 0:
+        raise SeedsError(f"--budget must be a positive number of seconds, got {args.budget}")
+    registration = _registration()
+    reg = registration.CPU_SEEDS
+    if not args.pilot and reg is None:
+        raise SeedsError("no registration of the CPU claims' seeds is committed (semlm.book.registration_cpu.CPU_SEEDS "
+                         "is None); run a pilot with --pilot (seeds 501-999), then commit the registration")
+    families = families_of(args.claims)
+    folder = Path(args.folder) if args.folder else REPO_ROOT / "book" / "recorded" / (
+        "cpu-pilot" if args.pilot else reg.folder)
+    if args.pilot:
+        checks = {"pilot": True, "commit": current_commit()}
+    else:
+        from semlm.book.decisive import tree_checks
+
+        checks = tree_checks(folder, registration.REGISTERED_FILES, registration.registration_commit())
+    profile = args.profile or ("cpu" if args.pilot else reg.profile)
+    if not args.pilot and profile != reg.profile:
+        raise SeedsError(f"--profile {profile}: the registration decides at {reg.profile}")
+    wanted = planned(args, families)
+    out, calls = folder / "seeds", folder / "calls.jsonl"
+    todo = _todo(out, wanted, _failed(calls))
+    total = sum(len(s) for s, _ in wanted.values())
+    left = sum(len(s) for s in todo.values())
+    print(f"decisive: {', '.join(families)} at {profile}: {total - left} of {total} seeds already recorded in {out}; "
+          f"{left} to run, {args.workers} at a time", flush=True)
+    if not left:
+        return 0
+    for family in families:
+        _check_data(family)
+    runs_dir = Path(args.runs_dir) if args.runs_dir else Path(tempfile.mkdtemp(prefix="semlm-decisive-"))
+    if args.runs_dir and runs_dir.exists() and any(runs_dir.iterdir()):
+        raise SeedsError(f"--runs-dir {runs_dir} is not empty; a decisive call trains in a new runs folder (no cached "
+                         f"run is reused): give a new or empty folder")
+    call = {"started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **checks,
+            "argv": sys.argv[1:], "machine": machine(), "profile": profile, "workers": args.workers}
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(calls, "a") as f:  # the call's start, so that a call killed from outside still names itself
+        f.write(json.dumps({**call, "event": "start"}, default=str) + "\n")
+    done, failed = [], []
+    try:
+        done, failed = _run(todo, profile, runs_dir, out, args.workers, args.budget, start)
+    finally:
+        call.update(ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), done=done,
+                    failed=failed, event="end")
+        with open(calls, "a") as f:
+            f.write(json.dumps(call, default=str) + "\n")
+        if not args.runs_dir:
+            shutil.rmtree(runs_dir, ignore_errors=True)
+    if failed:
+        print(f"decisive: {len(failed)} seed(s) failed; run the same command again: each is replaced by the next "
+              f"spare", flush=True)
+    return 1 if failed else 0
+
+
+def _check_data(family: str) -> None:
+    """A family's data is there, before anything trains (one line naming what is missing)."""
+    from semlm.data.fetch import CHAPTER_DATA, missing_files
+
+    gone = missing_files(dict.fromkeys(f for chapter in FAMILIES[family].needs for f in CHAPTER_DATA.get(chapter, ())))
+    if gone:
+        raise SeedsError(f"{family} needs {', '.join(gone)}, missing under the data folder; set SEMLM_DATA_DIR to the "
+                         f"folder that holds it (or run `make data`)")
+
+
+def _run(todo: dict[str, list[int]], profile: str, runs_dir: Path, out: Path, workers: int,
+         budget: float | None, start: float) -> tuple[list, list]:
+    from tqdm.auto import tqdm
+
+    from semlm.book.cpu_seeds import one, prepare
+
+    prepared = {f: prepare(f, profile, runs_dir) for f, seeds in todo.items() if seeds}
+    tasks = [(f, s) for f, seeds in todo.items() for s in seeds]
+    for family in todo:
+        (out / family).mkdir(parents=True, exist_ok=True)
+    done, failed = [], []
+    bar = tqdm(total=len(tasks), desc="decisive seeds", unit="seed", file=sys.stdout)
+    with ProcessPoolExecutor(workers, mp_context=_spawn()) as pool:
+        pending, queue = {}, list(tasks)
+        while queue or pending:
+            while queue and len(pending) < workers:
+                if budget is not None and time.monotonic() - start > budget:
+                    print(f"decisive: --budget {budget:.0f} s passed; no new seed started ({len(queue)} left: run "
+                          f"the same command again to go on)", flush=True)
+                    queue = []
+                    break
+                family, seed = queue.pop(0)
+                future = pool.submit(one, family, seed, profile, str(runs_dir), str(out / family), prepared[family])
+                pending[future] = (family, seed)
+            if not pending:
+                break
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                family, seed = pending.pop(future)
+                try:
+                    future.result()
+                    done.append([family, seed])
+                except Exception as exc:  # one seed's failure is reported; the others go on
+                    failed.append([family, seed])
+                    print(f"decisive: {family} seed {seed} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                bar.update(1)
+    bar.close()
+    return done, failed
+
+
+def parser(commands) -> argparse.ArgumentParser:
+    cmd = commands.add_parser(
+        "decisive", help="train and score the CPU claims' registered decisive seeds, one process per seed",
+        description="For each family of the given claims, train and score its registered seeds (one one-thread "
+                    "process per seed) in a new runs folder and write one small JSON per seed into the recording's "
+                    "seeds/<family>/ folder; seeds whose file exists are skipped, so a second call resumes.")
+    cmd.add_argument("--claims", default=None, metavar="A,B",
+                     help="claim ids (default: every registered family's claims); a claim runs its whole family")
+    cmd.add_argument("--pilot", action="store_true",
+                     help="planning seeds (501-505 unless --seeds) into book/recorded/cpu-pilot/, without the "
+                          "registration checks")
+    cmd.add_argument("--seeds", metavar="A-B", help="with --pilot: a range of pilot seeds")
+    cmd.add_argument("--workers", type=int, default=2, help="seeds trained side by side (default 2)")
+    cmd.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                     help="start no new seed after this many seconds (default: no limit)")
+    cmd.add_argument("--profile", default=None, choices=("cpu", "smoke"),
+                     help="the models' scale (default: the registration's; smoke for the tests' pilots)")
+    cmd.add_argument("--folder", type=Path, default=None, help="the recording's folder (default: the registration's)")
+    cmd.add_argument("--runs-dir", type=Path, default=None,
+                     help="a new or empty runs folder, kept (default: a temporary one, removed at the end)")
+    return cmd
+
+
+# -- collect ---------------------------------------------------------------------------------------------------------
+
+
+def collect(folder: Path, pilot: bool = False) -> Path:
+    """Write ``provenance.json``, ``report.json`` and ``VERDICTS.md`` into ``folder`` from its seed files (module
+    docstring)."""
+    from semlm.book.claims import decisive_rows
+    from semlm.book.cpu_seeds import per_seed, read_results
+    from semlm.book.decisive import registered_hashes
+    from semlm.book.report import plain_summary, verdict_counts
+    from semlm.core.runs import write_atomic
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SeedsError(f"{folder} is not a folder; give the recording's folder, e.g. book/recorded/cpu-decisive-c1")
+    results = read_results(folder)
+    if not results:
+        raise SeedsError(f"{folder}/seeds holds no seed files; run `python -m semlm.book decisive` first")
+    calls = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines() if line.strip()] \
+        if (folder / "calls.jsonl").is_file() else []
+    registration = _registration()
+    reg = registration.CPU_SEEDS
+    failed = {}
+    for call in calls:
+        for family, seed in call.get("failed", []):
+            failed.setdefault(family, set()).add(seed)
+    if not pilot:
+        if reg is None:
+            raise SeedsError("no registration is committed; collect a pilot with --pilot")
+        expected = registered_hashes(registration.REGISTERED_FILES)
+        for call in calls:
+            if call.get("registered_files_sha256") not in (None, expected):
+                raise SeedsError(f"a call of {call.get('started_at')} ran with registered files other than the "
+                                 f"registration's; its seeds cannot decide")
+        for family, rows in results.items():
+            bad = failed.get(family, set())
+            usable = [s for s in reg.all_seeds(family) if s not in bad][:reg.n[family]]
+            if [r["seed"] for r in rows] != usable:
+                raise SeedsError(f"{folder} holds {len(rows)} {family} seeds, not exactly the registered "
+                                 f"{reg.n[family]} ({usable[0]}-{usable[-1]} after failed seeds' spares); run the "
+                                 f"decisive command again (it resumes)")
+    values, seeds, profiles = {}, {}, set()
+    for family, rows in results.items():
+        profiles |= {r["profile"] for r in rows}
+        for claim in FAMILIES[family].claims:
+            values[claim] = per_seed(rows, claim)
+            seeds[claim] = [r["seed"] for r in rows]
+    profile = ", ".join(sorted(profiles))
+    claims = decisive_rows(values, seeds, profile, "pilot" if pilot else "registered")
+    mixed = sorted({r["code_sha256"] for rows in results.values() for r in rows})
+    first = calls[0] if calls else {}
+    provenance = {
+        "label": "recorded CPU run: the CPU claims' decisive seeds, one process per seed "
+                 "(python -m semlm.book decisive)",
+        "kind": "cpu-pilot" if pilot else "cpu-decisive", "pilot": pilot,
+        "registration": None if pilot or reg is None else registration.registration_commit(),
+        "n_registered": None if pilot or reg is None else {c: reg.n[family_of(c).name] for c in values},
+        "seeds": seeds, "profile": profile, "git_commit": first.get("commit") or "unknown",
+        "machine": first.get("machine"), "date": first.get("started_at"), "calls": calls,
+        "code_sha256": mixed, "mixed_code": len(mixed) > 1,
+        "per_seed": {family: {r["seed"]: {k: r[k] for k in ("started_at", "wall_seconds", "cpu_seconds",
+                                                             "code_sha256")} for r in rows}
+                     for family, rows in results.items()},
+        "cpu_seconds": round(sum(r["cpu_seconds"] for rows in results.values() for r in rows), 1),
+        "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    report = {"claims": claims, "claims_commit": _git("rev-parse", "HEAD").stdout.strip() if has_git() else "?",
+              "counts": verdict_counts(claims), "summary": plain_summary(claims)}
+    write_atomic(folder / "provenance.json", json.dumps(provenance, indent=1, default=str) + "\n")
+    write_atomic(folder / "report.json", json.dumps(report, indent=1, default=str) + "\n")
+    write_atomic(folder / "VERDICTS.md", verdicts_markdown(report, provenance))
+    return folder
+
+
+def verdicts_markdown(report: dict, provenance: dict) -> str:
+    """``VERDICTS.md`` of a CPU decisive recording, generated from its ``report.json`` and ``provenance.json``."""
+    from semlm.book.recorded import _cell
+
+    kind = "Pilot" if provenance["pilot"] else "Decisive"
+    lines = [f"# {kind} seeds of the CPU claims", "",
+             f"Generated by `python -m semlm.book collect-decisive` from `seeds/<family>/*.json` beside this file: "
+             f"each seed trained and scored in its own one-thread process at the {provenance['profile']} profile, at "
+             f"commit `{str(provenance.get('git_commit'))[:12]}` ({provenance['cpu_seconds']:,.0f} CPU-seconds in "
+             f"all); the claims code of commit `{str(report.get('claims_commit'))[:12]}` judged them."
+             + (" A pilot: these seeds plan a registration and never decide a claim." if provenance["pilot"] else
+                f" Registration `{str(provenance.get('registration'))[:12]}`."),
+             "", "| claim | seeds | status | value | 95% interval | reason |", "|---|---|---|---|---|---|"]
+    for row in report["claims"]:
+        ci = f"[{row['ci'][0]:.4g}, {row['ci'][1]:.4g}]" if row.get("ci") else ""
+        lines.append(f"| {row['id']} | {row['seeds']} | {row['status']} | {_cell(row.get('causal_value'))} | {ci} | "
+                     f"{_cell(row.get('reason'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def collect_parser(commands) -> argparse.ArgumentParser:
+    cmd = commands.add_parser("collect-decisive", help="write a CPU decisive recording's provenance, report and "
+                                                       "verdicts",
+                              description="From a recording's seeds/<family>/*.json: provenance.json, report.json and "
+                                          "VERDICTS.md.")
+    cmd.add_argument("folder", type=Path, help="the recording's folder (book/recorded/cpu-decisive-... or a pilot's)")
+    cmd.add_argument("--pilot", action="store_true", help="a pilot: any seeds, no registration")
+    return cmd

@@ -1,0 +1,104 @@
+"""``python -m semlm.book decisive``: the CPU claims' seeds, one small result file per seed and family, resumable
+without training, judged by the claims' own rules; no deciding call without a committed registration."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from semlm.book import registration_cpu
+from semlm.book.claims import A_T1_RULE, DECISIVE_EFFECTS, DECISIVE_THRESHOLDS, LORA_EFFECT, decisive_rows, mse_status
+from semlm.book.cpu_seeds import FAMILIES, FAMILY_OF
+from semlm.core.records import Interval
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _decisive(*args, command="decisive", env=None):
+    return subprocess.run([sys.executable, "-m", "semlm.book", command, *args], capture_output=True, text=True,
+                          cwd=REPO, env=env or os.environ.copy(), timeout=900)
+
+
+@pytest.mark.needs_data("08_lora_4bit_idea_gating")
+def test_a_pilot_resumes_without_training_and_is_judged_by_the_claims_rules(tmp_path):
+    folder, runs = tmp_path / "pilot", tmp_path / "runs"
+    args = ("--pilot", "--profile", "smoke", "--claims", "A-T6-exclaim,B-lora-ppl", "--seeds", "501-502",
+            "--folder", str(folder), "--runs-dir", str(runs))
+    first = _decisive(*args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    files = sorted(p.relative_to(folder / "seeds").as_posix() for p in (folder / "seeds").rglob("*.json"))
+    assert files == ["fusion-pair/501.json", "fusion-pair/502.json", "lora/501.json", "lora/502.json"]
+    before = {p: (folder / "seeds" / p).read_bytes() for p in files}
+    result = json.loads(before["fusion-pair/501.json"])
+    assert result["seed"] == 501 and set(result["values"]) == set(FAMILIES["fusion-pair"].claims)
+    metrics = result["metrics"]
+    assert result["values"]["A-T1-fusion-better"]["baseline - fusion"] == pytest.approx(
+        metrics["baseline"]["ppl_seen_only"] - metrics["fusion"]["ppl_seen_only"])
+    assert not any(p.suffix in (".safetensors", ".pt", ".bin") for p in folder.rglob("*"))  # no weights recorded
+    # a second call with another (new) runs folder must train nothing: every seed has its file
+    second = _decisive(*args[:-1], str(tmp_path / "runs2"))
+    assert second.returncode == 0 and "4 of 4 seeds already recorded" in second.stdout, second.stderr[-2000:]
+    assert not (tmp_path / "runs2").exists(), "the second call trained (or prepared) something"
+    assert {p: (folder / "seeds" / p).read_bytes() for p in files} == before
+    collected = _decisive("--pilot", str(folder), command="collect-decisive")
+    assert collected.returncode == 0, collected.stderr[-2000:]
+    report = json.loads((folder / "report.json").read_text())
+    rows = {row["id"]: row for row in report["claims"]}
+    assert set(rows) == {*FAMILIES["fusion-pair"].claims, "B-lora-ppl"}
+    values = [json.loads(before[f"lora/{s}.json"])["values"]["B-lora-ppl"] for s in (501, 502)]
+    observed = {c: Interval.of_mean([v[c] for v in values]) for c in LORA_EFFECT.comparisons}
+    assert rows["B-lora-ppl"]["status"] == LORA_EFFECT.decide(observed)[0]
+    assert rows["B-lora-ppl"]["seed_ids"] == [501, 502] and "over 2 pilot seeds" in rows["B-lora-ppl"]["reason"]
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert provenance["pilot"] and provenance["seeds"]["A-T1-mse"] == [501, 502]
+    assert "Pilot seeds of the CPU claims" in (folder / "VERDICTS.md").read_text()
+
+
+def test_without_a_committed_registration_a_deciding_call_is_refused_in_one_line(tmp_path, monkeypatch):
+    if registration_cpu.CPU_SEEDS is not None:
+        pytest.skip("the CPU claims are registered")
+    done = _decisive("--claims", "A-T1-fusion-better", "--folder", str(tmp_path / "f"))
+    assert done.returncode == 2 and "no registration of the CPU claims' seeds is committed" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--pilot", "--seeds", "1001-1002"), "--pilot uses seeds 501-999 only"),
+    (("--pilot", "--seeds", "9-x"), "is not a range"),
+    (("--pilot", "--seeds", "505-501"), "is an empty range"),
+    (("--pilot", "--claims", "A-T9-nothing"), "unknown decisive claim 'A-T9-nothing'"),
+    (("--pilot", "--workers", "0"), "--workers must be >= 1"),
+])
+def test_bad_arguments_are_one_line_errors_and_write_nothing(tmp_path, args, message):
+    done = _decisive(*args, "--folder", str(tmp_path / "f"), "--runs-dir", str(tmp_path / "r"))
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "f").exists() and not (tmp_path / "r").exists()
+
+
+def test_collect_names_a_folder_without_seeds(tmp_path):
+    done = _decisive("--pilot", str(tmp_path), command="collect-decisive")
+    assert done.returncode == 2 and "holds no seed files" in done.stderr, done.stderr
+
+
+def test_every_family_claim_has_a_decisive_rule_and_the_rows_apply_it():
+    assert set(FAMILY_OF) == set(DECISIVE_EFFECTS) | set(DECISIVE_THRESHOLDS)
+    gain = [0.30, 0.25, 0.35, 0.28]      # well above m = 0.085 over 4 seeds
+    none = [0.01, -0.02, 0.015, -0.01]   # tight around 0: below m
+    mse = [0.004, 0.0041, 0.0039, 0.004]  # below twice the paper's 0.0087
+    seeds = [1001, 1002, 1003, 1004]
+    rows = {r["id"]: r for r in decisive_rows(
+        {"A-T1-fusion-better": {"baseline - fusion": gain}, "A-T6-exclaim": {"baseline - fusion": none},
+         "A-T1-mse": {"fusion semantic MSE": mse}}, dict.fromkeys(("A-T1-fusion-better", "A-T6-exclaim", "A-T1-mse"),
+                                                                  seeds), "cpu")}
+    assert rows["A-T1-fusion-better"]["status"] == A_T1_RULE.decide(
+        {"baseline - fusion": Interval.of_mean(gain)})[0] == "reproduced"
+    assert rows["A-T6-exclaim"]["status"] == "not reproduced"
+    assert rows["A-T1-mse"]["status"] == mse_status(Interval.of_mean(mse))[0] == "holds by construction"
+    power = rows["A-T1-fusion-better"]["power"]
+    assert power["n_planned"] == A_T1_RULE.n_planned and power["seeds_used"] == 4
+    with pytest.raises(ValueError, match="has no decisive rule"):
+        decisive_rows({"A-T2-adj": {"x": [1.0, 1.0]}}, {"A-T2-adj": [1, 2]}, "cpu")
