@@ -25,12 +25,14 @@ def _decisive(*args, command="decisive", env=None):
 @pytest.mark.needs_data("08_lora_4bit_idea_gating")
 def test_a_pilot_resumes_without_training_and_is_judged_by_the_claims_rules(tmp_path):
     folder, runs = tmp_path / "pilot", tmp_path / "runs"
-    args = ("--pilot", "--profile", "smoke", "--claims", "A-T6-exclaim,B-lora-ppl", "--seeds", "501-502",
+    claims = "A-T6-exclaim,B-lora-ppl,A-feature-steering,A-soft-control,B-topic-drift"
+    args = ("--pilot", "--profile", "smoke", "--claims", claims, "--seeds", "501-502",
             "--folder", str(folder), "--runs-dir", str(runs))
     first = _decisive(*args)
     assert first.returncode == 0, first.stderr[-2000:]
     files = sorted(p.relative_to(folder / "seeds").as_posix() for p in (folder / "seeds").rglob("*.json"))
-    assert files == ["fusion-pair/501.json", "fusion-pair/502.json", "lora/501.json", "lora/502.json"]
+    families = ["feature-steering", "fusion-pair", "lora", "soft-control", "topic-drift"]
+    assert files == [f"{f}/{s}.json" for f in families for s in (501, 502)]
     before = {p: (folder / "seeds" / p).read_bytes() for p in files}
     result = json.loads(before["fusion-pair/501.json"])
     assert result["seed"] == 501 and set(result["values"]) == set(FAMILIES["fusion-pair"].claims)
@@ -40,14 +42,15 @@ def test_a_pilot_resumes_without_training_and_is_judged_by_the_claims_rules(tmp_
     assert not any(p.suffix in (".safetensors", ".pt", ".bin") for p in folder.rglob("*"))  # no weights recorded
     # a second call with another (new) runs folder must train nothing: every seed has its file
     second = _decisive(*args[:-1], str(tmp_path / "runs2"))
-    assert second.returncode == 0 and "4 of 4 seeds already recorded" in second.stdout, second.stderr[-2000:]
+    assert second.returncode == 0 and "10 of 10 seeds already recorded" in second.stdout, second.stderr[-2000:]
     assert not (tmp_path / "runs2").exists(), "the second call trained (or prepared) something"
     assert {p: (folder / "seeds" / p).read_bytes() for p in files} == before
     collected = _decisive("--pilot", str(folder), command="collect-decisive")
     assert collected.returncode == 0, collected.stderr[-2000:]
     report = json.loads((folder / "report.json").read_text())
     rows = {row["id"]: row for row in report["claims"]}
-    assert set(rows) == {*FAMILIES["fusion-pair"].claims, "B-lora-ppl"}
+    assert set(rows) == {*FAMILIES["fusion-pair"].claims, "B-lora-ppl", "A-feature-steering", "A-soft-control",
+                         "B-topic-drift"}
     values = [json.loads(before[f"lora/{s}.json"])["values"]["B-lora-ppl"] for s in (501, 502)]
     observed = {c: Interval.of_mean([v[c] for v in values]) for c in LORA_EFFECT.comparisons}
     assert rows["B-lora-ppl"]["status"] == LORA_EFFECT.decide(observed)[0]
@@ -55,6 +58,11 @@ def test_a_pilot_resumes_without_training_and_is_judged_by_the_claims_rules(tmp_
     provenance = json.loads((folder / "provenance.json").read_text())
     assert provenance["pilot"] and provenance["seeds"]["A-T1-mse"] == [501, 502]
     assert "Pilot seeds of the CPU claims" in (folder / "VERDICTS.md").read_text()
+    # the generated-text claims keep two draws per seed, and the record splits their variance
+    steering = json.loads(before["feature-steering/501.json"])["values"]["A-feature-steering"]["requested - opposite"]
+    assert len(steering) == 2 and set(provenance["variance_split"]) >= {"A-feature-steering", "A-soft-control"}
+    topic = json.loads(before["topic-drift/501.json"])
+    assert topic["metrics"]["data_transitions"] >= 20_000 and topic["metrics"]["world"]["lexicon_seed"] == 501
 
 
 def test_without_a_committed_registration_a_deciding_call_is_refused_in_one_line(tmp_path, monkeypatch):

@@ -1023,32 +1023,64 @@ def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
 #: :class:`~semlm.book.effects.EffectRule`, or a threshold claim's status function of its interval over seeds.
 DECISIVE_EFFECTS: dict[str, EffectRule] = {
     "A-T1-fusion-better": A_T1_RULE, "A-T6-exclaim": A_T6_RULES["!"], "A-T6-question": A_T6_RULES["?"],
-    "B-lora-ppl": LORA_EFFECT}
+    "A-feature-steering": FEATURE_STEERING_EFFECT, "A-soft-control": SOFT_CONTROL_EFFECT,
+    "B-topic-drift": TOPIC_DRIFT_EFFECT, "B-lora-ppl": LORA_EFFECT}
 DECISIVE_THRESHOLDS: dict[str, tuple[Callable[[Interval], tuple[str, str]], str, tuple[float, float] | None]] = {
     "A-T1-mse": (mse_status, _MSE_RULE, None),
     "A-T4-ood-neg": (partial(ood_status, cls="neg"), _OOD_RULE.format(w=INCONCLUSIVE_HALF_WIDTH), (0.0, 1.0))}
 
 
+def _widened(values: Sequence[float], by: float) -> Interval:
+    i = Interval.of_mean(list(values))
+    return Interval(i.mean, i.low - by, i.high + by, i.n, i.values) if by else i
+
+
 def decisive_rows(values: Mapping[str, Mapping[str, Sequence[float]]], seeds: Mapping[str, Sequence[int]],
-                  profile: str, which: str = "registered") -> list[dict]:
+                  profile: str, which: str = "registered",
+                  not_comparable: Mapping[str, Sequence[int]] | None = None) -> list[dict]:
     """Claims-table rows (as :func:`evaluate_claims` writes them) of the claims in ``values`` (``{claim:
     {comparison: [value per seed]}}``, the seeds ``seeds[claim]``), each judged by its rule here: an effect claim by
     its :class:`~semlm.book.effects.EffectRule` on the 95% t-interval of each comparison over seeds, a threshold
     claim by the status function its chapter judge uses; ``which`` names the seeds in the reason ("registered", or
-    "pilot"). A ValueError names a claim with no decisive rule."""
+    "pilot"). As chapter 9 judges B-topic-drift: a comparison with ``"<comparison> interpolation error"`` values is
+    widened by their mean, the guard reads the values named as it is, the claim is not testable where a
+    ``"mixed share ..."`` mean exceeds :data:`TOPIC_MAX_MIXED`, and ``not_comparable[claim]`` (seeds whose models
+    could not be compared) count against power. A ValueError names a claim with no decisive rule."""
     by_id = {c.id: c for c in CLAIMS}
     rows = []
     for claim_id, comparisons in values.items():
         claim, ids = by_id[claim_id], list(seeds[claim_id])
         if claim_id in DECISIVE_EFFECTS:
             rule = DECISIVE_EFFECTS[claim_id]
-            observed = {name: Interval.of_mean(list(comparisons[name])) for name in rule.comparisons}
-            status, why = rule.decide(observed)
+            skipped = list((not_comparable or {}).get(claim_id, ()))
+            used = [s for s in ids if s not in skipped]
+            if not comparisons:
+                rows.append({"id": claim_id, "paper": claim.paper, "kind": claim.kind, "claim": claim.claim,
+                             "paper_value": claim.paper_value, "published_value": None, "causal_value": None,
+                             "ci": None, "seeds": 0, "seed_ids": ids, "status": INCONCLUSIVE,
+                             "reason": f"none of the {len(ids)} {which} seeds is comparable ({skipped})",
+                             "profile": profile, "rule": ladder(rule)})
+                continue
+
+            def error(name):
+                found = comparisons.get(f"{name} interpolation error")
+                return sum(found) / len(found) if found else 0.0
+
+            observed = {name: _widened(comparisons[name], error(name)) for name in rule.comparisons}
+            level = Interval.of_mean(list(comparisons[rule.guard.name])) if rule.guard is not None else None
+            mixed = {k.removeprefix("mixed share "): sum(v) / len(v) for k, v in comparisons.items()
+                     if k.startswith("mixed share ")}
+            if any(m > TOPIC_MAX_MIXED for m in mixed.values()):
+                status, why = NOT_TESTABLE, (f"mixed shares {', '.join(f'{k} {v:.2f}' for k, v in mixed.items())}: "
+                                             f"above {TOPIC_MAX_MIXED}, the models have not learnt the sentences")
+            else:
+                status, why = rule.decide(observed, level)
             decided = observed[rule.comparisons[0]]
-            reason = (f"over {len(ids)} {which} seeds: " + ", ".join(f"{n} {i:+.4f}" for n, i in observed.items())
-                      + f" ({why})")
+            reason = (f"over {len(used)} {which} seeds: " + ", ".join(f"{n} {i:+.4f}" for n, i in observed.items())
+                      + (f"; {rule.guard.name} {level:+.4f}" if level is not None else "") + f" ({why})"
+                      + (f"; not comparable: {skipped}, counted against power" if skipped else ""))
             row_rule, extra = ladder(rule), {"smallest_effect": rule.smallest_effect,
-                                             "power": power_block(rule, observed, ids)}
+                                             "power": power_block(rule, observed, used)}
         elif claim_id in DECISIVE_THRESHOLDS:
             judge, row_rule, bounds = DECISIVE_THRESHOLDS[claim_id]
             (name, per_seed), = comparisons.items()

@@ -247,8 +247,8 @@ def parser(commands) -> argparse.ArgumentParser:
 def collect(folder: Path, pilot: bool = False) -> Path:
     """Write ``provenance.json``, ``report.json`` and ``VERDICTS.md`` into ``folder`` from its seed files (module
     docstring)."""
-    from semlm.book.claims import decisive_rows
-    from semlm.book.cpu_seeds import per_seed, read_results
+    from semlm.book.claims import DECISIVE_EFFECTS, decisive_rows
+    from semlm.book.cpu_seeds import comparable, per_seed, read_results, variance_split
     from semlm.book.decisive import registered_hashes
     from semlm.book.report import plain_summary, verdict_counts
     from semlm.core.runs import write_atomic
@@ -282,14 +282,19 @@ def collect(folder: Path, pilot: bool = False) -> Path:
                 raise SeedsError(f"{folder} holds {len(rows)} {family} seeds, not exactly the registered "
                                  f"{reg.n[family]} ({usable[0]}-{usable[-1]} after failed seeds' spares); run the "
                                  f"decisive command again (it resumes)")
-    values, seeds, profiles = {}, {}, set()
+    values, seeds, skipped, split, profiles = {}, {}, {}, {}, set()
     for family, rows in results.items():
         profiles |= {r["profile"] for r in rows}
         for claim in FAMILIES[family].claims:
             values[claim] = per_seed(rows, claim)
             seeds[claim] = [r["seed"] for r in rows]
+            skipped[claim] = comparable(rows, claim)[1]
+            rule = DECISIVE_EFFECTS.get(claim)
+            names = None if rule is None else (*rule.comparisons, *((rule.guard.name,) if rule.guard else ()))
+            if (parts := variance_split(rows, claim, names)) is not None:
+                split[claim] = parts
     profile = ", ".join(sorted(profiles))
-    claims = decisive_rows(values, seeds, profile, "pilot" if pilot else "registered")
+    claims = decisive_rows(values, seeds, profile, "pilot" if pilot else "registered", skipped)
     mixed = sorted({r["code_sha256"] for rows in results.values() for r in rows})
     first = calls[0] if calls else {}
     provenance = {
@@ -305,6 +310,9 @@ def collect(folder: Path, pilot: bool = False) -> Path:
                                                              "code_sha256")} for r in rows}
                      for family, rows in results.items()},
         "cpu_seconds": round(sum(r["cpu_seconds"] for rows in results.values() for r in rows), 1),
+        "cpu_seconds_per_seed": {family: round(sum(r["cpu_seconds"] for r in rows) / len(rows), 1)
+                                 for family, rows in results.items()},
+        "variance_split": split,
         "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     report = {"claims": claims, "claims_commit": _git("rev-parse", "HEAD").stdout.strip() if has_git() else "?",
@@ -332,6 +340,17 @@ def verdicts_markdown(report: dict, provenance: dict) -> str:
         ci = f"[{row['ci'][0]:.4g}, {row['ci'][1]:.4g}]" if row.get("ci") else ""
         lines.append(f"| {row['id']} | {row['seeds']} | {row['status']} | {_cell(row.get('causal_value'))} | {ci} | "
                      f"{_cell(row.get('reason'))} |")
+    if provenance.get("variance_split"):
+        lines += ["", "Variance split of the claims judged on generated text (two generation draws per seed, each "
+                  "shared by the arms it compares): one draw's variance within a seed, and the variance between "
+                  "seeds of a seed's mean of two draws less its sampling part.", "",
+                  "| claim | comparison | seeds | mean | within-seed variance | between-seed variance |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {claim} | {name} | {v['seeds']} | {v['mean']:+.4f} | {v['within']:.3g} | {v['between']:.3g} |"
+                  for claim, parts in provenance["variance_split"].items() for name, v in parts.items()]
+    per_seed = provenance.get("cpu_seconds_per_seed") or {}
+    if per_seed:
+        lines += ["", "CPU-seconds per seed: " + ", ".join(f"{f} {v:,.0f}" for f, v in per_seed.items()) + "."]
     return "\n".join(lines) + "\n"
 
 

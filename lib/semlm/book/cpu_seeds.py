@@ -9,6 +9,18 @@ judges: one number per oriented comparison (``{claim: {comparison: value}}``), n
   ``A-T1-fusion-better`` (seen-only PPL, baseline - fusion), ``A-T6-exclaim`` / ``A-T6-question`` (the focus
   token's cross-entropy, baseline - fusion), ``A-T1-mse`` (the fusion model's semantic MSE) and ``A-T4-ood-neg``
   (its held-out adjective rate under negative hard control, 200 sentences, chapter 4's decoder).
+* ``feature-steering``: a causal fusion model (chapter 4's) at the seed, decoded through its features only under
+  the mirror-image requests (``A-feature-steering``: polarity accuracy, requested - opposite request), 200 sentences
+  per request, in two generation draws (each shared by both requests).
+* ``soft-control``: chapter 10's intent and shuffled models at the seed (``A-soft-control``: features-only polarity
+  accuracy, intent - shuffled), in two generation draws (the first the chapter's own reading, each shared by both
+  models).
+* ``topic-drift``: chapter 9's plain and gated GPT at the seed, each seed in its own topic world (world seed =
+  training seed: its own words and documents, the same laws), the data's switch rate measured on at least 20,000
+  held-out transitions of that world (``B-topic-drift``: switch rate, plain at matched PPL - gated and sharpened
+  plain - gated, with the gated model's excess drift for the rule's guard), in two generation draws (each shared
+  by every arm). A seed whose plain checkpoints do not bracket the gated model's PPL is not comparable: its file
+  says so, and it counts against power.
 * ``lora``: chapter 8's LoRA baseline, LoRA + idea gate and capacity control on the book's frozen 4-bit backbone
   at the seed (``B-lora-ppl``: validation PPL, baseline - gated and capacity control - gated). The backbone is the
   profile's own (pre-trained once per call at the profile's seed, as the chapter does), not a seed's.
@@ -24,8 +36,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Sentences per request of the held-out adjective rate (chapter 4's N, as in the paper).
+#: Sentences per request of the held-out adjective rate and of feature steering (chapter 4's N, as in the paper).
 OOD_SENTENCES = 200
+#: The generation draws of the claims judged on generated text: draw ``d`` samples with the chapter's sampling seed
+#: plus ``d * DRAW_OFFSET`` (draw 0 is the chapter's own protocol); both arms of a comparison share a draw's seed.
+DRAWS = (0, 1)
+DRAW_OFFSET = 100_003
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,9 @@ class Family:
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("fusion-pair", ("A-T1-fusion-better", "A-T6-exclaim", "A-T6-question", "A-T1-mse", "A-T4-ood-neg"),
            cpu_seconds=110.0),
+    Family("feature-steering", ("A-feature-steering",), cpu_seconds=60.0),
+    Family("soft-control", ("A-soft-control",), cpu_seconds=130.0),
+    Family("topic-drift", ("B-topic-drift",), cpu_seconds=45.0),
     Family("lora", ("B-lora-ppl",), cpu_seconds=60.0, needs=("08_lora_4bit_idea_gating",)),
 )}
 #: claim -> its family
@@ -89,6 +108,78 @@ def _value(v):
     return v["value"] if isinstance(v, dict) else v
 
 
+def _feature_steering(seed: int, profile: str, runs_dir: Path, prepared) -> dict:
+    from semlm.core import runs
+    from semlm.fusion.audit import features_only_decodes, judged_polarity, steering_accuracies
+    from semlm.fusion.decoding import ClauseGrammar
+    from semlm.fusion.profiles import synthetic_profile
+    from semlm.fusion.synthetic_experiment import SYNTHETIC, prepare_data, spec_for
+
+    config = synthetic_profile(profile, seed)
+    model = runs.run_one(SYNTHETIC, spec_for(config, "fusion", "causal"), runs_dir).load()
+    data = prepare_data(config.corpus, "causal")
+    grammar = ClauseGrammar(data.vocab)
+    draws = [steering_accuracies(judged_polarity(features_only_decodes(
+        model, data.featurizer, grammar, OOD_SENTENCES, seed + d * DRAW_OFFSET))) for d in DRAWS]
+    return {"values": {"A-feature-steering": {"requested - opposite": [r - o for r, o in draws]}},
+            "metrics": {"requested": [r for r, _ in draws], "opposite": [o for _, o in draws],
+                        "n_per_request": OOD_SENTENCES}}
+
+
+def _soft_control(seed: int, profile: str, runs_dir: Path, prepared) -> dict:
+    from semlm.core import runs
+    from semlm.fusion.intent_experiment import (EXPERIMENT, IntentRun, control_requests, judge, prepare_intent_data,
+                                                sample_sentences)
+    from semlm.fusion.profiles import intent_profile
+
+    config = intent_profile(profile, seed)
+    synthetic = config.synthetic
+    accuracy = {}
+    for variant in ("intent", "shuffled"):
+        run = IntentRun(synthetic, variant, config.samples_per_request, tuple(config.strength_levels))
+        record = runs.run_one(EXPERIMENT, runs.RunSpec(variant, seed, run), runs_dir)
+        first = record.metrics.readings[variant].polarity_acc  # the chapter's reading: sampling seed 1000 * seed
+        data, requests = prepare_intent_data(synthetic.corpus, variant), control_requests(run.samples_per_request)
+        sentences = sample_sentences(record.load(), data, requests, 1000 * seed + DRAW_OFFSET)
+        accuracy[variant] = [first, judge(sentences, requests, data.base.corpus.split.held_out)["polarity_acc"]]
+    return {"values": {"A-soft-control": {"intent - shuffled": [i - s for i, s in zip(accuracy["intent"],
+                                                                                       accuracy["shuffled"])]}},
+            "metrics": {"polarity_acc": accuracy, "samples_per_request": config.samples_per_request}}
+
+
+def _topic_drift(seed: int, profile: str, runs_dir: Path, prepared) -> dict:
+    from dataclasses import replace
+
+    from semlm.core import runs
+    from semlm.idea.profiles import topic_drift_profile
+    from semlm.idea.topic_experiment import (TOPIC_DRIFT, Measurements, prepare_topic_data, seed_arms, topic_run,
+                                             world_data_rate, world_of_seed)
+
+    config = world_of_seed(topic_drift_profile(profile), seed)
+    records = {kind: {seed: runs.run_one(TOPIC_DRIFT, topic_run(config, kind == "gated", seed), runs_dir)}
+               for kind in ("plain", "gated")}
+    data, rate = prepare_topic_data(config.data), world_data_rate(config.data)
+    metrics = {"world": {"seed": config.data.seed, "lexicon_seed": config.data.lexicon_seed},
+               "data_rate": rate.mean, "data_rate_interval": [rate.low, rate.high], "data_transitions": rate.n}
+    draws = []
+    for d in DRAWS:
+        drawn = replace(config, generation_seed=config.generation_seed + d * DRAW_OFFSET)
+        arms, detail = seed_arms(Measurements(records, data, drawn), seed)
+        if arms.arms is None or not arms.comparable:
+            return {"values": {"B-topic-drift": None}, "comparable": False, "metrics": {**metrics, "detail": detail}}
+        draws.append(arms.arms)
+    switch = [{arm: a[arm].rates()[0] for arm in ("gated", "plain", "sharpened", "gate_off")} for a in draws]
+    values = {"plain - gated": [r["plain"] - r["gated"] for r in switch],
+              "sharpened plain - gated": [r["sharpened"] - r["gated"] for r in switch],
+              "gated excess drift": [r["gated"] - rate.mean for r in switch],
+              "plain - gated interpolation error": [a["plain"].interpolation_error for a in draws],
+              "sharpened plain - gated interpolation error": [a["sharpened"].interpolation_error for a in draws],
+              "mixed share gated": [a["gated"].rates()[1] for a in draws],
+              "mixed share plain": [a["plain"].rates()[1] for a in draws]}
+    return {"values": {"B-topic-drift": values}, "comparable": True,
+            "metrics": {**metrics, "switch_rate": switch, "detail": detail}}
+
+
 def _lora_prepare(profile: str, runs_dir: Path):
     """The profile's frozen backbone, pre-trained (once, before the seeds) in ``runs_dir``."""
     from semlm.core.runs import RunContext, run_many
@@ -116,7 +207,9 @@ def _lora(seed: int, profile: str, runs_dir: Path, prepared) -> dict:
             "metrics": {"val_ppl": ppl, "quantization": q}}
 
 
-_RUNNERS = {"fusion-pair": (None, _fusion_pair), "lora": (_lora_prepare, _lora)}
+_RUNNERS = {"fusion-pair": (None, _fusion_pair), "feature-steering": (None, _feature_steering),
+            "soft-control": (None, _soft_control), "topic-drift": (None, _topic_drift),
+            "lora": (_lora_prepare, _lora)}
 
 
 def prepare(family: str, profile: str, runs_dir: str | Path):
@@ -133,7 +226,7 @@ def run_seed(family: str, seed: int, profile: str, runs_dir: str | Path, prepare
 
     started, wall0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
     cpu0 = _cpu_seconds(resource)
-    out = _RUNNERS[family][1](seed, profile, Path(runs_dir) / f"seed-{seed}", prepared)
+    out = _RUNNERS[family][1](seed, profile, Path(runs_dir) / family / f"seed-{seed}", prepared)
     return {"family": family, "seed": seed, "profile": profile, "claims": list(FAMILIES[family].claims),
             **out, "code_sha256": code_hash(), "started_at": started.isoformat(timespec="seconds"),
             "wall_seconds": round(time.perf_counter() - wall0, 2),
@@ -170,10 +263,42 @@ def read_results(folder: str | Path) -> dict[str, list[dict]]:
 
 
 def per_seed(results: list[dict], claim: str) -> dict[str, list[float]]:
-    """``{comparison: [value per seed]}`` of ``claim`` over ``results`` (a value recorded per draw is averaged)."""
-    comparisons = results[0]["values"][claim]
-    return {c: [_mean(r["values"][claim][c]) for r in results] for c in comparisons}
+    """``{comparison: [value per seed]}`` of ``claim`` over the ``results`` that hold a value for it (a seed whose
+    models are not comparable holds None and is left out); a value recorded per draw is averaged."""
+    usable = [r for r in results if r["values"][claim] is not None]
+    if not usable:
+        return {}
+    return {c: [_mean(r["values"][claim][c]) for r in usable] for c in usable[0]["values"][claim]}
+
+
+def comparable(results: list[dict], claim: str) -> tuple[list[int], list[int]]:
+    """(seeds with a value for ``claim``, seeds without: not comparable)."""
+    return ([r["seed"] for r in results if r["values"][claim] is not None],
+            [r["seed"] for r in results if r["values"][claim] is None])
 
 
 def _mean(v) -> float:
     return sum(v) / len(v) if isinstance(v, list) else float(v)
+
+
+def variance_split(results: list[dict], claim: str, names=None) -> dict[str, dict] | None:
+    """Per comparison of ``claim`` recorded per generation draw (two draws per seed), the split of the per-seed value
+    ``d`` into sampling noise within a seed (``mean (d1 - d2)^2 / 2``: one draw's variance) and the variance between
+    seeds (``Var(d bar) - within / 2``), for the comparisons ``names`` (default all); None if the claim is not
+    recorded per draw."""
+    import statistics
+
+    results = [r for r in results if r["values"][claim] is not None]
+    comparisons = results[0]["values"][claim] if results else {}
+    comparisons = {k: v for k, v in comparisons.items() if names is None or k in names}
+    if not comparisons or not all(isinstance(v, list) and len(v) == 2 for v in comparisons.values()):
+        return None
+    out = {}
+    for name in comparisons:
+        pairs = [r["values"][claim][name] for r in results]
+        within = sum((a - b) ** 2 for a, b in pairs) / (2 * len(pairs))
+        means = [(a + b) / 2 for a, b in pairs]
+        var_mean = statistics.variance(means) if len(means) > 1 else float("nan")
+        out[name] = {"seeds": len(pairs), "mean": statistics.fmean(means), "within": within,
+                     "between": var_mean - within / 2, "var_of_seed_means": var_mean}
+    return out
