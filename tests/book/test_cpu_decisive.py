@@ -40,6 +40,9 @@ def test_a_pilot_resumes_without_training_and_is_judged_by_the_claims_rules(tmp_
     assert result["values"]["A-T1-fusion-better"]["baseline - fusion"] == pytest.approx(
         metrics["baseline"]["ppl_seen_only"] - metrics["fusion"]["ppl_seen_only"])
     assert not any(p.suffix in (".safetensors", ".pt", ".bin") for p in folder.rglob("*"))  # no weights recorded
+    assert sorted(p.name for p in folder.iterdir()) == ["seeds"]  # the call's log too is in seeds/ (calls.jsonl)
+    assert [json.loads(line)["event"] for line in (folder / "seeds" / "calls.jsonl").read_text().splitlines()] == [
+        "start", "end"]
     # a second call with another (new) runs folder must train nothing: every seed has its file
     second = _decisive(*args[:-1], str(tmp_path / "runs2"))
     assert second.returncode == 0 and "10 of 10 seeds already recorded" in second.stdout, second.stderr[-2000:]
@@ -110,3 +113,82 @@ def test_every_family_claim_has_a_decisive_rule_and_the_rows_apply_it():
     assert power["n_planned"] == A_T1_RULE.n_planned and power["seeds_used"] == 4
     with pytest.raises(ValueError, match="has no decisive rule"):
         decisive_rows({"A-T2-adj": {"x": [1.0, 1.0]}}, {"A-T2-adj": [1, 2]}, "cpu")
+
+
+# -- the registration: committed before its seeds, fresh seeds, a clean tree ----------------------------------------
+
+RECORDED = REPO / "book" / "recorded"
+
+
+def _git(*args, cwd=REPO):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def _registered():
+    reg = registration_cpu.CPU_SEEDS
+    if reg is None:
+        pytest.skip("the CPU claims are not registered yet (registration_cpu.CPU_SEEDS is None)")
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+        pytest.skip("a shallow clone holds no history to check the registration against")
+    commit = registration_cpu.registration_commit()
+    assert commit, "the registration commit is not in this clone's history"
+    return reg, commit
+
+
+def test_cpu_registration_precedes_decisive_results():
+    reg, registered = _registered()
+    touched = _git("show", "--name-only", "--format=", registered).stdout.split()
+    assert touched and not any(p.startswith("book/recorded/") for p in touched), touched
+    when = int(_git("show", "-s", "--format=%ct", registered).stdout)
+    calls_file = RECORDED / reg.folder / "seeds" / "calls.jsonl"
+    calls = [json.loads(line) for line in calls_file.read_text().splitlines() if line.strip()] \
+        if calls_file.is_file() else []
+    from datetime import datetime
+
+    for call in calls:
+        assert _git("merge-base", "--is-ancestor", registered, call["commit"]).returncode == 0, call["commit"]
+        assert datetime.fromisoformat(call["started_at"]).timestamp() > when
+        assert call["registered_files_sha256"] == {
+            name: __import__("hashlib").sha256(_git("show", f"{registered}:{name}").stdout.encode()).hexdigest()
+            for name in registration_cpu.REGISTERED_FILES}
+
+
+def test_cpu_decisive_seeds_are_fresh():
+    import re
+
+    reg, registered = _registered()
+    claims = {c: f for f in reg.n for c in FAMILIES[f].claims}
+    seeds = {s for f in reg.n for s in reg.all_seeds(f)}
+    assert min(seeds) >= 1001
+    from semlm.book.registration import B_CLAIMS, B_SEEDS
+
+    for folder in RECORDED.iterdir():
+        if not folder.is_dir() or folder.name == reg.folder:
+            continue
+        if B_SEEDS is not None and folder.name == B_SEEDS.folder:
+            assert not set(claims) & set(B_CLAIMS)  # paper B's seeds decide other claims on other models
+            continue
+        for path in folder.rglob("*.json"):
+            found = {int(s) for s in re.findall(r'"seeds?": \[?(\d{4})\b', path.read_text())} & seeds
+            assert not found, f"{path} holds registered seeds {sorted(found)}"
+    before = _git("ls-tree", "-r", "--name-only", f"{registered}^", "book/recorded").stdout.split()
+    assert not any(reg.folder in p for p in before)
+    from semlm.book.cpu_seeds import read_results
+
+    for family, rows in read_results(RECORDED / reg.folder).items():
+        assert family in reg.n and {r["seed"] for r in rows} <= set(reg.all_seeds(family))
+        assert all(r["profile"] == reg.profile for r in rows)
+
+
+def test_cpu_decisive_command_refuses_a_dirty_tree(tmp_path):
+    reg, _ = _registered()
+    clone = tmp_path / "clone"
+    assert _git("clone", "-q", str(REPO), str(clone)).returncode == 0
+    (clone / "stray.txt").write_text("not committed")
+    env = {k: v for k, v in os.environ.items() if k != "SEMLM_COMMIT"}
+    env["PYTHONPATH"] = str(clone / "lib")
+    done = subprocess.run([sys.executable, "-m", "semlm.book", "decisive", "--runs-dir", str(tmp_path / "runs")],
+                          capture_output=True, text=True, cwd=clone, env=env, timeout=300)
+    assert done.returncode == 2 and "changes outside the recording's seeds/ folder (stray.txt)" in done.stderr, \
+        done.stderr
+    assert not (tmp_path / "runs").exists()

@@ -5,7 +5,9 @@
 one-thread process per seed, ``--workers`` at a time, in a new runs folder (no cached run is reused; it is removed
 at the end, so no weights are kept). Each seed's result is one small file, ``<folder>/seeds/<family>/<seed>.json``,
 written when the seed has finished; a later call skips the seeds whose file exists, so a stopped recording resumes.
-A failed seed is reported (``calls.jsonl``) and replaced by the next spare; no seed is added after a look.
+Each call is logged in ``seeds/calls.jsonl`` (its start, then its end with the seeds done and failed: the recording's
+own files all sit under ``seeds/``, so a resumed call finds the tree clean). A failed seed is replaced by the next
+spare; no seed is added after a look.
 
 A deciding call refuses to start unless the registration is committed, HEAD descends from it, the registered file is
 unchanged since and the tree is clean apart from the recording's ``seeds/`` folder
@@ -34,6 +36,8 @@ from semlm.book.cpu_seeds import FAMILIES, family_of
 from semlm.book.seeds import PILOT_SEEDS, SeedsError, _git, _spawn, current_commit, has_git, machine
 from semlm.data.paths import REPO_ROOT
 
+#: The log of a recording's calls, in its seeds/ folder.
+CALLS = "calls.jsonl"
 #: Pilot seeds a --pilot call runs unless --seeds says otherwise.
 DEFAULT_PILOT = range(501, 506)
 
@@ -132,8 +136,15 @@ def decisive_command(args: argparse.Namespace) -> int:
     profile = args.profile or ("cpu" if args.pilot else reg.profile)
     if not args.pilot and profile != reg.profile:
         raise SeedsError(f"--profile {profile}: the registration decides at {reg.profile}")
+    from semlm.book.cpu_seeds import protocol
+
+    if not args.pilot and protocol() != reg.protocol:
+        differ = sorted(k for k in {**protocol(), **reg.protocol} if protocol().get(k) != reg.protocol.get(k))
+        raise SeedsError(f"the seeds' protocol in semlm.book.cpu_seeds differs from the registered one in "
+                         f"{', '.join(differ)}; a deciding run uses the registered protocol")
     wanted = planned(args, families)
-    out, calls = folder / "seeds", folder / "calls.jsonl"
+    out = folder / "seeds"
+    calls = out / CALLS
     todo = _todo(out, wanted, _failed(calls))
     total = sum(len(s) for s, _ in wanted.values())
     left = sum(len(s) for s in todo.values())
@@ -147,9 +158,12 @@ def decisive_command(args: argparse.Namespace) -> int:
     if args.runs_dir and runs_dir.exists() and any(runs_dir.iterdir()):
         raise SeedsError(f"--runs-dir {runs_dir} is not empty; a decisive call trains in a new runs folder (no cached "
                          f"run is reused): give a new or empty folder")
+    from semlm.book.report import cpu_model
+
     call = {"started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **checks,
-            "argv": sys.argv[1:], "machine": machine(), "profile": profile, "workers": args.workers}
-    folder.mkdir(parents=True, exist_ok=True)
+            "argv": sys.argv[1:], "machine": {**machine(), "cpu_model": cpu_model()}, "profile": profile,
+            "workers": args.workers}
+    out.mkdir(parents=True, exist_ok=True)
     with open(calls, "a") as f:  # the call's start, so that a call killed from outside still names itself
         f.write(json.dumps({**call, "event": "start"}, default=str) + "\n")
     done, failed = [], []
@@ -259,8 +273,9 @@ def collect(folder: Path, pilot: bool = False) -> Path:
     results = read_results(folder)
     if not results:
         raise SeedsError(f"{folder}/seeds holds no seed files; run `python -m semlm.book decisive` first")
-    calls = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines() if line.strip()] \
-        if (folder / "calls.jsonl").is_file() else []
+    calls_file = folder / "seeds" / CALLS
+    calls = [json.loads(line) for line in calls_file.read_text().splitlines() if line.strip()] \
+        if calls_file.is_file() else []
     registration = _registration()
     reg = registration.CPU_SEEDS
     failed = {}
@@ -304,7 +319,8 @@ def collect(folder: Path, pilot: bool = False) -> Path:
         "registration": None if pilot or reg is None else registration.registration_commit(),
         "n_registered": None if pilot or reg is None else {c: reg.n[family_of(c).name] for c in values},
         "seeds": seeds, "profile": profile, "git_commit": first.get("commit") or "unknown",
-        "machine": first.get("machine"), "date": first.get("started_at"), "calls": calls,
+        "cpu_model": (first.get("machine") or {}).get("cpu_model"),
+        "cpu_count": (first.get("machine") or {}).get("cpu_count"), "date": first.get("started_at"), "calls": calls,
         "code_sha256": mixed, "mixed_code": len(mixed) > 1,
         "per_seed": {family: {r["seed"]: {k: r[k] for k in ("started_at", "wall_seconds", "cpu_seconds",
                                                              "code_sha256")} for r in rows}

@@ -44,6 +44,16 @@ DRAWS = (0, 1)
 DRAW_OFFSET = 100_003
 
 
+def protocol() -> dict:
+    """The per-seed protocol a registration freezes (:mod:`semlm.book.registration_cpu`): what the families sample,
+    how many draws, and how each seed's topic world is drawn."""
+    from semlm.idea.topic_experiment import WORLD_RATE_TRANSITIONS
+
+    return {"ood_and_steering_sentences_per_request": OOD_SENTENCES, "draws": list(DRAWS),
+            "draw_offset": DRAW_OFFSET, "topic_world": "world seed = training seed (lexicon_seed and data.seed)",
+            "world_rate_transitions": WORLD_RATE_TRANSITIONS}
+
+
 @dataclass(frozen=True)
 class Family:
     """Claims decided on the same models of one seed; ``cpu_seconds``: one seed's planning cost at ``cpu`` on the
@@ -228,7 +238,7 @@ def run_seed(family: str, seed: int, profile: str, runs_dir: str | Path, prepare
     cpu0 = _cpu_seconds(resource)
     out = _RUNNERS[family][1](seed, profile, Path(runs_dir) / family / f"seed-{seed}", prepared)
     return {"family": family, "seed": seed, "profile": profile, "claims": list(FAMILIES[family].claims),
-            **out, "code_sha256": code_hash(), "started_at": started.isoformat(timespec="seconds"),
+            "protocol": protocol(), **out, "code_sha256": code_hash(), "started_at": started.isoformat(timespec="seconds"),
             "wall_seconds": round(time.perf_counter() - wall0, 2),
             "cpu_seconds": round(_cpu_seconds(resource) - cpu0, 2)}
 

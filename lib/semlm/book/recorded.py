@@ -79,9 +79,9 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for run in load_recorded(root):
         metrics = run.book_metrics or run.chapters
-        if run.dry_run or not metrics:
+        if run.dry_run or not (metrics or (run.decisive and run.report)):
             continue
-        for row in evaluate_claims(metrics):
+        for row in run.report["claims"] if run.decisive else evaluate_claims(metrics):
             if row["status"] == NOT_RUN:
                 continue
             low, high = row["ci"] if row.get("ci") else (None, None)

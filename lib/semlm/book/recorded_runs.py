@@ -56,7 +56,14 @@ class RecordedRun:
     @property
     def on_cpu(self) -> bool:
         """A CPU run (a long chapter run by ``.ci/run-long``, a whole book build, a benchmark), not a GPU run."""
-        return self.provenance.get("kind") in ("cpu-long", "cpu-book", "cpu-variants", "cpu-bench")
+        return self.provenance.get("kind") in ("cpu-long", "cpu-book", "cpu-variants", "cpu-bench", "cpu-decisive",
+                                               "cpu-pilot")
+
+    @property
+    def decisive(self) -> bool:
+        """A CPU claims' seed recording (``collect-decisive``): its verdicts are its ``report.json``'s rows, judged
+        from per-seed values by :func:`semlm.book.claims.decisive_rows`, not from chapter metrics."""
+        return self.provenance.get("kind") in ("cpu-decisive", "cpu-pilot")
 
     @property
     def machine(self) -> str:

@@ -27,10 +27,12 @@ MARK = r"^CPU_SEEDS = CpuRegistration\("
 @dataclass(frozen=True)
 class CpuRegistration:
     """``n[family]`` decisive seeds of each family from ``first`` (``spares`` more, used in order for failed seeds),
-    at ``profile``, recorded in ``book/recorded/cpu-decisive-<name>/``."""
+    by the per-seed ``protocol`` (the deciding command refuses code whose protocol differs), at ``profile``,
+    recorded in ``book/recorded/cpu-decisive-<name>/``."""
 
     name: str
     n: dict[str, int] = field(default_factory=dict)
+    protocol: dict = field(default_factory=dict)  # semlm.book.cpu_seeds.protocol() as registered
     profile: str = "cpu"
     first: int = 1001
     spares: int = 4

@@ -444,13 +444,20 @@ def final_verdicts(claims: list[dict], decisive: dict[str, str] | None = None,
 
 
 def registered_decisive(root: Path) -> dict[str, str]:
-    """Paper B's registered claims and their GPU recording (:mod:`semlm.book.registration`), once it is collected:
-    ``collect-seeds`` writes its ``report.json`` only when the folder holds exactly the registered seeds."""
+    """The registered claims and their decisive recording, once it is collected: paper B's real-data claims and
+    their GPU recording (:mod:`semlm.book.registration`; ``collect-seeds``), the CPU claims and theirs
+    (:mod:`semlm.book.registration_cpu`; ``collect-decisive``). Each collect writes ``report.json`` only when the
+    folder holds exactly the registered seeds."""
+    from semlm.book.cpu_seeds import FAMILIES
     from semlm.book.registration import B_CLAIMS, B_SEEDS
+    from semlm.book.registration_cpu import CPU_SEEDS
 
-    if B_SEEDS is None or not (Path(root) / B_SEEDS.folder / "report.json").is_file():
-        return {}
-    return dict.fromkeys(B_CLAIMS, B_SEEDS.folder)
+    out = {}
+    if B_SEEDS is not None and (Path(root) / B_SEEDS.folder / "report.json").is_file():
+        out.update(dict.fromkeys(B_CLAIMS, B_SEEDS.folder))
+    if CPU_SEEDS is not None and (Path(root) / CPU_SEEDS.folder / "report.json").is_file():
+        out.update(dict.fromkeys((c for f in CPU_SEEDS.n for c in FAMILIES[f].claims), CPU_SEEDS.folder))
+    return out
 
 
 def _recorded_entry(row: dict, folder: str) -> dict | None:
