@@ -238,7 +238,8 @@ def run_seed(family: str, seed: int, profile: str, runs_dir: str | Path, prepare
     cpu0 = _cpu_seconds(resource)
     out = _RUNNERS[family][1](seed, profile, Path(runs_dir) / family / f"seed-{seed}", prepared)
     return {"family": family, "seed": seed, "profile": profile, "claims": list(FAMILIES[family].claims),
-            "protocol": protocol(), **out, "code_sha256": code_hash(), "started_at": started.isoformat(timespec="seconds"),
+            "protocol": protocol(), **out, "code_sha256": code_hash(),
+            "started_at": started.isoformat(timespec="seconds"),
             "wall_seconds": round(time.perf_counter() - wall0, 2),
             "cpu_seconds": round(_cpu_seconds(resource) - cpu0, 2)}
 
