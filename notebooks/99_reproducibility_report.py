@@ -39,6 +39,7 @@ from semlm import book
 from semlm.book import report
 from semlm.book.claims import evaluate_claims
 from semlm.book.effects import power_frame
+from semlm.book import cpu_decisive
 from semlm.book.decisive import registration_progress
 from semlm.book.recorded import recorded_verdicts
 
@@ -104,8 +105,22 @@ report.claims_table(claims)
 # %% tags=["remove-input"]
 power_frame(claims)
 
+# %% [markdown]
+# ## Registered decisive seeds
+#
+# A claim's deciding seeds are fixed before they run: one commit registers its seed count,
+# the seeds (from 1001; planning runs use 501-999) and the protocol, with no results. The
+# deciding command refuses to run from a tree that differs from that commit, trains in a new
+# runs folder, and records exactly the registered seeds, one small file per seed. Nothing stops
+# anyone from training seed 1001 privately before the registration; what a reader can check is
+# that the recorded seeds are what the code gives. Re-run any two registered seeds beside the
+# recording, e.g. `python -m semlm.book decisive --recheck --claims B-lora-ppl --seeds
+# 1001-1002 --folder /tmp/recheck`, and compare the `values` in the result files with those
+# in the recording's `seeds/` folder.
+
 # %% tags=["remove-input"]
 print(registration_progress())
+print(cpu_decisive.registration_progress())
 
 # %% [markdown]
 # ## Run manifest

@@ -181,8 +181,14 @@ def _pilot_rows() -> dict[str, dict]:
     runs = {run.slug: run for run in load_recorded()}
     rows = {}
     for folder in {rule.pilot.folder for rule in EFFECTS.values()}:
-        metrics = runs[folder].book_metrics or runs[folder].chapters
-        rows[folder] = {row["id"]: row for row in evaluate_claims(metrics)}
+        run = runs[folder]
+        if run.decisive:  # a CPU claims' pilot: its seed files, judged as collect-decisive judges them
+            from semlm.book.cpu_decisive import judged
+            from semlm.book.cpu_seeds import read_results
+
+            rows[folder] = {row["id"]: row for row in judged(read_results(run.folder), True)[0]}
+            continue
+        rows[folder] = {row["id"]: row for row in evaluate_claims(run.book_metrics or run.chapters)}
     return rows
 
 

@@ -80,8 +80,18 @@ def planned(args, families: list[str]) -> dict[str, tuple[list[int], list[int]]]
                              f"is never seen before its decisive run); got {seeds[0]}-{seeds[-1]}")
         return {f: (seeds, []) for f in families}
     reg = _registration().CPU_SEEDS
+    if getattr(args, "recheck", False):
+        if not args.seeds:
+            raise SeedsError("--recheck needs --seeds: the registered seeds to run again, such as 1001-1002")
+        seeds = _seed_range(args.seeds)
+        outside = {f: [s for s in seeds if s not in reg.all_seeds(f)] for f in families}
+        if any(outside.values()):
+            raise SeedsError("--recheck runs registered seeds only; not registered: "
+                             + "; ".join(f"{f} {v}" for f, v in outside.items() if v))
+        return {f: (seeds, []) for f in families}
     if args.seeds:
-        raise SeedsError("--seeds is for --pilot only: a deciding call records exactly the registered seeds")
+        raise SeedsError("--seeds is for --pilot and --recheck only: a deciding call records exactly the registered "
+                         "seeds")
     missing = [f for f in families if f not in reg.n]
     if missing:
         raise SeedsError(f"the registration {reg.name} registers no seeds for {', '.join(missing)}; it registers "
@@ -124,21 +134,27 @@ def decisive_command(args: argparse.Namespace) -> int:
     if not args.pilot and reg is None:
         raise SeedsError("no registration of the CPU claims' seeds is committed (semlm.book.registration_cpu.CPU_SEEDS "
                          "is None); run a pilot with --pilot (seeds 501-999), then commit the registration")
+    if args.recheck and (args.pilot or reg is None or args.folder is None):
+        raise SeedsError("--recheck runs registered seeds again into a folder of its own: give --folder (not the "
+                         "registration's), without --pilot, once a registration is committed")
     families = families_of(args.claims)
     folder = Path(args.folder) if args.folder else REPO_ROOT / "book" / "recorded" / (
         "cpu-pilot" if args.pilot else reg.folder)
-    if args.pilot:
-        checks = {"pilot": True, "commit": current_commit()}
+    if args.recheck and folder.resolve() == (REPO_ROOT / "book" / "recorded" / reg.folder).resolve():
+        raise SeedsError(f"--recheck writes beside the recording, never into it: give another --folder than "
+                         f"book/recorded/{reg.folder}")
+    if args.pilot or args.recheck:
+        checks = {"pilot": args.pilot, "recheck": args.recheck, "commit": current_commit()}
     else:
         from semlm.book.decisive import tree_checks
 
         checks = tree_checks(folder, registration.REGISTERED_FILES, registration.registration_commit())
     profile = args.profile or ("cpu" if args.pilot else reg.profile)
-    if not args.pilot and profile != reg.profile:
+    if not args.pilot and not args.recheck and profile != reg.profile:
         raise SeedsError(f"--profile {profile}: the registration decides at {reg.profile}")
     from semlm.book.cpu_seeds import protocol
 
-    if not args.pilot and protocol() != reg.protocol:
+    if not args.pilot and not args.recheck and protocol() != reg.protocol:
         differ = sorted(k for k in {**protocol(), **reg.protocol} if protocol().get(k) != reg.protocol.get(k))
         raise SeedsError(f"the seeds' protocol in semlm.book.cpu_seeds differs from the registered one in "
                          f"{', '.join(differ)}; a deciding run uses the registered protocol")
@@ -243,7 +259,11 @@ def parser(commands) -> argparse.ArgumentParser:
     cmd.add_argument("--pilot", action="store_true",
                      help="planning seeds (501-505 unless --seeds) into book/recorded/cpu-pilot/, without the "
                           "registration checks")
-    cmd.add_argument("--seeds", metavar="A-B", help="with --pilot: a range of pilot seeds")
+    cmd.add_argument("--seeds", metavar="A-B", help="with --pilot: a range of pilot seeds; with --recheck: of "
+                                                     "registered seeds")
+    cmd.add_argument("--recheck", action="store_true",
+                     help="run registered seeds (--seeds) again into --folder, beside the recording, to compare "
+                          "their result files with the recorded ones (decides nothing)")
     cmd.add_argument("--workers", type=int, default=2, help="seeds trained side by side (default 2)")
     cmd.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                      help="start no new seed after this many seconds (default: no limit)")
@@ -258,11 +278,32 @@ def parser(commands) -> argparse.ArgumentParser:
 # -- collect ---------------------------------------------------------------------------------------------------------
 
 
+def judged(results: dict[str, list[dict]], pilot: bool) -> tuple[list[dict], dict, dict, str]:
+    """The claims' rows (:func:`semlm.book.claims.decisive_rows`) of a recording's seed results (``{family: [results]}``,
+    :func:`semlm.book.cpu_seeds.read_results`), the seeds per claim, the variance splits and the profile: what
+    ``collect`` writes and what :func:`semlm.book.recorded.recorded_verdicts` reads of a recording, live."""
+    from semlm.book.claims import DECISIVE_EFFECTS, decisive_rows
+    from semlm.book.cpu_seeds import comparable, per_seed, variance_split
+
+    values, seeds, skipped, split, profiles = {}, {}, {}, {}, set()
+    for family, rows in results.items():
+        profiles |= {r["profile"] for r in rows}
+        for claim in FAMILIES[family].claims:
+            values[claim] = per_seed(rows, claim)
+            seeds[claim] = [r["seed"] for r in rows]
+            skipped[claim] = comparable(rows, claim)[1]
+            rule = DECISIVE_EFFECTS.get(claim)
+            names = None if rule is None else (*rule.comparisons, *((rule.guard.name,) if rule.guard else ()))
+            if (parts := variance_split(rows, claim, names)) is not None:
+                split[claim] = parts
+    profile = ", ".join(sorted(profiles))
+    return decisive_rows(values, seeds, profile, "pilot" if pilot else "registered", skipped), seeds, split, profile
+
+
 def collect(folder: Path, pilot: bool = False) -> Path:
     """Write ``provenance.json``, ``report.json`` and ``VERDICTS.md`` into ``folder`` from its seed files (module
     docstring)."""
-    from semlm.book.claims import DECISIVE_EFFECTS, decisive_rows
-    from semlm.book.cpu_seeds import comparable, per_seed, read_results, variance_split
+    from semlm.book.cpu_seeds import read_results
     from semlm.book.decisive import registered_hashes
     from semlm.book.report import plain_summary, verdict_counts
     from semlm.core.runs import write_atomic
@@ -297,19 +338,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
                 raise SeedsError(f"{folder} holds {len(rows)} {family} seeds, not exactly the registered "
                                  f"{reg.n[family]} ({usable[0]}-{usable[-1]} after failed seeds' spares); run the "
                                  f"decisive command again (it resumes)")
-    values, seeds, skipped, split, profiles = {}, {}, {}, {}, set()
-    for family, rows in results.items():
-        profiles |= {r["profile"] for r in rows}
-        for claim in FAMILIES[family].claims:
-            values[claim] = per_seed(rows, claim)
-            seeds[claim] = [r["seed"] for r in rows]
-            skipped[claim] = comparable(rows, claim)[1]
-            rule = DECISIVE_EFFECTS.get(claim)
-            names = None if rule is None else (*rule.comparisons, *((rule.guard.name,) if rule.guard else ()))
-            if (parts := variance_split(rows, claim, names)) is not None:
-                split[claim] = parts
-    profile = ", ".join(sorted(profiles))
-    claims = decisive_rows(values, seeds, profile, "pilot" if pilot else "registered", skipped)
+    claims, seeds, split, profile = judged(results, pilot)
     mixed = sorted({r["code_sha256"] for rows in results.values() for r in rows})
     first = calls[0] if calls else {}
     provenance = {
@@ -317,7 +346,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
                  "(python -m semlm.book decisive)",
         "kind": "cpu-pilot" if pilot else "cpu-decisive", "pilot": pilot,
         "registration": None if pilot or reg is None else registration.registration_commit(),
-        "n_registered": None if pilot or reg is None else {c: reg.n[family_of(c).name] for c in values},
+        "n_registered": None if pilot or reg is None else {c: reg.n[family_of(c).name] for c in seeds},
         "seeds": seeds, "profile": profile, "git_commit": first.get("commit") or "unknown",
         "cpu_model": (first.get("machine") or {}).get("cpu_model"),
         "cpu_count": (first.get("machine") or {}).get("cpu_count"), "date": first.get("started_at"), "calls": calls,
@@ -378,3 +407,23 @@ def collect_parser(commands) -> argparse.ArgumentParser:
     cmd.add_argument("folder", type=Path, help="the recording's folder (book/recorded/cpu-decisive-... or a pilot's)")
     cmd.add_argument("--pilot", action="store_true", help="a pilot: any seeds, no registration")
     return cmd
+
+
+def registration_progress(root: str | Path | None = None) -> str:
+    """One sentence for the report: the CPU claims' registration, its commit, and how many of its decisive seeds are
+    recorded per family (the final column takes their claims from the recording once it is collected)."""
+    registration = _registration()
+    reg = registration.CPU_SEEDS
+    if reg is None:
+        return ("The CPU claims are not yet registered for decisive seeds: their final verdicts come from the sources "
+                "the table names.")
+    root = Path(root) if root is not None else REPO_ROOT / "book" / "recorded"
+    done = {f: len(list((root / reg.folder / "seeds" / f).glob("*.json"))) for f in reg.n}
+    commit = registration.registration_commit()
+    collected = (root / reg.folder / "report.json").is_file()
+    return (f"The CPU claims are registered (registration {reg.name}, commit "
+            f"{commit[:7] if commit else 'unknown: no git history here'}): "
+            + ", ".join(f"{f} {min(done[f], reg.n[f])} of {reg.n[f]} seeds" for f in sorted(reg.n))
+            + f" recorded in book/recorded/{reg.folder}; "
+            + ("the final column takes their claims from it." if collected else
+               "until it is complete and collected, their final verdicts come from the sources the table names."))

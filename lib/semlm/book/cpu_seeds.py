@@ -13,8 +13,8 @@ judges: one number per oriented comparison (``{claim: {comparison: value}}``), n
   the mirror-image requests (``A-feature-steering``: polarity accuracy, requested - opposite request), 200 sentences
   per request, in two generation draws (each shared by both requests).
 * ``soft-control``: chapter 10's intent and shuffled models at the seed (``A-soft-control``: features-only polarity
-  accuracy, intent - shuffled), in two generation draws (the first the chapter's own reading, each shared by both
-  models).
+  accuracy, intent - shuffled), in two generation draws of :data:`SOFT_CONTROL_SAMPLES` sentences per request, each
+  shared by both models (the chapter's own reading, at its 100, is kept for reference).
 * ``topic-drift``: chapter 9's plain and gated GPT at the seed, each seed in its own topic world (world seed =
   training seed: its own words and documents, the same laws), the data's switch rate measured on at least 20,000
   held-out transitions of that world (``B-topic-drift``: switch rate, plain at matched PPL - gated and sharpened
@@ -38,6 +38,10 @@ from pathlib import Path
 
 #: Sentences per request of the held-out adjective rate and of feature steering (chapter 4's N, as in the paper).
 OOD_SENTENCES = 200
+#: Sentences per (polarity, punctuation) request of A-soft-control in each draw: the cpu pilot's variance split at the
+#: chapter's 100 put the sampling part of a seed's mean of two draws above a quarter of the variance between seeds
+#: (book/recorded/cpu-pilot-39b0955); 200 halves it below.
+SOFT_CONTROL_SAMPLES = 200
 #: The generation draws of the claims judged on generated text: draw ``d`` samples with the chapter's sampling seed
 #: plus ``d * DRAW_OFFSET`` (draw 0 is the chapter's own protocol); both arms of a comparison share a draw's seed.
 DRAWS = (0, 1)
@@ -49,7 +53,8 @@ def protocol() -> dict:
     how many draws, and how each seed's topic world is drawn."""
     from semlm.idea.topic_experiment import WORLD_RATE_TRANSITIONS
 
-    return {"ood_and_steering_sentences_per_request": OOD_SENTENCES, "draws": list(DRAWS),
+    return {"ood_and_steering_sentences_per_request": OOD_SENTENCES,
+            "soft_control_sentences_per_request": SOFT_CONTROL_SAMPLES, "draws": list(DRAWS),
             "draw_offset": DRAW_OFFSET, "topic_world": "world seed = training seed (lexicon_seed and data.seed)",
             "world_rate_transitions": WORLD_RATE_TRANSITIONS}
 
@@ -57,7 +62,8 @@ def protocol() -> dict:
 @dataclass(frozen=True)
 class Family:
     """Claims decided on the same models of one seed; ``cpu_seconds``: one seed's planning cost at ``cpu`` on the
-    book's 2-core development machine (measured; the registration's affordability adds them up)."""
+    book's 2-core development machine (measured in book/recorded/cpu-pilot-39b0955; soft-control's with the doubled
+    samples estimated; the registration's affordability adds them up)."""
 
     name: str
     claims: tuple[str, ...]
@@ -67,11 +73,11 @@ class Family:
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("fusion-pair", ("A-T1-fusion-better", "A-T6-exclaim", "A-T6-question", "A-T1-mse", "A-T4-ood-neg"),
-           cpu_seconds=110.0),
-    Family("feature-steering", ("A-feature-steering",), cpu_seconds=60.0),
-    Family("soft-control", ("A-soft-control",), cpu_seconds=130.0),
-    Family("topic-drift", ("B-topic-drift",), cpu_seconds=45.0),
-    Family("lora", ("B-lora-ppl",), cpu_seconds=60.0, needs=("08_lora_4bit_idea_gating",)),
+           cpu_seconds=122.0),
+    Family("feature-steering", ("A-feature-steering",), cpu_seconds=61.0),
+    Family("soft-control", ("A-soft-control",), cpu_seconds=150.0),
+    Family("topic-drift", ("B-topic-drift",), cpu_seconds=26.0),
+    Family("lora", ("B-lora-ppl",), cpu_seconds=77.0, needs=("08_lora_4bit_idea_gating",)),
 )}
 #: claim -> its family
 FAMILY_OF: dict[str, str] = {claim: f.name for f in FAMILIES.values() for claim in f.claims}
@@ -144,17 +150,19 @@ def _soft_control(seed: int, profile: str, runs_dir: Path, prepared) -> dict:
 
     config = intent_profile(profile, seed)
     synthetic = config.synthetic
-    accuracy = {}
+    accuracy, chapter = {}, {}
+    requests = control_requests(SOFT_CONTROL_SAMPLES)
     for variant in ("intent", "shuffled"):
         run = IntentRun(synthetic, variant, config.samples_per_request, tuple(config.strength_levels))
         record = runs.run_one(EXPERIMENT, runs.RunSpec(variant, seed, run), runs_dir)
-        first = record.metrics.readings[variant].polarity_acc  # the chapter's reading: sampling seed 1000 * seed
-        data, requests = prepare_intent_data(synthetic.corpus, variant), control_requests(run.samples_per_request)
-        sentences = sample_sentences(record.load(), data, requests, 1000 * seed + DRAW_OFFSET)
-        accuracy[variant] = [first, judge(sentences, requests, data.base.corpus.split.held_out)["polarity_acc"]]
+        chapter[variant] = record.metrics.readings[variant].polarity_acc  # the chapter's reading, for reference
+        data, model = prepare_intent_data(synthetic.corpus, variant), record.load()
+        accuracy[variant] = [judge(sample_sentences(model, data, requests, 1000 * seed + d * DRAW_OFFSET), requests,
+                                   data.base.corpus.split.held_out)["polarity_acc"] for d in DRAWS]
     return {"values": {"A-soft-control": {"intent - shuffled": [i - s for i, s in zip(accuracy["intent"],
                                                                                        accuracy["shuffled"])]}},
-            "metrics": {"polarity_acc": accuracy, "samples_per_request": config.samples_per_request}}
+            "metrics": {"polarity_acc": accuracy, "samples_per_request": SOFT_CONTROL_SAMPLES,
+                        "chapter_reading": chapter}}
 
 
 def _topic_drift(seed: int, profile: str, runs_dir: Path, prepared) -> dict:

@@ -79,9 +79,9 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for run in load_recorded(root):
         metrics = run.book_metrics or run.chapters
-        if run.dry_run or not (metrics or (run.decisive and run.report)):
+        if run.dry_run or not (metrics or run.decisive):
             continue
-        for row in run.report["claims"] if run.decisive else evaluate_claims(metrics):
+        for row in _decisive_rows(run) if run.decisive else evaluate_claims(metrics):
             if row["status"] == NOT_RUN:
                 continue
             low, high = row["ci"] if row.get("ci") else (None, None)
@@ -101,6 +101,15 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
         for entry in entries:
             del entry["result"]
     return out
+
+
+def _decisive_rows(run) -> list[dict]:
+    """The claims code applied to a CPU seed recording's seed files, as ``collect-decisive`` judges them."""
+    from semlm.book.cpu_decisive import judged
+    from semlm.book.cpu_seeds import read_results
+
+    results = read_results(run.folder)
+    return judged(results, run.provenance.get("pilot", True))[0] if results else []
 
 
 def same_result(row: dict) -> tuple:
