@@ -48,8 +48,31 @@ class CpuRegistration:
         return f"cpu-decisive-{self.name}"
 
 
-#: Not registered yet (see the module docstring).
-CPU_SEEDS: CpuRegistration | None = None
+#: The CPU claims, registered from the pilot ``book/recorded/cpu-pilot-39b0955`` and the rules of
+#: :mod:`semlm.book.claims`, before any decisive seed. Per family, ``n`` is the least seed count with 0.85 power at 0
+#: and at ``m`` for every claim it decides (:func:`semlm.book.effects.least_seeds` at the inflated planning SDs):
+#:
+#: - fusion-pair, 78: A-T1-fusion-better's planned seeds (pilot cpu-book-e3e2d4f, SD 0.115 inflated x2.12; m =
+#:   0.085 seen-only PPL); A-T6-exclaim and A-T6-question (planned 13 and 16) and the threshold claims A-T1-mse and
+#:   A-T4-ood-neg are judged on the same 78 seeds; 122 CPU-s a seed in the pilot;
+#: - feature-steering, 5: the rule's least seeds (its minimum); pilot SD of requested - opposite 0.0187 over 6 seeds,
+#:   within-seed variance of one draw 9.4e-5 against 3.0e-4 between seeds (the sampling part of a seed's mean of two
+#:   draws under a quarter of it at 200 sentences per request); 61 CPU-s a seed;
+#: - soft-control, 3: pilot SD 0.0165 over 6 seeds; the pilot's split (1.5e-4 within, 1.95e-4 between at the
+#:   chapter's 100 sentences per request) puts the sampling part above a quarter, so 200 per request and draw;
+#:   141 CPU-s a seed at 200;
+#: - topic-drift, 138: over worlds (world seed = training seed; the data's rate on at least 20,000 held-out
+#:   transitions per world); pilot SDs 0.047 and 0.044 over 10 worlds (correlation 0.97), within-seed variance of
+#:   one draw 1.4e-4 and 1.1e-4 against 2.1e-3 and 1.9e-3 between seeds; guard pilot 0.060 +- 0.024; 26 CPU-s a seed;
+#: - lora, 6: B-lora-ppl's planned seeds (pilot cpu-book-e3e2d4f); 77 CPU-s a seed.
+#:
+#: About 14,400 CPU-seconds in all (4.0 CPU-hours, within the 6 the issue calls affordable); seeds 1001 ... 1000 + n
+#: per family, spares used in order for failed seeds; recorded in ``book/recorded/cpu-decisive-c1/``.
+CPU_SEEDS = CpuRegistration(
+    "c1", n={"fusion-pair": 78, "feature-steering": 5, "soft-control": 3, "topic-drift": 138, "lora": 6},
+    protocol={"ood_and_steering_sentences_per_request": 200, "soft_control_sentences_per_request": 200,
+              "draws": [0, 1], "draw_offset": 100003,
+              "topic_world": "world seed = training seed (lexicon_seed and data.seed)", "world_rate_transitions": 20000})
 
 
 def registration_commit() -> str | None:
