@@ -192,3 +192,19 @@ def test_cpu_decisive_command_refuses_a_dirty_tree(tmp_path):
     assert done.returncode == 2 and "changes outside the recording's seeds/ folder (stray.txt)" in done.stderr, \
         done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--recheck", "--claims", "B-lora-ppl"), "--recheck needs --seeds"),
+    (("--recheck", "--claims", "B-lora-ppl", "--seeds", "2001-2002"), "runs registered seeds only"),
+    (("--recheck", "--pilot", "--seeds", "1001-1001"), "a folder of its own"),
+])
+def test_a_recheck_runs_registered_seeds_beside_the_recording_only(tmp_path, args, message):
+    _registered()
+    done = _decisive(*args, "--folder", str(tmp_path / "f"), "--runs-dir", str(tmp_path / "r"))
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and message in done.stderr, done.stderr
+    assert not (tmp_path / "f").exists() and not (tmp_path / "r").exists()
+    reg = registration_cpu.CPU_SEEDS
+    into = _decisive("--recheck", "--claims", "B-lora-ppl", "--seeds", "1001-1001", "--folder",
+                     str(RECORDED / reg.folder))
+    assert into.returncode == 2 and "never into it" in into.stderr, into.stderr

@@ -247,3 +247,16 @@ def test_the_power_table_shows_every_effect_claim_with_its_planned_power():
             assert shown["m"] == row["smallest_effect"]["value"]
             assert shown["P(not reproduced | 0)"] == round(row["power"]["at_zero"], 2)
             assert shown["affordable"] == ("yes" if EFFECTS[row["id"]].affordable else "no")
+
+
+def test_the_power_table_shows_each_registered_claims_registration_commit():
+    from semlm.book import registration, registration_cpu
+    from semlm.book.effects import power_frame
+
+    frame = power_frame(evaluate_claims({}))
+    cpu = registration_cpu.registration_commit()
+    if cpu is None:
+        pytest.skip("no git history here names the CPU registration")
+    for claim in ("A-T1-fusion-better", "A-feature-steering", "B-topic-drift", "B-lora-ppl", "A-soft-control"):
+        assert frame.loc[claim, "registration"] == f"c1 {cpu[:7]}"
+    assert frame.loc["B-stickiness", "registration"] == f"b1 {registration.registration_commit()[:7]}"

@@ -295,8 +295,11 @@ def power_block(rule: EffectRule, observed: Mapping[str, Interval] | None = None
 def power_frame(rows: Sequence[Mapping]):
     """The effect claims' rules at a glance, one row per claim of ``rows`` (``semlm.book.claims.evaluate_claims``)
     that carries a power block: ``m``, the planned and used seeds, ``at_zero``, ``at_m``, the planned and observed
-    half-width of the deciding interval over ``m``, and whether the planned seeds are affordable."""
+    half-width of the deciding interval over ``m``, whether the planned seeds are affordable, and the commit of the
+    registration that fixed the claim's decisive seeds (:func:`registrations`; "-" where none has)."""
     import pandas as pd
+
+    registered = registrations()
 
     def rounded(value, digits=2):
         return None if value is None or value != value else round(value, digits)
@@ -308,4 +311,24 @@ def power_frame(rows: Sequence[Mapping]):
         "half-width / m, planned": rounded(row["power"]["half_width_over_m"]["planned"]),
         "half-width / m, this build": rounded(row["power"]["half_width_over_m"]["observed"]),
         "affordable": "yes" if row["power"]["affordable"] else "no",
+        "registration": registered.get(row["id"], "-"),
     } for row in rows if row.get("power")]).set_index("claim")
+
+
+def registrations() -> dict[str, str]:
+    """``{claim: "<name> <commit>"}`` of every registered claim: paper B's real-data claims
+    (:mod:`semlm.book.registration`) and the CPU claims (:mod:`semlm.book.registration_cpu`); the commit is
+    "uncommitted" where no git history names it."""
+    from semlm.book import registration, registration_cpu
+    from semlm.book.cpu_seeds import FAMILIES
+
+    out = {}
+    if registration.B_SEEDS is not None:
+        commit = registration.registration_commit()
+        out.update(dict.fromkeys(registration.B_CLAIMS, f"{registration.B_SEEDS.name} {(commit or 'uncommitted')[:7]}"))
+    reg = registration_cpu.CPU_SEEDS
+    if reg is not None:
+        commit = registration_cpu.registration_commit()
+        out.update(dict.fromkeys((c for f in reg.n for c in FAMILIES[f].claims),
+                                 f"{reg.name} {(commit or 'uncommitted')[:7]}"))
+    return out
