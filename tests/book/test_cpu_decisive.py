@@ -208,3 +208,48 @@ def test_a_recheck_runs_registered_seeds_beside_the_recording_only(tmp_path, arg
     into = _decisive("--recheck", "--claims", "B-lora-ppl", "--seeds", "1001-1001", "--folder",
                      str(RECORDED / reg.folder))
     assert into.returncode == 2 and "never into it" in into.stderr, into.stderr
+
+
+def test_a_collected_cpu_recording_gives_the_cpu_claims_final_verdicts(tmp_path, monkeypatch):
+    """Once ``collect-decisive`` has written the registered folder's report (only at exactly n seeds per family), each
+    CPU claim takes its final verdict from it where it holds the rule's planned seeds; here the pilot's files stand in
+    for a registration of their own counts: complete for A-feature-steering (5 planned) and A-soft-control (3) and
+    the threshold claims, not for B-topic-drift (138) or A-T1-fusion-better (78)."""
+    import shutil
+    from dataclasses import replace
+
+    from semlm.book import cpu_decisive
+    from semlm.book.claims import evaluate_claims
+    from semlm.book.recorded import recorded_verdicts
+    from semlm.book.report import attach_recorded, final_verdicts, registered_decisive
+
+    pilot = RECORDED / "cpu-pilot-39b0955"
+    counts = {"feature-steering": 6, "soft-control": 6, "topic-drift": 10, "fusion-pair": 2, "lora": 2}
+    reg = replace(registration_cpu.CPU_SEEDS or registration_cpu.CpuRegistration("c1"), n=counts, first=501,
+                  spares=0)
+    root = tmp_path / "recorded"
+    shutil.copytree(pilot / "seeds", root / reg.folder / "seeds")
+    monkeypatch.setattr(registration_cpu, "CPU_SEEDS", reg)
+    assert registered_decisive(root) == {}  # not collected: no final verdict comes from it
+    monkeypatch.setattr(registration_cpu, "registration_commit", lambda: "0" * 40)
+    monkeypatch.setattr(cpu_decisive, "_git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))
+    cpu_decisive.collect(root / reg.folder)
+    provenance = json.loads((root / reg.folder / "provenance.json").read_text())
+    assert provenance["n_registered"]["B-topic-drift"] == 10 and provenance["seeds"]["B-lora-ppl"] == [501, 502]
+    claims = {c for f in counts for c in FAMILIES[f].claims}
+    assert registered_decisive(root) == dict.fromkeys(claims, reg.folder)
+    rows = final_verdicts(attach_recorded(evaluate_claims({}), recorded_verdicts(root)), root=root)
+    final = {row["id"]: row["final"] for row in rows}
+    for claim in ("A-feature-steering", "A-soft-control", "A-T1-mse", "A-T4-ood-neg"):
+        assert final[claim]["source"] == reg.folder, (claim, final[claim])
+    assert final["A-feature-steering"]["status"] == "not reproduced" and final["A-soft-control"]["status"] == "reproduced"
+    assert final["B-topic-drift"]["source"] != reg.folder and "10 of 138" in final["B-topic-drift"]["note"]
+    assert final["A-T1-fusion-better"]["source"] != reg.folder and "2 of 78" in final["A-T1-fusion-better"]["note"]
+    # a folder with a seed missing is refused in one line, and nothing is rewritten
+    (root / reg.folder / "seeds" / "lora" / "502.json").unlink()
+    before = (root / reg.folder / "report.json").read_bytes()
+    from semlm.book.seeds import SeedsError
+
+    with pytest.raises(SeedsError, match="not exactly the registered 2"):
+        cpu_decisive.collect(root / reg.folder)
+    assert (root / reg.folder / "report.json").read_bytes() == before
