@@ -254,3 +254,21 @@ def test_a_collected_cpu_recording_gives_the_cpu_claims_final_verdicts(tmp_path,
     with pytest.raises(SeedsError, match="not exactly the registered 2"):
         cpu_decisive.collect(root / reg.folder)
     assert (root / reg.folder / "report.json").read_bytes() == before
+
+
+def test_a_failed_seed_is_replaced_by_the_next_spare_and_nothing_is_added(tmp_path):
+    from semlm.book.cpu_decisive import _failed, _todo
+
+    out = tmp_path / "seeds"
+    (out / "lora").mkdir(parents=True)
+    for seed in (1001, 1003):
+        (out / "lora" / f"{seed}.json").write_text("{}")
+    calls = out / "calls.jsonl"
+    calls.write_text(json.dumps({"event": "start"}) + "\n" + json.dumps({"event": "end", "failed": [["lora", 1002]]})
+                     + "\n")
+    wanted = {"lora": ([1001, 1002, 1003], [1004, 1005])}
+    assert _failed(calls) == {"lora": {1002}}
+    assert _todo(out, wanted, _failed(calls)) == {"lora": [1004]}  # 1002 failed: the first spare instead
+    assert _todo(out, wanted, {}) == {"lora": [1002]}
+    (out / "lora" / "1004.json").write_text("{}")
+    assert _todo(out, wanted, _failed(calls)) == {"lora": []}
