@@ -183,7 +183,7 @@ def _pilot_rows() -> dict[str, dict]:
     for folder in {rule.pilot.folder for rule in EFFECTS.values()}:
         run = runs[folder]
         if run.decisive:  # a CPU claims' pilot: its seed files, judged as collect-decisive judges them
-            from semlm.book.cpu_decisive import judged
+            from semlm.book.decisive_judge import judged
             from semlm.book.cpu_seeds import read_results
 
             rows[folder] = {row["id"]: row for row in judged(read_results(run.folder), True)[0]}

@@ -43,7 +43,7 @@ DEFAULT_PILOT = range(501, 506)
 
 
 def _registration():
-    from semlm.book import registration_cpu
+    import semlm.book.registration_cpu as registration_cpu
 
     return registration_cpu
 
@@ -278,28 +278,6 @@ def parser(commands) -> argparse.ArgumentParser:
 # -- collect ---------------------------------------------------------------------------------------------------------
 
 
-def judged(results: dict[str, list[dict]], pilot: bool) -> tuple[list[dict], dict, dict, str]:
-    """The claims' rows (:func:`semlm.book.claims.decisive_rows`) of a recording's seed results (``{family: [results]}``,
-    :func:`semlm.book.cpu_seeds.read_results`), the seeds per claim, the variance splits and the profile: what
-    ``collect`` writes and what :func:`semlm.book.recorded.recorded_verdicts` reads of a recording, live."""
-    from semlm.book.claims import DECISIVE_EFFECTS, decisive_rows
-    from semlm.book.cpu_seeds import comparable, per_seed, variance_split
-
-    values, seeds, skipped, split, profiles = {}, {}, {}, {}, set()
-    for family, rows in results.items():
-        profiles |= {r["profile"] for r in rows}
-        for claim in FAMILIES[family].claims:
-            values[claim] = per_seed(rows, claim)
-            seeds[claim] = [r["seed"] for r in rows]
-            skipped[claim] = comparable(rows, claim)[1]
-            rule = DECISIVE_EFFECTS.get(claim)
-            names = None if rule is None else (*rule.comparisons, *((rule.guard.name,) if rule.guard else ()))
-            if (parts := variance_split(rows, claim, names)) is not None:
-                split[claim] = parts
-    profile = ", ".join(sorted(profiles))
-    return decisive_rows(values, seeds, profile, "pilot" if pilot else "registered", skipped), seeds, split, profile
-
-
 def collect(folder: Path, pilot: bool = False) -> Path:
     """Write ``provenance.json``, ``report.json`` and ``VERDICTS.md`` into ``folder`` from its seed files (module
     docstring)."""
@@ -338,6 +316,8 @@ def collect(folder: Path, pilot: bool = False) -> Path:
                 raise SeedsError(f"{folder} holds {len(rows)} {family} seeds, not exactly the registered "
                                  f"{reg.n[family]} ({usable[0]}-{usable[-1]} after failed seeds' spares); run the "
                                  f"decisive command again (it resumes)")
+    from semlm.book.decisive_judge import judged
+
     claims, seeds, split, profile = judged(results, pilot)
     mixed = sorted({r["code_sha256"] for rows in results.values() for r in rows})
     first = calls[0] if calls else {}

@@ -319,7 +319,8 @@ def registrations() -> dict[str, str]:
     """``{claim: "<name> <commit>"}`` of every registered claim: paper B's real-data claims
     (:mod:`semlm.book.registration`) and the CPU claims (:mod:`semlm.book.registration_cpu`); the commit is
     "uncommitted" where no git history names it."""
-    from semlm.book import registration, registration_cpu
+    import semlm.book.registration as registration
+    import semlm.book.registration_cpu as registration_cpu
     from semlm.book.cpu_seeds import FAMILIES
 
     out = {}

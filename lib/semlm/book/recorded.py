@@ -105,7 +105,7 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
 
 def _decisive_rows(run) -> list[dict]:
     """The claims code applied to a CPU seed recording's seed files, as ``collect-decisive`` judges them."""
-    from semlm.book.cpu_decisive import judged
+    from semlm.book.decisive_judge import judged
     from semlm.book.cpu_seeds import read_results
 
     results = read_results(run.folder)

@@ -674,14 +674,36 @@ def _stop_children_on_exit(meter: CpuMeter):
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     # SIGHUP (the terminal closed) as well, unless it is ignored on purpose (`nohup`): the build stops, saying so
     hangup = (signal.SIGHUP,) if main_thread and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else ()
-    previous = {signum: signal.signal(signum, signal.default_int_handler)
+    previous = {signum: signal.signal(signum, _interrupted)
                 for signum in (signal.SIGTERM, signal.SIGINT, *hangup)} if main_thread else {}
     try:
         yield
+    except KeyboardInterrupt:
+        _quiet_kernel_client()
+        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         stop_processes(meter.started_processes())
+
+
+#: The loggers of the kernel client (papermill hands nbclient its own): once the build is interrupted, the kernel
+#: it stops is expected to die, and "Kernel died while waiting for execute reply." is not news.
+KERNEL_CLIENT_LOGGERS = ("papermill", "nbclient", "traitlets")
+
+
+def _quiet_kernel_client() -> None:
+    import logging
+
+    for name in KERNEL_CLIENT_LOGGERS:
+        logging.getLogger(name).disabled = True
+
+
+def _interrupted(signum, frame):
+    """The build's signal handler: the kernel client falls silent before anything is stopped, then the interruption
+    unwinds the build as Ctrl-C would (the one line is ``main``'s)."""
+    _quiet_kernel_client()
+    raise KeyboardInterrupt
 
 
 def stop_processes(processes, grace: float = 3.0) -> None:
@@ -907,7 +929,7 @@ def _parser() -> argparse.ArgumentParser:
 
     seeds_parser(commands)
     collect_parser(commands)
-    from semlm.book import cpu_decisive  # torch-free at import
+    import semlm.book.cpu_decisive as cpu_decisive  # torch-free at import
 
     cpu_decisive.parser(commands)
     cpu_decisive.collect_parser(commands)
@@ -967,7 +989,7 @@ def main(argv: list[str] | None = None) -> int:
             except (SeedsError, FileNotFoundError, ValueError) as exc:
                 raise BookError(str(exc), exit_code=2) from exc
         if args.command in ("decisive", "collect-decisive"):
-            from semlm.book import cpu_decisive
+            import semlm.book.cpu_decisive as cpu_decisive
             from semlm.book.seeds import SeedsError
 
             try:
