@@ -68,12 +68,14 @@ def test_a_pilot_resumes_without_training_and_is_judged_by_the_claims_rules(tmp_
     assert topic["metrics"]["data_transitions"] >= 20_000 and topic["metrics"]["world"]["lexicon_seed"] == 501
 
 
-def test_without_a_committed_registration_a_deciding_call_is_refused_in_one_line(tmp_path, monkeypatch):
-    if registration_cpu.CPU_SEEDS is not None:
-        pytest.skip("the CPU claims are registered")
-    done = _decisive("--claims", "A-T1-fusion-better", "--folder", str(tmp_path / "f"))
-    assert done.returncode == 2 and "no registration of the CPU claims' seeds is committed" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "f").exists()
+def test_without_a_committed_registration_a_deciding_call_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    from semlm.book.runner import main
+
+    monkeypatch.setattr(registration_cpu, "CPU_SEEDS", None)  # as before the registration commit
+    assert main(["decisive", "--claims", "A-T1-fusion-better", "--folder", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert "no registration of the CPU claims' seeds is committed" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "f").exists()
 
 
 @pytest.mark.parametrize("args, message", [

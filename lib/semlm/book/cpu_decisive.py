@@ -33,7 +33,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from semlm.book.cpu_seeds import FAMILIES, family_of
-from semlm.book.seeds import PILOT_SEEDS, SeedsError, _git, _spawn, current_commit, has_git, machine
+from semlm.book.seeds import PILOT_SEEDS, SeedsError, _git, _spawn, current_commit, has_git, machine, seed_range
 from semlm.data.paths import REPO_ROOT
 
 #: The log of a recording's calls, in its seeds/ folder.
@@ -59,22 +59,10 @@ def families_of(claims: str | None) -> list[str]:
     return list(dict.fromkeys(family_of(c).name for c in names))
 
 
-def _seed_range(text: str) -> list[int]:
-    try:
-        first, _, last = text.partition("-")
-        seeds = list(range(int(first), int(last or first) + 1))
-    except ValueError:
-        raise SeedsError(f"--seeds {text!r} is not a range such as 501-505") from None
-    if not seeds:
-        raise SeedsError(f"--seeds {text!r} is an empty range (its first seed is after its last); give A-B with "
-                         f"A <= B, such as 501-505")
-    return seeds
-
-
 def planned(args, families: list[str]) -> dict[str, tuple[list[int], list[int]]]:
     """``{family: (seeds wanted, spares in order)}`` of this call."""
     if args.pilot:
-        seeds = _seed_range(args.seeds) if args.seeds else list(DEFAULT_PILOT)
+        seeds = seed_range(args.seeds, "501-505") if args.seeds else list(DEFAULT_PILOT)
         if not all(s in PILOT_SEEDS for s in seeds):
             raise SeedsError(f"--pilot uses seeds {PILOT_SEEDS.start}-{PILOT_SEEDS.stop - 1} only (a registered seed "
                              f"is never seen before its decisive run); got {seeds[0]}-{seeds[-1]}")
@@ -83,7 +71,7 @@ def planned(args, families: list[str]) -> dict[str, tuple[list[int], list[int]]]
     if getattr(args, "recheck", False):
         if not args.seeds:
             raise SeedsError("--recheck needs --seeds: the registered seeds to run again, such as 1001-1002")
-        seeds = _seed_range(args.seeds)
+        seeds = seed_range(args.seeds, "501-505")
         outside = {f: [s for s in seeds if s not in reg.all_seeds(f)] for f in families}
         if any(outside.values()):
             raise SeedsError("--recheck runs registered seeds only; not registered: "

@@ -205,8 +205,7 @@ def _lora_prepare(profile: str, runs_dir: Path):
     from semlm.idea.profiles import lora_profile
 
     config = lora_profile(profile)
-    records = run_many(BACKBONE_PRETRAINING, backbone_runs(config), RunContext(profile, runs_dir, 1, False))
-    return records
+    return run_many(BACKBONE_PRETRAINING, backbone_runs(config), RunContext(profile, runs_dir, 1, False))
 
 
 def _lora(seed: int, profile: str, runs_dir: Path, prepared) -> dict:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from semlm.book.registration import B_CLAIMS, B_SEEDS, REGISTERED_FILES, registration_commit
-from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, _git, _one, _sha256, _spawn,
+from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, _git, _one, _sha256, _spawn, seed_range,
                               assembled_record, current_commit, has_git, machine, read_seeds, variance_split)
 from semlm.data.paths import REPO_ROOT
 
@@ -77,14 +77,7 @@ def tree_checks(folder: Path, files: tuple[str, ...], registered: str | None) ->
 
 def planned_seeds(args) -> list[int]:
     if args.seeds:
-        try:
-            first, _, last = args.seeds.partition("-")
-            seeds = list(range(int(first), int(last or first) + 1))
-        except ValueError:
-            raise SeedsError(f"--seeds {args.seeds!r} is not a range such as 501-512") from None
-        if not seeds:
-            raise SeedsError(f"--seeds {args.seeds!r} is an empty range (its first seed is after its last); "
-                             f"give A-B with A <= B, such as 501-512")
+        seeds = seed_range(args.seeds)
     elif args.pilot:
         seeds = list(range(501, 513))
     else:

@@ -44,6 +44,19 @@ class SeedsError(Exception):
     """A one-line reason the command cannot go on; nothing was written."""
 
 
+def seed_range(text: str, example: str = "501-512") -> list[int]:
+    """The seeds of ``--seeds A-B`` (or one seed ``A``); a :class:`SeedsError` says what is wrong with ``text``."""
+    try:
+        first, _, last = text.partition("-")
+        seeds = list(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise SeedsError(f"--seeds {text!r} is not a range such as {example}") from None
+    if not seeds:
+        raise SeedsError(f"--seeds {text!r} is an empty range (its first seed is after its last); give A-B with "
+                         f"A <= B, such as {example}")
+    return seeds
+
+
 @dataclass(frozen=True)
 class Protocol:
     """What one seed trains and how it is scored: the profile's recipe, the rule-chosen prompts (their digest),
