@@ -18,7 +18,9 @@ library (``semlm.*``) only:
   code (``_CACHE = {}``) is a per-process cache of data and is left out.
 
 Source is hashed as its syntax tree without docstrings (comments are not in the tree), so editing
-prose retrains nothing. Third-party code (torch, transformers) is not followed: the runner's keys
+prose retrains nothing; a dataclass's execution fields (``field(metadata={"execution": True})``: how a device
+runs a recipe, such as ``TrainConfig.compile_on_cuda``) are left out with their defaults, as run descriptions
+leave them out (:func:`semlm.core.runs.run_key`). Third-party code (torch, transformers) is not followed: the runner's keys
 add the versions of the packages a model's numbers depend on (:func:`semlm.core.runs.run_key`).
 Editing any library function the training code can reach changes the training key; editing code
 only the evaluation reaches (metrics, generation) changes only the evaluation key, so the runner
@@ -28,6 +30,7 @@ re-evaluates a cached model instead of retraining it (:mod:`semlm.core.runs`).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import dis
 import hashlib
 import importlib
@@ -57,7 +60,38 @@ def code_text(source: str) -> str:
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, ast.ClassDef):
+            node.body = [item for item in node.body if not _execution_field(item)] or [ast.Pass()]
     return ast.dump(tree)
+
+
+def _execution_field(node: ast.AST) -> bool:
+    """``name: type = field(..., metadata={"execution": True})`` in a class body: how a device runs a recipe, not
+    the recipe (:func:`semlm.core.train_config.execution_fields`), so neither it nor its default is in a key."""
+    call = getattr(node, "value", None) if isinstance(node, ast.AnnAssign) else None
+    if not (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == "field"):
+        return False
+    for keyword in call.keywords:
+        if keyword.arg == "metadata" and isinstance(keyword.value, ast.Dict):
+            return any(isinstance(k, ast.Constant) and k.value == "execution" and isinstance(v, ast.Constant)
+                       and v.value is True for k, v in zip(keyword.value.keys, keyword.value.values))
+    return False
+
+
+def _execution_names(fn: types.FunctionType) -> frozenset[str]:
+    """The execution fields of the dataclass whose generated method ``fn`` is (none for any other function)."""
+    owner = fn.__globals__.get(fn.__qualname__.split(".")[0]) if "." in fn.__qualname__ else None
+    if not (inspect.isclass(owner) and dataclasses.is_dataclass(owner)):
+        return frozenset()
+    return frozenset(f.name for f in dataclasses.fields(owner) if f.metadata.get("execution"))
+
+
+def _defaults(fn: types.FunctionType) -> dict[str, Any]:
+    """``{parameter: default}`` of ``fn``, without a dataclass's execution fields."""
+    code, skip = fn.__code__, _execution_names(fn)
+    positional = code.co_varnames[:code.co_argcount]
+    named = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()):], fn.__defaults__ or ()))
+    return {name: value for name, value in {**named, **(fn.__kwdefaults__ or {})}.items() if name not in skip}
 
 
 def _in_library(obj: Any) -> bool:
@@ -191,8 +225,8 @@ class _Closure:
                 self._value(cell.cell_contents, f"{fn.__module__}:{fn.__qualname__}<cell>", names)
             except ValueError:  # an empty cell
                 pass
-        for default in (fn.__defaults__ or ()) + tuple((fn.__kwdefaults__ or {}).values()):
-            self._value(default, f"{fn.__module__}:{fn.__qualname__}<default>", names)
+        for name, default in _defaults(fn).items():
+            self._value(default, f"{fn.__module__}:{fn.__qualname__}<default {name}>", names)
 
     def _value(self, value: Any, where: str, names: set[str]) -> None:
         if (isinstance(value, (dict, list, set)) and where.rpartition(".")[2].startswith("_")

@@ -14,7 +14,7 @@ and :func:`evaluate_curve` the secondary learning curve.
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, replace
+from dataclasses import astuple, dataclass, field, replace
 from functools import cache, lru_cache
 from typing import Sequence
 
@@ -32,7 +32,7 @@ from semlm.idea.records import IdeaRunMetrics, TopicDecision, TopicModelSummary
 from semlm.idea.model import IdeaGPTForCausalLM
 from semlm.idea.sharpening import matched_temperature, mean_entropy, next_token_logits
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide
-from semlm.idea.profiles import TOPIC_STOP_WORDS, GPTSize, IdeaSettings, TopicDriftProfile, topic_drift_profile
+from semlm.idea.profiles import TOPIC_STOP_WORDS, GPTSize, IdeaSettings, TopicDriftProfile
 from semlm.core.train_config import TrainConfig
 from semlm.core.runs import RunRecord, RunSpec, default_device
 
@@ -168,7 +168,8 @@ class TopicRun:
     train: TrainConfig
     idea: IdeaSettings
     gated: bool
-    profile: str          # the profile's name (its worker policy, see TopicDriftExperiment.max_workers)
+    #: training processes the profile allows side by side: scheduling, not the recipe, so in no key
+    max_workers: int | None = field(default=None, metadata={"execution": True})
 
 
 class TopicDriftExperiment(runs.Experiment):
@@ -178,7 +179,7 @@ class TopicDriftExperiment(runs.Experiment):
     metrics_type = IdeaRunMetrics
 
     def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
-        return min((topic_drift_profile(s.config.profile).max_workers for s in specs), default=None)
+        return min((s.config.max_workers for s in specs if s.config.max_workers is not None), default=None)
 
     def data_key(self, spec: RunSpec):
         return spec.config.data
@@ -221,7 +222,7 @@ def topic_run(profile: TopicDriftProfile, gated: bool, seed: int, resample: bool
     (``data.seed = RESAMPLE_OFFSET + seed``), same world, laws and words."""
     steps = profile.plain_steps if not gated else profile.gated_steps
     data = replace(profile.data, seed=RESAMPLE_OFFSET + seed) if resample else profile.data
-    run = TopicRun(data, profile.size, replace(profile.train, max_steps=steps), profile.idea, gated, profile.name)
+    run = TopicRun(data, profile.size, replace(profile.train, max_steps=steps), profile.idea, gated, profile.max_workers)
     return RunSpec("gated" if gated else "plain", seed, run, RESAMPLED if resample else CURVE)
 
 

@@ -32,8 +32,7 @@ from semlm.core.metrics import (NO_TARGET, distinct_n, perplexity, repetition_ra
                                 unique_domain_density, words_of)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, quiet_transformers
 from semlm.core.train_config import TrainConfig
-from semlm.idea.profiles import (LOSS_FORMS, GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, idea_profile,
-                                 with_max_steps)
+from semlm.idea.profiles import LOSS_FORMS, GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, with_max_steps
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir
 from semlm.core.precision import autocast
 from semlm.core.records import Interval
@@ -339,6 +338,9 @@ class IdeaRun:
     idea: IdeaSettings
     gated: bool
     run_tokens: int | None = -1
+    #: training processes the profile allows side by side: how runs are scheduled, not what they compute, so in no
+    #: key (:func:`semlm.core.train_config.execution_fields`); the profile's, set by :func:`idea_run`
+    max_workers: int | None = field(default=None, metadata={"execution": True})
 
 
 def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSettings | None = None,
@@ -350,7 +352,8 @@ def idea_run(profile: IdeaProfile, name: str, gated: bool, settings: IdeaSetting
     if steps is not None and settings is not None:  # keep the ramp's share of the shorter run
         idea = replace(idea, alpha_ramp_steps=capped.idea.alpha_ramp_steps)
     run = IdeaRun(profile.name, profile.dataset, profile.tokenizer, profile.vocab_size, profile.bpe_lines,
-                  profile.train_tokens, profile.eval_tokens, profile.size, capped.train, idea, gated, train_tokens)
+                  profile.train_tokens, profile.eval_tokens, profile.size, capped.train, idea, gated, train_tokens,
+                  profile.max_workers)
     return RunSpec(name, profile.seed, run, group=profile.dataset)
 
 
@@ -394,8 +397,8 @@ class IdeaExperiment(runs.Experiment):
         return spec.config.train.max_steps
 
     def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
-        """The profile's ``max_workers`` (1 at ``smoke`` and ``paper``: one run after another)."""
-        return min((idea_profile(s.config.name).max_workers for s in specs), default=None)
+        """The runs' ``max_workers`` (the profile's: 1 at ``smoke`` and ``paper``, one run after another)."""
+        return min((s.config.max_workers for s in specs if s.config.max_workers is not None), default=None)
 
 
 IDEA = IdeaExperiment()
