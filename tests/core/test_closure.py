@@ -105,7 +105,7 @@ def test_cache_key_sees_package_versions(monkeypatch):
     before = runs.run_key(SYNTHETIC, spec, "cpu", 1)
     versions = runs.package_versions()
     assert set(versions) >= {"torch", "transformers", "tokenizers"}
-    monkeypatch.setattr(runs, "package_versions", lambda: {**versions, "torch": "0.0.0"})
+    monkeypatch.setattr(runs, "package_versions", lambda names: {**versions, "torch": "0.0.0"})
     assert runs.run_key(SYNTHETIC, spec, "cpu", 1) != before
 
 

@@ -28,8 +28,9 @@ from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_ONE
                                       BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL, GPU_THROUGHPUT, IDEA_PRECISION,
                                       PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS, RecordedRun,
                                       load_recorded, read_json)
-from semlm.book.report import (attach_recorded, cpu_model, final_status, final_verdicts, git_commit, load_metrics,
-                               multiplicity_sentence, package_versions, plain_summary, verdict_counts)
+from semlm.book.report import (PACKAGES, attach_recorded, cpu_model, final_status, final_verdicts, git_commit, load_metrics,
+                               multiplicity_sentence, plain_summary, verdict_counts)
+from semlm.core.versions import package_versions
 from semlm.data.paths import REPO_ROOT, portable_text
 from semlm.idea.profiles import idea_profile, lora_profile
 from semlm.profiles import cpu_computes_bf16
@@ -778,7 +779,7 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
 
     file, label = PRECISION_FILES[paper]
     machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
-               "packages": package_versions(), "python": platform.python_version()}
+               "packages": package_versions(PACKAGES), "python": platform.python_version()}
     provenance = _cpu_provenance(label, "cpu-variants", machine, git_commit(), comparison.get("profile"),
                                  command, cpu_computes_bf16=cpu_computes_bf16(),
                                  cpu_capability=torch.backends.cpu.get_cpu_capability())
@@ -791,7 +792,7 @@ def write_authors_comparison(record: dict, root: Path, command: str) -> Path:
     --authors-script`` and its ``provenance.json`` (this machine, packages, date, commit). Their script is never
     copied: the record names it by file name and SHA-256."""
     machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
-               "packages": package_versions(), "python": platform.python_version()}
+               "packages": package_versions(PACKAGES), "python": platform.python_version()}
     label = ("recorded CPU run: the authors' script against our synthetic experiment, both measured in turn on one "
              "machine by `python -m semlm.bench --authors-script`, not by this build")
     provenance = _cpu_provenance(label, "cpu-bench", machine, git_commit(), record.get("profile"), command)

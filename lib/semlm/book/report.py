@@ -15,9 +15,9 @@ import os
 import platform
 import subprocess
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
+from semlm.core.versions import package_versions
 from semlm.data.paths import REPO_ROOT
 
 PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "peft", "bitsandbytes", "accelerate", "numpy", "pandas",
@@ -27,16 +27,6 @@ PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "peft", "bitsandb
 def metrics_dir() -> Path:
     """``$SEMLM_METRICS_DIR`` (set by the book runner) or ``book/_build/metrics``."""
     return Path(os.environ.get("SEMLM_METRICS_DIR", REPO_ROOT / "book" / "_build" / "metrics"))
-
-
-def package_versions(names=PACKAGES) -> dict[str, str]:
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def git_commit() -> str:
@@ -121,7 +111,7 @@ def write_chapter_metrics(chapter: str, profile: str, seed: int, numbers, wall_s
         "cpu_model": cpu_model(),
         "gpu": gpu_name(),
         "peak_memory_mb": peak_memory_mb(),
-        "packages": package_versions(),
+        "packages": package_versions(PACKAGES),
         **(marks or {}),  # e.g. modified_data: the chapter ran on data that differs from the pinned release
         **_clean(numbers),
     }

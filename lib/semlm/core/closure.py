@@ -106,11 +106,20 @@ def _names(code: types.CodeType) -> set[str]:
 
 def _body_imports(fn: types.FunctionType) -> list[types.ModuleType]:
     """The library modules ``fn`` (and the code nested in it) imports in its body, imported now if need be
-    (running ``fn`` would import them too); relative imports resolve against ``fn``'s package."""
+    (running ``fn`` would import them too); relative imports resolve against ``fn``'s package. A code object that
+    calls ``import_module`` imports the library modules its string constants name (``"semlm.x.y"``)."""
     modules, codes = [], [fn.__code__]
     while codes:
         code = codes.pop()
         codes += [const for const in code.co_consts if isinstance(const, types.CodeType)]
+        if "import_module" in code.co_names:  # importlib.import_module("semlm.x"): a library module named by a string
+            for const in code.co_consts:
+                try:
+                    module = _import(const, 0, fn.__module__) if isinstance(const, str) and "." in const else None
+                except (ValueError, TypeError):  # a string that is no module name
+                    module = None
+                if module is not None:
+                    modules.append(module)
         if _IMPORT_NAME not in code.co_code[::2]:  # opcodes sit at even offsets: most code imports nothing
             continue
         pushed: list = []  # an import pushes its level and its from-list before IMPORT_NAME
@@ -211,8 +220,9 @@ class _Closure:
             return
         try:
             source = code_text(inspect.getsource(fn))
-        except (OSError, TypeError):
-            source = fn.__code__.co_code.hex()
+        except (OSError, TypeError):  # no source file (generated or exec'd code): its bytecode and constants
+            constants = [c for c in fn.__code__.co_consts if not isinstance(c, types.CodeType)]
+            source = fn.__code__.co_code.hex() + _stable_repr(constants)
         self.parts[f"{fn.__module__}:{fn.__qualname__}"] = source
         names = _names(fn.__code__)
         for name in sorted(names):

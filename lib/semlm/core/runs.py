@@ -11,7 +11,8 @@ The runner (:func:`run_many`, :func:`run_one`) does the rest, the same way for e
 * **cache key**: a hash of the spec's config, the *training code closure* (every library function
   and class that ``prepare``, ``build``, ``fit`` and the trainer can reach, computed by
   :func:`semlm.core.closure.code_closure`, never listed by hand), the device type, the thread
-  count, :func:`package_versions` and :func:`data_fingerprint` (the dataset files, by content, for an
+  count, the versions of the packages its runs import (:attr:`Experiment.packages`) and Python's major.minor, and
+  :func:`data_fingerprint` (the dataset files, by content, for an
   experiment whose training code reads the data folder); a run lives in
   ``<runs dir>/<experiment>/<group>/<name>-seed<seed>-<key>``, so unchanged code, config and data
   reload the finished run and any change trains a new one;
@@ -58,6 +59,7 @@ import torch
 from filelock import FileLock
 
 from semlm.core.closure import code_closure, parts_hash
+from semlm.core.versions import KEYED_PACKAGES, package_versions, python_minor
 from semlm.core.records import Record
 from semlm.core.train import TrainingHistory, TrainResult, fingerprint, progress_bar, set_seed, train
 from semlm.data.fetch import read_checksums, sha256_of
@@ -141,6 +143,10 @@ class Experiment:
     #: works on the trained models with CPU tensors)
     device: str | None = None
 
+    #: the packages its runs import, whose versions are in their keys (:func:`semlm.core.versions.package_versions`):
+    #: the defaults, plus e.g. peft and bitsandbytes for the LoRA runs, datasets where data comes from the Hub
+    packages: tuple[str, ...] = KEYED_PACKAGES
+
     #: the typed metrics of one run (a :class:`semlm.core.records.Record`) that ``evaluate`` returns;
     #: :attr:`RunRecord.metrics` is one of these (None: a plain dict)
     metrics_type: type[Record] | None = None
@@ -193,6 +199,11 @@ class Experiment:
     def total_steps(self, spec: RunSpec) -> int | None:
         """Optimiser steps of ``spec`` for the progress bar (None: count finished runs instead)."""
         return None
+
+    def hub_sources(self, spec: RunSpec) -> tuple[str, ...]:
+        """The Hugging Face Hub repositories whose cached files ``spec``'s training reads (``"models/gpt2"``,
+        ``"datasets/Salesforce/wikitext"``): their files, by content, are in its key (:func:`hub_fingerprint`)."""
+        return ()
 
     def shared_run(self, spec: RunSpec) -> tuple["Experiment", RunSpec] | None:
         """The run of another experiment whose trained model ``spec``'s model is (None: trained by this one).
@@ -345,15 +356,43 @@ def data_fingerprint(experiment: Experiment) -> str:
     root, contents = data_dir(), {}
     for name in read_checksums():
         try:
-            stat = (root / name).stat()
+            contents[name] = _file_hash(root / name)
         except FileNotFoundError:
             contents[name] = "absent"
-            continue
-        seen = (str(root / name), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-        if seen not in _FILE_HASHES:
-            _FILE_HASHES[seen] = sha256_of(root / name)
-        contents[name] = _FILE_HASHES[seen]
     return fingerprint(contents)
+
+
+def hub_cache() -> Path:
+    """The Hugging Face Hub's file cache, read from the environment now (as ``huggingface_hub`` resolves it):
+    ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface"
+    return Path(home).expanduser() / "hub"
+
+
+def hub_fingerprint(sources: Sequence[str]) -> str:
+    """What a run reads through the Hub cache, part of its key as :func:`data_fingerprint` is for pinned files: every
+    file under each repository's cached snapshots (``<cache>/models--gpt2/snapshots/...``), by content, "absent"
+    for a repository not cached; "" for none. Hashed once per process while a file's size and time are unchanged."""
+    if not sources:
+        return ""
+    contents: dict[str, str] = {}
+    for source in sources:
+        kind, _, repository = source.partition("/")
+        snapshots = hub_cache() / f"{kind}--{repository.replace('/', '--')}" / "snapshots"
+        files = sorted(path for path in snapshots.rglob("*") if path.is_file()) if snapshots.is_dir() else []
+        contents[source] = "absent" if not files else {str(path.relative_to(snapshots)): _file_hash(path)
+                                                      for path in files}
+    return fingerprint(contents)
+
+
+def _file_hash(path: Path) -> str:
+    stat = path.stat()  # follows the snapshot's link into the blobs
+    seen = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    if seen not in _FILE_HASHES:
+        _FILE_HASHES[seen] = sha256_of(path)
+    return _FILE_HASHES[seen]
 
 
 def finished_result(run_dir: Path) -> TrainResult:
@@ -363,26 +402,10 @@ def finished_result(run_dir: Path) -> TrainResult:
                        saved.get("stopped_early", False), saved.get("best_step"))
 
 
-#: The packages whose versions can change a trained model's numbers (kernels, tokenisation): part of every run key.
-KEYED_PACKAGES: tuple[str, ...] = ("torch", "transformers", "tokenizers", "numpy")
-
-
-def package_versions() -> dict[str, str]:
-    """``{package: version}`` of :data:`KEYED_PACKAGES` ("absent" for one not installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in KEYED_PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
 def run_key(experiment: Experiment, spec: RunSpec, device: str, threads: int) -> str:
     """The cache key of ``spec``'s run: the run's description, the training code's closure, the device, the
-    threads, :func:`package_versions` and :func:`data_fingerprint`; a shared run (:meth:`Experiment.shared_run`)
+    threads, the versions of :attr:`Experiment.packages` and Python's major.minor, :func:`data_fingerprint` and
+    :func:`hub_fingerprint` of :meth:`Experiment.hub_sources`; a shared run (:meth:`Experiment.shared_run`)
     is keyed by its owner's key."""
     shared = experiment.shared_run(spec)
     if shared is not None:
@@ -390,7 +413,8 @@ def run_key(experiment: Experiment, spec: RunSpec, device: str, threads: int) ->
         return fingerprint(experiment.name, spec.description(), "shared", owner.name,
                            run_key(owner, owner_spec, device, threads))
     return fingerprint(experiment.name, spec.description(), training_key(experiment),
-                       torch.device(device).type, threads, package_versions(), data_fingerprint(experiment))
+                       torch.device(device).type, threads, package_versions(experiment.packages), python_minor(),
+                       data_fingerprint(experiment), hub_fingerprint(experiment.hub_sources(spec)))
 
 
 def run_folder(experiment: Experiment, spec: RunSpec, runs_dir: Path, device: str, threads: int) -> Path:

@@ -302,6 +302,12 @@ class LoraExperiment(runs.Experiment):
 
     name = "lora"
     metrics_type = LoraRunMetrics
+    packages = (*runs.KEYED_PACKAGES, "peft", "bitsandbytes", "accelerate", "datasets")
+
+    def hub_sources(self, spec: RunSpec) -> tuple[str, ...]:
+        """The backbone's files when it comes from the Hub cache (a book backbone is a run folder, already keyed)."""
+        backbone = spec.config.backbone
+        return () if Path(backbone).exists() else (f"models/{backbone}",)
 
     def max_workers(self, specs: Sequence[RunSpec]) -> int | None:
         return 1 if any(s.config.profile == "smoke" for s in specs) else None

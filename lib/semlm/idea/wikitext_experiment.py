@@ -362,6 +362,13 @@ class IdeaExperiment(runs.Experiment):
 
     name = "idea"
     metrics_type = IdeaRunMetrics
+    packages = (*runs.KEYED_PACKAGES, "datasets")  # WikiText-103 comes through datasets at the paper profile
+
+    def hub_sources(self, spec: RunSpec) -> tuple[str, ...]:
+        """GPT-2's tokeniser and WikiText-103, read from the Hub cache by the ``paper`` profile's runs."""
+        run = spec.config
+        return (("models/gpt2",) if run.tokenizer == "gpt2" else ()) + (
+            ("datasets/Salesforce/wikitext", "datasets/wikitext") if run.dataset == "wikitext-103" else ())
 
     def data_key(self, spec: RunSpec):
         r = spec.config
