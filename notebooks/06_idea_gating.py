@@ -40,7 +40,7 @@ profile = "cpu"
 seed = 111
 workers = 2
 max_steps = None
-n_seeds = None  # training seeds of the seed comparison (None: the profile's)
+n_seeds = None  # seed comparison; None: the profile's (smoke 2, cpu 1, paper 1)
 
 # %% tags=["hide-input"]
 import pandas as pd

@@ -41,7 +41,7 @@
 profile = "cpu"
 seed = 111
 max_steps = None
-n_seeds = None  # training seeds of the capacity control (None: the profile's)
+n_seeds = None  # control seeds; None: the profile's (smoke 2, cpu 3, paper 1)
 
 # %% tags=["hide-input"]
 import pandas as pd

@@ -40,7 +40,7 @@ profile = (
 )
 seed = 111
 workers = 2
-n_seeds = None  # None: the profile's own (cpu 3, paper 5)
+n_seeds = None  # None: the profile's (smoke 2, cpu 5, paper 5)
 
 # %% tags=["hide-input"]
 from dataclasses import replace

@@ -64,7 +64,8 @@ def test_generation_setting_does_not_retrain(tmp_path, unchanged):
          "samples_per_prompt=3, max_new_tokens=16, seeds=(0,), authors_samples=2"),
         ("loop_new_tokens: int = 150", "loop_new_tokens: int = 151")]}
     assert keys_after(tmp_path, generation) == unchanged
-    recipe = {"idea/profiles.py": [("train_tokens=12_000, eval_tokens=3_000", "train_tokens=12_001, eval_tokens=3_000")]}
+    recipe = {"idea/profiles.py": [("train_tokens=12_000, eval_tokens=3_000",
+                                    "train_tokens=12_001, eval_tokens=3_000")]}
     changed = keys_after(tmp_path, recipe)
     assert changed["idea"] != unchanged["idea"]
 

@@ -28,8 +28,8 @@ from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_ONE
                                       BOOK_METRICS, BOOK_SOURCE_LABEL, CPU_SOURCE_LABEL, GPU_THROUGHPUT, IDEA_PRECISION,
                                       PROVENANCE, RECORDED_DIR, REPORT, SOURCE_LABEL, TRAINING_VARIANTS, RecordedRun,
                                       load_recorded, read_json)
-from semlm.book.report import (PACKAGES, attach_recorded, cpu_model, final_status, final_verdicts, git_commit, load_metrics,
-                               multiplicity_sentence, plain_summary, verdict_counts)
+from semlm.book.report import (PACKAGES, attach_recorded, cpu_model, final_status, final_verdicts, git_commit,
+                               load_metrics, multiplicity_sentence, plain_summary, verdict_counts)
 from semlm.core.versions import package_versions
 from semlm.data.paths import REPO_ROOT, portable_text
 from semlm.idea.profiles import idea_profile, lora_profile

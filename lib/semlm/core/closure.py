@@ -17,11 +17,11 @@ library (``semlm.*``) only:
   addresses dropped), so a changed number changes the key. A private mutable global holding no
   code (``_CACHE = {}``) is a per-process cache of data and is left out.
 
-Source is hashed as its syntax tree without docstrings (comments are not in the tree), so editing
-prose retrains nothing; a dataclass's execution fields (``field(metadata={"execution": True})``: how a device
-runs a recipe, such as ``TrainConfig.compile_on_cuda``) are left out with their defaults, as run descriptions
-leave them out (:func:`semlm.core.runs.run_key`). Third-party code (torch, transformers) is not followed: the runner's keys
-add the versions of the packages a model's numbers depend on (:func:`semlm.core.runs.run_key`).
+Source is hashed as its syntax tree without docstrings (comments are not in the tree), so editing prose
+retrains nothing; a dataclass's execution fields (``field(metadata={"execution": True})``: how a device runs a
+recipe, such as ``TrainConfig.compile_on_cuda``) are left out with their defaults, as run descriptions leave
+them out (:func:`semlm.core.runs.run_key`). Third-party code (torch, transformers) is not followed: the
+runner's keys add the versions of the packages a model's numbers depend on (:func:`semlm.core.runs.run_key`).
 Editing any library function the training code can reach changes the training key; editing code
 only the evaluation reaches (metrics, generation) changes only the evaluation key, so the runner
 re-evaluates a cached model instead of retraining it (:mod:`semlm.core.runs`).

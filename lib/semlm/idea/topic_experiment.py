@@ -222,7 +222,8 @@ def topic_run(profile: TopicDriftProfile, gated: bool, seed: int, resample: bool
     (``data.seed = RESAMPLE_OFFSET + seed``), same world, laws and words."""
     steps = profile.plain_steps if not gated else profile.gated_steps
     data = replace(profile.data, seed=RESAMPLE_OFFSET + seed) if resample else profile.data
-    run = TopicRun(data, profile.size, replace(profile.train, max_steps=steps), profile.idea, gated, profile.max_workers)
+    run = TopicRun(data, profile.size, replace(profile.train, max_steps=steps), profile.idea, gated,
+                   profile.max_workers)
     return RunSpec("gated" if gated else "plain", seed, run, RESAMPLED if resample else CURVE)
 
 
