@@ -207,9 +207,9 @@ pd.concat(
 #
 # ## Repetition loops under greedy decoding
 #
-# Greedy decoding (no sampling, **no** repetition penalty) of every domain prompt. The gate is
-# applied through `IdeaGateLogitsProcessor` with strength $\alpha$ (the model's own gate off), so
-# the same processor can also carry the mitigation: **concentration decay**, which scales
+# Greedy decoding (no sampling, **no** repetition penalty) of every domain prompt. The gated
+# model decodes with its own gate at strength $\alpha$ (`generate(gate=...)`, an `IdeaGate`),
+# and the same gate value can also carry the mitigation: **concentration decay**, which scales
 # $\alpha$ for each sequence by $1 - c_t$, where $c_t$ is the share of the idea head's 20 most
 # probable tokens that already occurred among the last 32 tokens. When the plan collapses onto
 # what was just said, the gate lets go. It never penalises a token for having occurred, so it is

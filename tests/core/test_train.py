@@ -179,7 +179,7 @@ def train_steps_run(run_dir=None, **kwargs):
 def test_step_mode_runs_max_steps_of_random_windows_with_the_authors_schedule_and_ramp():
     import math
 
-    from semlm.idea.wikitext_experiment import alpha_at
+    from semlm.idea.wikitext_experiment import training_gate
 
     model, result, config, idea = train_steps_run(eval_every=1)
     assert result.steps == config.max_steps == len(result.history)
@@ -193,7 +193,7 @@ def test_step_mode_runs_max_steps_of_random_windows_with_the_authors_schedule_an
 
     # row of step s: the learning rate and alpha that optimiser step s - 1 used
     assert [row["lr"] for row in result.history] == pytest.approx([get_lr(s) for s in range(6)], rel=1e-9)
-    assert [row["alpha"] for row in result.history] == [alpha_at(s, idea) for s in range(6)]
+    assert [row["alpha"] for row in result.history] == [training_gate(idea).at_step(s).alpha for s in range(6)]
     assert result.history[0]["alpha"] == 0.0 and result.history[-1]["alpha"] == idea.alpha
 
 

@@ -239,7 +239,6 @@ def test_every_decoding_step_is_a_transformers_logits_processor(vocab):
     from semlm.fusion.decoding import AuthorsTopPLogitsWarper, ControlSteering, HardControl, LastKRepetitionPenalty
     from semlm.fusion.decoding.generate import MixtureAtAdjective
     from semlm.fusion.decoding.processors import AdjectiveClassRestriction, SentimentSteering
-    from semlm.idea.gate import IdeaGateLogitsProcessor
 
     grammar, controls = ClauseGrammar(vocab), Request({"pos_high": 0.9})
     steps = [GrammarMask(grammar), HardControl(grammar, controls), ControlSteering(grammar, controls),
@@ -247,6 +246,6 @@ def test_every_decoding_step_is_a_transformers_logits_processor(vocab):
              MixtureAtAdjective(grammar, LogitsProcessorList(), None, None),
              SentimentSteering(torch.zeros(len(vocab)), 1, 6.0, 3.0),
              AdjectiveClassRestriction(torch.zeros(len(vocab), dtype=torch.bool), torch.tensor([], dtype=torch.long))]
-    assert all(isinstance(step, LogitsProcessor) for step in steps) and issubclass(IdeaGateLogitsProcessor, LogitsProcessor)
+    assert all(isinstance(step, LogitsProcessor) for step in steps)
     ids, scores = torch.full((2, 3), vocab.bos_id), torch.randn(2, len(vocab))
     torch.testing.assert_close(LogitsProcessorList(steps)(ids, scores), LogitsProcessorList(steps[:-3])(ids, scores))

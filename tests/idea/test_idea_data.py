@@ -12,8 +12,8 @@ from transformers import PreTrainedTokenizerFast
 from semlm.data.bpe import bpe_tokenizer, load_tokenizer, train_bpe
 from semlm.data.wikitext import downloads_allowed, load_corpus
 from semlm.idea.profiles import AUTHORS_STOPWORDS, idea_profile, profile_differences
-from semlm.idea.wikitext_experiment import (TokenBlocks, TokenStream, alpha_at, authors_stickiness, load_domains,
-                                            take_chars)
+from semlm.idea.wikitext_experiment import (TokenBlocks, TokenStream, authors_stickiness, load_domains,
+                                            take_chars, training_gate)
 from semlm.profiles import check_parameters
 from semlm.core.metrics import NO_TARGET, distinct_n, repetition_rate, stickiness, unique_domain_density, words_of
 
@@ -79,7 +79,9 @@ def test_blocks_hold_inputs_targets_and_idea_windows_past_the_block():
 
 def test_alpha_ramps_linearly_to_its_target():
     settings = idea_profile("paper").idea
-    assert [alpha_at(s, settings) for s in (0, 1000, 2000, 5000)] == [0.0, 0.25, 0.5, 0.5]
+    gate = training_gate(settings)
+    assert [gate.at_step(s).alpha for s in (0, 1000, 2000, 5000)] == [0.0, 0.25, 0.5, 0.5]
+    assert gate.at_step(None) == gate and gate.at_step(0).off
 
 
 def test_profiles_follow_the_authors_v1_at_paper_scale():

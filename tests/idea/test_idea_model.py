@@ -6,10 +6,17 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import LogitsProcessorList
+from transformers import LogitsProcessor, LogitsProcessorList
 
-from semlm.idea.gate import ConcentrationDecay, IdeaGateLogitsProcessor
-from semlm.idea.model import GATE_VARIANTS, IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, idea_gate, pad_vocabulary
+from semlm.idea.model import (GATE_VARIANTS, ConcentrationDecay, IdeaGate, IdeaGPTConfig, IdeaGPTForCausalLM,
+                              gated_logits, pad_vocabulary)
+
+
+def idea_gate(z, alpha, beta=-2.0, variant="clamp_then_scale", eps=1e-8):
+    """The gate of ``IdeaGate(alpha, beta, variant, eps)``; a tensor ``alpha`` is one strength per row."""
+    if isinstance(alpha, torch.Tensor):
+        return IdeaGate(0.0, beta, variant, eps).apply(z, alpha)
+    return IdeaGate(alpha, beta, variant, eps).apply(z)
 
 
 def tiny(idea=True, **kw):
@@ -119,24 +126,23 @@ def test_a_padded_vocabulary_computes_the_same_logits_and_gradients_and_reloads(
     assert again.config.vocab_pad_multiple == 32 and torch.equal(again.eval()(x).logits, padded.eval()(x).logits)
 
 
-def test_generate_runs_with_the_gate_processor_and_matches_the_built_in_gate():
+def with_alpha(model, alpha):
+    """A copy of ``model`` whose own gate is at ``alpha`` (its config's)."""
+    copy = IdeaGPTForCausalLM(IdeaGPTConfig.from_dict({**model.config.to_dict(), "alpha": alpha}))
+    copy.load_state_dict(model.state_dict())
+    return copy.eval()
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_generate_with_a_gate_decodes_as_the_model_whose_own_gate_it_is(use_cache):
     model = tiny(alpha=0.5)
     x = torch.randint(1, 61, (2, 4))
-    built_in = model.generate(x, max_new_tokens=20, do_sample=False, use_cache=False, pad_token_id=0, eos_token_id=None)
-    with IdeaGateLogitsProcessor(model, alpha=0.5) as gate:  # attached, it is the model's gate (applied once)
-        processed = model.generate(x, max_new_tokens=20, do_sample=False, use_cache=False, pad_token_id=0,
-                                   eos_token_id=None, logits_processor=LogitsProcessorList([gate]))
-    assert built_in.shape == (2, 24)  # longer than n_positions=16: the model crops its context
-    assert torch.equal(built_in, processed)
-
-
-def test_the_model_gates_itself_again_once_the_processor_is_removed():
-    model = tiny(alpha=0.5)
-    x = torch.randint(1, 61, (2, 6))
-    gated = model(x).logits
-    with IdeaGateLogitsProcessor(model, alpha=0.5):
-        assert torch.equal(model(x).logits, model(x, alpha=0.0).token_logits)
-    assert torch.equal(model(x).logits, gated)
+    kwargs = dict(max_new_tokens=20, do_sample=False, use_cache=use_cache, pad_token_id=0, eos_token_id=None)
+    passed = model.generate(x, gate=model.gate.with_alpha(20.0), **kwargs)
+    assert passed.shape == (2, 24)  # longer than n_positions=16: the model crops its context
+    assert torch.equal(passed, with_alpha(model, 20.0).generate(x, **kwargs))
+    assert not torch.equal(passed, model.generate(x, **kwargs))  # the model's own gate (0.5) decodes otherwise
+    assert model.config.alpha == 0.5 and model.gate == IdeaGate(0.5, -2.0)
 
 
 def test_idea_gate_with_one_strength_per_row_equals_the_gate_at_each_strength():
@@ -149,15 +155,74 @@ def test_idea_gate_with_one_strength_per_row_equals_the_gate_at_each_strength():
             assert torch.allclose(rows[row], expected, atol=1e-6), (variant, alpha)
 
 
-def test_gate_processor_can_gate_another_model_and_decay_its_strength():
-    idea_model, baseline = tiny(), tiny(idea=False)
-    gate = IdeaGateLogitsProcessor(idea_model, alpha=1.0, decay=ConcentrationDecay(top_k=5, window=8))
-    out = baseline.generate(torch.randint(1, 61, (3, 3)), max_new_tokens=6, do_sample=True, use_cache=False,
-                            pad_token_id=0, eos_token_id=None, logits_processor=LogitsProcessorList([gate]))
-    assert out.shape == (3, 9)
-    assert len(gate.alphas) == 6 and all(((a >= 0) & (a <= 1.0)).all() for a in gate.alphas)
-    with pytest.raises(ValueError, match="needs a model with an idea head"):
-        IdeaGateLogitsProcessor(baseline, alpha=0.5)
+def decayed_reference(model, x, gate, steps):
+    """Greedy decoding written out: each step the ungated logits of the whole (cropped) context, plus the gate at
+    each row's decayed strength from the last position's idea logits and the last ``window`` tokens."""
+    ids = x
+    for _ in range(steps):
+        out = model(ids[:, -model.config.n_positions:], alpha=0.0)
+        idea = out.idea_logits[:, -1].float()
+        strength = gate.decay.strength(gate.alpha, ids[:, -gate.decay.window:], idea)
+        scores = out.token_logits[:, -1] + gate.apply(idea, strength[:, None])
+        ids = torch.cat([ids, scores.argmax(-1, keepdim=True)], 1)
+    return ids
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_a_decaying_gate_decodes_as_the_written_out_loop(use_cache):
+    model = tiny(alpha=1.0)
+    gate = model.gate.with_alpha(3.0)
+    gate = IdeaGate(gate.alpha, gate.beta, gate.variant, gate.eps, decay=ConcentrationDecay(top_k=5, window=8))
+    x = torch.randint(1, 61, (3, 3))
+    out = model.generate(x, gate=gate, max_new_tokens=18, do_sample=False, use_cache=use_cache, pad_token_id=0,
+                         eos_token_id=None)
+    assert torch.equal(out, decayed_reference(model, x, gate, 18))
+    strength = model(out[:, -16:], gate=gate).gate_strength
+    assert strength.shape == (3,) and ((strength >= 0) & (strength <= 3.0)).all()
+    undecayed = model.generate(x, gate=model.gate.with_alpha(3.0), max_new_tokens=18, do_sample=False,
+                               use_cache=use_cache, pad_token_id=0, eos_token_id=None)
+    assert not torch.equal(out, undecayed)  # the decay changes what is decoded
+
+
+def idea_processors():
+    """Every transformers ``LogitsProcessor`` of paper B's modules, and the repetition penalty its generation uses."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import semlm.idea
+    from semlm.idea.compounding_penalty import CompoundingRepetitionPenalty
+
+    found = {CompoundingRepetitionPenalty}
+    for info in pkgutil.iter_modules(semlm.idea.__path__):
+        module = importlib.import_module(f"semlm.idea.{info.name}")
+        found |= {value for value in vars(module).values() if inspect.isclass(value)
+                  and issubclass(value, LogitsProcessor) and value.__module__.startswith("semlm.")}
+    return found
+
+
+def model_state(model) -> dict:
+    return {"tensors": {k: v.clone() for k, v in model.state_dict().items()},
+            "hooks": [(name, dict(m._forward_hooks), dict(m._forward_pre_hooks), dict(m._backward_hooks))
+                      for name, m in model.named_modules()],
+            "config": model.config.to_dict(), "generation": model.generation_config.to_dict()}
+
+
+def test_logits_processors_do_not_mutate_the_model():
+    from semlm.idea.compounding_penalty import CompoundingRepetitionPenalty
+
+    assert idea_processors() == {CompoundingRepetitionPenalty}, "a new processor: add it to this test's generation"
+    model = tiny(alpha=0.5)
+    before = model_state(model)
+    decaying = IdeaGate(1.0, -2.0, decay=ConcentrationDecay(top_k=5, window=8))
+    for use_cache in (False, True):
+        model.generate(torch.randint(1, 61, (2, 4)), gate=decaying, max_new_tokens=20, do_sample=True, use_cache=use_cache,
+                       pad_token_id=0, eos_token_id=None,
+                       logits_processor=LogitsProcessorList([CompoundingRepetitionPenalty(1.2, window=16)]))
+    after = model_state(model)
+    assert after["hooks"] == before["hooks"] and after["config"] == before["config"]
+    assert after["generation"] == before["generation"]
+    assert all(torch.equal(before["tensors"][k], v) for k, v in after["tensors"].items())
 
 
 def test_concentration_is_one_when_the_plan_is_what_was_just_said():
@@ -269,16 +334,6 @@ def test_batched_left_padded_generation_matches_each_prompt_alone_with_and_witho
         assert torch.equal(cached[row, width:], alone[0, len(prompt):]), row
 
 
-def test_gate_processor_on_the_cached_path_matches_the_built_in_gate():
-    model = tiny(alpha=0.5)
-    x = torch.randint(1, 61, (2, 4))
-    built_in = greedy(model, x, 10, use_cache=True)
-    with IdeaGateLogitsProcessor(model, alpha=0.5) as gate:
-        processed = greedy(model, x, 10, use_cache=True, logits_processor=LogitsProcessorList([gate]))
-    assert torch.equal(built_in, processed)
-    assert torch.equal(built_in, greedy(model, x, 10, use_cache=False))
-
-
 def test_beam_search_reorders_the_cache_and_matches_the_uncached_beams():
     model = tiny(alpha=0.5)
     x = torch.randint(1, 61, (2, 4))
@@ -300,7 +355,7 @@ def test_fused_gate_values_and_gradients_equal_the_naive_gate(variant, alpha, be
     token = torch.randn(4, 7, 97, generator=g, requires_grad=True)
     z = (torch.randn(4, 7, 97, generator=g) * 12).requires_grad_()
     upstream = torch.randn(4, 7, 97, generator=g)
-    fast = gated_logits(token, z, alpha, beta, variant)
+    fast = gated_logits(token, z, IdeaGate(alpha, beta, variant))
     (fast * upstream).sum().backward()
     token_ref = token.detach().double().requires_grad_()
     z_ref = z.detach().double().requires_grad_()
@@ -310,7 +365,7 @@ def test_fused_gate_values_and_gradients_equal_the_naive_gate(variant, alpha, be
     assert torch.allclose(token.grad.double(), token_ref.grad)
     assert torch.allclose(z.grad.double(), z_ref.grad, rtol=1e-4, atol=1e-6)
     with torch.no_grad():
-        assert torch.allclose(gated_logits(token, z, alpha, beta, variant).double(), reference, atol=1e-5)
+        assert torch.allclose(gated_logits(token, z, IdeaGate(alpha, beta, variant)).double(), reference, atol=1e-5)
         assert torch.allclose(idea_gate(z, alpha, beta, variant).double(), naive_gate(z, alpha, beta, variant),
                               atol=1e-5)
 
@@ -318,7 +373,7 @@ def test_fused_gate_values_and_gradients_equal_the_naive_gate(variant, alpha, be
 def test_fused_gate_runs_in_bfloat16_like_the_reference():
     z = torch.randn(3, 50) * 5
     token = torch.randn(3, 50)
-    fast = gated_logits(token.bfloat16(), z.bfloat16(), 0.5, -2.0)
+    fast = gated_logits(token.bfloat16(), z.bfloat16(), IdeaGate(0.5, -2.0))
     assert fast.dtype == torch.bfloat16
     assert torch.allclose(fast.float(), token + naive_gate(z.bfloat16().float(), 0.5, -2.0, "clamp_then_scale").float(),
                           atol=0.07)

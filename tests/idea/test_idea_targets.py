@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semlm.core.metrics import NO_TARGET
+from semlm.idea.model import IdeaGate
 from semlm.idea.targets import idea_bce_sparse, idea_targets, top_frequent_ids, vocabulary_mask, window_ids
 from semlm.idea.targets import idea_gated_loss
 
@@ -199,17 +200,16 @@ def test_fused_gated_loss_and_its_gradients_equal_the_unfused_path(variant, alph
     idea_gated_loss (values and gradients).
 
     (0.003, -2) in v2 and beta = -25 take the gate's eps-exact branch, alpha = 0 switches it off."""
-    from semlm.idea.model import idea_gate
     from semlm.idea.targets import idea_gated_loss_fused
 
     token, idea, targets, positives, vocab_mask = _gated_loss_inputs(7, masked=masked)
     t1, i1 = token.clone().requires_grad_(), idea.clone().requires_grad_()
-    reference = idea_gated_loss(t1 + idea_gate(i1, alpha, beta, variant), targets, i1, positives, vocab_mask, 0.1,
+    reference = idea_gated_loss(t1 + IdeaGate(alpha, beta, variant).apply(i1), targets, i1, positives, vocab_mask, 0.1,
                                 pos_weight, reduction, ignore_index=NO_TARGET)
     (2.5 * reference[0]).backward()
     t2, i2 = token.clone().requires_grad_(), idea.clone().requires_grad_()
-    fused = idea_gated_loss_fused(t2, i2, alpha, beta, variant, 1e-8, targets, positives, vocab_mask, 0.1, pos_weight,
-                                  reduction, NO_TARGET, chunk_positions=chunk)
+    fused = idea_gated_loss_fused(t2, i2, IdeaGate(alpha, beta, variant), targets, positives, vocab_mask, 0.1,
+                                  pos_weight, reduction, NO_TARGET, chunk_positions=chunk)
     (2.5 * fused[0]).backward()
     for a, b in zip(reference, fused):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -219,7 +219,7 @@ def test_fused_gated_loss_and_its_gradients_equal_the_unfused_path(variant, alph
         stop = vocab_mask == 0
         assert torch.equal(i2.grad[..., stop] == 0, i1.grad[..., stop] == 0)
     with torch.no_grad():
-        values = idea_gated_loss_fused(token, idea, alpha, beta, variant, 1e-8, targets, positives, vocab_mask, 0.1,
+        values = idea_gated_loss_fused(token, idea, IdeaGate(alpha, beta, variant), targets, positives, vocab_mask, 0.1,
                                        pos_weight, reduction, NO_TARGET, chunk_positions=chunk)
     assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(reference, values))
 
@@ -229,13 +229,11 @@ def test_fused_gated_loss_rejects_mismatched_shapes_with_one_clear_error():
 
     token, idea, targets, positives, vocab_mask = _gated_loss_inputs(1)
     with pytest.raises(ValueError, match="must agree"):
-        idea_gated_loss_fused(token, idea[:, :-1], 0.5, -2.0, "clamp_then_scale", 1e-8, targets, positives, vocab_mask,
-                              0.1)
+        idea_gated_loss_fused(token, idea[:, :-1], IdeaGate(0.5, -2.0), targets, positives, vocab_mask, 0.1)
     with pytest.raises(ValueError, match="window_ids"):
-        idea_gated_loss_fused(token, idea, 0.5, -2.0, "clamp_then_scale", 1e-8, targets, positives[:, :-1],
-                              vocab_mask, 0.1)
+        idea_gated_loss_fused(token, idea, IdeaGate(0.5, -2.0), targets, positives[:, :-1], vocab_mask, 0.1)
     with pytest.raises(ValueError, match="gate variant"):
-        idea_gated_loss_fused(token, idea, 0.5, -2.0, "v3", 1e-8, targets, positives, vocab_mask, 0.1)
+        idea_gated_loss_fused(token, idea, IdeaGate(0.5, -2.0, "v3"), targets, positives, vocab_mask, 0.1)
 
 
 @pytest.mark.parametrize("variant", ["clamp_then_scale", "scale_then_clamp"])
@@ -252,8 +250,8 @@ def test_autograd_gated_loss_for_torch_compile_equals_the_models_gate_then_the_l
 
     token, idea, targets, positives, vocab_mask = _gated_loss_inputs(3, masked=masked)
     t1, i1 = token.clone().requires_grad_(), idea.clone().requires_grad_()
-    reference = idea_gated_loss(gated_logits(t1, i1, alpha, beta, variant), targets, i1, positives, vocab_mask, 0.1,
-                                pos_weight, reduction, ignore_index=NO_TARGET)
+    reference = idea_gated_loss(gated_logits(t1, i1, IdeaGate(alpha, beta, variant)), targets, i1, positives,
+                                vocab_mask, 0.1, pos_weight, reduction, ignore_index=NO_TARGET)
     (2.5 * reference[0]).backward()
     loss = idea_gated_loss_autograd
     if compiled:

@@ -18,7 +18,7 @@ from semlm.idea.lora_experiment import (LORA, BackboneCheckpoint, BackboneUnavai
                                         paper_scale_parameter_counts, lora_run, resolve_backbone)
 from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, RunSpec, run_many
-from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, idea_gate
+from semlm.idea.model import IdeaGate, IdeaGPTConfig, IdeaGPTForCausalLM
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, load_backbone
 from semlm.idea.profiles import PAPER_BACKBONE, BookBackboneSpec, LoraSettings, lora_profile
 
@@ -137,7 +137,7 @@ def test_gated_logits_are_the_token_logits_plus_the_idea_gate(tiny_mistral):
     perturb_trainable(model)
     with torch.no_grad():
         out = model(inputs(), alpha=0.5)
-    expected = out.token_logits + idea_gate(out.idea_logits, 0.5, -2.0, "scale_then_clamp")
+    expected = out.token_logits + IdeaGate(0.5, -2.0, "scale_then_clamp").apply(out.idea_logits)
     torch.testing.assert_close(out.logits, expected)
     assert out.idea_logits.shape == (2, 12, VOCAB)
 

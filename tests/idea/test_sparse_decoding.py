@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from semlm.idea.model import GATE_VARIANTS, IdeaGPTConfig, IdeaGPTForCausalLM, idea_gate
-from semlm.idea.sparse_decoding import (clamp_share, clamp_value, decode, full_gated_logits, sparse_gated_logits,
+from semlm.idea.model import GATE_VARIANTS, IdeaGPTConfig, IdeaGPTForCausalLM
+from semlm.idea.sparse_decoding import (clamp_share, decode, full_gated_logits, sparse_gated_logits,
                                         step_divergence)
 
 V = 61
@@ -65,8 +65,7 @@ def test_kept_set_is_the_gate_above_the_clamp_plus_the_budget_by_idea_probabilit
     with torch.no_grad():
         idea = model.idea_head(h)
         sparse = sparse_gated_logits(model, h, budget)
-    c = model.config
-    above = idea_gate(idea, c.alpha, c.beta, c.gate_variant) > clamp_value(c)
+    above = model.gate.apply(idea) > model.gate.clamped_value()
     assert 0 < above.sum() < above.numel() / 2
     best_clamped = idea.masked_fill(above, float("-inf")).topk(budget, -1).indices
     expected = above.clone().scatter_(1, best_clamped, True)
@@ -92,7 +91,7 @@ def test_clamp_share_is_the_share_of_gates_at_the_clamp_per_position():
     share = clamp_share(model, batches)
     c = model.config
     with torch.no_grad():
-        gates = [idea_gate(model(x).idea_logits, c.alpha, c.beta, c.gate_variant) for x in batches]
+        gates = [model.gate.apply(model(x).idea_logits) for x in batches]
     per_position = torch.cat([(g <= c.alpha * c.beta).float().mean(-1).flatten() for g in gates])
     assert share["n"] == 40 and share["mean"] == pytest.approx(per_position.mean().item())
     assert 0 <= share["q05"] <= share["q50"] <= share["q95"] <= 1 and share["q50"] > 0.5

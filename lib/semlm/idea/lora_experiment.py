@@ -27,7 +27,7 @@ from semlm.data.bpe import as_transformers, train_bpe, load_tokenizer
 from semlm.data.fineweb import FineWebDocuments, load_fineweb
 from semlm.data.paths import portable_path
 from semlm.data.wikitext import downloads_allowed, load_corpus
-from semlm.idea.wikitext_experiment import TokenBlocks, alpha_at, encode_lines, take_chars, training_seeds
+from semlm.idea.wikitext_experiment import TokenBlocks, encode_lines, take_chars, training_gate, training_seeds
 from semlm.idea.targets import idea_bce_sparse, window_ids
 from semlm.core.metrics import NO_TARGET, perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone
@@ -257,7 +257,7 @@ class LoraRun:
 
     def alpha_at(self, step: int) -> float:
         """The gate strength after ``step`` optimiser steps (0 for the baseline)."""
-        return alpha_at(step, self.idea) if self.gated else 0.0
+        return training_gate(self.idea).at_step(step).alpha if self.gated else 0.0
 
     def loss(self, model: LoraIdeaModel, batch, step: int) -> tuple[torch.Tensor, dict]:
         """The trainer's ``loss_fn``: :func:`lora_loss` at the gate strength of ``step``."""

@@ -5,7 +5,7 @@ the attention's query and value projections, and puts the Idea Head on the backb
 
     z_token = W_lm h_t                                  the backbone's own (frozen) logits
     z_idea  = W_2 ReLU(W_1 h_t)                         Idea Head, d -> d -> V
-    z_final = z_token + G(log(sigmoid(z_idea) + eps))   gate G of ``semlm.idea.model.idea_gate``
+    z_final = z_token + G(log(sigmoid(z_idea) + eps))   gate G of ``semlm.idea.model.IdeaGate``
 
 :class:`LoraIdeaModel` wraps any ``AutoModelForCausalLM``; a forward hook on its output embedding (whose
 input *is* the last hidden state) applies the gate in training, evaluation and ``generate()`` alike. The
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from semlm.idea.profiles import LoraSettings
-from semlm.idea.model import IdeaGPTOutput, check_gate_variant, idea_gate, quiet_transformers
+from semlm.idea.model import IdeaGate, IdeaGPTOutput, check_gate_variant, quiet_transformers
 
 QUANTIZATIONS: tuple[str, ...] = ("none", "nf4")
 
@@ -126,7 +126,7 @@ class LoraIdeaModel(nn.Module):
         device = token_head.weight.device
         self.idea_head = head_mlp(d, vocab).to(device) if self.config.idea_head else None
         self.output_adapter = head_mlp(d, vocab, zero_output=True).to(device) if self.config.output_adapter else None
-        self._alpha = self.config.alpha
+        self._gate = self.gate  # the gate of the call under way (the hook applies it inside the backbone's forward)
         self._captured: dict = {}
         hooked = self.idea_head is not None or self.output_adapter is not None
         self._hook = token_head.register_forward_hook(self._gate_token_head) if hooked else None
@@ -139,39 +139,49 @@ class LoraIdeaModel(nn.Module):
             return token_logits + adapter.to(token_logits.dtype)
         idea_logits = self.idea_head(hidden.to(self.idea_head[0].weight.dtype))
         self._captured = {"token_logits": token_logits, "idea_logits": idea_logits}
-        if self._alpha == 0:
+        if self._gate.off:
             return token_logits
-        gate = idea_gate(idea_logits, self._alpha, self.config.beta, self.config.gate_variant, self.config.eps)
-        return token_logits + gate.to(token_logits.dtype)
+        return token_logits + self._gate.apply(idea_logits).to(token_logits.dtype)
+
+    @property
+    def gate(self) -> IdeaGate:
+        """The wrapper's own gate, from its config."""
+        return IdeaGate.of(self.config)
+
+    def _call_gate(self, gate: IdeaGate | None, alpha: float | None) -> IdeaGate:
+        gate = self.gate if gate is None else gate
+        return gate if alpha is None else gate.with_alpha(alpha)
 
     @property
     def device(self) -> torch.device:
         return self.backbone.get_output_embeddings().weight.device
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                alpha: float | None = None, **kwargs) -> IdeaGPTOutput:
-        """Gated logits (``logits``), the backbone's ``token_logits`` and ``idea_logits``; ``alpha``
-        overrides ``config.alpha`` (training ramps it; 0 gives the ungated logits)."""
-        self._alpha = self.config.alpha if alpha is None else float(alpha)
-        if self._alpha < 0:
-            raise ValueError(f"gate strength alpha must be >= 0, got {alpha}")
+                alpha: float | None = None, gate: IdeaGate | None = None, **kwargs) -> IdeaGPTOutput:
+        """Gated logits (``logits``), the backbone's ``token_logits`` and ``idea_logits``; ``gate`` replaces the
+        wrapper's own, ``alpha`` its strength (training ramps it; 0 gives the ungated logits)."""
+        self._gate = self._call_gate(gate, alpha)
         self._captured = {}
         try:
             out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **kwargs)
         finally:
-            self._alpha = self.config.alpha
+            self._gate = self.gate
         captured, self._captured = self._captured, {}
         return IdeaGPTOutput(logits=out.logits, token_logits=captured.get("token_logits", out.logits),
                              idea_logits=captured.get("idea_logits"))
 
     @torch.no_grad()
-    def generate(self, input_ids: torch.Tensor, alpha: float | None = None, **kwargs) -> torch.Tensor:
-        """The backbone's ``generate()`` with the gate in its logits (strength ``alpha``, default ``config.alpha``)."""
-        self._alpha = self.config.alpha if alpha is None else float(alpha)
+    def generate(self, input_ids: torch.Tensor, alpha: float | None = None, gate: IdeaGate | None = None,
+                 **kwargs) -> torch.Tensor:
+        """The backbone's ``generate()`` with the gate in its logits (``gate``, or the wrapper's at ``alpha``)."""
+        self._gate = self._call_gate(gate, alpha)
+        if self._gate.decay is not None:
+            raise ValueError("a decaying gate needs the idea-gated GPT's generate(); the LoRA wrapper gates at one "
+                             "strength")
         try:
             return self.backbone.generate(input_ids=input_ids, **kwargs)
         finally:
-            self._alpha = self.config.alpha
+            self._gate = self.gate
             self._captured = {}
 
     # -- what trains ---------------------------------------------------------------------------

@@ -19,6 +19,10 @@ the WikiText GPT's ``model.py`` and the Mistral/LoRA script), selected by name:
 
 At alpha = 0 both gates are exactly zero and the gated logits equal the token head's.
 
+The gate is one value, :class:`IdeaGate` (strength, clamp, variant, eps, the training ramp and an optional
+decay for generation); the model's own is ``model.gate`` (from its config), and ``forward`` / ``generate`` take
+another as ``gate=``.
+
 ``IdeaGPTForCausalLM`` is a ``PreTrainedModel`` with ``GenerationMixin`` (``save_pretrained``,
 ``from_pretrained``, ``generate()`` with the gate at ``config.alpha``). ``generate()`` keeps a KV cache
 (``DynamicCache``); past ``n_positions`` tokens the model re-reads the last ``n_positions`` without it
@@ -27,9 +31,10 @@ At alpha = 0 both gates are exactly zero and the gated logits equal the token he
 
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -53,120 +58,207 @@ def check_gate_variant(variant: str) -> str:
     return variant
 
 
-def _check_gate_arguments(variant: str, alpha: float, beta: float) -> None:
-    check_gate_variant(variant)
-    if alpha < 0:
-        raise ValueError(f"gate strength alpha must be >= 0, got {alpha}")
-    if beta > 0:
-        raise ValueError(f"clamp floor beta must be <= 0, got {beta}")
+@dataclass(frozen=True)
+class ConcentrationDecay:
+    """alpha_t = alpha * (1 - c_t)^power, c_t = share of the top-``k`` idea tokens among the last ``window`` tokens.
+
+    A schedule an :class:`IdeaGate` may hold for generation (chapter 7's loop study): it shrinks each sequence's
+    gate strength as the idea head's plan is made of tokens just generated. It touches no token's score, so it is
+    not a repetition penalty."""
+
+    top_k: int = 20
+    window: int = 32
+    power: float = 1.0
+
+    def __post_init__(self):
+        if self.top_k < 1 or self.window < 1 or self.power <= 0:
+            raise ValueError(f"top_k and window must be >= 1 and power > 0, got {self.top_k}, {self.window}, "
+                             f"{self.power}")
+
+    def concentration(self, input_ids: torch.Tensor, idea_logits: torch.Tensor) -> torch.Tensor:
+        """[B] in [0, 1]: how much of the current plan is made of tokens just generated."""
+        B, V = idea_logits.shape
+        recent = torch.zeros(B, V, dtype=torch.bool, device=idea_logits.device)
+        recent.scatter_(1, input_ids[:, -self.window:], True)
+        top = idea_logits.topk(min(self.top_k, V), dim=-1).indices
+        return recent.gather(1, top).float().mean(-1)
+
+    def strength(self, alpha: float, input_ids: torch.Tensor, idea_logits: torch.Tensor) -> torch.Tensor:
+        return alpha * (1.0 - self.concentration(input_ids, idea_logits)).pow(self.power)
 
 
-def _gate_floor(alpha: float, beta: float, variant: str) -> float:
-    """The log-probability below which the clamp acts: beta (v1) or beta / alpha (v2)."""
-    return beta if variant == "clamp_then_scale" else beta / alpha
-
-
-def _drops_eps(alpha: float, beta: float, variant: str, eps: float) -> bool:
-    """True when log(p + eps) may be computed as log(p): wherever the clamp does not act, p > e^floor, so
-    the two differ by less than eps / p < eps * e^-floor (in value, and relatively in the derivative)."""
-    return eps <= 0 or math.log(eps) - _gate_floor(alpha, beta, variant) <= math.log(1e-6)
-
-
-def idea_gate(idea_logits: torch.Tensor, alpha: float | torch.Tensor, beta: float = -2.0,
-              variant: str = "clamp_then_scale", eps: float = 1e-8) -> torch.Tensor:
-    """The additive gate from idea logits (paper B, Section 3.3; both published variants), written once.
+@dataclass(frozen=True)
+class IdeaGate:
+    """The additive gate of paper B (Section 3.3), both published variants, as one value: every place that gates
+    logits (the model's forward, the losses, the LoRA model, sparse decoding, generation) reads one of these.
 
     ``clamp_then_scale``: alpha * clamp(log(sigmoid(z) + eps), min=beta)   (v1; >= alpha * beta)
     ``scale_then_clamp``: max(alpha * log(sigmoid(z) + eps), beta)         (v2; >= beta)
-    The clamp is what keeps a confidently wrong idea head from removing a token outright. The model's
-    forward (:func:`gated_logits`), the losses of :mod:`semlm.idea.targets` and the logits processor of
-    :mod:`semlm.idea.gate` all use this formula; the two hand-written kernels (:class:`_GatedLogits` and the
-    fused loss) are tested equal to it. ``alpha`` may be a tensor: a 0-d one (the compiled loss, so the
-    strength ramp does not recompile) or one strength per row (``[B, 1]``, the processor's decay); the
-    gate is then computed with eps and no check, as ``torch.compile`` traces it without a branch.
+
+    The clamp keeps a confidently wrong idea head from removing a token outright. ``ramp_steps``: training raises
+    the strength linearly from 0 to ``alpha`` over that many optimiser steps (:meth:`at_step`). ``decay``: during
+    generation each sequence's strength shrinks as :class:`ConcentrationDecay` says (chapter 7).
+
+    The expression is written here only: :meth:`formula` (and :meth:`apply`, the checked call of it), :meth:`gated`
+    (the same, in place, added to the token logits) and :meth:`grad` (its derivative, for the two hand-written
+    backwards: :class:`_GatedLogits` and the fused loss of :mod:`semlm.idea.targets`); tests keep them equal.
     """
-    tensor_alpha = isinstance(alpha, torch.Tensor)
-    if not tensor_alpha:
-        _check_gate_arguments(variant, alpha, beta)
-        if alpha == 0:
+
+    alpha: float = 0.5
+    beta: float = -2.0
+    variant: str = "clamp_then_scale"
+    eps: float = 1e-8
+    ramp_steps: int = 0
+    decay: ConcentrationDecay | None = None
+
+    def __post_init__(self):
+        check_gate_variant(self.variant)
+        if self.alpha < 0:
+            raise ValueError(f"gate strength alpha must be >= 0, got {self.alpha}")
+        if self.beta > 0:
+            raise ValueError(f"clamp floor beta must be <= 0, got {self.beta}")
+        if self.ramp_steps < 0:
+            raise ValueError(f"ramp_steps must be >= 0, got {self.ramp_steps}")
+
+    @classmethod
+    def of(cls, config) -> "IdeaGate":
+        """The gate a model's config holds (``alpha``, ``beta``, ``gate_variant``, ``eps``)."""
+        return cls(float(config.alpha), float(config.beta), config.gate_variant, float(config.eps))
+
+    def with_alpha(self, alpha: float) -> "IdeaGate":
+        return replace(self, alpha=float(alpha))
+
+    def at_step(self, step: int | None) -> "IdeaGate":
+        """The gate after ``step`` optimiser steps of the ramp (``None``: the full strength)."""
+        if step is None or self.ramp_steps == 0:
+            return self
+        return self.with_alpha(self.alpha * min(1.0, step / self.ramp_steps))
+
+    @property
+    def off(self) -> bool:
+        """At alpha = 0 both variants are exactly zero: the gated logits are the token head's."""
+        return self.alpha == 0
+
+    @property
+    def floor(self) -> float:
+        """The log-probability below which the clamp acts: beta (v1) or beta / alpha (v2)."""
+        return self.beta if self.variant == "clamp_then_scale" else self.beta / self.alpha
+
+    @property
+    def drops_eps(self) -> bool:
+        """True when log(p + eps) may be computed as log(p): wherever the clamp does not act, p > e^floor, so the
+        two differ by less than eps / p < eps * e^-floor (in value, and relatively in the derivative)."""
+        return self.eps <= 0 or math.log(self.eps) - self.floor <= math.log(1e-6)
+
+    @property
+    def threshold(self) -> float:
+        """The idea probability p below which the clamp acts (its derivative is 0 there)."""
+        return math.exp(self.floor) - (0.0 if self.drops_eps else self.eps)
+
+    def clamped_value(self) -> float:
+        """The gate of a clamped token, from the formula at a hopeless idea logit (so bit-equal to it)."""
+        return _clamped_value(self.alpha, self.beta, self.variant, self.eps)
+
+    @staticmethod
+    def formula(idea_logits: torch.Tensor, alpha: float | torch.Tensor, beta: float, variant: str, eps: float,
+                drop_eps: bool = False) -> torch.Tensor:
+        """The gate's expression, unchecked and without a branch on a tensor, so ``torch.compile`` traces it (the
+        compiled loss passes a 0-d ``alpha``, so the strength ramp does not recompile)."""
+        z = idea_logits.float()
+        log_p = torch.log(torch.sigmoid(z)) if drop_eps else torch.log(torch.sigmoid(z) + eps)
+        gate = alpha * log_p.clamp(min=beta) if variant == "clamp_then_scale" else (alpha * log_p).clamp(min=beta)
+        return gate.to(idea_logits.dtype)
+
+    def apply(self, idea_logits: torch.Tensor, alpha: torch.Tensor | None = None) -> torch.Tensor:
+        """The gate of ``idea_logits``; ``alpha``, a tensor, replaces the strength (one per row, ``[B, 1]``: the
+        decay), and the gate is then computed with eps."""
+        if alpha is not None:
+            return self.formula(idea_logits, alpha, self.beta, self.variant, self.eps)
+        if self.off:
             return torch.zeros_like(idea_logits)
-    z = idea_logits.float()
-    if not tensor_alpha and _drops_eps(alpha, beta, variant, eps):
-        log_p = torch.log(torch.sigmoid(z))  # two vectorised passes; logsigmoid is ~3x slower on CPU
-    else:
-        log_p = torch.log(torch.sigmoid(z) + eps)
-    gate = alpha * log_p.clamp(min=beta) if variant == "clamp_then_scale" else (alpha * log_p).clamp(min=beta)
-    return gate.to(idea_logits.dtype)
+        # log(sigmoid) in two vectorised passes when eps cannot matter; logsigmoid is ~3x slower on CPU
+        return self.formula(idea_logits, self.alpha, self.beta, self.variant, self.eps, self.drops_eps)
+
+    def gated(self, token_logits: torch.Tensor, idea_logits: torch.Tensor,
+              softplus: torch.Tensor | None = None) -> torch.Tensor:
+        """``token_logits + gate`` in few passes, in one float32 buffer: sigmoid, log, clamp, then scale-and-add in
+        place. Both variants are alpha * clamp(log p, floor), since max(alpha x, beta) = alpha max(x, beta / alpha)
+        for alpha > 0. ``softplus``: softplus(z) already computed (the fused loss): log p = z - softplus(z) in its
+        buffer when eps cannot matter, else the buffer is reused. Not differentiable itself (:class:`_GatedLogits`)."""
+        if self.off:
+            return token_logits
+        if softplus is not None and self.drops_eps:
+            log_p = torch.sub(idea_logits, softplus, out=softplus)
+        else:
+            p = torch.sigmoid(idea_logits.float(), out=softplus)
+            log_p = p.log_() if self.drops_eps else p.add_(self.eps).log_()
+        log_p.clamp_(min=self.floor)
+        if log_p.dtype == token_logits.dtype:
+            return torch.add(token_logits, log_p, alpha=self.alpha, out=log_p)  # scale and add in one pass
+        return token_logits + log_p.mul_(self.alpha).to(token_logits.dtype)
+
+    def grad(self, p: torch.Tensor, upstream: torch.Tensor, scaled: bool = True) -> torch.Tensor:
+        """d L / d z_idea through the gate, in ``p``'s buffer (``p`` = sigmoid(z_idea), overwritten), from
+        ``upstream`` = d L / d z_final:
+
+            alpha * (1 - p) * p / (p + eps) * upstream   where the clamp does not act, else 0
+
+        (the factor p / (p + eps) is 1 to float precision when :attr:`drops_eps`). ``scaled=False`` leaves out
+        alpha, for a caller that adds the result with alpha as its scale."""
+        ratio = None if self.drops_eps else p / (p + self.eps)
+        torch.threshold_(p, self.threshold, 1.0)  # clamped entries -> p = 1 -> 1 - p = 0
+        grad = torch.addcmul(upstream, upstream, p, value=-1.0, out=p)  # (1 - p) upstream
+        if scaled:
+            grad.mul_(self.alpha)
+        return grad.mul_(ratio) if ratio is not None else grad
+
+
+@functools.cache
+def _clamped_value(alpha: float, beta: float, variant: str, eps: float) -> float:
+    gate = IdeaGate(alpha, beta, variant, eps)
+    return float(gate.apply(torch.tensor([-1e4])))  # once per setting: sparse decoding needs it on every step
 
 
 class _GatedLogits(torch.autograd.Function):
-    """z_final = z_token + G_alpha(z_idea) with a hand-written backward (same math as :func:`idea_gate`).
+    """z_final = z_token + G(z_idea) with a hand-written backward (:meth:`IdeaGate.gated` and :meth:`IdeaGate.grad`).
 
-    Autograd through ``idea_gate`` runs about eight passes over the [B, T, V] logits for the gate
-    alone (sigmoid, log, clamp, scale, add; their backwards, a comparison and a select). Here the
-    forward is sigmoid, log, clamp, then scale-and-add in place, and the backward a sigmoid and
-    three in-place passes: with p = sigmoid(z) and floor the clamp's threshold in log p,
-
-        d z_final / d z_idea = alpha * (1 - p) * p / (p + eps)   where log(p + eps) >= floor, else 0
-
-    (the factor p / (p + eps) is 1 to float precision when ``_drops_eps``). The backward recomputes
-    p from z_idea (which the idea loss keeps anyway) rather than holding a [B, T, V] buffer through the loss.
+    Autograd through :meth:`IdeaGate.apply` runs about eight passes over the [B, T, V] logits for the gate alone
+    (sigmoid, log, clamp, scale, add; their backwards, a comparison and a select). Here the forward is sigmoid,
+    log, clamp, then scale-and-add in place, and the backward a sigmoid and three in-place passes. The backward
+    recomputes p from z_idea (which the idea loss keeps anyway) rather than holding a [B, T, V] buffer through the
+    loss.
     """
 
     @staticmethod
-    def forward(ctx, token_logits, idea_logits, alpha, beta, variant, eps):
-        drop_eps = _drops_eps(alpha, beta, variant, eps)
-        gate = torch.sigmoid(idea_logits.float())  # p, then log p in the same buffer
-        gate = gate.log_() if drop_eps else gate.add_(eps).log_()
-        # both variants are alpha * clamp(log p, floor): max(alpha x, beta) = alpha max(x, beta / alpha), alpha > 0
-        gate.clamp_(min=_gate_floor(alpha, beta, variant))
-        if gate.dtype == token_logits.dtype:
-            out = torch.add(token_logits, gate, alpha=alpha, out=gate)  # scale and add in one pass, in place
-        else:
-            out = token_logits + gate.mul_(alpha).to(token_logits.dtype)
+    def forward(ctx, token_logits, idea_logits, gate):
+        out = gate.gated(token_logits, idea_logits)
         ctx.save_for_backward(idea_logits)  # p is recomputed: one [B, T, V] buffer less held through the loss
-        ctx.alpha, ctx.eps, ctx.drop_eps = alpha, eps, drop_eps
-        ctx.threshold = math.exp(_gate_floor(alpha, beta, variant)) - (0.0 if drop_eps else eps)
-        ctx.idea_dtype = idea_logits.dtype
+        ctx.gate, ctx.idea_dtype = gate, idea_logits.dtype
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        alpha, grad_idea = ctx.alpha, None
+        grad_idea = None
         if ctx.needs_input_grad[1]:
             p = torch.sigmoid(ctx.saved_tensors[0].float())
-            ratio = None if ctx.drop_eps else p / (p + ctx.eps)
-            torch.threshold_(p, ctx.threshold, 1.0)  # clamped entries -> p = 1 -> 1 - p = 0
-            grad_idea = torch.addcmul(grad_out, grad_out, p, value=-1.0, out=p).mul_(alpha)  # alpha (1 - p) upstream
-            if ratio is not None:
-                grad_idea.mul_(ratio)
-            grad_idea = grad_idea.to(ctx.idea_dtype)
+            grad_idea = ctx.gate.grad(p, grad_out).to(ctx.idea_dtype)
         grad_token = grad_out if ctx.needs_input_grad[0] else None
-        return grad_token, grad_idea, None, None, None, None
+        return grad_token, grad_idea, None
 
 
-def gated_logits(token_logits: torch.Tensor, idea_logits: torch.Tensor, alpha: float, beta: float = -2.0,
-                 variant: str = "clamp_then_scale", eps: float = 1e-8) -> torch.Tensor:
-    """z_final = z_token + idea_gate(z_idea) (paper B, Section 3.3), computed in few passes.
+def gated_logits(token_logits: torch.Tensor, idea_logits: torch.Tensor, gate: IdeaGate) -> torch.Tensor:
+    """z_final = z_token + gate(z_idea) (paper B, Section 3.3), computed in few passes.
 
-    Equal to ``token_logits + idea_gate(idea_logits, ...)`` to float precision, values and gradients
-    (tests check both). At alpha = 0 it returns ``token_logits`` itself.
+    Equal to ``token_logits + gate.apply(idea_logits)`` to float precision, values and gradients (tests check
+    both). With the gate off it returns ``token_logits`` itself.
     """
-    _check_gate_arguments(variant, alpha, beta)
-    if alpha == 0:
+    if gate.off:
         return token_logits
     if not (torch.is_grad_enabled() and (token_logits.requires_grad or idea_logits.requires_grad)):
         with torch.no_grad():
-            return _GatedLogits.forward(_NoContext(), token_logits, idea_logits, alpha, beta, variant, eps)
-    return _GatedLogits.apply(token_logits, idea_logits, alpha, beta, variant, eps)
-
-
-class _NoContext:
-    """Stands in for autograd's ctx when the gate runs without a graph (generation, evaluation)."""
-
-    def save_for_backward(self, *tensors) -> None:
-        pass
+            return gate.gated(token_logits, idea_logits)
+    return _GatedLogits.apply(token_logits, idea_logits, gate)
 
 
 class IdeaGPTConfig(PreTrainedConfig):
@@ -217,6 +309,7 @@ class IdeaGPTOutput(ModelOutput):
     idea_logits: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     past_key_values: Cache | None = None
+    gate_strength: torch.Tensor | None = None   # [B]: each row's strength under a decaying gate (else None)
 
 
 def _block_dropout(config: IdeaGPTConfig) -> float:
@@ -388,13 +481,22 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.lm_head = value
 
+    @property
+    def gate(self) -> IdeaGate:
+        """The model's own gate, from its config (``alpha`` 0 for the plain GPT)."""
+        return IdeaGate.of(self.config)
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, alpha: float | None = None,
                 past_key_values: Cache | None = None, use_cache: bool | None = None,
                 position_ids: torch.Tensor | None = None, return_dict: bool | None = None,
+                gate: IdeaGate | None = None, recent_ids: torch.Tensor | None = None,
                 **kwargs) -> IdeaGPTOutput:
-        """Gated and ungated logits plus idea logits; ``alpha`` overrides ``config.alpha``. ``labels`` (-100 =
-        ignore) as in transformers' causal LMs. With a cache, ``input_ids`` are only the tokens not yet in it and
+        """Gated and ungated logits plus idea logits. ``gate`` replaces the model's own (:attr:`gate`); ``alpha``
+        is short for ``gate=model.gate.with_alpha(alpha)``. A gate with a ``decay`` sets each row's strength from
+        the idea logits of its last position and ``recent_ids`` (default ``input_ids``; generation passes the
+        sequences so far), returned as ``gate_strength``. ``labels`` (-100 = ignore) as in transformers' causal
+        LMs. With a cache, ``input_ids`` are only the tokens not yet in it and
         ``attention_mask`` covers cached and new tokens. ``output_hidden_states=True`` (or the config's) returns
         ``hidden_states`` as transformers does: a tuple of ``n_layer + 1`` tensors, the embeddings first and the
         final normalised states last."""
@@ -408,24 +510,31 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
         V = self.config.vocab_size  # a padded head's extra rows are cut off (a view) before any logit is used
         cut = (lambda logits: logits[..., :V]) if self.config.padded_vocab_size != V else (lambda logits: logits)
         token_logits = cut(self.lm_head(hidden))
-        idea_logits, logits = None, token_logits
+        idea_logits, logits, strength = None, token_logits, None
         if self.idea_head is not None:
             idea_logits = cut(self.idea_head(hidden))
-            a = self.config.alpha if alpha is None else alpha
-            logits = gated_logits(token_logits, idea_logits, a, self.config.beta, self.config.gate_variant,
-                                  self.config.eps)
+            gate = self.gate if gate is None else gate
+            gate = gate if alpha is None else gate.with_alpha(alpha)
+            if gate.decay is not None and not gate.off:  # one strength per row, from its last position's plan
+                recent = input_ids if recent_ids is None else recent_ids
+                strength = gate.decay.strength(gate.alpha, recent, idea_logits[:, -1].float())
+                logits = token_logits + gate.apply(idea_logits.float(), strength[:, None, None]).to(token_logits.dtype)
+            else:
+                logits = gated_logits(token_logits, idea_logits, gate)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
         return IdeaGPTOutput(loss=loss, logits=logits, token_logits=token_logits, idea_logits=idea_logits,
-                             hidden_states=None if states is None else tuple(states), past_key_values=cache)
+                             hidden_states=None if states is None else tuple(states), past_key_values=cache,
+                             gate_strength=strength)
 
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, past_key_values: Cache | None = None,
                                       attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
                                       **kwargs) -> dict:
         """The tokens ``forward`` has not seen yet, with the cache and the full attention mask; without a cache, or
         past ``n_positions``, the last ``n_positions`` tokens afresh (nanoGPT's crop). The cache's own length
-        locates the new tokens; ``generate(..., alpha=a)`` reaches ``forward``."""
+        locates the new tokens; ``generate(..., gate=IdeaGate(...))`` or ``generate(..., alpha=a)`` reaches
+        ``forward``, a decaying gate with the last ``decay.window`` tokens of every sequence."""
         window = self.config.n_positions
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
@@ -440,6 +549,11 @@ class IdeaGPTForCausalLM(PreTrainedModel, GenerationMixin):
                 inputs["attention_mask"] = attention_mask[:, -window:]
         if kwargs.get("alpha") is not None:
             inputs["alpha"] = kwargs["alpha"]
+        gate = kwargs.get("gate")
+        if gate is not None:
+            inputs["gate"] = gate
+            if gate.decay is not None:
+                inputs["recent_ids"] = input_ids[:, -gate.decay.window:]
         return inputs
 
 

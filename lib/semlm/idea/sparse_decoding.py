@@ -10,7 +10,6 @@ next-token distribution, and the stickiness and distinct-2 of samples drawn with
 
 from __future__ import annotations
 
-import functools
 import itertools
 import statistics
 import time
@@ -23,23 +22,19 @@ from transformers import DynamicCache
 from semlm.core.metrics import distinct_n, stickiness, summarise, words_of
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea.compounding_penalty import CompoundingRepetitionPenalty
-from semlm.idea.model import gated_logits, idea_gate
+from semlm.idea.model import IdeaGate, gated_logits
 from semlm.idea.profiles import GenerationSettings, idea_profile
 from semlm.idea.wikitext_experiment import IDEA, Domain, idea_data, idea_gating_runs, load_domains, with_chosen_gated
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
-def clamp_value(config) -> float:
-    """The gate of a clamped token, from the gate's own formula at a hopeless idea logit (so bit-equal to it)."""
-    if config.alpha <= 0:
-        raise ValueError(f"sparse decoding needs a gate: alpha must be > 0, got {config.alpha}")
-    return _clamp_value(config.alpha, config.beta, config.gate_variant, config.eps)
-
-
-@functools.cache
-def _clamp_value(alpha: float, beta: float, variant: str, eps: float) -> float:
-    return float(idea_gate(torch.tensor([-1e4]), alpha, beta, variant, eps))  # once per setting: it is on every step
+def decoding_gate(model) -> IdeaGate:
+    """The model's gate, which sparse decoding needs on (alpha > 0)."""
+    gate = model.gate
+    if gate.off:
+        raise ValueError(f"sparse decoding needs a gate: alpha must be > 0, got {gate.alpha}")
+    return gate
 
 
 def _distribution(values: torch.Tensor) -> dict:
@@ -52,19 +47,16 @@ def _distribution(values: torch.Tensor) -> dict:
 def clamp_share(model, batches: Iterable[torch.Tensor]) -> dict:
     """Per position, the share of the vocabulary whose gate sits at the clamp: mean, quantiles and ``n`` over
     the positions of ``batches`` ([B, L] ids). The token head is not run."""
-    config, shares = model.config, []
-    floor = clamp_value(config)
+    gate, shares = decoding_gate(model), []
+    floor = gate.clamped_value()
     for ids in batches:
-        gate = idea_gate(model.idea_head(model.transformer(ids)), config.alpha, config.beta, config.gate_variant,
-                         config.eps)
-        shares.append((gate <= floor).float().mean(-1).flatten())
+        shares.append((gate.apply(model.idea_head(model.transformer(ids))) <= floor).float().mean(-1).flatten())
     return _distribution(torch.cat(shares))
 
 
 def full_gated_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """Gated logits [B, V] from final hidden states [B, d], as the model's forward computes them."""
-    c = model.config
-    return gated_logits(model.lm_head(hidden), model.idea_head(hidden), c.alpha, c.beta, c.gate_variant, c.eps)
+    return gated_logits(model.lm_head(hidden), model.idea_head(hidden), model.gate)
 
 
 def sparse_gated_logits(model, hidden: torch.Tensor, budget: int) -> torch.Tensor:
@@ -80,10 +72,10 @@ def sparse_gated_logits(model, hidden: torch.Tensor, budget: int) -> torch.Tenso
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
         raise ValueError(f"budget must be an int >= 0 (clamped tokens computed anyway), got {budget!r}")
-    c = model.config
+    idea_gate = decoding_gate(model)
     idea = model.idea_head(hidden)
-    gate = idea_gate(idea, c.alpha, c.beta, c.gate_variant, c.eps)
-    keep = ((gate > clamp_value(c)).sum(-1) + budget).clamp(max=gate.shape[-1])
+    gate = idea_gate.apply(idea)
+    keep = ((gate > idea_gate.clamped_value()).sum(-1) + budget).clamp(max=gate.shape[-1])
     index = idea.topk(int(keep.max()), dim=-1).indices                      # [B, k], kept tokens first
     rows = model.lm_head.weight.index_select(0, index.flatten()).view(*index.shape, -1)  # [B, k, d]: k rows only
     token = (rows @ hidden.unsqueeze(-1)).squeeze(-1)

@@ -12,7 +12,8 @@ import pandas as pd
 from semlm.core.metrics import proportion, repetition_rate, summarise
 from semlm.idea.records import XrayRecord
 from semlm.core.runs import RunRecord, RunSpec
-from semlm.idea.gate import ConcentrationDecay, IdeaGateLogitsProcessor, xray
+from semlm.idea.gate import xray
+from semlm.idea.model import ConcentrationDecay
 from semlm.idea.profiles import GenerationSettings, IdeaProfile, IdeaSettings
 from semlm.idea.wikitext_experiment import (Domain, domain_retention, generate_texts, idea_run, sample_interval,
                                              scored_retention)
@@ -121,7 +122,7 @@ def greedy_repetition(model, tokenizer, prompts: Sequence[str], new_tokens: int,
 
 @dataclass(frozen=True)
 class Loops:
-    """Repetition under greedy decoding, the gate (:class:`IdeaGateLogitsProcessor`) at each alpha with and without
+    """Repetition under greedy decoding, the gated model's gate at each alpha with and without
     :class:`ConcentrationDecay`, with the ``samples`` and the plain GPT's repetition (``baseline``)."""
 
     frame: pd.DataFrame
@@ -136,8 +137,8 @@ class Loops:
             for decoder, decay in (("gate", None), (DECAY, ConcentrationDecay())):
                 if alpha == 0.0 and decay is not None:
                     continue
-                with IdeaGateLogitsProcessor(gated, alpha, decay=decay) as gate:
-                    out, rates = greedy_repetition(gated, tokenizer, prompts, new_tokens, logits_processor=[gate])
+                gate = replace(gated.gate, alpha=alpha, decay=decay)
+                out, rates = greedy_repetition(gated, tokenizer, prompts, new_tokens, gate=gate)
                 loops = proportion(sum(r > 0.5 for r in rates), len(rates))
                 samples[(alpha, decoder)] = out
                 rows.append({"alpha": alpha, "decoder": decoder, **summarise(rates), "loop_share": loops["value"],

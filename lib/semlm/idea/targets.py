@@ -16,14 +16,13 @@ weight 0.01) or averaged over both (v2, weight 0.1).
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from semlm.core.metrics import NO_TARGET
-from semlm.idea.model import _check_gate_arguments, _drops_eps, _gate_floor, idea_gate
+from semlm.idea.model import IdeaGate
 from semlm.idea.profiles import IDEA_LOSS_REDUCTIONS
 
 
@@ -217,7 +216,7 @@ def idea_gated_loss_autograd(token_logits: torch.Tensor, idea_logits: torch.Tens
                              reduction="sum") / n_scored
         return ce, ce, None
     z = idea_logits.float()
-    gated = z_token + idea_gate(z, alpha, beta, variant, eps)
+    gated = z_token + IdeaGate.formula(z, alpha, beta, variant, eps)
     ce = F.cross_entropy(gated.flatten(0, 1), targets.flatten(), ignore_index=ignore_index, reduction="sum") / n_scored
     index, valid = positives.clamp_min(0), (positives != NO_TARGET).float()
     softplus = F.softplus(z)
@@ -260,14 +259,14 @@ class _FusedGatedLoss(torch.autograd.Function):
     window's part of the BCE ([N, K] entries) is computed for all positions at once. The gated logits,
     their softmax, the softplus and the separate gradients of the gate and the BCE never exist as
     [B, T, V] tensors; a CE whose softmax entry underflows (below 1e-30) is taken from log_softmax.
-    The gate is :func:`semlm.idea.model.idea_gate` computed in place (tests check it equal); its threshold,
-    its eps handling and the BCE's mask follow :class:`semlm.idea.model._GatedLogits` and :class:`_SparseBCERows`. Not a ``torch.compile`` of
-    the unfused loss: inductor (C++ backend) gave the same CPU time after minutes of compiling.
+    The gate and its derivative are :meth:`semlm.idea.model.IdeaGate.gated` and :meth:`~semlm.idea.model.IdeaGate.grad`
+    on a chunk (tests check them equal to the gate's formula); the BCE's mask follows :class:`_SparseBCERows`. Not a
+    ``torch.compile`` of the unfused loss: inductor (C++ backend) gave the same CPU time after minutes of compiling.
     """
 
     @staticmethod
     def forward(ctx, token_logits, idea_logits, targets, positives, vocab_mask, options):
-        alpha, beta, variant, eps, idea_weight, pos_weight, reduction, ignore_index, chunk = options
+        gate, idea_weight, pos_weight, reduction, ignore_index, chunk = options
         V = token_logits.shape[-1]
         token, idea = token_logits.reshape(-1, V), idea_logits.reshape(-1, V)
         scored = targets.reshape(-1) != ignore_index
@@ -288,10 +287,6 @@ class _FusedGatedLoss(torch.autograd.Function):
         masked_columns = None
         if vocab_mask is not None and bool(((vocab_mask == 0) | (vocab_mask == 1)).all()):
             masked_columns = (vocab_mask == 0).nonzero().flatten()
-        gated = alpha != 0
-        drop_eps = gated and _drops_eps(alpha, beta, variant, eps)
-        floor = _gate_floor(alpha, beta, variant) if gated else 0.0
-        threshold = math.exp(floor) - (0.0 if drop_eps else eps) if gated else 0.0
         grads = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         grad_token = torch.empty_like(token, dtype=torch.float32) if grads else None
         grad_idea = torch.empty_like(idea, dtype=torch.float32) if grads else None
@@ -301,14 +296,7 @@ class _FusedGatedLoss(torch.autograd.Function):
             z, tok = idea[rows].float(), token[rows].float()
             softplus = F.softplus(z)
             bce_rows.append(softplus @ vocab_mask if vocab_mask is not None else softplus.sum(-1))
-            if not gated:
-                final = tok
-            elif drop_eps:   # log p = z - softplus(z), in the softplus' buffer
-                gate = torch.sub(z, softplus, out=softplus).clamp_(min=floor)
-                final = torch.add(tok, gate, alpha=alpha, out=gate)
-            else:
-                gate = torch.sigmoid(z, out=softplus).add_(eps).log_().clamp_(min=floor)
-                final = torch.add(tok, gate, alpha=alpha, out=gate)
+            final = gate.gated(tok, z, softplus=softplus)  # in the softplus' buffer (tok itself when off)
             probs = torch.softmax(final, -1)      # one pass less than log_softmax, then exp for the gradient
             p_target = probs.gather(-1, target[rows])
             if float(p_target.min()) < 1e-30:     # a target far down the softmax: its log from log_softmax
@@ -326,13 +314,8 @@ class _FusedGatedLoss(torch.autograd.Function):
             elif vocab_mask is not None:
                 g_idea.mul_(vocab_mask)
             g_idea.scatter_add_(-1, index[rows], window_grad[rows])
-            if gated:
-                ratio = None if drop_eps else p / (p + eps)
-                torch.threshold_(p, threshold, 1.0)          # clamped entries -> p = 1 -> 1 - p = 0
-                gate = torch.addcmul(g_token, g_token, p, value=-1.0, out=p)   # (1 - p) d/dz_token
-                if ratio is not None:
-                    gate.mul_(ratio)
-                g_idea.add_(gate, alpha=alpha)
+            if not gate.off:
+                g_idea.add_(gate.grad(p, g_token, scaled=False), alpha=gate.alpha)  # through the gate, in p's buffer
         ce = torch.cat(ce_rows).squeeze(-1)[scored].sum() / scored.sum()
         bce = ((torch.cat(bce_rows) + correction) * bce_weight).sum()
         if grads:
@@ -353,18 +336,17 @@ class _FusedGatedLoss(torch.autograd.Function):
         return grad_token, grad_idea, None, None, None, None
 
 
-def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor, alpha: float, beta: float,
-                          variant: str, eps: float, targets: torch.Tensor, positives: torch.Tensor,
+def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor, gate: IdeaGate,
+                          targets: torch.Tensor, positives: torch.Tensor,
                           vocab_mask: torch.Tensor | None, idea_weight: float, pos_weight: float | None = None,
                           reduction: str = "sum_vocab", ignore_index: int = -1,
                           chunk_positions: int = FUSED_CHUNK_POSITIONS
                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`idea_gated_loss` of ``gated_logits(token_logits, idea_logits, alpha, beta, variant, eps)``, fused.
+    """:func:`idea_gated_loss` of ``gated_logits(token_logits, idea_logits, gate)``, fused.
 
     Over chunks of ``chunk_positions`` positions (:class:`_FusedGatedLoss`): no [B, T, V] tensor besides the two
     gradients, the unfused values and gradients to float precision (tested). Only ``total`` carries gradients.
     """
-    _check_gate_arguments(variant, alpha, beta)
     _check_reduction(reduction)
     if token_logits.shape != idea_logits.shape or targets.shape != token_logits.shape[:-1]:
         raise ValueError(f"token logits {tuple(token_logits.shape)}, idea logits {tuple(idea_logits.shape)} and "
@@ -374,6 +356,5 @@ def idea_gated_loss_fused(token_logits: torch.Tensor, idea_logits: torch.Tensor,
         raise ValueError(f"chunk_positions must be >= 1, got {chunk_positions}")
     m = None if vocab_mask is None else vocab_mask.to(idea_logits.device, torch.float32)
     w = 1.0 if pos_weight is None else float(pos_weight)
-    options = (float(alpha), float(beta), variant, float(eps), float(idea_weight), w, reduction, ignore_index,
-               int(chunk_positions))
+    options = (gate, float(idea_weight), w, reduction, ignore_index, int(chunk_positions))
     return _FusedGatedLoss.apply(token_logits, idea_logits, targets, positives, m, options)

@@ -30,7 +30,7 @@ from semlm.idea.targets import (idea_gated_loss, idea_gated_loss_autograd, idea_
                                 vocabulary_mask, window_ids)
 from semlm.core.metrics import (NO_TARGET, distinct_n, perplexity, repetition_rate, stickiness, summarise,
                                 unique_domain_density, words_of)
-from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, quiet_transformers
+from semlm.idea.model import IdeaGate, IdeaGPTConfig, IdeaGPTForCausalLM, gated_logits, quiet_transformers
 from semlm.core.train_config import TrainConfig
 from semlm.idea.profiles import LOSS_FORMS, GenerationSettings, GPTSize, IdeaProfile, IdeaSettings, with_max_steps
 from semlm.core.runs import RunRecord, RunSpec, default_runs_dir
@@ -222,11 +222,10 @@ def model_config(profile: IdeaProfile, vocab_size: int, idea: bool, settings: Id
                          pad_token_id=eos_id)
 
 
-def alpha_at(step: int, settings: IdeaSettings) -> float:
-    """Linear ramp of the gate strength from 0 to ``settings.alpha`` over ``alpha_ramp_steps`` optimiser steps."""
-    if settings.alpha_ramp_steps == 0:
-        return settings.alpha
-    return settings.alpha * min(1.0, step / settings.alpha_ramp_steps)
+def training_gate(settings: IdeaSettings) -> IdeaGate:
+    """The gate ``settings`` train: strength, clamp, variant, eps and the ramp of the strength from 0 to ``alpha``
+    over ``alpha_ramp_steps`` optimiser steps (:meth:`~semlm.idea.model.IdeaGate.at_step`)."""
+    return IdeaGate(settings.alpha, settings.beta, settings.gate_variant, settings.eps, settings.alpha_ramp_steps)
 
 
 def autocast_for(device: torch.device | str):
@@ -267,56 +266,57 @@ def _compiled_gpu_loss(mode: str | None = None):
 def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool, fused: bool = True,
                  compile_on_cuda: bool | str = False):
     """``loss_fn(model, batch, step) -> (loss, parts)`` for :func:`semlm.core.train.train`: paper B's loss
-    (:func:`semlm.idea.targets.idea_gated_loss`) at the gate strength ``alpha_at(step, settings)`` (``step=None``:
-    ``settings.alpha``), the stopwords masked out of the idea BCE. ``parts``: detached token CE, idea BCE, the
-    BCE per counted column (comparable between the two reductions) and alpha.
+    (:func:`semlm.idea.targets.idea_gated_loss`) with the gate of :func:`training_gate` at ``step``
+    (``step=None``: full strength), the stopwords masked out of the idea BCE. ``parts``: detached token CE, idea
+    BCE, the BCE per counted column (comparable between the two reductions) and alpha.
 
     The gate is applied once, with the same numbers to float precision: off CUDA (``fused``) inside the loss
-    (:func:`~semlm.idea.targets.idea_gated_loss_fused`), on CUDA in the model's forward, or with
-    ``compile_on_cuda`` inside the compiled :func:`~semlm.idea.targets.idea_gated_loss_autograd` (a string: in that
-    ``torch.compile`` mode).
+    (:func:`~semlm.idea.targets.idea_gated_loss_fused`; the model runs ungated), on CUDA in the model's forward
+    (``gate=``), or with ``compile_on_cuda`` inside the compiled :func:`~semlm.idea.targets.idea_gated_loss_autograd`
+    (a string: in that ``torch.compile`` mode).
     """
     stop = torch.tensor(sorted(set(stopword_ids)), dtype=torch.long)
     mode = compile_on_cuda if isinstance(compile_on_cuda, str) else None
+    ramp = training_gate(settings) if idea else None
     masks: dict = {}  # the vocabulary mask per (vocabulary size, device): built once
 
     def loss_fn(model, batch: TokenBatch, step: int | None = None):
-        alpha = (settings.alpha if step is None else alpha_at(step, settings)) if idea else 0.0
         device = batch.inputs.device
         compiled = compile_on_cuda and batch.inputs.is_cuda
-        gate_in_loss = idea and (compiled or (fused and not batch.inputs.is_cuda))  # the model's gate stays off
-        out = model(batch.inputs, alpha=0.0 if gate_in_loss else alpha)
-        if compiled and out.idea_logits is None:
-            loss, ce, _ = _compiled_gpu_loss(mode)(out.logits, None, torch.zeros((), device=device), 0.0,
-                                               "clamp_then_scale", 0.0, batch.targets, None, None, 0.0, None,
-                                               "mean", NO_TARGET)
+        if ramp is None:  # the plain GPT: the token CE
+            out = model(batch.inputs)
+            if compiled:
+                loss, ce, _ = _compiled_gpu_loss(mode)(out.logits, None, torch.zeros((), device=device), 0.0,
+                                                   "clamp_then_scale", 0.0, batch.targets, None, None, 0.0, None,
+                                                   "mean", NO_TARGET)
+            else:
+                loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=NO_TARGET)
             return loss, {"token_ce": ce.detach()}
-        if not idea and not compiled:
-            loss, ce, _ = idea_gated_loss(out.logits, batch.targets, None, None, None, 0.0, ignore_index=NO_TARGET)
-            return loss, {"token_ce": ce.detach()}
+        gate = ramp.at_step(step)
+        in_loss = compiled or (fused and not batch.inputs.is_cuda)  # the model runs ungated, the loss gates
+        out = model(batch.inputs, gate=gate.with_alpha(0.0) if in_loss else gate)
         vocab = out.idea_logits.shape[-1]
         if (vocab, str(device)) not in masks:
             masks[vocab, str(device)] = vocabulary_mask(vocab, stop, device)
         mask = masks[vocab, str(device)]
         positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
-        c = getattr(model, "module", model).config  # the model itself under DistributedDataParallel
         losses = (mask, settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, NO_TARGET)
-        gate = (alpha, c.beta, c.gate_variant, c.eps)
         if compiled:  # a compiled module forwards .config
             loss, ce, bce = _compiled_gpu_loss(mode)(out.token_logits, out.idea_logits,
-                                                 torch.full((), float(alpha), device=device), *gate[1:],
-                                                 batch.targets, positives, *losses)
-        elif not gate_in_loss:  # the model's gated logits
+                                                 torch.full((), gate.alpha, device=device), gate.beta, gate.variant,
+                                                 gate.eps, batch.targets, positives, *losses)
+        elif not in_loss:  # the model's gated logits
             loss, ce, bce = idea_gated_loss(out.logits, batch.targets, out.idea_logits, positives, *losses)
         elif out.token_logits.dtype == out.idea_logits.dtype == torch.float32:
-            loss, ce, bce = idea_gated_loss_fused(out.token_logits, out.idea_logits, *gate, batch.targets, positives,
+            loss, ce, bce = idea_gated_loss_fused(out.token_logits, out.idea_logits, gate, batch.targets, positives,
                                                   *losses)
-        else:  # a CPU run in bf16: the model's gate, applied here once
-            logits = gated_logits(out.token_logits, out.idea_logits, *gate)
+        else:  # a CPU run in bf16: the gate applied here once
+            logits = gated_logits(out.token_logits, out.idea_logits, gate)
             loss, ce, bce = idea_gated_loss(logits, batch.targets, out.idea_logits, positives, *losses)
         bce = bce.detach()  # parts are detached tensors: the loop decides when to wait for the device
         per_column = bce / mask.sum() if settings.idea_loss_reduction == "sum_vocab" else bce
-        return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column, "alpha": alpha}
+        return loss, {"token_ce": ce.detach(), "idea_bce": bce, "idea_bce_per_column": per_column,
+                      "alpha": gate.alpha}
 
     return loss_fn
 
@@ -494,9 +494,10 @@ def load_domains(folder: str | Path = DOMAINS_DIR) -> dict[str, Domain]:
 def generate_texts(model, tokenizer, prompts: Sequence[str], samples_per_prompt: int, max_new_tokens: int,
                    seed: int, alpha: float | None = None, do_sample: bool = True, temperature: float = 0.6,
                    repetition_penalty: float | None = 1.2, logits_processor=None,
-                   penalty_form: str = "authors") -> list[dict]:
+                   penalty_form: str = "authors", gate: IdeaGate | None = None) -> list[dict]:
     """Continuations of every prompt (one left-padded batch) by ``generate()``, each with ``text`` (the
-    continuation) and ``full_text``. ``penalty_form="authors"``: the repetition penalty compounds per occurrence
+    continuation) and ``full_text``; ``gate`` (an :class:`~semlm.idea.model.IdeaGate`) or ``alpha`` replace the
+    model's own gate. ``penalty_form="authors"``: the repetition penalty compounds per occurrence
     (:class:`~semlm.idea.compounding_penalty.CompoundingRepetitionPenalty`); ``"transformers"``: once per token.
     """
     from transformers import LogitsProcessorList
@@ -525,6 +526,8 @@ def generate_texts(model, tokenizer, prompts: Sequence[str], samples_per_prompt:
         kwargs["logits_processor"] = LogitsProcessorList(processors)
     if alpha is not None:
         kwargs["alpha"] = alpha
+    if gate is not None:
+        kwargs["gate"] = gate
     with quiet_transformers():
         out = model.generate(batch.input_ids.to(model.device), attention_mask=batch.attention_mask.to(model.device),
                              **kwargs)
