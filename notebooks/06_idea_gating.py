@@ -55,9 +55,11 @@ from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.idea.profiles import idea_profile, profile_differences
+from semlm.idea.generation import (
+    load_domains, protocols_over_seeds, scored_authors, scored_retention,
+)
 from semlm.idea.wikitext_experiment import (
-    IDEA, idea_data, idea_gating_runs, load_domains, model_config,
-    protocols_over_seeds, scored_authors, scored_retention, with_chosen_gated,
+    IDEA, idea_data, idea_gating_runs, model_config, with_chosen_gated,
 )
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_VAL_PPL
 

@@ -44,8 +44,9 @@ from semlm.idea import sweeps
 from semlm.idea.gate import xray
 from semlm.idea.profiles import idea_profile
 from semlm.idea.report import Training, differences_frame
+from semlm.idea.generation import load_domains
 from semlm.idea.wikitext_experiment import (
-    IDEA, idea_data, idea_gating_runs, load_domains, with_chosen_gated,
+    IDEA, idea_data, idea_gating_runs, with_chosen_gated,
 )
 
 chapter = book.open("07_xray_and_sweeps", profile=profile, seed=seed,

@@ -58,7 +58,7 @@ from semlm.idea.lora_experiment import (
     paper_scale_parameter_counts, prepare_fineweb, resolve_backbone,
 )
 from semlm.idea.profiles import lora_profile
-from semlm.idea.wikitext_experiment import domain_retention, load_domains
+from semlm.idea.generation import domain_retention, load_domains
 
 # %% tags=["hide-input"]
 chapter = book.open("08_lora_4bit_idea_gating", profile=profile, seed=seed,

@@ -34,7 +34,8 @@ def idea_gpt(n_positions=64, idea=True, **kw):
 
 def test_bf16_autocast_training_steps_of_the_idea_gpt_are_finite_and_lower_the_loss():
     from semlm.idea.profiles import IdeaSettings
-    from semlm.idea.wikitext_experiment import TokenBlocks, autocast_for, idea_loss_fn
+    from semlm.idea.data import TokenBlocks
+    from semlm.idea.loss import autocast_for, idea_loss_fn
 
     model = idea_gpt().train()
     settings = IdeaSettings(window=8, idea_weight=0.1, idea_loss_reduction="mean", alpha=0.5, alpha_ramp_steps=5)
@@ -168,7 +169,8 @@ def test_nf4_wrapper_generates_with_the_kv_cache_from_gated_logits(tiny_mistral)
 def _gated_trainer(micro_batch, compile_on_cuda, autocast):
     from semlm.core.train import Trainer
     from semlm.idea.profiles import IdeaSettings, authors_v1_training
-    from semlm.idea.wikitext_experiment import COMPILE_FALLBACKS, TokenStream, idea_loss_fn
+    from semlm.idea.data import TokenStream
+    from semlm.idea.loss import COMPILE_FALLBACKS, idea_loss_fn
 
     COMPILE_FALLBACKS.clear()  # each test's compiled loss gets its own try (a fallback is process-wide otherwise)
 
@@ -195,7 +197,7 @@ def test_one_micro_batch_on_cuda_applies_the_gradient_of_four_accumulated_ones(c
     only); compiled (inductor: Triton kernels for the model and for gate + losses; with CUDA graphs) or eager."""
     reference, loss = _step_gradient(_gated_trainer(None, False, None))
     gradient, other = _step_gradient(_gated_trainer(16, compile_on_cuda, None))
-    from semlm.idea.wikitext_experiment import COMPILE_FALLBACKS
+    from semlm.idea.loss import COMPILE_FALLBACKS
 
     assert not COMPILE_FALLBACKS, COMPILE_FALLBACKS  # the compiled loss ran, not its eager fallback
     assert (gradient - reference).norm() / reference.norm() < 1e-4
@@ -206,7 +208,7 @@ def test_one_micro_batch_on_cuda_applies_the_gradient_of_four_accumulated_ones(c
 def test_compiled_bf16_step_on_cuda_agrees_with_the_eager_bf16_step():
     reference, loss = _step_gradient(_gated_trainer(16, False, "bf16_on_cuda"))
     gradient, other = _step_gradient(_gated_trainer(16, True, "bf16_on_cuda"))
-    from semlm.idea.wikitext_experiment import COMPILE_FALLBACKS
+    from semlm.idea.loss import COMPILE_FALLBACKS
 
     assert not COMPILE_FALLBACKS, COMPILE_FALLBACKS
     assert (gradient - reference).norm() / reference.norm() < 0.05  # bf16 rounding in different places

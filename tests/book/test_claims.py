@@ -151,7 +151,7 @@ def test_a_corrupt_metrics_file_names_the_file_and_the_fix(tmp_path):
 
 def idea_record(model_ppl=40.0, bigram_ppl=60.0, stick_diff=(0.01, 0.03), distinct=(0.95, 0.99)):
     """A chapter-6 record: both models at ``model_ppl``; the gated-minus-baseline stickiness interval per domain."""
-    from semlm.idea.wikitext_experiment import competence
+    from semlm.idea.competence import competence
 
     check = competence({"baseline": model_ppl, "gated": model_ppl * 1.01},
                        {"unigram_val_ppl": 500.0, "bigram_val_ppl": bigram_ppl, "bigram_lambda": 0.9, "tokens": 1000})

@@ -23,7 +23,7 @@ def idea_metrics(stickiness=((0.05, 0.06, 0.055), (0.08, 0.085, 0.09), (0.05, 0.
     the sharpening control's per-seed values (the same in every domain, so the domains' mean equals them).
     ``stickiness`` goes to the book's domains (``book_stickiness``, which decides), ``authors`` to the
     authors' four (shown beside)."""
-    from semlm.idea.wikitext_experiment import competence
+    from semlm.idea.competence import competence
 
     check = competence({"baseline": model_ppl, "gated": model_ppl},
                        {"unigram_val_ppl": 500.0, "bigram_val_ppl": 60.0, "bigram_lambda": 0.9, "tokens": 1000})

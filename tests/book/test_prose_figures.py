@@ -159,7 +159,7 @@ def design_constants() -> list[tuple[str, float]]:
     """(c): the design constants the pages quote, read from the code that uses them."""
     from semlm.book.bench import AUTHORS_TARGETS
     from semlm.book.recorded import WIKITEXT103_VALID_TOKENS, paper_run_estimate, recorded_book_builds_frame
-    from semlm.idea.wikitext_experiment import COMPETENCE_RATIO
+    from semlm.idea.competence import COMPETENCE_RATIO
     from semlm.fusion.profiles import sst2_profile
     from semlm.idea.profiles import idea_profile, topic_drift_profile
 
@@ -178,7 +178,7 @@ def design_constants() -> list[tuple[str, float]]:
         ("topic_drift_profile('paper').budgets[-1]", topic_drift_profile("paper").budgets[-1]),
         ("topic_drift_profile('paper').plain_steps", topic_drift_profile("paper").plain_steps),
         # chapter 6's competence check: a model's validation PPL at most this times the bigram's
-        ("semlm.idea.wikitext_experiment.COMPETENCE_RATIO", COMPETENCE_RATIO),
+        ("semlm.idea.competence.COMPETENCE_RATIO", COMPETENCE_RATIO),
         # the targets of our side against the authors' script: peak memory and wall time, ours / theirs
         *((f"semlm.book.bench.AUTHORS_TARGETS[{workers}][{key!r}]", target)
           for workers, targets in AUTHORS_TARGETS.items() for key, (_, target) in targets.items()),

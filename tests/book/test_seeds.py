@@ -58,7 +58,7 @@ def test_the_seeds_command_imports_no_notebook_machinery_or_spacy(tmp_path):
 
 
 def test_a_malformed_stop_list_is_one_clear_error(tmp_path, monkeypatch):
-    from semlm.idea.wikitext_experiment import stop_words
+    from semlm.idea.generation import stop_words
 
     bad = tmp_path / "stop.json"
     bad.write_text("{not json")

@@ -73,7 +73,7 @@ def test_the_training_closure_reaches_what_a_hand_list_missed():
     assert not any(name.startswith("semlm.core.metrics:evaluate") for name in synthetic)
     idea = code_closure(type(IDEA), exclude=runs.evaluation_methods())
     # the idea GPT's key once left out the WikiText loader and IdeaData.blocks
-    assert "semlm.idea.wikitext_experiment:IdeaData" in idea
+    assert "semlm.idea.data:IdeaData" in idea
     assert any(name.startswith("semlm.data.wikitext:") for name in idea)
     assert "semlm.idea.model:IdeaGPTForCausalLM" in idea
 

@@ -122,7 +122,7 @@ def test_an_evaluation_is_computed_once_per_run_and_setting_and_kept_with_the_ru
     from semlm.core.metrics import distinct_n
     from semlm.core.records import Interval
     from semlm.core.runs import EVALUATIONS_DIR, cached_evaluation
-    from semlm.idea.wikitext_experiment import DomainScores, _decode_scores, _encode_scores
+    from semlm.idea.generation import DomainScores, _decode_scores, _encode_scores
 
     record = SimpleNamespace(key="k1", run_dir=str(tmp_path / "run"))
     calls = []

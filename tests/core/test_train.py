@@ -153,7 +153,9 @@ def idea_setup(**train_kwargs):
     """A tiny idea-gated GPT, a token stream, validation blocks, the authors' v1 recipe at a few steps."""
     from dataclasses import replace as dc_replace
 
-    from semlm.idea.wikitext_experiment import TokenBlocks, TokenStream, idea_loss_fn, model_config
+    from semlm.idea.data import TokenBlocks, TokenStream
+    from semlm.idea.loss import idea_loss_fn
+    from semlm.idea.wikitext_experiment import model_config
     from semlm.idea.model import IdeaGPTForCausalLM
     from semlm.idea.profiles import authors_v1_training, idea_profile
 
@@ -179,7 +181,7 @@ def train_steps_run(run_dir=None, **kwargs):
 def test_step_mode_runs_max_steps_of_random_windows_with_the_authors_schedule_and_ramp():
     import math
 
-    from semlm.idea.wikitext_experiment import training_gate
+    from semlm.idea.loss import training_gate
 
     model, result, config, idea = train_steps_run(eval_every=1)
     assert result.steps == config.max_steps == len(result.history)

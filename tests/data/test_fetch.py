@@ -252,7 +252,7 @@ def test_the_pinned_hashes_and_domain_lists_are_package_data():
     import tomllib
 
     import semlm
-    from semlm.idea.wikitext_experiment import DOMAINS_DIR
+    from semlm.idea.generation import DOMAINS_DIR
 
     package = REPO_ROOT / "lib" / "semlm"
     assert data_fetch.CHECKSUMS.parent == package / "data" and data_fetch.CHECKSUMS.is_file()

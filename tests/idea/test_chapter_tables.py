@@ -10,7 +10,8 @@ from semlm.core.records import Interval
 from semlm.idea.records import IdeaRunMetrics, LoraRunMetrics
 from semlm.idea import report, sweeps
 from semlm.idea.profiles import idea_profile
-from semlm.idea.wikitext_experiment import DomainScores, TokenBlocks
+from semlm.idea.data import TokenBlocks
+from semlm.idea.generation import DomainScores
 
 
 def run(metrics, history=(), seconds=1.0):

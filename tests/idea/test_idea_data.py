@@ -12,8 +12,9 @@ from transformers import PreTrainedTokenizerFast
 from semlm.data.bpe import bpe_tokenizer, load_tokenizer, train_bpe
 from semlm.data.wikitext import downloads_allowed, load_corpus
 from semlm.idea.profiles import AUTHORS_STOPWORDS, idea_profile, profile_differences
-from semlm.idea.wikitext_experiment import (TokenBlocks, TokenStream, authors_stickiness, load_domains,
-                                            take_chars, training_gate)
+from semlm.idea.data import TokenBlocks, TokenStream, take_chars
+from semlm.idea.generation import authors_stickiness, load_domains
+from semlm.idea.loss import training_gate
 from semlm.profiles import check_parameters
 from semlm.core.metrics import NO_TARGET, distinct_n, repetition_rate, stickiness, unique_domain_density, words_of
 
@@ -231,7 +232,8 @@ def test_paper_b_profiles_need_no_torch_and_name_the_models_choices():
 
 
 def test_the_idea_loss_takes_alpha_from_the_step_and_keeps_no_counter():
-    from semlm.idea.wikitext_experiment import idea_loss_fn, model_config
+    from semlm.idea.loss import idea_loss_fn
+    from semlm.idea.wikitext_experiment import model_config
     from semlm.idea.model import IdeaGPTForCausalLM
 
     profile = idea_profile("smoke")

@@ -416,7 +416,8 @@ def test_training_loss_with_the_fused_gate_equals_the_models_own_gate(variant, r
     from dataclasses import replace
 
     from semlm.core.metrics import NO_TARGET
-    from semlm.idea.wikitext_experiment import TokenBlocks, idea_loss_fn
+    from semlm.idea.data import TokenBlocks
+    from semlm.idea.loss import idea_loss_fn
     from semlm.idea.profiles import IdeaSettings
 
     model = tiny(gate_variant=variant).train()

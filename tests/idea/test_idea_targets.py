@@ -283,7 +283,7 @@ def test_a_compiled_gated_loss_is_not_recompiled_as_the_gate_strength_ramps():
 
 def test_a_loss_whose_compile_fails_warns_once_and_runs_eagerly_with_the_same_numbers(monkeypatch):
     """A backend failure (Triton's on a GPU) must not end a run: one warning, the reason recorded, the eager loss."""
-    from semlm.idea import wikitext_experiment as ie
+    import semlm.idea.loss as idea_loss
     from semlm.idea.targets import idea_gated_loss_autograd
 
     def broken_compile(fn, **options):
@@ -292,16 +292,16 @@ def test_a_loss_whose_compile_fails_warns_once_and_runs_eagerly_with_the_same_nu
         return compiled
 
     monkeypatch.setattr(torch, "compile", broken_compile)
-    monkeypatch.setattr(ie, "COMPILE_FALLBACKS", [])
-    ie._compiled_gpu_loss.cache_clear()
+    monkeypatch.setattr(idea_loss, "COMPILE_FALLBACKS", [])
+    idea_loss._compiled_gpu_loss.cache_clear()
     try:
         token, idea, targets, positives, vocab_mask = _gated_loss_inputs(5)
         args = (token, idea, torch.tensor(0.5), -2.0, "clamp_then_scale", 1e-8, targets, positives, vocab_mask, 0.1)
         with pytest.warns(RuntimeWarning, match="PassManager::run failed"):
-            first = ie._compiled_gpu_loss()(*args)
-        second = ie._compiled_gpu_loss()(*args)  # no second warning: the fallback is remembered
-        assert len(ie.COMPILE_FALLBACKS) == 1 and "PassManager" in ie.COMPILE_FALLBACKS[0]
+            first = idea_loss._compiled_gpu_loss()(*args)
+        second = idea_loss._compiled_gpu_loss()(*args)  # no second warning: the fallback is remembered
+        assert len(idea_loss.COMPILE_FALLBACKS) == 1 and "PassManager" in idea_loss.COMPILE_FALLBACKS[0]
         for a, b, c in zip(first, second, idea_gated_loss_autograd(*args)):
             assert torch.equal(a, c) and torch.equal(b, c)
     finally:
-        ie._compiled_gpu_loss.cache_clear()
+        idea_loss._compiled_gpu_loss.cache_clear()

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from semlm.data.bpe import as_transformers, train_bpe
 from semlm.data.fineweb import load_fineweb, read_documents, split_documents, split_text_into_documents
-from semlm.idea.wikitext_experiment import TokenBlocks
+from semlm.idea.data import TokenBlocks
 from semlm.idea.lora_experiment import (LORA, BackboneCheckpoint, BackboneUnavailable, LoraData, LoraRun,
                                         paper_scale_parameter_counts, lora_run, resolve_backbone)
 from semlm.core.metrics import perplexity
@@ -176,7 +176,7 @@ def test_generate_decodes_from_the_gated_logits_with_the_kv_cache(tiny_mistral, 
     out = model.generate(prompt, alpha=alpha, attention_mask=torch.ones_like(prompt), max_new_tokens=6,
                          do_sample=False, pad_token_id=0, eos_token_id=None, use_cache=True)
     assert torch.equal(out, greedy(model, prompt, alpha, 6))
-    assert model._alpha == model.config.alpha  # generate() leaves the configured strength in place
+    assert model._gate == model.gate  # generate() leaves the configured gate in place
 
 
 def test_the_wrapper_accepts_any_causal_lm_such_as_the_books_gpt():
@@ -324,7 +324,7 @@ def test_fresh_documents_refuse_a_stream_too_short_for_the_run():
 
 
 def test_micro_batches_of_token_batches_partition_them_in_order():
-    from semlm.idea.wikitext_experiment import TokenBatch
+    from semlm.idea.data import TokenBatch
     from semlm.core.train import split_batch
 
     rows = torch.arange(8 * 5).view(8, 5)

@@ -261,7 +261,7 @@ def test_the_sharpening_temperature_matches_the_gated_entropy_on_the_first_max_b
     from types import SimpleNamespace
 
     from semlm.idea.sharpening import next_token_logits, sharpening_temperature
-    from semlm.idea.wikitext_experiment import TokenBlocks
+    from semlm.idea.data import TokenBlocks
 
     class Scaled(torch.nn.Module):  # logits: a fixed row per input token, times a scale
         def __init__(self, scale: float):

@@ -26,7 +26,9 @@ import torch
 
 from semlm.core import runs
 from semlm.core.runs import RunSpec
-from semlm.idea import wikitext_experiment as ie
+import semlm.idea.wikitext_experiment as ie
+from semlm.idea.data import TokenBlocks, TokenStream
+from semlm.idea.loss import idea_loss_fn
 from semlm.idea.model import IdeaGPTForCausalLM, quiet_transformers
 from semlm.idea.profiles import idea_profile
 
@@ -99,14 +101,14 @@ class StreamExperiment(runs.Experiment):
         config = spec.config
         stream = synthetic_stream(config.n_tokens, config.vocab_size, spec.seed)
         split, L, K = len(stream) * 9 // 10, config.run.size.block_size, config.run.idea.window
-        return ie.TokenStream(stream[:split], L, K), ie.TokenBlocks.from_stream(stream[split:], L, K)
+        return TokenStream(stream[:split], L, K), TokenBlocks.from_stream(stream[split:], L, K)
 
     def build(self, spec: RunSpec, data) -> IdeaGPTForCausalLM:
         run = spec.config.run
         return IdeaGPTForCausalLM(ie.model_config(run, spec.config.vocab_size, True, run.idea))
 
     def fit(self, spec: RunSpec, data) -> runs.Fit:
-        return runs.Fit(data[0], data[1], spec.config.run.train, ie.idea_loss_fn(spec.config.run.idea, [], True))
+        return runs.Fit(data[0], data[1], spec.config.run.train, idea_loss_fn(spec.config.run.idea, [], True))
 
     def evaluate(self, spec: RunSpec, data, model, result) -> dict:
         return {"val_ppl": result.history[-1]["val_ppl"] if result.history else None}

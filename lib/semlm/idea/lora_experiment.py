@@ -27,7 +27,9 @@ from semlm.data.bpe import as_transformers, train_bpe, load_tokenizer
 from semlm.data.fineweb import FineWebDocuments, load_fineweb
 from semlm.data.paths import portable_path
 from semlm.data.wikitext import downloads_allowed, load_corpus
-from semlm.idea.wikitext_experiment import TokenBlocks, encode_lines, take_chars, training_gate, training_seeds
+from semlm.idea.data import TokenBlocks, encode_lines, take_chars
+from semlm.idea.loss import training_gate
+from semlm.idea.wikitext_experiment import training_seeds
 from semlm.idea.targets import idea_bce_sparse, window_ids
 from semlm.core.metrics import NO_TARGET, perplexity
 from semlm.idea.lora_model import LoraIdeaConfig, LoraIdeaModel, check_quantization, load_backbone

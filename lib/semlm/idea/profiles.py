@@ -19,7 +19,7 @@ IDEA_LOSS_REDUCTIONS: tuple[str, ...] = ("sum_vocab", "mean")
 
 #: The authors' v1 stopword strings (their ``train.py``): each is one GPT-2 token whose column of the
 #: idea loss is multiplied by 0. Under another tokeniser a string that is not one token is not masked
-#: (:attr:`semlm.idea.wikitext_experiment.IdeaData.stopwords_not_single_tokens` lists them).
+#: (:attr:`semlm.idea.data.IdeaData.stopwords_not_single_tokens` lists them).
 AUTHORS_STOPWORDS: tuple[str, ...] = (" the", " The", " and", " to", " of", " a", " in", " is", ".", ",", ":", ";",
                                       "?", "!", "-", "'", '"', "\n")
 

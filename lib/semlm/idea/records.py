@@ -52,7 +52,7 @@ class BackboneRunMetrics(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Competence(Record):
-    """``semlm.idea.wikitext_experiment.competence``: the models against the best interpolated bigram."""
+    """``semlm.idea.competence.competence``: the models against the best interpolated bigram."""
 
     passes: bool | None = None
     worst_model: str | None = None

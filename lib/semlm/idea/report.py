@@ -16,7 +16,10 @@ from semlm.idea.records import (IdeaGatingRecord, IdeaOverSeeds, LoraCapacityCon
                                  over_seeds_glue)
 from semlm.core.runs import RunRecord
 from semlm.idea.profiles import IdeaProfile, profile_differences
-from semlm.idea.wikitext_experiment import DomainScores, IdeaData, competence, ngram_reference, profile_form_run
+from semlm.idea.competence import competence, ngram_reference
+from semlm.idea.data import IdeaData
+from semlm.idea.generation import DomainScores
+from semlm.idea.wikitext_experiment import profile_form_run
 from semlm.reference import PAPER_B_EVAL_DOMAINS, PAPER_B_STICKINESS, PAPER_B_TABLE1, PAPER_B_VAL_PPL
 
 MODELS = ("baseline", "gated")

@@ -24,7 +24,8 @@ from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea.compounding_penalty import CompoundingRepetitionPenalty
 from semlm.idea.model import IdeaGate, gated_logits
 from semlm.idea.profiles import GenerationSettings, idea_profile
-from semlm.idea.wikitext_experiment import IDEA, Domain, idea_data, idea_gating_runs, load_domains, with_chosen_gated
+from semlm.idea.generation import Domain, load_domains
+from semlm.idea.wikitext_experiment import IDEA, idea_data, idea_gating_runs, with_chosen_gated
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -140,7 +141,7 @@ def sparse_decoding_record(model, tokenizer, domains: dict[str, Domain], batches
     """The full and the sparse head of an idea-gated model compared, on one thread.
 
     ``clamp_share`` over the positions of ``batches``; ``samples`` (stickiness, distinct-2 as in
-    :func:`~semlm.idea.wikitext_experiment.domain_retention`) of every domain prompt decoded by both paths with
+    :func:`~semlm.idea.generation.domain_retention`) of every domain prompt decoded by both paths with
     ``generation``'s settings and the same seeds, new tokens capped to fit ``n_positions``; over the sparse
     samples' steps, the mean kept-set size, full-model mass outside it and ``mean_step_kl``; timed greedy
     decoding of the first prompt alone (``seconds_per_token``, median of ``repeats``, the paths alternating),

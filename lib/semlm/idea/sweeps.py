@@ -15,8 +15,8 @@ from semlm.core.runs import RunRecord, RunSpec
 from semlm.idea.gate import xray
 from semlm.idea.model import ConcentrationDecay
 from semlm.idea.profiles import GenerationSettings, IdeaProfile, IdeaSettings
-from semlm.idea.wikitext_experiment import (Domain, domain_retention, generate_texts, idea_run, sample_interval,
-                                             scored_retention)
+from semlm.idea.generation import Domain, domain_retention, generate_texts, sample_interval, scored_retention
+from semlm.idea.wikitext_experiment import idea_run
 
 SWEEP_METRICS = ("stickiness", "distinct_2", "repetition")
 BETAS = (-2.0, -1.5, -1.0)
@@ -72,7 +72,7 @@ def retention_summary(model, tokenizer, domains: dict[str, Domain], generation: 
                       alpha: float | None = None, record: RunRecord | None = None) -> dict:
     """Stickiness, distinct-2 and repetition over all domains' samples: ``<metric>``, ``<metric>_low``,
     ``<metric>_high`` (mean and 95% interval), one row of a sweep table. With the model's ``record``, the scores
-    are computed once per run and setting (:func:`~semlm.idea.wikitext_experiment.scored_retention`; ``model``
+    are computed once per run and setting (:func:`~semlm.idea.generation.scored_retention`; ``model``
     may then be None: it is loaded only if they must be computed)."""
     res = (domain_retention(model, tokenizer, domains, generation, alpha=alpha) if record is None
            else scored_retention(record, tokenizer, domains, generation, model, alpha))

@@ -25,7 +25,10 @@ from semlm.core import runs
 from semlm.data import topics as topics_module
 from semlm.data.topics import (EOS, MIXED, NEUTRAL, TopicConfig, TopicCorpus, TopicWorld, make_topic_corpus,
                                split_sentences)
-from semlm.idea.wikitext_experiment import TokenBlocks, generate_texts, idea_loss_fn, model_config, sample_interval
+from semlm.idea.data import TokenBlocks
+from semlm.idea.generation import generate_texts, sample_interval
+from semlm.idea.loss import idea_loss_fn
+from semlm.idea.wikitext_experiment import model_config
 from semlm.core.metrics import distinct_n, perplexity, stickiness
 from semlm.core.records import Interval
 from semlm.idea.records import IdeaRunMetrics, TopicDecision, TopicModelSummary
