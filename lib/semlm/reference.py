@@ -57,7 +57,7 @@ PAPER_B_TABLE1 = {
 }
 
 #: Setting (1), the four evaluation domains of the authors' evaluate.py: one prompt and a word list each
-#: (their "Tech" domain is the README's "hardware"). Used by semlm.idea.wikitext_experiment.authors_protocol.
+#: (their "Tech" domain is the README's "hardware"). Used by semlm.idea.generation.authors_protocol.
 PAPER_B_EVAL_DOMAINS = {
     "medicine": {"prompt": "The patient was diagnosed with",
                  "terms": ("symptom disease infection chronic acute syndrome disorder therapy treatment diagnosis "

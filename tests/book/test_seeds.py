@@ -48,7 +48,7 @@ def test_the_seeds_command_imports_no_notebook_machinery_or_spacy(tmp_path):
     stop = tmp_path / "stop.json"
     stop.write_text(json.dumps(["the", "a"]))
     code = ("import sys; import semlm.book.runner, semlm.book.seeds, semlm.idea.wikitext_experiment, "
-            "semlm.idea.sharpening, semlm.idea.rule_prompts; from semlm.idea.wikitext_experiment import stop_words; "
+            "semlm.idea.sharpening, semlm.idea.rule_prompts; from semlm.idea.generation import stop_words; "
             "assert stop_words() == frozenset({'the', 'a'}); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'papermill', 'jupytext', 'spacy', 'nbformat'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

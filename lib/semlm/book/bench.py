@@ -43,7 +43,9 @@ from semlm.fusion.profiles import synthetic_profile
 from semlm.idea import sparse_decoding as sparse
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.idea.profiles import idea_profile
-from semlm.idea.wikitext_experiment import TokenBlocks, autocast_for, idea_loss_fn, model_config
+from semlm.idea.data import TokenBlocks
+from semlm.idea.loss import autocast_for, idea_loss_fn
+from semlm.idea.wikitext_experiment import model_config
 from semlm.profiles import CPU_BF16_VARIABLE, cpu_computes_bf16
 from semlm.book.records import BenchmarkRecord
 from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_FOLDERS, AUTHORS_COMPARISON_RECORD,

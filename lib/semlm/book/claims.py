@@ -692,7 +692,7 @@ LORA = "08_lora_4bit_idea_gating"
 
 
 _COMPETENCE_RULE = ("judged only if both models are competent language models: validation PPL <= {r} x the best "
-                    "interpolated bigram's on the same tokens (semlm.idea.wikitext_experiment.competence); otherwise "
+                    "interpolated bigram's on the same tokens (semlm.idea.competence.competence); otherwise "
                     "'not testable at this scale'")
 
 

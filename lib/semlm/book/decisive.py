@@ -123,7 +123,8 @@ def seeds_command(args: argparse.Namespace) -> int:
 
     from semlm.idea.profiles import idea_profile
     from semlm.idea.rule_prompts import wikitext2_rule_prompts
-    from semlm.idea.wikitext_experiment import idea_data, stop_words
+    from semlm.idea.generation import stop_words
+    from semlm.idea.wikitext_experiment import idea_data
 
     stop_words(), wikitext2_rule_prompts()  # a missing stop list or data file stops here, before any training
     idea_data(idea_profile(protocol.profile, seeds[0]))  # the tokeniser, once, before the workers need it

@@ -45,7 +45,9 @@ def _trainer(profile: str, idea: bool, setting: Setting, seed: int, dropout: flo
     from semlm.core.train import Trainer
     from semlm.idea.model import IdeaGPTForCausalLM, pad_vocabulary
     from semlm.idea.profiles import idea_profile
-    from semlm.idea.wikitext_experiment import TokenStream, idea_loss_fn, model_config
+    from semlm.idea.data import TokenStream
+    from semlm.idea.loss import idea_loss_fn
+    from semlm.idea.wikitext_experiment import model_config
 
     config = idea_profile(profile, seed)
     if dropout is not None:

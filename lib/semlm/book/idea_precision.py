@@ -21,7 +21,8 @@ from semlm.core.records import Interval
 from semlm.idea.profiles import IdeaProfile, idea_profile, topic_drift_profile
 from semlm.idea.sweeps import domain_xrays
 from semlm.idea.topic_experiment import TOPIC_DRIFT, Measurements, evaluate_budget, prepare_topic_data, topic_drift_runs
-from semlm.idea.wikitext_experiment import IDEA, idea_data, idea_run, load_domains, profile_form_run
+from semlm.idea.generation import load_domains
+from semlm.idea.wikitext_experiment import IDEA, idea_data, idea_run, profile_form_run
 
 #: precision -> ``TrainConfig.autocast``: the profiles' own (bf16 on CUDA only, so float32 here) and bf16 autocast.
 IDEA_PRECISIONS: dict[str, str] = {"float32": "bf16_on_cuda", "bf16": "bf16"}

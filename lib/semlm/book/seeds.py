@@ -116,8 +116,9 @@ def run_seed(seed: int, protocol: Protocol, runs_dir: str | Path, device: str | 
     from semlm.idea.profiles import idea_profile
     from semlm.idea.rule_prompts import prompts_digest, wikitext2_rule_prompts, with_prompts
     from semlm.idea.sharpening import sharpening_temperature
-    from semlm.idea.wikitext_experiment import (IDEA, SHARPENING_BLOCKS, authors_protocol, domain_retention,
-                                                idea_data, load_domains, ngram_reference, stop_words)
+    from semlm.idea.competence import ngram_reference
+    from semlm.idea.generation import SHARPENING_BLOCKS, authors_protocol, domain_retention, load_domains, stop_words
+    from semlm.idea.wikitext_experiment import IDEA, idea_data
     from semlm.reference import PAPER_B_EVAL_DOMAINS
 
     started, wall0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
@@ -244,7 +245,7 @@ def assembled_record(results: list[dict]) -> dict:
     and the authors' protocol, each with the sharpening control as ``control``."""
     from semlm.core.records import Interval
     from semlm.idea.records import Competence, IdeaGatingRecord, IdeaOverSeeds, SeedPaired, ValidationScore
-    from semlm.idea.wikitext_experiment import competence
+    from semlm.idea.competence import competence
 
     seeds = [r["seed"] for r in results]
     arms = ("baseline", "gated", "sharpened")
