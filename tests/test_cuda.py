@@ -184,9 +184,9 @@ def _gated_trainer(micro_batch, compile_on_cuda, autocast):
 
 
 def _step_gradient(trainer):
-    from semlm.core.train import _step_batches
+    from semlm.core.train import step_batches
 
-    step, batch = next(_step_batches(trainer.train_data, trainer.config, 0, 1, trainer.steps_per_epoch))
+    step, batch = next(step_batches(trainer.train_data, trainer.config, 0, 1, trainer.steps_per_epoch))
     trainer.optimiser_step(step, batch)  # .grad keeps the accumulated gradient of the step
     return torch.cat([p.grad.float().flatten() for p in trainer.params]), float(trainer.running["train_loss"])
 

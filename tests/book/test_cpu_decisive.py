@@ -122,7 +122,7 @@ def test_every_family_claim_has_a_decisive_rule_and_the_rows_apply_it():
 RECORDED = REPO / "book" / "recorded"
 
 
-def _git(*args, cwd=REPO):
+def git(*args, cwd=REPO):
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
@@ -130,7 +130,7 @@ def _registered():
     reg = registration_cpu.CPU_SEEDS
     if reg is None:
         pytest.skip("the CPU claims are not registered yet (registration_cpu.CPU_SEEDS is None)")
-    if _git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+    if git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
         pytest.skip("a shallow clone holds no history to check the registration against")
     commit = registration_cpu.registration_commit()
     assert commit, "the registration commit is not in this clone's history"
@@ -139,19 +139,19 @@ def _registered():
 
 def test_cpu_registration_precedes_decisive_results():
     reg, registered = _registered()
-    touched = _git("show", "--name-only", "--format=", registered).stdout.split()
+    touched = git("show", "--name-only", "--format=", registered).stdout.split()
     assert touched and not any(p.startswith("book/recorded/") for p in touched), touched
-    when = int(_git("show", "-s", "--format=%ct", registered).stdout)
+    when = int(git("show", "-s", "--format=%ct", registered).stdout)
     calls_file = RECORDED / reg.folder / "seeds" / "calls.jsonl"
     calls = [json.loads(line) for line in calls_file.read_text().splitlines() if line.strip()] \
         if calls_file.is_file() else []
     from datetime import datetime
 
     for call in calls:
-        assert _git("merge-base", "--is-ancestor", registered, call["commit"]).returncode == 0, call["commit"]
+        assert git("merge-base", "--is-ancestor", registered, call["commit"]).returncode == 0, call["commit"]
         assert datetime.fromisoformat(call["started_at"]).timestamp() > when
         assert call["registered_files_sha256"] == {
-            name: __import__("hashlib").sha256(_git("show", f"{registered}:{name}").stdout.encode()).hexdigest()
+            name: __import__("hashlib").sha256(git("show", f"{registered}:{name}").stdout.encode()).hexdigest()
             for name in registration_cpu.REGISTERED_FILES}
 
 
@@ -173,7 +173,7 @@ def test_cpu_decisive_seeds_are_fresh():
         for path in folder.rglob("*.json"):
             found = {int(s) for s in re.findall(r'"seeds?": \[?(\d{4})\b', path.read_text())} & seeds
             assert not found, f"{path} holds registered seeds {sorted(found)}"
-    before = _git("ls-tree", "-r", "--name-only", f"{registered}^", "book/recorded").stdout.split()
+    before = git("ls-tree", "-r", "--name-only", f"{registered}^", "book/recorded").stdout.split()
     assert not any(reg.folder in p for p in before)
     from semlm.book.cpu_seeds import read_results
 
@@ -185,7 +185,7 @@ def test_cpu_decisive_seeds_are_fresh():
 def test_cpu_decisive_command_refuses_a_dirty_tree(tmp_path):
     reg, _ = _registered()
     clone = tmp_path / "clone"
-    assert _git("clone", "-q", str(REPO), str(clone)).returncode == 0
+    assert git("clone", "-q", str(REPO), str(clone)).returncode == 0
     (clone / "stray.txt").write_text("not committed")
     env = {k: v for k, v in os.environ.items() if k != "SEMLM_COMMIT"}
     env["PYTHONPATH"] = str(clone / "lib")
@@ -234,7 +234,7 @@ def test_a_collected_cpu_recording_gives_the_cpu_claims_final_verdicts(tmp_path,
     monkeypatch.setattr(registration_cpu, "CPU_SEEDS", reg)
     assert registered_decisive(root) == {}  # not collected: no final verdict comes from it
     monkeypatch.setattr(registration_cpu, "registration_commit", lambda: "0" * 40)
-    monkeypatch.setattr(cpu_decisive, "_git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))
+    monkeypatch.setattr(cpu_decisive, "git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))
     cpu_decisive.collect(root / reg.folder)
     provenance = json.loads((root / reg.folder / "provenance.json").read_text())
     assert provenance["n_registered"]["B-topic-drift"] == 10 and provenance["seeds"]["B-lora-ppl"] == [501, 502]

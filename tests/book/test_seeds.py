@@ -80,12 +80,12 @@ def test_bad_arguments_are_one_line_errors_and_write_nothing(tmp_path, args, mes
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "f").exists()
 
 
-def _git(*args, cwd=REPO):
+def git(*args, cwd=REPO):
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 def _history():
-    if _git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+    if git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
         pytest.skip("a shallow clone holds no history to check the registration against")
     commit = registration.registration_commit()
     assert commit, "the registration commit is not in this clone's history"
@@ -95,7 +95,7 @@ def _history():
 def test_decisive_command_refuses_a_dirty_tree(tmp_path):
     _history()
     clone = tmp_path / "clone"
-    assert _git("clone", "-q", str(REPO), str(clone)).returncode == 0
+    assert git("clone", "-q", str(REPO), str(clone)).returncode == 0
     (clone / "stray.txt").write_text("not committed")
     env = {k: v for k, v in os.environ.items() if k != "SEMLM_COMMIT"}
     env["PYTHONPATH"] = str(clone / "lib")
@@ -108,20 +108,20 @@ def test_decisive_command_refuses_a_dirty_tree(tmp_path):
 
 def test_registration_precedes_decisive_results():
     registered = _history()
-    touched = _git("show", "--name-only", "--format=", registered).stdout.split()
+    touched = git("show", "--name-only", "--format=", registered).stdout.split()
     assert touched and not any(p.startswith("book/recorded/") for p in touched), touched
     assert set(touched) <= {*registration.REGISTERED_FILES, "lib/semlm/book/claims.py"}
-    when = int(_git("show", "-s", "--format=%ct", registered).stdout)
+    when = int(git("show", "-s", "--format=%ct", registered).stdout)
     calls = [json.loads(line) for line in
              (RECORDED / registration.B_SEEDS.folder / "calls.jsonl").read_text().splitlines() if line.strip()]
     assert calls
     from datetime import datetime
 
     for call in calls:
-        assert _git("merge-base", "--is-ancestor", registered, call["commit"]).returncode == 0, call["commit"]
+        assert git("merge-base", "--is-ancestor", registered, call["commit"]).returncode == 0, call["commit"]
         assert datetime.fromisoformat(call["started_at"]).timestamp() > when
         assert call["registered_files_sha256"] == {
-            name: __import__("hashlib").sha256(_git("show", f"{registered}:{name}").stdout.encode()).hexdigest()
+            name: __import__("hashlib").sha256(git("show", f"{registered}:{name}").stdout.encode()).hexdigest()
             for name in registration.REGISTERED_FILES}
 
 
@@ -144,7 +144,7 @@ def test_decisive_seeds_are_fresh():
             text = path.read_text()
             found = {int(s) for s in __import__("re").findall(r'"seeds?": \[?(\d{4})\b', text)} & seeds
             assert not found, f"{path} holds registered seeds {sorted(found)}"
-    before = _git("ls-tree", "-r", "--name-only", f"{registered}^", "book/recorded").stdout.split()
+    before = git("ls-tree", "-r", "--name-only", f"{registered}^", "book/recorded").stdout.split()
     assert not any(registration.B_SEEDS.folder in p for p in before)
     # every seed file recorded in the decisive folder is a registered seed, scored by the registered protocol
     results = read_seeds(RECORDED / registration.B_SEEDS.folder)
@@ -223,7 +223,7 @@ def test_a_collected_registered_recording_gives_paper_b_s_final_verdicts(tmp_pat
     assert registered_decisive(root) == {}  # not collected: no final verdict comes from it
     monkeypatch.setattr(registration, "B_SEEDS", reg)
     monkeypatch.setattr(decisive, "B_SEEDS", reg)
-    monkeypatch.setattr(decisive, "_git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))
+    monkeypatch.setattr(decisive, "git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))
     monkeypatch.setattr(decisive, "registration_commit", lambda: "0" * 40)
     decisive.collect(root / reg.folder)
     assert registered_decisive(root) == dict.fromkeys(registration.B_CLAIMS, reg.folder)

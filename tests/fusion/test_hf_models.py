@@ -86,7 +86,7 @@ def test_config_json_keeps_the_flat_keys_of_saved_models(tmp_path, vocab):
 def test_the_runner_loads_raw_state_dicts_with_unchanged_names(vocab):
     model = tiny(len(vocab))
     again = tiny(len(vocab)).__class__(model.config)
-    again.load_state_dict(model.state_dict())  # strict: what core.train._load_weights does
+    again.load_state_dict(model.state_dict())  # strict: what core.train.load_weights does
     assert {"backbone.embed.weight", "semantic_projection.weight", "gate.weight"} <= set(model.state_dict())
 
 

@@ -911,11 +911,11 @@ def _stacking_one(experiment, spec, seeds: int, steps: int) -> dict:
 
     from torch.func import grad, stack_module_state, vmap
 
-    from semlm.core.train import _step_batches, set_seed
+    from semlm.core.train import step_batches, set_seed
 
     data = experiment.data(spec)
     fit = experiment.fit(spec, data)
-    batch = next(_step_batches(fit.train_data, fit.config, spec.seed, 0, 1))[1]
+    batch = next(step_batches(fit.train_data, fit.config, spec.seed, 0, 1))[1]
     models = []
     for offset in range(seeds):
         set_seed(spec.seed + offset)

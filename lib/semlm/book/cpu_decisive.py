@@ -33,7 +33,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from semlm.book.cpu_seeds import FAMILIES, family_of
-from semlm.book.seeds import PILOT_SEEDS, SeedsError, _git, _spawn, current_commit, has_git, machine, seed_range
+from semlm.book.seeds import (PILOT_SEEDS, SeedsError, current_commit, git, has_git, machine, seed_range,
+                              spawn_context)
 from semlm.data.paths import REPO_ROOT
 
 #: The log of a recording's calls, in its seeds/ folder.
@@ -208,7 +209,7 @@ def _run(todo: dict[str, list[int]], profile: str, runs_dir: Path, out: Path, wo
         (out / family).mkdir(parents=True, exist_ok=True)
     done, failed = [], []
     bar = tqdm(total=len(tasks), desc="decisive seeds", unit="seed", file=sys.stdout)
-    with ProcessPoolExecutor(workers, mp_context=_spawn()) as pool:
+    with ProcessPoolExecutor(workers, mp_context=spawn_context()) as pool:
         pending, queue = {}, list(tasks)
         while queue or pending:
             while queue and len(pending) < workers:
@@ -328,7 +329,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
         "variance_split": split,
         "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    report = {"claims": claims, "claims_commit": _git("rev-parse", "HEAD").stdout.strip() if has_git() else "?",
+    report = {"claims": claims, "claims_commit": git("rev-parse", "HEAD").stdout.strip() if has_git() else "?",
               "counts": verdict_counts(claims), "summary": plain_summary(claims)}
     write_atomic(folder / "provenance.json", json.dumps(provenance, indent=1, default=str) + "\n")
     write_atomic(folder / "report.json", json.dumps(report, indent=1, default=str) + "\n")
@@ -338,7 +339,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
 
 def verdicts_markdown(report: dict, provenance: dict) -> str:
     """``VERDICTS.md`` of a CPU decisive recording, generated from its ``report.json`` and ``provenance.json``."""
-    from semlm.book.recorded import _cell
+    from semlm.book.recorded import table_cell
 
     kind = "Pilot" if provenance["pilot"] else "Decisive"
     lines = [f"# {kind} seeds of the CPU claims", "",
@@ -351,8 +352,9 @@ def verdicts_markdown(report: dict, provenance: dict) -> str:
              "", "| claim | seeds | status | value | 95% interval | reason |", "|---|---|---|---|---|---|"]
     for row in report["claims"]:
         ci = f"[{row['ci'][0]:.4g}, {row['ci'][1]:.4g}]" if row.get("ci") else ""
-        lines.append(f"| {row['id']} | {row['seeds']} | {row['status']} | {_cell(row.get('causal_value'))} | {ci} | "
-                     f"{_cell(row.get('reason'))} |")
+        value = table_cell(row.get('causal_value'))
+        lines.append(f"| {row['id']} | {row['seeds']} | {row['status']} | {value} | {ci} | "
+                     f"{table_cell(row.get('reason'))} |")
     if provenance.get("variance_split"):
         lines += ["", "Variance split of the claims judged on generated text (two generation draws per seed, each "
                   "shared by the arms it compares): one draw's variance within a seed, and the variance between "

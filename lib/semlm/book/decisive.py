@@ -24,14 +24,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from semlm.book.registration import B_CLAIMS, B_SEEDS, REGISTERED_FILES, registration_commit
-from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, _git, _one, _sha256, _spawn, seed_range,
-                              assembled_record, current_commit, has_git, machine, read_seeds, variance_split)
+from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, assembled_record, current_commit, file_sha256,
+                              git, has_git, machine, read_seeds, run_seed_process, seed_range, spawn_context,
+                              variance_split)
 from semlm.data.paths import REPO_ROOT
 
 
 def registered_hashes(files=REGISTERED_FILES) -> dict[str, str]:
     """SHA-256 of each file a registration freezes (default paper B's), as they are in this checkout."""
-    return {name: _sha256(REPO_ROOT / name) for name in files}
+    return {name: file_sha256(REPO_ROOT / name) for name in files}
 
 
 def registration_checks(folder: Path) -> dict:
@@ -54,17 +55,17 @@ def tree_checks(folder: Path, files: tuple[str, ...], registered: str | None) ->
             raise SeedsError("no .git here: set SEMLM_COMMIT to the commit these files come from (collect checks "
                              "the registered files' SHA-256 against the registration)")
         return {"commit": commit, "checked_by_git": False, "registered_files_sha256": hashes}
-    commit = _git("rev-parse", "HEAD").stdout.strip()
+    commit = git("rev-parse", "HEAD").stdout.strip()
     if registered is None:
         raise SeedsError(f"{files[0]} is not committed; commit the registration first")
-    if _git("merge-base", "--is-ancestor", registered, commit).returncode != 0:
+    if git("merge-base", "--is-ancestor", registered, commit).returncode != 0:
         raise SeedsError(f"HEAD {commit[:12]} does not descend from the registration {registered[:12]}")
-    changed = _git("diff", "--name-only", registered, "HEAD", "--", *files).stdout.split()
+    changed = git("diff", "--name-only", registered, "HEAD", "--", *files).stdout.split()
     if changed:
         raise SeedsError(f"registered files changed since the registration {registered[:12]}: {', '.join(changed)}; "
                          f"a new registration needs a new commit and new seeds")
     seeds_dir = folder.resolve() / "seeds"
-    dirty = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=all").stdout.splitlines()]
+    dirty = [line[3:] for line in git("status", "--porcelain", "--untracked-files=all").stdout.splitlines()]
     dirty = [p for p in dirty if not (REPO_ROOT / p).resolve().is_relative_to(seeds_dir)]
     if dirty:
         raise SeedsError(f"the tree has changes outside the recording's seeds/ folder ({', '.join(dirty[:3])}"
@@ -145,8 +146,8 @@ def seeds_command(args: argparse.Namespace) -> int:
             break
         batch = todo[i: i + args.processes]
         t0 = time.monotonic()
-        with ProcessPoolExecutor(len(batch), mp_context=_spawn()) as pool:
-            futures = {s: pool.submit(_one, s, protocol, str(runs_dir), str(out), device) for s in batch}
+        with ProcessPoolExecutor(len(batch), mp_context=spawn_context()) as pool:
+            futures = {s: pool.submit(run_seed_process, s, protocol, str(runs_dir), str(out), device) for s in batch}
             for seed, future in futures.items():
                 try:
                     future.result()
@@ -233,7 +234,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
         "variance_split": {c: variance_split(results, c) for c in ("gated - plain", "gated - sharpened plain")},
         "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    report = {"claims": claims, "claims_commit": _git("rev-parse", "HEAD").stdout.strip() if has_git() else "?",
+    report = {"claims": claims, "claims_commit": git("rev-parse", "HEAD").stdout.strip() if has_git() else "?",
               "counts": verdict_counts(claims), "summary": plain_summary(claims)}
     write_atomic(folder / f"{CHAPTER}.json", json.dumps(record, indent=1, default=str) + "\n")
     write_atomic(folder / "provenance.json", json.dumps(provenance, indent=1, default=str) + "\n")
@@ -244,7 +245,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
 
 def verdicts_markdown(report: dict, provenance: dict) -> str:
     """``VERDICTS.md`` of a seeds recording, generated from its ``report.json`` and ``provenance.json``."""
-    from semlm.book.recorded import _cell
+    from semlm.book.recorded import table_cell
 
     split = provenance["variance_split"]
     lines = [f"# {'Pilot' if provenance['pilot'] else 'Decisive'} seeds of paper B's competent recipe",
@@ -263,8 +264,8 @@ def verdicts_markdown(report: dict, provenance: dict) -> str:
     lines += ["", "| claim | status | value | 95% interval | reason |", "|---|---|---|---|---|"]
     for row in report["claims"]:
         ci = f"[{row['ci'][0]:.4g}, {row['ci'][1]:.4g}]" if row.get("ci") else ""
-        lines.append(f"| {row['id']} | {row['status']} | {_cell(row.get('causal_value'))} | {ci} | "
-                     f"{_cell(row.get('reason'))} |")
+        lines.append(f"| {row['id']} | {row['status']} | {table_cell(row.get('causal_value'))} | {ci} | "
+                     f"{table_cell(row.get('reason'))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -67,9 +67,9 @@ def _trainer(profile: str, idea: bool, setting: Setting, seed: int, dropout: flo
 
 
 def _batches(trainer, steps: int):
-    from semlm.core.train import _step_batches
+    from semlm.core.train import step_batches
 
-    batches = _step_batches(trainer.train_data, trainer.config, trainer.seed, 0, trainer.steps_per_epoch)
+    batches = step_batches(trainer.train_data, trainer.config, trainer.seed, 0, trainer.steps_per_epoch)
     return [next(batches) for _ in range(steps)]
 
 

@@ -286,7 +286,8 @@ def update_readme(readme: Path, root: str | Path | None = None) -> bool:
     return new != text
 
 
-def _cell(value) -> str:
+def table_cell(value) -> str:
+    """A value as a Markdown table cell: floats to 4 significant digits, other values as text or JSON."""
     if isinstance(value, float):
         return f"{value:.4g}"
     text = value if isinstance(value, str) else json.dumps(value, default=str) if value is not None else ""
@@ -312,9 +313,9 @@ def verdicts_markdown(report: dict, provenance: dict) -> str:
     for row in report["claims"]:
         ci = f"[{row['ci'][0]:.4g}, {row['ci'][1]:.4g}]" if row.get("ci") else ""
         source = (row.get("final") or {}).get("source", "this build")
-        lines.append(f"| {row['id']}: {_cell(row['claim'])} | {final_status(row)} | {source} | {row['status']} | "
-                     f"{_cell(row.get('causal_value'))} | {ci} | {_cell(row.get('reason'))} | "
-                     f"{_cell(row.get('rule'))} |")
+        lines.append(f"| {row['id']}: {table_cell(row['claim'])} | {final_status(row)} | {source} | {row['status']} | "
+                     f"{table_cell(row.get('causal_value'))} | {ci} | {table_cell(row.get('reason'))} | "
+                     f"{table_cell(row.get('rule'))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -74,7 +74,8 @@ class Protocol:
 # -- one seed ----------------------------------------------------------------------------------------------------
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (hex)."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
@@ -167,7 +168,8 @@ def run_seed(seed: int, protocol: Protocol, runs_dir: str | Path, device: str | 
     }
 
 
-def _one(seed: int, protocol: Protocol, runs_dir: str, out: str, device: str | None) -> tuple[int, float]:
+def run_seed_process(seed: int, protocol: Protocol, runs_dir: str, out: str,
+                     device: str | None) -> tuple[int, float]:
     """Worker: one seed, its file written only once it has finished (a killed seed leaves no file)."""
     from semlm.core.processes import die_with_parent
     from semlm.core.runs import write_atomic
@@ -181,7 +183,8 @@ def _one(seed: int, protocol: Protocol, runs_dir: str, out: str, device: str | N
 # -- registration checks ---------------------------------------------------------------------------------------
 
 
-def _git(*args: str) -> subprocess.CompletedProcess:
+def git(*args: str) -> subprocess.CompletedProcess:
+    """``git <args>`` in the repository, its output captured (a seeds command's registration checks)."""
     return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30)
 
 
@@ -189,15 +192,16 @@ def current_commit() -> str:
     """HEAD (``+dirty`` with uncommitted changes), or ``$SEMLM_COMMIT`` where there is no ``.git``."""
     if os.environ.get("SEMLM_COMMIT") or not has_git():  # a machine sent the files alone may hold a stale .git
         return os.environ.get("SEMLM_COMMIT", "unknown")
-    dirty = _git("status", "--porcelain", "--untracked-files=no").stdout.strip()
-    return _git("rev-parse", "HEAD").stdout.strip() + ("+dirty" if dirty else "")
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return git("rev-parse", "HEAD").stdout.strip() + ("+dirty" if dirty else "")
 
 
 def has_git() -> bool:
-    return (REPO_ROOT / ".git").exists() and _git("rev-parse", "HEAD").returncode == 0
+    return (REPO_ROOT / ".git").exists() and git("rev-parse", "HEAD").returncode == 0
 
 
-def _spawn():
+def spawn_context():
+    """The ``spawn`` multiprocessing context: each seed's process starts fresh (no forked torch state)."""
     import multiprocessing
 
     return multiprocessing.get_context("spawn")

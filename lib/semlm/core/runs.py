@@ -278,7 +278,7 @@ class RunRecord(TrainingHistory):
 def load_model(experiment: Experiment, spec: RunSpec, folder: Path, device: str | torch.device,
                step: int | None = None) -> torch.nn.Module:
     """Rebuild the model of a finished run from its weights (``train/final``, or the snapshot of ``step``)."""
-    from semlm.core.train import _load_weights, snapshot_folder
+    from semlm.core.train import load_weights, snapshot_folder
 
     data = experiment.data(spec)
     set_seed(spec.seed)
@@ -292,7 +292,7 @@ def load_model(experiment: Experiment, spec: RunSpec, folder: Path, device: str 
     if not weights.is_file():
         raise FileNotFoundError(f"{weights} is missing: the run did not finish; run the chapter again to train it")
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    _load_weights(model, weights, trainable < sum(p.numel() for p in model.parameters()))
+    load_weights(model, weights, trainable < sum(p.numel() for p in model.parameters()))
     return model.eval()
 
 

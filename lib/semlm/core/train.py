@@ -164,7 +164,7 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, total_
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _step_batches(data, config: TrainConfig, seed: int, start_step: int, steps_per_epoch: int):
+def step_batches(data, config: TrainConfig, seed: int, start_step: int, steps_per_epoch: int):
     """Yield ``(step, batch)`` from ``start_step`` on. Every epoch (``shuffle``) or every step
     (``random_windows``) reseeds torch and the sampling generator from ``(seed, epoch | step)``,
     so a run resumed at a checkpoint is bit-identical to an uninterrupted one."""
@@ -194,7 +194,7 @@ def _trainable_state(model: nn.Module, trainable_only: bool) -> dict[str, torch.
     return {n: p.detach().clone().contiguous() for n, p in named.items()}
 
 
-def _load_weights(model: nn.Module, path: Path, trainable_only: bool) -> None:
+def load_weights(model: nn.Module, path: Path, trainable_only: bool) -> None:
     state = load_file(path, device=str(next(model.parameters()).device))
     if not trainable_only:
         model.load_state_dict(state)
@@ -279,7 +279,7 @@ class Trainer:
                 self._load_checkpoint(run_dir / "checkpoint")
 
     def _load_checkpoint(self, folder: Path) -> None:
-        _load_weights(self.model, folder / "model.safetensors", self.trainable_only)
+        load_weights(self.model, folder / "model.safetensors", self.trainable_only)
         state = torch.load(folder / "trainer_state.pt", weights_only=False, map_location=self.device)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -371,7 +371,7 @@ class Trainer:
         """Optimiser steps from ``self.step`` to the end (or ``stop_after_step``, or patience)."""
         self.forward_model.train()
         t0, c0 = time.perf_counter(), time.process_time()
-        for step, batch in _step_batches(self.train_data, self.config, self.seed, self.step, self.steps_per_epoch):
+        for step, batch in step_batches(self.train_data, self.config, self.seed, self.step, self.steps_per_epoch):
             if step >= self.total_steps or (stop_after_step is not None and step >= stop_after_step):
                 break
             lr = self.optimiser_step(step, batch)
