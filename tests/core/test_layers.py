@@ -1,9 +1,11 @@
-"""The library's layers, read from its source: ``core`` is the bottom layer (it imports no paper, no book, no
-profiles and no paper's data module) and no import circle runs through ``lib/semlm``.
+"""The library's layers, read from its source, bottom first: ``data``; ``core`` (it imports only ``data``);
+``profiles`` and ``reference``; the papers, ``fusion`` and ``idea`` (each imports only ``core``, ``data``,
+``profiles``, ``reference`` and itself); the helpers over them (``models``, ``plots``, ``distributed``); the
+``book``; the command shims. No module imports from a layer above its own, and no import circle runs through
+``lib/semlm``.
 
 Every import statement counts, at module level or inside a function body, and so does a string literal given
-to ``importlib.import_module``: a lazy import still ties one module to another.
-"""
+to ``importlib.import_module``: a lazy import still ties one module to another."""
 
 from __future__ import annotations
 
@@ -145,3 +147,85 @@ def test_no_import_circle_in_lib():
     found = cycles(graph)
     assert not found, (f"{len(found)} import circle(s) in lib/semlm, e.g. "
                        f"{' -> '.join(one_circle(graph, found[0]))}; all modules in circles: {found}")
+
+
+#: The library's layers, bottom first; a module may import only from its own layer or one below. Within
+#: ``LAYERS[3]`` each paper is its own package: fusion and idea never import each other.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"data"}),
+    frozenset({"core"}),
+    frozenset({"profiles", "reference"}),
+    frozenset({"fusion", "idea"}),
+    frozenset({"models", "plots", "_auto_registration", "distributed"}),   # shims and helpers over the papers
+    frozenset({"book"}),
+    frozenset({"bench", "recorded", "sitecheck", ""}),                      # command shims over the book; the package
+)
+#: what each low layer may import besides itself (the issue's rules, stricter than "any layer below")
+ALLOWED = {"core": {"data"}, "fusion": {"core", "data", "profiles", "reference"},
+           "idea": {"core", "data", "profiles", "reference"}}
+
+
+def unit(module: str) -> str:
+    """The layer unit of a library module: ``semlm.idea.model`` -> ``idea``; the package itself -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def height(name: str) -> int:
+    return next(level for level, names in enumerate(LAYERS) if name in names)
+
+
+def layering_problems(modules: dict[str, Path], library: Path = LIBRARY) -> list[str]:
+    """Every import, module-level or in a function, relative or by ``import_module``, that breaks the layer order."""
+    problems, seen = [], set()
+    for name, path in modules.items():
+        src = unit(name)
+        for target, line in imported_names(path, library):
+            while target not in modules and "." in target:     # ``from a.b import c``: c may be a name, not a module
+                target = target.rpartition(".")[0]
+            if target not in modules or target == "semlm":     # third party, or ``from semlm import <module>``
+                continue
+            dst = unit(target)
+            where = f"{path.relative_to(library.parent)}:{line} imports {target}"
+            if src == dst or (path, line, dst) in seen:  # ``from a import b`` names a and a.b: one problem
+                continue
+            seen.add((path, line, dst))
+            if src in ALLOWED and dst not in ALLOWED[src]:
+                problems.append(f"{where} ({src} may import only {', '.join(sorted(ALLOWED[src]))})")
+            elif height(dst) > height(src) or (height(dst) == height(src) and src in ALLOWED):
+                problems.append(f"{where} (a layer above {src})")
+    return problems
+
+
+def test_every_library_unit_has_a_layer():
+    units = {unit(name) for name in library_modules()}
+    assert units <= set().union(*LAYERS), f"give these a layer in LAYERS: {sorted(units - set().union(*LAYERS))}"
+
+
+def test_layering():
+    assert not cycles(import_graph()), "import circles: see test_no_import_circle_in_lib"
+    problems = layering_problems(library_modules())
+    assert not problems, "the layer order is broken:\n" + "\n".join(problems)
+
+
+def test_the_layering_check_fails_on_each_broken_rule(tmp_path):
+    """A paper importing the book or the other paper, core importing the profiles, data importing core: each
+    is found, lazy and relative imports included; an import from below is not."""
+    root = tmp_path / "semlm"
+    files = {"__init__.py": "", "data/__init__.py": "", "core/__init__.py": "", "idea/__init__.py": "",
+             "fusion/__init__.py": "", "book/__init__.py": "", "profiles.py": "",
+             "data/low.py": "def f():\n    from semlm.core import runs\n",
+             "core/runs.py": "from ..profiles import x\nfrom semlm.data import low\n",
+             "idea/model.py": "import importlib\nfrom semlm.core import runs\n"
+                              "def g():\n    return importlib.import_module('semlm.book.claims')\n",
+             "fusion/model.py": "from semlm.idea import model\n",
+             "book/claims.py": "from semlm.idea import model\nfrom semlm.fusion import model as fusion\n"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    modules = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    problems = layering_problems(modules, root)
+    assert len(problems) == 4, problems
+    for expected in ("data/low.py:2 imports semlm.core", "core/runs.py:1 imports semlm.profiles",
+                     "idea/model.py:4 imports semlm.book.claims", "fusion/model.py:1 imports semlm.idea"):
+        assert any(p.startswith(f"semlm/{expected}") for p in problems), (expected, problems)
