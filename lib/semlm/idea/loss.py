@@ -93,7 +93,8 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
             return loss, {"token_ce": ce.detach()}
         gate = ramp.at_step(step)
         in_loss = compiled or (fused and not batch.inputs.is_cuda)  # the model runs ungated, the loss gates
-        out = model(batch.inputs, gate=gate.with_alpha(0.0) if in_loss else gate)
+        # ungated logits as alpha=0.0, a constant: a compiled model guards on it (a new IdeaGate per step would not be)
+        out = model(batch.inputs, alpha=0.0) if in_loss else model(batch.inputs, gate=gate)
         vocab = out.idea_logits.shape[-1]
         if (vocab, str(device)) not in masks:
             masks[vocab, str(device)] = vocabulary_mask(vocab, stop, device)
