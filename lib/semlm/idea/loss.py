@@ -101,7 +101,7 @@ def idea_loss_fn(settings: IdeaSettings, stopword_ids: Sequence[int], idea: bool
         mask = masks[vocab, str(device)]
         positives = window_ids(batch.future, settings.window, batch.inputs.shape[1])
         losses = (mask, settings.idea_weight, settings.pos_weight, settings.idea_loss_reduction, NO_TARGET)
-        if compiled:  # a compiled module forwards .config
+        if compiled:
             loss, ce, bce = _compiled_gpu_loss(mode)(out.token_logits, out.idea_logits,
                                                  torch.full((), gate.alpha, device=device), gate.beta, gate.variant,
                                                  gate.eps, batch.targets, positives, *losses)

@@ -73,10 +73,10 @@ def sparse_gated_logits(model, hidden: torch.Tensor, budget: int) -> torch.Tenso
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
         raise ValueError(f"budget must be an int >= 0 (clamped tokens computed anyway), got {budget!r}")
-    idea_gate = decoding_gate(model)
+    decoding = decoding_gate(model)
     idea = model.idea_head(hidden)
-    gate = idea_gate.apply(idea)
-    keep = ((gate > idea_gate.clamped_value()).sum(-1) + budget).clamp(max=gate.shape[-1])
+    gate = decoding.apply(idea)
+    keep = ((gate > decoding.clamped_value()).sum(-1) + budget).clamp(max=gate.shape[-1])
     index = idea.topk(int(keep.max()), dim=-1).indices                      # [B, k], kept tokens first
     rows = model.lm_head.weight.index_select(0, index.flatten()).view(*index.shape, -1)  # [B, k, d]: k rows only
     token = (rows @ hidden.unsqueeze(-1)).squeeze(-1)
