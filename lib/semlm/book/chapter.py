@@ -3,7 +3,8 @@ parameters cell resolves the profile (``make lab``'s ``$SEMLM_PROFILE``, :func:`
 the parameters (:func:`~semlm.profiles.check_parameters`) and starts the clock; ``chapter.close(record)`` writes
 ``<metrics dir>/<name>.json`` (:func:`~semlm.book.report.write_chapter_metrics`): the book runner's metrics folder
 (``$SEMLM_METRICS_DIR``), or for a chapter run on its own (raw papermill, JupyterLab) ``book/_build/lab/metrics``,
-never the build's; a chapter that fails before ``close`` writes nothing. Torch-free on import, like :mod:`semlm.book`.
+never the build's; a chapter that fails before ``close`` writes nothing. ``chapter.show(section)`` displays a
+:class:`~semlm.core.records.Section`'s table and glues its numbers, so no chapter wires a result by hand. Torch-free on import, like :mod:`semlm.book`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 from semlm.book.report import write_chapter_metrics
+from semlm.core.records import glue_items
 from semlm.data.paths import REPO_ROOT
 from semlm.profiles import LONG_PROFILES, check_parameters, lab_profile
 
@@ -60,6 +62,26 @@ class Chapter:
         self.metrics_path = write_chapter_metrics(self.name, self.profile, self.seed, record, seconds, directory,
                                                   marks)
         self.closed_after = seconds
+
+    def show(self, section, *, prefix: str = "", table: bool = True) -> None:
+        """Display ``section.table()`` (unless ``table`` is False or it is None) and glue each field of
+        ``section.numbers()`` under ``prefix`` + its name, for the prose's ``{glue:text}`` references; returns
+        nothing, so the cell shows only the table."""
+        from IPython.display import display
+        from myst_nb import glue
+
+        shown = section.table() if table else None
+        if shown is not None:
+            display(shown)
+        for key, value in glue_items(section.numbers(), prefix).items():
+            glue(key, value, display=False)
+
+    def glue(self, **numbers) -> None:
+        """Glue each keyword under its name (numbers the chapter computed itself, no section's)."""
+        from myst_nb import glue
+
+        for key, value in numbers.items():
+            glue(key, value, display=False)
 
     def notice(self, text: str) -> None:
         """A line whoever runs the chapter must see (a parameter the profile changed): in the notebook, on the

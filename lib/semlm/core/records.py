@@ -12,6 +12,10 @@ typed, exactly the fields the claims and the report read (``audit.table1["causal
 everything else a chapter keeps rides along in ``extra``. A field a chapter did not write loads as ``None``
 (the claim then says "not run at this profile").
 
+A :class:`Section` is what a chapter shows of one result: its ``table()`` and the ``numbers()`` its prose
+cites, a dataclass whose field names are the glue keys (``chapter.show(section)``,
+:meth:`semlm.book.chapter.Chapter.show`).
+
 This module imports no torch, so the report can be built without it.
 """
 
@@ -22,7 +26,7 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Protocol, Sequence
 
 # --- the interval ---------------------------------------------------------------------------
 
@@ -284,3 +288,17 @@ class ChapterRecord(Record):
 
     chapter: ClassVar[str] = ""
     profile: str | None = None
+
+
+class Section(Protocol):
+    """One result a chapter shows: ``table()`` (a DataFrame or Styler, or None for none) and ``numbers()``, a
+    dataclass instance whose fields are the numbers the prose cites, each under its glue key."""
+
+    def table(self) -> Any: ...
+
+    def numbers(self) -> Any: ...
+
+
+def glue_items(numbers, prefix: str = "") -> dict[str, Any]:
+    """``{prefix + field name: value}`` of a :class:`Section`'s ``numbers()`` dataclass."""
+    return {prefix + f.name: getattr(numbers, f.name) for f in fields(numbers)}
