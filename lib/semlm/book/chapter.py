@@ -76,11 +76,12 @@ class Chapter:
         for key, value in glue_items(section.numbers(), prefix).items():
             glue(key, value, display=False)
 
-    def glue(self, **numbers) -> None:
-        """Glue each keyword under its name (numbers the chapter computed itself, no section's)."""
+    def glue(self, numbers=None, /, **values) -> None:
+        """Glue each field of the dataclass ``numbers`` (a function's numbers with no table to show) and each
+        keyword under its name (numbers the chapter computed itself)."""
         from myst_nb import glue
 
-        for key, value in numbers.items():
+        for key, value in {**(glue_items(numbers) if numbers is not None else {}), **values}.items():
             glue(key, value, display=False)
 
     def notice(self, text: str) -> None:
