@@ -58,12 +58,27 @@ def cpu_bf16_setting() -> str:
     return choice
 
 
-def check_profile(profile, extra: tuple[str, ...] = ()) -> str:
-    """``profile`` if it is one of :data:`PROFILES` (or of ``extra``, a chapter's :data:`LONG_PROFILES`)."""
+class ProfileName(str):
+    """A profile name :func:`check_profile` has checked: where a profile enters (the runner's plan, a chapter's
+    parameters cell, a command line) it is checked once and travels as this; the paper modules' profile builders
+    (``synthetic_profile``, ``idea_profile``, ...) take it through :func:`resolved` without checking it again."""
+
+
+def check_profile(profile, extra: tuple[str, ...] = ()) -> ProfileName:
+    """``profile`` as a :class:`ProfileName` if it is one of :data:`PROFILES` (or of ``extra``, a chapter's
+    :data:`LONG_PROFILES`); a one-line ValueError naming the choices otherwise."""
     if not isinstance(profile, str) or profile not in (*PROFILES, *extra):
         hint = f" here ({profile} is a profile of {LONG_PROFILES[profile]} only)" if profile in LONG_PROFILES else ""
         raise ValueError(f"unknown profile {profile!r}{hint}; choose one of: {', '.join((*PROFILES, *extra))}")
-    return profile
+    return ProfileName(profile)
+
+
+def resolved(profile, extra: tuple[str, ...] = ()) -> ProfileName:
+    """``profile`` where it enters a profile builder: a :class:`ProfileName` of the builder's profiles as it is,
+    anything else through :func:`check_profile` (a builder called directly, from a test or a shell, is an entry)."""
+    if isinstance(profile, ProfileName) and profile in (*PROFILES, *extra):
+        return profile
+    return check_profile(profile, extra)
 
 
 def check_parameters(extra_profiles: tuple[str, ...] = (), **params) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from semlm.book.report import write_chapter_metrics
 from semlm.core.records import glue_items
 from semlm.data.paths import REPO_ROOT
-from semlm.profiles import LONG_PROFILES, check_parameters, lab_profile
+from semlm.profiles import LONG_PROFILES, check_parameters, check_profile, lab_profile
 
 
 #: Set (to 1) by ``python -m semlm.book run --allow-modified-data``: run on data that differs from the pinned release,
@@ -129,9 +129,9 @@ def open_chapter(name: str, *, profile: str, seed: int, declared: tuple[str, ...
         known = ", ".join(["profile", "seed", *parameters, *declared])
         raise ValueError(f"chapter {name} has no parameter {', '.join(map(repr, unknown))}; its parameters are "
                          f"{known} (fix the -p option)")
-    profile = lab_profile(profile)
     own_profiles = tuple(long for long, chapter in LONG_PROFILES.items() if chapter == name)
-    check_parameters(own_profiles, profile=profile, seed=seed, **parameters)
+    profile = check_profile(lab_profile(profile), own_profiles)  # the one check: builders take it as it is
+    check_parameters(seed=seed, **parameters)
     chapter = Chapter(name, profile, seed)
     chapter.modified_data = check_data(name)
     _log_startup()

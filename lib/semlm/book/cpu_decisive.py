@@ -36,6 +36,7 @@ from semlm.book.cpu_seeds import FAMILIES, family_of
 from semlm.book.seeds import (PILOT_SEEDS, SeedsError, current_commit, git, has_git, machine, seed_range,
                               spawn_context)
 from semlm.data.paths import REPO_ROOT
+from semlm.profiles import check_profile
 
 #: The log of a recording's calls, in its seeds/ folder.
 CALLS = "calls.jsonl"
@@ -138,7 +139,7 @@ def decisive_command(args: argparse.Namespace) -> int:
         from semlm.book.decisive import tree_checks
 
         checks = tree_checks(folder, registration.REGISTERED_FILES, registration.registration_commit())
-    profile = args.profile or ("cpu" if args.pilot else reg.profile)
+    profile = check_profile(args.profile or ("cpu" if args.pilot else reg.profile))  # this entry's one check
     if not args.pilot and not args.recheck and profile != reg.profile:
         raise SeedsError(f"--profile {profile}: the registration decides at {reg.profile}")
     from semlm.book.cpu_seeds import protocol

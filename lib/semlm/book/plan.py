@@ -49,7 +49,9 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     from semlm.idea.wikitext_experiment import IDEA, idea_gating_runs
     from semlm.fusion.profiles import intent_profile, sst2_profile, synthetic_profile
     from semlm.idea.profiles import idea_profile, lora_profile, topic_drift_profile
+    from semlm.profiles import resolved
 
+    profile = resolved(profile)  # checked once here (or where it entered); the builders below take it as it is
     topic = topic_drift_profile(profile, seed)
     intent = intent_profile(profile, seed)
     audit = audit_seeds(seed, None, profile)

@@ -43,7 +43,7 @@ from semlm.data.paths import REPO_ROOT, data_dir
 from semlm.book.cpumeter import CpuMeter
 from semlm.book.report import parameter_assignments
 # torch-free: the CLI's usage errors cost no torch import
-from semlm.profiles import PROFILES, check_profile, cpu_bf16_setting
+from semlm.profiles import PROFILES, ProfileName, check_profile, cpu_bf16_setting
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"
 DEFAULT_BUILD_DIR = BOOK_DIR / "_build"
@@ -119,12 +119,12 @@ def resolve_chapter(name: str, chapters: list[str]) -> str:
     raise BookError(f"{problem} chapter {name!r}; choose one of: {choices}", exit_code=2)
 
 
-def check_build_settings(profile: str) -> None:
-    """A known profile (:func:`semlm.profiles.check_profile`) and a valid ``SEMLM_CPU_BF16`` (the precision paper A's
-    ``cpu`` runs take), as usage errors (exit code 2)."""
+def check_build_settings(profile: str) -> ProfileName:
+    """A known profile (:func:`semlm.profiles.check_profile`, returned checked) and a valid ``SEMLM_CPU_BF16`` (the
+    precision paper A's ``cpu`` runs take), as usage errors (exit code 2)."""
     try:
-        check_profile(profile)
         cpu_bf16_setting()
+        return check_profile(profile)
     except ValueError as exc:
         raise BookError(str(exc), exit_code=2) from None
 
@@ -503,7 +503,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     """Execute the chapters (all, or ``only`` one, the whole book beside :func:`start_training_ahead`) with
     ``profile``, then build the HTML if ``html``. Returns the build directory (the book is
     ``<build>/html/index.html``); raises :class:`BookError` on usage errors (``exit_code`` 2) and failures (1)."""
-    check_build_settings(profile)
+    profile = check_build_settings(profile)
     data = os.environ.get("SEMLM_DATA_DIR")
     if data and not Path(data).expanduser().is_dir():  # a typo: say so before any chapter runs
         raise BookError(f"SEMLM_DATA_DIR={data} is not a directory; point it at the data folder "
@@ -948,14 +948,14 @@ def plan_command(args: argparse.Namespace) -> int:
     """``python -m semlm.book plan``: list (and with ``--train`` train) every chapter's runs."""
     import semlm.book.plan as plan
 
-    check_build_settings(args.profile)
+    profile = check_build_settings(args.profile)
     wanted = plan.CHAPTERS if args.chapters is None else [c.strip() for c in args.chapters.split(",") if c.strip()]
     try:
         wanted = [resolve_chapter(c, list(plan.CHAPTERS)) for c in wanted]
     except BookError as exc:
         raise BookError(f"--chapters: {exc} (the chapters that declare runs; the others declare no runs)",
                         exit_code=2) from None
-    planned = [e for e in plan.book_runs(args.profile) if e.chapter in wanted]
+    planned = [e for e in plan.book_runs(profile) if e.chapter in wanted]
     print(plan.describe(planned, None if args.chapters is None else wanted), flush=True)
     if not args.train:
         return 0
@@ -966,7 +966,7 @@ def plan_command(args: argparse.Namespace) -> int:
             print("CUDA is available: the chapters train their runs one at a time on it; nothing trained ahead")
             return 0
     try:
-        plan.train_ahead(args.profile, planned, args.workers)
+        plan.train_ahead(profile, planned, args.workers)
     except RuntimeError as exc:
         raise BookError(str(exc)) from exc
     print("trained: the chapters will load these runs from the cache")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from semlm.core.train_config import TrainConfig
 from semlm.data.synthetic import INTENSITY, SyntheticConfig
 from semlm.fusion.config import BackboneConfig
-from semlm.profiles import check_parameters, check_profile, cpu_precision
+from semlm.profiles import check_parameters, cpu_precision, resolved
 
 #: Training seeds per profile of chapter 4's leakage audit (8 models each; at ``cpu`` 3, whose t-intervals
 #: (t = 4.30) leave more claims inconclusive than 5 would, to keep the build near its time budget) ...
@@ -44,7 +44,8 @@ class SyntheticProfile:
 def synthetic_profile(profile: str, seed: int = 111) -> SyntheticProfile:
     """Corpus, backbone size and training config of the synthetic experiment for ``profile``
     (``cpu``: ``paper``'s, trained in :func:`~semlm.profiles.cpu_precision`)."""
-    check_parameters(profile=profile, seed=seed)
+    profile = resolved(profile)
+    check_parameters(seed=seed)
     paper = SyntheticProfile(profile, SyntheticConfig(), BackboneConfig(), TrainConfig(), seed)
     if profile == "smoke":
         return replace(paper, corpus=SyntheticConfig(n_train=384, n_val=96), backbone=SMOKE_BACKBONE,
@@ -107,7 +108,8 @@ def sst2_profile(profile: str, seed: int = 111) -> SST2Profile:
     generation) fits in minutes on 2 cores, and trains in :func:`~semlm.profiles.cpu_precision`; ``paper``
     uses all 67,349, in float32.
     """
-    check_parameters(profile=profile, seed=seed)
+    profile = resolved(profile)
+    check_parameters(seed=seed)
     paper = SST2Profile(profile, None, 2, BackboneConfig(), TrainConfig(), ClassifierConfig(), ControlConfig(),
                         seed=seed)
     if profile == "smoke":
@@ -169,7 +171,7 @@ class IntentProfile:
 def intent_profile(profile: str, seed: int = 111) -> IntentProfile:
     """Chapter 10's scale: the synthetic task's models and corpus at ``profile`` (``cpu``: paper A's
     own size, about a minute per model on one core), its seeds and its sampling budget."""
-    check_profile(profile)
+    profile = resolved(profile)
     samples = {"smoke": 24, "cpu": 100, "paper": 200}[profile]
     return IntentProfile(profile, synthetic_profile(profile, seed), INTENT_SEEDS[profile], samples,
                          n_shared_seeds=min(INTENT_SEEDS[profile], AUDIT_SEEDS[profile]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -38,7 +38,7 @@ from semlm.fusion.metrics import POLARITY_LABELS
 from semlm.fusion.model import build_model
 from semlm.fusion.request import Request
 from semlm.core.train_config import TrainConfig
-from semlm.fusion.profiles import ClassifierConfig, ControlConfig, SST2Profile, sst2_profile
+from semlm.fusion.profiles import ClassifierConfig, ControlConfig, SST2Profile
 from semlm.core.records import Interval
 from semlm.fusion.records import SST2Judgement, SST2Metrics
 from semlm.core.runs import RunSpec
@@ -181,6 +181,9 @@ class SST2Run:
     kind: str
     setting: str
     seed: int = 111              # the run's seed (its RunSpec's): the subsample of training phrases
+    #: how many of these runs train at once (the profile's ``workers``): how it runs, not what it trains, so out of
+    #: the key (:func:`semlm.core.train_config.execution_fields`)
+    workers: int = field(default=2, metadata={"execution": True})
 
 
 class SST2Experiment(runs.Experiment):
@@ -220,7 +223,7 @@ class SST2Experiment(runs.Experiment):
     def max_workers(self, specs) -> int:
         """The profile's ``workers`` (smoke: 1, training in this process: starting workers, each
         importing torch, costs more than its training)."""
-        return min(sst2_profile(spec.config.profile).workers for spec in specs)
+        return min(spec.config.workers for spec in specs)
 
     def use_data(self, spec: RunSpec, data: SST2Data) -> None:
         """Use ``data`` (``prepare_sst2`` of the same profile), already prepared in this process, for
@@ -241,7 +244,7 @@ def sst2_spec(profile: SST2Profile, kind: str, setting: str) -> RunSpec:
     if kind not in KINDS:
         raise ValueError(f"unknown model {kind!r}; choose one of: {', '.join(KINDS)}")
     run = SST2Run(profile.name, profile.n_train, profile.min_freq, profile.backbone, profile.train, kind,
-                  check_setting(setting), profile.seed)
+                  check_setting(setting), profile.seed, profile.workers)
     return RunSpec(kind, profile.seed, run, group=setting)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 
 from semlm.core.train_config import TrainConfig
 from semlm.data.topics import EOS, FUNCTION_WORDS, UNK, TopicConfig
-from semlm.profiles import LONG_PROFILES, check_parameters, check_profile, cpu_precision
+from semlm.profiles import LONG_PROFILES, check_parameters, cpu_precision, resolved
 
 IDEA_GATE_VARIANTS: tuple[str, ...] = ("clamp_then_scale", "scale_then_clamp")
 IDEA_LOSS_REDUCTIONS: tuple[str, ...] = ("sum_vocab", "mean")
@@ -176,7 +176,7 @@ def idea_profile(profile: str, seed: int = 111, max_steps: int | None = None) ->
     ``smoke``: seconds; ``cpu``'s recipe on a sliver of WikiText-2, a 512-token BPE and a one-layer model, with two
     training seeds, so that the tests run the seed comparison's code.
     """
-    check_profile(profile, tuple(LONG_PROFILES))
+    profile = resolved(profile, tuple(LONG_PROFILES))
     config = paper = IdeaProfile(seed=seed)
     if profile != "paper":
         config = cpu = replace(
@@ -323,7 +323,7 @@ def topic_drift_profile(profile: str, seed: int = 111) -> TopicDriftProfile:
     ``train.eval_every`` steps, so the learning curve and the matched-perplexity comparison come from two runs.
     Float32 on a CPU at every profile: these d = 48 models trained 1.8 x slower in bf16 autocast on a CPU that
     computes it natively (``book/recorded/cpu-bf16-idea``), unlike chapter 6's GPTs."""
-    check_profile(profile)
+    profile = resolved(profile)
     # K = 8 is about one sentence; the masked columns are this world's function words (passed as ids to
     # the loss). The idea BCE is the authors' v2 form (mean over the vocabulary, lambda 0.1), as in the
     # other small paper-B profiles; alpha 0.5 with the v1 gate, as the authors' WikiText GPT.
@@ -454,7 +454,7 @@ class LoraProfile:
 
 def lora_profile(profile: str, seed: int = 111, max_steps: int | None = None) -> LoraProfile:
     """Chapter 8's configuration; ``max_steps`` caps its optimiser steps (:func:`with_max_steps`)."""
-    check_profile(profile)
+    profile = resolved(profile)
     config = paper = LoraProfile(seed=seed)
     if profile != "paper":
         config = cpu = replace(
