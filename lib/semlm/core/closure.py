@@ -290,8 +290,5 @@ def parts_hash(parts: dict[str, str]) -> str:
     """The 12-hex-digit hash of a :func:`code_closure`; equal across processes and sessions."""
     digest = hashlib.sha256()
     for name, source in parts.items():
-        digest.update(name.encode())
-        digest.update(b"\0")
-        digest.update(source.encode())
-        digest.update(b"\0")
+        digest.update(f"{name}\0{source}\0".encode())
     return digest.hexdigest()[:12]

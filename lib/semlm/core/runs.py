@@ -515,15 +515,10 @@ def _record_run(experiment: Experiment, spec: RunSpec, folder: Path, runs_dir: P
                          f"under a launch of that many processes (python -m semlm.distributed), and {folder} holds no "
                          f"finished run; a chapter loads it once it has trained")
     else:
-        set_seed(spec.seed)
-        model = experiment.build(spec, experiment.data(spec)).to(device)
-        fit = experiment.fit(spec, experiment.data(spec))
         on_step = (lambda: progress_queue.put(1)) if progress_queue is not None else None
         label = progress if isinstance(progress, str) else f"{spec.name} (seed {spec.seed})"
-        result = train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
-                       validate=fit.validate, run_dir=folder / "train", run_description=spec.description(),
-                       progress=label if progress and on_step is None else False, on_step=on_step,
-                       snapshots=fit.snapshots)
+        model, result = _train(experiment, spec, folder, device, progress=label if progress and on_step is None
+                               else False, on_step=on_step)
     model.eval()
     metrics = experiment.evaluate(spec, experiment.data(spec), model, result)
     made = owner_record or result  # how the model was made
@@ -538,6 +533,18 @@ def _record_run(experiment: Experiment, spec: RunSpec, folder: Path, runs_dir: P
     if log:
         _log_run(record, model_id)
     return record
+
+
+def _train(experiment: Experiment, spec: RunSpec, folder: Path, device: str | None, **options):
+    """``spec``'s model, built from the seed (on ``device``; None: where it is built) and trained into
+    ``folder/train`` (:func:`semlm.core.train.train`, with ``options``), and the :class:`TrainResult`."""
+    set_seed(spec.seed)
+    model = experiment.build(spec, experiment.data(spec))
+    model = model.to(device) if device is not None else model
+    fit = experiment.fit(spec, experiment.data(spec))
+    return model, train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
+                        validate=fit.validate, run_dir=folder / "train", run_description=spec.description(),
+                        snapshots=fit.snapshots, **options)
 
 
 def distributed_run(experiment: Experiment, spec: RunSpec, runs_dir: str | Path, accelerator, threads: int = 1,
@@ -574,19 +581,13 @@ def distributed_run(experiment: Experiment, spec: RunSpec, runs_dir: str | Path,
             raise ValueError(state.removeprefix("error: "))
         if state == "train":
             with accelerator.main_process_first():  # the main process writes data caches, then the others read
-                data = experiment.data(spec)
-            set_seed(spec.seed)  # the same initial weights on every process
-            model = experiment.build(spec, data)
-            fit = experiment.fit(spec, data)
-            result = train(model, fit.train_data, fit.val_data, fit.config, fit.loss_fn, seed=spec.seed,
-                           validate=fit.validate, run_dir=folder / "train", run_description=spec.description(),
-                           snapshots=fit.snapshots, accelerator=accelerator)
+                experiment.data(spec)
+            model, result = _train(experiment, spec, folder, None, accelerator=accelerator)  # same weights everywhere
             if main:
                 _write_record(experiment, spec, folder, model.eval(), result, threads, str(device), world,
                               accelerator.state.backend or "")
         elif state == "final" and main:  # trained, not (or differently) evaluated: the main process evaluates
-            data = experiment.data(spec)
-            model = load_model(experiment, spec, folder, device)
+            model = load_model(experiment, spec, folder, device)  # prepares the data
             saved = json.loads(record_path.read_text()) if record_path.is_file() else {}
             _write_record(experiment, spec, folder, model, finished_result(folder / "train"), threads, str(device),
                           saved.get("world_size", world), saved.get("backend", accelerator.state.backend or ""),
@@ -662,9 +663,7 @@ def cached_evaluation(record: RunRecord, function: Callable, settings: Any, comp
             pass
     value = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(encode(value)))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(encode(value)))
     return value
 
 
@@ -727,8 +726,7 @@ def run_many(experiment: Experiment, specs: Sequence[RunSpec], context: RunConte
     runs_dir, progress = context.folder, context.progress
     device = experiment.device or default_device()
     workers = context.workers or os.cpu_count() or 1
-    cap = experiment.max_workers(specs)
-    workers = min(workers, cap) if cap else workers
+    workers = min(workers, experiment.max_workers(specs) or workers)
     if not specs:
         return []
     keys = [(s.group, s.name, s.seed) for s in specs]

@@ -100,15 +100,11 @@ class Source:
     url: str | None = None                        # a plain download (no hub copy)
 
 
-def _sst2_writer(name: str, rows: list) -> bytes:
-    return glue_tsv(rows, test=name == "test.tsv")
-
-
 SOURCES: dict[str, Source] = {s.folder: s for s in (
     Source("sst2", ("train.tsv", "dev.tsv", "test.tsv"),
            "GLUE SST-2 (Socher et al. 2013; Wang et al. 2018), hub nyu-mll/glue config sst2",
            hub=("nyu-mll/glue", "sst2"), splits={"train.tsv": "train", "dev.tsv": "validation", "test.tsv": "test"},
-           write=_sst2_writer),
+           write=lambda name, rows: glue_tsv(rows, test=name == "test.tsv")),
     Source("sst-phrases", ("train.txt", "dev.txt", "test.txt"),
            "Stanford Sentiment Treebank PTB trees (Socher et al. 2013), hub stanfordnlp/sst config ptb",
            hub=("stanfordnlp/sst", "ptb"), splits={"train.txt": "train", "dev.txt": "validation", "test.txt": "test"},
@@ -178,9 +174,7 @@ def verify(root: str | Path | None = None, checksums: dict[str, str] | None = No
     checksums = read_checksums() if checksums is None else checksums
     statuses = []
     for name, expected in checksums.items():
-        folder = name.split("/", 1)[0]
-        source = SOURCES.get(folder)
-        origin = source.origin if source else "unknown source"
+        origin = getattr(SOURCES.get(name.split("/", 1)[0]), "origin", "unknown source")
         # optional: a file no chapter needs in order to run (``sst-phrases`` only adds capitalised words to chapter 5)
         optional = not any(name in files for files in CHAPTER_DATA.values())
         actual = sha256_of(root / name) if (root / name).is_file() else None
