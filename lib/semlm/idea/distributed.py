@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 
 import torch
 
@@ -123,11 +122,10 @@ STREAM = StreamExperiment()
 def launch_run(args: RunArgs, world_size: int = 1) -> tuple[runs.Experiment, RunSpec]:
     """The experiment and spec a launch of ``world_size`` processes trains: chapter 6's gated run
     (:func:`gated_run`), on WikiText or, with ``--synthetic``, on :data:`STREAM`."""
-    spec = gated_run(args)
-    if args.synthetic is not None:
-        spec = replace(spec, group="synthetic", config=StreamRun(spec.config, args.synthetic, args.vocab_size))
-        return STREAM, replace(spec, world_size=world_size)
-    return ie.IDEA, replace(spec, world_size=world_size)
+    spec = replace(gated_run(args), world_size=world_size)
+    if args.synthetic is None:
+        return ie.IDEA, spec
+    return STREAM, replace(spec, group="synthetic", config=StreamRun(spec.config, args.synthetic, args.vocab_size))
 
 
 def train(args: RunArgs) -> runs.RunRecord:
