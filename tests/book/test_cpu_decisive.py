@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from semlm.book import registration_cpu
-from semlm.book import seeds as seeds_module
+from semlm.book import decisive
 from semlm.book.claims import A_T1_RULE, DECISIVE_EFFECTS, DECISIVE_THRESHOLDS, LORA_EFFECT, decisive_rows, mse_status
 from semlm.book.cpu_seeds import FAMILIES, FAMILY_OF
 from semlm.core.records import Interval
@@ -235,7 +235,7 @@ def test_a_collected_cpu_recording_gives_the_cpu_claims_final_verdicts(tmp_path,
     monkeypatch.setattr(registration_cpu, "CPU_SEEDS", reg)
     assert registered_decisive(root) == {}  # not collected: no final verdict comes from it
     monkeypatch.setattr(registration_cpu, "registration_commit", lambda: "0" * 40)
-    monkeypatch.setattr(seeds_module, "git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))  # claims_commit
+    monkeypatch.setattr(decisive, "git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))  # claims_commit
     cpu_decisive.collect(root / reg.folder)
     provenance = json.loads((root / reg.folder / "provenance.json").read_text())
     assert provenance["n_registered"]["B-topic-drift"] == 10 and provenance["seeds"]["B-lora-ppl"] == [501, 502]

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from semlm.book import registration
-from semlm.book import seeds as seeds_module
 from semlm.book.seeds import PILOT_SEEDS, read_seeds, variance_split
 from semlm.idea.rule_prompts import prompts_digest, rule_prompts
 
@@ -225,7 +224,6 @@ def test_a_collected_registered_recording_gives_paper_b_s_final_verdicts(tmp_pat
     monkeypatch.setattr(registration, "B_SEEDS", reg)
     monkeypatch.setattr(decisive, "B_SEEDS", reg)
     monkeypatch.setattr(decisive, "git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))
-    monkeypatch.setattr(seeds_module, "git", lambda *a: subprocess.CompletedProcess(a, 0, "", ""))  # claims_commit
     monkeypatch.setattr(decisive, "registration_commit", lambda: "0" * 40)
     decisive.collect(root / reg.folder)
     assert registered_decisive(root) == dict.fromkeys(registration.B_CLAIMS, reg.folder)

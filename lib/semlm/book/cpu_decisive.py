@@ -33,8 +33,9 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from semlm.book.cpu_seeds import FAMILIES, family_of
-from semlm.book.seeds import (PILOT_SEEDS, SeedsError, add_collect_parser, check_calls, claim_lines, current_commit,
-                              machine, read_calls, seed_range, spawn_context, write_collection)
+from semlm.book.decisive import (add_collect_parser, check_calls, claim_lines, read_calls, registered_hashes,
+                                 write_collection)
+from semlm.book.seeds import PILOT_SEEDS, SeedsError, current_commit, machine, seed_range, spawn_context
 from semlm.data.paths import REPO_ROOT
 from semlm.profiles import check_profile
 
@@ -272,7 +273,6 @@ def collect(folder: Path, pilot: bool = False) -> Path:
     """Write ``provenance.json``, ``report.json`` and ``VERDICTS.md`` into ``folder`` from its seed files (module
     docstring)."""
     from semlm.book.cpu_seeds import read_results
-    from semlm.book.decisive import registered_hashes
 
     folder = Path(folder)
     if not folder.is_dir():

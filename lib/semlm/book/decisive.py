@@ -24,10 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from semlm.book.registration import B_CLAIMS, B_SEEDS, REGISTERED_FILES, registration_commit
-from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, add_collect_parser, assembled_record,
-                              check_calls, claim_lines, current_commit, file_sha256, git, has_git, machine, read_calls,
-                              read_seeds, run_seed_process, seed_range, spawn_context, variance_split,
-                              write_collection)
+from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, assembled_record, current_commit,
+                              file_sha256, git, has_git, machine, read_seeds, run_seed_process, seed_range,
+                              spawn_context, variance_split)
 from semlm.data.paths import REPO_ROOT
 
 
@@ -188,6 +187,55 @@ def parser(commands) -> argparse.ArgumentParser:
 
 
 # -- collect ---------------------------------------------------------------------------------------------------------
+
+
+def read_calls(path: Path) -> list[dict]:
+    """The calls a recording logged (one JSON line each; none where the log is missing)."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def check_calls(calls: list[dict], expected: dict[str, str]) -> None:
+    """Refuse a recording any of whose calls ran with registered files other than the registration's."""
+    for call in calls:
+        if call.get("registered_files_sha256") not in (None, expected):
+            raise SeedsError(f"a call of {call.get('started_at')} ran with registered files other than the "
+                             f"registration's; its seeds cannot decide")
+
+
+def write_collection(folder: Path, claims: list[dict], provenance: dict, markdown, more: dict | None = None) -> Path:
+    """Write a collected recording: ``more``'s JSON files, ``provenance.json``, ``report.json`` (``claims``, judged
+    by this commit's claims code) and ``VERDICTS.md`` (``markdown(report, provenance)``); returns ``folder``."""
+    from semlm.book.report import plain_summary, verdict_counts
+    from semlm.core.runs import write_atomic
+
+    report = {"claims": claims, "claims_commit": git("rev-parse", "HEAD").stdout.strip() if has_git() else "?",
+              "counts": verdict_counts(claims), "summary": plain_summary(claims)}
+    for name, value in {**(more or {}), "provenance.json": provenance, "report.json": report}.items():
+        write_atomic(folder / name, json.dumps(value, indent=1, default=str) + "\n")
+    write_atomic(folder / "VERDICTS.md", markdown(report, provenance))
+    return folder
+
+
+def claim_lines(claims: list[dict], seeds: bool = False) -> list[str]:
+    """``VERDICTS.md``'s claims table: status, value, 95% interval and reason per claim (with ``seeds``, a column
+    of each claim's seed count)."""
+    from semlm.book.tables import table_cell
+
+    lines = ["| claim |" + (" seeds |" if seeds else "") + " status | value | 95% interval | reason |",
+             "|---|---|---|---|---|" + ("---|" if seeds else "")]
+    for row in claims:
+        ci = f"[{row['ci'][0]:.4g}, {row['ci'][1]:.4g}]" if row.get("ci") else ""
+        lines.append(f"| {row['id']} |" + (f" {row['seeds']} |" if seeds else "") + f" {row['status']} | "
+                     f"{table_cell(row.get('causal_value'))} | {ci} | {table_cell(row.get('reason'))} |")
+    return lines
+
+
+def add_collect_parser(commands, name: str, what: str, files: str, folder: str) -> None:
+    """``name``'s subcommand: collect a recording (``what``) from its seed files (``files``) in ``folder``."""
+    cmd = commands.add_parser(name, help=f"write {what}'s provenance, report and verdicts",
+                              description=f"From a recording's {files}.")
+    cmd.add_argument("folder", type=Path, help=f"the recording's folder ({folder})")
+    cmd.add_argument("--pilot", action="store_true", help="a pilot: any seeds, no registration")
 
 
 def collect(folder: Path, pilot: bool = False) -> Path:

@@ -16,6 +16,7 @@ import platform
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +31,7 @@ from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_ONE
                                       load_recorded, read_json)
 from semlm.book.report import (PACKAGES, attach_recorded, cpu_model, final_status, final_verdicts, git_commit,
                                load_metrics, multiplicity_sentence, plain_summary, verdict_counts)
+from semlm.book.tables import table_cell
 from semlm.core.versions import package_versions
 from semlm.data.paths import REPO_ROOT, portable_text
 from semlm.idea.profiles import idea_profile, lora_profile
@@ -286,14 +288,6 @@ def update_readme(readme: Path, root: str | Path | None = None) -> bool:
     return new != text
 
 
-def table_cell(value) -> str:
-    """A value as a Markdown table cell: floats to 4 significant digits, other values as text or JSON."""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    text = value if isinstance(value, str) else json.dumps(value, default=str) if value is not None else ""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def verdicts_markdown(report: dict, provenance: dict) -> str:
     """``VERDICTS.md`` of a recorded book build: the per-status counts per paper, then every claim with its
     status, value, interval, reason and rule (generated from ``report.json``, never edited by hand)."""
@@ -383,8 +377,17 @@ def recorded_frame(chapter: str, root: str | Path | None = None):
                    f"measured elsewhere, not by this build")
 
 
-def recorded_cpu_numbers(frame) -> dict:
-    """Glue values for a chapter's page from :func:`recorded_frame`: the latest recorded CPU run's folder,
+@dataclass(frozen=True)
+class RecordedCpuNumbers:
+    recorded_cpu_folder: str
+    recorded_cpu_plain: str
+    recorded_cpu_gated: str
+    recorded_cpu_bigram: str
+    recorded_cpu_competence: str
+
+
+def recorded_cpu_numbers(frame) -> RecordedCpuNumbers:
+    """What a chapter's page cites from :func:`recorded_frame`: the latest recorded CPU run's folder,
     perplexities, bigram reference and competence verdict (``"none"`` / ``"n/a"`` where there is no such run)."""
     rows = frame if frame.empty else frame[frame["source"] == CPU_SOURCE_LABEL].sort_values("date")
     row = rows.iloc[-1] if len(rows) else {}
@@ -394,10 +397,10 @@ def recorded_cpu_numbers(frame) -> dict:
         return f"{value:.2f}" if value is not None and value == value else "n/a"
 
     competence = {True: "passes", False: "fails"}.get(row.get("competent"))
-    return {"recorded_cpu_folder": row.get("folder", "none (run .ci/run-long)"),
-            "recorded_cpu_plain": number("val PPL plain"), "recorded_cpu_gated": number("val PPL gated"),
-            "recorded_cpu_bigram": number("bigram PPL"),
-            "recorded_cpu_competence": competence or ("has no result for" if len(rows) else "cannot pass")}
+    return RecordedCpuNumbers(
+        recorded_cpu_folder=row.get("folder", "none (run .ci/run-long)"), recorded_cpu_plain=number("val PPL plain"),
+        recorded_cpu_gated=number("val PPL gated"), recorded_cpu_bigram=number("bigram PPL"),
+        recorded_cpu_competence=competence or ("has no result for" if len(rows) else "cannot pass"))
 
 
 def recorded_over_seeds(chapter: str = "06_idea_gating", root: str | Path | None = None):

@@ -1,12 +1,14 @@
 """How a chapter shows a table or its configuration: :func:`show` (a table as a reader wants it, a meaningful index
 kept, a Series as a one-column table instead of text ending ``dtype: ...``) and :func:`show_config` (the few settings
-that define a chapter's scale, every setting one click away, in place of a raw dataclass repr).
+that define a chapter's scale, every setting one click away, in place of a raw dataclass repr); and
+:func:`table_cell`, a value as one cell of a generated Markdown table (``VERDICTS.md``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
+import json
 
 #: Decimal places of a displayed float unless a chapter asks for others.
 DECIMALS = 3
@@ -101,3 +103,11 @@ def show_config(config, fields) -> ConfigSummary:
     fields = tuple(fields)
     config_table(config, fields)
     return ConfigSummary(config, fields)
+
+
+def table_cell(value) -> str:
+    """A value as a Markdown table cell: floats to 4 significant digits, other values as text or JSON."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = value if isinstance(value, str) else json.dumps(value, default=str) if value is not None else ""
+    return text.replace("|", "\\|").replace("\n", " ")
