@@ -35,7 +35,6 @@ max_steps = None
 from dataclasses import replace
 
 import pandas as pd
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.core.metrics import perplexity
@@ -67,6 +66,7 @@ context = RunContext(config.name, workers=workers)
 records = run_many(IDEA, idea_gating_runs(config), context)
 runs, chosen = with_chosen_gated(nested(records, "name"))
 gated = runs["gated"].load()
+chapter.glue(chosen_run=chosen)
 Training(runs, runs, records, config).table()
 
 # %% [markdown]
@@ -75,9 +75,6 @@ Training(runs, runs, records, config).table()
 
 # %%
 differences_frame(config)
-
-# %% tags=["remove-cell"]
-glue("chosen_run", chosen, display=False)
 
 # %% [markdown]
 # ## X-ray: what the gate boosts and suppresses
@@ -155,10 +152,6 @@ alpha_sweep.round(3)
 
 # %%
 chosen_idea = runs["gated"].spec.config.idea
-train_stream = data.streams["train"]
-n_sweep_tokens = min(
-    config.sweep_train_tokens or len(train_stream), len(train_stream)
-)
 sweep_records = run_many(
     IDEA, sweeps.gate_sweep_runs(config, chosen_idea), context
 )
@@ -173,21 +166,16 @@ fig = plots.plot_sweep(
 )
 
 # %% tags=["remove-cell"]
-glue("sweep_tokens", f"{n_sweep_tokens:,}", display=False)
-glue("sweep_steps", config.sweep_steps, display=False)
-glue(
-    "main_tokens",
-    f"{min(config.train_tokens or len(train_stream), len(train_stream)):,}",
-    display=False,
+n_train = len(data.streams["train"])
+chapter.glue(
+    sweep_tokens=f"{min(config.sweep_train_tokens or n_train, n_train):,}",
+    sweep_steps=config.sweep_steps,
+    main_tokens=f"{min(config.train_tokens or n_train, n_train):,}",
+    main_steps=config.train.max_steps,
+    sweep_loss_form=f"BCE reduced by {chosen_idea.idea_loss_reduction!r} "
+    f"over the vocabulary, lambda = {chosen_idea.idea_weight}",
+    small_baseline_ppl=small_baseline["val_ppl"],
 )
-glue("main_steps", config.train.max_steps, display=False)
-glue(
-    "sweep_loss_form",
-    f"BCE reduced by {chosen_idea.idea_loss_reduction!r} over the vocabulary, "
-    f"lambda = {chosen_idea.idea_weight}",
-    display=False,
-)
-glue("small_baseline_ppl", small_baseline["val_ppl"], display=False)
 
 # %%
 fig = plots.plot_sweep(
@@ -225,11 +213,7 @@ loops = sweeps.Loops.measure(
 fig = plots.plot_loops(loops.plot_frame())
 
 # %%
-loops.table()
-
-# %% tags=["remove-cell"]
-for key, value in loops.glue().items():
-    glue(key, value, display=False)
+chapter.show(loops)
 
 # %% [markdown]
 # Share of repeated 4-grams under greedy decoding: {glue:text}`loop_off:.2f` with the gate off,
@@ -245,15 +229,11 @@ for key, value in loops.glue().items():
 loops.examples()
 
 # %%
-record = sweeps.xray_record(
-    data.splits_dataset,
-    config,
-    xrays,
-    {"alpha": alpha_sweep, "beta": beta_sweep, "k": k_sweep},
-    small_baseline,
-    loops,
-)
-chapter.close(record)
+chapter.close(sweeps.xray_record(
+    dataset=data.splits_dataset, profile=config, xrays=xrays,
+    alpha=alpha_sweep, beta=beta_sweep, k=k_sweep,
+    small_baseline=small_baseline, loops=loops,
+))
 
 # %% [markdown]
 # ## Recorded GPU runs

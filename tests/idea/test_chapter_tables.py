@@ -102,11 +102,11 @@ def test_the_loop_verdict_is_read_from_the_intervals():
         return sweeps.Loops(pd.DataFrame(rows), {}, {"mean": 0.5})
 
     high, low = {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9}, {"mean": 0.3, "ci_low": 0.2, "ci_high": 0.4}
-    numbers = loops(high, low).glue()
-    assert numbers["loop_verdict"].endswith("removes a significant part of it") and numbers["loop_alpha"] == 2.0
-    assert numbers["loop_baseline"] == 0.5
-    assert "does not reduce it" in loops(high, high).glue()["loop_verdict"]
-    assert "cannot be judged" in loops(low, low).glue()["loop_verdict"]
+    numbers = loops(high, low).numbers()
+    assert numbers.loop_verdict.endswith("removes a significant part of it") and numbers.loop_alpha == 2.0
+    assert numbers.loop_baseline == 0.5
+    assert "does not reduce it" in loops(high, high).numbers().loop_verdict
+    assert "cannot be judged" in loops(low, low).numbers().loop_verdict
     both = loops(high, low).plot_frame()
     assert len(both) == 4 and set(both[both.alpha == 0.0].decoder) == {"gate", sweeps.DECAY}
 

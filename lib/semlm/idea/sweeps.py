@@ -1,6 +1,6 @@
 """Chapter 7's measurements of the idea-gated GPT: X-ray tables, sweeps of alpha (inference), beta and K
 (retrained), greedy repetition loops with and without concentration decay (:class:`Loops`, with ``.table()`` and
-``.glue()``), and the chapter's record (:class:`~semlm.idea.records.XrayRecord`)."""
+``.numbers()``), and the chapter's record (:class:`~semlm.idea.records.XrayRecord`)."""
 
 from __future__ import annotations
 
@@ -121,6 +121,18 @@ def greedy_repetition(model, tokenizer, prompts: Sequence[str], new_tokens: int,
 
 
 @dataclass(frozen=True)
+class LoopsNumbers:
+    """What chapter 7's loops paragraph cites (:meth:`Loops.numbers`): mean repeated-4-gram shares and the verdict."""
+
+    loop_off: float
+    loop_strong: float
+    loop_mitigated: float
+    loop_alpha: float
+    loop_baseline: float
+    loop_verdict: str
+
+
+@dataclass(frozen=True)
 class Loops:
     """Repetition under greedy decoding, the gated model's gate at each alpha with and without
     :class:`ConcentrationDecay`, with the ``samples`` and the plain GPT's repetition (``baseline``)."""
@@ -154,7 +166,7 @@ class Loops:
         both = pd.concat([self.frame, self.frame[self.frame.alpha == 0.0].assign(decoder=DECAY)])
         return both.sort_values(["decoder", "alpha"])
 
-    def glue(self) -> dict:
+    def numbers(self) -> LoopsNumbers:
         """Repetition with the gate off, at the strongest alpha with and without decay, the plain GPT's, and the
         verdict read from the 95% intervals."""
         loops = self.frame
@@ -162,9 +174,9 @@ class Loops:
         off = loops[loops.alpha == 0.0].iloc[0]
         plain, mitigated = strong.loc["gate"], strong.loc[DECAY]
         verdict = LOOP_VERDICTS[plain["ci_low"] > off["ci_high"], mitigated["ci_high"] < plain["ci_low"]]
-        return {"loop_off": off["mean"], "loop_strong": plain["mean"], "loop_mitigated": mitigated["mean"],
-                "loop_alpha": float(loops.alpha.max()), "loop_baseline": self.baseline["mean"],
-                "loop_verdict": verdict}
+        return LoopsNumbers(loop_off=off["mean"], loop_strong=plain["mean"], loop_mitigated=mitigated["mean"],
+                            loop_alpha=float(loops.alpha.max()), loop_baseline=self.baseline["mean"],
+                            loop_verdict=verdict)
 
     def examples(self, chars: int = 300) -> pd.DataFrame:
         """One continuation per decoder and strength, for reading."""
@@ -172,11 +184,11 @@ class Loops:
                              for (a, d), s in self.samples.items()]).set_index("decoder")
 
 
-def xray_record(dataset: str, profile: IdeaProfile, xrays: dict, sweeps: dict[str, pd.DataFrame], small_baseline: dict,
-                loops: Loops) -> XrayRecord:
-    """Chapter 7's record: the X-ray tokens and their change in log-probability per prompt, the three sweeps
-    (``sweeps``: alpha, beta, k tables) and the loops."""
-    records = {name: frame.to_dict(orient="records") for name, frame in sweeps.items()}
+def xray_record(*, dataset: str, profile: IdeaProfile, xrays: dict, alpha: pd.DataFrame, beta: pd.DataFrame,
+                k: pd.DataFrame, small_baseline: dict, loops: Loops) -> XrayRecord:
+    """Chapter 7's record: the X-ray tokens and their change in log-probability per prompt, the three sweep tables
+    (``alpha``, ``beta``, ``k``) and the loops."""
+    records = {name: frame.to_dict(orient="records") for name, frame in (("alpha", alpha), ("beta", beta), ("k", k))}
     return XrayRecord(extra={
         "dataset": dataset,
         "xray": {x["prompt"].strip(): {k: [r["token"] for r in x[k]] for k in ("boosted", "suppressed", "ideas")}
@@ -186,7 +198,7 @@ def xray_record(dataset: str, profile: IdeaProfile, xrays: dict, sweeps: dict[st
                    "alpha_note": "inference only; model trained with alpha -> 0.5",
                    "train_tokens": profile.sweep_train_tokens, "steps": profile.sweep_steps},
         "loops": {"rows": loops.frame.to_dict(orient="records"), "baseline_greedy": loops.baseline,
-                  "verdict": loops.glue()["loop_verdict"],
+                  "verdict": loops.numbers().loop_verdict,
                   "new_tokens": profile.loop_new_tokens,
                   "mitigation": "concentration decay (top-20 ideas, last 32 tokens)"},
     })
