@@ -44,7 +44,6 @@ n_seeds = None  # seed comparison; None: the profile's (smoke 2, cpu 1, paper 1)
 
 # %% tags=["hide-input"]
 import pandas as pd
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book.claims import STICKINESS_RULE_COMMIT
@@ -55,6 +54,7 @@ from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.idea.profiles import idea_profile, profile_differences
+from semlm.idea.records import NoOverSeeds
 from semlm.idea.generation import (
     load_domains, protocols_over_seeds, scored_authors, scored_retention,
 )
@@ -91,7 +91,7 @@ show_config(config, ("name", "dataset", "vocab_size", "train_tokens",
 report.differences_frame(config)
 
 # %% tags=["remove-cell"]
-glue("n_differences", len(profile_differences(config)), display=False)
+chapter.glue(n_differences=len(profile_differences(config)))
 
 # %% [markdown]
 # ## Data and tokeniser
@@ -111,8 +111,7 @@ tokenizer = data.tokenizer
 report.data_summary(data)
 
 # %% tags=["remove-cell"]
-glue("dataset", data.splits_dataset, display=False)
-glue("vocab", len(tokenizer), display=False)
+chapter.glue(dataset=data.splits_dataset, vocab=len(tokenizer))
 
 # %% [markdown]
 # ## The idea targets and the stopword mask
@@ -216,11 +215,7 @@ trained = nested([r for r in records if r.seed == seed], "name")
 runs, chosen = with_chosen_gated(trained)
 by_seed = report.runs_by_seed(records, config)
 training = report.Training(trained, runs, records, config)
-training.table()
-
-# %% tags=["remove-cell"]
-for key, value in training.glue().items():
-    glue(key, value, display=False)
+chapter.show(training)
 
 # %% [markdown]
 # Each model sees {glue:text}`train_tokens` training tokens. The plain GPT trains at
@@ -245,11 +240,7 @@ for key, value in training.glue().items():
 # %%
 forms = report.LossForms(trained, chosen)
 fig = plots.plot_loss_form_curves(forms.curves())
-forms.table()
-
-# %% tags=["remove-cell"]
-for key, value in forms.glue().items():
-    glue(key, value, display=False)
+chapter.show(forms)
 
 # %% [markdown]
 # In this build the gated model trained with {glue:text}`form_chosen` reaches validation perplexity
@@ -278,11 +269,7 @@ for key, value in forms.glue().items():
 models = {name: run.load() for name, run in runs.items()}
 test = data.blocks("test", config)
 ppl = report.Perplexity.measure(models, runs, data, config, test, by_seed)
-ppl.table()
-
-# %% tags=["remove-cell"]
-for key, value in ppl.glue().items():
-    glue(key, value, display=False)
+chapter.show(ppl)
 
 # %% [markdown]
 # On {glue:text}`dataset` the baseline reaches validation perplexity {glue:text}`val_baseline:.2f` and
@@ -332,8 +319,8 @@ authors = report.AuthorsProtocol({
 authors.table()
 
 # %% tags=["remove-cell"]
-glue("authors_samples", config.generation.authors_samples, display=False)
-glue("authors_tokens", config.generation.authors_new_tokens, display=False)
+chapter.glue(authors_samples=config.generation.authors_samples,
+             authors_tokens=config.generation.authors_new_tokens)
 
 # %% [markdown]
 # This build draws {glue:text}`authors_samples` continuations of {glue:text}`authors_tokens` tokens per
@@ -379,13 +366,11 @@ else:  # one seed of each model: the latest recorded competent run
     over_seeds = None
     shown, seeds_source = recorded_over_seeds("06_idea_gating")
     print(f"RECORDED, not computed by this build: {seeds_source}")
-shown.table() if shown is not None else None
+chapter.show(shown if shown is not None else NoOverSeeds())
 
 # %% tags=["remove-cell"]
-for key, value in report.over_seeds_glue(shown).items():
-    glue(key, value, display=False)
-glue("seeds_source", seeds_source, display=False)
-glue("stickiness_rule_commit", STICKINESS_RULE_COMMIT, display=False)
+chapter.glue(seeds_source=seeds_source,
+             stickiness_rule_commit=STICKINESS_RULE_COMMIT)
 
 # %% [markdown]
 # On the book's five domains the gated-minus-plain stickiness per seed is
@@ -427,11 +412,7 @@ retention = report.Retention({
 fig = plots.plot_domain_retention(retention.frame())
 
 # %%
-retention.table()
-
-# %% tags=["remove-cell"]
-for key, value in retention.glue().items():
-    glue(key, value, display=False)
+chapter.show(retention)
 
 # %% [markdown]
 # Of the {glue:text}`book_n` book domains, the gated model's stickiness is above the baseline's (95%
@@ -447,17 +428,9 @@ for key, value in retention.glue().items():
 authors.examples()
 
 # %%
-record = report.idea_gating_record(
-    training,
-    forms,
-    data,
-    sizes,
-    ppl,
-    authors,
-    retention,
-    over_seeds,
-)
-chapter.close(record)
+chapter.close(report.idea_gating_record(
+    training=training, forms=forms, data=data, sizes=sizes, ppl=ppl,
+    authors=authors, retention=retention, over_seeds=over_seeds))
 
 # %% [markdown]
 # ## Recorded runs
@@ -484,8 +457,7 @@ print(recorded_note)
 recorded.T if not recorded.empty else None
 
 # %% tags=["remove-cell"]
-for key, value in recorded_cpu_numbers(recorded).items():
-    glue(key, value, display=False)
+chapter.glue(recorded_cpu_numbers(recorded))
 
 # %% [markdown]
 # The latest recorded CPU run is in {glue:text}`recorded_cpu_folder`: validation perplexity

@@ -7,8 +7,9 @@ import pytest
 
 from semlm.book.claims import CLAIMS, NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from semlm.book.flops import training_flops_per_token
-from semlm.book.recorded import (LABEL, README_END, README_START, collect, collect_book, collect_long, diff_builds,
-                                 diff_lines, gpu_slug, main, readme_verdicts_section, recorded_bench_frame,
+from semlm.book.recorded import (LABEL, README_END, README_START, RecordedCpuNumbers, collect, collect_book,
+                                 collect_long, diff_builds, diff_lines, gpu_slug, main, readme_verdicts_section,
+                                 recorded_bench_frame,
                                  recorded_book_builds_frame, recorded_cpu_numbers, recorded_frame,
                                  recorded_gpu_throughput_frame, recorded_over_seeds, recorded_trace_frame,
                                  recorded_verdicts, update_readme, write_precision_comparison)
@@ -173,18 +174,19 @@ def test_only_recorded_runs_whose_models_pass_the_competence_check_are_named(tmp
 
 def test_page_numbers_of_the_latest_recorded_cpu_run_and_of_none(tmp_path):
     frame, _ = recorded_frame("06_idea_gating", FIXTURES)
-    assert recorded_cpu_numbers(frame)["recorded_cpu_plain"] == "n/a"
+    assert recorded_cpu_numbers(frame).recorded_cpu_plain == "n/a"
     metrics, calls = _long_metrics(tmp_path)
     collect_long(metrics, calls, tmp_path / "recorded", "long", "c" * 40, "")
     numbers = recorded_cpu_numbers(recorded_frame("06_idea_gating", tmp_path / "recorded")[0])
-    assert numbers == {"recorded_cpu_folder": "book/recorded/cpu-long", "recorded_cpu_plain": "40.00",
-                       "recorded_cpu_gated": "41.00", "recorded_cpu_bigram": "59.00", "recorded_cpu_competence": "passes"}
+    assert numbers == RecordedCpuNumbers(recorded_cpu_folder="book/recorded/cpu-long", recorded_cpu_plain="40.00",
+                                         recorded_cpu_gated="41.00", recorded_cpu_bigram="59.00",
+                                         recorded_cpu_competence="passes")
 
 
 def test_a_build_without_its_own_seeds_shows_the_latest_competent_recorded_seed_comparison():
     """Chapter 6 at ``cpu`` trains one seed of each model (they fail the competence check): its over-seeds table is a
     recorded competent run's, named, or says there is none; the page's glue has the same keys either way."""
-    from semlm.idea.records import over_seeds_glue
+    from semlm.idea.records import NoOverSeeds
 
     over, where = recorded_over_seeds("06_idea_gating")
     assert over is not None and len(over.seeds) >= 2 and where.startswith("book/recorded/")
@@ -194,7 +196,8 @@ def test_a_build_without_its_own_seeds_shows_the_latest_competent_recorded_seed_
     assert len(over.table()) > 1
     none, why = recorded_over_seeds("06_idea_gating", FIXTURES)  # the fixture run fails the competence check
     assert none is None and ".ci/run-long" in why
-    assert over_seeds_glue(None).keys() == over.glue().keys() and over_seeds_glue(None)["n_seeds"] == 0
+    assert type(NoOverSeeds().numbers()) is type(over.numbers()) and NoOverSeeds().numbers().n_seeds == 0
+    assert NoOverSeeds().table() is None
 
 
 def test_collect_long_from_the_command_line(tmp_path, capsys):

@@ -31,10 +31,10 @@ def test_loss_form_numbers_name_the_other_form_or_say_only_one_was_trained():
             "gated-mean": run(IdeaRunMetrics(val_ppl=7.0), [{"idea_bce_per_column": 0.1}])}
     both = report.LossForms(runs, "gated-mean")
     assert list(both.forms) == ["gated-sum", "gated-mean"]
-    assert (both.glue()["form_other"], both.glue()["form_ppl_other"], both.glue()["form_bce_chosen"]) == (
-        "gated-sum", 8.0, 0.1)
-    one = report.LossForms({"baseline": runs["baseline"], "gated": runs["gated-sum"]}, "gated").glue()
-    assert one["form_chosen"] == one["form_other"] and one["form_ppl_other"] == one["form_ppl_chosen"] == 8.0
+    numbers = both.numbers()
+    assert (numbers.form_other, numbers.form_ppl_other, numbers.form_bce_chosen) == ("gated-sum", 8.0, 0.1)
+    one = report.LossForms({"baseline": runs["baseline"], "gated": runs["gated-sum"]}, "gated").numbers()
+    assert one.form_chosen == one.form_other and one.form_ppl_other == one.form_ppl_chosen == 8.0
 
 
 def test_the_training_result_cites_speed_minutes_and_every_model_over_seeds():
@@ -42,9 +42,9 @@ def test_the_training_result_cites_speed_minutes_and_every_model_over_seeds():
                "gated": run(IdeaRunMetrics(val_ppl=8.0), seconds=2.0)}
     config = SimpleNamespace(train=SimpleNamespace(batch_size=2, max_steps=10), size=SimpleNamespace(block_size=8))
     training = report.Training(trained, trained, [*trained.values()] * 2, config)
-    numbers = training.glue()
-    assert numbers["step_time_ratio"] == 2.0 and numbers["train_tokens"] == "160"
-    assert numbers["all_models"] == 4 and numbers["budget_minutes"] == pytest.approx(6 / 60)
+    numbers = training.numbers()
+    assert numbers.step_time_ratio == 2.0 and numbers.train_tokens == "160"
+    assert numbers.all_models == 4 and numbers.budget_minutes == pytest.approx(6 / 60)
     assert list(training.table().data.index) == ["baseline", "gated"]
 
 
@@ -58,7 +58,7 @@ def test_retention_tables_differences_and_cited_domains_read_the_typed_scores():
     frame = retention.frame()
     assert list(frame["model"]) == ["baseline"] * 4 + ["gated"] * 4 and {"mean", "ci_low", "ci_high"} <= set(frame)
     assert retention.differences["music"].low > 0 and retention.differences["sport"].high < 0
-    assert retention.glue() == {"book_n": 2, "book_above": "music", "book_below": "sport"}
+    assert retention.numbers() == report.RetentionNumbers(book_n=2, book_above="music", book_below="sport")
     assert retention.table().loc[("music", "baseline"), "gated - baseline stickiness"] == ""
     summary = retention.summary(("stickiness",), intervals=("distinct_2",))
     assert summary["music"]["gated"] == {"stickiness": pytest.approx(0.55), "distinct_2_ci": [0.8, 1.0]}
@@ -168,7 +168,7 @@ def test_the_seed_comparison_pairs_each_seeds_means_over_the_four_domains():
     assert over.val_ppl.gated_minus_baseline.values == (-0.5, -1.0)
     assert {"stickiness", "authors_stickiness", "distinct_2"} == set(over.domains)
     assert len(over.table()) == 3 * 3 + 1
-    assert over.glue()["seed_stick_vs_sharpened"] == "not measured" == over.glue()["seed_book_diff"]
+    assert over.numbers().seed_stick_vs_sharpened == "not measured" == over.numbers().seed_book_diff
     assert over.domains["stickiness"]["all"].gated_minus_control is None and over.sharpening_temperature is None
     # with the sharpening control: the plain GPT at the gated entropy is the pairs' control
     for seed, stick in ((111, 0.25), (112, 0.2)):
@@ -176,8 +176,8 @@ def test_the_seed_comparison_pairs_each_seeds_means_over_the_four_domains():
     over = report.seed_comparison(by_seed, seed_scores, cpu, {111: 0.5, 112: 0.55})
     assert over.domains["stickiness"]["chemistry"].gated_minus_control.values == pytest.approx((0.05, 0.1))
     assert over.sharpening_temperature.mean == pytest.approx(0.525)
-    assert over.glue()["seed_sharpening_temperature"].startswith("0.525")
-    assert over.glue()["seed_stick_vs_sharpened"] == over.domains["stickiness"]["all"].gated_minus_control.format(
+    assert over.numbers().seed_sharpening_temperature.startswith("0.525")
+    assert over.numbers().seed_stick_vs_sharpened == over.domains["stickiness"]["all"].gated_minus_control.format(
         3, signed=True)
 
 

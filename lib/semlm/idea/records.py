@@ -126,7 +126,7 @@ class IdeaOverSeeds(Record):
             "gated - sharpened baseline": "-" if v.gated_minus_control is None else v.gated_minus_control.format(
                 digits, signed=True)} for metric, domain, v, digits in rows]).set_index(["metric", "domain"])
 
-    def glue(self) -> dict:
+    def numbers(self) -> IdeaOverSeedsNumbers:
         """Seeds, the four-domain stickiness and distinct-2 differences, the book domains' differences (plain and
         sharpened) and the sharpening temperature; "not measured" where there is none."""
         def signed(pair: SeedPaired | None, control: bool = False) -> str:
@@ -135,26 +135,43 @@ class IdeaOverSeeds(Record):
 
         overall = {m: by_domain["all"] for m, by_domain in self.domains.items()}
         book = overall.get("book_stickiness")
-        return {"n_seeds": len(self.seeds), "seed_gated_run": self.gated_run,
-                "seed_stick_diff": signed(overall["stickiness"]),
-                "seed_authors_diff": signed(overall["authors_stickiness"]),
-                "seed_distinct_diff": signed(overall["distinct_2"]),
-                "seed_distinct_plain": overall["distinct_2"].baseline.mean,
-                "seed_stick_vs_sharpened": signed(overall["stickiness"], control=True),
-                "seed_book_diff": signed(book), "seed_book_vs_sharpened": signed(book, control=True),
-                "seed_sharpening_temperature": self.sharpening_temperature.format(3)
-                if self.sharpening_temperature is not None else "not measured"}
+        return IdeaOverSeedsNumbers(
+            n_seeds=len(self.seeds), seed_gated_run=self.gated_run, seed_stick_diff=signed(overall["stickiness"]),
+            seed_authors_diff=signed(overall["authors_stickiness"]), seed_distinct_diff=signed(overall["distinct_2"]),
+            seed_distinct_plain=overall["distinct_2"].baseline.mean,
+            seed_stick_vs_sharpened=signed(overall["stickiness"], control=True),
+            seed_book_diff=signed(book), seed_book_vs_sharpened=signed(book, control=True),
+            seed_sharpening_temperature=self.sharpening_temperature.format(3)
+            if self.sharpening_temperature is not None else "not measured")
 
 
-def over_seeds_glue(over: IdeaOverSeeds | None) -> dict:
-    """:meth:`IdeaOverSeeds.glue` of ``over``, or with no seed comparison to show, the same keys saying so (0 seeds;
-    a NaN plain distinct-2, which formats as "nan")."""
-    if over is not None:
-        return over.glue()
-    return {"n_seeds": 0, "seed_gated_run": "none", "seed_distinct_plain": float("nan"),
-            **dict.fromkeys(("seed_stick_diff", "seed_authors_diff", "seed_distinct_diff", "seed_stick_vs_sharpened",
-                             "seed_book_diff", "seed_book_vs_sharpened", "seed_sharpening_temperature"),
-                            "not measured")}
+@dataclass(frozen=True)
+class IdeaOverSeedsNumbers:
+    """What chapter 6's seed-comparison paragraph cites (:meth:`IdeaOverSeeds.numbers`)."""
+
+    n_seeds: int
+    seed_gated_run: str
+    seed_stick_diff: str
+    seed_authors_diff: str
+    seed_distinct_diff: str
+    seed_distinct_plain: float
+    seed_stick_vs_sharpened: str
+    seed_book_diff: str
+    seed_book_vs_sharpened: str
+    seed_sharpening_temperature: str
+
+
+class NoOverSeeds:
+    """Chapter 6 with no seed comparison to show: no table, and the same numbers saying so (0 seeds; a NaN plain
+    distinct-2, which formats as "nan")."""
+
+    def table(self) -> None:
+        return None
+
+    def numbers(self) -> IdeaOverSeedsNumbers:
+        return IdeaOverSeedsNumbers(n_seeds=0, seed_gated_run="none", seed_distinct_plain=float("nan"), **dict.fromkeys(
+            ("seed_stick_diff", "seed_authors_diff", "seed_distinct_diff", "seed_stick_vs_sharpened", "seed_book_diff",
+             "seed_book_vs_sharpened", "seed_sharpening_temperature"), "not measured"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,8 +12,7 @@ import torch
 
 from semlm.core.metrics import perplexity
 from semlm.core.records import Interval
-from semlm.idea.records import (IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired,
-                                 over_seeds_glue)
+from semlm.idea.records import IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired
 from semlm.core.runs import RunRecord
 from semlm.idea.profiles import IdeaProfile, profile_differences
 from semlm.idea.competence import competence, ngram_reference
@@ -84,15 +83,27 @@ class Training:
                               for n, r in self.trained.items()]).set_index("model")
         return table.style.format("{:.3g}", subset=table.columns[2:])
 
-    def glue(self) -> dict:
+    def numbers(self) -> TrainingNumbers:
         """Step-time ratio, CPU-minutes, tokens, tokens per second, and all models over seeds with their minutes."""
         per_step, runs = self.per_step, self.runs
-        return {"step_time_ratio": runs["gated"].seconds_per_step / runs["baseline"].seconds_per_step,
-                "budget_minutes": sum(r.train_seconds for r in self.trained.values()) / 60,
-                "train_tokens": f"{self.config.train.max_steps * per_step:,}",
-                "tokens_per_second": per_step / runs["baseline"].seconds_per_step,
-                "tokens_per_second_gated": per_step / runs["gated"].seconds_per_step,
-                "all_models": len(self.records), "all_minutes": sum(r.train_seconds for r in self.records) / 60}
+        return TrainingNumbers(
+            step_time_ratio=runs["gated"].seconds_per_step / runs["baseline"].seconds_per_step,
+            budget_minutes=sum(r.train_seconds for r in self.trained.values()) / 60,
+            train_tokens=f"{self.config.train.max_steps * per_step:,}",
+            tokens_per_second=per_step / runs["baseline"].seconds_per_step,
+            tokens_per_second_gated=per_step / runs["gated"].seconds_per_step,
+            all_models=len(self.records), all_minutes=sum(r.train_seconds for r in self.records) / 60)
+
+
+@dataclass(frozen=True)
+class TrainingNumbers:
+    step_time_ratio: float
+    budget_minutes: float
+    train_tokens: str
+    tokens_per_second: float
+    tokens_per_second_gated: float
+    all_models: int
+    all_minutes: float
 
 
 @dataclass(frozen=True)
@@ -117,17 +128,16 @@ class LossForms:
                                  "token CE, last interval": r.history[-1]["token_ce"]}
                              for n, r in self.forms.items()}).T
 
-    def glue(self) -> dict:
+    def numbers(self) -> LossFormsNumbers:
         """The chosen and the other form's perplexity and idea BCE (the chosen one twice if only one trained)."""
-        chosen = self.chosen
+        chosen, runs = self.chosen, self.runs
         other = next((n for n in self.forms if n != chosen), chosen)
         note = "" if other != chosen else " (only the authors' v1 form is trained at this profile)"
-        numbers = {"form_chosen": chosen + note, "form_other": other + note,
-                   "form_ppl_baseline": self.runs["baseline"].metrics.val_ppl}
-        for key, name in (("chosen", chosen), ("other", other)):
-            numbers |= {f"form_ppl_{key}": self.runs[name].metrics.val_ppl,
-                        f"form_bce_{key}": self.runs[name].history[-1]["idea_bce_per_column"]}
-        return numbers
+        return LossFormsNumbers(
+            form_chosen=chosen + note, form_other=other + note, form_ppl_baseline=runs["baseline"].metrics.val_ppl,
+            form_ppl_chosen=runs[chosen].metrics.val_ppl,
+            form_bce_chosen=runs[chosen].history[-1]["idea_bce_per_column"], form_ppl_other=runs[other].metrics.val_ppl,
+            form_bce_other=runs[other].history[-1]["idea_bce_per_column"])
 
     def summary(self) -> dict:
         """Per form, for the record: perplexities, the loss settings and the validation history."""
@@ -135,6 +145,17 @@ class LossForms:
         return {n: {"val_ppl": r.metrics.val_ppl, "val_ppl_ungated": r.metrics.val_ppl_ungated,
                     "settings": {k: r.config["idea"][k] for k in settings}, "history": r.history}
                 for n, r in self.forms.items()}
+
+
+@dataclass(frozen=True)
+class LossFormsNumbers:
+    form_chosen: str
+    form_other: str
+    form_ppl_baseline: float
+    form_ppl_chosen: float
+    form_bce_chosen: float
+    form_ppl_other: float
+    form_bce_other: float
 
 
 @dataclass(frozen=True)
@@ -167,16 +188,30 @@ class Perplexity:
     def table(self):
         return self.frame.style.format("{:.2f}", na_rep="-")
 
-    def glue(self) -> dict:
-        """The validation perplexities, the competence ratio, the bigram's perplexity, the worst ratio, the verdict."""
+    def numbers(self) -> PerplexityNumbers:
+        """The validation perplexities (``val_<first word of the row>[_ungated]``), the competence ratio, the
+        bigram's perplexity, the worst ratio, the verdict."""
         numbers = {f"val_{name.split()[0]}{'_ungated' if 'ungated' in name else ''}": self.frame.loc[name, "validation"]
                    for name in self.frame.index}
         verdict = ("pass: the generation claims are judged on these models" if self.check["passes"] else
                    "fail: the claims table marks paper B's perplexity, stickiness and diversity claims "
                    "'not testable at this scale' for this build")
-        return {**numbers, "competence_ratio": self.check["threshold_ratio"],
-                "bigram_ppl": self.check["bigram_val_ppl"], "worst_ratio": self.check["worst_ratio"],
-                "competence_verdict": verdict}
+        return PerplexityNumbers(**numbers, competence_ratio=self.check["threshold_ratio"],
+                                 bigram_ppl=self.check["bigram_val_ppl"], worst_ratio=self.check["worst_ratio"],
+                                 competence_verdict=verdict)
+
+
+@dataclass(frozen=True)
+class PerplexityNumbers:
+    val_baseline: float
+    val_gated: float
+    val_gated_ungated: float
+    val_unigram: float
+    val_interpolated: float
+    competence_ratio: float
+    bigram_ppl: float
+    worst_ratio: float
+    competence_verdict: str
 
 
 @dataclass(frozen=True)
@@ -241,11 +276,19 @@ class Retention(DomainComparison):
                              for m, by_domain in self.scores.items() for d, scores in by_domain.items()
                              for k, v in scores.summary.items()])
 
-    def glue(self) -> dict:
+    def numbers(self) -> RetentionNumbers:
         """The domains where the gated model's stickiness lies above the baseline's (95% interval) and below it."""
         diffs = self.differences
-        return {"book_n": len(diffs), "book_above": ", ".join(d for d, v in diffs.items() if v.low > 0) or "none",
-                "book_below": ", ".join(d for d, v in diffs.items() if v.high < 0) or "none"}
+        return RetentionNumbers(book_n=len(diffs),
+                                book_above=", ".join(d for d, v in diffs.items() if v.low > 0) or "none",
+                                book_below=", ".join(d for d, v in diffs.items() if v.high < 0) or "none")
+
+
+@dataclass(frozen=True)
+class RetentionNumbers:
+    book_n: int
+    book_above: str
+    book_below: str
 
 
 def runs_by_seed(records: Sequence[RunRecord], profile: IdeaProfile) -> dict[int, dict[str, RunRecord]]:
@@ -289,21 +332,21 @@ def paper_table1() -> pd.DataFrame:
                          for m, v in e.items()]).set_index(["domain", "model"])
 
 
-def idea_gating_record(training: Training, forms: LossForms, data: IdeaData, sizes: dict[str, int], ppl: Perplexity,
-                       authors: AuthorsProtocol, retention: Retention,
+def idea_gating_record(*, training: Training, forms: LossForms, data: IdeaData, sizes: dict[str, int],
+                       ppl: Perplexity, authors: AuthorsProtocol, retention: Retention,
                        over_seeds: IdeaOverSeeds | None = None) -> IdeaGatingRecord:
     """Chapter 6's record: both models' perplexities, the competence check, the authors' protocol, and in
     ``extra`` the data, loss forms, training speed, book domains, stopwords, generation and paper values."""
-    config, trained, g, numbers = training.config, training.trained, training.config.generation, training.glue()
+    config, trained, g, numbers = training.config, training.trained, training.config.generation, training.numbers()
     extra = {
         "dataset_requested": data.requested_dataset, "dataset_note": data.note, "tokenizer": data.tokenizer_name,
         "vocab_size": len(data.tokenizer), "max_steps": config.train.max_steps, "capped_from": config.capped_from,
         "differences_from_authors": [{k: str(v) for k, v in row.items()} for row in profile_differences(config)],
         "loss_forms": forms.summary(),
-        "training": {"tokens_per_iteration": training.per_step, "budget_minutes": numbers["budget_minutes"],
+        "training": {"tokens_per_iteration": training.per_step, "budget_minutes": numbers.budget_minutes,
                      "tokens_per_second": {n: training.per_step / r.seconds_per_step for n, r in trained.items()}},
         "domains": retention.summary(intervals=("stickiness", "distinct_2")),
-        "step_time_ratio": numbers["step_time_ratio"],
+        "step_time_ratio": numbers.step_time_ratio,
         "stopwords": {"masked_ids": data.stopword_ids, "not_single_tokens": data.stopwords_not_single_tokens},
         "generation": {"authors_samples_per_domain": g.authors_samples, "authors_new_tokens": g.authors_new_tokens,
                        "book_samples_per_domain": len(next(iter(retention.scores["gated"].values())).samples),
