@@ -45,7 +45,6 @@ n_seeds = None  # control seeds; None: the profile's (smoke 2, cpu 3, paper 1)
 
 # %% tags=["hide-input"]
 import pandas as pd
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book.claims import LORA_EFFECT
@@ -106,11 +105,7 @@ tokenizer = backbone.tokenizer
 report.backbone_summary(backbone)
 
 # %% tags=["remove-cell"]
-glue(
-    "backbone_wikitext_ppl",
-    backbone.wikitext_val_ppl or float("nan"),
-    display=False,
-)
+chapter.glue(backbone_wikitext_ppl=backbone.wikitext_val_ppl or float("nan"))
 
 # %% [markdown]
 # ## FineWeb-Edu
@@ -127,11 +122,10 @@ summary = data.summary
 pd.Series(summary, name="value").to_frame()
 
 # %% tags=["remove-cell"]
-glue("fw_docs", summary["documents"], display=False)
-glue("fw_val_docs", summary["validation_documents"], display=False)
-glue("fw_train_tokens", summary["train_tokens"], display=False)
-glue("fw_chars", summary["characters"], display=False)
-glue("fw_dataset", summary["dataset"], display=False)
+chapter.glue(fw_docs=summary["documents"],
+             fw_val_docs=summary["validation_documents"],
+             fw_train_tokens=summary["train_tokens"],
+             fw_chars=summary["characters"], fw_dataset=summary["dataset"])
 
 # %% [markdown]
 # This build read {glue:text}`fw_dataset`: {glue:text}`fw_docs` documents, {glue:text}`fw_chars:,`
@@ -166,8 +160,7 @@ base, gated = runs[(main_q, False)], runs[(main_q, True)]
 runs.table()
 
 # %% tags=["remove-cell"]
-for key, value in runs.glue(main_q, backbone).items():
-    glue(key, value, display=False)
+chapter.glue(runs.numbers(main_q, backbone))
 
 # %% [markdown]
 # For comparison, the same wrappers around Mistral-7B's architecture, built on PyTorch's `meta`
@@ -178,14 +171,9 @@ paper_counts = paper_scale_parameter_counts(config.lora)
 pd.DataFrame(paper_counts).T
 
 # %% tags=["remove-cell"]
-glue("paper_lora", paper_counts["gated"]["lora"], display=False)
-glue("paper_idea", paper_counts["gated"]["idea_head"], display=False)
-glue(
-    "paper_ratio",
-    (paper_counts["gated"]["lora"] + paper_counts["gated"]["idea_head"])
-    / paper_counts["baseline"]["lora"],
-    display=False,
-)
+p_lora, p_idea = (paper_counts["gated"][k] for k in ("lora", "idea_head"))
+chapter.glue(paper_lora=p_lora, paper_idea=p_idea,
+             paper_ratio=(p_lora + p_idea) / paper_counts["baseline"]["lora"])
 
 # %% [markdown]
 # In 4-bit NF4 the LoRA baseline reaches a validation perplexity of {glue:text}`base_ppl:.2f` and
@@ -230,13 +218,10 @@ glue(
 
 # %%
 control = report.lora_capacity(records, main_q, data, len(tokenizer))
-control.table()
+chapter.show(control)
 
 # %% tags=["remove-cell"]
-glue("main_quant", report.QUANT_LABELS[main_q], display=False)
-glue("lora_m", LORA_EFFECT.m, display=False)
-for key, value in control.glue().items():
-    glue(key, value, display=False)
+chapter.glue(main_quant=report.QUANT_LABELS[main_q], lora_m=LORA_EFFECT.m)
 
 # %% [markdown]
 # Gated minus baseline validation perplexity is {glue:text}`cc_vs_base` and gated minus control
@@ -266,11 +251,11 @@ print(f"NF4 layers on this machine: {nf4_layers_kind}")
 report.memory_table(memory)
 
 # %% tags=["remove-cell"]
-glue("mem_fp32", memory["none"]["peak_memory_mb"], display=False)
-glue("mem_nf4", memory["nf4"]["peak_memory_mb"], display=False)
-glue("w_fp32", memory["none"]["weights_mb"], display=False)
-glue("w_nf4", memory["nf4"]["weights_mb"], display=False)
-glue("vocab_size", backbone.config.get("vocab_size"), display=False)
+chapter.glue(mem_fp32=memory["none"]["peak_memory_mb"],
+             mem_nf4=memory["nf4"]["peak_memory_mb"],
+             w_fp32=memory["none"]["weights_mb"],
+             w_nf4=memory["nf4"]["weights_mb"],
+             vocab_size=backbone.config.get("vocab_size"))
 
 # %% [markdown]
 # The 4-bit backbone's weights take {glue:text}`w_nf4:.2f` MiB against {glue:text}`w_fp32:.2f` MiB in
@@ -301,8 +286,7 @@ pd.Series(
 ).to_frame()
 
 # %% tags=["remove-cell"]
-for key, value in deltas.items():
-    glue(key, value, display=False)
+chapter.glue(**deltas)
 
 # %% [markdown]
 # **4-bit vs full precision.** The gated-minus-baseline difference in validation perplexity is
@@ -339,17 +323,10 @@ stickiness = frame[frame["metric"] == "stickiness"].pivot(
 stickiness.style.format("{:.3f}", na_rep="–")
 
 # %% tags=["remove-cell"]
-glue("stick_base", stickiness["baseline"].mean(), display=False)
-glue("stick_gated", stickiness["gated"].mean(), display=False)
-glue(
-    "samples_per_domain",
-    int(
-        frame[(frame["metric"] == "stickiness") & (frame["model"] == "gated")][
-            "n"
-        ].min()
-    ),
-    display=False,
-)
+gated_n = frame[(frame["metric"] == "stickiness") & (frame["model"] == "gated")]
+chapter.glue(stick_base=stickiness["baseline"].mean(),
+             stick_gated=stickiness["gated"].mean(),
+             samples_per_domain=int(gated_n["n"].min()))
 
 # %% [markdown]
 # Averaged over the domains, stickiness is {glue:text}`stick_base:.3f` for the baseline and
@@ -377,19 +354,11 @@ pd.DataFrame(
 )
 
 # %%
-record = report.lora_record(
-    config,
-    backbone,
-    summary,
-    runs,
-    paper_counts,
-    memory,
-    nf4_cpu_kernel() if lora_device().type == "cpu" else "cuda",
-    retention,
-    ray,
-    control,
-)
-chapter.close(record)
+chapter.close(report.lora_record(
+    config=config, backbone=backbone, data_summary=summary, runs=runs,
+    paper_counts=paper_counts, memory=memory, retention=retention, ray=ray,
+    nf4_kernel=nf4_cpu_kernel() if lora_device().type == "cpu" else "cuda",
+    capacity_control=control))
 
 # %% [markdown]
 # ## Recorded GPU runs

@@ -202,5 +202,5 @@ def test_the_capacity_control_pairs_the_three_models_by_seed():
     assert control.competence.worst_model == "baseline (seed 112)"
     table = control.table()
     assert list(table.index) == ["seed 111", "seed 112", "seed 113", "mean [95% interval]"]
-    numbers = control.glue()
-    assert (numbers["cc_idea_params"], numbers["cc_adapter_params"], numbers["cc_seeds"]) == (40, 40, 3)
+    numbers = control.numbers()
+    assert (numbers.cc_idea_params, numbers.cc_adapter_params, numbers.cc_seeds) == (40, 40, 3)

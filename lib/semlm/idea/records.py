@@ -210,15 +210,29 @@ class LoraCapacityControl(Record):
         rows["mean [95% interval]"] = {c: v.format(2, signed=c in signed) for c, v in columns.items()}
         return pd.DataFrame(rows).T
 
-    def glue(self) -> dict:
+    def numbers(self) -> LoraCapacityControlNumbers:
         """What the capacity-control paragraph cites (``cc_*``)."""
         p, counts = self.val_ppl, self.trainable_params
-        return {"cc_seeds": len(self.seeds), "cc_vs_base": p.gated_minus_baseline.format(2, signed=True),
-                "cc_vs_control": p.gated_minus_control.format(2, signed=True),
-                "cc_control_vs_base": (p.control.mean - p.baseline.mean),
-                "cc_idea_params": counts["gated"]["idea_head"],
-                "cc_adapter_params": counts["control"]["output_adapter"],
-                "cc_bigram": self.competence.bigram_val_ppl, "cc_worst_ratio": self.competence.worst_ratio}
+        return LoraCapacityControlNumbers(
+            cc_seeds=len(self.seeds), cc_vs_base=p.gated_minus_baseline.format(2, signed=True),
+            cc_vs_control=p.gated_minus_control.format(2, signed=True),
+            cc_control_vs_base=(p.control.mean - p.baseline.mean), cc_idea_params=counts["gated"]["idea_head"],
+            cc_adapter_params=counts["control"]["output_adapter"], cc_bigram=self.competence.bigram_val_ppl,
+            cc_worst_ratio=self.competence.worst_ratio)
+
+
+@dataclass(frozen=True)
+class LoraCapacityControlNumbers:
+    """What chapter 8's capacity-control paragraph cites (:meth:`LoraCapacityControl.numbers`)."""
+
+    cc_seeds: int
+    cc_vs_base: str
+    cc_vs_control: str
+    cc_control_vs_base: float
+    cc_idea_params: int
+    cc_adapter_params: int
+    cc_bigram: float
+    cc_worst_ratio: float
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -412,15 +412,15 @@ class LoraRuns:
         return table.style.format({"val PPL": "{:.2f}", "val PPL, gate off": "{:.2f}", "s / step": "{:.3f}"},
                                   na_rep="–")
 
-    def glue(self, quantization: str, backbone) -> dict:
+    def numbers(self, quantization: str, backbone) -> LoraRunsNumbers:
         """What the LoRA paragraph cites for ``quantization`` (``paper_*``: the paper's reported values for its
         Mistral-7B LoRA run on FineWeb-Edu, not results of this build)."""
         base, g = self.runs[(quantization, False)].metrics, self.runs[(quantization, True)].metrics
-        return {"base_ppl": base.val_ppl, "gated_ppl": g.val_ppl, "gated_ppl_off": g.val_ppl_ungated,
-                "lora_params": base.trainable_params, "gated_params": g.trainable_params,
-                "idea_share": g.trainable["idea_head"] / g.trainable_params,
-                "backbone_params": backbone.n_parameters or 0,
-                "paper_base_ppl": PAPER_B_VAL_PPL["baseline"], "paper_gated_ppl": PAPER_B_VAL_PPL["gated"]}
+        return LoraRunsNumbers(base_ppl=base.val_ppl, gated_ppl=g.val_ppl, gated_ppl_off=g.val_ppl_ungated,
+                               lora_params=base.trainable_params, gated_params=g.trainable_params,
+                               idea_share=g.trainable["idea_head"] / g.trainable_params,
+                               backbone_params=backbone.n_parameters or 0, paper_base_ppl=PAPER_B_VAL_PPL["baseline"],
+                               paper_gated_ppl=PAPER_B_VAL_PPL["gated"])
 
     def quantization_deltas(self, quantizations: Sequence[str]) -> dict:
         """Gated - baseline validation perplexity per quantisation (``delta_nf4``, ``delta_fp32``) and, with
@@ -433,6 +433,19 @@ class LoraRuns:
                         "step_ratio": self.runs[("nf4", True)].seconds_per_step
                         / self.runs[("none", True)].seconds_per_step})
         return out
+
+
+@dataclass(frozen=True)
+class LoraRunsNumbers:
+    base_ppl: float
+    gated_ppl: float
+    gated_ppl_off: float
+    lora_params: int
+    gated_params: int
+    idea_share: float
+    backbone_params: int
+    paper_base_ppl: float
+    paper_gated_ppl: float
 
 
 CONTROL_MODELS = ("baseline", "gated", "control")
@@ -465,7 +478,7 @@ def memory_table(memory: dict[str, dict]) -> pd.DataFrame:
                                           "s / training step": m["seconds_per_step"]} for q, m in memory.items()}).T
 
 
-def lora_record(config, backbone, data_summary: dict, runs: LoraRuns, paper_counts: dict,
+def lora_record(*, config, backbone, data_summary: dict, runs: LoraRuns, paper_counts: dict,
                 memory: dict[str, dict], nf4_kernel: str, retention: Retention,
                 ray: dict, capacity_control: LoraCapacityControl | None = None) -> LoraRecord:
     """Chapter 8's record: the main quantisation's baseline and gated perplexity, and in ``extra`` the data,
