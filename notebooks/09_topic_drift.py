@@ -46,7 +46,6 @@ n_seeds = None  # None: the profile's (smoke 2, cpu 5, paper 5)
 from dataclasses import replace
 
 import pandas as pd
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book.claims import (
@@ -114,18 +113,17 @@ pd.DataFrame(
 ).T
 
 # %% tags=["remove-cell"]
-for key, value in {
-    "n_topics": world.n_topics,
-    "bridges_per_pair": config.data.bridges_per_pair,
-    "sentences_per_doc": config.data.sentences_per_doc,
-    "switch_prob": config.data.switch_prob,
-    "neutral_prob": config.data.neutral_prob,
-    "doc_words": sum(len(d.words) for d in data.corpus.train)
+chapter.glue(
+    n_topics=world.n_topics,
+    bridges_per_pair=config.data.bridges_per_pair,
+    sentences_per_doc=config.data.sentences_per_doc,
+    switch_prob=config.data.switch_prob,
+    neutral_prob=config.data.neutral_prob,
+    doc_words=sum(len(d.words) for d in data.corpus.train)
     / len(data.corpus.train),
-    "block_size": config.size.block_size,
-    "vocab_size": len(world.vocabulary),
-}.items():
-    glue(key, value, display=False)
+    block_size=config.size.block_size,
+    vocab_size=len(world.vocabulary),
+)
 
 # %% [markdown]
 # Topical templates (`N`, `V`, `A` are words of the sentence's topic, `B` one of its bridge
@@ -191,8 +189,8 @@ pd.Series(
 ).to_frame("value")
 
 # %% tags=["remove-cell"]
-glue("data_rate", data_rate.mean, display=False)
-glue("labelling_exact", "every" if exact else "not every", display=False)
+chapter.glue(data_rate=data_rate.mean,
+             labelling_exact="every" if exact else "not every")
 
 # %% [markdown]
 # ## What would falsify the claim
@@ -234,19 +232,15 @@ glue("labelling_exact", "every" if exact else "not every", display=False)
 # as a secondary curve below; they are not looks at the verdict.
 
 # %% tags=["remove-cell"]
-glue("max_mixed", TOPIC_MAX_MIXED, display=False)
-glue("min_seeds", TOPIC_MIN_SEEDS, display=False)
-glue("drift_m", TOPIC_DRIFT_EFFECT.m, display=False)
-glue("miscalibration", TOPIC_MISCALIBRATION, display=False)
-glue("rule_commit", TOPIC_DRIFT_RULE_COMMIT, display=False)
-glue("n_layer", config.size.n_layer, display=False)
-glue("n_embd", config.size.n_embd, display=False)
-glue("window", config.idea.window, display=False)
-glue("alpha", config.idea.alpha, display=False)
-glue("n_seeds", len(seeds), display=False)
-glue("gated_steps", config.gated_steps, display=False)
-glue("plain_steps", config.plain_steps, display=False)
-glue("every", config.train.eval_every, display=False)
+chapter.glue(
+    max_mixed=TOPIC_MAX_MIXED, min_seeds=TOPIC_MIN_SEEDS,
+    drift_m=TOPIC_DRIFT_EFFECT.m, miscalibration=TOPIC_MISCALIBRATION,
+    rule_commit=TOPIC_DRIFT_RULE_COMMIT, n_layer=config.size.n_layer,
+    n_embd=config.size.n_embd, window=config.idea.window,
+    alpha=config.idea.alpha, n_seeds=len(seeds),
+    gated_steps=config.gated_steps, plain_steps=config.plain_steps,
+    every=config.train.eval_every,
+)
 
 # %% [markdown]
 # ## Training
@@ -283,11 +277,7 @@ topic_report.seed_table(details)
 
 # %%
 fig = plots.plot_topic_decision(decision, TOPIC_MISCALIBRATION)
-decision.table()
-
-# %% tags=["remove-cell"]
-for key, value in decision.glue().items():
-    glue(key, value, display=False)
+chapter.show(decision, prefix="decision_")
 
 # %% [markdown]
 # Over {glue:text}`decision_seeds` comparable seeds ({glue:text}`decision_not_comparable` without
@@ -313,12 +303,7 @@ for key, value in decision.glue().items():
 # %%
 curve = topic_report.LearningCurve(evaluate_curve(measured))
 fig = plots.plot_drift_learning_curve(curve.frame())
-curve.table()
-
-# %% tags=["remove-cell"]
-glue("budgets", ", ".join(map(str, config.budgets)), display=False)
-for key, value in curve.glue().items():
-    glue(key, value, display=False)
+chapter.show(curve)
 
 # %% [markdown]
 # At {glue:text}`budget_first` steps the plain model's excess drift is
@@ -355,11 +340,8 @@ fig = plots.plot_alpha_sweep(
     switch_prob=config.data.switch_prob,
     plain_rate=plain_rate.mean,
 )
+chapter.show(sweep, table=False)
 show(sweep.table())
-
-# %% tags=["remove-cell"]
-for key, value in sweep.glue().items():
-    glue(key, value, display=False)
 
 # %% [markdown]
 # From $\alpha$ = {glue:text}`sweep_alpha_first` to $\alpha$ = {glue:text}`sweep_alpha_last` the
@@ -382,11 +364,7 @@ for key, value in sweep.glue().items():
 
 # %%
 resampled, _ = resampled_decision(groups[RESAMPLED], config)
-resampled.table()
-
-# %% tags=["remove-cell"]
-for key, value in resampled.glue("resampled").items():
-    glue(key, value, display=False)
+chapter.show(resampled, prefix="resampled_")
 
 # %% [markdown]
 # Over {glue:text}`resampled_seeds` corpora, gated − plain at matched perplexity is
@@ -404,17 +382,9 @@ for key, value in resampled.glue("resampled").items():
 
 # %%
 record = topic_report.topic_drift_record(
-    config,
-    data,
-    data_rate,
-    exact,
-    seeds,
-    curve,
-    sweep.rows,
-    runs,
-    decision,
-    details,
-    resampled,
+    profile=config, data=data, data_rate=data_rate, labelling_exact=exact,
+    seeds=seeds, curve=curve, sweep=sweep, runs=runs, decision=decision,
+    details=details, resampled=resampled,
 )
 claims = {
     row["id"]: row
@@ -425,9 +395,8 @@ with pd.option_context("display.max_colwidth", None):
     display(pd.DataFrame(claims).T[["status", "reason", "rule"]])
 
 # %% tags=["remove-cell"]
-for claim_id, row in claims.items():  # B-topic-drift: topic_drift_status
-    glue(f"{claim_id[2:].replace('-', '_')}_status", row["status"],
-         display=False)
+chapter.glue(topic_drift_status=claims["B-topic-drift"]["status"],
+             topic_diversity_status=claims["B-topic-diversity"]["status"])
 
 # %% [markdown]
 # In this build the drift claim is **{glue:text}`topic_drift_status`** and the diversity claim
@@ -448,8 +417,7 @@ topic_report.topic_examples(curve, seeds[0], config)
 chapter.close(record)
 
 # %% tags=["remove-cell"]
-glue("chapter_seconds", chapter.seconds, display=False)
-glue("profile_name", config.name, display=False)
+chapter.glue(chapter_seconds=chapter.seconds, profile_name=config.name)
 
 # %% [markdown]
 # This build of the chapter (profile `{glue:text}`profile_name``) took

@@ -223,8 +223,10 @@ def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     assert [b.steps for b in curve.budgets] == [4, 8] and curve.final is curve.budgets[-1]
     sweep = alpha_sweep(runs["gated"], data, profile)
     assert [row["alpha"] for row in sweep] == [0.0, 1.0] and {"switch_rate", "excess_drift", "ppl"} <= set(sweep[0])
-    record = topic_report.topic_drift_record(profile, data, rate, True, [5, 6], curve, sweep, runs, decision,
-                                             details).to_dict()
+    record = topic_report.topic_drift_record(
+        profile=profile, data=data, data_rate=rate, labelling_exact=True, seeds=[5, 6], curve=curve,
+        sweep=topic_report.AlphaSweep(sweep, profile.data.switch_prob, curve.final.plain.switch_rate), runs=runs,
+        decision=decision, details=details).to_dict()
     assert len(record["budgets"]) == 2 and record["decision"]["data_rate"]
     for budget in record["budgets"]:
         for kind in ("plain", "gated"):
@@ -237,9 +239,9 @@ def test_a_smoke_training_run_produces_the_chapters_metric_keys(tmp_path):
     assert list(claims) == ["B-topic-drift", "B-topic-diversity"]
     assert claims["B-topic-drift"]["status"] == INCONCLUSIVE  # 2 seeds: fewer than the rule needs
     assert list(curve.table().index) == [4, 8] and len(curve.frame()) == 2 * 3
-    assert curve.glue()["budget_first"] == 4 and curve.glue()["budget_last"] == 8
+    assert (curve.numbers().budgets, curve.numbers().budget_first, curve.numbers().budget_last) == ("4, 8", 4, 8)
     assert "gated - plain (paired by seed)" in curve.final_table()
-    assert decision.glue()["decision_seeds"] == len(decision.seeds)
+    assert decision.numbers().seeds == len(decision.seeds)
     assert ("gated - plain at matched PPL" in decision.table().index) == bool(decision.seeds)
     # a second call reloads the cached runs instead of training again
     again = run_many(TOPIC_DRIFT, topic_drift_runs(profile, [5]), context)
@@ -300,13 +302,13 @@ def test_the_alpha_sweep_names_the_miscalibration_and_the_gate_off_drift():
     plain = Interval(0.2, 0.15, 0.25)
     row = {"alpha": 0.0, "switch_rate": 0.4, "switch_rate_low": 0.3, "switch_rate_high": 0.5, "ppl": 2.0}
     strong = {**row, "alpha": 4.0, "switch_rate": 0.05, "switch_rate_low": 0.02, "switch_rate_high": 0.08}
-    numbers = topic_report.AlphaSweep([row, strong], 0.15, plain).glue()
-    assert numbers["gate_off_verdict"].startswith("more than the plain model")
-    assert numbers["miscalibrated_from"].startswith("from alpha = 4 on")
+    numbers = topic_report.AlphaSweep([row, strong], 0.15, plain).numbers()
+    assert numbers.gate_off_verdict.startswith("more than the plain model")
+    assert numbers.miscalibrated_from.startswith("from alpha = 4 on")
     weak = topic_report.AlphaSweep([{**row, "switch_rate_low": 0.2}], 0.15, plain)
-    assert weak.glue()["gate_off_verdict"].startswith("not more")
+    assert weak.numbers().gate_off_verdict.startswith("not more")
     no_zero = topic_report.AlphaSweep([{**row, "alpha": 1.0}], 0.15, plain)
-    assert no_zero.glue()["gate_off_verdict"] == "no point at alpha = 0 was swept"
+    assert no_zero.numbers().gate_off_verdict == "no point at alpha = 0 was swept"
 
 
 # --- the claim rules -------------------------------------------------------------------------------

@@ -320,16 +320,45 @@ class TopicDecision(Record):
                              for name, label in self.ARMS.items() if getattr(self, name) is not None],
                             columns=["arm", "excess drift / difference", "per seed", "interval"]).set_index("arm")
 
-    def glue(self, prefix: str = "decision") -> dict:
-        """The numbers the verdict paragraph cites: each arm and difference (mean, low, high), the matched PPL,
-        the temperature, the seed counts, as ``<prefix>_<field>[_low|_high]``."""
-        out = {f"{prefix}_seeds": len(self.seeds or ()), f"{prefix}_not_comparable": len(self.not_comparable or ())}
-        for name in (*self.ARMS, "matched_ppl", "temperature"):
-            value = getattr(self, name)
-            if value is not None:
-                out.update({f"{prefix}_{name}": value.mean, f"{prefix}_{name}_low": value.low,
-                            f"{prefix}_{name}_high": value.high})
-        return out
+    def numbers(self) -> TopicDecisionNumbers:
+        """The numbers the verdict paragraph cites: the seed counts and each arm, difference, the matched PPL and
+        the temperature as mean, low and high (NaN where there is none); chapter 9 shows them under a prefix."""
+        none, names = Interval(float("nan"), float("nan"), float("nan")), (*self.ARMS, "matched_ppl", "temperature")
+        return TopicDecisionNumbers(seeds=len(self.seeds or ()), not_comparable=len(self.not_comparable or ()), **{
+            name + end: getattr(getattr(self, name) or none, part) for name in names
+            for end, part in (("", "mean"), ("_low", "low"), ("_high", "high"))})
+
+
+@dataclass(frozen=True)
+class TopicDecisionNumbers:
+    """What chapter 9 cites of a :class:`TopicDecision` (``decision_<field>``, ``resampled_<field>``)."""
+
+    seeds: int
+    not_comparable: int
+    gated: float
+    gated_low: float
+    gated_high: float
+    plain_at_matched_ppl: float
+    plain_at_matched_ppl_low: float
+    plain_at_matched_ppl_high: float
+    sharpened_plain: float
+    sharpened_plain_low: float
+    sharpened_plain_high: float
+    gate_off: float
+    gate_off_low: float
+    gate_off_high: float
+    gated_minus_plain: float
+    gated_minus_plain_low: float
+    gated_minus_plain_high: float
+    gated_minus_sharpened: float
+    gated_minus_sharpened_low: float
+    gated_minus_sharpened_high: float
+    matched_ppl: float
+    matched_ppl_low: float
+    matched_ppl_high: float
+    temperature: float
+    temperature_low: float
+    temperature_high: float
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""What chapter 9 shows of the topic-drift runs: each section's result with ``.table()`` and ``.glue()`` (the
+"""What chapter 9 shows of the topic-drift runs: each section's result with ``.table()`` and ``.numbers()`` (the
 numbers its prose cites by name), and the chapter's record (:class:`~semlm.idea.records.TopicDriftRecord`)."""
 
 from __future__ import annotations
@@ -85,15 +85,33 @@ class LearningCurve:
         table["gated - plain (paired by seed)"] = [f"{getattr(final.paired, m):+.3f}" for m in TABLE_METRICS]
         return table
 
-    def glue(self) -> dict:
-        """First and last budget, both models' excess drift and the per-seed PPL change at each, the last mix rates."""
-        last = self.final
-        out = {"budget_first": self.budgets[0].steps, "budget_last": last.steps,
-               "mix_plain_last": last.plain.mix_rate.mean, "mix_gated_last": last.gated.mix_rate.mean}
-        for which, b in (("first", self.budgets[0]), ("last", last)):
-            out.update({f"plain_{which}": b.plain.excess_drift.mean, f"gated_{which}": b.gated.excess_drift.mean,
-                        f"ppl_change_{which}": b.paired.ppl_change.mean})
-        return out
+    def numbers(self) -> LearningCurveNumbers:
+        """The budgets, both models' excess drift and the per-seed PPL change at the first and last, the last mix
+        rates."""
+        first, last = self.budgets[0], self.final
+        return LearningCurveNumbers(
+            budgets=", ".join(str(b.steps) for b in self.budgets), budget_first=first.steps, budget_last=last.steps,
+            mix_plain_last=last.plain.mix_rate.mean, mix_gated_last=last.gated.mix_rate.mean,
+            plain_first=first.plain.excess_drift.mean, gated_first=first.gated.excess_drift.mean,
+            ppl_change_first=first.paired.ppl_change.mean, plain_last=last.plain.excess_drift.mean,
+            gated_last=last.gated.excess_drift.mean, ppl_change_last=last.paired.ppl_change.mean)
+
+
+@dataclass(frozen=True)
+class LearningCurveNumbers:
+    """What chapter 9's learning-curve paragraph cites (:meth:`LearningCurve.numbers`)."""
+
+    budgets: str
+    budget_first: int
+    budget_last: int
+    mix_plain_last: float
+    mix_gated_last: float
+    plain_first: float
+    gated_first: float
+    ppl_change_first: float
+    plain_last: float
+    gated_last: float
+    ppl_change_last: float
 
 
 @dataclass(frozen=True)
@@ -113,7 +131,7 @@ class AlphaSweep:
     def table(self) -> pd.DataFrame:
         return self.frame()[self.COLUMNS]
 
-    def glue(self) -> dict:
+    def numbers(self) -> AlphaSweepNumbers:
         """First and last point, the first alpha whose switch-rate interval lies below the data's rate
         (miscalibrated), and the gate-off drift against the plain model's."""
         first, last = self.rows[0], self.rows[-1]
@@ -126,14 +144,30 @@ class AlphaSweep:
                        "come to rely on it, so switching the gate off does not give back a plain model")
         else:
             verdict = "not more than the plain model beyond the intervals"
-        return {"sweep_switch_first": first["switch_rate"], "sweep_switch_last": last["switch_rate"],
-                "sweep_ppl_first": first["ppl"], "sweep_ppl_last": last["ppl"], "sweep_alpha_first": first["alpha"],
-                "sweep_alpha_last": last["alpha"],
-                "miscalibrated_from": (f"from alpha = {below:g} on, the switch-rate interval lies below the data's "
-                                       "rate: the gate makes the model stick to its topic more than the data do, "
-                                       "which is a miscalibration, not a better model" if below is not None else
-                                       "at no swept alpha does the switch-rate interval lie below the data's rate"),
-                "gate_off_switch": off["switch_rate"] if off else float("nan"), "gate_off_verdict": verdict}
+        return AlphaSweepNumbers(
+            sweep_switch_first=first["switch_rate"], sweep_switch_last=last["switch_rate"],
+            sweep_ppl_first=first["ppl"], sweep_ppl_last=last["ppl"], sweep_alpha_first=first["alpha"],
+            sweep_alpha_last=last["alpha"],
+            miscalibrated_from=(f"from alpha = {below:g} on, the switch-rate interval lies below the data's rate: "
+                                "the gate makes the model stick to its topic more than the data do, which is a "
+                                "miscalibration, not a better model" if below is not None else
+                                "at no swept alpha does the switch-rate interval lie below the data's rate"),
+            gate_off_switch=off["switch_rate"] if off else float("nan"), gate_off_verdict=verdict)
+
+
+@dataclass(frozen=True)
+class AlphaSweepNumbers:
+    """What chapter 9's alpha-sweep paragraph cites (:meth:`AlphaSweep.numbers`)."""
+
+    sweep_switch_first: float
+    sweep_switch_last: float
+    sweep_ppl_first: float
+    sweep_ppl_last: float
+    sweep_alpha_first: float
+    sweep_alpha_last: float
+    miscalibrated_from: str
+    gate_off_switch: float
+    gate_off_verdict: str
 
 
 def topic_examples(curve: LearningCurve, seed: int, profile) -> pd.DataFrame:
@@ -145,8 +179,8 @@ def topic_examples(curve: LearningCurve, seed: int, profile) -> pd.DataFrame:
                          for i, row in enumerate(samples["plain"]) if i % every == 0]).set_index("topic")
 
 
-def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_exact: bool, seeds,
-                       curve: LearningCurve, sweep: list[dict], runs: dict[str, dict[int, RunRecord]],
+def topic_drift_record(*, profile, data: TopicData, data_rate: Interval, labelling_exact: bool, seeds,
+                       curve: LearningCurve, sweep: AlphaSweep, runs: dict[str, dict[int, RunRecord]],
                        decision: TopicDecision, details: list[dict], resampled: TopicDecision | None = None
                        ) -> TopicDriftRecord:
     """Chapter 9's record: the data's rate, the deciding comparison (``resampled``: with a new corpus per seed),
@@ -162,7 +196,7 @@ def topic_drift_record(profile, data: TopicData, data_rate: Interval, labelling_
         plain=final.plain, gated=final.gated, paired=final.paired,
         budgets=[TopicBudget(steps=b.steps, plain=b.plain, gated=b.gated, paired=b.paired) for b in curve.budgets],
         decision=decision, resampled_decision=resampled,
-        extra={"seeds": seeds, "decision_seeds": details, "alpha_sweep": sweep, "train_alpha": profile.idea.alpha,
+        extra={"seeds": seeds, "decision_seeds": details, "alpha_sweep": sweep.rows, "train_alpha": profile.idea.alpha,
                "steps": {"gated": profile.gated_steps, "plain": profile.plain_steps,
                          "checkpoint_every": profile.train.eval_every},
                "generation": {"prompts": world.n_topics * profile.prompts_per_topic,
