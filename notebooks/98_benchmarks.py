@@ -39,7 +39,6 @@ authors_comparison_file = ""
 
 # %% tags=["hide-input"]
 import pandas as pd
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book import bench
@@ -55,8 +54,8 @@ profile = chapter.profile
 record = bench.run_benchmark(profile, seed, workers)
 
 # %% tags=["remove-input"]
-for name, value in bench.chapter_glue(record, profile).items():
-    glue(name, value, display=False)
+chapter.glue(bench.chapter_numbers(record, profile))
+chapter.glue(bench.sparse_numbers(record["idea"].get("sparse_decoding")))
 
 # %%
 bench.summary_frame(record).style.format("{:.1f}", na_rep="–")

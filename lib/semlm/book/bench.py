@@ -767,44 +767,81 @@ def idea_flop_parts_frame(idea: dict):
     return parts.to_frame().assign(share=lambda f: f.iloc[:, 0] / parts["total"])
 
 
-def chapter_glue(record: dict, profile: str) -> dict:
-    """The numbers the benchmarks chapter's prose quotes (``{glue:text}``), by name: this benchmark's and the
-    book build's so far (:func:`book_build_times`)."""
+@dataclass(frozen=True)
+class BenchNumbers:
+    """The numbers the benchmarks chapter's prose quotes (``{glue:text}``): this benchmark's and the book build's."""
+
+    bench_wall: float
+    bench_profile: str
+    bench_source: str
+    bench_generation: float
+    bench_verdict: str
+    bench_peak_measured: float
+    bench_peak_formula: str
+    bench_autocast: str
+    bench_peak_nominal: float
+    bench_padding: float
+    bench_fusion_share: float
+    idea_step_flop_ratio: float
+    idea_step_over: float
+    idea_gen_over: float
+    idea_step_verdict: str
+    idea_gen_verdict: str
+    idea_bench_device: str
+    book_minutes: float
+    book_target: float
+    book_ahead: int
+    book_busy: str
+    book_scratch: str
+
+
+def chapter_numbers(record: dict, profile: str) -> BenchNumbers:
+    """:class:`BenchNumbers` of ``record`` (:func:`run_benchmark`) and of the book build so far
+    (:func:`book_build_times`)."""
     flops, idea, times = record["flops"], record["idea"], book_build_times()
-    return {
-        "bench_wall": record["wall_seconds"], "bench_profile": profile,
-        "bench_source": record.get("training_source", "trained here"),
-        "bench_generation": record["generation"]["generations_per_second"],
-        "bench_verdict": {True: "meets", False: "misses", None: "is not comparable with"}[record["meets_target"]],
-        "bench_peak_measured": flops["peak_measured_per_thread"] / 1e9,
-        "bench_peak_formula": flops["nominal_formula"],
-        "bench_autocast": ("bf16 autocast" if flops.get("autocast") == "bf16" else "float32"),
-        "bench_peak_nominal": (flops["peak_nominal_per_core"] or float("nan")) / 1e9,
-        "bench_padding": 100 * (1 - flops["real_positions"] / flops["computed_positions"]),
-        "bench_fusion_share": 100 * flops["models"]["fusion"]["share_of_measured_peak"],
-        "idea_step_flop_ratio": idea["step_flop_ratio"], "idea_step_over": idea["step_time_over_flops"],
-        "idea_gen_over": idea["generation_time_over_flops"],
-        "idea_step_verdict": "meets" if idea["meets_targets"]["step"] else "misses",
-        "idea_gen_verdict": "meets" if idea["meets_targets"]["generation"] else "misses",
-        "idea_bench_device": f"{idea['device']} ({idea['threads']} thread(s))",
-        "book_minutes": times["total_minutes"], "book_target": times["target_minutes"],
-        "book_ahead": times["trained_ahead"],
-        "book_busy": "n/a" if times["utilisation"] is None else f"{times['utilisation']:.0%}",
-        "book_scratch": "from scratch" if times["from_scratch"] else "partly from the run cache",
-        **_sparse_glue(idea.get("sparse_decoding")),
-    }
+    return BenchNumbers(
+        bench_wall=record["wall_seconds"], bench_profile=profile,
+        bench_source=record.get("training_source", "trained here"),
+        bench_generation=record["generation"]["generations_per_second"],
+        bench_verdict={True: "meets", False: "misses", None: "is not comparable with"}[record["meets_target"]],
+        bench_peak_measured=flops["peak_measured_per_thread"] / 1e9, bench_peak_formula=flops["nominal_formula"],
+        bench_autocast=("bf16 autocast" if flops.get("autocast") == "bf16" else "float32"),
+        bench_peak_nominal=(flops["peak_nominal_per_core"] or float("nan")) / 1e9,
+        bench_padding=100 * (1 - flops["real_positions"] / flops["computed_positions"]),
+        bench_fusion_share=100 * flops["models"]["fusion"]["share_of_measured_peak"],
+        idea_step_flop_ratio=idea["step_flop_ratio"], idea_step_over=idea["step_time_over_flops"],
+        idea_gen_over=idea["generation_time_over_flops"],
+        idea_step_verdict="meets" if idea["meets_targets"]["step"] else "misses",
+        idea_gen_verdict="meets" if idea["meets_targets"]["generation"] else "misses",
+        idea_bench_device=f"{idea['device']} ({idea['threads']} thread(s))",
+        book_minutes=times["total_minutes"], book_target=times["target_minutes"], book_ahead=times["trained_ahead"],
+        book_busy="n/a" if times["utilisation"] is None else f"{times['utilisation']:.0%}",
+        book_scratch="from scratch" if times["from_scratch"] else "partly from the run cache")
 
 
-def _sparse_glue(record: dict | None) -> dict:
+@dataclass(frozen=True)
+class SparseNumbers:
+    """What the prose quotes of this build's sparse decoding (NaN, and the model saying why, where it was skipped)."""
+
+    sparse_clamp: float
+    sparse_kept: float
+    sparse_outside: float
+    sparse_kl: float
+    sparse_speedup: float
+    sparse_budget: int | float  # NaN where skipped
+    sparse_model: str
+
+
+def sparse_numbers(record: dict | None) -> SparseNumbers | None:
+    """:class:`SparseNumbers` of ``bench.json``'s ``idea.sparse_decoding`` (None where it has none)."""
     if record is None:
-        return {}
+        return None
     if "skipped" in record:  # the prose still renders: its numbers read nan, and the cell below says why
-        return dict.fromkeys(("sparse_clamp", "sparse_kept", "sparse_outside", "sparse_kl", "sparse_speedup",
-                              "sparse_budget"), float("nan")) | {"sparse_model": "no model (" + record["skipped"] + ")"}
-    return {"sparse_clamp": record["clamp_share"]["mean"], "sparse_kept": record["kept_share"],
-            "sparse_outside": record["mass_outside"], "sparse_kl": record["mean_step_kl"],
-            "sparse_speedup": record["speedup_per_token"], "sparse_budget": record["budget"],
-            "sparse_model": f"{record['model']} gated model, {record['profile']} profile"}
+        return SparseNumbers(*[float("nan")] * 6, sparse_model="no model (" + record["skipped"] + ")")
+    return SparseNumbers(sparse_clamp=record["clamp_share"]["mean"], sparse_kept=record["kept_share"],
+                         sparse_outside=record["mass_outside"], sparse_kl=record["mean_step_kl"],
+                         sparse_speedup=record["speedup_per_token"], sparse_budget=record["budget"],
+                         sparse_model=f"{record['model']} gated model, {record['profile']} profile")
 
 
 def recorded_sparse_decoding(root: str | Path | None = None) -> tuple[pd.DataFrame, dict] | None:
