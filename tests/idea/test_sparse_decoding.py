@@ -111,10 +111,11 @@ def test_bad_arguments_give_one_line_errors():
 
 @pytest.mark.needs_data("06_idea_gating")
 def test_bench_section_trains_the_smoke_model_and_reports_clamp_share_speed_and_divergence(tmp_path, monkeypatch):
+    from semlm.idea.profiles import idea_profile
     from semlm.idea.sparse_decoding import bench_section
 
     monkeypatch.setenv("SEMLM_RUNS_DIR", str(tmp_path))
-    section = bench_section("smoke")
+    section = bench_section(idea_profile("smoke"))
     assert section["profile"] == "smoke" and section["model"] in ("gated-sum", "gated-mean")
     assert 0 <= section["clamp_share"]["mean"] <= 1 and section["speedup_per_token"] > 0
     assert section["mean_step_kl"] > -1e-6 and -1e-6 < section["mass_outside"] <= 1

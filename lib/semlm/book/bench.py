@@ -135,7 +135,7 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         missing = missing_files(CHAPTER_DATA["06_idea_gating"])
         record["idea"]["sparse_decoding"] = (
             {"skipped": f"chapter 6's data is missing ({', '.join(missing)}): {FIX}"} if missing
-            else sparse.bench_section(profile, seed))
+            else sparse.bench_section(idea_profile(profile, seed)))
     record["seed_stacking"] = seed_stacking(profile)  # a few training steps per kind: seconds
     previous = previous_authors_comparison()  # measured on request (--authors-script); kept, never re-run here
     if previous is not None:

@@ -23,7 +23,7 @@ from semlm.core.metrics import distinct_n, stickiness, summarise, words_of
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea.compounding_penalty import CompoundingRepetitionPenalty
 from semlm.idea.model import IdeaGate, gated_logits
-from semlm.idea.profiles import GenerationSettings, idea_profile
+from semlm.idea.profiles import GenerationSettings, IdeaProfile
 from semlm.idea.generation import Domain, load_domains
 from semlm.idea.wikitext_experiment import IDEA, idea_data, idea_gating_runs, with_chosen_gated
 
@@ -186,11 +186,10 @@ def sparse_decoding_record(model, tokenizer, domains: dict[str, Domain], batches
                      "threads": 1, "repeats": repeats}}
 
 
-def bench_section(profile: str, seed: int = 111) -> dict:
+def bench_section(config: IdeaProfile) -> dict:
     """``bench.json``'s ``idea.sparse_decoding``: :func:`sparse_decoding_record` of chapter 6's gated model of
-    ``profile`` (got through the run cache as chapter 6 does: loaded from a build, else trained), on its
+    ``config`` (got through the run cache as chapter 6 does: loaded from a build, else trained), on its
     validation blocks and the book's domains, one sample per prompt and seed."""
-    config = idea_profile(profile, seed)
     specs = [spec for spec in idea_gating_runs(config) if spec.name != "baseline"]
     runs, chosen = with_chosen_gated(nested(run_many(IDEA, specs, RunContext(config.name, progress=False)), "name"))
     data = idea_data(config)
