@@ -239,7 +239,8 @@ def test_no_table_column_narrower_than_a_word(built, chromium, page, window):
 
 
 def test_report_judges_every_claim_from_this_build(built):
-    from semlm.book.claims import CLAIMS, STATUSES
+    from semlm.book.claims import CLAIMS
+    from semlm.core.verdicts import STATUSES
 
     report = json.loads((built / "metrics" / "report.json").read_text())
     claims = {c["id"]: c for c in report["claims"]}

@@ -5,9 +5,9 @@ from dataclasses import replace
 
 import pytest
 
-from semlm.book.claims import (BY_CONSTRUCTION, BY_CONSTRUCTION_ALLOWED, CLAIMS, INCONCLUSIVE, NOT_COMPARABLE,
-                               NOT_MEANINGFUL, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
-                          STATUSES, evaluate_claims)
+from semlm.book.claims import BY_CONSTRUCTION_ALLOWED, CLAIMS, evaluate_claims
+from semlm.core.verdicts import (BY_CONSTRUCTION, INCONCLUSIVE, NOT_COMPARABLE, NOT_MEANINGFUL, NOT_REPRODUCED,
+                                 NOT_RUN, REPRODUCED, STATUSES, Claim, Verdict)
 from semlm.core.records import Interval
 from semlm.fusion.records import LeakageAuditRecord, SST2Control, SST2ControlModes, SST2Record
 from semlm.idea.records import AuthorsDomain, IdeaGatingRecord, ValidationScore
@@ -111,7 +111,7 @@ def test_a_wide_interval_is_inconclusive_and_a_narrow_one_is_judged():
 
 
 def test_ood_reason_gives_the_rate_the_sampler_alone_produces_under_each_nucleus_rule():
-    from semlm.book.claims import sampler_alone_rate, sampler_guaranteed_rate
+    from semlm.fusion.claims import sampler_alone_rate, sampler_guaranteed_rate
 
     # negative request (alpha 0.85, T 1.3, top-p 0.95): the authors' rule drops the last held-out word
     assert abs(sampler_alone_rate("neg", "authors") - 0.41) < 0.01
@@ -205,7 +205,7 @@ def test_a_verdict_decided_over_seeds_says_how_many_seeds_it_rests_on():
 
 
 def test_an_incompetent_model_is_not_testable_whatever_its_numbers():
-    from semlm.book.claims import NOT_TESTABLE
+    from semlm.core.verdicts import NOT_TESTABLE
 
     rows = by_id(evaluate_claims({"06_idea_gating": idea_record(model_ppl=100.0)}))
     for claim in ("B-ppl", "B-stickiness", "B-distinct"):
@@ -284,15 +284,15 @@ def test_holds_by_construction_only_where_the_decoder_or_the_input_guarantees_it
 def test_evaluate_claims_refuses_holds_by_construction_for_a_claim_off_the_allowlist(monkeypatch):
     import semlm.book.claims as claims
 
-    rogue = claims.Claim("A-rogue", "A", "a model result", 1.0,
-                         lambda metrics: claims.Verdict(BY_CONSTRUCTION, "the model got it right"))
+    rogue = Claim("A-rogue", "A", "a model result", 1.0,
+                  lambda metrics: Verdict(BY_CONSTRUCTION, "the model got it right"))
     monkeypatch.setattr(claims, "CLAIMS", claims.CLAIMS + (rogue,))
     with pytest.raises(ValueError, match="A-rogue.*holds by construction.*A-T1-mse"):
         evaluate_claims({})
-    allowed = claims.Claim("A-T2-adj", "A", "the mask", 1.0, lambda metrics: claims.Verdict(BY_CONSTRUCTION, "mask"))
+    allowed = Claim("A-T2-adj", "A", "the mask", 1.0, lambda metrics: Verdict(BY_CONSTRUCTION, "mask"))
     monkeypatch.setattr(claims, "CLAIMS", (allowed,))
     assert evaluate_claims({})[0]["status"] == BY_CONSTRUCTION
-    unknown = claims.Claim("A-x", "A", "x", 1.0, lambda metrics: claims.Verdict("probably true", "?"))
+    unknown = Claim("A-x", "A", "x", 1.0, lambda metrics: Verdict("probably true", "?"))
     monkeypatch.setattr(claims, "CLAIMS", (unknown,))
     with pytest.raises(ValueError, match="unknown status 'probably true'"):
         evaluate_claims({})

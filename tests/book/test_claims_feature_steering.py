@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from semlm.book.claims import (FEATURE_STEERING_MIN_SEEDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
-                               evaluate_claims)
+from semlm.book.claims import evaluate_claims
+from semlm.core.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from semlm.fusion.claims import FEATURE_STEERING_MIN_SEEDS
 from semlm.core.records import Interval
 from semlm.fusion.records import LeakageAuditRecord
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from semlm.book.claims import (INCONCLUSIVE, INTENSITY_SMOOTH_THRESHOLD, NOT_REPRODUCED, NOT_RUN, REPRODUCED,
-                               evaluate_claims)
+from semlm.book.claims import evaluate_claims
+from semlm.core.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from semlm.fusion.claims import INTENSITY_SMOOTH_THRESHOLD
 from semlm.core.records import Interval
 from semlm.fusion.records import IntentControlRecord
 

@@ -3,8 +3,9 @@ the recording, with the authors' four beside them),
 distinct-2 against the plain model with a non-inferiority margin, and the LoRA perplexity claim against a
 capacity-matched control."""
 
-from semlm.book.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STICKINESS_DOMAINS,
-                               evaluate_claims)
+from semlm.book.claims import evaluate_claims
+from semlm.core.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from semlm.idea.claims import STICKINESS_DOMAINS
 from semlm.idea.records import (IdeaGatingRecord, IdeaOverSeeds, LoraCapacityControl, LoraRecord, SeedPaired,
                                 ValidationScore)
 
@@ -98,7 +99,7 @@ def test_stickiness_lower_or_overlapping_over_seeds_is_not_reproduced_or_inconcl
 
 
 def test_stickiness_without_seeds_is_not_run_and_incompetent_models_are_not_testable():
-    from semlm.book.claims import IDEA
+    from semlm.idea.claims import IDEA
 
     metrics = idea_metrics()
     del metrics[IDEA]["over_seeds"]

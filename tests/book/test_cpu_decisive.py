@@ -11,7 +11,9 @@ import pytest
 
 from semlm.book import registration_cpu
 from semlm.book import decisive
-from semlm.book.claims import A_T1_RULE, DECISIVE_EFFECTS, DECISIVE_THRESHOLDS, LORA_EFFECT, decisive_rows, mse_status
+from semlm.book.claims import DECISIVE_EFFECTS, DECISIVE_THRESHOLDS, decisive_rows
+from semlm.fusion.claims import A_T1_RULE, mse_status
+from semlm.idea.claims import LORA_EFFECT
 from semlm.book.cpu_seeds import FAMILIES, FAMILY_OF
 from semlm.core.records import Interval
 

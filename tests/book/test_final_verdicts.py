@@ -10,8 +10,8 @@ import pytest
 
 from semlm.book import claims as rules
 from semlm.book import report
-from semlm.book.claims import (CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED,
-                               STATUSES)
+from semlm.book.claims import CLAIMS
+from semlm.core.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STATUSES
 from semlm.book.recorded import collect_book, readme_verdicts_section, recorded_verdicts
 from semlm.book.recorded_runs import RECORDED_DIR
 

@@ -2,8 +2,9 @@
 claims, SST-2 rows that say what was measured, and a summary in plain words generated from the final verdicts."""
 
 from semlm.book import report
-from semlm.book.claims import (BY_CONSTRUCTION, CLAIMS, NOT_COMPARABLE, REPRODUCED, SST2_UNPUBLISHED,
-                               evaluate_claims)
+from semlm.book.claims import CLAIMS, evaluate_claims
+from semlm.core.verdicts import BY_CONSTRUCTION, NOT_COMPARABLE, REPRODUCED
+from semlm.fusion.claims import SST2_UNPUBLISHED
 from semlm.book.recorded_runs import load_recorded
 
 EXTENSIONS = {"A-soft-control", "A-intensity"}

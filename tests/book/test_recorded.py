@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from semlm.book.claims import CLAIMS, NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from semlm.book.claims import CLAIMS
+from semlm.core.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from semlm.book.flops import training_flops_per_token
 from semlm.book.recorded import (LABEL, README_END, README_START, RecordedCpuNumbers, collect, collect_book,
                                  collect_long, diff_builds, diff_lines, gpu_slug, main, readme_verdicts_section,

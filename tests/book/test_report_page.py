@@ -3,7 +3,8 @@
 import pytest
 
 from semlm.book import report
-from semlm.book.claims import STATUS_MEANINGS, STATUSES, evaluate_claims
+from semlm.book.claims import evaluate_claims
+from semlm.core.verdicts import STATUSES, STATUS_MEANINGS
 
 
 def claim(id, paper, status, causal=None, ci=None, published=None):
@@ -113,7 +114,8 @@ def test_shown_interval_contains_value(smoke_metrics):
 
 @pytest.mark.slow
 def test_a_real_smoke_build_calls_holds_by_construction_only_on_the_allowlist(smoke_metrics):
-    from semlm.book.claims import BY_CONSTRUCTION, BY_CONSTRUCTION_ALLOWED
+    from semlm.book.claims import BY_CONSTRUCTION_ALLOWED
+    from semlm.core.verdicts import BY_CONSTRUCTION
 
     rows = evaluate_claims(smoke_metrics)  # raises if a judge broke the allowlist
     by_construction = {row["id"] for row in rows if row["status"] == BY_CONSTRUCTION}

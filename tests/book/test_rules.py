@@ -9,10 +9,9 @@ import math
 import pytest
 
 from semlm import reference as ref
-from semlm.book import claims
-from semlm.book.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, evaluate_claims
-from semlm.book.effects import (POWER_TARGET, EffectRule, Pilot, effect_verdict, oriented, power, power_block,
-                                simulate)
+from semlm.book.claims import CLAIMS, evaluate_claims
+from semlm.core.verdicts import (INCONCLUSIVE, NOT_REPRODUCED, PILOT_A, POWER_TARGET, REPRODUCED, EffectRule, Pilot,
+                                 effect_verdict, oriented, power, power_block, simulate)
 from semlm.book.recorded_runs import load_recorded
 from semlm.core.records import Interval
 
@@ -134,7 +133,7 @@ def test_control_better_than_gate_is_not_reproduced():
     shares = simulate(rule, (3 * rule.m, -rule.m), rule.n_planned, RECORDS, seed=SEED)
     assert shares.get(REPRODUCED, 0) == 0 and shares[NOT_REPRODUCED] >= 0.95
     # the recorded pilot: the capacity control beats the gate by about 76 PPL
-    pilot = {run.slug: run for run in load_recorded()}[claims.PILOT_A].book_metrics
+    pilot = {run.slug: run for run in load_recorded()}[PILOT_A].book_metrics
     row = {r["id"]: r for r in evaluate_claims(pilot)}["B-lora-ppl"]
     assert row["status"] == NOT_REPRODUCED and "opposite direction" in row["reason"]
 
@@ -209,14 +208,14 @@ def test_the_planning_sds_are_the_pilot_folders_own():
 
 def test_each_m_is_half_the_papers_effect_at_the_pilots_level():
     runs = {run.slug: run for run in load_recorded()}
-    audit = runs[claims.PILOT_A].book_metrics["04_leakage_audit"]
+    audit = runs[PILOT_A].book_metrics["04_leakage_audit"]
     baseline = audit["table1"]["causal"]["baseline"]["ppl_seen_only"]["mean"]
     assert EFFECTS["A-T1-fusion-better"].m == pytest.approx(ref.PAPER_A_SEEN_PPL_GAIN / 2 * baseline, abs=0.001)
     assert EFFECTS["A-T6-exclaim"].m == pytest.approx(ref.PAPER_A_FOCUS_CE_DROP["!"] / 2, abs=0.005)
     assert EFFECTS["A-T6-question"].m == pytest.approx(ref.PAPER_A_FOCUS_CE_DROP["?"] / 2, abs=0.005)
-    lora = runs[claims.PILOT_A].book_metrics["08_lora_4bit_idea_gating"]["capacity_control"]["val_ppl"]
+    lora = runs[PILOT_A].book_metrics["08_lora_4bit_idea_gating"]["capacity_control"]["val_ppl"]
     assert EFFECTS["B-lora-ppl"].m == pytest.approx(ref.PAPER_B_LORA_PPL_GAIN / 2 * lora["baseline"]["mean"], abs=0.05)
-    drift = runs[claims.PILOT_A].book_metrics["09_topic_drift"]["decision"]["plain_at_matched_ppl"]["mean"]
+    drift = runs[PILOT_A].book_metrics["09_topic_drift"]["decision"]["plain_at_matched_ppl"]["mean"]
     assert EFFECTS["B-topic-drift"].m == pytest.approx(drift / 4, abs=0.001)
     idea = runs[EFFECTS["B-stickiness"].pilot.folder].chapters["06_idea_gating"]["over_seeds"]["domains"][
         "book_stickiness"]

@@ -13,8 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from semlm.book.claims import (INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, TOPIC_MIN_SEEDS,
-                               evaluate_claims)
+from semlm.book.claims import evaluate_claims
+from semlm.core.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
+from semlm.idea.claims import TOPIC_MIN_SEEDS
 from semlm.core.records import Interval
 from semlm.idea.records import TopicDecision, TopicDriftRecord
 from semlm.idea.topic_decision import Arm, PromptCounts, SeedArms, bracket, decide

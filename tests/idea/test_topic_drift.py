@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from semlm.book.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, STATUSES, evaluate_claims
+from semlm.book.claims import evaluate_claims
+from semlm.core.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, STATUSES
 from semlm.core.records import Interval
 from semlm.idea.records import TopicDriftRecord
 from semlm.core.runs import RunContext, nested, run_many

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 
-from semlm.book.claims import CLAIMS, NOT_RUN, evaluate_claims
+from semlm.book.claims import CLAIMS, evaluate_claims
 from semlm.book.flops import model_flops_utilisation, training_flops_per_token
 from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_ONE_WORKER, AUTHORS_COMPARISON_RECORD,
                                       BENCH, BOOK_MANIFEST,
@@ -32,6 +32,7 @@ from semlm.book.recorded_runs import (AUTHORS_COMPARISON, AUTHORS_COMPARISON_ONE
 from semlm.book.report import (PACKAGES, attach_recorded, cpu_model, final_status, final_verdicts, git_commit,
                                load_metrics, multiplicity_sentence, plain_summary, verdict_counts)
 from semlm.book.tables import table_cell
+from semlm.core.verdicts import NOT_RUN
 from semlm.core.versions import package_versions
 from semlm.data.paths import REPO_ROOT, portable_text
 from semlm.idea.profiles import idea_profile, lora_profile
