@@ -72,6 +72,15 @@ BY_CONSTRUCTION_ALLOWED: frozenset[str] = frozenset({
 })
 
 
+def _row(claim: Claim, published, causal, ci, seeds: int | None, status: str, reason: str, profile: str | None,
+         rule: str, seed_ids: Sequence[int] | None = None, **more) -> dict:
+    """A claims-table row of ``claim`` (``seed_ids``, where given, after ``seeds``; ``more`` after ``rule``)."""
+    ids = {} if seed_ids is None else {"seed_ids": seed_ids}
+    return {"id": claim.id, "paper": claim.paper, "kind": claim.kind, "claim": claim.claim,
+            "paper_value": claim.paper_value, "published_value": published, "causal_value": causal, "ci": ci,
+            "seeds": seeds, **ids, "status": status, "reason": reason, "profile": profile, "rule": rule, **more}
+
+
 def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
     """The claims table as rows: ``{id, paper, kind, claim, paper_value, published_value, causal_value, ci, seeds,
     status, reason, profile, rule}`` (``seeds``: how many training seeds the decided interval rests on, None where
@@ -92,11 +101,8 @@ def evaluate_claims(metrics: Mapping[str, dict | ChapterRecord]) -> list[dict]:
             raise ValueError(f"claim {claim.id} was judged {BY_CONSTRUCTION!r}, which only "
                              f"{', '.join(sorted(BY_CONSTRUCTION_ALLOWED))} may be (a decoder or the input guarantees "
                              f"them); a claim about the model must be judged on its numbers")
-        rows.append({"id": claim.id, "paper": claim.paper, "kind": claim.kind, "claim": claim.claim,
-                     "paper_value": claim.paper_value,
-                     "published_value": verdict.published_value, "causal_value": verdict.causal_value,
-                     "ci": list(verdict.ci) if verdict.ci else None, "seeds": verdict.seeds, "status": verdict.status,
-                     "reason": verdict.reason, "profile": verdict.profile, "rule": verdict.rule})
+        rows.append(_row(claim, verdict.published_value, verdict.causal_value, list(verdict.ci) if verdict.ci else None,
+                         verdict.seeds, verdict.status, verdict.reason, verdict.profile, verdict.rule))
         if claim.effect is not None:
             rows[-1]["smallest_effect"] = claim.effect.smallest_effect
             rows[-1]["power"] = power_block(claim.effect, verdict.observed, verdict.seed_ids)
@@ -136,11 +142,8 @@ def decisive_rows(values: Mapping[str, Mapping[str, Sequence[float]]], seeds: Ma
             skipped = list((not_comparable or {}).get(claim_id, ()))
             used = [s for s in ids if s not in skipped]
             if not comparisons:
-                rows.append({"id": claim_id, "paper": claim.paper, "kind": claim.kind, "claim": claim.claim,
-                             "paper_value": claim.paper_value, "published_value": None, "causal_value": None,
-                             "ci": None, "seeds": 0, "seed_ids": ids, "status": INCONCLUSIVE,
-                             "reason": f"none of the {len(ids)} {which} seeds is comparable ({skipped})",
-                             "profile": profile, "rule": ladder(rule)})
+                rows.append(_row(claim, None, None, None, 0, INCONCLUSIVE, f"none of the {len(ids)} {which} seeds is "
+                                 f"comparable ({skipped})", profile, ladder(rule), seed_ids=ids))
                 continue
 
             def error(name):
@@ -172,8 +175,6 @@ def decisive_rows(values: Mapping[str, Mapping[str, Sequence[float]]], seeds: Ma
         else:
             raise ValueError(f"claim {claim_id} has no decisive rule; those with one are "
                              f"{', '.join(sorted({**DECISIVE_EFFECTS, **DECISIVE_THRESHOLDS}))}")
-        rows.append({"id": claim_id, "paper": claim.paper, "kind": claim.kind, "claim": claim.claim,
-                     "paper_value": claim.paper_value, "published_value": None, "causal_value": decided.mean,
-                     "ci": [decided.low, decided.high], "seeds": len(ids), "seed_ids": ids, "status": status,
-                     "reason": reason, "profile": profile, "rule": row_rule, **extra})
+        rows.append(_row(claim, None, decided.mean, [decided.low, decided.high], len(ids), status, reason, profile,
+                         row_rule, seed_ids=ids, **extra))
     return rows
