@@ -13,6 +13,7 @@ import torch
 
 from semlm.book import bench, bench_cli
 from semlm.book.bench import verdict
+from semlm.fusion.bench import best_seconds
 from semlm.book.flops import (elementwise_flops_per_position, forward_flops_per_position, idea_flop_ratios,
                               model_flops_utilisation, training_flops_per_token)
 from semlm.idea.model import IdeaGPTConfig, IdeaGPTForCausalLM
@@ -338,7 +339,7 @@ def test_best_seconds_leaves_the_warm_up_call_out():
         calls.append(None)
         time.sleep(0.3 if len(calls) == 1 else 0.0)
 
-    assert bench.best_seconds(run, 3) < 0.1 and len(calls) == 4
+    assert best_seconds(run, 3) < 0.1 and len(calls) == 4
 
 
 def test_the_flop_formulas_import_without_torch():

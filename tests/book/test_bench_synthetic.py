@@ -1,9 +1,10 @@
-"""Paper A's benchmark helpers (semlm.book.bench): the FLOP count and the training-variant comparison."""
+"""Paper A's benchmark helpers: the FLOP count (semlm.book.flops) and the training-variant comparison
+(semlm.fusion.bench)."""
 
 import pytest
 import torch
 
-from semlm.book.bench import TRAINING_VARIANTS, bf16_decision, summarise_training_variants
+from semlm.fusion.bench import TRAINING_VARIANTS, bf16_decision, summarise_training_variants
 from semlm.book.flops import nominal_cpu_peak_flops, synthetic_forward_flops_per_position
 from semlm.fusion.config import BackboneConfig
 from semlm.fusion.model import lm_config, build_model
@@ -89,7 +90,7 @@ def test_the_bf16_decision_names_the_state_its_reason_and_the_recorded_evidence(
 
 
 def test_bf16_step_time_is_measured_in_a_process_per_onednn_instruction_set_cap():
-    from semlm.book.bench import emulated_bf16_step_ratios
+    from semlm.fusion.bench import emulated_bf16_step_ratios
 
     timings = emulated_bf16_step_ratios("smoke", isas=("ALL", "AVX2"))
     assert list(timings) == ["ALL", "AVX2"]
@@ -99,7 +100,7 @@ def test_bf16_step_time_is_measured_in_a_process_per_onednn_instruction_set_cap(
 
 
 def test_a_failing_timing_process_is_reported_with_its_cap_and_last_error_line(monkeypatch):
-    from semlm.book.bench import emulated_bf16_step_ratios
+    from semlm.fusion.bench import emulated_bf16_step_ratios
 
     monkeypatch.setenv("SEMLM_CPU_BF16", "bad")  # makes the child's profile fail: its last line is reported
     with pytest.raises(RuntimeError, match="timing bf16 under ONEDNN_MAX_CPU_ISA=ALL failed: ValueError: SEMLM"):
@@ -107,7 +108,7 @@ def test_a_failing_timing_process_is_reported_with_its_cap_and_last_error_line(m
 
 
 def test_training_variants_train_through_the_run_cache_and_keep_their_recorded_times(tmp_path):
-    from semlm.book.bench import TRAINING_VARIANT_RUNS, compare_training_variants
+    from semlm.fusion.bench import TRAINING_VARIANT_RUNS, compare_training_variants
 
     variants = {"fp32": (0, None), "bucketed": (50, None)}
     first = compare_training_variants("smoke", (111, 112), ("baseline",), workers=1, variants=variants,

@@ -321,8 +321,8 @@ def test_an_unfinished_book_build_is_refused_and_nothing_is_written(tmp_path):
 
 
 def test_a_recorded_precision_comparison_is_loaded_with_its_provenance(tmp_path):
-    from semlm.book.bench import (bf16_decision, recorded_precision_comparison, recorded_precision_frame,
-                                  summarise_training_variants)
+    from semlm.book.bench import recorded_precision_comparison, recorded_precision_frame
+    from semlm.fusion.bench import bf16_decision, summarise_training_variants
     results = {(name, kind, seed): {"ppl": 5.0 + seed / 100, "ppl_seen_only": 3.0, "train_seconds": seconds,
                                     "train_cpu_seconds": seconds}
                for name, seconds in (("fp32, shuffled batches (reference)", 10.0),

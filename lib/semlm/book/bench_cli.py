@@ -21,8 +21,9 @@ import pandas as pd
 import torch
 
 from semlm.book import bench
-from semlm.book.bench import AUTHORS_REPOSITORY, PRECISION_RECORD, PRECISION_VARIANTS, measure_process
+from semlm.book.bench import AUTHORS_REPOSITORY, PRECISION_RECORD, measure_process
 from semlm.book.report import cpu_model, git_commit, metrics_dir
+from semlm.fusion import bench as fusion_bench
 from semlm.fusion.profiles import synthetic_profile
 from semlm.profiles import PROFILES
 
@@ -247,9 +248,10 @@ def _run_precision(args, paper: str = "A") -> None:
                          "pass --variants-profile cpu")
     seeds = tuple(range(seed, seed + 3))
     if paper == "A":
-        comparison = bench.compare_training_variants(profile, seeds, workers=args.workers, variants=PRECISION_VARIANTS)
-        comparison["emulated_bf16"] = bench.emulated_bf16_step_ratios(profile)
-        print(bench.bf16_summary(comparison))
+        comparison = fusion_bench.compare_training_variants(profile, seeds, workers=args.workers,
+                                                            variants=fusion_bench.PRECISION_VARIANTS)
+        comparison["emulated_bf16"] = fusion_bench.emulated_bf16_step_ratios(profile)
+        print(fusion_bench.bf16_summary(comparison))
     else:
         comparison = compare_idea_precisions(profile, seeds, workers=args.workers)
         print(json.dumps(comparison["verdict"], indent=2))

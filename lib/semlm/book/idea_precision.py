@@ -15,9 +15,9 @@ import statistics
 from pathlib import Path
 from typing import Sequence
 
-from semlm.book.bench import summarise_training_variants
 from semlm.core import runs as runner
 from semlm.core.records import Interval
+from semlm.fusion.bench import summarise_training_variants
 from semlm.idea.profiles import IdeaProfile, idea_profile, topic_drift_profile
 from semlm.idea.sweeps import domain_xrays
 from semlm.idea.topic_experiment import TOPIC_DRIFT, Measurements, evaluate_budget, prepare_topic_data, topic_drift_runs

@@ -24,7 +24,7 @@ class LMTensors:
     Mini-batches are **trimmed** to their longest real row (padding only trails a sentence); a causal model's
     outputs do not depend on later columns and the non-causal one masks padded keys, so trimming only skips work.
     ``bucket_batches > 0`` also **length-buckets** shuffled batches (:meth:`batches`): off by default, because it
-    moved the synthetic task's validation perplexity (``semlm.book.bench.compare_training_variants``: its two
+    moved the synthetic task's validation perplexity (``semlm.fusion.bench.compare_training_variants``: its two
     sentence lengths make every bucketed batch all-short or all-long); SST-2 turns it on.
     """
 
