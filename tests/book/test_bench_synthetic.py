@@ -109,14 +109,15 @@ def test_a_failing_timing_process_is_reported_with_its_cap_and_last_error_line(m
 
 def test_training_variants_train_through_the_run_cache_and_keep_their_recorded_times(tmp_path):
     from semlm.fusion.bench import TRAINING_VARIANT_RUNS, compare_training_variants
+    from semlm.fusion.profiles import synthetic_profile
 
     variants = {"fp32": (0, None), "bucketed": (50, None)}
-    first = compare_training_variants("smoke", (111, 112), ("baseline",), workers=1, variants=variants,
-                                      runs_dir=tmp_path)
+    first = compare_training_variants(synthetic_profile("smoke"), (111, 112), ("baseline",), workers=1,
+                                      variants=variants, runs_dir=tmp_path)
     folders = sorted(p.parent.parent.name for p in (tmp_path / TRAINING_VARIANT_RUNS.name).rglob("record.json"))
     assert folders == ["bucket0-float32"] * 2 + ["bucket50-float32"] * 2
-    again = compare_training_variants("smoke", (111, 112), ("baseline",), workers=1, variants=variants,
-                                      runs_dir=tmp_path)
+    again = compare_training_variants(synthetic_profile("smoke"), (111, 112), ("baseline",), workers=1,
+                                      variants=variants, runs_dir=tmp_path)
     assert again == first  # loaded: the CPU and wall seconds the runs' histories recorded when they trained
     row = first["variants"]["bucketed"]["baseline"]
     assert row["train_cpu_seconds"] > 0 and row["ppl"]["mean"] != first["variants"]["fp32"]["baseline"]["ppl"]["mean"]

@@ -80,7 +80,7 @@ def test_focus_ce_by_context_adds_up(loadable):
 
     reports = {key: fake_report(0.5) for key in loadable.runs if key[1] != "baseline"}
     record = LeakageAudit.of(loadable, reports, FLOORS, 2,
-                             by_context=focus_by_context(loadable, "smoke"))
+                             by_context=focus_by_context(loadable, synthetic_profile("smoke")))
     record = LeakageAuditRecord.from_dict(json.loads(json.dumps(record.to_dict())))  # as a metrics file reads back
     assert set(record.focus_ce_by_context) == set(AFTER_ADJECTIVE_TOKENS)
     for token, by_arm in record.focus_ce_by_context.items():
@@ -143,7 +143,7 @@ def test_column_shifts_cover_every_prefix_and_vanish_where_the_requests_agree(lo
     assert shifts["strength"] == 0.0 and shifts["polarity"] != 0.0  # an untrained fusion model still reads them
     deaf = prefix_shifts(loadable.runs[("causal", "baseline", 111)].load(), data.featurizer, mirror)
     assert all(value == 0.0 for value in deaf.values())  # the baseline ignores its features
-    table = column_shifts(loadable, "smoke")
+    table = column_shifts(loadable, synthetic_profile("smoke"))
     assert table.seeds == SEEDS and table.n_prefixes == 500
     assert set(table.shift) == {"causal fusion", "published fusion"}
     assert all(len(interval.values) == len(SEEDS) and -1 <= interval.mean <= 1
@@ -156,7 +156,7 @@ def test_feature_steering_records_its_mirror_requests_and_the_shift_table(loadab
     from semlm.fusion.audit import LeakageAudit, feature_steering
     from semlm.fusion.records import LeakageAuditRecord
 
-    steering = feature_steering(loadable, "smoke", 6)
+    steering = feature_steering(loadable, synthetic_profile("smoke"), 6)
     assert steering.differing_predicates == ["pos_high", "neg_high"]
     assert steering.requests["pos"]["str_high"] == steering.requests["neg"]["str_high"] == 0.9
     assert '"!"' in steering.requests_description
@@ -175,13 +175,13 @@ def test_the_ood_hit_rates_run_on_their_own_seeds():
     from semlm.fusion.audit import audit_runs, ood_seeds, steering_seeds
     from semlm.fusion.profiles import OOD_SEEDS
 
-    seeds = [111, 112, 113]
-    ood = ood_seeds(111, seeds, "cpu")
+    seeds, cpu = [111, 112, 113], synthetic_profile("cpu")
+    ood = ood_seeds(cpu, seeds)
     assert ood == list(range(111, 111 + OOD_SEEDS["cpu"])) and len(ood) >= 6
-    base = audit_runs("cpu", seeds)
-    extra = audit_runs("cpu", seeds, steering_seeds(111, seeds, "cpu") + ood)[len(base):]
+    base = audit_runs(cpu, seeds)
+    extra = audit_runs(cpu, seeds, steering_seeds(cpu, seeds) + ood)[len(base):]
     assert [(s.group, s.name, s.seed) for s in extra] == [("causal", "fusion", s) for s in (114, 115, 116)]
-    assert ood_seeds(111, [111, 112], "smoke") == [111, 112]
+    assert ood_seeds(synthetic_profile("smoke"), [111, 112]) == [111, 112]
 
 
 def test_the_causal_ood_interval_uses_every_ood_seed(tiny_audit):

@@ -46,7 +46,7 @@ def test_chapter_runs_are_declared_ahead_and_distinct():
     chapter2 = fusion_training_runs(synthetic_profile("smoke"))
     assert [(s.group, s.name) for s in chapter2] == [("causal", "baseline"), ("causal", "fusion"),
                                                      ("published", "baseline"), ("published", "fusion")]
-    specs = audit_runs("smoke", [111, 112])
+    specs = audit_runs(synthetic_profile("smoke"), [111, 112])
     assert len(specs) == 2 * (4 + len(ABLATIONS) + 1)
     assert len({(s.group, s.name, s.seed) for s in specs}) == len(specs)
     assert {s.seed for s in specs} == {111, 112}
@@ -98,6 +98,11 @@ def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
                   summary.code_table, summary.key_numbers, summary.table1_points, summary.focus_frame):
         assert len(table()) > 0
     assert len(audit.floors_frame(FLOORS)) == 4
+    numbers = summary.gain_numbers()
+    assert numbers.gain_causal_verdict == "fusion lower" and numbers.n_seeds == 2
+    assert summary.control_numbers().hard_min == pytest.approx(0.5) and summary.ablation_numbers().mse_side
+    assert summary.code_numbers().code_verdict.startswith("at this profile")
+    assert audit.Floors(FLOORS).numbers().floor_ppl == FLOORS["ppl"]
     saved = summary.to_dict()
     assert saved["table1"]["causal"]["fusion"]["ppl"]["values"] == [3.0, 4.0]
     assert saved["paired_gain_seen_only"]["causal"]["mean"] == pytest.approx(1.0)
@@ -242,8 +247,9 @@ def test_feature_steering_seeds_add_only_causal_fusion_models_beyond_the_audit()
     from semlm.fusion.profiles import STEERING_SEEDS
 
     seeds = [111, 112, 113]
-    steer = steering_seeds(111, seeds, "cpu")
+    cpu = synthetic_profile("cpu")
+    steer = steering_seeds(cpu, seeds)
     assert steer[:3] == seeds and len(steer) == STEERING_SEEDS["cpu"] >= 5
-    extra = audit_runs("cpu", seeds, steer)[len(audit_runs("cpu", seeds)):]
+    extra = audit_runs(cpu, seeds, steer)[len(audit_runs(cpu, seeds)):]
     assert [(s.group, s.name, s.seed) for s in extra] == [("causal", "fusion", seed) for seed in steer[3:]]
-    assert steering_seeds(111, [111, 112], "smoke") == [111, 112]
+    assert steering_seeds(synthetic_profile("smoke"), [111, 112]) == [111, 112]

@@ -18,7 +18,7 @@ from semlm.profiles import PROFILES
 def test_every_shared_chapter_10_model_is_a_run_chapter_4_trains_at_the_same_profile(profile):
     config = intent_profile(profile)
     specs = ie.intent_runs(config, config.seeds())
-    chapter_4 = audit_runs(profile, audit_seeds(111, profile=profile))
+    chapter_4 = audit_runs(config.synthetic, audit_seeds(config.synthetic))
     shared = [s for s in specs if s.name in ie.SHARED]
     assert len(shared) == len(ie.SHARED) * len(config.shared_seeds())
     assert {s.seed for s in specs if s.name in ("intent", "shuffled")} == set(config.seeds())

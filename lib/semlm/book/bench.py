@@ -68,7 +68,8 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
         wall = time.perf_counter() - start
         generation = time_controlled_generation(runs["fusion"].load(), config)
         variants = None if variants_profile is None else compare_training_variants(
-            variants_profile, tuple(range(seed, seed + variant_seeds)), workers=workers, runs_dir=runs_dir)
+            synthetic_profile(variants_profile), tuple(range(seed, seed + variant_seeds)), workers=workers,
+            runs_dir=runs_dir)
     reused = all(r.status == "loaded" for r in runs.values())
     if reused:  # trained earlier in the build: its training time, as measured then, plus what ran here
         wall += max(r.train_seconds for r in runs.values())

@@ -248,7 +248,8 @@ def _run_precision(args, paper: str = "A") -> None:
                          "pass --variants-profile cpu")
     seeds = tuple(range(seed, seed + 3))
     if paper == "A":
-        comparison = fusion_bench.compare_training_variants(profile, seeds, workers=args.workers,
+        comparison = fusion_bench.compare_training_variants(synthetic_profile(profile), seeds,
+                                                            workers=args.workers,
                                                             variants=fusion_bench.PRECISION_VARIANTS)
         comparison["emulated_bf16"] = fusion_bench.emulated_bf16_step_ratios(profile)
         print(fusion_bench.bf16_summary(comparison))

@@ -54,11 +54,12 @@ def book_runs(profile: str, seed: int = DEFAULT_SEED) -> list[ChapterRuns]:
     profile = resolved(profile)  # checked once here (or where it entered); the builders below take it as it is
     topic = topic_drift_profile(profile, seed)
     intent = intent_profile(profile, seed)
-    audit = audit_seeds(seed, None, profile)
+    synthetic = synthetic_profile(profile, seed)
+    audit = audit_seeds(synthetic)
     declared = [  # (chapter, experiment, its runs: lists of RunSpec)
-        ("02_fusion_training", SYNTHETIC, fusion_training_runs(synthetic_profile(profile, seed))),
-        ("04_leakage_audit", SYNTHETIC, audit_runs(profile, audit, steering_seeds(seed, audit, profile)
-                                                   + ood_seeds(seed, audit, profile))),
+        ("02_fusion_training", SYNTHETIC, fusion_training_runs(synthetic)),
+        ("04_leakage_audit", SYNTHETIC, audit_runs(synthetic, audit, steering_seeds(synthetic, audit)
+                                                     + ood_seeds(synthetic, audit))),
         ("05_sst2", SST2, sst2_runs(sst2_profile(profile, seed))),
         ("06_idea_gating", IDEA, idea_gating_runs(idea_profile(profile, seed, None), None)),
         ("08_lora_4bit_idea_gating", BACKBONE_PRETRAINING, backbone_runs(lora_profile(profile, seed, None))),

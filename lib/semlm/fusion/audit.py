@@ -29,7 +29,7 @@ from semlm.fusion.decoding import (PAPER_MIXTURE, ClauseGrammar, DecodingConfig,
                                    published_decoding)
 from semlm.fusion.metrics import (POLARITY_LABELS, control_accuracy, held_out_hit_rate, polarity_confusion,
                                   request_accuracy)
-from semlm.fusion.profiles import AUDIT_SEEDS, OOD_SEEDS, STEERING_SEEDS, synthetic_profile
+from semlm.fusion.profiles import AUDIT_SEEDS, OOD_SEEDS, STEERING_SEEDS, SyntheticProfile
 from semlm.fusion.fuzzy import feature_index
 from semlm.fusion.records import (ColumnShifts, ContextCrossEntropy, FeatureSteering, FocusByContext,
                                   LeakageAuditRecord)
@@ -37,50 +37,50 @@ from semlm.fusion.request import (COLUMN_GROUPS, FEATURE_STEERING_REQUESTS, PAPE
                                   Request, describe_requests)
 from semlm.fusion.synthetic_experiment import SETTING_LABELS, SETTINGS, prepare_data, synthetic_runs
 from semlm.fusion.training_report import TABLE1_COLUMNS, TABLE1_PAPER
-from semlm.profiles import check_profile
 from semlm.reference import PAPER_A_FOCUS_CE, PAPER_A_HARD_CONTROL, PAPER_A_OOD_HIT, PAPER_A_TABLE1
 
 ABLATIONS: tuple[str, ...] = ("fusion_no_gate", "fusion_no_aux", "fusion_no_uniformizer")
 
 
-def audit_seeds(seed: int, n_seeds: int | None = None, profile: str = "cpu") -> list[int]:
-    """``n_seeds`` training seeds from ``seed`` on (None: the profile's, :data:`semlm.fusion.profiles.AUDIT_SEEDS`)."""
+def audit_seeds(config: SyntheticProfile, n_seeds: int | None = None) -> list[int]:
+    """``n_seeds`` training seeds from ``config.seed`` on (None: its profile's,
+    :data:`semlm.fusion.profiles.AUDIT_SEEDS`)."""
     if n_seeds is None:
-        n_seeds = AUDIT_SEEDS[check_profile(profile)]
+        n_seeds = AUDIT_SEEDS[config.name]
     if n_seeds < 1:
         raise ValueError(f"n_seeds must be >= 1, got {n_seeds}")
-    return [seed + i for i in range(n_seeds)]
+    return [config.seed + i for i in range(n_seeds)]
 
 
 UNIT = (0.0, 1.0)  # accuracies and hit rates: intervals clipped to [0, 1]
 
 
-def audit_runs(profile: str, seeds: Sequence[int], steering_seeds: Sequence[int] = ()) -> list[RunSpec]:
+def audit_runs(config: SyntheticProfile, seeds: Sequence[int], steering_seeds: Sequence[int] = ()) -> list[RunSpec]:
     """Chapter 4's runs: baseline and fusion in both settings, the ablations and the control-code
     model (causal), per seed; and the causal fusion model of every ``steering_seeds`` seed that is not
     among ``seeds`` (the extra seeds of ``A-feature-steering`` and of the OOD hit rates, :func:`steering_seeds`,
     :func:`ood_seeds`; each once)."""
     specs = []
     for seed in seeds:
-        config = synthetic_profile(profile, seed)
-        specs += synthetic_runs(config)
-        specs += synthetic_runs(config, ABLATIONS + ("control_code",), ("causal",))
+        seeded = replace(config, seed=seed)
+        specs += synthetic_runs(seeded)
+        specs += synthetic_runs(seeded, ABLATIONS + ("control_code",), ("causal",))
     for seed in dict.fromkeys(s for s in steering_seeds if s not in seeds):
-        specs += synthetic_runs(synthetic_profile(profile, seed), ("fusion",), ("causal",))
+        specs += synthetic_runs(replace(config, seed=seed), ("fusion",), ("causal",))
     return specs
 
 
-def steering_seeds(seed: int, seeds: Sequence[int], profile: str = "cpu") -> list[int]:
-    """``A-feature-steering``'s training seeds: the audit's ``seeds`` and, from ``seed`` on, as many more as
-    :data:`semlm.fusion.profiles.STEERING_SEEDS` asks at ``profile``."""
-    wanted = [seed + i for i in range(STEERING_SEEDS[check_profile(profile)])]
+def steering_seeds(config: SyntheticProfile, seeds: Sequence[int]) -> list[int]:
+    """``A-feature-steering``'s training seeds: the audit's ``seeds`` and, from ``config.seed`` on, as many more as
+    :data:`semlm.fusion.profiles.STEERING_SEEDS` asks at its profile."""
+    wanted = [config.seed + i for i in range(STEERING_SEEDS[config.name])]
     return list(seeds) + [s for s in wanted if s not in seeds]
 
 
-def ood_seeds(seed: int, seeds: Sequence[int], profile: str = "cpu") -> list[int]:
+def ood_seeds(config: SyntheticProfile, seeds: Sequence[int]) -> list[int]:
     """The seeds of the causal fusion model's out-of-distribution hit rates (``A-T4-ood-pos`` / ``-neg``): the
-    audit's ``seeds`` and, from ``seed`` on, as many more as :data:`semlm.fusion.profiles.OOD_SEEDS` asks."""
-    wanted = [seed + i for i in range(OOD_SEEDS[check_profile(profile)])]
+    audit's ``seeds`` and, from ``config.seed`` on, as many more as :data:`semlm.fusion.profiles.OOD_SEEDS` asks."""
+    wanted = [config.seed + i for i in range(OOD_SEEDS[config.name])]
     return list(seeds) + [s for s in wanted if s not in seeds]
 
 
@@ -130,9 +130,9 @@ def control_report(model, featurizer, grammar: ClauseGrammar, split: AdjectiveSp
     return report
 
 
-def control_reports(audit: AuditRuns, profile: str, n: int) -> dict[tuple[str, str, int], dict]:
-    """``control_report`` of every fusion-like and control-code model of the audit."""
-    corpus = synthetic_profile(profile).corpus
+def control_reports(audit: AuditRuns, config: SyntheticProfile, n: int) -> dict[tuple[str, str, int], dict]:
+    """``control_report`` of every fusion-like and control-code model of the audit (``config``: its corpus)."""
+    corpus = config.corpus
     data = {s: prepare_data(corpus, s) for s in SETTINGS}
     coded = prepare_data(corpus, "causal", codes=True)
     grammars = {False: ClauseGrammar(data["causal"].vocab), True: ClauseGrammar(coded.vocab, offset=N_CODES)}
@@ -178,7 +178,7 @@ def steering_accuracies(shares: dict[str, dict[str, float]]) -> tuple[float, flo
     return requested, opposite
 
 
-def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int] | None = None,
+def feature_steering(audit: AuditRuns, config: SyntheticProfile, n: int, seeds: Sequence[int] | None = None,
                      requests: dict[str, Request] = FEATURE_STEERING_REQUESTS) -> FeatureSteering:
     """A-feature-steering's measurement: every seed's causal fusion model (``seeds``: default the audit's) decoded
     with :data:`FEATURES_ONLY` under both ``requests`` (default the mirror-image pair, which differ only in the
@@ -186,7 +186,7 @@ def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int
     difference; and, over the audit's seeds, which column group of the paper's two requests moves p(positive) at
     the adjective (:func:`column_shifts`)."""
     seeds = list(audit.seeds if seeds is None else seeds)
-    data = prepare_data(synthetic_profile(profile).corpus, "causal")
+    data = prepare_data(config.corpus, "causal")
     grammar = ClauseGrammar(data.vocab)
     shares = {seed: judged_polarity(features_only_decodes(audit.runs[("causal", "fusion", seed)].load(),
                                                           data.featurizer, grammar, n, seed, requests))
@@ -200,7 +200,7 @@ def feature_steering(audit: AuditRuns, profile: str, n: int, seeds: Sequence[int
                          for name in requests},
         requests=written, requests_description=describe_requests(requests),
         differing_predicates=differing_predicates(requests["pos"], requests["neg"]),
-        column_shifts=column_shifts(audit, profile))
+        column_shifts=column_shifts(audit, config))
 
 
 def differing_predicates(first: Request, second: Request) -> list[str]:
@@ -258,12 +258,12 @@ def prefix_shifts(model, featurizer, written: dict[str, dict[str, list[float]]])
                           ).mean()) for group, cols in written.items()}
 
 
-def column_shifts(audit: AuditRuns, profile: str, seeds: Sequence[int] | None = None,
+def column_shifts(audit: AuditRuns, config: SyntheticProfile, seeds: Sequence[int] | None = None,
                   requests: dict[str, Request] = PAPER_REQUESTS) -> ColumnShifts:
     """Which column group of ``requests`` (default the paper's two) moves p(positive) at the adjective: for the
     causal and the published fusion model of every seed (default the audit's), :func:`prefix_shifts`, over seeds."""
     seeds = list(audit.seeds if seeds is None else seeds)
-    corpus = synthetic_profile(profile).corpus
+    corpus = config.corpus
     written = written_columns(requests)
     shifts = {}
     for label, setting in SHIFT_MODELS.items():
@@ -302,11 +302,11 @@ def focus_ce_after_adjectives(model, data, tokens: Sequence[str] = AFTER_ADJECTI
     return out
 
 
-def focus_by_context(audit: AuditRuns, profile: str,
+def focus_by_context(audit: AuditRuns, config: SyntheticProfile,
                      tokens: Sequence[str] = AFTER_ADJECTIVE_TOKENS) -> dict[str, dict[str, FocusByContext]]:
     """:func:`focus_ce_after_adjectives` of every baseline and fusion model in both settings and every audit seed:
     token -> arm (``"causal fusion"``...) -> per-seed values and counts after a trained and a held-out adjective."""
-    corpus = synthetic_profile(profile).corpus
+    corpus = config.corpus
     measured = {}
     for setting in SETTINGS:
         data = prepare_data(corpus, setting)
@@ -346,6 +346,107 @@ def floors_frame(floors: dict):
     columns.update({f"paper, {kind}": {label: PAPER_A_TABLE1[kind].get(TABLE1_PAPER.get(label)) for label in labels}
                     for kind in MODELS})
     return pd.DataFrame(columns).round(3)
+
+
+@dataclass(frozen=True)
+class FloorNumbers:
+    floor_ppl: float
+    floor_seen: float
+    paper_ppl_fusion: float
+    paper_seen_fusion: float
+    floor_ppl_authors: float
+    floor_seen_authors: float
+    paper_ppl_baseline: float
+    paper_below: str  # the paper's models whose PPL lies below the floor counted the authors' way
+
+
+@dataclass(frozen=True)
+class Floors:
+    """The causal floors (:func:`semlm.fusion.leakage.causal_floors`) beside the paper's Table 1, as a chapter shows
+    them: :func:`floors_frame` and the numbers its prose cites."""
+
+    floors: dict
+
+    def table(self):
+        return floors_frame(self.floors)
+
+    def numbers(self) -> FloorNumbers:
+        floors, paper = self.floors, {m: PAPER_A_TABLE1[m]["ppl"] for m in MODELS}
+        below = [m for m, v in paper.items() if v < floors["ppl_authors_denominator"]]
+        return FloorNumbers(
+            floor_ppl=floors["ppl"], floor_seen=floors["ppl_seen_only"],
+            paper_ppl_fusion=PAPER_A_TABLE1["fusion"]["ppl"],
+            paper_seen_fusion=PAPER_A_TABLE1["fusion"]["ppl_seen_only"],
+            floor_ppl_authors=floors["ppl_authors_denominator"],
+            floor_seen_authors=floors["ppl_seen_only_authors_denominator"], paper_ppl_baseline=paper["baseline"],
+            paper_below=" and ".join(below) or "neither")
+
+
+@dataclass(frozen=True)
+class GainNumbers:
+    gain_causal: str
+    gain_published: str
+    gain_causal_verdict: str
+    gain_published_verdict: str
+    n_seeds: int
+    seen_causal_baseline: float
+    seen_causal_fusion: float
+    seen_published_baseline: float
+    seen_published_fusion: float
+    causal_side: str     # the causal fusion model's mean seen-only PPL against the seen-only floor
+    published_side: str  # and the published models'
+
+
+@dataclass(frozen=True)
+class FocusNumbers:
+    below_published: str  # the focus tokens whose CE lies below the training oracle's
+    below_causal: str
+    below_paper: str
+
+
+@dataclass(frozen=True)
+class ContextNumbers:
+    excl_pub_trained: float
+    excl_pub_held: float
+    excl_held_share: float
+    excl_causal_trained: float
+    excl_causal_held: float
+
+
+@dataclass(frozen=True)
+class ControlNumbers:
+    hard_min: float
+    hard_side: str
+    ood_n_causal: int
+    ood_range_causal: str
+    ood_range_published: str
+
+
+@dataclass(frozen=True)
+class AblationNumbers:
+    mse_full: float
+    mse_no_aux: float
+    mse_side: str  # whether the model without the auxiliary head lies inside the full model's interval
+
+
+@dataclass(frozen=True)
+class CodeNumbers:
+    code_soft_pos: float
+    code_soft_neg_punct: float
+    code_ood_pos: float
+    fusion_ood_pos: float
+    code_verdict: str
+    ood_verdict: str
+
+
+@dataclass(frozen=True)
+class ShiftNumbers:
+    shift_prefixes: int
+    shift_seeds: str
+    shift_causal_polarity: str
+    shift_causal_is_question: str
+    shift_pub_polarity: str
+    shift_pub_is_question: str
 
 
 def seed_points(summaries: dict[str, object], seeds, metrics=("ppl", "ppl_seen_only")):
@@ -441,6 +542,46 @@ class LeakageAudit(LeakageAuditRecord):
                               "mean [95% CI]": gain.format(), "verdict": gain_verdict(gain)}
                              for s, gain in self.paired_gain_seen_only.items()]).set_index("setting")
 
+    def gain_numbers(self) -> GainNumbers:
+        """The paired seen-only gain per setting with its verdict, the seen-only PPL of each setting's models, and
+        which side of the seen-only floor they lie on."""
+        gain, floor = self.paired_gain_seen_only, self.floors.ppl_seen_only
+        seen = {(s, m): getattr(self.table1[s], m).ppl_seen_only.mean for s in SETTINGS for m in MODELS}
+        return GainNumbers(
+            gain_causal=gain["causal"].format(), gain_published=gain["published"].format(),
+            gain_causal_verdict=gain_verdict(gain["causal"]), gain_published_verdict=gain_verdict(gain["published"]),
+            n_seeds=len(self.seeds), **{f"seen_{s}_{m}": v for (s, m), v in seen.items()},
+            causal_side="above" if seen["causal", "fusion"] >= floor else "below",
+            published_side=("both below it" if max(seen["published", m] for m in MODELS) < floor
+                            else "not both below it"))
+
+    def focus_numbers(self) -> FocusNumbers:
+        return FocusNumbers(**{f"below_{s}": ", ".join(self.below_oracle(f"{s} fusion")) or "none"
+                               for s in ("published", "causal", "paper")})
+
+    def context_numbers(self) -> ContextNumbers:
+        """The "!" row of :meth:`focus_context_frame` for the published and the causal fusion model."""
+        frame = self.focus_context_frame()
+        published, causal = frame.loc[("!", "published fusion")], frame.loc[("!", "causal fusion")]
+        return ContextNumbers(excl_pub_trained=published["after trained"], excl_pub_held=published["after held-out"],
+                              excl_held_share=published["held-out share"],
+                              excl_causal_trained=causal["after trained"], excl_causal_held=causal["after held-out"])
+
+    def control_numbers(self) -> ControlNumbers:
+        """The lowest hard-control accuracy of any request and seed, and the causal and published OOD hit ranges."""
+        hard = min(v for modes in self.control.values() for c in modes.hard.values()
+                   for v in (*c.adj_acc.values, *c.punct_acc.values))
+        ranges = {s: f"{min(self.ood_hit[s]['pos'].values):.2f} to {max(self.ood_hit[s]['pos'].values):.2f}"
+                  for s in ("causal", "published")}
+        return ControlNumbers(hard_min=hard, hard_side="exact" if hard == 1.0 else "not exact",
+                              ood_n_causal=len(self.ood_hit_seeds["causal"]), ood_range_causal=ranges["causal"],
+                              ood_range_published=ranges["published"])
+
+    def ablation_numbers(self) -> AblationNumbers:
+        full, no_aux = (self.ablations[v]["sem_mse"] for v in ("fusion", "fusion_no_aux"))
+        inside = full.low <= no_aux.mean <= full.high
+        return AblationNumbers(mse_full=full.mean, mse_no_aux=no_aux.mean, mse_side="inside" if inside else "outside")
+
     def focus_frame(self):
         """Paper Table 6 over seeds: mean CE per focus token and model, the training oracle's (a reference, not a
         floor: one token's CE can go below it) and the paper's."""
@@ -504,19 +645,22 @@ class LeakageAudit(LeakageAuditRecord):
              **{f"OOD hit {cls}": ood[cls].format(2) for cls in PAPER_REQUESTS}}
             for name, (ppl, seen, soft, ood) in sources.items()]).set_index("model")
 
-    def code_verdicts(self) -> dict[str, str]:
-        """The chapter's two sentences on the control-code baseline: how strong the codes are at this
-        profile, and whether the feature channel changes the out-of-distribution hits."""
-        code = self.control_code_baseline
+    def code_numbers(self) -> CodeNumbers:
+        """The control-code baseline's soft control and OOD hits beside the causal fusion model's, and the
+        chapter's two sentences on them: how strong the codes are at this profile, and whether the feature channel
+        changes the out-of-distribution hits."""
+        code, fusion_ood = self.control_code_baseline, self.ood_hit["causal"]["pos"].mean
         worst = min(code["soft"][c][k].mean for c in PAPER_REQUESTS for k in ("adj_acc", "punct_acc"))
-        same_ood = abs(code["ood_hit"]["pos"].mean - self.ood_hit["causal"]["pos"].mean) < 0.05
-        return {
-            "code_verdict": ("the codes are a strong, cheap control that needs no feature bank" if worst >= 0.9
-                             else "at this profile the codes are a weak control"),
-            "ood_verdict": ("which says that the mixture sampler, not the feature channel, "
-                            "does the out-of-distribution work" if same_ood
-                            else "so the feature channel changes how often the mixture reaches unseen words"),
-        }
+        same_ood = abs(code["ood_hit"]["pos"].mean - fusion_ood) < 0.05
+        return CodeNumbers(
+            code_soft_pos=code["soft"]["pos"]["adj_acc"].mean,
+            code_soft_neg_punct=code["soft"]["neg"]["punct_acc"].mean,
+            code_ood_pos=code["ood_hit"]["pos"].mean, fusion_ood_pos=fusion_ood,
+            code_verdict=("the codes are a strong, cheap control that needs no feature bank" if worst >= 0.9
+                          else "at this profile the codes are a weak control"),
+            ood_verdict=("which says that the mixture sampler, not the feature channel, "
+                         "does the out-of-distribution work" if same_ood
+                         else "so the feature channel changes how often the mixture reaches unseen words"))
 
     def steering_frame(self):
         """A-feature-steering's numbers per training seed (the causal fusion model, features only): the share judged
@@ -543,6 +687,15 @@ class LeakageAudit(LeakageAuditRecord):
              "positive / negative request": ", ".join(f"{k} {v[0]:g} / {v[1]:g}" for k, v in written.items()),
              **{model: by_group[group].format(3, signed=True) for model, by_group in shifts.shift.items()}}
             for group, written in shifts.written.items()]).set_index("columns written")
+
+    def shift_numbers(self) -> ShiftNumbers:
+        """The column-shift table's prefixes and seeds, and the polarity and is_question shifts of both models."""
+        shifts = self.feature_steering.column_shifts
+        return ShiftNumbers(
+            shift_prefixes=shifts.n_prefixes, shift_seeds=", ".join(map(str, shifts.seeds)),
+            **{f"shift_{key}_{group}": shifts.shift[model][group].format(3, signed=True)
+               for model, key in (("causal fusion", "causal"), ("published fusion", "pub"))
+               for group in ("polarity", "is_question")})
 
     def key_numbers(self):
         """The chapter's headline numbers in one column."""

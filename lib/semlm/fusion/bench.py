@@ -20,7 +20,7 @@ from semlm.core import runs as runner
 from semlm.core.metrics import mean_interval
 from semlm.core.precision import autocast
 from semlm.fusion.decoding import PAPER_MIXTURE, ClauseGrammar, DecodingConfig, generate
-from semlm.fusion.profiles import synthetic_profile
+from semlm.fusion.profiles import SyntheticProfile
 from semlm.fusion.request import PAPER_REQUESTS
 from semlm.fusion.synthetic_experiment import SYNTHETIC, SyntheticExperiment, SyntheticRun, prepare_data, spec_for
 from semlm.profiles import CPU_BF16_VARIABLE
@@ -85,11 +85,12 @@ class TrainingVariantExperiment(SyntheticExperiment):
 TRAINING_VARIANT_RUNS = TrainingVariantExperiment()
 
 
-def compare_training_variants(profile: str = "smoke", seeds: Sequence[int] = (111, 112, 113),
+def compare_training_variants(config: SyntheticProfile, seeds: Sequence[int] = (111, 112, 113),
                               kinds: Sequence[str] = ("baseline", "fusion"), workers: int | None = None,
                               variants: dict[str, tuple[int, str | None]] | None = None,
                               runs_dir: str | Path | None = None) -> dict:
-    """Train every variant of ``variants`` (default ``TRAINING_VARIANTS``) for every seed and model through the
+    """Train every variant of ``variants`` (default ``TRAINING_VARIANTS``) of ``config`` (its seed replaced by each
+    of ``seeds``) for every seed and model through the
     run cache (``runs_dir``; None: the build's) and compare them with the first (:func:`summarise_training_variants`).
 
     Speed is the trainer's CPU time (validation excluded; less moved by a busy neighbour than wall time), kept in
@@ -97,13 +98,14 @@ def compare_training_variants(profile: str = "smoke", seeds: Sequence[int] = (11
     """
     variants = dict(variants or TRAINING_VARIANTS)
     jobs = [(name, kind, seed) for name in variants for kind in kinds for seed in seeds]
-    specs = [runner.RunSpec(kind, seed, VariantRun(synthetic_profile(profile, seed), kind, "causal", *variants[name]),
+    specs = [runner.RunSpec(kind, seed, VariantRun(dataclasses.replace(config, seed=seed), kind, "causal",
+                                                       *variants[name]),
                             group=f"bucket{variants[name][0]}-{variants[name][1] or 'float32'}")
              for name, kind, seed in jobs]
-    records = runner.run_many(TRAINING_VARIANT_RUNS, specs, runner.RunContext(profile, runs_dir, workers, False))
+    records = runner.run_many(TRAINING_VARIANT_RUNS, specs, runner.RunContext(config.name, runs_dir, workers, False))
     results = {job: {"ppl": r.metrics.ppl, "ppl_seen_only": r.metrics.ppl_seen_only, "train_seconds": r.train_seconds,
                      "train_cpu_seconds": r.cpu_seconds} for job, r in zip(jobs, records)}
-    return summarise_training_variants(results, profile, variants)
+    return summarise_training_variants(results, config.name, variants)
 
 
 def summarise_training_variants(results: dict[tuple[str, str, int], dict], profile: str,
@@ -161,11 +163,11 @@ PRECISION_VARIANTS: dict[str, tuple[int, str | None]] = {
 EMULATED_ISAS: tuple[str, ...] = ("ALL", "AVX512_CORE", "AVX2")
 
 
-def bf16_step_ratio(profile: str = "cpu", steps: int = 30, seed: int = 111) -> dict:
+def bf16_step_ratio(config: SyntheticProfile, steps: int = 30) -> dict:
     """Milliseconds per training step of paper A's fusion model (one thread, the same batches) in float32
     and under bf16 autocast, and their ratio: the cost of bf16 on this CPU as oneDNN runs it."""
     torch.set_num_threads(1)
-    spec = spec_for(synthetic_profile(profile, seed), "fusion")
+    spec, seed = spec_for(config, "fusion"), config.seed
     data = SYNTHETIC.data(spec)
     fit = SYNTHETIC.fit(spec, data)
     batches = list(fit.train_data.batches(fit.config.batch_size, torch.Generator().manual_seed(seed), shuffle=True))
@@ -191,8 +193,9 @@ def emulated_bf16_step_ratios(profile: str = "cpu", isas: Sequence[str] = EMULAT
     when oneDNN starts), so one machine shows what bf16 autocast costs on CPUs without native bf16."""
     out = {}
     for isa in isas:
-        code = ("import json; from semlm.fusion.bench import bf16_step_ratio; "
-                f"print(json.dumps(bf16_step_ratio({profile!r})))")
+        code = ("import json; from semlm.fusion.bench import bf16_step_ratio; "  # this process: an entry
+                "from semlm.fusion.profiles import synthetic_profile; "
+                f"print(json.dumps(bf16_step_ratio(synthetic_profile({profile!r}))))")
         done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ONEDNN_MAX_CPU_ISA": isa},
                               capture_output=True, text=True)
         if done.returncode:
