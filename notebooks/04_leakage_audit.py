@@ -45,7 +45,6 @@ import math
 from dataclasses import replace
 
 import pandas as pd
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book.claims import (
@@ -55,9 +54,8 @@ from semlm.core import runs
 from semlm.core.metrics import FOCUS_TOKENS
 from semlm.data.synthetic import make_corpus
 from semlm.fusion.audit import (
-    AuditRuns, LeakageAudit, audit_runs, audit_seeds, control_reports,
-    feature_steering, floors_frame, focus_by_context, gain_verdict, ood_seeds,
-    seed_points, steering_seeds,
+    AuditRuns, Floors, LeakageAudit, audit_runs, audit_seeds, control_reports,
+    feature_steering, focus_by_context, ood_seeds, seed_points, steering_seeds,
 )
 from semlm.fusion.leakage import causal_floors
 from semlm.fusion.synthetic_experiment import SYNTHETIC
@@ -70,15 +68,16 @@ profile = chapter.profile
 if profile == "smoke" and n_seeds is not None and n_seeds > 2:
     chapter.notice(f"smoke profile: {n_seeds} seeds requested, 2 used")
     n_seeds = 2
-seeds = audit_seeds(seed, n_seeds, profile)
+config = synthetic_profile(profile, seed)
+seeds = audit_seeds(config, n_seeds)
 # A-feature-steering's seeds: the audit's and, at some profiles, more
-steer_seeds = steering_seeds(seed, seeds, profile)
+steer_seeds = steering_seeds(config, seeds)
 # the causal OOD hit rates' seeds (Table 4): the audit's and, at cpu, more
-hit_seeds = ood_seeds(seed, seeds, profile)
+hit_seeds = ood_seeds(config, seeds)
 extra_seeds = sorted(set(steer_seeds + hit_seeds) - set(seeds))
 N = 200  # generations per request and model, as in the paper
 # the words only; models come later
-corpus = make_corpus(synthetic_profile(profile, seed).corpus)
+corpus = make_corpus(config.corpus)
 
 
 # %% [markdown]
@@ -114,29 +113,7 @@ corpus = make_corpus(synthetic_profile(profile, seed).corpus)
 floors = causal_floors(
     corpus.val, corpus.split, FOCUS_TOKENS, corpus.config.second_clause_prob
 )
-floors_frame(floors)
-
-# %% tags=["remove-cell"]
-glue("floor_ppl", floors["ppl"], display=False)
-glue("floor_seen", floors["ppl_seen_only"], display=False)
-glue("paper_ppl_fusion", PAPER_A_TABLE1["fusion"]["ppl"], display=False)
-glue(
-    "paper_seen_fusion",
-    PAPER_A_TABLE1["fusion"]["ppl_seen_only"],
-    display=False,
-)
-glue("floor_ppl_authors", floors["ppl_authors_denominator"], display=False)
-glue(
-    "floor_seen_authors",
-    floors["ppl_seen_only_authors_denominator"],
-    display=False,
-)
-paper_ppl = {m: PAPER_A_TABLE1[m]["ppl"] for m in ("baseline", "fusion")}
-glue("paper_ppl_baseline", paper_ppl["baseline"], display=False)
-paper_below = [
-    m for m, v in paper_ppl.items() if v < floors["ppl_authors_denominator"]
-]
-glue("paper_below", " and ".join(paper_below) or "neither", display=False)
+chapter.show(Floors(floors))
 
 # %% [markdown]
 # No causal model can score below {glue:text}`floor_ppl:.3f` on this validation set on
@@ -159,7 +136,7 @@ glue("paper_below", " and ".join(paper_below) or "neither", display=False)
 
 # %%
 context = runs.RunContext(profile, workers=workers, progress=False)
-specs = audit_runs(profile, seeds, extra_seeds)
+specs = audit_runs(config, seeds, extra_seeds)
 records = runs.run_many(SYNTHETIC, specs, context)
 audit = AuditRuns.of(records, seeds)
 print(
@@ -167,9 +144,9 @@ print(
     f"(causal fusion also at {extra_seeds}), profile {profile!r}"
 )
 # the control generations of every model (Tables 2-4, below)
-reports = control_reports(audit, profile, N)
+reports = control_reports(audit, config, N)
 # Table 6 by context: "!" and "?" after a trained and a held-out adjective
-by_context = focus_by_context(audit, profile)
+by_context = focus_by_context(audit, config)
 summary = LeakageAudit.of(audit, reports, floors, N, by_context, hit_seeds)
 
 # %% [markdown]
@@ -190,35 +167,8 @@ fig = plots.plot_seed_intervals(
 )
 
 # %%
-gain = summary.paired_gain_seen_only
+chapter.glue(summary.gain_numbers())
 summary.gain_frame()
-
-# %% tags=["remove-cell"]
-glue("gain_causal", gain["causal"].format(), display=False)
-glue("gain_published", gain["published"].format(), display=False)
-for s in gain:
-    verdict = gain_verdict(gain[s])
-    glue(f"gain_{s}_verdict", verdict, display=False)
-glue("n_seeds", len(seeds), display=False)
-seen = {
-    (s, m): getattr(summary.table1[s], m).ppl_seen_only.mean
-    for s in ("causal", "published")
-    for m in ("baseline", "fusion")
-}
-for (s, m), value in seen.items():
-    glue(f"seen_{s}_{m}", value, display=False)
-floor = floors["ppl_seen_only"]
-glue(
-    "causal_side",
-    "above" if seen["causal", "fusion"] >= floor else "below",
-    display=False,
-)
-published_below = max(seen["published", m] for m in ("baseline", "fusion"))
-glue(
-    "published_side",
-    "both below it" if published_below < floor else "not both below it",
-    display=False,
-)
 
 # %% [markdown]
 # Baseline minus fusion seen-only perplexity, paired by seed (each seed trains both models
@@ -238,13 +188,8 @@ glue(
 # alternatives; a model that reads the future can go below it on all of them at once.
 
 # %%
-focus = summary.focus_frame()
-focus.round(3).replace(math.inf, "∞")
-
-# %% tags=["remove-cell"]
-for s in ("published", "causal", "paper"):
-    below = summary.below_oracle(f"{s} fusion")
-    glue(f"below_{s}", ", ".join(below) or "none", display=False)
+chapter.glue(summary.focus_numbers())
+summary.focus_frame().round(3).replace(math.inf, "∞")
 
 # %% [markdown]
 # Seen focus tokens on which the fusion model is more than 0.05 nats below the training oracle:
@@ -264,17 +209,8 @@ for s in ("published", "causal", "paper"):
 # Table 6's, the count-weighted mean of the two).
 
 # %%
-context_frame = summary.focus_context_frame()
-context_frame.round(3)
-
-# %% tags=["remove-cell"]
-row = context_frame.loc[("!", "published fusion")]
-glue("excl_pub_trained", row["after trained"], display=False)
-glue("excl_pub_held", row["after held-out"], display=False)
-glue("excl_held_share", row["held-out share"], display=False)
-row = context_frame.loc[("!", "causal fusion")]
-glue("excl_causal_trained", row["after trained"], display=False)
-glue("excl_causal_held", row["after held-out"], display=False)
+chapter.glue(summary.context_numbers())
+summary.focus_context_frame().round(3)
 
 # %% [markdown]
 # After a trained adjective the published fusion model gives "!" a cross-entropy of
@@ -293,25 +229,8 @@ glue("excl_causal_held", row["after held-out"], display=False)
 # share of hard generations whose adjective has the intended polarity (Table 3).
 
 # %%
-hard = [
-    v
-    for by_request in (summary.control[s].hard for s in summary.control)
-    for c in by_request.values()
-    for v in (*c.adj_acc.values, *c.punct_acc.values)
-]
+chapter.glue(summary.control_numbers())
 summary.control_table()
-
-# %% tags=["remove-cell"]
-glue("hard_min", min(hard), display=False)
-glue("hard_side", "exact" if min(hard) == 1.0 else "not exact", display=False)
-glue("ood_n_causal", len(summary.ood_hit_seeds["causal"]), display=False)
-for s in ("causal", "published"):
-    values = summary.ood_hit[s]["pos"].values
-    glue(
-        f"ood_range_{s}",
-        f"{min(values):.2f} to {max(values):.2f}",
-        display=False,
-    )
 
 # %% [markdown]
 # Over both settings, every seed and both requests, the lowest hard-control accuracy is
@@ -332,14 +251,8 @@ for s in ("causal", "published"):
 # drops the feature-reconstruction loss, **no uniformizer** drops the class-uniformizer term.
 
 # %%
+chapter.glue(summary.ablation_numbers())
 summary.ablation_table()
-
-# %% tags=["remove-cell"]
-mse = {v: summary.ablations[v]["sem_mse"] for v in ("fusion", "fusion_no_aux")}
-glue("mse_full", mse["fusion"].mean, display=False)
-glue("mse_no_aux", mse["fusion_no_aux"].mean, display=False)
-inside = mse["fusion"].low <= mse["fusion_no_aux"].mean <= mse["fusion"].high
-glue("mse_side", "inside" if inside else "outside", display=False)
 
 # %%
 fig = plots.plot_seed_intervals(
@@ -365,20 +278,8 @@ fig = plots.plot_seed_intervals(
 # mixture as fusion; under soft control only the codes act (no steering at all).
 
 # %%
-code = summary.control_code_baseline
+chapter.glue(summary.code_numbers())
 summary.code_table()
-
-# %% tags=["remove-cell"]
-glue("code_soft_pos", code["soft"]["pos"]["adj_acc"].mean, display=False)
-glue(
-    "code_soft_neg_punct",
-    code["soft"]["neg"]["punct_acc"].mean,
-    display=False,
-)
-glue("code_ood_pos", code["ood_hit"]["pos"].mean, display=False)
-glue("fusion_ood_pos", summary.ood_hit["causal"]["pos"].mean, display=False)
-for name, sentence in summary.code_verdicts().items():
-    glue(name, sentence, display=False)
 
 # %% [markdown]
 # With nothing but the codes, the plain language model puts a positive adjective in
@@ -418,7 +319,7 @@ for name, sentence in summary.code_verdicts().items():
 # effect of interest, frozen beside the rule).
 
 # %%
-steering = feature_steering(audit, profile, N, steer_seeds)
+steering = feature_steering(audit, config, N, steer_seeds)
 record = replace(summary, feature_steering=steering)
 record.steering_frame()
 
@@ -431,16 +332,13 @@ claim = next(
 pd.Series(claim)[["status", "reason"]].to_frame("A-feature-steering")
 
 # %% tags=["remove-cell"]
-glue("steering_requests", steering.requests_description, display=False)
-glue("steering_min_seeds", FEATURE_STEERING_MIN_SEEDS, display=False)
-glue("steering_m", FEATURE_STEERING_EFFECT.m, display=False)
-glue("steering_n", len(steer_seeds), display=False)
-glue("steering_status", claim["status"], display=False)
 low, high = claim["ci"] or (math.nan, math.nan)
-glue(
-    "steering_value",
-    f"{claim['causal_value']:+.3f} [{low:+.3f}, {high:+.3f}]",
-    display=False,
+chapter.glue(
+    steering_requests=steering.requests_description,
+    steering_min_seeds=FEATURE_STEERING_MIN_SEEDS,
+    steering_m=FEATURE_STEERING_EFFECT.m, steering_n=len(steer_seeds),
+    steering_status=claim["status"],
+    steering_value=f"{claim['causal_value']:+.3f} [{low:+.3f}, {high:+.3f}]",
 )
 
 # %% [markdown]
@@ -464,16 +362,8 @@ glue(
 # model and for the reads-ahead (published setting) fusion model.
 
 # %%
+chapter.glue(record.shift_numbers())
 record.column_shift_frame()
-
-# %% tags=["remove-cell"]
-shifts = steering.column_shifts
-glue("shift_prefixes", shifts.n_prefixes, display=False)
-glue("shift_seeds", ", ".join(map(str, shifts.seeds)), display=False)
-for model, key in (("causal fusion", "causal"), ("published fusion", "pub")):
-    for group in ("polarity", "is_question"):
-        value = shifts.shift[model][group].format(3, signed=True)
-        glue(f"shift_{key}_{group}", value, display=False)
 
 # %% [markdown]
 # Writing only the polarity columns moves p(positive) by
@@ -610,7 +500,7 @@ chapter.close(record)
 #    <details><summary>Hint</summary>
 #
 #    `summary.code_table()` puts the two side by side (perplexity, soft
-#    control, held-out hits); `summary.code_verdicts()` gives the
+#    control, held-out hits); `summary.code_numbers()` holds the
 #    chapter's two sentences on them.
 #
 #    </details>
@@ -618,8 +508,8 @@ chapter.close(record)
 #    <details><summary>Solution</summary>
 #
 #    ```python
-#    for name, sentence in summary.code_verdicts().items():
-#        print(f"{name}: {sentence}")
+#    numbers = summary.code_numbers()
+#    print(f"{numbers.code_verdict}; {numbers.ood_verdict}")
 #    summary.code_table()
 #    ```
 #    Hard control is at 100% for any model by construction (the mask chooses
