@@ -39,7 +39,6 @@ workers = 2
 import math
 
 import pandas as pd
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book.tables import show_config
@@ -89,7 +88,7 @@ for words in data.corpus.train[:4]:
 # %% tags=["remove-cell"]
 # training sentences of the longest length: padded only to that length, they never have <eos> as an input
 lengths = [len(words) for words in data.corpus.train]
-glue("longest_share", sum(n == max(lengths) for n in lengths) / len(lengths), display=False)
+chapter.glue(longest_share=lengths.count(max(lengths)) / len(lengths))
 
 # %% [markdown]
 # ## The models
@@ -158,15 +157,11 @@ fig = plots.plot_validation_curves(curves, paper=PAPER_A_VAL_PPL_BY_EPOCH)
 table1 = report.ModelTable(
     trained, {"paper (published setting)": PAPER_A_TABLE1}
 )
+chapter.show(table1, table=False)
+chapter.glue(paper_baseline_ppl=PAPER_A_TABLE1["baseline"]["ppl"],
+             paper_fusion_ppl=PAPER_A_TABLE1["fusion"]["ppl"],
+             profile=profile, seed=seed)
 table1.table().style.format("{:.4g}", na_rep="–")
-
-# %% tags=["remove-cell"]
-for name, value in table1.glue().items():
-    glue(name, value, display=False)
-for kind in ("baseline", "fusion"):
-    glue(f"paper_{kind}_ppl", PAPER_A_TABLE1[kind]["ppl"], display=False)
-glue("profile", profile, display=False)
-glue("seed", seed, display=False)
 
 # %%
 frame = report.paper_comparison_frame(PAPER_A_TABLE1, trained, "ppl")
@@ -221,10 +216,8 @@ fig = plots.plot_table1_comparison(frame, "ppl")
 # %%
 causal_floor_good = math.log(2 * len(split.positive_train))
 focus = report.focus_frame(trained)
+chapter.glue(floor_good=causal_floor_good)
 report.focus_table(trained).style.format("{:.4f}", na_rep="–")
-
-# %% tags=["remove-cell"]
-glue("floor_good", causal_floor_good, display=False)
 
 # %% [markdown]
 # ## Focus-token cross-entropy (paper Table 6)
@@ -260,12 +253,9 @@ featurizers = {
 sensitivity = report.leak_sensitivity(
     trained, featurizers, probe, position, replacement
 )
+chapter.glue(causal_sensitivity=float(sensitivity["causal"].max()),
+             published_sensitivity=float(sensitivity["published"].min()))
 sensitivity.to_frame().style.format("{:.3g}")
-
-# %% tags=["remove-cell"]
-causal, published = sensitivity["causal"], sensitivity["published"]
-glue("causal_sensitivity", float(causal.max()), display=False)
-glue("published_sensitivity", float(published.min()), display=False)
 
 # %% [markdown]
 # The causal models move by at most {glue:text}`causal_sensitivity:.2g` (floating-point
@@ -280,8 +270,8 @@ glue("published_sensitivity", float(published.min()), display=False)
 report.key_numbers(trained, sensitivity)
 
 # %%
-record = report.fusion_training_record(config, trained, sensitivity)
-chapter.close(record)
+chapter.close(report.fusion_training_record(
+    config=config, trained=trained, sensitivity=sensitivity))
 
 # %% [markdown]
 # ## Exercises
@@ -297,8 +287,8 @@ chapter.close(record)
 #
 #    You do not need to re-run the whole chapter: `synthetic_profile(profile,
 #    seed)` builds the configuration for another seed, `runs.run_many` trains
-#    (or reloads) its four runs, and `report.ModelTable(other, {}).glue()`
-#    gives the perplexities by name (`causal_baseline_ppl`,
+#    (or reloads) its four runs, and `report.ModelTable(other, {}).numbers()`
+#    holds the perplexities by name (`causal_baseline_ppl`,
 #    `causal_fusion_ppl`, ...).
 #
 #    </details>
@@ -315,9 +305,10 @@ chapter.close(record)
 #            ),
 #            "group", "name",
 #        )
-#        numbers = report.ModelTable(other, {}).glue()
+#        numbers = report.ModelTable(other, {}).numbers()
 #        rows[s] = {
-#            k: numbers[f"causal_{k}_ppl"] for k in ("baseline", "fusion")
+#            "baseline": numbers.causal_baseline_ppl,
+#            "fusion": numbers.causal_fusion_ppl,
 #        }
 #    seeds_frame = pd.DataFrame(rows).T
 #    seeds_frame["gap"] = seeds_frame["fusion"] - seeds_frame["baseline"]

@@ -164,10 +164,11 @@ def test_training_report_reads_records_by_attribute():
     trained = {s: {m: record(m, 111, s, 4.0 if m == "baseline" else 3.0, 0.01 if m == "fusion" else None)
                    for m in ("baseline", "fusion")} for s in ("causal", "published")}
     table1 = training_report.ModelTable(trained, {"paper": {"fusion": {"ppl": 2.2, "ppl_seen_only": 2.0}}})
-    numbers = table1.glue()
-    assert numbers["causal_ppl_change"] == pytest.approx(-25.0) and numbers["published_sem_mse"] == 0.01
-    assert numbers["causal_fusion_ppl"] == 3.0
-    assert {"causal_fusion_seen", "published_baseline_ppl_authors"} <= set(numbers)
+    numbers = table1.numbers()
+    assert numbers.causal_ppl_change == pytest.approx(-25.0) and numbers.published_sem_mse == 0.01
+    assert numbers.causal_fusion_ppl == 3.0
+    assert numbers.causal_fusion_seen == pytest.approx(2.9)
+    assert numbers.published_baseline_ppl_authors == pytest.approx(3.8)
     sensitivity = pd.Series({(s, m): 0.0 for s in trained for m in ("baseline", "fusion")})
     summary = training_report.by_setting(trained, sensitivity)["causal"]["fusion"]
     assert summary["ppl"] == 3.0 and summary["val_ppl_per_epoch"] == [3.0] and summary["run_status"] == "trained"
@@ -183,7 +184,7 @@ def test_table7_shows_dev_perplexity_and_cites_only_the_perplexities():
                    for m in ("baseline", "fusion")} for s in ("causal", "published")}
     table = table7(trained)
     assert list(table.table().columns) == ["dev PPL", "semantic MSE"] and len(table.table()) == 6
-    assert set(table.glue()) == {f"{s}_{k}_ppl" for s in ("causal", "published") for k in ("baseline", "fusion")} | {
+    assert set(vars(table.numbers())) == {f"{s}_{k}_ppl" for s in ("causal", "published") for k in ("baseline", "fusion")} | {
         f"{s}_{n}" for s in ("causal", "published") for n in ("ppl_change", "sem_mse")}
 
 

@@ -20,7 +20,7 @@ from semlm.fusion.profiles import ControlConfig
 from semlm.fusion.sst2_experiment import (SETTINGS, SST2Data, continue_under_control, judge_continuations,
                                           judge_punctuation, sst2_requests)
 from semlm.fusion.request import Request
-from semlm.fusion.training_report import ModelTable, by_setting
+from semlm.fusion.training_report import ModelTable, by_setting, model_numbers
 from semlm.reference import PAPER_A_TABLE7
 
 #: (request, mode) decoded per model, in order (their seeds are ``seed + position``)
@@ -44,11 +44,14 @@ def feature_changes(data: SST2Data, replacement: int, positions: Sequence[int] =
     return {s: max(leak(data.featurizers[s], t) for t in positions) for s in SETTINGS}
 
 
+Table7Numbers = model_numbers("Table7Numbers", ("ppl",))
+
+
 def table7(trained) -> ModelTable:
     """Paper A's Table 7: dev perplexity and semantic MSE of every model, then the paper's."""
     columns = {"dev PPL": "ppl", "semantic MSE": "sem_mse"}
     return ModelTable(trained, {"paper, Table 7 (published setting)": PAPER_A_TABLE7}, columns, columns,
-                      {"ppl": "ppl"})
+                      {"ppl": "ppl"}, Table7Numbers)
 
 
 #: The glue names of the control rates chapter 5's prose cites: (kind, request, mode) judged as requested

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Callable, Mapping
 
 import pandas as pd
@@ -38,19 +38,32 @@ TABLE1_PAPER = {"PPL, authors' denominator": "ppl", "seen-only PPL, authors' den
 TABLE1_CITED = {"ppl": "ppl", "seen": "ppl_seen_only", "ppl_authors": "ppl_authors_denominator"}
 
 
+def model_numbers(name: str, cited) -> type:
+    """A frozen dataclass of what :meth:`ModelTable.numbers` cites: ``{setting}_{model}_{suffix}`` per ``cited``
+    suffix, then each setting's ``_ppl_change`` (fusion against baseline, %) and ``_sem_mse`` (fusion)."""
+    fields = [f"{s}_{k}_{c}" for s in SETTING_LABELS for k in ("baseline", "fusion") for c in cited]
+    fields += [f"{s}_{n}" for s in SETTING_LABELS for n in ("ppl_change", "sem_mse")]
+    return make_dataclass(name, [(f, float) for f in fields], frozen=True)
+
+
+Table1Numbers = model_numbers("Table1Numbers", TABLE1_CITED)
+
+
 @dataclass(frozen=True)
 class ModelTable:
     """Baseline and fusion per setting beside the paper's: Table 1 (chapter 2) or Table 7 (chapter 5).
 
     ``references`` maps a row label to the paper's values per model; ``columns`` a column label to a
     metric of the records; ``paper`` a column label to the key of the paper's values its reference rows
-    show (the other columns stay blank there); ``cited`` a glue suffix to a metric (:meth:`glue`)."""
+    show (the other columns stay blank there); ``cited`` a glue suffix to a metric and ``numbers_type`` the
+    :func:`model_numbers` of those suffixes (:meth:`numbers`)."""
 
     trained: Trained
     references: Mapping[str, Mapping[str, dict]]
     columns: Mapping[str, str] = field(default_factory=lambda: TABLE1_COLUMNS)
     paper: Mapping[str, str] = field(default_factory=lambda: TABLE1_PAPER)
     cited: Mapping[str, str] = field(default_factory=lambda: TABLE1_CITED)
+    numbers_type: type = Table1Numbers
 
     def table(self):
         rows = [{"setting": SETTING_LABELS[s], "model": k,
@@ -61,14 +74,14 @@ class ModelTable:
                  for source, reference in self.references.items() for kind, values in reference.items()]
         return pd.DataFrame(rows).set_index(["setting", "model"])
 
-    def glue(self) -> dict[str, float]:
-        """The numbers the prose cites, by glue name (``causal_fusion_ppl``, ``published_ppl_change``...)."""
+    def numbers(self):
+        """The numbers the prose cites (``causal_fusion_ppl``, ``published_ppl_change``...)."""
         out = {f"{s}_{k}_{name}": getattr(r.metrics, metric)
                for s, k, r in _items(self.trained) for name, metric in self.cited.items()}
         for setting, by_kind in self.trained.items():
             out[f"{setting}_ppl_change"] = 100 * (by_kind["fusion"].metrics.ppl / by_kind["baseline"].metrics.ppl - 1)
             out[f"{setting}_sem_mse"] = by_kind["fusion"].metrics.sem_mse
-        return out
+        return self.numbers_type(**out)
 
 
 def runs_table(trained: Trained):
@@ -128,7 +141,8 @@ def by_setting(trained: Trained, sensitivity: pd.Series) -> dict[str, dict]:
             for s, by_kind in trained.items()}
 
 
-def fusion_training_record(config: SyntheticProfile, trained: Trained, sensitivity: pd.Series) -> FusionTrainingRecord:
+def fusion_training_record(*, config: SyntheticProfile, trained: Trained,
+                           sensitivity: pd.Series) -> FusionTrainingRecord:
     """Chapter 2's metrics file: every model's metrics, curve and leak, the paper's numbers, the profile."""
     numbers = by_setting(trained, sensitivity)
     numbers["paper"] = {"table1": PAPER_A_TABLE1, "focus_ce": PAPER_A_FOCUS_CE}
