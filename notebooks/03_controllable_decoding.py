@@ -50,7 +50,6 @@ workers = 2
 
 # %% tags=["hide-input"]
 import pandas as pd
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.core import runs
@@ -100,9 +99,7 @@ print(
     "with and without top-k 20 / last-3 repetition penalty: "
     f"{'identical' if no_ops else 'different'} generations"
 )
-
-# %% tags=["remove-cell"]
-glue("no_ops", "identical" if no_ops else "NOT identical", display=False)
+chapter.glue(no_ops="identical" if no_ops else "NOT identical")
 
 # %% [markdown]
 # ## Hard control (paper Tables 2 and 3)
@@ -140,13 +137,12 @@ fig = plots.plot_control_curve(curve)
 
 # %%
 soft = study.soft_control(decode, N)
+chapter.glue(
+    soft_pos_adj=soft["pos"].adj_acc.mean, soft_neg_adj=soft["neg"].adj_acc.mean,
+    soft_pos_punct=soft["pos"].punct_acc.mean,
+    soft_neg_punct=soft["neg"].punct_acc.mean,
+)
 study.soft_table(soft)
-
-# %% tags=["remove-cell"]
-glue("soft_pos_adj", soft["pos"].adj_acc.mean, display=False)
-glue("soft_neg_adj", soft["neg"].adj_acc.mean, display=False)
-glue("soft_pos_punct", soft["pos"].punct_acc.mean, display=False)
-glue("soft_neg_punct", soft["neg"].punct_acc.mean, display=False)
 
 # %% [markdown]
 # With the paper's control values but no restriction, the adjective has the requested
@@ -183,11 +179,9 @@ fig = plots.plot_ood_sweep(
 )
 
 # %%
+chapter.glue(ood_pos=ood[("causal", "pos")].mean,
+             ood_neg=ood[("causal", "neg")].mean)
 study.ood_table(ood)
-
-# %% tags=["remove-cell"]
-glue("ood_pos", ood[("causal", "pos")].mean, display=False)
-glue("ood_neg", ood[("causal", "neg")].mean, display=False)
 
 # %% [markdown]
 # With the paper's settings the causal fusion model picks a held-out adjective in
@@ -209,12 +203,9 @@ glue("ood_neg", ood[("causal", "neg")].mean, display=False)
 
 # %%
 side = study.rule_and_path(decode, N)
+chapter.glue(study.rule_and_path_numbers(side))
 side_table = study.rule_and_path_table(side)
 side_table.set_index(["setting", "nucleus rule", "control path"])
-
-# %% tags=["remove-cell"]
-for name, value in study.rule_and_path_numbers(side).items():
-    glue(name, value, display=False)
 
 # %% [markdown]
 # For the causal model, the authors' nucleus rule moves the negative held-out rate from
@@ -249,9 +240,7 @@ print(
     f"{N} hard-controlled sentences in {best:.3f} s "
     f"({generations_per_second:.0f} per second)"
 )
-
-# %% tags=["remove-cell"]
-glue("gen_per_s", generations_per_second, display=False)
+chapter.glue(gen_per_s=generations_per_second)
 
 # %% [markdown]
 # ## Key numbers (causal fusion model, N = 200 per request)
@@ -260,21 +249,11 @@ glue("gen_per_s", generations_per_second, display=False)
 study.key_numbers(hard_scores, soft, ood)
 
 # %%
-record = study.decoding_record(
-    N,
-    hard_scores,
-    soft,
-    curve,
-    confusion,
-    ood,
-    sweep,
-    side,
-    no_ops,
-    focus,
-    generations_per_second,
-    examples,
-)
-chapter.close(record)
+chapter.close(study.decoding_record(
+    n=N, hard_scores=hard_scores, soft=soft, curve=curve,
+    confusion=confusion, ood=ood, sweep=sweep, side=side, no_ops=no_ops,
+    focus=focus, speed=generations_per_second, examples=examples,
+))
 
 # %% [markdown]
 # ## Exercises

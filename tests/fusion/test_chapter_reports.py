@@ -197,7 +197,7 @@ def test_rule_and_path_numbers_name_every_glued_rate():
              "soft adj pos": hit, "soft adj neg": hit}
             for s in ("causal", "published") for r in ("reach", "authors") for p in CONTROL_PATHS]
     numbers = rule_and_path_numbers(side)
-    assert len(numbers) == 3 + 6 and set(numbers.values()) == {0.75}
+    assert len(vars(numbers)) == 3 + 6 and set(vars(numbers).values()) == {0.75}
     assert rate(hit) == f"{hit:.2f} (3/4)"
 
 

@@ -180,17 +180,29 @@ def rule_and_path_table(side: list[dict]):
     return pd.DataFrame([{k: rate(v) if isinstance(v, Interval) else v for k, v in row.items()} for row in side])
 
 
-def rule_and_path_numbers(side: list[dict]) -> dict[str, float]:
-    """The rates chapter 3's prose cites, by glue name."""
+@dataclass(frozen=True)
+class RuleAndPathNumbers:
+    ood_neg_reach: float
+    ood_neg_authors: float
+    ood_neg_published_authors: float
+    soft_pos_with: float
+    soft_pos_without: float
+    soft_pos_alone: float
+    soft_neg_with: float
+    soft_neg_without: float
+    soft_neg_alone: float
+
+
+def rule_and_path_numbers(side: list[dict]) -> RuleAndPathNumbers:
+    """The rates chapter 3's prose cites."""
     ours, authors, features = CONTROL_PATHS
     rows = {(r["setting"], r["nucleus rule"], r["control path"]): r for r in side}
-    out = {"ood_neg_reach": rows[("causal", "reach", ours)]["OOD hit neg"].mean,
-           "ood_neg_authors": rows[("causal", "authors", ours)]["OOD hit neg"].mean,
-           "ood_neg_published_authors": rows[("published", "authors", authors)]["OOD hit neg"].mean}
-    for cls in PAPER_REQUESTS:
-        for name, path in (("with", ours), ("without", authors), ("alone", features)):
-            out[f"soft_{cls}_{name}"] = rows[("causal", "reach", path)][f"soft adj {cls}"].mean
-    return out
+    return RuleAndPathNumbers(
+        ood_neg_reach=rows[("causal", "reach", ours)]["OOD hit neg"].mean,
+        ood_neg_authors=rows[("causal", "authors", ours)]["OOD hit neg"].mean,
+        ood_neg_published_authors=rows[("published", "authors", authors)]["OOD hit neg"].mean,
+        **{f"soft_{cls}_{name}": rows[("causal", "reach", path)][f"soft adj {cls}"].mean
+           for cls in PAPER_REQUESTS for name, path in (("with", ours), ("without", authors), ("alone", features))})
 
 
 def generations_per_second(decode: Decoder, n: int, repeats: int = 4) -> tuple[float, float]:
@@ -221,7 +233,7 @@ def _accuracies(scores: ControlAccuracy, as_json=lambda p: p.mean) -> dict:
     return {k: as_json(getattr(scores, k)) for k in ("adj_acc", "punct_acc")}
 
 
-def decoding_record(n: int, hard_scores, soft, curve, confusion, ood, sweep, side, no_ops: bool, focus,
+def decoding_record(*, n: int, hard_scores, soft, curve, confusion, ood, sweep, side, no_ops: bool, focus,
                     speed: float, examples: list[dict]) -> DecodingRecord:
     """Chapter 3's metrics file (causal fusion model unless a key says published)."""
     return DecodingRecord(extra={
