@@ -39,7 +39,6 @@ from dataclasses import replace  # the exercises change the profile with it
 
 import pandas as pd
 import torch
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book.tables import show_config
@@ -101,8 +100,8 @@ pd.Series(
 ).to_frame()
 
 # %% tags=["remove-cell"]
-glue("n_train_used", len(data.train_sentences), display=False)
-glue("unk_rate", 100 * data.unk_rate("dev"), display=False)
+chapter.glue(n_train_used=len(data.train_sentences),
+             unk_rate=100 * data.unk_rate("dev"))
 
 # %% [markdown]
 # ## The feature bank on real text
@@ -150,12 +149,10 @@ pd.Series(
 # %%
 replacement = data.vocab.id("!")
 feature_changes = sst2_report.feature_changes(data, replacement)
+chapter.glue(feature_leak_causal=feature_changes["causal"])
 pd.Series(
     feature_changes, name="max |Δ feature| before the changed token"
 ).to_frame()
-
-# %% tags=["remove-cell"]
-glue("feature_leak_causal", feature_changes["causal"], display=False)
 
 # %% [markdown]
 # ## Training baseline and fusion, causal and published
@@ -197,6 +194,13 @@ fig = plots.plot_validation_curves(curves)
 
 # %%
 table7 = sst2_report.table7(trained)
+chapter.show(table7, table=False)
+numbers = table7.numbers()
+below = [k for k in ("baseline", "fusion")
+         if getattr(numbers, f"published_{k}_ppl")
+         < getattr(numbers, f"causal_{k}_ppl")]
+chapter.glue(published_below=" and ".join(below) or "neither",
+             profile=profile, seed=seed)
 table7.table().style.format("{:.4g}", na_rep="–")
 
 # %%
@@ -204,19 +208,6 @@ frame = report.paper_comparison_frame(
     PAPER_A_TABLE7, trained, "ppl", "paper (published)"
 )
 fig = plots.plot_table1_comparison(frame, "ppl")
-
-# %% tags=["remove-cell"]
-numbers = table7.glue()
-for name, value in numbers.items():
-    glue(name, value, display=False)
-below = [
-    k
-    for k in ("baseline", "fusion")
-    if numbers[f"published_{k}_ppl"] < numbers[f"causal_{k}_ppl"]
-]
-glue("published_below", " and ".join(below) or "neither", display=False)
-glue("profile", profile, display=False)
-glue("seed", seed, display=False)
 
 # %% [markdown]
 # **Reading the table** (profile {glue:text}`profile`, seed {glue:text}`seed`, the LMs
@@ -256,12 +247,9 @@ probe = data.tensors["causal"]["dev"].input_ids[:64]
 sensitivity = report.leak_sensitivity(
     trained, data.featurizers, probe, 5, replacement
 )
+chapter.glue(causal_sensitivity=float(sensitivity["causal"].max()),
+             published_sensitivity=float(sensitivity["published"].min()))
 sensitivity.to_frame()
-
-# %% tags=["remove-cell"]
-causal, published = sensitivity["causal"], sensitivity["published"]
-glue("causal_sensitivity", float(causal.max()), display=False)
-glue("published_sensitivity", float(published.min()), display=False)
 
 # %% [markdown]
 # When a later token changes, the causal models' outputs before it move by at most
@@ -279,12 +267,10 @@ classifier = train_sentiment_classifier(config.classifier, seed)
 classifier_dev = classifier_accuracy(
     classifier, data.dev_sentences, data.dev_labels
 )
+chapter.glue(classifier_acc=classifier_dev.mean,
+             classifier_lo=classifier_dev.low,
+             classifier_hi=classifier_dev.high)
 pd.Series(classifier_dev.to_dict(), name="classifier, dev").to_frame()
-
-# %% tags=["remove-cell"]
-glue("classifier_acc", classifier_dev.mean, display=False)
-glue("classifier_lo", classifier_dev.low, display=False)
-glue("classifier_hi", classifier_dev.high, display=False)
 
 # %% [markdown]
 # Its dev accuracy is {glue:text}`classifier_acc:.3f` (95% Wilson interval
@@ -315,15 +301,11 @@ models = {k: trained["causal"][k].load() for k in ("baseline", "fusion")}
 study = sst2_report.ControlStudy.run(
     models, data, prefixes, classifier, config.control, seed
 )
-study.table()
+chapter.show(study)
 
 # %%
 bars = study.frame()
 fig = plots.plot_sst2_control(bars)
-
-# %% tags=["remove-cell"]
-for name, value in study.glue().items():
-    glue(name, value, display=False)
 
 # %% [markdown]
 # With {glue:text}`n_prefixes` prompts per request, the fusion model's continuations are
@@ -386,11 +368,10 @@ pd.set_option("display.max_colwidth", 120)
 pd.DataFrame(study.examples()).set_index(["prompt", "model", "control"])
 
 # %%
-record = sst2_report.sst2_record(
-    config, data, trained, sensitivity, study, classifier_dev,
-    feature_changes,
-)
-chapter.close(record)
+chapter.close(sst2_report.sst2_record(
+    config=config, data=data, trained=trained, sensitivity=sensitivity,
+    control=study, classifier_dev=classifier_dev, feature_leak=feature_changes,
+))
 
 # %% [markdown]
 # ## Exercises

@@ -217,8 +217,9 @@ def test_sst2_control_record_keeps_the_fields_the_claims_read():
     control = SST2ControlModes.from_dict(study.record())
     assert control.hard["pos"].acc == 0.5 and control.hard["pos"].acc_ci.low < 0.5
     assert control.features_only["neg"].baseline_acc == 0.5
-    numbers = study.glue()
-    assert numbers["none_fusion_neg_clf"] == 0.5 and numbers["n_prefixes"] == 4 and numbers["soft_gain_pos"] == 0.0
+    numbers = study.numbers()
+    assert numbers.none_fusion_neg_clf == 0.5 and numbers.n_prefixes == 4 and numbers.soft_gain_pos == 0.0
+    assert numbers.punct_hard_q is None  # this study decoded no end marks
     assert len(study.table()) == 2 + 2 * 2 * 3 and len(study.features_only_table()) == 4
     assert len(study.examples()) == 4 * 2 * 7
     bars = study.frame()  # per model, judge and request: none, soft and hard, the unconditioned share out of 4

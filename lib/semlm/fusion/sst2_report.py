@@ -7,7 +7,7 @@ decodes, judges and presents the control section.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -59,6 +59,17 @@ CITED = {"soft_pos": ("fusion", "pos", "soft"), "soft_neg": ("fusion", "neg", "s
          "hard_pos": ("fusion", "pos", "hard"), "hard_neg": ("fusion", "neg", "hard"),
          "feat_pos": ("fusion", "pos", FEATURES_ONLY), "feat_neg": ("fusion", "neg", FEATURES_ONLY),
          "base_soft_pos": ("baseline", "pos", "soft"), "base_soft_neg": ("baseline", "neg", "soft")}
+
+
+#: :meth:`ControlStudy.numbers`: the glue names of chapter 5's control section (the end marks' are None in a study
+#: that decoded none)
+ControlStudyNumbers = make_dataclass("ControlStudyNumbers", [("n_prefixes", int)] + [
+    (f"{name}_{judge}", float) for name in CITED for judge in ("vader", "clf")] + [
+    (f"none_{kind}_{side}", float) for kind in ("baseline", "fusion")
+    for side in ("pos_vader", "neg_vader", "pos_clf", "neg_clf")] + [
+    ("soft_gain_pos", float), ("soft_gain_neg", float)] + [
+    (f"punct_{mode}_{mark}{ended}", float | None, None) for mark in ("excl", "q") for mode in ("soft", "hard")
+    for ended in ("", "_ended")], frozen=True)
 
 
 @dataclass
@@ -135,9 +146,9 @@ class ControlStudy:
         """:meth:`table`'s rows of the features alone (no steering)."""
         return self.table().xs(FEATURES_ONLY, level="mode")
 
-    def glue(self) -> dict[str, float]:
+    def numbers(self) -> "ControlStudyNumbers":
         """The control rates chapter 5's prose cites (:data:`CITED`, the unconditioned shares, the soft
-        gain over the baseline with the same steering), by glue name."""
+        gain over the baseline with the same steering, the fusion model's end marks)."""
         out = {"n_prefixes": len(self.prefixes)}
         for name, key in CITED.items():
             out[f"{name}_vader"] = self.judged[key].acc.mean
@@ -154,7 +165,7 @@ class ControlStudy:
             if kind == "fusion":
                 name = f"punct_{mode}_{'excl' if mark == '!' else 'q'}"
                 out[name], out[f"{name}_ended"] = judged["acc"].mean, judged["coverage"].mean
-        return out
+        return ControlStudyNumbers(**out)
 
     def examples(self, n: int = 4) -> list[dict]:
         """The first ``n`` prompts' continuations per model and control."""
@@ -192,7 +203,7 @@ class ControlStudy:
         return control
 
 
-def sst2_record(config, data: SST2Data, trained, sensitivity, control: ControlStudy, classifier_dev: Interval,
+def sst2_record(*, config, data: SST2Data, trained, sensitivity, control: ControlStudy, classifier_dev: Interval,
                 feature_leak: dict) -> SST2Record:
     """Chapter 5's metrics file: the fields the claims read, the rest in ``extra``."""
     settings = by_setting(trained, sensitivity)
