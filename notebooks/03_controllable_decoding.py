@@ -138,7 +138,8 @@ fig = plots.plot_control_curve(curve)
 # %%
 soft = study.soft_control(decode, N)
 chapter.glue(
-    soft_pos_adj=soft["pos"].adj_acc.mean, soft_neg_adj=soft["neg"].adj_acc.mean,
+    soft_pos_adj=soft["pos"].adj_acc.mean,
+    soft_neg_adj=soft["neg"].adj_acc.mean,
     soft_pos_punct=soft["pos"].punct_acc.mean,
     soft_neg_punct=soft["neg"].punct_acc.mean,
 )
