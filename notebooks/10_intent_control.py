@@ -48,7 +48,6 @@ from dataclasses import replace
 
 import pandas as pd
 import torch
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.book.claims import (
@@ -156,9 +155,9 @@ pd.DataFrame(
 ).pivot(index="seed", columns="model", values=["train seconds", "status"])
 
 # %% tags=["remove-cell"]
-glue("train_minutes", train_seconds / 60, display=False)
-glue("n_shared_seeds", len(config.shared_seeds(seed)), display=False)
-glue("n_intent_seeds", len(seeds), display=False)
+chapter.glue(train_minutes=train_seconds / 60,
+             n_shared_seeds=len(config.shared_seeds(seed)),
+             n_intent_seeds=len(seeds))
 
 # %% [markdown]
 # ## Still a language model
@@ -186,14 +185,11 @@ sensitivity = max(
 print(f"largest change of an earlier logit: {sensitivity:.2e}")
 
 # %% tags=["remove-cell"]
-glue("sensitivity", sensitivity, display=False)
-glue("causal_tolerance", CAUSAL_TOLERANCE, display=False)
-glue(
-    "causality_verdict",
-    "below it (no change beyond floating-point noise): the intent model is causal in its tokens"
-    if sensitivity < CAUSAL_TOLERANCE
+chapter.glue(
+    sensitivity=sensitivity, causal_tolerance=CAUSAL_TOLERANCE,
+    causality_verdict="below it (no change beyond floating-point noise): the "
+    "intent model is causal in its tokens" if sensitivity < CAUSAL_TOLERANCE
     else "above it: an earlier prediction reads a later word, a leak",
-    display=False,
 )
 
 # %% [markdown]
@@ -234,10 +230,8 @@ table = pd.DataFrame(
         for variant, scores in summary.variants.items()
     }
 ).T
+chapter.glue(n_per_request=config.samples_per_request)
 table
-
-# %% tags=["remove-cell"]
-glue("n_per_request", config.samples_per_request, display=False)
 
 # %%
 bars = pd.DataFrame(
@@ -352,10 +346,10 @@ claims = {
 pd.DataFrame(claims).T[["claim", "status", "reason", "rule"]]
 
 # %% tags=["remove-cell"]
-for claim_id, row in claims.items():
-    glue(f"status_{claim_id}", row["status"], display=False)
-glue("smooth_threshold", INTENSITY_SMOOTH_THRESHOLD, display=False)
-glue("soft_m", SOFT_CONTROL_EFFECT.m, display=False)
+chapter.glue(**{
+    "status_A-soft-control": claims["A-soft-control"]["status"],
+    "status_A-intensity": claims["A-intensity"]["status"],
+}, smooth_threshold=INTENSITY_SMOOTH_THRESHOLD, soft_m=SOFT_CONTROL_EFFECT.m)
 
 # %% [markdown]
 # Features alone steering polarity: **{glue:text}`status_A-soft-control`**.
