@@ -32,7 +32,6 @@ seed = 111
 # %% tags=["hide-input"]
 import pandas as pd
 import torch
-from myst_nb import glue
 
 from semlm import book, plots
 from semlm.data import synthetic
@@ -68,8 +67,8 @@ triplets = pd.DataFrame(
 triplets.style.format("{:.3f}").background_gradient(cmap="Blues", axis=None)
 
 # %% tags=["remove-cell"]
-glue("mu_zero_low", float(triplets.loc["(none)", "str_low"]), display=False)
-glue("mu_zero_high", float(triplets.loc["(none)", "str_high"]), display=False)
+chapter.glue(mu_zero_low=float(triplets.loc["(none)", "str_low"]),
+             mu_zero_high=float(triplets.loc["(none)", "str_high"]))
 
 # %% [markdown]
 # A word with no intensifier before it gets strength 0, yet its triplet is
@@ -151,8 +150,8 @@ pd.Series(
 ).to_frame()
 
 # %% tags=["remove-cell"]
-glue("causal_prefix_change", prefix_change[CAUSAL], display=False)
-glue("published_prefix_change", prefix_change[PUBLISHED], display=False)
+chapter.glue(causal_prefix_change=prefix_change[CAUSAL],
+             published_prefix_change=prefix_change[PUBLISHED])
 
 # %% [markdown]
 # Above the dashed line (positions before the change) the causal featurizer's rows are
@@ -185,10 +184,9 @@ pd.Series(
 ).to_frame()
 
 # %%
-record = features.feature_bank_record(
-    triplets, sentence_a, sentence_b, changed_at, prefix_change
-)
-chapter.close(record)
+chapter.close(features.feature_bank_record(
+    triplets=triplets, sentence_a=sentence_a, sentence_b=sentence_b,
+    changed_at=changed_at, prefix_change=prefix_change))
 
 # %% [markdown]
 # ## Exercises

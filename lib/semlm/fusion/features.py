@@ -174,7 +174,7 @@ def future_change(featurizers: dict[str, SyntheticFeatures], vocab: Vocabulary, 
 CAUSAL, PUBLISHED = "causal featurizer", "published featurizer (reads the future)"
 
 
-def feature_bank_record(triplets, sentence_a: Sequence[str], sentence_b: Sequence[str], changed_at: int,
+def feature_bank_record(*, triplets, sentence_a: Sequence[str], sentence_b: Sequence[str], changed_at: int,
                         prefix_change: dict[str, float]) -> FeatureBankRecord:
     """Chapter 1's metrics file: the bank's definition, the strength triplets and the causality demo
     (``prefix_change`` by :data:`CAUSAL` / :data:`PUBLISHED`)."""
