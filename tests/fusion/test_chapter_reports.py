@@ -184,8 +184,9 @@ def test_table7_shows_dev_perplexity_and_cites_only_the_perplexities():
                    for m in ("baseline", "fusion")} for s in ("causal", "published")}
     table = table7(trained)
     assert list(table.table().columns) == ["dev PPL", "semantic MSE"] and len(table.table()) == 6
-    assert set(vars(table.numbers())) == {f"{s}_{k}_ppl" for s in ("causal", "published") for k in ("baseline", "fusion")} | {
-        f"{s}_{n}" for s in ("causal", "published") for n in ("ppl_change", "sem_mse")}
+    settings, models = ("causal", "published"), ("baseline", "fusion")
+    assert set(vars(table.numbers())) == {f"{s}_{k}_ppl" for s in settings for k in models} | {
+        f"{s}_{n}" for s in settings for n in ("ppl_change", "sem_mse")}
 
 
 def test_rule_and_path_numbers_name_every_glued_rate():
