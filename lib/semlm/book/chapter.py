@@ -1,12 +1,12 @@
-"""A chapter's bookkeeping in one object: ``chapter = book.open(name, profile=..., seed=...)`` under the
-parameters cell resolves the profile (``make lab``'s ``$SEMLM_PROFILE``, :func:`~semlm.profiles.lab_profile`) and
-checks it once (:func:`~semlm.profiles.check_profile`: ``chapter.profile`` is the checked name the paper's builders
-take as it is), checks the other parameters (:func:`~semlm.profiles.check_parameters`) and starts the clock;
-``chapter.close(record)`` writes ``<metrics dir>/<name>.json`` (:func:`~semlm.book.report.write_chapter_metrics`): the book runner's metrics folder
-(``$SEMLM_METRICS_DIR``), or for a chapter run on its own (raw papermill, JupyterLab) ``book/_build/lab/metrics``,
-never the build's; a chapter that fails before ``close`` writes nothing. ``chapter.show(section)`` displays a
-:class:`~semlm.core.records.Section`'s table and glues its numbers, so no chapter wires a result by hand.
-Torch-free on import, like :mod:`semlm.book`.
+"""A chapter's bookkeeping in one object: ``chapter = book.open(name, profile=..., seed=...)`` under the parameters
+cell resolves the profile (``make lab``'s ``$SEMLM_PROFILE``, :func:`~semlm.profiles.lab_profile`) and checks it
+once (:func:`~semlm.profiles.check_profile`: ``chapter.profile`` is the checked name the paper's builders take as it
+is), checks the other parameters (:func:`~semlm.profiles.check_parameters`) and starts the clock;
+``chapter.close(record)`` writes ``<metrics dir>/<name>.json`` (:func:`~semlm.book.report.write_chapter_metrics`):
+the book runner's metrics folder (``$SEMLM_METRICS_DIR``), or for a chapter run on its own (raw papermill,
+JupyterLab) ``book/_build/lab/metrics``, never the build's; a chapter that fails before ``close`` writes nothing.
+``chapter.show(section)`` displays a :class:`~semlm.core.records.Section`'s table and glues its numbers, so no
+chapter wires a result by hand. Torch-free on import, like :mod:`semlm.book`.
 """
 
 from __future__ import annotations
