@@ -99,6 +99,8 @@ print(
     "with and without top-k 20 / last-3 repetition penalty: "
     f"{'identical' if no_ops else 'different'} generations"
 )
+
+# %% tags=["remove-cell"]
 chapter.glue(no_ops="identical" if no_ops else "NOT identical")
 
 # %% [markdown]
@@ -137,13 +139,15 @@ fig = plots.plot_control_curve(curve)
 
 # %%
 soft = study.soft_control(decode, N)
+study.soft_table(soft)
+
+# %% tags=["remove-cell"]
 chapter.glue(
     soft_pos_adj=soft["pos"].adj_acc.mean,
     soft_neg_adj=soft["neg"].adj_acc.mean,
     soft_pos_punct=soft["pos"].punct_acc.mean,
     soft_neg_punct=soft["neg"].punct_acc.mean,
 )
-study.soft_table(soft)
 
 # %% [markdown]
 # With the paper's control values but no restriction, the adjective has the requested
@@ -180,9 +184,11 @@ fig = plots.plot_ood_sweep(
 )
 
 # %%
+study.ood_table(ood)
+
+# %% tags=["remove-cell"]
 chapter.glue(ood_pos=ood[("causal", "pos")].mean,
              ood_neg=ood[("causal", "neg")].mean)
-study.ood_table(ood)
 
 # %% [markdown]
 # With the paper's settings the causal fusion model picks a held-out adjective in
@@ -204,9 +210,11 @@ study.ood_table(ood)
 
 # %%
 side = study.rule_and_path(decode, N)
-chapter.glue(study.rule_and_path_numbers(side))
 side_table = study.rule_and_path_table(side)
 side_table.set_index(["setting", "nucleus rule", "control path"])
+
+# %% tags=["remove-cell"]
+chapter.glue(study.rule_and_path_numbers(side))
 
 # %% [markdown]
 # For the causal model, the authors' nucleus rule moves the negative held-out rate from
@@ -241,6 +249,8 @@ print(
     f"{N} hard-controlled sentences in {best:.3f} s "
     f"({generations_per_second:.0f} per second)"
 )
+
+# %% tags=["remove-cell"]
 chapter.glue(gen_per_s=generations_per_second)
 
 # %% [markdown]

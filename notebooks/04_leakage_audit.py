@@ -167,8 +167,10 @@ fig = plots.plot_seed_intervals(
 )
 
 # %%
-chapter.glue(summary.gain_numbers())
 summary.gain_frame()
+
+# %% tags=["remove-cell"]
+chapter.glue(summary.gain_numbers())
 
 # %% [markdown]
 # Baseline minus fusion seen-only perplexity, paired by seed (each seed trains both models
@@ -188,8 +190,10 @@ summary.gain_frame()
 # alternatives; a model that reads the future can go below it on all of them at once.
 
 # %%
-chapter.glue(summary.focus_numbers())
 summary.focus_frame().round(3).replace(math.inf, "∞")
+
+# %% tags=["remove-cell"]
+chapter.glue(summary.focus_numbers())
 
 # %% [markdown]
 # Seen focus tokens on which the fusion model is more than 0.05 nats below the training oracle:
@@ -209,8 +213,10 @@ summary.focus_frame().round(3).replace(math.inf, "∞")
 # Table 6's, the count-weighted mean of the two).
 
 # %%
-chapter.glue(summary.context_numbers())
 summary.focus_context_frame().round(3)
+
+# %% tags=["remove-cell"]
+chapter.glue(summary.context_numbers())
 
 # %% [markdown]
 # After a trained adjective the published fusion model gives "!" a cross-entropy of
@@ -229,8 +235,10 @@ summary.focus_context_frame().round(3)
 # share of hard generations whose adjective has the intended polarity (Table 3).
 
 # %%
-chapter.glue(summary.control_numbers())
 summary.control_table()
+
+# %% tags=["remove-cell"]
+chapter.glue(summary.control_numbers())
 
 # %% [markdown]
 # Over both settings, every seed and both requests, the lowest hard-control accuracy is
@@ -251,8 +259,10 @@ summary.control_table()
 # drops the feature-reconstruction loss, **no uniformizer** drops the class-uniformizer term.
 
 # %%
-chapter.glue(summary.ablation_numbers())
 summary.ablation_table()
+
+# %% tags=["remove-cell"]
+chapter.glue(summary.ablation_numbers())
 
 # %%
 fig = plots.plot_seed_intervals(
@@ -278,8 +288,10 @@ fig = plots.plot_seed_intervals(
 # mixture as fusion; under soft control only the codes act (no steering at all).
 
 # %%
-chapter.glue(summary.code_numbers())
 summary.code_table()
+
+# %% tags=["remove-cell"]
+chapter.glue(summary.code_numbers())
 
 # %% [markdown]
 # With nothing but the codes, the plain language model puts a positive adjective in
@@ -362,8 +374,10 @@ chapter.glue(
 # model and for the reads-ahead (published setting) fusion model.
 
 # %%
-chapter.glue(record.shift_numbers())
 record.column_shift_frame()
+
+# %% tags=["remove-cell"]
+chapter.glue(record.shift_numbers())
 
 # %% [markdown]
 # Writing only the polarity columns moves p(positive) by

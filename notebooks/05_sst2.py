@@ -149,10 +149,12 @@ pd.Series(
 # %%
 replacement = data.vocab.id("!")
 feature_changes = sst2_report.feature_changes(data, replacement)
-chapter.glue(feature_leak_causal=feature_changes["causal"])
 pd.Series(
     feature_changes, name="max |Δ feature| before the changed token"
 ).to_frame()
+
+# %% tags=["remove-cell"]
+chapter.glue(feature_leak_causal=feature_changes["causal"])
 
 # %% [markdown]
 # ## Training baseline and fusion, causal and published
@@ -199,9 +201,11 @@ numbers = table7.numbers()
 below = [k for k in ("baseline", "fusion")
          if getattr(numbers, f"published_{k}_ppl")
          < getattr(numbers, f"causal_{k}_ppl")]
+table7.table().style.format("{:.4g}", na_rep="–")
+
+# %% tags=["remove-cell"]
 chapter.glue(published_below=" and ".join(below) or "neither",
              profile=profile, seed=seed)
-table7.table().style.format("{:.4g}", na_rep="–")
 
 # %%
 frame = report.paper_comparison_frame(
@@ -247,9 +251,11 @@ probe = data.tensors["causal"]["dev"].input_ids[:64]
 sensitivity = report.leak_sensitivity(
     trained, data.featurizers, probe, 5, replacement
 )
+sensitivity.to_frame()
+
+# %% tags=["remove-cell"]
 chapter.glue(causal_sensitivity=float(sensitivity["causal"].max()),
              published_sensitivity=float(sensitivity["published"].min()))
-sensitivity.to_frame()
 
 # %% [markdown]
 # When a later token changes, the causal models' outputs before it move by at most
@@ -267,10 +273,12 @@ classifier = train_sentiment_classifier(config.classifier, seed)
 classifier_dev = classifier_accuracy(
     classifier, data.dev_sentences, data.dev_labels
 )
+pd.Series(classifier_dev.to_dict(), name="classifier, dev").to_frame()
+
+# %% tags=["remove-cell"]
 chapter.glue(classifier_acc=classifier_dev.mean,
              classifier_lo=classifier_dev.low,
              classifier_hi=classifier_dev.high)
-pd.Series(classifier_dev.to_dict(), name="classifier, dev").to_frame()
 
 # %% [markdown]
 # Its dev accuracy is {glue:text}`classifier_acc:.3f` (95% Wilson interval

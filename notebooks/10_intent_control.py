@@ -230,8 +230,10 @@ table = pd.DataFrame(
         for variant, scores in summary.variants.items()
     }
 ).T
-chapter.glue(n_per_request=config.samples_per_request)
 table
+
+# %% tags=["remove-cell"]
+chapter.glue(n_per_request=config.samples_per_request)
 
 # %%
 bars = pd.DataFrame(

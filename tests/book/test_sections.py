@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import sys
 import types
 from dataclasses import dataclass
@@ -47,6 +48,29 @@ def test_no_chapter_glues_in_a_loop(path):
     lines = glue_calls_in_loops(path.read_text())
     assert not lines, f"{path.name} calls glue in a loop at line(s) {lines}: give the result a numbers() and " \
                       f"call chapter.show(result)"
+
+
+HIDDEN = ("remove-cell", "remove-input", "hide-input")
+
+
+def visible_glue_lines(source: str) -> list[str]:
+    """Lines that call ``glue`` in a code cell whose input the page shows (no ``remove-cell``, ``remove-input`` or
+    ``hide-input`` tag): bookkeeping the browser check of a built page also refuses."""
+    parts = re.split(r"^(# %%.*)$", source, flags=re.M)
+    return [line for head, body in zip(parts[1::2], parts[2::2])
+            if "[markdown]" not in head and not any(tag in head for tag in HIDDEN)
+            for line in body.splitlines() if "glue(" in line and not line.lstrip().startswith("#")]
+
+
+def test_the_visible_glue_check_finds_a_shown_glue():
+    assert visible_glue_lines('# %%\nx.table()\nchapter.glue(a=1)\n') == ["chapter.glue(a=1)"]
+    assert visible_glue_lines('# %% tags=["remove-cell"]\nchapter.glue(a=1)\n# %%\nchapter.show(x)\n') == []
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_chapter_shows_its_glue_to_the_reader(path):
+    lines = visible_glue_lines(path.read_text())
+    assert not lines, f"{path.name} shows glue calls to the reader: {lines}; put them in a remove-cell cell"
 
 
 def record_builders() -> dict[str, object]:
