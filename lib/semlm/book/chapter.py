@@ -70,13 +70,11 @@ class Chapter:
         ``section.numbers()`` under ``prefix`` + its name, for the prose's ``{glue:text}`` references; returns
         nothing, so the cell shows only the table."""
         from IPython.display import display
-        from myst_nb import glue
 
         shown = section.table() if table else None
         if shown is not None:
             display(shown)
-        for key, value in glue_items(section.numbers(), prefix).items():
-            glue(key, value, display=False)
+        self.glue(**glue_items(section.numbers(), prefix))
 
     def glue(self, numbers=None, /, **values) -> None:
         """Glue each field of the dataclass ``numbers`` (a function's numbers with no table to show) and each
