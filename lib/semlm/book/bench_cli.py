@@ -8,6 +8,7 @@ processes in turn (ours, theirs, ours, ...), so a busy neighbour slows both alik
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -38,48 +39,39 @@ def authors_script_file(path: str | Path, workdir: Path) -> tuple[Path, dict]:
     """The file to run for the authors' ``SemanticFusion.py`` / ``.ipynb`` at ``path``, and what is known of it.
 
     A notebook's code cells are joined into one script in ``workdir``, IPython lines (``%``, ``!``) left out.
+    Refused in one line (FileNotFoundError, ValueError): a missing file, one that is neither a ``.py`` nor an
+    ``.ipynb``, a notebook that is unreadable or has no code, and Python that does not parse.
     """
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"authors' script not found: {path} (download SemanticFusion.py or "
                                 f"SemanticFusion.ipynb from {AUTHORS_REPOSITORY} and pass its path)")
+    if path.suffix not in (".py", ".ipynb"):
+        raise ValueError(f"--authors-script {path} is neither a .py nor an .ipynb; pass the authors' "
+                         f"SemanticFusion.py or SemanticFusion.ipynb")
     about = {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
              "training_sentences_x_epochs": "unknown", "parameters": "unknown",
              "note": "their workload is whatever their script does; not read from it"}
-    if path.suffix != ".ipynb":
-        return path.resolve(), {**about, "kind": "script"}
-    try:
-        cells = json.loads(path.read_text()).get("cells", [])
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is not a readable notebook ({error})") from None
-    sources = ["".join(cell.get("source", "")) for cell in cells if cell.get("cell_type") == "code"]
-    if not any(source.strip() for source in sources):
-        raise ValueError(f"{path} has no code cells; pass the authors' SemanticFusion.py or .ipynb")
-    lines = "\n\n".join(sources).splitlines()
-    kept = [line for line in lines if not line.lstrip().startswith(("%", "!"))]
-    script = workdir / f"{path.stem}_code_cells.py"
-    script.write_text("\n".join(kept) + "\n")
-    return script, {**about, "kind": f"notebook: code cells joined, {len(lines) - len(kept)} magic/shell line(s) "
-                                     "skipped"}
-
-
-def check_authors_script(path: str | Path) -> None:
-    """Refuse, in one line and before anything trains, an ``--authors-script`` that is missing, is not a ``.py`` or
-    ``.ipynb``, or whose Python does not parse (a notebook's code cells joined, IPython lines left out)."""
-    import ast
-    import tempfile
-
-    path = Path(path).expanduser()
-    if path.is_file() and path.suffix not in (".py", ".ipynb"):
-        raise ValueError(f"--authors-script {path} is neither a .py nor an .ipynb; pass the authors' "
-                         f"SemanticFusion.py or SemanticFusion.ipynb")
-    with tempfile.TemporaryDirectory(prefix="semlm-authors-check-") as workdir:
-        script, _ = authors_script_file(path, Path(workdir))  # a missing file or an unreadable notebook: one line
+    script, about["kind"] = path.resolve(), "script"
+    if path.suffix == ".ipynb":
         try:
-            ast.parse(script.read_text(), filename=str(path))
-        except (SyntaxError, UnicodeDecodeError) as error:
-            raise ValueError(f"--authors-script {path} is not Python that parses ({error}); pass the authors' "
-                             f"SemanticFusion.py or SemanticFusion.ipynb") from None
+            cells = json.loads(path.read_text()).get("cells", [])
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path} is not a readable notebook ({error})") from None
+        sources = ["".join(cell.get("source", "")) for cell in cells if cell.get("cell_type") == "code"]
+        if not any(source.strip() for source in sources):
+            raise ValueError(f"{path} has no code cells; pass the authors' SemanticFusion.py or .ipynb")
+        lines = "\n\n".join(sources).splitlines()
+        kept = [line for line in lines if not line.lstrip().startswith(("%", "!"))]
+        script = workdir / f"{path.stem}_code_cells.py"
+        script.write_text("\n".join(kept) + "\n")
+        about["kind"] = f"notebook: code cells joined, {len(lines) - len(kept)} magic/shell line(s) skipped"
+    try:
+        ast.parse(script.read_text(), filename=str(path))
+    except (SyntaxError, UnicodeDecodeError) as error:
+        raise ValueError(f"--authors-script {path} is not Python that parses ({error}); pass the authors' "
+                         f"SemanticFusion.py or SemanticFusion.ipynb") from None
+    return script, about
 
 
 def _ours_command(profile: str, seed: int, workers: int | None) -> list[str]:
@@ -105,14 +97,13 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
     """The ``authors_comparison`` record: their script and our synthetic experiment, ``runs`` each, in turn,
     on this machine, with the ratios ours / theirs run by run (pair i: our i-th and their i-th) and their median.
 
-    Bad input (a missing file, a notebook without code, a script that fails) does not stop our side:
-    the record then has ``error`` (one line) and no ratios.
+    Bad input (a missing file, a notebook without code, Python that does not parse: :func:`authors_script_file`)
+    is refused before our side runs. A script that fails does not stop our side: the record then has ``error``
+    (one line) and no ratios; ``runs`` is at least 2 (the command line checks it).
     """
     from semlm.fusion.model import build_model
     from semlm.fusion.synthetic_experiment import model_config, prepare_data
 
-    if runs < 2:
-        raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {runs}")
     config = synthetic_profile(profile, seed)  # an unknown profile fails here, before anything runs
     vocab = len(prepare_data(config.corpus).vocab)  # what our side trains: sentences x epochs, both models
     parameters = {kind: sum(p.numel() for p in build_model(model_config(config, kind, vocab, "causal")).parameters())
@@ -134,12 +125,9 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
                           "authors_script": f"{threads} (PyTorch's default here, unless their script sets its own)"},
               "python": sys.version.split()[0], "torch": torch.__version__, "git_commit": git_commit(),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    error, ours, theirs, ours_command = None, [], [], _ours_command(profile, seed, workers)
     with tempfile.TemporaryDirectory(prefix="semlm-authors-") as workdir:
-        try:
-            their_file, about = authors_script_file(script, Path(workdir))
-        except (FileNotFoundError, ValueError) as problem:
-            error, about = str(problem), {"file": str(script)}
+        their_file, about = authors_script_file(script, Path(workdir))  # bad input: one line, before our side runs
+        error, ours, theirs, ours_command = None, [], [], _ours_command(profile, seed, workers)
         for i in range(runs):
             ours.append(measure_process(ours_command, env, workdir))
             if _failure(ours[-1]):
@@ -281,7 +269,6 @@ def _run_authors(args) -> int | None:
                          "pass --profile cpu")
     if args.runs < 2:
         raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {args.runs}")
-    check_authors_script(args.authors_script)  # before our side trains (minutes at cpu)
     record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
     frame, note = bench.authors_comparison_frame({"authors_comparison": record})
     print(f"{frame.to_string()}\n{note}")
