@@ -120,17 +120,25 @@ def run_benchmark(profile: str = "cpu", seed: int = 111, workers: int | None = N
 # large float32 matrix product per thread, the same BLAS) and the datasheet-style ``nominal_cpu_peak_flops``.
 
 
+@contextlib.contextmanager
+def torch_threads(threads: int | None):
+    """PyTorch's intra-op threads set to ``threads`` (None: left as they are) inside, as they were after."""
+    previous = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def measured_matmul_flops(n: int = 512, repeats: int = 20) -> float:
     """Best float32 FLOP/s of an ``n x n`` matrix product on one thread: the practical peak per core (512 x 512
     operands fit in L2, so not memory-bound; the best of ``repeats``, as neighbours only slow it)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         g = torch.Generator().manual_seed(0)
         a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
         return 2 * n ** 3 / best_seconds(lambda: a @ b, repeats)
-    finally:
-        torch.set_num_threads(previous)
 
 
 def synthetic_flops_record(config, runs: dict) -> dict:
@@ -216,10 +224,7 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
                            eos_token_id=None)
         synchronize()
 
-    previous = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         V, L, K = config.vocab_size, config.size.block_size, config.idea.window
         B = config.train.batch_size // config.train.accumulation  # one micro-batch
         new_tokens = max(2, min(new_tokens, L - prompt_tokens))  # stay inside n_positions: no crop
@@ -243,8 +248,6 @@ def run_idea_benchmark(profile: str = "cpu", seed: int = 111, steps: int = 4, re
                                   "one": partial(generate, model, 1), "many": partial(generate, model, new_tokens)})
         _time_idea_jobs(record, jobs, repeats, steps)
         return record
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _time_idea_jobs(record: dict, jobs: dict, repeats: int, steps: int) -> None:
@@ -391,9 +394,6 @@ def comparison_workers(comparison: dict) -> int:
     return int(comparison.get("ours", {}).get("workload", {}).get("workers") or 2)
 
 
-def authors_targets(comparison: dict) -> dict:
-    """The :data:`AUTHORS_TARGETS` that apply to ``comparison``: one worker's, or two's for two or more."""
-    return AUTHORS_TARGETS[1 if comparison_workers(comparison) == 1 else 2]
 #: Seconds between two samples of the process tree's resident memory.
 MEMORY_SAMPLE_SECONDS = 0.05
 
@@ -690,11 +690,11 @@ def authors_comparison_frame(record: dict, path: str | Path | None = None, root:
             f"{comparison['authors_script'].get('training_sentences_x_epochs', 'unknown')}.")
     if "error" in comparison:
         note += f" Their side did not run: {comparison['error']}"
-    else:
+    else:  # the targets for one worker, or two's for two or more
         note += "\n" + " ".join(
             f"{label}: ours / theirs {comparison['ratios'][key]['median']:.2f}, target <= {target:.2f}, "
             f"{'met' if comparison['ratios'][key]['median'] <= target else 'NOT met'}."
-            for key, (label, target) in authors_targets(comparison).items())
+            for key, (label, target) in AUTHORS_TARGETS[1 if workers == 1 else 2].items())
     return frame.round(2), note
 
 
@@ -753,22 +753,21 @@ def _stacking_one(experiment, spec, seeds: int, steps: int) -> dict:
             model.zero_grad(set_to_none=True)
             fit.loss_fn(model, batch, 0)[0].backward()
 
-    step_alone()  # warm-up
-    start = time.process_time()
-    for _ in range(steps):
-        step_alone()
-    alone = (time.process_time() - start) / steps / seeds
+    def cpu_seconds_per_model_step(step) -> float:
+        step()  # warm-up
+        start = time.process_time()
+        for _ in range(steps):
+            step()
+        return (time.process_time() - start) / steps / seeds
+
+    alone = cpu_seconds_per_model_step(step_alone)
     out = {"seeds": seeds, "steps": steps, "alone_ms_per_model_step": round(alone * 1000, 2)}
     try:
         params, buffers = stack_module_state(models)
         base = copy.deepcopy(models[0]).to("meta")
         loss = grad(lambda p, b: fit.loss_fn(_Functional(base, p, b), batch, 0)[0])
         stacked_step = vmap(loss, in_dims=(0, 0), randomness="different")
-        stacked_step(params, buffers)  # warm-up
-        start = time.process_time()
-        for _ in range(steps):
-            stacked_step(params, buffers)
-        stacked = (time.process_time() - start) / steps / seeds
+        stacked = cpu_seconds_per_model_step(partial(stacked_step, params, buffers))
     except Exception as error:  # noqa: BLE001  a loss or model vmap cannot run: measured as not stackable
         return {**out, "stacked_ms_per_model_step": None, "ratio": None, "adopted": False,
                 "why": f"not stackable with torch.func: {type(error).__name__}: {str(error).splitlines()[0][:160]}"}
@@ -790,25 +789,19 @@ def seed_stacking(profile: str = "cpu", seeds: int = 4, steps: int = 3) -> dict:
 
     if seeds < 2 or steps < 1:
         raise ValueError(f"seed stacking needs seeds >= 2 and steps >= 1, got {seeds} and {steps}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     out = {"profile": profile, "threads": 1, "adopt_ratio": round(STACKING_ADOPT_RATIO, 3), "kinds": {}}
-    try:
-        with warnings.catch_warnings():
-            # vmap has no batching rule for the CPU's fused attention and says so per call; the measurement shows it
-            warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
-            planned = book_runs(profile)
-            for label, reference, chapter in STACKING_KINDS:
-                missing = missing_for_chapters([chapter]).get(chapter)
-                if missing:
-                    out["kinds"][label] = {"skipped": f"missing data: {', '.join(missing)}"}
-                    continue
-                experiment = experiment_of(reference)
-                spec = next(s for e in planned if e.chapter == chapter and e.experiment is experiment
-                            for s in e.specs)
-                out["kinds"][label] = _stacking_one(experiment, spec, seeds, steps)
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1), warnings.catch_warnings():
+        # vmap has no batching rule for the CPU's fused attention and says so per call; the measurement shows it
+        warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
+        planned = book_runs(profile)
+        for label, reference, chapter in STACKING_KINDS:
+            missing = missing_for_chapters([chapter]).get(chapter)
+            if missing:
+                out["kinds"][label] = {"skipped": f"missing data: {', '.join(missing)}"}
+                continue
+            experiment = experiment_of(reference)
+            spec = next(s for e in planned if e.chapter == chapter and e.experiment is experiment for s in e.specs)
+            out["kinds"][label] = _stacking_one(experiment, spec, seeds, steps)
     return out
 
 
