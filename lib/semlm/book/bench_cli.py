@@ -24,6 +24,7 @@ import torch
 from semlm.book import bench
 from semlm.book.bench import AUTHORS_REPOSITORY, PRECISION_RECORD, measure_process
 from semlm.book.report import cpu_model, git_commit, metrics_dir
+from semlm.core.runs import write_atomic
 from semlm.fusion import bench as fusion_bench
 from semlm.fusion.profiles import synthetic_profile
 from semlm.profiles import PROFILES
@@ -153,9 +154,8 @@ def _write_json(path: str | Path, record: dict) -> Path:
     """Write ``record`` to ``path`` through a temporary file beside it (never half-written)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    return tmp.replace(path)
+    write_atomic(path, json.dumps(record, indent=2))
+    return path
 
 
 # --- one function per --only section -----------------------------------------------------------
