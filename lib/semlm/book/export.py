@@ -31,20 +31,19 @@ def resolve_run(path: str | Path) -> Path:
     path = Path(path)
     if (path / "record.json").is_file():
         return path
-    here = sorted(p for p in path.parent.glob(f"{path.name}-*") if p.is_dir()) if path.parent.is_dir() else []
+    here = sorted(p for p in path.parent.glob(f"{path.name}-*") if p.is_dir())  # none where there is no parent
     if len(here) == 1:
         return here[0]
-    runs_there = sorted(p.name for p in path.parent.iterdir() if (p / "record.json").is_file()) \
-        if path.parent.is_dir() else []
-    if not here and path.is_dir():
+    if here:
+        raise ExportError(f"{path} names {len(here)} runs ({', '.join(p.name for p in here)}); give the one to "
+                          f"export in full")
+    if path.is_dir():
         raise ExportError(f"{path} is not a run's folder (no record.json); give a folder under "
                           f"book/_build/runs/<profile>/ whose run has finished")
-    if not here:
-        where = (f"{path.parent} holds the runs {', '.join(runs_there)}; give one of them, or its name up to the key"
-                 if runs_there else f"{path.parent} holds no run; give a folder under book/_build/runs/<profile>/")
-        raise ExportError(f"{path} names no run: {where}")
-    raise ExportError(f"{path} names {len(here)} runs ({', '.join(p.name for p in here)}); give the one to export "
-                      f"in full")
+    runs_there = sorted(p.parent.name for p in path.parent.glob("*/record.json") if p.is_file())
+    where = (f"{path.parent} holds the runs {', '.join(runs_there)}; give one of them, or its name up to the key"
+             if runs_there else f"{path.parent} holds no run; give a folder under book/_build/runs/<profile>/")
+    raise ExportError(f"{path} names no run: {where}")
 
 
 def find_run(folder: str | Path):

@@ -81,6 +81,7 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
     ``commits``; ``folder`` and ``commit`` are the first). ``seeds``: how many training seeds the claim's interval
     rests on (None where the claim does not say); ``seed_range``: the first and last of them, where the claim says."""
     out: dict[str, list[dict]] = {}
+    results: dict[str, list[tuple]] = {}  # the same_result of each entry of out[claim id], in its order
     for run in load_recorded(root):
         metrics = run.book_metrics or run.chapters
         if run.dry_run or not (metrics or run.decisive):
@@ -88,22 +89,19 @@ def recorded_verdicts(root: str | Path | None = None) -> dict[str, list[dict]]:
         for row in _decisive_rows(run) if run.decisive else evaluate_claims(metrics):
             if row["status"] == NOT_RUN:
                 continue
-            low, high = row["ci"] if row.get("ci") else (None, None)
-            entry = {"folder": run.slug, "folders": [run.slug], "commit": run.commit[:12],
-                     "commits": [run.commit[:12]], "machine": run.machine, "date": run.date,
-                     "profile": row.get("profile"), "seeds": row.get("seeds"),
-                     "seed_range": (row.get("power") or {}).get("seed_range"), "status": row["status"],
-                     "value_mean": _mean(row.get("causal_value")), "ci_low": low, "ci_high": high,
-                     "result": same_result(row)}
-            same = next((e for e in out.get(row["id"], []) if e["result"] == entry["result"]), None)
-            if same is not None:
-                same["folders"].append(run.slug)
-                same["commits"].append(run.commit[:12])
-            else:
-                out.setdefault(row["id"], []).append(entry)
-    for entries in out.values():
-        for entry in entries:
-            del entry["result"]
+            result = same_result(row)
+            entries, seen = out.setdefault(row["id"], []), results.setdefault(row["id"], [])
+            if result not in seen:  # a result no earlier folder holds: a new entry
+                low, high = row["ci"] if row.get("ci") else (None, None)
+                seen.append(result)
+                entries.append({"folder": run.slug, "folders": [], "commit": run.commit[:12], "commits": [],
+                                "machine": run.machine, "date": run.date, "profile": row.get("profile"),
+                                "seeds": row.get("seeds"), "seed_range": (row.get("power") or {}).get("seed_range"),
+                                "status": row["status"], "value_mean": _mean(row.get("causal_value")),
+                                "ci_low": low, "ci_high": high})
+            entry = entries[seen.index(result)]
+            entry["folders"].append(run.slug)
+            entry["commits"].append(run.commit[:12])
     return out
 
 
@@ -692,6 +690,12 @@ def _cpu_provenance(label: str, kind: str, machine: dict, commit: str, profile, 
             "date": _utc(), "git_commit": commit, "profile": profile, "command": command, "dry_run": False, **more}
 
 
+def _this_machine() -> dict:
+    """This machine's processor, core count, architecture, packages and Python, in the fields a chapter's metrics record them in."""
+    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
+            "packages": package_versions(PACKAGES), "python": platform.python_version()}
+
+
 def _folder_name(prefix: str, name: str, default: str) -> str:
     return f"{prefix}{re.sub(r'[^a-z0-9-]+', '-', name.lower()).strip('-') or default}"
 
@@ -783,9 +787,7 @@ def write_precision_comparison(comparison: dict, root: Path, name: str, command:
     import torch
 
     file, label = PRECISION_FILES[paper]
-    machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
-               "packages": package_versions(PACKAGES), "python": platform.python_version()}
-    provenance = _cpu_provenance(label, "cpu-variants", machine, git_commit(), comparison.get("profile"),
+    provenance = _cpu_provenance(label, "cpu-variants", _this_machine(), git_commit(), comparison.get("profile"),
                                  command, cpu_computes_bf16=cpu_computes_bf16(),
                                  cpu_capability=torch.backends.cpu.get_cpu_capability())
     return _write_folder(Path(root) / name, provenance, {file: json.dumps(comparison, indent=2)})
@@ -796,11 +798,9 @@ def write_authors_comparison(record: dict, root: Path, command: str) -> Path:
     training process, ``--workers 1``): the ``authors_comparison`` record of ``python -m semlm.bench
     --authors-script`` and its ``provenance.json`` (this machine, packages, date, commit). Their script is never
     copied: the record names it by file name and SHA-256."""
-    machine = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
-               "packages": package_versions(PACKAGES), "python": platform.python_version()}
     label = ("recorded CPU run: the authors' script against our synthetic experiment, both measured in turn on one "
              "machine by `python -m semlm.bench --authors-script`, not by this build")
-    provenance = _cpu_provenance(label, "cpu-bench", machine, git_commit(), record.get("profile"), command)
+    provenance = _cpu_provenance(label, "cpu-bench", _this_machine(), git_commit(), record.get("profile"), command)
     one = (record.get("ours", {}).get("workload", {}).get("workers") or 2) == 1
     folder = AUTHORS_COMPARISON_ONE_WORKER if one else AUTHORS_COMPARISON_RECORD
     return _write_folder(Path(root) / folder, provenance,
