@@ -926,14 +926,12 @@ def _parser() -> argparse.ArgumentParser:
     plan_cmd.add_argument("--beside-chapters", action="store_true",
                           help="as the book runner starts it beside the chapters: nothing where CUDA is available "
                                "(the chapters train there one run at a time)")
-    from semlm.book.decisive import collect_parser, parser as seeds_parser  # torch-free at import
-
-    seeds_parser(commands)
-    collect_parser(commands)
     import semlm.book.cpu_decisive as cpu_decisive  # torch-free at import
+    import semlm.book.decisive as decisive  # torch-free at import
 
-    cpu_decisive.parser(commands)
-    cpu_decisive.collect_parser(commands)
+    for module in (decisive, cpu_decisive):  # seeds and collect-seeds, then decisive and collect-decisive
+        module.parser(commands)
+        module.collect_parser(commands)
     export_cmd = commands.add_parser("export", help="write a finished run as a folder transformers loads",
                                      description="Write a finished run (a folder of the run cache) as weights, "
                                                  "config with auto_map, tokenizer and a model card.")
@@ -979,24 +977,18 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "plan":
             return plan_command(args)
-        if args.command in ("seeds", "collect-seeds"):
-            from semlm.book.decisive import SeedsError, collect, seeds_command
-
-            try:
-                if args.command == "seeds":
-                    return seeds_command(args)
-                print(f"collected: {collect(args.folder, pilot=args.pilot)}")
-                return 0
-            except (SeedsError, FileNotFoundError, ValueError) as exc:
-                raise BookError(str(exc), exit_code=2) from exc
-        if args.command in ("decisive", "collect-decisive"):
+        if args.command in ("seeds", "collect-seeds", "decisive", "collect-decisive"):
             import semlm.book.cpu_decisive as cpu_decisive
+            import semlm.book.decisive as decisive
             from semlm.book.seeds import SeedsError
 
             try:
+                if args.command == "seeds":
+                    return decisive.seeds_command(args)
                 if args.command == "decisive":
                     return cpu_decisive.decisive_command(args)
-                print(f"collected: {cpu_decisive.collect(args.folder, pilot=args.pilot)}")
+                collecting = decisive if args.command == "collect-seeds" else cpu_decisive
+                print(f"collected: {collecting.collect(args.folder, pilot=args.pilot)}")
                 return 0
             except (SeedsError, FileNotFoundError, ValueError) as exc:
                 raise BookError(str(exc), exit_code=2) from exc
