@@ -778,23 +778,14 @@ def _run_log_lines(run_log: Path) -> list[dict]:
         if run_log.is_file() else []
 
 
-def read_run_log(run_log: Path) -> tuple[list[dict], list[str]]:
-    """The run log a chapter's kernel appended to: its runs (one line each, :mod:`semlm.core.runs`) and its notices
-    (:meth:`semlm.book.chapter.Chapter.notice`), in order; none when there is no log. (Its other lines, e.g. the
-    kernel's start-up CPU time, are neither.)"""
-    return _runs_and_notices(_run_log_lines(run_log))
-
-
-def _runs_and_notices(lines: list[dict]) -> tuple[list[dict], list[str]]:
-    return [line for line in lines if "status" in line], [line["notice"] for line in lines if "notice" in line]
-
-
 def run_entry(status: str, seconds: float, run_log: Path, meter: CpuMeter | None = None, **first) -> dict:
     """A manifest entry: ``first``, the ``status``, wall ``seconds`` and, from the run log that
     :mod:`semlm.core.runs` appended to, ``runs: {trained, resumed, loaded}``, ``run_list`` and (if any) the chapter's
     ``notices``; then the CPU use that ``meter`` (a finished :class:`~semlm.book.cpumeter.CpuMeter`) measured."""
     lines = _run_log_lines(run_log)
-    runs, notices = _runs_and_notices(lines)
+    # its runs (one line each, semlm.core.runs) and its notices (semlm.book.chapter.Chapter.notice), in order
+    runs = [line for line in lines if "status" in line]
+    notices = [line["notice"] for line in lines if "notice" in line]
     startup = [line["startup_cpu_seconds"] for line in lines if "startup_cpu_seconds" in line]
     kept = ("experiment", "name", "seed", "group", "status", "train_seconds", "cpu_seconds", "model")
     return {**first, "status": status, "seconds": round(seconds, 1),
