@@ -679,9 +679,6 @@ def _stop_children_on_exit(meter: CpuMeter):
                 for signum in (signal.SIGTERM, signal.SIGINT, *hangup)} if main_thread else {}
     try:
         yield
-    except KeyboardInterrupt:
-        _quiet_kernel_client()
-        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -693,17 +690,13 @@ def _stop_children_on_exit(meter: CpuMeter):
 KERNEL_CLIENT_LOGGERS = ("papermill", "nbclient", "traitlets")
 
 
-def _quiet_kernel_client() -> None:
+def _interrupted(signum, frame):
+    """The build's signal handler: the kernel client falls silent before anything is stopped, then the interruption
+    unwinds the build as Ctrl-C would (the one line is ``main``'s)."""
     import logging
 
     for name in KERNEL_CLIENT_LOGGERS:
         logging.getLogger(name).disabled = True
-
-
-def _interrupted(signum, frame):
-    """The build's signal handler: the kernel client falls silent before anything is stopped, then the interruption
-    unwinds the build as Ctrl-C would (the one line is ``main``'s)."""
-    _quiet_kernel_client()
     raise KeyboardInterrupt
 
 
