@@ -519,7 +519,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                         f"pinned release (lib/semlm/data/checksums.sha256); run `make data` to restore "
                         f"{'it' if one else 'them'}, or pass --allow-modified-data to run on "
                         f"{'it' if one else 'them'} with every number marked", exit_code=2)
-    chapters, skipped = _chapters_with_data(build_dir, wanted, only)
+    chapters = _chapters_with_data(build_dir, wanted, missing, only)
     if differing:
         print(f"{MODIFIED_DATA_MARK}: {', '.join(differing)}; every number of this build is marked", flush=True)
     with build_lock(build_dir, wait):  # one writer per build folder
@@ -545,7 +545,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                 print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
         manifest = read_manifest(build_dir)
         manifest.update(profile=profile, total_wall_seconds=round(meter.wall_seconds, 1), from_scratch=from_scratch,
-                        **meter.summary(), chapters_run=chapters, complete=only is None and not skipped and html,
+                        **meter.summary(), chapters_run=chapters, complete=only is None and not missing and html,
                         modified_data={"mark": MODIFIED_DATA_MARK, "files": differing} if differing else None)
         unused = mark_used(manifest)
         _write_manifest(build_dir, manifest)
@@ -558,11 +558,11 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     return build_dir
 
 
-def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) -> tuple[list[str], dict[str, list]]:
-    """``chapters`` whose data files are all there, and ``{chapter: missing files}`` of the others: said in one line
-    (with ``--only``, a :class:`BookError`), kept in ``<build>/skipped.json``, their earlier metrics set aside as
-    ``<chapter>.json.stale`` (the report never mixes builds)."""
-    skipped = missing_for_chapters(chapters)
+def _chapters_with_data(build_dir: Path, chapters: list[str], skipped: dict[str, list], only: str | None) -> list[str]:
+    """``chapters`` but those of ``skipped`` (``{chapter: missing files}``,
+    :func:`semlm.data.fetch.missing_for_chapters`), which are said in one line (with ``--only``, a :class:`BookError`),
+    kept in ``<build>/skipped.json``, their earlier metrics set aside as ``<chapter>.json.stale`` (the report never
+    mixes builds)."""
     if skipped:
         files = sorted({name for names in skipped.values() for name in names})
         where = "SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data/"
@@ -583,8 +583,7 @@ def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) 
         metrics = build_dir / "metrics" / f"{chapter}.json"
         if metrics.exists():
             metrics.replace(metrics.with_name(f"{chapter}.json.stale"))
-    chapters = [chapter for chapter in chapters if chapter not in skipped]
-    return chapters, skipped
+    return [chapter for chapter in chapters if chapter not in skipped]
 
 
 def modified_data_marks(build_dir: Path) -> dict[str, list[str]]:
