@@ -819,14 +819,13 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
     """Execute one chapter, printing ``[i/n] chapter ... ok (12.3 s; 2 models trained, 4 loaded)``; in a pipe or a
     log, with a line per trained model and a heartbeat at least every :data:`HEARTBEAT_SECONDS` between."""
     label = f"[{number}/{total}] {chapter}"
-    terminal = sys.stderr.isatty()
     print(f"{label} ...", flush=True)
     run_log = build_dir / "work" / f"{chapter}.runs.jsonl"
     run_log.parent.mkdir(parents=True, exist_ok=True)
     run_log.unlink(missing_ok=True)
     start, meter, failure = time.perf_counter(), CpuMeter(), None
     stop = threading.Event()
-    watcher = None if terminal else threading.Thread(
+    watcher = None if sys.stderr.isatty() else threading.Thread(
         target=_progress, args=(chapter, run_log, start, stop, HEARTBEAT_SECONDS), daemon=True)
     if watcher is not None:
         watcher.start()
@@ -841,17 +840,16 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
             watcher.join()
     entry = update_manifest(build_dir, chapter=chapter, **run_entry(
         "failed" if failure else "ok", time.perf_counter() - start, run_log, meter, profile=profile))
-    prefix = f"{label} "
     if watcher is None:  # at a terminal the notices come with the chapter's end (a log had them as they came)
         for notice in entry.get("notices", []):
             print(f"  {chapter}: {notice}", flush=True)
     if failure:
-        print(f"{prefix}FAILED ({entry['seconds']:.1f} s)", flush=True)
+        print(f"{label} FAILED ({entry['seconds']:.1f} s)", flush=True)
         raise failure
     runs = entry["runs"]
     models = f"; {runs['trained']} models trained, {runs['loaded']} loaded" if entry["run_list"] else ""
     busy = f", cores {entry['utilisation']:.0%} busy" if entry.get("utilisation") is not None else ""
-    print(f"{prefix}ok ({entry['seconds']:.1f} s{busy}{models})", flush=True)
+    print(f"{label} ok ({entry['seconds']:.1f} s{busy}{models})", flush=True)
 
 
 class _Parser(argparse.ArgumentParser):
