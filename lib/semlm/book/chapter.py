@@ -134,14 +134,10 @@ def open_chapter(name: str, *, profile: str, seed: int, declared: tuple[str, ...
     check_parameters(seed=seed, **parameters)
     chapter = Chapter(name, profile, seed)
     chapter.modified_data = check_data(name)
-    _log_startup()
-    return chapter
-
-
-def _log_startup() -> None:
-    """Under the book runner, the kernel's CPU-seconds so far: its start and the imports of the chapter's first
-    cells (the benchmarks chapter's CPU picture shows them apart from the chapter's work)."""
+    # Under the book runner, the kernel's CPU-seconds so far: its start and the imports of the chapter's first
+    # cells (the benchmarks chapter's CPU picture shows them apart from the chapter's work).
     _append_run_log({"startup_cpu_seconds": round(time.process_time(), 2)})
+    return chapter
 
 
 def _append_run_log(line: dict) -> None:

@@ -519,7 +519,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                         f"pinned release (lib/semlm/data/checksums.sha256); run `make data` to restore "
                         f"{'it' if one else 'them'}, or pass --allow-modified-data to run on "
                         f"{'it' if one else 'them'} with every number marked", exit_code=2)
-    chapters, skipped = _chapters_with_data(build_dir, wanted, only)
+    chapters = _chapters_with_data(build_dir, wanted, missing, only)
     if differing:
         print(f"{MODIFIED_DATA_MARK}: {', '.join(differing)}; every number of this build is marked", flush=True)
     with build_lock(build_dir, wait):  # one writer per build folder
@@ -545,7 +545,7 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
                 print(f"executed notebooks: {_show(build_dir / 'executed')} (HTML not rebuilt; add --html)")
         manifest = read_manifest(build_dir)
         manifest.update(profile=profile, total_wall_seconds=round(meter.wall_seconds, 1), from_scratch=from_scratch,
-                        **meter.summary(), chapters_run=chapters, complete=only is None and not skipped and html,
+                        **meter.summary(), chapters_run=chapters, complete=only is None and not missing and html,
                         modified_data={"mark": MODIFIED_DATA_MARK, "files": differing} if differing else None)
         unused = mark_used(manifest)
         _write_manifest(build_dir, manifest)
@@ -558,11 +558,11 @@ def run(profile: str, only: str | None = None, build_dir: Path | str | None = No
     return build_dir
 
 
-def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) -> tuple[list[str], dict[str, list]]:
-    """``chapters`` whose data files are all there, and ``{chapter: missing files}`` of the others: said in one line
-    (with ``--only``, a :class:`BookError`), kept in ``<build>/skipped.json``, their earlier metrics set aside as
-    ``<chapter>.json.stale`` (the report never mixes builds)."""
-    skipped = missing_for_chapters(chapters)
+def _chapters_with_data(build_dir: Path, chapters: list[str], skipped: dict[str, list], only: str | None) -> list[str]:
+    """``chapters`` but those of ``skipped`` (``{chapter: missing files}``,
+    :func:`semlm.data.fetch.missing_for_chapters`), which are said in one line (with ``--only``, a :class:`BookError`),
+    kept in ``<build>/skipped.json``, their earlier metrics set aside as ``<chapter>.json.stale`` (the report never
+    mixes builds)."""
     if skipped:
         files = sorted({name for names in skipped.values() for name in names})
         where = "SEMLM_DATA_DIR" if os.environ.get("SEMLM_DATA_DIR") else "data/"
@@ -583,8 +583,7 @@ def _chapters_with_data(build_dir: Path, chapters: list[str], only: str | None) 
         metrics = build_dir / "metrics" / f"{chapter}.json"
         if metrics.exists():
             metrics.replace(metrics.with_name(f"{chapter}.json.stale"))
-    chapters = [chapter for chapter in chapters if chapter not in skipped]
-    return chapters, skipped
+    return [chapter for chapter in chapters if chapter not in skipped]
 
 
 def modified_data_marks(build_dir: Path) -> dict[str, list[str]]:
@@ -679,9 +678,6 @@ def _stop_children_on_exit(meter: CpuMeter):
                 for signum in (signal.SIGTERM, signal.SIGINT, *hangup)} if main_thread else {}
     try:
         yield
-    except KeyboardInterrupt:
-        _quiet_kernel_client()
-        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -693,17 +689,13 @@ def _stop_children_on_exit(meter: CpuMeter):
 KERNEL_CLIENT_LOGGERS = ("papermill", "nbclient", "traitlets")
 
 
-def _quiet_kernel_client() -> None:
+def _interrupted(signum, frame):
+    """The build's signal handler: the kernel client falls silent before anything is stopped, then the interruption
+    unwinds the build as Ctrl-C would (the one line is ``main``'s)."""
     import logging
 
     for name in KERNEL_CLIENT_LOGGERS:
         logging.getLogger(name).disabled = True
-
-
-def _interrupted(signum, frame):
-    """The build's signal handler: the kernel client falls silent before anything is stopped, then the interruption
-    unwinds the build as Ctrl-C would (the one line is ``main``'s)."""
-    _quiet_kernel_client()
     raise KeyboardInterrupt
 
 
@@ -778,23 +770,14 @@ def _run_log_lines(run_log: Path) -> list[dict]:
         if run_log.is_file() else []
 
 
-def read_run_log(run_log: Path) -> tuple[list[dict], list[str]]:
-    """The run log a chapter's kernel appended to: its runs (one line each, :mod:`semlm.core.runs`) and its notices
-    (:meth:`semlm.book.chapter.Chapter.notice`), in order; none when there is no log. (Its other lines, e.g. the
-    kernel's start-up CPU time, are neither.)"""
-    return _runs_and_notices(_run_log_lines(run_log))
-
-
-def _runs_and_notices(lines: list[dict]) -> tuple[list[dict], list[str]]:
-    return [line for line in lines if "status" in line], [line["notice"] for line in lines if "notice" in line]
-
-
 def run_entry(status: str, seconds: float, run_log: Path, meter: CpuMeter | None = None, **first) -> dict:
     """A manifest entry: ``first``, the ``status``, wall ``seconds`` and, from the run log that
     :mod:`semlm.core.runs` appended to, ``runs: {trained, resumed, loaded}``, ``run_list`` and (if any) the chapter's
     ``notices``; then the CPU use that ``meter`` (a finished :class:`~semlm.book.cpumeter.CpuMeter`) measured."""
     lines = _run_log_lines(run_log)
-    runs, notices = _runs_and_notices(lines)
+    # its runs (one line each, semlm.core.runs) and its notices (semlm.book.chapter.Chapter.notice), in order
+    runs = [line for line in lines if "status" in line]
+    notices = [line["notice"] for line in lines if "notice" in line]
     startup = [line["startup_cpu_seconds"] for line in lines if "startup_cpu_seconds" in line]
     kept = ("experiment", "name", "seed", "group", "status", "train_seconds", "cpu_seconds", "model")
     return {**first, "status": status, "seconds": round(seconds, 1),
@@ -836,14 +819,13 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
     """Execute one chapter, printing ``[i/n] chapter ... ok (12.3 s; 2 models trained, 4 loaded)``; in a pipe or a
     log, with a line per trained model and a heartbeat at least every :data:`HEARTBEAT_SECONDS` between."""
     label = f"[{number}/{total}] {chapter}"
-    terminal = sys.stderr.isatty()
     print(f"{label} ...", flush=True)
     run_log = build_dir / "work" / f"{chapter}.runs.jsonl"
     run_log.parent.mkdir(parents=True, exist_ok=True)
     run_log.unlink(missing_ok=True)
     start, meter, failure = time.perf_counter(), CpuMeter(), None
     stop = threading.Event()
-    watcher = None if terminal else threading.Thread(
+    watcher = None if sys.stderr.isatty() else threading.Thread(
         target=_progress, args=(chapter, run_log, start, stop, HEARTBEAT_SECONDS), daemon=True)
     if watcher is not None:
         watcher.start()
@@ -858,17 +840,16 @@ def _run_chapter(number: int, total: int, chapter: str, profile: str, build_dir:
             watcher.join()
     entry = update_manifest(build_dir, chapter=chapter, **run_entry(
         "failed" if failure else "ok", time.perf_counter() - start, run_log, meter, profile=profile))
-    prefix = f"{label} "
     if watcher is None:  # at a terminal the notices come with the chapter's end (a log had them as they came)
         for notice in entry.get("notices", []):
             print(f"  {chapter}: {notice}", flush=True)
     if failure:
-        print(f"{prefix}FAILED ({entry['seconds']:.1f} s)", flush=True)
+        print(f"{label} FAILED ({entry['seconds']:.1f} s)", flush=True)
         raise failure
     runs = entry["runs"]
     models = f"; {runs['trained']} models trained, {runs['loaded']} loaded" if entry["run_list"] else ""
     busy = f", cores {entry['utilisation']:.0%} busy" if entry.get("utilisation") is not None else ""
-    print(f"{prefix}ok ({entry['seconds']:.1f} s{busy}{models})", flush=True)
+    print(f"{label} ok ({entry['seconds']:.1f} s{busy}{models})", flush=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -926,14 +907,12 @@ def _parser() -> argparse.ArgumentParser:
     plan_cmd.add_argument("--beside-chapters", action="store_true",
                           help="as the book runner starts it beside the chapters: nothing where CUDA is available "
                                "(the chapters train there one run at a time)")
-    from semlm.book.decisive import collect_parser, parser as seeds_parser  # torch-free at import
-
-    seeds_parser(commands)
-    collect_parser(commands)
     import semlm.book.cpu_decisive as cpu_decisive  # torch-free at import
+    import semlm.book.decisive as decisive  # torch-free at import
 
-    cpu_decisive.parser(commands)
-    cpu_decisive.collect_parser(commands)
+    for module in (decisive, cpu_decisive):  # seeds and collect-seeds, then decisive and collect-decisive
+        module.parser(commands)
+        module.collect_parser(commands)
     export_cmd = commands.add_parser("export", help="write a finished run as a folder transformers loads",
                                      description="Write a finished run (a folder of the run cache) as weights, "
                                                  "config with auto_map, tokenizer and a model card.")
@@ -979,24 +958,18 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "plan":
             return plan_command(args)
-        if args.command in ("seeds", "collect-seeds"):
-            from semlm.book.decisive import SeedsError, collect, seeds_command
-
-            try:
-                if args.command == "seeds":
-                    return seeds_command(args)
-                print(f"collected: {collect(args.folder, pilot=args.pilot)}")
-                return 0
-            except (SeedsError, FileNotFoundError, ValueError) as exc:
-                raise BookError(str(exc), exit_code=2) from exc
-        if args.command in ("decisive", "collect-decisive"):
+        if args.command in ("seeds", "collect-seeds", "decisive", "collect-decisive"):
             import semlm.book.cpu_decisive as cpu_decisive
+            import semlm.book.decisive as decisive
             from semlm.book.seeds import SeedsError
 
             try:
+                if args.command == "seeds":
+                    return decisive.seeds_command(args)
                 if args.command == "decisive":
                     return cpu_decisive.decisive_command(args)
-                print(f"collected: {cpu_decisive.collect(args.folder, pilot=args.pilot)}")
+                collecting = decisive if args.command == "collect-seeds" else cpu_decisive
+                print(f"collected: {collecting.collect(args.folder, pilot=args.pilot)}")
                 return 0
             except (SeedsError, FileNotFoundError, ValueError) as exc:
                 raise BookError(str(exc), exit_code=2) from exc

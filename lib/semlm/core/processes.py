@@ -11,20 +11,19 @@ import sys
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(signum: int = signal.SIGTERM) -> bool:
-    """Have this process receive ``signum`` when its parent exits (``prctl(PR_SET_PDEATHSIG)``), and receive it now
-    if the parent is already gone; False where the platform has no such call (then nothing changes)."""
+def die_with_parent() -> None:
+    """Have this process receive SIGTERM when its parent exits (``prctl(PR_SET_PDEATHSIG)``), and receive it now
+    if the parent is already gone; nothing changes where the platform has no such call."""
     if not sys.platform.startswith("linux"):
-        return False
+        return
     import ctypes
 
     parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
-            return False
+        if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+            return
     except (OSError, AttributeError):
-        return False
+        return
     if parent == 1 or os.getppid() != parent:  # the parent died before the call took effect
-        os.kill(os.getpid(), signum)
-    return True
+        os.kill(os.getpid(), signal.SIGTERM)
