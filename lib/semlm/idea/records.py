@@ -3,7 +3,7 @@ chapters 6-9, in the JSON shape the metrics files have always had."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from typing import ClassVar, Sequence
 
 from semlm.core.records import ChapterRecord, Interval, Record
@@ -329,36 +329,11 @@ class TopicDecision(Record):
             for end, part in (("", "mean"), ("_low", "low"), ("_high", "high"))})
 
 
-@dataclass(frozen=True)
-class TopicDecisionNumbers:
-    """What chapter 9 cites of a :class:`TopicDecision` (``decision_<field>``, ``resampled_<field>``)."""
-
-    seeds: int
-    not_comparable: int
-    gated: float
-    gated_low: float
-    gated_high: float
-    plain_at_matched_ppl: float
-    plain_at_matched_ppl_low: float
-    plain_at_matched_ppl_high: float
-    sharpened_plain: float
-    sharpened_plain_low: float
-    sharpened_plain_high: float
-    gate_off: float
-    gate_off_low: float
-    gate_off_high: float
-    gated_minus_plain: float
-    gated_minus_plain_low: float
-    gated_minus_plain_high: float
-    gated_minus_sharpened: float
-    gated_minus_sharpened_low: float
-    gated_minus_sharpened_high: float
-    matched_ppl: float
-    matched_ppl_low: float
-    matched_ppl_high: float
-    temperature: float
-    temperature_low: float
-    temperature_high: float
+#: What chapter 9 cites of a :class:`TopicDecision` (``decision_<field>``, ``resampled_<field>``): the seed counts,
+#: then each arm, difference, the matched PPL and the temperature as ``<name>``, ``<name>_low`` and ``<name>_high``.
+TopicDecisionNumbers = make_dataclass("TopicDecisionNumbers", [("seeds", int), ("not_comparable", int)] + [
+    (name + end, float) for name in (*TopicDecision.ARMS, "matched_ppl", "temperature")
+    for end in ("", "_low", "_high")], frozen=True)
 
 
 @dataclass(frozen=True, kw_only=True)
