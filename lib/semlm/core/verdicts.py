@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable, Mapping, Sequence
@@ -167,9 +168,7 @@ def judged(chapter: str, rule: str | None = None):
 
 def _n(interval: Interval) -> int:
     """The number of seeds an interval over seeds rests on."""
-    if interval.values:
-        return len(interval.values)
-    return interval.n if isinstance(interval.n, int) else 0
+    return seeds_of(interval) or (interval.n if isinstance(interval.n, int) else 0)
 
 
 def oriented(interval: Interval) -> Interval:
@@ -326,13 +325,12 @@ def simulate(rule: EffectRule, effects: Sequence[float], n: int, simulations: in
         g = rule.guard
         levels = rng.normal(g.pilot_mean if level is None else level, g.pilot_sd * rule.pilot.inflation,
                             size=(simulations, n))
-    counts: dict[str, float] = {}
+    counts = Counter()
     for s in range(simulations):
         comparisons = {name: widened(Interval.of_mean(draws[s, :, j]), carried[j], carried[j])
                        for j, name in enumerate(rule.comparisons)}
         guard = None if levels is None else widened(Interval.of_mean(levels[s]), *rule.guard.carried)
-        status, _ = rule.decide(comparisons, guard)
-        counts[status] = counts.get(status, 0) + 1
+        counts[rule.decide(comparisons, guard)[0]] += 1
     return {status: count / simulations for status, count in counts.items()}
 
 
