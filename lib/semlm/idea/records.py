@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, make_dataclass
 from typing import ClassVar, Sequence
 
+import pandas as pd
+
 from semlm.core.records import ChapterRecord, Interval, Record
 
 
@@ -116,8 +118,6 @@ class IdeaOverSeeds(Record):
 
     def table(self):
         """Per metric and domain: baseline, gated and gated - baseline, each mean [95% t-interval over seeds]."""
-        import pandas as pd
-
         rows = [(self.LABELS[m], d, v, 3) for m, by_domain in self.domains.items() for d, v in by_domain.items()]
         rows.append(("validation PPL", "-", self.val_ppl, 2))
         return pd.DataFrame([{
@@ -200,8 +200,6 @@ class LoraCapacityControl(Record):
 
     def table(self):
         """Validation PPL per seed of the three models and the paired differences (mean [95% t-interval])."""
-        import pandas as pd
-
         p, signed = self.val_ppl, {"gated - baseline", "gated - control"}
         columns = {"baseline": p.baseline, "gated": p.gated, "control": p.control,
                    "gated - baseline": p.gated_minus_baseline, "gated - control": p.gated_minus_control}
@@ -311,8 +309,6 @@ class TopicDecision(Record):
     def table(self):
         """Every arm's excess drift and the two paired differences, with 95% intervals, the per-seed values and
         how each interval was made."""
-        import pandas as pd
-
         methods = self.interval_method or {}
         return pd.DataFrame([{"arm": label, "excess drift / difference": getattr(self, name).format(3, True),
                               "per seed": ", ".join(f"{v:+.3f}" for v in getattr(self, name).values or ()),
