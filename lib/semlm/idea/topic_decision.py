@@ -145,15 +145,12 @@ def _nested_bootstrap(seeds: Sequence[SeedArms], statistic, resamples: int, rng:
                       ) -> tuple[float, float]:
     """95% percentile interval of the mean over seeds of ``statistic(seed, prompt_index)``, resampling seeds
     and, within each drawn seed, its prompts (every arm of a seed shares the prompts)."""
+    def resampled(seed: SeedArms) -> float:
+        prompts = seed.arms["gated"].prompts
+        return statistic(seed, rng.integers(0, prompts, prompts))
+
     n = len(seeds)
-    means = np.empty(resamples)
-    for r in range(resamples):
-        picked = rng.integers(0, n, n)
-        total = 0.0
-        for i in picked:
-            prompts = seeds[i].arms["gated"].prompts
-            total += statistic(seeds[i], rng.integers(0, prompts, prompts))
-        means[r] = total / n
+    means = np.array([sum(resampled(seeds[i]) for i in rng.integers(0, n, n)) / n for _ in range(resamples)])
     means = means[np.isfinite(means)]
     if not len(means):
         return math.nan, math.nan
