@@ -156,23 +156,19 @@ def plot_focus_ce(frame: pd.DataFrame):
     return g.figure
 
 
-def plot_confusion(counts: Mapping[str, Mapping[str, int]], title: str = "intended vs realised polarity", ax=None):
+def plot_confusion(counts: Mapping[str, Mapping[str, int]], title: str = "intended vs realised polarity"):
     """Heatmap of counts, rows = intended, columns = realised (POS / NEG / OTHER), annotated."""
-    frame = pd.DataFrame(counts).T
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(4.2, 2.8))
-    sns.heatmap(frame, annot=True, fmt="d", cmap="Blues", cbar=False, ax=ax, linewidths=0.5)
+    fig, ax = plt.subplots(figsize=(4.2, 2.8))
+    sns.heatmap(pd.DataFrame(counts).T, annot=True, fmt="d", cmap="Blues", cbar=False, ax=ax, linewidths=0.5)
     ax.set(xlabel="realised", ylabel="intended", title=title)
-    return ax.figure
+    return fig
 
 
-def plot_control_curve(frame: pd.DataFrame, reference: float | None = None):
+def plot_control_curve(frame: pd.DataFrame):
     """Accuracy (with its 95% interval) against control strength; ``frame``: strength, accuracy, low, high, series."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for name, rows in frame.groupby("series", sort=False):
         _band(ax, rows["strength"], rows, ("accuracy", "low", "high"), alpha=0.15, marker="o", label=name)
-    if reference is not None:
-        ax.axhline(reference, color="0.4", ls=":", lw=1)
     ax.set(xlabel="control value", ylabel="accuracy", ylim=(-0.02, 1.02), title="soft control (no class restriction)")
     ax.legend(frameon=False, fontsize=8)
     return fig
@@ -301,11 +297,9 @@ def plot_xray(xrays: Sequence[Mapping], top: int = 8):
     fig, axes = plt.subplots(1, len(xrays), figsize=(3.6 * len(xrays), 3.8), squeeze=False)
     for ax, xr in zip(axes[0], xrays):
         rows = list(xr["boosted"][:top]) + list(reversed(xr["suppressed"][:top]))
-        labels = [repr(r["token"]) for r in rows]
         values = [r["delta_logprob"] for r in rows]
-        colours = ["#2ca02c" if v >= 0 else "#d62728" for v in values]
-        ax.barh(np.arange(len(rows)), values, color=colours)
-        ax.set_yticks(np.arange(len(rows)), labels, fontsize=7)
+        ax.barh(np.arange(len(rows)), values, color=["#2ca02c" if v >= 0 else "#d62728" for v in values])
+        ax.set_yticks(np.arange(len(rows)), [repr(r["token"]) for r in rows], fontsize=7)
         ax.invert_yaxis()
         ax.axvline(0, color="0.3", lw=0.8)
         ax.set(xlabel=r"$\Delta \log p$ (gated - ungated)", title=xr["prompt"].strip()[:28] + "...")
@@ -405,7 +399,7 @@ def plot_topic_decision(decision, miscalibration: float):
     return _tight(fig)
 
 
-def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float | None = None):
+def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float):
     """The gated models decoded at other gate strengths: switch rate against alpha next to the data's rate
     (below it the gate over-sticks: miscalibration), and validation perplexity against alpha. ``frame`` has
     columns alpha, switch_rate(_low/_high), mix_rate(_low/_high), ppl(_low/_high)."""
@@ -415,8 +409,7 @@ def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float 
     _band(left, frame["alpha"], frame, "mix_rate", "#ff7f0e", marker="s", label="mix rate (gated)")
     left.axhline(switch_prob, color=COLOURS["data"], ls=":", lw=1.4, label=f"data's rate ({switch_prob:g})")
     left.axhspan(0.0, switch_prob, color="0.85", alpha=0.5, lw=0, label="below the data (miscalibrated)")
-    if plain_rate is not None:
-        left.axhline(plain_rate, color=COLOURS["plain"], ls="--", lw=1.2, label="plain model's switch rate")
+    left.axhline(plain_rate, color=COLOURS["plain"], ls="--", lw=1.2, label="plain model's switch rate")
     _band(right, frame["alpha"], frame, "ppl", colour, marker="o", label="gated")
     left.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="rate", title="drift against the data's rate")
     right.set(xlabel=r"gate strength $\alpha$ at inference", ylabel="validation perplexity", title="perplexity")
@@ -424,7 +417,7 @@ def plot_alpha_sweep(frame: pd.DataFrame, switch_prob: float, plain_rate: float 
     return _tight(fig)
 
 
-def plot_intensity_response(frame: pd.DataFrame, reference: float | None = None):
+def plot_intensity_response(frame: pd.DataFrame, reference: float):
     """Written intensity against the requested strength level, one line per variant with its 95% band over
     seeds (``frame``: variant, level, kind, mean, ci_low, ci_high); filled markers at the levels training
     writes (``kind`` trained), hollow ones at the interpolations. ``reference`` is the unconditioned
@@ -437,8 +430,7 @@ def plot_intensity_response(frame: pd.DataFrame, reference: float | None = None)
         trained = part["kind"] == "trained"
         ax.scatter(part["level"][trained], part["mean"][trained], color=colour, zorder=3)
         ax.scatter(part["level"][~trained], part["mean"][~trained], facecolor="white", edgecolor=colour, zorder=3)
-    if reference is not None:
-        ax.axhline(reference, color=COLOURS["baseline"], ls=":", lw=1.2, label="baseline (no request)")
+    ax.axhline(reference, color=COLOURS["baseline"], ls=":", lw=1.2, label="baseline (no request)")
     ax.set(xlabel="requested strength level (whole str_* triplet; hollow: interpolated)",
            ylabel="written intensity (mean strength)", ylim=(0.1, 1.05),
            title="intensity response (95% bands over seeds)")

@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable, Mapping, Sequence
 
-from semlm.core.records import ChapterRecord, Interval
+import numpy as np
+
+from semlm.core.records import ChapterRecord, Interval, t_quantile_975
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -167,9 +170,7 @@ def judged(chapter: str, rule: str | None = None):
 
 def _n(interval: Interval) -> int:
     """The number of seeds an interval over seeds rests on."""
-    if interval.values:
-        return len(interval.values)
-    return interval.n if isinstance(interval.n, int) else 0
+    return seeds_of(interval) or (interval.n if isinstance(interval.n, int) else 0)
 
 
 def oriented(interval: Interval) -> Interval:
@@ -310,8 +311,6 @@ def simulate(rule: EffectRule, effects: Sequence[float], n: int, simulations: in
     """The share of each status over ``simulations`` records of ``n`` seeds whose per-seed comparisons are drawn
     from a normal with means ``effects``, the rule's planning SDs and its pilot's correlation (and, with a guard, a
     per-seed level of mean ``level``, default the pilot's), each judged by :meth:`EffectRule.decide`."""
-    import numpy as np
-
     if len(effects) != len(rule.comparisons):
         raise ValueError(f"{rule.claim}: {len(effects)} effects for {len(rule.comparisons)} comparisons")
     rng = np.random.default_rng(zlib.crc32(rule.claim.encode()) if seed is None else seed)
@@ -326,13 +325,12 @@ def simulate(rule: EffectRule, effects: Sequence[float], n: int, simulations: in
         g = rule.guard
         levels = rng.normal(g.pilot_mean if level is None else level, g.pilot_sd * rule.pilot.inflation,
                             size=(simulations, n))
-    counts: dict[str, float] = {}
+    counts = Counter()
     for s in range(simulations):
         comparisons = {name: widened(Interval.of_mean(draws[s, :, j]), carried[j], carried[j])
                        for j, name in enumerate(rule.comparisons)}
         guard = None if levels is None else widened(Interval.of_mean(levels[s]), *rule.guard.carried)
-        status, _ = rule.decide(comparisons, guard)
-        counts[status] = counts.get(status, 0) + 1
+        counts[rule.decide(comparisons, guard)[0]] += 1
     return {status: count / simulations for status, count in counts.items()}
 
 
@@ -366,8 +364,6 @@ def least_seeds(rule: EffectRule, target: float = POWER_TARGET, most: int = 400,
 def planned_half_width(rule: EffectRule, n: int | None = None) -> float:
     """The expected half-width of the widest deciding interval at ``n`` seeds (default planned) and the planning
     SD, over ``m``: below about 0.5 the rule can tell 0 from ``m``."""
-    from semlm.core.records import t_quantile_975
-
     n = rule.n_planned if n is None else n
     carried = rule.pilot.carried or (0.0,) * len(rule.comparisons)
     return max(t_quantile_975(n - 1) * sd / math.sqrt(n) + c for sd, c in zip(rule.pilot.sd_plan, carried)) / rule.m
@@ -391,8 +387,6 @@ def power_block(rule: EffectRule, observed: Mapping[str, Interval] | None = None
     pairs = [observed.get(name) for name in rule.comparisons[:2]]
     correlation = None
     if len(pairs) == 2 and all(i is not None and i.values and len(i.values) > 2 for i in pairs):
-        import numpy as np
-
         if len(pairs[0].values) == len(pairs[1].values) and min(np.std(i.values) for i in pairs) > 0:
             correlation = float(np.corrcoef(pairs[0].values, pairs[1].values)[0, 1])
     seeds = list(seeds) if seeds is not None else None

@@ -3,8 +3,10 @@ chapters 6-9, in the JSON shape the metrics files have always had."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from typing import ClassVar, Sequence
+
+import pandas as pd
 
 from semlm.core.records import ChapterRecord, Interval, Record
 
@@ -116,8 +118,6 @@ class IdeaOverSeeds(Record):
 
     def table(self):
         """Per metric and domain: baseline, gated and gated - baseline, each mean [95% t-interval over seeds]."""
-        import pandas as pd
-
         rows = [(self.LABELS[m], d, v, 3) for m, by_domain in self.domains.items() for d, v in by_domain.items()]
         rows.append(("validation PPL", "-", self.val_ppl, 2))
         return pd.DataFrame([{
@@ -200,8 +200,6 @@ class LoraCapacityControl(Record):
 
     def table(self):
         """Validation PPL per seed of the three models and the paired differences (mean [95% t-interval])."""
-        import pandas as pd
-
         p, signed = self.val_ppl, {"gated - baseline", "gated - control"}
         columns = {"baseline": p.baseline, "gated": p.gated, "control": p.control,
                    "gated - baseline": p.gated_minus_baseline, "gated - control": p.gated_minus_control}
@@ -311,8 +309,6 @@ class TopicDecision(Record):
     def table(self):
         """Every arm's excess drift and the two paired differences, with 95% intervals, the per-seed values and
         how each interval was made."""
-        import pandas as pd
-
         methods = self.interval_method or {}
         return pd.DataFrame([{"arm": label, "excess drift / difference": getattr(self, name).format(3, True),
                               "per seed": ", ".join(f"{v:+.3f}" for v in getattr(self, name).values or ()),
@@ -329,36 +325,11 @@ class TopicDecision(Record):
             for end, part in (("", "mean"), ("_low", "low"), ("_high", "high"))})
 
 
-@dataclass(frozen=True)
-class TopicDecisionNumbers:
-    """What chapter 9 cites of a :class:`TopicDecision` (``decision_<field>``, ``resampled_<field>``)."""
-
-    seeds: int
-    not_comparable: int
-    gated: float
-    gated_low: float
-    gated_high: float
-    plain_at_matched_ppl: float
-    plain_at_matched_ppl_low: float
-    plain_at_matched_ppl_high: float
-    sharpened_plain: float
-    sharpened_plain_low: float
-    sharpened_plain_high: float
-    gate_off: float
-    gate_off_low: float
-    gate_off_high: float
-    gated_minus_plain: float
-    gated_minus_plain_low: float
-    gated_minus_plain_high: float
-    gated_minus_sharpened: float
-    gated_minus_sharpened_low: float
-    gated_minus_sharpened_high: float
-    matched_ppl: float
-    matched_ppl_low: float
-    matched_ppl_high: float
-    temperature: float
-    temperature_low: float
-    temperature_high: float
+#: What chapter 9 cites of a :class:`TopicDecision` (``decision_<field>``, ``resampled_<field>``): the seed counts,
+#: then each arm, difference, the matched PPL and the temperature as ``<name>``, ``<name>_low`` and ``<name>_high``.
+TopicDecisionNumbers = make_dataclass("TopicDecisionNumbers", [("seeds", int), ("not_comparable", int)] + [
+    (name + end, float) for name in (*TopicDecision.ARMS, "matched_ppl", "temperature")
+    for end in ("", "_low", "_high")], frozen=True)
 
 
 @dataclass(frozen=True, kw_only=True)

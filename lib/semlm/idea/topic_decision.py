@@ -27,6 +27,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from semlm.core.records import Interval
+from semlm.core.verdicts import widened
 from semlm.idea.records import TopicDecision
 
 #: The arms every comparable seed has: ``gated`` (largest budget, gate on), ``plain`` (at the gated model's
@@ -144,15 +145,12 @@ def _nested_bootstrap(seeds: Sequence[SeedArms], statistic, resamples: int, rng:
                       ) -> tuple[float, float]:
     """95% percentile interval of the mean over seeds of ``statistic(seed, prompt_index)``, resampling seeds
     and, within each drawn seed, its prompts (every arm of a seed shares the prompts)."""
+    def resampled(seed: SeedArms) -> float:
+        prompts = seed.arms["gated"].prompts
+        return statistic(seed, rng.integers(0, prompts, prompts))
+
     n = len(seeds)
-    means = np.empty(resamples)
-    for r in range(resamples):
-        picked = rng.integers(0, n, n)
-        total = 0.0
-        for i in picked:
-            prompts = seeds[i].arms["gated"].prompts
-            total += statistic(seeds[i], rng.integers(0, prompts, prompts))
-        means[r] = total / n
+    means = np.array([sum(resampled(seeds[i]) for i in rng.integers(0, n, n)) / n for _ in range(resamples)])
     means = means[np.isfinite(means)]
     if not len(means):
         return math.nan, math.nan
@@ -201,7 +199,7 @@ def decide(seeds: Sequence[SeedArms], data_rate: Interval, *, resamples: int = B
             return s.arms[arm].rates(idx)[0] - (data_rate.mean if control is None else s.arms[control].rates(idx)[0])
 
         i, methods[name] = _seed_interval(usable, switch, error(control or arm), rng, resamples)
-        out[name] = i if control else Interval(i.mean, i.low - below, i.high + above, i.n, i.values)
+        out[name] = i if control else widened(i, below, above)
     for name, arm in (("mix_gated", "gated"), ("mix_plain", "plain")):
         i, _ = _seed_interval(usable, lambda s, idx, a=arm: s.arms[a].rates(idx)[1], 0.0, rng, resamples)
         out[name] = Interval(i.mean, max(0.0, i.low), min(1.0, i.high), i.n, i.values)  # a share

@@ -3,7 +3,7 @@ numbers its prose cites by name), and the chapter's record (:class:`~semlm.idea.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from typing import ClassVar
 
 import pandas as pd
@@ -145,9 +145,8 @@ class AlphaSweep:
         else:
             verdict = "not more than the plain model beyond the intervals"
         return AlphaSweepNumbers(
-            sweep_switch_first=first["switch_rate"], sweep_switch_last=last["switch_rate"],
-            sweep_ppl_first=first["ppl"], sweep_ppl_last=last["ppl"], sweep_alpha_first=first["alpha"],
-            sweep_alpha_last=last["alpha"],
+            **{f"sweep_{name}_{end}": row[column] for name, column in SWEEP_ENDS.items()
+               for end, row in (("first", first), ("last", last))},
             miscalibrated_from=(f"from alpha = {below:g} on, the switch-rate interval lies below the data's rate: "
                                 "the gate makes the model stick to its topic more than the data do, which is a "
                                 "miscalibration, not a better model" if below is not None else
@@ -155,19 +154,14 @@ class AlphaSweep:
             gate_off_switch=off["switch_rate"] if off else float("nan"), gate_off_verdict=verdict)
 
 
-@dataclass(frozen=True)
-class AlphaSweepNumbers:
-    """What chapter 9's alpha-sweep paragraph cites (:meth:`AlphaSweep.numbers`)."""
-
-    sweep_switch_first: float
-    sweep_switch_last: float
-    sweep_ppl_first: float
-    sweep_ppl_last: float
-    sweep_alpha_first: float
-    sweep_alpha_last: float
-    miscalibrated_from: str
-    gate_off_switch: float
-    gate_off_verdict: str
+#: The columns of :class:`AlphaSweep`'s rows whose first and last values chapter 9 cites, by the name in their
+#: glue keys.
+SWEEP_ENDS = {"switch": "switch_rate", "ppl": "ppl", "alpha": "alpha"}
+#: What chapter 9's alpha-sweep paragraph cites (:meth:`AlphaSweep.numbers`): ``sweep_<name>_first`` and
+#: ``sweep_<name>_last`` of each of :data:`SWEEP_ENDS`, then the miscalibration and the gate-off drift.
+AlphaSweepNumbers = make_dataclass("AlphaSweepNumbers", [
+    (f"sweep_{name}_{end}", float) for name in SWEEP_ENDS for end in ("first", "last")] + [
+    ("miscalibrated_from", str), ("gate_off_switch", float), ("gate_off_verdict", str)], frozen=True)
 
 
 def topic_examples(curve: LearningCurve, seed: int, profile) -> pd.DataFrame:
