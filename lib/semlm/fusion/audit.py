@@ -255,19 +255,18 @@ def prefix_shifts(model, featurizer, written: dict[str, dict[str, list[float]]])
                           ).mean()) for group, cols in written.items()}
 
 
-def column_shifts(audit: AuditRuns, config: SyntheticProfile, seeds: Sequence[int] | None = None,
-                  requests: dict[str, Request] = PAPER_REQUESTS) -> ColumnShifts:
-    """Which column group of ``requests`` (default the paper's two) moves p(positive) at the adjective: for the
-    causal and the published fusion model of every seed (default the audit's), :func:`prefix_shifts`, over seeds."""
-    seeds = list(audit.seeds if seeds is None else seeds)
-    written = written_columns(requests)
+def column_shifts(audit: AuditRuns, config: SyntheticProfile) -> ColumnShifts:
+    """Which column group of the paper's two requests moves p(positive) at the adjective: for the causal and the
+    published fusion model of every audit seed, :func:`prefix_shifts`, over seeds."""
+    written = written_columns()
     shifts = {}
     for label, setting in SHIFT_MODELS.items():
         featurizer = prepare_data(config.corpus, setting).featurizer
-        per_seed = [prefix_shifts(audit.runs[(setting, "fusion", seed)].load(), featurizer, written) for seed in seeds]
+        per_seed = [prefix_shifts(audit.runs[(setting, "fusion", seed)].load(), featurizer, written)
+                    for seed in audit.seeds]
         shifts[label] = {group: Interval.of_mean([shift[group] for shift in per_seed]) for group in written}
-    return ColumnShifts(seeds=seeds, n_prefixes=len(adjective_slot_prefixes(featurizer.vocab)), written=written,
-                        shift=shifts)
+    return ColumnShifts(seeds=list(audit.seeds), n_prefixes=len(adjective_slot_prefixes(featurizer.vocab)),
+                        written=written, shift=shifts)
 
 
 # --- Table 6 by context: a token's cross-entropy after a trained and after a held-out adjective -------------
@@ -298,21 +297,21 @@ def focus_ce_after_adjectives(model, data, tokens: Sequence[str] = AFTER_ADJECTI
     return out
 
 
-def focus_by_context(audit: AuditRuns, config: SyntheticProfile,
-                     tokens: Sequence[str] = AFTER_ADJECTIVE_TOKENS) -> dict[str, dict[str, FocusByContext]]:
-    """:func:`focus_ce_after_adjectives` of every baseline and fusion model in both settings and every audit seed:
-    token -> arm (``"causal fusion"``...) -> per-seed values and counts after a trained and a held-out adjective."""
+def focus_by_context(audit: AuditRuns, config: SyntheticProfile) -> dict[str, dict[str, FocusByContext]]:
+    """:func:`focus_ce_after_adjectives` (of :data:`AFTER_ADJECTIVE_TOKENS`) of every baseline and fusion model in
+    both settings and every audit seed: token -> arm (``"causal fusion"``...) -> per-seed values and counts after a
+    trained and a held-out adjective."""
     measured = {}
     for setting in SETTINGS:
         data = prepare_data(config.corpus, setting)
         for model in MODELS:
             measured[f"{setting} {model}"] = [
-                focus_ce_after_adjectives(audit.runs[(setting, model, seed)].load(), data, tokens)
+                focus_ce_after_adjectives(audit.runs[(setting, model, seed)].load(), data)
                 for seed in audit.seeds]
     return {token: {arm: FocusByContext(**{kind: ContextCrossEntropy(values=[seed[token][kind][0] for seed in runs],
                                                                      counts=[seed[token][kind][1] for seed in runs])
                                            for kind in ("after_trained", "after_held_out")})
-                    for arm, runs in measured.items()} for token in tokens}
+                    for arm, runs in measured.items()} for token in AFTER_ADJECTIVE_TOKENS}
 
 
 # --- the result: chapter 4's record over seeds, presenting itself -------------------------------------------
