@@ -551,11 +551,10 @@ class LeakageAudit(LeakageAuditRecord):
         """The lowest hard-control accuracy of any request and seed, and the causal and published OOD hit ranges."""
         hard = min(v for modes in self.control.values() for c in modes.hard.values()
                    for v in (*c.adj_acc.values, *c.punct_acc.values))
-        ranges = {s: f"{min(self.ood_hit[s]['pos'].values):.2f} to {max(self.ood_hit[s]['pos'].values):.2f}"
-                  for s in ("causal", "published")}
+        hits = {s: self.ood_hit[s]["pos"].values for s in ("causal", "published")}
+        ranges = {f"ood_range_{s}": f"{min(values):.2f} to {max(values):.2f}" for s, values in hits.items()}
         return ControlNumbers(hard_min=hard, hard_side="exact" if hard == 1.0 else "not exact",
-                              ood_n_causal=len(self.ood_hit_seeds["causal"]), ood_range_causal=ranges["causal"],
-                              ood_range_published=ranges["published"])
+                              ood_n_causal=len(self.ood_hit_seeds["causal"]), **ranges)
 
     def ablation_numbers(self) -> AblationNumbers:
         full, no_aux = (self.ablations[v]["sem_mse"] for v in ("fusion", "fusion_no_aux"))
