@@ -496,8 +496,8 @@ class LeakageAudit(LeakageAuditRecord):
                               "paper fusion": PAPER_A_FOCUS_CE["fusion"][token]}
                       for token, by_arm in focus_seeds.items()},
             ablations=ablations,
-            control_code_baseline={**{k: audit.over_seeds("causal", "control_code", k)
-                                      for k in ("ppl", "ppl_seen_only")},
+            control_code_baseline={"ppl": audit.over_seeds("causal", "control_code", "ppl"),
+                                   "ppl_seen_only": audit.over_seeds("causal", "control_code", "ppl_seen_only"),
                                    **accuracies("causal", "control_code", ("soft", "hard")),
                                    "ood_hit": ood("causal", "control_code")})
 
