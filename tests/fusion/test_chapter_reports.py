@@ -97,7 +97,7 @@ def test_audit_summary_is_typed_over_seeds_and_its_tables_build():
     for table in (summary.table1_frame, summary.gain_frame, summary.control_table, summary.ablation_table,
                   summary.code_table, summary.key_numbers, summary.table1_points, summary.focus_frame):
         assert len(table()) > 0
-    assert len(audit.floors_frame(FLOORS)) == 4
+    assert len(audit.Floors(FLOORS).table()) == 4
     numbers = summary.gain_numbers()
     assert numbers.gain_causal_verdict == "fusion lower" and numbers.n_seeds == 2
     assert summary.control_numbers().hard_min == pytest.approx(0.5) and summary.ablation_numbers().mse_side

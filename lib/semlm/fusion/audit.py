@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, make_dataclass, replace
 from functools import reduce
 from typing import Sequence
 
@@ -73,15 +73,13 @@ def audit_runs(config: SyntheticProfile, seeds: Sequence[int], steering_seeds: S
 def steering_seeds(config: SyntheticProfile, seeds: Sequence[int]) -> list[int]:
     """``A-feature-steering``'s training seeds: the audit's ``seeds`` and, from ``config.seed`` on, as many more as
     :data:`semlm.fusion.profiles.STEERING_SEEDS` asks at its profile."""
-    wanted = [config.seed + i for i in range(STEERING_SEEDS[config.name])]
-    return list(seeds) + [s for s in wanted if s not in seeds]
+    return list(seeds) + [s for s in range(config.seed, config.seed + STEERING_SEEDS[config.name]) if s not in seeds]
 
 
 def ood_seeds(config: SyntheticProfile, seeds: Sequence[int]) -> list[int]:
     """The seeds of the causal fusion model's out-of-distribution hit rates (``A-T4-ood-pos`` / ``-neg``): the
     audit's ``seeds`` and, from ``config.seed`` on, as many more as :data:`semlm.fusion.profiles.OOD_SEEDS` asks."""
-    wanted = [config.seed + i for i in range(OOD_SEEDS[config.name])]
-    return list(seeds) + [s for s in wanted if s not in seeds]
+    return list(seeds) + [s for s in range(config.seed, config.seed + OOD_SEEDS[config.name]) if s not in seeds]
 
 
 @dataclass
@@ -132,9 +130,8 @@ def control_report(model, featurizer, grammar: ClauseGrammar, split: AdjectiveSp
 
 def control_reports(audit: AuditRuns, config: SyntheticProfile, n: int) -> dict[tuple[str, str, int], dict]:
     """``control_report`` of every fusion-like and control-code model of the audit (``config``: its corpus)."""
-    corpus = config.corpus
-    data = {s: prepare_data(corpus, s) for s in SETTINGS}
-    coded = prepare_data(corpus, "causal", codes=True)
+    data = {s: prepare_data(config.corpus, s) for s in SETTINGS}
+    coded = prepare_data(config.corpus, "causal", codes=True)
     grammars = {False: ClauseGrammar(data["causal"].vocab), True: ClauseGrammar(coded.vocab, offset=N_CODES)}
     reports = {}
     for (setting, name, seed), run in audit.runs.items():
@@ -258,20 +255,18 @@ def prefix_shifts(model, featurizer, written: dict[str, dict[str, list[float]]])
                           ).mean()) for group, cols in written.items()}
 
 
-def column_shifts(audit: AuditRuns, config: SyntheticProfile, seeds: Sequence[int] | None = None,
-                  requests: dict[str, Request] = PAPER_REQUESTS) -> ColumnShifts:
-    """Which column group of ``requests`` (default the paper's two) moves p(positive) at the adjective: for the
-    causal and the published fusion model of every seed (default the audit's), :func:`prefix_shifts`, over seeds."""
-    seeds = list(audit.seeds if seeds is None else seeds)
-    corpus = config.corpus
-    written = written_columns(requests)
+def column_shifts(audit: AuditRuns, config: SyntheticProfile) -> ColumnShifts:
+    """Which column group of the paper's two requests moves p(positive) at the adjective: for the causal and the
+    published fusion model of every audit seed, :func:`prefix_shifts`, over seeds."""
+    written = written_columns()
     shifts = {}
     for label, setting in SHIFT_MODELS.items():
-        featurizer = prepare_data(corpus, setting).featurizer
-        per_seed = [prefix_shifts(audit.runs[(setting, "fusion", seed)].load(), featurizer, written) for seed in seeds]
+        featurizer = prepare_data(config.corpus, setting).featurizer
+        per_seed = [prefix_shifts(audit.runs[(setting, "fusion", seed)].load(), featurizer, written)
+                    for seed in audit.seeds]
         shifts[label] = {group: Interval.of_mean([shift[group] for shift in per_seed]) for group in written}
-    return ColumnShifts(seeds=seeds, n_prefixes=len(adjective_slot_prefixes(featurizer.vocab)), written=written,
-                        shift=shifts)
+    return ColumnShifts(seeds=list(audit.seeds), n_prefixes=len(adjective_slot_prefixes(featurizer.vocab)),
+                        written=written, shift=shifts)
 
 
 # --- Table 6 by context: a token's cross-entropy after a trained and after a held-out adjective -------------
@@ -302,22 +297,21 @@ def focus_ce_after_adjectives(model, data, tokens: Sequence[str] = AFTER_ADJECTI
     return out
 
 
-def focus_by_context(audit: AuditRuns, config: SyntheticProfile,
-                     tokens: Sequence[str] = AFTER_ADJECTIVE_TOKENS) -> dict[str, dict[str, FocusByContext]]:
-    """:func:`focus_ce_after_adjectives` of every baseline and fusion model in both settings and every audit seed:
-    token -> arm (``"causal fusion"``...) -> per-seed values and counts after a trained and a held-out adjective."""
-    corpus = config.corpus
+def focus_by_context(audit: AuditRuns, config: SyntheticProfile) -> dict[str, dict[str, FocusByContext]]:
+    """:func:`focus_ce_after_adjectives` (of :data:`AFTER_ADJECTIVE_TOKENS`) of every baseline and fusion model in
+    both settings and every audit seed: token -> arm (``"causal fusion"``...) -> per-seed values and counts after a
+    trained and a held-out adjective."""
     measured = {}
     for setting in SETTINGS:
-        data = prepare_data(corpus, setting)
+        data = prepare_data(config.corpus, setting)
         for model in MODELS:
             measured[f"{setting} {model}"] = [
-                focus_ce_after_adjectives(audit.runs[(setting, model, seed)].load(), data, tokens)
+                focus_ce_after_adjectives(audit.runs[(setting, model, seed)].load(), data)
                 for seed in audit.seeds]
     return {token: {arm: FocusByContext(**{kind: ContextCrossEntropy(values=[seed[token][kind][0] for seed in runs],
                                                                      counts=[seed[token][kind][1] for seed in runs])
                                            for kind in ("after_trained", "after_held_out")})
-                    for arm, runs in measured.items()} for token in tokens}
+                    for arm, runs in measured.items()} for token in AFTER_ADJECTIVE_TOKENS}
 
 
 # --- the result: chapter 4's record over seeds, presenting itself -------------------------------------------
@@ -339,15 +333,6 @@ def _field(source, name: str):
     return source[name] if isinstance(source, dict) else getattr(source, name)
 
 
-def floors_frame(floors: dict):
-    """The causal floors beside the paper's Table 1 (which counts the authors' way)."""
-    labels = [label for label in TABLE1_COLUMNS if label != "semantic MSE"]
-    columns = {"causal floor": {label: floors[TABLE1_COLUMNS[label]] for label in labels}}
-    columns.update({f"paper, {kind}": {label: PAPER_A_TABLE1[kind].get(TABLE1_PAPER.get(label)) for label in labels}
-                    for kind in MODELS})
-    return pd.DataFrame(columns).round(3)
-
-
 @dataclass(frozen=True)
 class FloorNumbers:
     floor_ppl: float
@@ -363,12 +348,17 @@ class FloorNumbers:
 @dataclass(frozen=True)
 class Floors:
     """The causal floors (:func:`semlm.fusion.leakage.causal_floors`) beside the paper's Table 1, as a chapter shows
-    them: :func:`floors_frame` and the numbers its prose cites."""
+    them: :meth:`table` and the numbers its prose cites."""
 
     floors: dict
 
     def table(self):
-        return floors_frame(self.floors)
+        """The causal floors beside the paper's Table 1 (which counts the authors' way)."""
+        labels = [label for label in TABLE1_COLUMNS if label != "semantic MSE"]
+        columns = {"causal floor": {label: self.floors[TABLE1_COLUMNS[label]] for label in labels}}
+        columns.update({f"paper, {kind}": {label: PAPER_A_TABLE1[kind].get(TABLE1_PAPER.get(label))
+                                           for label in labels} for kind in MODELS})
+        return pd.DataFrame(columns).round(3)
 
     def numbers(self) -> FloorNumbers:
         floors, paper = self.floors, {m: PAPER_A_TABLE1[m]["ppl"] for m in MODELS}
@@ -382,26 +372,18 @@ class Floors:
             paper_below=" and ".join(below) or "neither")
 
 
-@dataclass(frozen=True)
-class GainNumbers:
-    gain_causal: str
-    gain_published: str
-    gain_causal_verdict: str
-    gain_published_verdict: str
-    n_seeds: int
-    seen_causal_baseline: float
-    seen_causal_fusion: float
-    seen_published_baseline: float
-    seen_published_fusion: float
-    causal_side: str     # the causal fusion model's mean seen-only PPL against the seen-only floor
-    published_side: str  # and the published models'
-
-
-@dataclass(frozen=True)
-class FocusNumbers:
-    below_published: str  # the focus tokens whose CE lies below the training oracle's
-    below_causal: str
-    below_paper: str
+#: :meth:`LeakageAudit.gain_numbers`: the paired seen-only gain per setting and its verdict, the seen-only PPL per
+#: setting and model, and which side of the seen-only floor the models lie on
+GainNumbers = make_dataclass("GainNumbers", [(f"gain_{s}", str) for s in SETTINGS] + [
+    (f"gain_{s}_verdict", str) for s in SETTINGS] + [("n_seeds", int)] + [
+    (f"seen_{s}_{m}", float) for s in SETTINGS for m in MODELS] + [
+    ("causal_side", str),      # the causal fusion model's mean seen-only PPL against the seen-only floor
+    ("published_side", str)],  # and the published models'
+    frozen=True)
+#: the fusion models whose focus tokens' CE :meth:`LeakageAudit.focus_numbers` compares with the training oracle's
+FOCUS_MODELS = ("published", "causal", "paper")
+#: :meth:`LeakageAudit.focus_numbers`: per model, the focus tokens whose CE lies below the training oracle's
+FocusNumbers = make_dataclass("FocusNumbers", [(f"below_{s}", str) for s in FOCUS_MODELS], frozen=True)
 
 
 @dataclass(frozen=True)
@@ -439,14 +421,12 @@ class CodeNumbers:
     ood_verdict: str
 
 
-@dataclass(frozen=True)
-class ShiftNumbers:
-    shift_prefixes: int
-    shift_seeds: str
-    shift_causal_polarity: str
-    shift_causal_is_question: str
-    shift_pub_polarity: str
-    shift_pub_is_question: str
+#: the column-shift table's models as the prose's glue names call them, and the column groups it cites
+SHIFT_KEYS = {"causal fusion": "causal", "published fusion": "pub"}
+SHIFT_GROUPS = ("polarity", "is_question")
+#: :meth:`LeakageAudit.shift_numbers`: the table's prefixes and seeds, then ``shift_{model}_{group}``
+ShiftNumbers = make_dataclass("ShiftNumbers", [("shift_prefixes", int), ("shift_seeds", str)] + [
+    (f"shift_{key}_{group}", str) for key in SHIFT_KEYS.values() for group in SHIFT_GROUPS], frozen=True)
 
 
 def seed_points(summaries: dict[str, object], seeds, metrics=("ppl", "ppl_seen_only")):
@@ -548,8 +528,8 @@ class LeakageAudit(LeakageAuditRecord):
         gain, floor = self.paired_gain_seen_only, self.floors.ppl_seen_only
         seen = {(s, m): getattr(self.table1[s], m).ppl_seen_only.mean for s in SETTINGS for m in MODELS}
         return GainNumbers(
-            gain_causal=gain["causal"].format(), gain_published=gain["published"].format(),
-            gain_causal_verdict=gain_verdict(gain["causal"]), gain_published_verdict=gain_verdict(gain["published"]),
+            **{f"gain_{s}": gain[s].format() for s in SETTINGS},
+            **{f"gain_{s}_verdict": gain_verdict(gain[s]) for s in SETTINGS},
             n_seeds=len(self.seeds), **{f"seen_{s}_{m}": v for (s, m), v in seen.items()},
             causal_side="above" if seen["causal", "fusion"] >= floor else "below",
             published_side=("both below it" if max(seen["published", m] for m in MODELS) < floor
@@ -557,7 +537,7 @@ class LeakageAudit(LeakageAuditRecord):
 
     def focus_numbers(self) -> FocusNumbers:
         return FocusNumbers(**{f"below_{s}": ", ".join(self.below_oracle(f"{s} fusion")) or "none"
-                               for s in ("published", "causal", "paper")})
+                               for s in FOCUS_MODELS})
 
     def context_numbers(self) -> ContextNumbers:
         """The "!" row of :meth:`focus_context_frame` for the published and the causal fusion model."""
@@ -571,11 +551,10 @@ class LeakageAudit(LeakageAuditRecord):
         """The lowest hard-control accuracy of any request and seed, and the causal and published OOD hit ranges."""
         hard = min(v for modes in self.control.values() for c in modes.hard.values()
                    for v in (*c.adj_acc.values, *c.punct_acc.values))
-        ranges = {s: f"{min(self.ood_hit[s]['pos'].values):.2f} to {max(self.ood_hit[s]['pos'].values):.2f}"
-                  for s in ("causal", "published")}
+        hits = {s: self.ood_hit[s]["pos"].values for s in ("causal", "published")}
+        ranges = {f"ood_range_{s}": f"{min(values):.2f} to {max(values):.2f}" for s, values in hits.items()}
         return ControlNumbers(hard_min=hard, hard_side="exact" if hard == 1.0 else "not exact",
-                              ood_n_causal=len(self.ood_hit_seeds["causal"]), ood_range_causal=ranges["causal"],
-                              ood_range_published=ranges["published"])
+                              ood_n_causal=len(self.ood_hit_seeds["causal"]), **ranges)
 
     def ablation_numbers(self) -> AblationNumbers:
         full, no_aux = (self.ablations[v]["sem_mse"] for v in ("fusion", "fusion_no_aux"))
@@ -694,8 +673,7 @@ class LeakageAudit(LeakageAuditRecord):
         return ShiftNumbers(
             shift_prefixes=shifts.n_prefixes, shift_seeds=", ".join(map(str, shifts.seeds)),
             **{f"shift_{key}_{group}": shifts.shift[model][group].format(3, signed=True)
-               for model, key in (("causal fusion", "causal"), ("published fusion", "pub"))
-               for group in ("polarity", "is_question")})
+               for model, key in SHIFT_KEYS.items() for group in SHIFT_GROUPS})
 
     def key_numbers(self):
         """The chapter's headline numbers in one column."""

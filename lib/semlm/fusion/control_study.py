@@ -10,7 +10,7 @@ Wilson intervals) or the frame its figure draws.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, make_dataclass, replace
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -180,29 +180,25 @@ def rule_and_path_table(side: list[dict]):
     return pd.DataFrame([{k: rate(v) if isinstance(v, Interval) else v for k, v in row.items()} for row in side])
 
 
-@dataclass(frozen=True)
-class RuleAndPathNumbers:
-    ood_neg_reach: float
-    ood_neg_authors: float
-    ood_neg_published_authors: float
-    soft_pos_with: float
-    soft_pos_without: float
-    soft_pos_alone: float
-    soft_neg_with: float
-    soft_neg_without: float
-    soft_neg_alone: float
+#: the control paths of :data:`CONTROL_PATHS` as the prose's glue names call them: ours with the features, the
+#: authors' without them, the features alone
+CITED_PATHS = ("with", "without", "alone")
+#: :func:`rule_and_path_numbers`: three OOD hit rates, then ``soft_{request}_{path}``
+RuleAndPathNumbers = make_dataclass("RuleAndPathNumbers", [
+    ("ood_neg_reach", float), ("ood_neg_authors", float), ("ood_neg_published_authors", float)] + [
+    (f"soft_{cls}_{name}", float) for cls in PAPER_REQUESTS for name in CITED_PATHS], frozen=True)
 
 
 def rule_and_path_numbers(side: list[dict]) -> RuleAndPathNumbers:
     """The rates chapter 3's prose cites."""
-    ours, authors, features = CONTROL_PATHS
+    ours, authors, _ = CONTROL_PATHS
     rows = {(r["setting"], r["nucleus rule"], r["control path"]): r for r in side}
     return RuleAndPathNumbers(
         ood_neg_reach=rows[("causal", "reach", ours)]["OOD hit neg"].mean,
         ood_neg_authors=rows[("causal", "authors", ours)]["OOD hit neg"].mean,
         ood_neg_published_authors=rows[("published", "authors", authors)]["OOD hit neg"].mean,
         **{f"soft_{cls}_{name}": rows[("causal", "reach", path)][f"soft adj {cls}"].mean
-           for cls in PAPER_REQUESTS for name, path in (("with", ours), ("without", authors), ("alone", features))})
+           for cls in PAPER_REQUESTS for name, path in zip(CITED_PATHS, CONTROL_PATHS)})
 
 
 def generations_per_second(decode: Decoder, n: int, repeats: int = 4) -> tuple[float, float]:

@@ -194,10 +194,8 @@ class ControlStudy:
         control["features_only"] = {request: entry(request, FEATURES_ONLY, False) for request in ("pos", "neg")}
         control["none"] = {kind: self.judged[(kind, None, "soft")].to_dict() for kind in ("baseline", "fusion")}
         control["punctuation"] = {
-            mode: {mark: {"acc": self.punctuation[("fusion", mark, mode)]["acc"],
-                          "coverage": self.punctuation[("fusion", mark, mode)]["coverage"],
-                          "baseline_acc": self.punctuation[("baseline", mark, mode)]["acc"],
-                          "baseline_coverage": self.punctuation[("baseline", mark, mode)]["coverage"]}
+            mode: {mark: {**self.punctuation[("fusion", mark, mode)],  # acc, coverage; then the baseline's
+                          **{f"baseline_{k}": v for k, v in self.punctuation[("baseline", mark, mode)].items()}}
                    for mark in PUNCTUATION_REQUESTS} for mode in ("soft", "hard")} if self.punctuation else None
         control["n_prefixes"] = len(self.prefixes)
         return control
