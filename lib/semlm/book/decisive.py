@@ -261,13 +261,14 @@ def collect(folder: Path, pilot: bool = False) -> Path:
     chapters = {CHAPTER: record}
     claims = [row for row in evaluate_claims(chapters) if row["id"] in B_CLAIMS]
     first = calls[0] if calls else {}
+    machine_of = first.get("machine") or {}
     provenance = {
         "label": "recorded GPU run: paper B's seeds, one process per seed (python -m semlm.book seeds)",
         "kind": "gpu-pilot" if pilot else "gpu-seeds", "pilot": pilot,
         "registration": None if pilot or reg is None else registration_commit(),
         "n_registered": None if pilot or reg is None else reg.n, "seeds": seeds,
-        "gpu": (first.get("machine") or {}).get("gpu"), "driver": (first.get("machine") or {}).get("driver"),
-        "packages": (first.get("machine") or {}).get("packages"), "git_commit": first.get("commit") or "unknown",
+        "gpu": machine_of.get("gpu"), "driver": machine_of.get("driver"), "packages": machine_of.get("packages"),
+        "git_commit": first.get("commit") or "unknown",
         "date": first.get("started_at") or min((r["started_at"] for r in results), default=None),
         "calls": calls, "code_sha256": mixed, "mixed_code": len(mixed) > 1,
         "per_seed": {r["seed"]: {k: r[k] for k in ("started_at", "wall_seconds", "train_seconds", "gpu_seconds",
@@ -306,8 +307,7 @@ def registration_progress(root: str | Path | None = None) -> str:
     if reg is None:
         return "Paper B's real-data claims are not yet registered for decisive GPU seeds."
     root = Path(root) if root is not None else REPO_ROOT / "book" / "recorded"
-    seeds_dir = root / reg.folder / "seeds"
-    done = len(list(seeds_dir.glob("*.json"))) if seeds_dir.is_dir() else 0
+    done = len(list((root / reg.folder / "seeds").glob("*.json")))
     commit = registration_commit()
     return (f"Paper B's real-data claims ({', '.join(B_CLAIMS)}) are registered "
             f"(registration {reg.name}, commit {commit[:7] if commit else 'unknown: no git history here'}, "

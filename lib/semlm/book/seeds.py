@@ -100,12 +100,6 @@ def code_hash() -> str:
     return digest.hexdigest()
 
 
-def _specs(config):
-    from semlm.idea.wikitext_experiment import idea_run, profile_form_run
-
-    return [idea_run(config, "baseline", False), idea_run(config, profile_form_run(config), True)]
-
-
 def _means(scores: dict, metrics) -> dict:
     """``{domain: {metric: mean over samples}}`` of a protocol's DomainScores."""
     return {domain: {m: s.summary[m].mean for m in metrics} for domain, s in scores.items()}
@@ -130,7 +124,7 @@ def run_seed(seed: int, protocol: Protocol, runs_dir: str | Path, device: str | 
     from semlm.idea.sharpening import sharpening_temperature
     from semlm.idea.competence import ngram_reference
     from semlm.idea.generation import SHARPENING_BLOCKS, authors_protocol, domain_retention, load_domains, stop_words
-    from semlm.idea.wikitext_experiment import IDEA, idea_data
+    from semlm.idea.wikitext_experiment import IDEA, idea_data, idea_run, profile_form_run
     from semlm.reference import PAPER_B_EVAL_DOMAINS
 
     started, wall0 = utc_now(), time.perf_counter()
@@ -138,8 +132,8 @@ def run_seed(seed: int, protocol: Protocol, runs_dir: str | Path, device: str | 
     config = idea_profile(protocol.profile, seed)
     if protocol.compile is False:
         config = replace(config, train=replace(config.train, compile_on_cuda=False))
-    records = {name: runs.run_one(IDEA, spec, runs_dir, threads=threads, device=device)
-               for name, spec in zip(("baseline", "gated"), _specs(config))}
+    specs = {"baseline": idea_run(config, "baseline", False), "gated": idea_run(config, profile_form_run(config), True)}
+    records = {name: runs.run_one(IDEA, spec, runs_dir, threads=threads, device=device) for name, spec in specs.items()}
     trained = time.perf_counter() - wall0
     data = idea_data(config)
     prompts = wikitext2_rule_prompts()
@@ -266,22 +260,18 @@ def assembled_record(results: list[dict]) -> dict:
     seeds = [r["seed"] for r in results]
     arms = ("baseline", "gated", "sharpened")
 
-    def paired(scores, metric: str) -> dict:
-        """``scores(result, arm)``: that arm's ``{domain: {metric: mean}}``; per domain and "all", paired by seed."""
-        domains = list(scores(results[0], "baseline"))
+    def paired(scores: list[dict], metric: str) -> dict:
+        """``scores``: per result, each arm's ``{domain: {metric: mean}}``; per domain and "all", paired by seed."""
+        domains = list(scores[0]["baseline"])
 
-        def value(r, arm, names):
-            return sum(scores(r, arm)[d][metric] for d in names) / len(names)
+        def value(s, arm, names):
+            return sum(s[arm][d][metric] for d in names) / len(names)
 
-        return {label: SeedPaired.of(*[[value(r, arm, names) for r in results] for arm in arms])
+        return {label: SeedPaired.of(*[[value(s, arm, names) for s in scores] for arm in arms])
                 for label, names in [*((d, [d]) for d in domains), ("all", domains)]}
 
-    def book(r, arm):
-        return r["book"][arm]["stickiness"]
-
-    def authors(r, arm):
-        return r["authors"][arm]
-
+    book = [{arm: r["book"][arm]["stickiness"] for arm in arms} for r in results]
+    authors = [r["authors"] for r in results]
     ppl = {f"{m} (seed {r['seed']})": r["val_ppl"][m] for r in results for m in ("baseline", "gated")}
     check = competence(ppl, results[0]["bigram"])
     over = IdeaOverSeeds(
