@@ -25,7 +25,7 @@ judges: one number per oriented comparison (``{claim: {comparison: value}}``), n
   at the seed (``B-lora-ppl``: validation PPL, baseline - gated and capacity control - gated). The backbone is the
   profile's own (pre-trained once per call at the profile's seed, as the chapter does), not a seed's.
 
-The module imports torch and semlm only when a seed runs.
+The module imports torch and semlm's experiments only when a seed runs.
 """
 
 from __future__ import annotations

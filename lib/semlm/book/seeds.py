@@ -221,6 +221,7 @@ def machine() -> dict:
                                     capture_output=True, text=True, timeout=30).stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
             pass
+
     def installed(name):
         try:
             return version(name)
