@@ -23,8 +23,6 @@ seeds of each family it decides.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import shutil
 import sys
 import tempfile
@@ -32,10 +30,13 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from semlm.book.cpu_seeds import FAMILIES, family_of
-from semlm.book.decisive import (add_collect_parser, check_calls, claim_lines, read_calls, registered_hashes,
-                                 write_collection)
-from semlm.book.seeds import PILOT_SEEDS, SeedsError, current_commit, machine, seed_range, spawn_context
+from semlm.book import registration_cpu
+from semlm.book.cpu_seeds import FAMILIES, family_of, one, prepare, protocol, read_results
+from semlm.book.decisive import (add_collect_parser, check_calls, claim_lines, end_call, read_calls, registered_hashes,
+                                 settle, start_call, tree_checks, write_collection)
+from semlm.book.decisive_judge import judged
+from semlm.book.report import cpu_model
+from semlm.book.seeds import SeedsError, current_commit, machine, pilot_seeds, seed_range, spawn_context, utc_now
 from semlm.data.paths import REPO_ROOT
 from semlm.profiles import check_profile
 
@@ -45,16 +46,10 @@ CALLS = "calls.jsonl"
 DEFAULT_PILOT = range(501, 506)
 
 
-def _registration():
-    import semlm.book.registration_cpu as registration_cpu
-
-    return registration_cpu
-
-
 def families_of(claims: str | None) -> list[str]:
     """The families that decide ``claims`` (comma-separated ids; None: every registered or known family)."""
     if claims is None:
-        reg = _registration().CPU_SEEDS
+        reg = registration_cpu.CPU_SEEDS
         return sorted(reg.n) if reg is not None else sorted(FAMILIES)
     names = [c.strip() for c in claims.split(",") if c.strip()]
     if not names:
@@ -65,12 +60,9 @@ def families_of(claims: str | None) -> list[str]:
 def planned(args, families: list[str]) -> dict[str, tuple[list[int], list[int]]]:
     """``{family: (seeds wanted, spares in order)}`` of this call."""
     if args.pilot:
-        seeds = seed_range(args.seeds, "501-505") if args.seeds else list(DEFAULT_PILOT)
-        if not all(s in PILOT_SEEDS for s in seeds):
-            raise SeedsError(f"--pilot uses seeds {PILOT_SEEDS.start}-{PILOT_SEEDS.stop - 1} only (a registered seed "
-                             f"is never seen before its decisive run); got {seeds[0]}-{seeds[-1]}")
+        seeds = pilot_seeds(args.seeds, DEFAULT_PILOT, "501-505")
         return {f: (seeds, []) for f in families}
-    reg = _registration().CPU_SEEDS
+    reg = registration_cpu.CPU_SEEDS
     if getattr(args, "recheck", False):
         if not args.seeds:
             raise SeedsError("--recheck needs --seeds: the registered seeds to run again, such as 1001-1002")
@@ -93,11 +85,9 @@ def planned(args, families: list[str]) -> dict[str, tuple[list[int], list[int]]]
 def _failed(calls: Path) -> dict[str, set[int]]:
     """``{family: seeds that failed}`` in earlier calls of this recording."""
     out: dict[str, set[int]] = {}
-    if calls.is_file():
-        for line in calls.read_text().splitlines():
-            if line.strip():
-                for family, seed in json.loads(line).get("failed", []):
-                    out.setdefault(family, set()).add(seed)
+    for call in read_calls(calls):
+        for family, seed in call.get("failed", []):
+            out.setdefault(family, set()).add(seed)
     return out
 
 
@@ -120,8 +110,7 @@ def decisive_command(args: argparse.Namespace) -> int:
         raise SeedsError(f"--workers must be >= 1, got {args.workers}")
     if args.budget is not None and args.budget <= 0:
         raise SeedsError(f"--budget must be a positive number of seconds, got {args.budget}")
-    registration = _registration()
-    reg = registration.CPU_SEEDS
+    reg = registration_cpu.CPU_SEEDS
     if not args.pilot and reg is None:
         raise SeedsError("no registration of the CPU claims' seeds is committed (semlm.book.registration_cpu.CPU_SEEDS "
                          "is None); run a pilot with --pilot (seeds 501-999), then commit the registration")
@@ -137,14 +126,10 @@ def decisive_command(args: argparse.Namespace) -> int:
     if args.pilot or args.recheck:
         checks = {"pilot": args.pilot, "recheck": args.recheck, "commit": current_commit()}
     else:
-        from semlm.book.decisive import tree_checks
-
-        checks = tree_checks(folder, registration.REGISTERED_FILES, registration.registration_commit())
+        checks = tree_checks(folder, registration_cpu.REGISTERED_FILES, registration_cpu.registration_commit())
     profile = check_profile(args.profile or ("cpu" if args.pilot else reg.profile))  # this entry's one check
     if not args.pilot and not args.recheck and profile != reg.profile:
         raise SeedsError(f"--profile {profile}: the registration decides at {reg.profile}")
-    from semlm.book.cpu_seeds import protocol
-
     if not args.pilot and not args.recheck and protocol() != reg.protocol:
         differ = sorted(k for k in {**protocol(), **reg.protocol} if protocol().get(k) != reg.protocol.get(k))
         raise SeedsError(f"the seeds' protocol in semlm.book.cpu_seeds differs from the registered one in "
@@ -165,22 +150,14 @@ def decisive_command(args: argparse.Namespace) -> int:
     if args.runs_dir and runs_dir.exists() and any(runs_dir.iterdir()):
         raise SeedsError(f"--runs-dir {runs_dir} is not empty; a decisive call trains in a new runs folder (no cached "
                          f"run is reused): give a new or empty folder")
-    from semlm.book.report import cpu_model
-
-    call = {"started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **checks,
-            "argv": sys.argv[1:], "machine": {**machine(), "cpu_model": cpu_model()}, "profile": profile,
-            "workers": args.workers}
     out.mkdir(parents=True, exist_ok=True)
-    with open(calls, "a") as f:  # the call's start, so that a call killed from outside still names itself
-        f.write(json.dumps({**call, "event": "start"}, default=str) + "\n")
+    call = start_call(calls, checks, machine={**machine(), "cpu_model": cpu_model()}, profile=profile,
+                      workers=args.workers)
     done, failed = [], []
     try:
         done, failed = _run(todo, profile, runs_dir, out, args.workers, args.budget, start)
     finally:
-        call.update(ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), done=done,
-                    failed=failed, event="end")
-        with open(calls, "a") as f:
-            f.write(json.dumps(call, default=str) + "\n")
+        end_call(calls, call, done, failed)
         if not args.runs_dir:
             shutil.rmtree(runs_dir, ignore_errors=True)
     if failed:
@@ -202,8 +179,6 @@ def _check_data(family: str) -> None:
 def _run(todo: dict[str, list[int]], profile: str, runs_dir: Path, out: Path, workers: int,
          budget: float | None, start: float) -> tuple[list, list]:
     from tqdm.auto import tqdm
-
-    from semlm.book.cpu_seeds import one, prepare
 
     prepared = {f: prepare(f, profile, runs_dir) for f, seeds in todo.items() if seeds}
     tasks = [(f, s) for f, seeds in todo.items() for s in seeds]
@@ -228,12 +203,7 @@ def _run(todo: dict[str, list[int]], profile: str, runs_dir: Path, out: Path, wo
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 family, seed = pending.pop(future)
-                try:
-                    future.result()
-                    done.append([family, seed])
-                except Exception as exc:  # one seed's failure is reported; the others go on
-                    failed.append([family, seed])
-                    print(f"decisive: {family} seed {seed} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                settle(future, [family, seed], f"decisive: {family} seed {seed}", done, failed)
                 bar.update(1)
     bar.close()
     return done, failed
@@ -272,8 +242,6 @@ def parser(commands) -> argparse.ArgumentParser:
 def collect(folder: Path, pilot: bool = False) -> Path:
     """Write ``provenance.json``, ``report.json`` and ``VERDICTS.md`` into ``folder`` from its seed files (module
     docstring)."""
-    from semlm.book.cpu_seeds import read_results
-
     folder = Path(folder)
     if not folder.is_dir():
         raise SeedsError(f"{folder} is not a folder; give the recording's folder, e.g. book/recorded/cpu-decisive-c1")
@@ -281,16 +249,12 @@ def collect(folder: Path, pilot: bool = False) -> Path:
     if not results:
         raise SeedsError(f"{folder}/seeds holds no seed files; run `python -m semlm.book decisive` first")
     calls = read_calls(folder / "seeds" / CALLS)
-    registration = _registration()
-    reg = registration.CPU_SEEDS
-    failed = {}
-    for call in calls:
-        for family, seed in call.get("failed", []):
-            failed.setdefault(family, set()).add(seed)
+    reg = registration_cpu.CPU_SEEDS
+    failed = _failed(folder / "seeds" / CALLS)
     if not pilot:
         if reg is None:
             raise SeedsError("no registration is committed; collect a pilot with --pilot")
-        check_calls(calls, registered_hashes(registration.REGISTERED_FILES))
+        check_calls(calls, registered_hashes(registration_cpu.REGISTERED_FILES))
         for family, rows in results.items():
             bad = failed.get(family, set())
             usable = [s for s in reg.all_seeds(family) if s not in bad][:reg.n[family]]
@@ -298,8 +262,6 @@ def collect(folder: Path, pilot: bool = False) -> Path:
                 raise SeedsError(f"{folder} holds {len(rows)} {family} seeds, not exactly the registered "
                                  f"{reg.n[family]} ({usable[0]}-{usable[-1]} after failed seeds' spares); run the "
                                  f"decisive command again (it resumes)")
-    from semlm.book.decisive_judge import judged
-
     claims, seeds, split, profile = judged(results, pilot)
     mixed = sorted({r["code_sha256"] for rows in results.values() for r in rows})
     first = calls[0] if calls else {}
@@ -307,7 +269,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
         "label": "recorded CPU run: the CPU claims' decisive seeds, one process per seed "
                  "(python -m semlm.book decisive)",
         "kind": "cpu-pilot" if pilot else "cpu-decisive", "pilot": pilot,
-        "registration": None if pilot or reg is None else registration.registration_commit(),
+        "registration": None if pilot or reg is None else registration_cpu.registration_commit(),
         "n_registered": None if pilot or reg is None else {c: reg.n[family_of(c).name] for c in seeds},
         "seeds": seeds, "profile": profile, "git_commit": first.get("commit") or "unknown",
         "cpu_model": (first.get("machine") or {}).get("cpu_model"),
@@ -320,7 +282,7 @@ def collect(folder: Path, pilot: bool = False) -> Path:
         "cpu_seconds_per_seed": {family: round(sum(r["cpu_seconds"] for r in rows) / len(rows), 1)
                                  for family, rows in results.items()},
         "variance_split": split,
-        "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "collected_at": utc_now(),
     }
     return write_collection(folder, claims, provenance, verdicts_markdown)
 
@@ -358,14 +320,13 @@ def collect_parser(commands) -> None:
 def registration_progress(root: str | Path | None = None) -> str:
     """One sentence for the report: the CPU claims' registration, its commit, and how many of its decisive seeds are
     recorded per family (the final column takes their claims from the recording once it is collected)."""
-    registration = _registration()
-    reg = registration.CPU_SEEDS
+    reg = registration_cpu.CPU_SEEDS
     if reg is None:
         return ("The CPU claims are not yet registered for decisive seeds: their final verdicts come from the sources "
                 "the table names.")
     root = Path(root) if root is not None else REPO_ROOT / "book" / "recorded"
     done = {f: len(list((root / reg.folder / "seeds" / f).glob("*.json"))) for f in reg.n}
-    commit = registration.registration_commit()
+    commit = registration_cpu.registration_commit()
     collected = (root / reg.folder / "report.json").is_file()
     return (f"The CPU claims are registered (registration {reg.name}, commit "
             f"{commit[:7] if commit else 'unknown: no git history here'}): "

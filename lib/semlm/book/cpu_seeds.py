@@ -25,16 +25,18 @@ judges: one number per oriented comparison (``{claim: {comparison: value}}``), n
   at the seed (``B-lora-ppl``: validation PPL, baseline - gated and capacity control - gated). The backbone is the
   profile's own (pre-trained once per call at the profile's seed, as the chapter does), not a seed's.
 
-The module imports torch and semlm only when a seed runs.
+The module imports torch and semlm's experiments only when a seed runs.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
+import resource
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from semlm.book.seeds import code_hash, seed_files, two_draw_split, utc_now
 
 #: Sentences per request of the held-out adjective rate and of feature steering (chapter 4's N, as in the paper).
 OOD_SENTENCES = 200
@@ -166,8 +168,6 @@ def _soft_control(seed: int, profile: str, runs_dir: Path, prepared) -> dict:
 
 
 def _topic_drift(seed: int, profile: str, runs_dir: Path, prepared) -> dict:
-    from dataclasses import replace
-
     from semlm.core import runs
     from semlm.idea.profiles import topic_drift_profile
     from semlm.idea.topic_experiment import (TOPIC_DRIFT, Measurements, prepare_topic_data, seed_arms, topic_run,
@@ -237,21 +237,16 @@ def prepare(family: str, profile: str, runs_dir: str | Path):
 
 def run_seed(family: str, seed: int, profile: str, runs_dir: str | Path, prepared=None) -> dict:
     """Train and score one seed of ``family`` (module docstring) in ``runs_dir``; the seed's result."""
-    import resource
-
-    from semlm.book.seeds import code_hash
-
-    started, wall0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
-    cpu0 = _cpu_seconds(resource)
+    started, wall0 = utc_now(), time.perf_counter()
+    cpu0 = _cpu_seconds()
     out = _RUNNERS[family][1](seed, profile, Path(runs_dir) / family / f"seed-{seed}", prepared)
     return {"family": family, "seed": seed, "profile": profile, "claims": list(FAMILIES[family].claims),
             "protocol": protocol(), **out, "code_sha256": code_hash(),
-            "started_at": started.isoformat(timespec="seconds"),
-            "wall_seconds": round(time.perf_counter() - wall0, 2),
-            "cpu_seconds": round(_cpu_seconds(resource) - cpu0, 2)}
+            "started_at": started, "wall_seconds": round(time.perf_counter() - wall0, 2),
+            "cpu_seconds": round(_cpu_seconds() - cpu0, 2)}
 
 
-def _cpu_seconds(resource) -> float:
+def _cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
@@ -273,11 +268,8 @@ def one(family: str, seed: int, profile: str, runs_dir: str, out: str, prepared=
 def read_results(folder: str | Path) -> dict[str, list[dict]]:
     """``{family: [seed results, by seed]}`` of a recording's ``seeds/<family>/<seed>.json`` files."""
     root = Path(folder) / "seeds"
-    out = {}
-    for family in sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        files = sorted((root / family).glob("*.json"), key=lambda p: int(p.stem))
-        out[family] = [json.loads(p.read_text()) for p in files]
-    return out
+    families = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return {family: seed_files(root / family) for family in families}
 
 
 def per_seed(results: list[dict], claim: str) -> dict[str, list[float]]:
@@ -289,12 +281,6 @@ def per_seed(results: list[dict], claim: str) -> dict[str, list[float]]:
     return {c: [_mean(r["values"][claim][c]) for r in usable] for c in usable[0]["values"][claim]}
 
 
-def comparable(results: list[dict], claim: str) -> tuple[list[int], list[int]]:
-    """(seeds with a value for ``claim``, seeds without: not comparable)."""
-    return ([r["seed"] for r in results if r["values"][claim] is not None],
-            [r["seed"] for r in results if r["values"][claim] is None])
-
-
 def _mean(v) -> float:
     return sum(v) / len(v) if isinstance(v, list) else float(v)
 
@@ -304,19 +290,11 @@ def variance_split(results: list[dict], claim: str, names=None) -> dict[str, dic
     ``d`` into sampling noise within a seed (``mean (d1 - d2)^2 / 2``: one draw's variance) and the variance between
     seeds (``Var(d bar) - within / 2``), for the comparisons ``names`` (default all); None if the claim is not
     recorded per draw."""
-    import statistics
-
     results = [r for r in results if r["values"][claim] is not None]
     comparisons = results[0]["values"][claim] if results else {}
     comparisons = {k: v for k, v in comparisons.items() if names is None or k in names}
     if not comparisons or not all(isinstance(v, list) and len(v) == 2 for v in comparisons.values()):
         return None
-    out = {}
-    for name in comparisons:
-        pairs = [r["values"][claim][name] for r in results]
-        within = sum((a - b) ** 2 for a, b in pairs) / (2 * len(pairs))
-        means = [(a + b) / 2 for a, b in pairs]
-        var_mean = statistics.variance(means) if len(means) > 1 else float("nan")
-        out[name] = {"seeds": len(pairs), "mean": statistics.fmean(means), "within": within,
-                     "between": var_mean - within / 2, "var_of_seed_means": var_mean}
-    return out
+    splits = {name: two_draw_split([r["values"][claim][name] for r in results]) for name in comparisons}
+    return {name: {k: split[k] for k in ("seeds", "mean", "within", "between", "var_of_seed_means")}
+            for name, split in splits.items()}

@@ -14,7 +14,7 @@ registered files' SHA-256, which ``collect`` checks against the registration com
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
+import hashlib
 import json
 import os
 import sys
@@ -24,23 +24,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from semlm.book.registration import B_CLAIMS, B_SEEDS, REGISTERED_FILES, registration_commit
-from semlm.book.seeds import (CHAPTER, PILOT_SEEDS, Protocol, SeedsError, assembled_record, current_commit,
-                              file_sha256, git, has_git, machine, read_seeds, run_seed_process, seed_range,
-                              spawn_context, variance_split)
+from semlm.book.seeds import (CHAPTER, Protocol, SeedsError, assembled_record, current_commit, git, has_git, machine,
+                              pilot_seeds, read_seeds, run_seed_process, seed_range, spawn_context, utc_now,
+                              variance_split)
 from semlm.data.paths import REPO_ROOT
 
 
 def registered_hashes(files=REGISTERED_FILES) -> dict[str, str]:
     """SHA-256 of each file a registration freezes (default paper B's), as they are in this checkout."""
-    return {name: file_sha256(REPO_ROOT / name) for name in files}
-
-
-def registration_checks(folder: Path) -> dict:
-    """Refuse a deciding call that is not the registered one (module docstring); returns what was checked."""
-    if B_SEEDS is None:
-        raise SeedsError("no registration of paper B's seeds is committed (semlm.book.registration.B_SEEDS is None); "
-                         "run a pilot with --pilot (seeds 501-999), then commit the registration")
-    return tree_checks(folder, REGISTERED_FILES, registration_commit())
+    return {name: hashlib.sha256((REPO_ROOT / name).read_bytes()).hexdigest() for name in files}
 
 
 def tree_checks(folder: Path, files: tuple[str, ...], registered: str | None) -> dict:
@@ -77,25 +69,13 @@ def tree_checks(folder: Path, files: tuple[str, ...], registered: str | None) ->
 
 
 def planned_seeds(args) -> list[int]:
-    if args.seeds:
-        seeds = seed_range(args.seeds)
-    elif args.pilot:
-        seeds = list(range(501, 513))
-    else:
-        seeds = list(B_SEEDS.seeds)
-    if args.pilot and not all(s in PILOT_SEEDS for s in seeds):
-        raise SeedsError(f"--pilot uses seeds {PILOT_SEEDS.start}-{PILOT_SEEDS.stop - 1} only (a registered seed is "
-                         f"never seen before its decisive run); got {seeds[0]}-{seeds[-1]}")
-    if not args.pilot and B_SEEDS is not None and not set(seeds) <= set(B_SEEDS.all_seeds):
+    if args.pilot:
+        return pilot_seeds(args.seeds, range(501, 513), "501-512")
+    seeds = seed_range(args.seeds) if args.seeds else list(B_SEEDS.seeds)
+    if B_SEEDS is not None and not set(seeds) <= set(B_SEEDS.all_seeds):
         raise SeedsError(f"seeds {seeds[0]}-{seeds[-1]} are not the registered ones "
                          f"({B_SEEDS.seeds[0]}-{B_SEEDS.seeds[-1]} and their spares)")
     return seeds
-
-
-def default_folder(pilot: bool) -> Path:
-    if pilot:
-        return REPO_ROOT / "book" / "recorded" / "gpu-pilot"
-    return REPO_ROOT / "book" / "recorded" / B_SEEDS.folder
 
 
 def seeds_command(args: argparse.Namespace) -> int:
@@ -107,13 +87,16 @@ def seeds_command(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget <= 0:
         raise SeedsError(f"--budget must be a positive number of seconds, got {args.budget}")
     if not args.pilot and B_SEEDS is None:
-        registration_checks(Path("."))  # raises the one-line reason (there is no registered folder to default to)
-    folder = Path(args.folder) if args.folder else default_folder(args.pilot)
-    checks = {"pilot": True, "commit": current_commit()} if args.pilot else registration_checks(folder)
+        raise SeedsError("no registration of paper B's seeds is committed (semlm.book.registration.B_SEEDS is None); "
+                         "run a pilot with --pilot (seeds 501-999), then commit the registration")
+    folder = Path(args.folder) if args.folder else REPO_ROOT / "book" / "recorded" / (
+        "gpu-pilot" if args.pilot else B_SEEDS.folder)
+    if args.pilot:
+        checks = {"pilot": True, "commit": current_commit()}
+    else:  # a deciding call that is not the registered one is refused (module docstring)
+        checks = tree_checks(folder, REGISTERED_FILES, registration_commit())
     seeds = planned_seeds(args)
-    protocol = Protocol(profile=args.profile) if args.pilot else B_SEEDS.protocol
-    if args.profile != protocol.profile:
-        protocol = replace(protocol, profile=args.profile)
+    protocol = replace(Protocol() if args.pilot else B_SEEDS.protocol, profile=args.profile)
     out = folder / "seeds"
     todo = [s for s in seeds if not (out / f"{s}.json").is_file()]
     print(f"seeds: {len(seeds) - len(todo)} of {len(seeds)} already recorded in {out}; {len(todo)} to run, "
@@ -132,12 +115,8 @@ def seeds_command(args: argparse.Namespace) -> int:
     runs_dir = Path(args.runs_dir)
     out.mkdir(parents=True, exist_ok=True)
     calls = folder / "calls.jsonl"
-    call = {"started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **checks,
-            "argv": sys.argv[1:], "machine": machine()}
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    call["device"] = device
-    with open(calls, "a") as f:  # the call's start, so that a call killed from outside still names itself
-        f.write(json.dumps({**call, "event": "start"}, default=str) + "\n")
+    call = start_call(calls, checks, machine=machine(), device=device)
     done, failed = [], []
     for i in range(0, len(todo), args.processes):
         if args.budget is not None and time.monotonic() - start > args.budget:
@@ -149,19 +128,40 @@ def seeds_command(args: argparse.Namespace) -> int:
         with ProcessPoolExecutor(len(batch), mp_context=spawn_context()) as pool:
             futures = {s: pool.submit(run_seed_process, s, protocol, str(runs_dir), str(out), device) for s in batch}
             for seed, future in futures.items():
-                try:
-                    future.result()
-                    done.append(seed)
-                except Exception as exc:  # one seed's failure is reported; the others go on
-                    failed.append(seed)
-                    print(f"seeds: seed {seed} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                settle(future, seed, f"seeds: seed {seed}", done, failed)
         print(f"seeds: batch {batch[0]}-{batch[-1]} finished in {time.monotonic() - t0:.0f} s "
               f"({len(done)} done, {len(failed)} failed, {time.monotonic() - start:.0f} s in all)", flush=True)
-    call.update(ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), done=done, failed=failed,
-                event="end")
-    with open(calls, "a") as f:
-        f.write(json.dumps(call, default=str) + "\n")
+    end_call(calls, call, done, failed)
     return 1 if failed else 0
+
+
+def settle(future, key, label: str, done: list, failed: list) -> None:
+    """Add a finished seed's ``key`` to ``done``, or to ``failed`` with a line (``label``, then the error): one seed's
+    failure is reported and the others go on."""
+    try:
+        future.result()
+        done.append(key)
+    except Exception as exc:
+        failed.append(key)
+        print(f"{label} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+
+
+def start_call(calls: Path, checks: dict, **more) -> dict:
+    """A call's entry in a recording's log ``calls``: its start, its checks, its command line and ``more``, written
+    at once, so that a call killed from outside still names itself; :func:`end_call` writes its end."""
+    call = {"started_at": utc_now(), **checks, "argv": sys.argv[1:], **more}
+    _log(calls, {**call, "event": "start"})
+    return call
+
+
+def end_call(calls: Path, call: dict, done: list, failed: list) -> None:
+    """Write the end of ``call`` (:func:`start_call`) into the log ``calls``: the seeds done and failed."""
+    _log(calls, {**call, "ended_at": utc_now(), "done": done, "failed": failed, "event": "end"})
+
+
+def _log(calls: Path, entry: dict) -> None:
+    with open(calls, "a") as f:
+        f.write(json.dumps(entry, default=str) + "\n")
 
 
 def parser(commands) -> argparse.ArgumentParser:
@@ -261,20 +261,21 @@ def collect(folder: Path, pilot: bool = False) -> Path:
     chapters = {CHAPTER: record}
     claims = [row for row in evaluate_claims(chapters) if row["id"] in B_CLAIMS]
     first = calls[0] if calls else {}
+    machine_of = first.get("machine") or {}
     provenance = {
         "label": "recorded GPU run: paper B's seeds, one process per seed (python -m semlm.book seeds)",
         "kind": "gpu-pilot" if pilot else "gpu-seeds", "pilot": pilot,
         "registration": None if pilot or reg is None else registration_commit(),
         "n_registered": None if pilot or reg is None else reg.n, "seeds": seeds,
-        "gpu": (first.get("machine") or {}).get("gpu"), "driver": (first.get("machine") or {}).get("driver"),
-        "packages": (first.get("machine") or {}).get("packages"), "git_commit": first.get("commit") or "unknown",
+        "gpu": machine_of.get("gpu"), "driver": machine_of.get("driver"), "packages": machine_of.get("packages"),
+        "git_commit": first.get("commit") or "unknown",
         "date": first.get("started_at") or min((r["started_at"] for r in results), default=None),
         "calls": calls, "code_sha256": mixed, "mixed_code": len(mixed) > 1,
         "per_seed": {r["seed"]: {k: r[k] for k in ("started_at", "wall_seconds", "train_seconds", "gpu_seconds",
                                                      "device")} for r in results},
         "protocol": results[0]["protocol"], "prompts_sha256": sorted({r["prompts_sha256"] for r in results}),
         "variance_split": {c: variance_split(results, c) for c in ("gated - plain", "gated - sharpened plain")},
-        "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "collected_at": utc_now(),
     }
     return write_collection(folder, claims, provenance, verdicts_markdown, {f"{CHAPTER}.json": record})
 
@@ -306,8 +307,7 @@ def registration_progress(root: str | Path | None = None) -> str:
     if reg is None:
         return "Paper B's real-data claims are not yet registered for decisive GPU seeds."
     root = Path(root) if root is not None else REPO_ROOT / "book" / "recorded"
-    seeds_dir = root / reg.folder / "seeds"
-    done = len(list(seeds_dir.glob("*.json"))) if seeds_dir.is_dir() else 0
+    done = len(list((root / reg.folder / "seeds").glob("*.json")))
     commit = registration_commit()
     return (f"Paper B's real-data claims ({', '.join(B_CLAIMS)}) are registered "
             f"(registration {reg.name}, commit {commit[:7] if commit else 'unknown: no git history here'}, "

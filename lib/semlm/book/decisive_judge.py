@@ -6,7 +6,7 @@ reads every recording live; apart from both so that neither imports the other.
 
 from __future__ import annotations
 
-from semlm.book.cpu_seeds import FAMILIES
+from semlm.book.cpu_seeds import FAMILIES, per_seed, variance_split
 
 
 def judged(results: dict[str, list[dict]], pilot: bool) -> tuple[list[dict], dict, dict, str]:
@@ -14,7 +14,6 @@ def judged(results: dict[str, list[dict]], pilot: bool) -> tuple[list[dict], dic
     :func:`semlm.book.cpu_seeds.read_results`), the seeds per claim, the variance splits and the profile: what
     ``collect`` writes and what :func:`semlm.book.recorded.recorded_verdicts` reads of a recording, live."""
     from semlm.book.claims import DECISIVE_EFFECTS, decisive_rows
-    from semlm.book.cpu_seeds import comparable, per_seed, variance_split
 
     values, seeds, skipped, split, profiles = {}, {}, {}, {}, set()
     for family, rows in results.items():
@@ -22,7 +21,7 @@ def judged(results: dict[str, list[dict]], pilot: bool) -> tuple[list[dict], dic
         for claim in FAMILIES[family].claims:
             values[claim] = per_seed(rows, claim)
             seeds[claim] = [r["seed"] for r in rows]
-            skipped[claim] = comparable(rows, claim)[1]
+            skipped[claim] = [r["seed"] for r in rows if r["values"][claim] is None]  # not comparable
             rule = DECISIVE_EFFECTS.get(claim)
             names = None if rule is None else (*rule.comparisons, *((rule.guard.name,) if rule.guard else ()))
             if (parts := variance_split(rows, claim, names)) is not None:

@@ -34,17 +34,9 @@ def registrations() -> dict[str, str]:
     """``{claim: "<name> <commit>"}`` of every registered claim: paper B's real-data claims
     (:mod:`semlm.book.registration`) and the CPU claims (:mod:`semlm.book.registration_cpu`); the commit is
     "uncommitted" where no git history names it."""
-    import semlm.book.registration as registration
-    import semlm.book.registration_cpu as registration_cpu
-    from semlm.book.cpu_seeds import FAMILIES
+    from semlm.book.report import registered_claims
 
     out = {}
-    if registration.B_SEEDS is not None:
-        commit = registration.registration_commit()
-        out.update(dict.fromkeys(registration.B_CLAIMS, f"{registration.B_SEEDS.name} {(commit or 'uncommitted')[:7]}"))
-    reg = registration_cpu.CPU_SEEDS
-    if reg is not None:
-        commit = registration_cpu.registration_commit()
-        out.update(dict.fromkeys((c for f in reg.n for c in FAMILIES[f].claims),
-                                 f"{reg.name} {(commit or 'uncommitted')[:7]}"))
+    for reg, claims, registration_commit in registered_claims():
+        out.update(dict.fromkeys(claims, f"{reg.name} {(registration_commit() or 'uncommitted')[:7]}"))
     return out

@@ -438,15 +438,23 @@ def registered_decisive(root: Path) -> dict[str, str]:
     their GPU recording (:mod:`semlm.book.registration`; ``collect-seeds``), the CPU claims and theirs
     (:mod:`semlm.book.registration_cpu`; ``collect-decisive``). Each collect writes ``report.json`` only when the
     folder holds exactly the registered seeds."""
-    from semlm.book.cpu_seeds import FAMILIES
-    from semlm.book.registration import B_CLAIMS, B_SEEDS
-    from semlm.book.registration_cpu import CPU_SEEDS
+    return {claim: reg.folder for reg, claims, _ in registered_claims()
+            if (Path(root) / reg.folder / "report.json").is_file() for claim in claims}
 
-    out = {}
-    if B_SEEDS is not None and (Path(root) / B_SEEDS.folder / "report.json").is_file():
-        out.update(dict.fromkeys(B_CLAIMS, B_SEEDS.folder))
-    if CPU_SEEDS is not None and (Path(root) / CPU_SEEDS.folder / "report.json").is_file():
-        out.update(dict.fromkeys((c for f in CPU_SEEDS.n for c in FAMILIES[f].claims), CPU_SEEDS.folder))
+
+def registered_claims() -> list[tuple]:
+    """``(registration, its claims, its registration_commit function)`` of each committed registration of decisive
+    seeds: paper B's real-data claims (:mod:`semlm.book.registration`), then the CPU claims
+    (:mod:`semlm.book.registration_cpu`)."""
+    import semlm.book.registration as registration
+    import semlm.book.registration_cpu as registration_cpu
+    from semlm.book.cpu_seeds import FAMILIES
+
+    out = []
+    if registration.B_SEEDS is not None:
+        out.append((registration.B_SEEDS, registration.B_CLAIMS, registration.registration_commit))
+    if (reg := registration_cpu.CPU_SEEDS) is not None:
+        out.append((reg, [c for f in reg.n for c in FAMILIES[f].claims], registration_cpu.registration_commit))
     return out
 
 

@@ -25,11 +25,14 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import multiprocessing
 import os
 import platform
+import statistics
 import subprocess
 import time
 from dataclasses import asdict, dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from semlm.data.paths import REPO_ROOT
@@ -57,6 +60,20 @@ def seed_range(text: str, example: str = "501-512") -> list[int]:
     return seeds
 
 
+def pilot_seeds(text: str | None, default: range, example: str) -> list[int]:
+    """The seeds of a ``--pilot`` call: ``--seeds`` (``text``) or ``default``, all of them :data:`PILOT_SEEDS`."""
+    seeds = seed_range(text, example) if text else list(default)
+    if not all(s in PILOT_SEEDS for s in seeds):
+        raise SeedsError(f"--pilot uses seeds {PILOT_SEEDS.start}-{PILOT_SEEDS.stop - 1} only (a registered seed is "
+                         f"never seen before its decisive run); got {seeds[0]}-{seeds[-1]}")
+    return seeds
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second (a call's or a seed's start and end)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
 @dataclass(frozen=True)
 class Protocol:
     """What one seed trains and how it is scored: the profile's recipe, the rule-chosen prompts (their digest),
@@ -74,11 +91,6 @@ class Protocol:
 # -- one seed ----------------------------------------------------------------------------------------------------
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes (hex)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def code_hash() -> str:
     """SHA-256 over the package's Python files (the training and scoring code of a seed), sorted by path."""
     digest = hashlib.sha256()
@@ -88,12 +100,6 @@ def code_hash() -> str:
     return digest.hexdigest()
 
 
-def _specs(config):
-    from semlm.idea.wikitext_experiment import idea_run, profile_form_run
-
-    return [idea_run(config, "baseline", False), idea_run(config, profile_form_run(config), True)]
-
-
 def _means(scores: dict, metrics) -> dict:
     """``{domain: {metric: mean over samples}}`` of a protocol's DomainScores."""
     return {domain: {m: s.summary[m].mean for m in metrics} for domain, s in scores.items()}
@@ -101,11 +107,10 @@ def _means(scores: dict, metrics) -> dict:
 
 def _draw_means(scores: dict, metric: str, draws) -> dict:
     """``{domain: [mean over the draw's samples, per draw]}``."""
-    out = {}
-    for domain, s in scores.items():
-        out[domain] = [sum(r[metric] for r in rows) / len(rows) if (rows := [r for r in s.samples if r["seed"] == d])
-                       else None for d in draws]
-    return out
+    def mean(rows):
+        return sum(r[metric] for r in rows) / len(rows) if rows else None
+
+    return {domain: [mean([r for r in s.samples if r["seed"] == d]) for d in draws] for domain, s in scores.items()}
 
 
 def run_seed(seed: int, protocol: Protocol, runs_dir: str | Path, device: str | None = None,
@@ -119,16 +124,16 @@ def run_seed(seed: int, protocol: Protocol, runs_dir: str | Path, device: str | 
     from semlm.idea.sharpening import sharpening_temperature
     from semlm.idea.competence import ngram_reference
     from semlm.idea.generation import SHARPENING_BLOCKS, authors_protocol, domain_retention, load_domains, stop_words
-    from semlm.idea.wikitext_experiment import IDEA, idea_data
+    from semlm.idea.wikitext_experiment import IDEA, idea_data, idea_run, profile_form_run
     from semlm.reference import PAPER_B_EVAL_DOMAINS
 
-    started, wall0 = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
+    started, wall0 = utc_now(), time.perf_counter()
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     config = idea_profile(protocol.profile, seed)
     if protocol.compile is False:
         config = replace(config, train=replace(config.train, compile_on_cuda=False))
-    records = {name: runs.run_one(IDEA, spec, runs_dir, threads=threads, device=device)
-               for name, spec in zip(("baseline", "gated"), _specs(config))}
+    specs = {"baseline": idea_run(config, "baseline", False), "gated": idea_run(config, profile_form_run(config), True)}
+    records = {name: runs.run_one(IDEA, spec, runs_dir, threads=threads, device=device) for name, spec in specs.items()}
     trained = time.perf_counter() - wall0
     data = idea_data(config)
     prompts = wikitext2_rule_prompts()
@@ -156,7 +161,7 @@ def run_seed(seed: int, protocol: Protocol, runs_dir: str | Path, device: str | 
         "stop_words_sha256": hashlib.sha256(json.dumps(sorted(stop_words())).encode()).hexdigest(),
         "code_sha256": code_hash(), "device": device,
         "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else None,
-        "started_at": started.isoformat(timespec="seconds"), "wall_seconds": round(wall, 2),
+        "started_at": started, "wall_seconds": round(wall, 2),
         "train_seconds": round(trained, 2),
         # the process held the GPU for the whole seed: its GPU time is its wall time
         "gpu_seconds": round(wall, 2) if device.startswith("cuda") else 0.0,
@@ -202,8 +207,6 @@ def has_git() -> bool:
 
 def spawn_context():
     """The ``spawn`` multiprocessing context: each seed's process starts fresh (no forked torch state)."""
-    import multiprocessing
-
     return multiprocessing.get_context("spawn")
 
 
@@ -218,7 +221,6 @@ def machine() -> dict:
                                     capture_output=True, text=True, timeout=30).stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
             pass
-    from importlib.metadata import PackageNotFoundError, version
 
     def installed(name):
         try:
@@ -234,13 +236,18 @@ def machine() -> dict:
 # -- collect --------------------------------------------------------------------------------------------------------
 
 
+def seed_files(folder: Path) -> list[dict]:
+    """The results in ``folder``'s ``<seed>.json`` files, by seed."""
+    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"), key=lambda p: int(p.stem))]
+
+
 def read_seeds(folder: Path) -> list[dict]:
     if not Path(folder).is_dir():
         raise SeedsError(f"{folder} is not a folder; give the recording's folder, e.g. book/recorded/gpu-seeds-b1")
-    files = sorted((Path(folder) / "seeds").glob("*.json"), key=lambda p: int(p.stem))
-    if not files:
+    results = seed_files(Path(folder) / "seeds")
+    if not results:
         raise SeedsError(f"{folder}/seeds holds no seed files; run `python -m semlm.book seeds` first")
-    return [json.loads(p.read_text()) for p in files]
+    return results
 
 
 def assembled_record(results: list[dict]) -> dict:
@@ -254,22 +261,18 @@ def assembled_record(results: list[dict]) -> dict:
     seeds = [r["seed"] for r in results]
     arms = ("baseline", "gated", "sharpened")
 
-    def paired(scores, metric: str) -> dict:
-        """``scores(result, arm)``: that arm's ``{domain: {metric: mean}}``; per domain and "all", paired by seed."""
-        domains = list(scores(results[0], "baseline"))
+    def paired(scores: list[dict], metric: str) -> dict:
+        """``scores``: per result, each arm's ``{domain: {metric: mean}}``; per domain and "all", paired by seed."""
+        domains = list(scores[0]["baseline"])
 
-        def value(r, arm, names):
-            return sum(scores(r, arm)[d][metric] for d in names) / len(names)
+        def value(s, arm, names):
+            return sum(s[arm][d][metric] for d in names) / len(names)
 
-        return {label: SeedPaired.of(*[[value(r, arm, names) for r in results] for arm in arms])
+        return {label: SeedPaired.of(*[[value(s, arm, names) for s in scores] for arm in arms])
                 for label, names in [*((d, [d]) for d in domains), ("all", domains)]}
 
-    def book(r, arm):
-        return r["book"][arm]["stickiness"]
-
-    def authors(r, arm):
-        return r["authors"][arm]
-
+    book = [{arm: r["book"][arm]["stickiness"] for arm in arms} for r in results]
+    authors = [r["authors"] for r in results]
     ppl = {f"{m} (seed {r['seed']})": r["val_ppl"][m] for r in results for m in ("baseline", "gated")}
     check = competence(ppl, results[0]["bigram"])
     over = IdeaOverSeeds(
@@ -289,8 +292,6 @@ def assembled_record(results: list[dict]) -> dict:
 def variance_split(results: list[dict], comparison: str = "gated - plain") -> dict:
     """The issue's split of the per-seed difference ``d`` (stickiness, all domains) into sampling noise within a
     seed (two draws: ``mean (d1 - d2)^2 / 2``) and between seeds (``Var(d bar) - within / 2``)."""
-    import statistics
-
     other = {"gated - plain": "baseline", "gated - sharpened plain": "sharpened"}[comparison]
 
     def d(r, draw):
@@ -301,9 +302,16 @@ def variance_split(results: list[dict], comparison: str = "gated - plain") -> di
     n_draws = len(results[0]["protocol"]["draws"])
     if n_draws != 2:
         raise SeedsError(f"the variance split needs two draws per seed; these results have {n_draws}")
-    d1, d2 = [d(r, 0) for r in results], [d(r, 1) for r in results]
-    within = sum((a - b) ** 2 for a, b in zip(d1, d2)) / (2 * len(d1))
-    means = [(a + b) / 2 for a, b in zip(d1, d2)]
+    split = two_draw_split([(d(r, 0), d(r, 1)) for r in results])
+    return {"comparison": comparison, **split, "sd_of_seed_means": split["var_of_seed_means"] ** 0.5}
+
+
+def two_draw_split(pairs: list[tuple[float, float]]) -> dict:
+    """The split of per-seed values drawn twice (``pairs``: one (draw 1, draw 2) per seed) into sampling noise within
+    a seed (``mean (d1 - d2)^2 / 2``: one draw's variance) and the variance between seeds (``Var(d bar) - within /
+    2``), with the seed count, the variance of the seeds' means and their mean."""
+    within = sum((a - b) ** 2 for a, b in pairs) / (2 * len(pairs))
+    means = [(a + b) / 2 for a, b in pairs]
     var_mean = statistics.variance(means) if len(means) > 1 else float("nan")
-    return {"comparison": comparison, "seeds": len(results), "within": within, "between": var_mean - within / 2,
-            "var_of_seed_means": var_mean, "mean": statistics.fmean(means), "sd_of_seed_means": var_mean ** 0.5}
+    return {"seeds": len(pairs), "within": within, "between": var_mean - within / 2, "var_of_seed_means": var_mean,
+            "mean": statistics.fmean(means)}
