@@ -691,7 +691,8 @@ def _cpu_provenance(label: str, kind: str, machine: dict, commit: str, profile, 
 
 
 def _this_machine() -> dict:
-    """This machine's processor, core count, architecture, packages and Python, in the fields a chapter's metrics record them in."""
+    """This machine's processor, core count, architecture, packages and Python, in the fields a chapter's metrics
+    record them in."""
     return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
             "packages": package_versions(PACKAGES), "python": platform.python_version()}
 
