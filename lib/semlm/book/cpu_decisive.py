@@ -30,7 +30,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from semlm.book import registration_cpu
+import semlm.book.registration_cpu as registration_cpu
 from semlm.book.cpu_seeds import FAMILIES, family_of, one, prepare, protocol, read_results
 from semlm.book.decisive import (add_collect_parser, check_calls, claim_lines, end_call, read_calls, registered_hashes,
                                  settle, start_call, tree_checks, write_collection)
