@@ -47,9 +47,7 @@ from dataclasses import replace
 import pandas as pd
 
 from semlm import book, plots
-from semlm.book.claims import (
-    FEATURE_STEERING_EFFECT, FEATURE_STEERING_MIN_SEEDS, evaluate_claims,
-)
+from semlm.book.claims import evaluate_claims
 from semlm.core import runs
 from semlm.core.metrics import FOCUS_TOKENS
 from semlm.data.synthetic import make_corpus
@@ -57,6 +55,7 @@ from semlm.fusion.audit import (
     AuditRuns, Floors, LeakageAudit, audit_runs, audit_seeds, control_reports,
     feature_steering, focus_by_context, ood_seeds, seed_points, steering_seeds,
 )
+from semlm.fusion.claims import FEATURE_STEERING_EFFECT, FEATURE_STEERING_MIN_SEEDS
 from semlm.fusion.leakage import causal_floors
 from semlm.fusion.synthetic_experiment import SYNTHETIC
 from semlm.fusion.profiles import synthetic_profile

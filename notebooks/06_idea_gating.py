@@ -46,12 +46,12 @@ n_seeds = None  # seed comparison; None: the profile's (smoke 2, cpu 1, paper 1)
 import pandas as pd
 
 from semlm import book, plots
-from semlm.book.claims import STICKINESS_RULE_COMMIT
 from semlm.book.recorded import recorded_over_seeds
 from semlm.book.tables import show_config
 from semlm.core.metrics import perplexity
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
+from semlm.idea.claims import STICKINESS_RULE_COMMIT
 from semlm.idea.model import IdeaGPTForCausalLM, parameter_count
 from semlm.idea.profiles import idea_profile, profile_differences
 from semlm.idea.records import NoOverSeeds

@@ -47,9 +47,9 @@ n_seeds = None  # control seeds; None: the profile's (smoke 2, cpu 3, paper 1)
 import pandas as pd
 
 from semlm import book, plots
-from semlm.book.claims import LORA_EFFECT
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.idea import report
+from semlm.idea.claims import LORA_EFFECT
 from semlm.idea.gate import xray
 from semlm.idea.lora_experiment import (
     BACKBONE_PRETRAINING, LORA, backbone_runs, capacity_control_runs,

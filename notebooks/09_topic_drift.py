@@ -48,14 +48,15 @@ from dataclasses import replace
 import pandas as pd
 
 from semlm import book, plots
-from semlm.book.claims import (
-    TOPIC_DRIFT_EFFECT, TOPIC_DRIFT_RULE_COMMIT, TOPIC_MAX_MIXED, TOPIC_MIN_SEEDS,
-    TOPIC_MISCALIBRATION, evaluate_claims,
-)
+from semlm.book.claims import evaluate_claims
 from semlm.book.tables import show, show_config
 from semlm.core.runs import RunContext, nested, run_many
 from semlm.data.topics import NEUTRAL_TEMPLATES, TEMPLATES
 from semlm.idea import topic_report
+from semlm.idea.claims import (
+    TOPIC_DRIFT_EFFECT, TOPIC_DRIFT_RULE_COMMIT, TOPIC_MAX_MIXED, TOPIC_MIN_SEEDS,
+    TOPIC_MISCALIBRATION,
+)
 from semlm.idea.profiles import topic_drift_profile
 from semlm.idea.topic_experiment import (
     CHAPTER, CURVE, RESAMPLED, TOPIC_DRIFT, Measurements, alpha_sweep,

@@ -50,11 +50,10 @@ import pandas as pd
 import torch
 
 from semlm import book, plots
-from semlm.book.claims import (
-    INTENSITY_SMOOTH_THRESHOLD, SOFT_CONTROL_EFFECT, evaluate_claims,
-)
+from semlm.book.claims import evaluate_claims
 from semlm.core import runs
 from semlm.core.causality import CAUSAL_TOLERANCE, future_sensitivity
+from semlm.fusion.claims import INTENSITY_SMOOTH_THRESHOLD, SOFT_CONTROL_EFFECT
 from semlm.fusion.records import IntentControlRecord
 from semlm.fusion import intent_experiment as ie
 from semlm.fusion.intent import REQUEST_COLUMNS, declared_intent

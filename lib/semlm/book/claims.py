@@ -25,25 +25,13 @@ from semlm.book.records import load_record
 from semlm.book.recorded_runs import competent_recorded_runs
 from semlm.book.registration import B_SEEDS, B_STICKINESS_CORRELATION, B_STICKINESS_SD
 from semlm.core.records import ChapterRecord, Interval
-from semlm.core.verdicts import (BY_CONSTRUCTION, INCONCLUSIVE, INCONCLUSIVE_HALF_WIDTH, NOT_REPRODUCED, NOT_TESTABLE,
-                                 REPRODUCED, STATUS_MEANINGS, STATUSES, Claim, EffectRule, ladder, power_block,
-                                 widened)
+from semlm.core.verdicts import (BY_CONSTRUCTION, INCONCLUSIVE, INCONCLUSIVE_HALF_WIDTH, NOT_TESTABLE, STATUSES, Claim,
+                                 EffectRule, ladder, power_block, widened)
 from semlm.fusion import claims as paper_a
-from semlm.fusion.claims import (A_T1_RULE, A_T6_RULES, FEATURE_STEERING_EFFECT, FEATURE_STEERING_MIN_SEEDS,
-                                 INTENSITY_SMOOTH_THRESHOLD, MSE_RULE, OOD_RULE, SOFT_CONTROL_EFFECT, mse_status,
-                                 ood_status)
+from semlm.fusion.claims import (A_T1_RULE, A_T6_RULES, FEATURE_STEERING_EFFECT, MSE_RULE, OOD_RULE,
+                                 SOFT_CONTROL_EFFECT, mse_status, ood_status)
 from semlm.idea import claims as paper_b
-from semlm.idea.claims import (LORA_EFFECT, STICKINESS_RULE_COMMIT, TOPIC_DRIFT_EFFECT, TOPIC_DRIFT_RULE_COMMIT,
-                               TOPIC_MAX_MIXED, TOPIC_MIN_SEEDS, TOPIC_MISCALIBRATION)
-
-# the registry; then the names semlm.book.report reads from here, and those the chapters (notebooks 04, 06,
-# 08, 09, 10) read from here, whose homes are semlm.core.verdicts and the papers' claims modules
-__all__ = [
-    "CLAIMS", "CHAPTERS", "STICKINESS_EFFECT", "DECISIVE_RECORDINGS", "COMPETENT_RECORDINGS", "BY_CONSTRUCTION_ALLOWED",
-    "evaluate_claims", "DECISIVE_EFFECTS", "DECISIVE_THRESHOLDS", "decisive_rows", "STATUSES", "STATUS_MEANINGS",
-    "REPRODUCED", "NOT_REPRODUCED", "NOT_TESTABLE", "FEATURE_STEERING_EFFECT", "FEATURE_STEERING_MIN_SEEDS",
-    "STICKINESS_RULE_COMMIT", "LORA_EFFECT", "TOPIC_DRIFT_EFFECT", "TOPIC_DRIFT_RULE_COMMIT", "TOPIC_MAX_MIXED",
-    "TOPIC_MIN_SEEDS", "TOPIC_MISCALIBRATION", "INTENSITY_SMOOTH_THRESHOLD", "SOFT_CONTROL_EFFECT"]
+from semlm.idea.claims import LORA_EFFECT, TOPIC_DRIFT_EFFECT, TOPIC_MAX_MIXED
 
 #: B-stickiness's rule, frozen by the registration (its smallest effect of interest, pilot SDs and seeds).
 STICKINESS_EFFECT = paper_b.stickiness_effect(B_SEEDS, B_STICKINESS_SD, B_STICKINESS_CORRELATION)

@@ -234,7 +234,7 @@ def claims_table(claims: list[dict]) -> HTMLBlock:
     under it. Each claim's reason, rule, profile and (where the rows carry them, :func:`attach_recorded`) the
     verdicts of recorded runs, labelled as not this build's, sit in a ``<details>`` row below it: no column is ever
     narrower than a word (the site check fails one)."""
-    from semlm.book.claims import STATUSES
+    from semlm.core.verdicts import STATUSES
 
     claims = sorted(claims, key=lambda row: (row["paper"], STATUSES.index(final_status(row))))
     names = ("id", "claim", "paper value", "ours", "status")
@@ -289,7 +289,7 @@ def verdict_summary(claims: list[dict]):
     ``STATUSES`` order, with the total."""
     import pandas as pd
 
-    from semlm.book.claims import STATUSES
+    from semlm.core.verdicts import STATUSES
 
     counts = verdict_counts(claims)
     used = [status for status in STATUSES if any(status in column for column in counts.values())]
@@ -343,8 +343,8 @@ def plain_summary(claims: list[dict]) -> dict[str, str]:
 
 
 def status_legend() -> HTMLBlock:
-    """Every claim status with its colour and meaning, generated from ``semlm.book.claims.STATUS_MEANINGS``."""
-    from semlm.book.claims import STATUS_MEANINGS, STATUSES
+    """Every claim status with its colour and meaning, generated from ``semlm.core.verdicts.STATUS_MEANINGS``."""
+    from semlm.core.verdicts import STATUS_MEANINGS, STATUSES
 
     items = "".join(f'<dt><span class="semlm-status" style="background-color: {STATUS_COLOURS[status]}">'
                     f"{html.escape(status)}</span></dt><dd>{html.escape(STATUS_MEANINGS[status])}</dd>"
@@ -465,7 +465,7 @@ def _recorded_entry(row: dict, folder: str) -> dict | None:
 
 def _final_verdict(row: dict, decisive: str | None, competent: str | None) -> dict:
     """``final`` of one claim row (:func:`final_verdicts`), from its decisive and competent folders (or None)."""
-    from semlm.book.claims import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
+    from semlm.core.verdicts import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
 
     def verdict(status, source, seeds, note):
         flag = {status, row["status"]} == {REPRODUCED, NOT_REPRODUCED}
@@ -501,7 +501,7 @@ def final_status(row: dict) -> str:
 def multiplicity_sentence(claims: list[dict], level: float = 0.95) -> str:
     """How many claims the final column decides (reproduced or not reproduced), and how many of those decisions are
     expected to be wrong by chance alone at ``level`` per claim (``(1 - level)`` x the number decided)."""
-    from semlm.book.claims import NOT_REPRODUCED, REPRODUCED
+    from semlm.core.verdicts import NOT_REPRODUCED, REPRODUCED
 
     decided = sum(final_status(row) in (REPRODUCED, NOT_REPRODUCED) for row in claims)
     return (f"This report decides {decided} of {len(claims)} claims (reproduced or not reproduced); at {level:.0%} "
