@@ -27,7 +27,7 @@ CPU_BF16_CHOICES: tuple[str, ...] = ("auto", "off")
 def cpu_computes_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices natively (x86 AVX512-BF16 or AMX tiles). Without it oneDNN
     emulates bf16 and autocast makes training slower, not faster (``book/recorded/cpu-bf16-variants`` times a
-    step with oneDNN capped below both: ``semlm.book.bench.emulated_bf16_step_ratios``). Read from
+    step with oneDNN capped below both: ``semlm.fusion.bench.emulated_bf16_step_ratios``). Read from
     ``/proc/cpuinfo`` (no torch import, so a profile stays cheap to build); elsewhere torch's own check."""
     try:
         flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()

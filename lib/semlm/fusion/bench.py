@@ -204,6 +204,7 @@ def emulated_bf16_step_ratios(profile: str = "cpu", isas: Sequence[str] = EMULAT
         out[isa] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
 
+
 def bf16_summary(comparison: dict) -> str:
     """How bf16 compared with float32 in ``comparison``: its CPU time ratio and whether PPL stayed within."""
     bf16 = next((row for row in comparison["variants"].values() if row["autocast"] == "bf16"), None)
