@@ -100,11 +100,13 @@ def compare_with_authors_script(script: str | Path, profile: str = "cpu", seed: 
 
     Bad input (a missing file, a notebook without code, Python that does not parse: :func:`authors_script_file`)
     is refused before our side runs. A script that fails does not stop our side: the record then has ``error``
-    (one line) and no ratios; ``runs`` is at least 2 (the command line checks it).
+    (one line) and no ratios. ``runs`` below 2 is refused: runs alternate ours / theirs.
     """
     from semlm.fusion.model import build_model
     from semlm.fusion.synthetic_experiment import model_config, prepare_data
 
+    if runs < 2:
+        raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {runs}")
     config = synthetic_profile(profile, seed)  # an unknown profile fails here, before anything runs
     vocab = len(prepare_data(config.corpus).vocab)  # what our side trains: sentences x epochs, both models
     parameters = {kind: sum(p.numel() for p in build_model(model_config(config, kind, vocab, "causal")).parameters())
@@ -267,8 +269,6 @@ def _run_authors(args) -> int | None:
     if args.record and args.profile != "cpu":  # the recorded comparison is the book's scale, never a smoke run
         raise ValueError(f"--record keeps the comparison at the book's scale, not at {args.profile!r}; "
                          "pass --profile cpu")
-    if args.runs < 2:
-        raise ValueError(f"--runs must be at least 2 (runs alternate ours / theirs), got {args.runs}")
     record = compare_with_authors_script(args.authors_script, args.profile, args.seed, args.runs, args.workers)
     frame, note = bench.authors_comparison_frame({"authors_comparison": record})
     print(f"{frame.to_string()}\n{note}")
