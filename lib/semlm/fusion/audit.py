@@ -372,18 +372,26 @@ class Floors:
             paper_below=" and ".join(below) or "neither")
 
 
-#: :meth:`LeakageAudit.gain_numbers`: the paired seen-only gain per setting and its verdict, the seen-only PPL per
-#: setting and model, and which side of the seen-only floor the models lie on
-GainNumbers = make_dataclass("GainNumbers", [(f"gain_{s}", str) for s in SETTINGS] + [
-    (f"gain_{s}_verdict", str) for s in SETTINGS] + [("n_seeds", int)] + [
-    (f"seen_{s}_{m}", float) for s in SETTINGS for m in MODELS] + [
-    ("causal_side", str),      # the causal fusion model's mean seen-only PPL against the seen-only floor
-    ("published_side", str)],  # and the published models'
-    frozen=True)
-#: the fusion models whose focus tokens' CE :meth:`LeakageAudit.focus_numbers` compares with the training oracle's
-FOCUS_MODELS = ("published", "causal", "paper")
-#: :meth:`LeakageAudit.focus_numbers`: per model, the focus tokens whose CE lies below the training oracle's
-FocusNumbers = make_dataclass("FocusNumbers", [(f"below_{s}", str) for s in FOCUS_MODELS], frozen=True)
+@dataclass(frozen=True)
+class GainNumbers:
+    gain_causal: str
+    gain_published: str
+    gain_causal_verdict: str
+    gain_published_verdict: str
+    n_seeds: int
+    seen_causal_baseline: float
+    seen_causal_fusion: float
+    seen_published_baseline: float
+    seen_published_fusion: float
+    causal_side: str     # the causal fusion model's mean seen-only PPL against the seen-only floor
+    published_side: str  # and the published models'
+
+
+@dataclass(frozen=True)
+class FocusNumbers:
+    below_published: str  # the focus tokens whose CE lies below the training oracle's
+    below_causal: str
+    below_paper: str
 
 
 @dataclass(frozen=True)
@@ -537,7 +545,7 @@ class LeakageAudit(LeakageAuditRecord):
 
     def focus_numbers(self) -> FocusNumbers:
         return FocusNumbers(**{f"below_{s}": ", ".join(self.below_oracle(f"{s} fusion")) or "none"
-                               for s in FOCUS_MODELS})
+                               for s in ("published", "causal", "paper")})
 
     def context_numbers(self) -> ContextNumbers:
         """The "!" row of :meth:`focus_context_frame` for the published and the causal fusion model."""
